@@ -1,0 +1,47 @@
+# The two newcomer commands:  `make demo` (set up + open the dashboard with the demo)  and  `make test`.
+# Everything lands in .venv; re-running only reinstalls when pyproject.toml changed.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# CPU torch first: a bare `torch` requirement would pull several GB of CUDA packages. On a GPU workstation:
+#   make demo TORCH_SPEC="torch==2.13.0"   (with your CUDA index configured in pip)
+TORCH_SPEC ?= torch==2.13.0
+STAMP  := $(VENV)/.traindeck-installed
+
+export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
+# DeepSpeed JIT-builds its CPU ops on first use (~90 s); keep them between runs.
+export TORCH_EXTENSIONS_DIR ?= $(HOME)/.cache/torch_extensions
+
+.PHONY: demo test setup setup-core lint bench clean
+
+demo: $(STAMP)
+	$(BIN)/traindeck gui --demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip "setuptools>=68" wheel
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q -e ".[train,test]"
+	touch $(STAMP)
+
+# The dashboard alone, without torch/accelerate/deepspeed.
+setup-core:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e ".[test]"
+
+lint: $(STAMP)
+	$(BIN)/ruff check backend gui tests
+	$(BIN)/lint-imports
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python -m pytest -q -s tests/perf -p no:randomly
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,65 @@
+"""The `traindeck` command: the headless twin of the dashboard.
+
+Each command group lives in its own module with `register(subparsers)`; a command's handler returns the exit
+code. Bad input is reported as one clear line on stderr, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from traindeck import __version__
+
+
+def _command_modules() -> list[str]:
+    """Every `*_cmd` module beside this file; each registers one command group (listed by its ORDER).
+
+    Command modules keep their top level light (argparse only) and import their work inside the handler, so that
+    `traindeck --help` and the dashboard's start never pay for, say, SQLite or the estimator.
+    """
+    import pkgutil
+
+    return [m.name for m in pkgutil.iter_modules(__path__) if m.name.endswith("_cmd")]
+
+
+class UserError(Exception):
+    """A problem with what the user gave us (a file, a name, an option): printed as one line, exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="traindeck",
+        description="Configure, launch and watch Accelerate/DeepSpeed training runs.",
+    )
+    parser.add_argument("--version", action="version", version=f"traindeck {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    import importlib
+
+    modules = [importlib.import_module(f"{__name__}.{name}") for name in _command_modules()]
+    for module in sorted(modules, key=lambda m: getattr(m, "ORDER", 100)):
+        module.register(sub)
+    return parser
+
+
+GuiOpener = Callable[[bool, "str | None"], int]
+
+
+def main(argv: Sequence[str] | None = None, open_gui: GuiOpener | None = None) -> int:
+    """Run one command; `open_gui` is how the `gui` command opens the window (passed in: backend never imports Qt)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(args_list or ["gui"])
+    args.open_gui = open_gui
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(handler(args) or 0)
+    except UserError as exc:
+        print(f"traindeck: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,79 @@
+"""Where traindeck keeps the user's things (XDG base directories), overridable for tests and portable installs.
+
+TRAINDECK_HOME, when set, holds everything (data/, config/, cache/ below it): tests point it at a temporary
+directory so they never touch the real user's presets or runs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+APP = "traindeck"
+
+
+def _xdg(var: str, fallback: str) -> Path:
+    value = os.environ.get(var)
+    # The XDG spec says relative paths are invalid and must be ignored.
+    if value and os.path.isabs(value):
+        return Path(value)
+    return Path.home() / fallback
+
+
+def _home_override() -> Path | None:
+    value = os.environ.get("TRAINDECK_HOME")
+    return Path(value).expanduser().resolve() if value else None
+
+
+def data_dir() -> Path:
+    """Presets, runs and the run store."""
+    home = _home_override()
+    return home / "data" if home else _xdg("XDG_DATA_HOME", ".local/share") / APP
+
+
+def config_dir() -> Path:
+    """Small settings files."""
+    home = _home_override()
+    return home / "config" if home else _xdg("XDG_CONFIG_HOME", ".config") / APP
+
+
+def cache_dir() -> Path:
+    """Things that can be thrown away (probe results, build caches)."""
+    home = _home_override()
+    return home / "cache" if home else _xdg("XDG_CACHE_HOME", ".cache") / APP
+
+
+def presets_dir() -> Path:
+    return data_dir() / "presets"
+
+
+def runs_dir() -> Path:
+    return data_dir() / "runs"
+
+
+def run_store_path() -> Path:
+    return data_dir() / "runs.sqlite3"
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create `path` (and parents) readable by the user only: it may hold logs and commands with private data."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        os.chmod(path, 0o700)
+    except PermissionError:  # a directory the user does not own (e.g. a shared XDG root): leave it as it is
+        pass
+    return path
+
+
+def resources_dir() -> Path:
+    """Files shipped with traindeck: built-in presets, the demo script."""
+    return Path(__file__).resolve().parent.parent / "resources"
+
+
+def accelerate_default_config() -> Path:
+    """Where `accelerate config` writes by default (HF_HOME / XDG cache rules as accelerate applies them)."""
+    explicit = os.environ.get("ACCELERATE_CONFIG_FILE")
+    if explicit:
+        return Path(explicit)
+    hf_home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "huggingface")
+    return Path(hf_home) / "accelerate" / "default_config.yaml"

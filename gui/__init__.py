@@ -1,0 +1,1 @@
+"""The desktop dashboard: presents backend objects, holds no business logic."""
