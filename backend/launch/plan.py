@@ -1,0 +1,30 @@
+"""What a launch builder produces and the supervisor consumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Launcher = Literal["accelerate", "deepspeed", "python"]
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything needed to start one run, decided before anything runs.
+
+    `env` is the complete environment for the launcher, secrets included: it is handed to the process and never
+    written to disk as it is (the run directory gets a masked copy). `files` are written into the run directory
+    before launch (relative path -> text): the exported accelerate YAML, the ds_config.json.
+    """
+
+    launcher: Launcher
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    nproc: int = 1
+    master_port: int | None = None
+    files: dict[str, str] = field(default_factory=dict)
+    # Problems found while building (missing module in the training interpreter, busy fixed port...): shown
+    # before launch; a plan with any error must not be started.
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
