@@ -1,0 +1,325 @@
+"""Checking configs: syntax, each key against its section's description, then cross-field rules.
+
+Two layers, both producing `Message`s located at file:line:column:
+  1. `check_values`: walks the data against the Section models (types, ranges, allowed values with the
+     nearest valid value suggested, unknown keys with the likely intended key, deprecated keys).
+  2. rules: functions registered per config kind with `@rule("deepspeed")` / `@rule("accelerate")` that see
+     the whole context (the accelerate config and the DeepSpeed config in play together, the world size) and
+     catch what DeepSpeed and accelerate accept silently or only fail on minutes later inside each rank.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from traindeck.backend.config.messages import Message, PathT, Severity, format_path, sort_messages
+from traindeck.backend.config.schema import FieldSpec, Section, fields_of
+from traindeck.backend.config.source import Kind, SourceDocument, load_file
+
+Finding = tuple[Severity, PathT, str]
+
+
+@dataclass
+class RuleContext:
+    """What a rule may look at. `accelerate`/`deepspeed` are the two configs in play (either may be None)."""
+
+    kind: Kind
+    data: dict[str, Any]
+    accelerate: dict[str, Any] | None = None
+    deepspeed: dict[str, Any] | None = None
+    # Processes in the job: from --world-size, else from the accelerate config; None when unknown.
+    world_size: int | None = None
+    # True: the HF Trainer (or accelerate's integration) fills "auto" values; False: a plain script under the
+    # deepspeed launcher; None: not known (rules then say both).
+    hf_trainer: bool | None = None
+    # For cross-file findings: where the DeepSpeed config came from, when it is another file.
+    deepspeed_file: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+Rule = Callable[[RuleContext], Iterable[Finding]]
+_RULES: dict[Kind, list[Rule]] = {"accelerate": [], "deepspeed": []}
+
+# The root section of each kind, and the modules whose import registers the kind's rules.
+_ROOTS = {
+    "accelerate": ("traindeck.backend.config.accelerate_schema", "AccelerateConfig"),
+    "deepspeed": ("traindeck.backend.config.deepspeed_schema", "DeepSpeedConfig"),
+}
+_RULE_MODULES = {
+    "accelerate": "traindeck.backend.config.accelerate_rules",
+    "deepspeed": "traindeck.backend.config.deepspeed_rules",
+}
+
+
+def rule(kind: Kind) -> Callable[[Rule], Rule]:
+    """Register a cross-field rule for one kind of config."""
+
+    def register(fn: Rule) -> Rule:
+        _RULES[kind].append(fn)
+        return fn
+
+    return register
+
+
+def root_section(kind: Kind) -> type[Section]:
+    module_name, attr = _ROOTS[kind]
+    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+
+
+def _load_rules(kind: Kind) -> list[Rule]:
+    try:
+        importlib.import_module(_RULE_MODULES[kind])
+    except ModuleNotFoundError as exc:
+        if exc.name != _RULE_MODULES[kind]:
+            raise
+    return _RULES[kind]
+
+
+# ------------------------------------------------------------------------------------------ values
+
+
+def check_values(data: dict[str, Any], section: type[Section], path: PathT = ()) -> list[Finding]:
+    """Every key of `data` against `section`: unknown and deprecated keys, types, ranges, allowed values."""
+    findings: list[Finding] = []
+    specs = fields_of(section)
+    for key, value in data.items():
+        here = path + (key,)
+        if key in section.DEPRECATED:
+            new = section.DEPRECATED[key]
+            if not new:
+                findings.append(("warning", here, f"'{key}' is deprecated and has no effect any more"))
+                continue
+            if new in data:
+                findings.append(("warning", here, f"'{key}' is the old name of '{new}', which is also set: '{new}' wins"))
+            else:
+                findings.append(("warning", here, f"'{key}' is deprecated: use '{new}' (same meaning)"))
+            spec = specs.get(new)
+            if spec is not None:
+                findings += check_value(spec, value, here)
+            continue
+        spec = specs.get(str(key))
+        if spec is None:
+            hint = suggest(str(key), list(specs) + list(section.DEPRECATED))
+            text = f"unknown key '{key}' ({section.UNKNOWN_WHY})"
+            findings.append((section.UNKNOWN, here, text + (f"; did you mean '{hint}'?" if hint else "")))
+            continue
+        findings += check_value(spec, value, here)
+    return findings
+
+
+def check_value(spec: FieldSpec, value: Any, path: PathT) -> list[Finding]:
+    """One value against its key's description."""
+    if value is None:
+        if spec.nullable or spec.kind in ("any",):
+            return []
+        return [("error", path, f"missing value: expected {spec.describe()}")]
+    if value == "auto" and spec.kind != "str":
+        return [] if spec.auto else [("error", path, f"\"auto\" is not accepted here: expected {spec.describe()}")]
+    kind = spec.kind
+    if kind == "section":
+        if not isinstance(value, dict):
+            return [("error", path, f"expected a section of keys, got {_show(value)}")]
+        assert spec.section is not None
+        return check_values(value, spec.section, path)
+    if kind == "choice":
+        if value in spec.choices and type(value) is type(_match(value, spec.choices)):
+            return []
+        if spec.also_text and isinstance(value, str):
+            return []
+        return [("error", path, f"{_show(value)} is not allowed: expected {spec.describe()}{_nearest_hint(value, spec)}")]
+    if kind == "bool":
+        return [] if isinstance(value, bool) else [("error", path, f"expected true or false, got {_show(value)}")]
+    if kind in ("int", "float"):
+        if isinstance(value, str) and spec.also_text:
+            return []
+        number_ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if kind == "int" and isinstance(value, float) and not value.is_integer():
+            number_ok = False
+        if not number_ok:
+            return [("error", path, f"expected {spec.describe()}, got {_show(value)}")]
+        return _range(spec, value, path)
+    if kind == "str":
+        return [] if isinstance(value, str) else [("error", path, f"expected text, got {_show(value)}")]
+    if kind == "list":
+        return [] if isinstance(value, list) else [("error", path, f"expected a list, got {_show(value)}")]
+    if kind == "mapping":
+        return [] if isinstance(value, dict) else [("error", path, f"expected a mapping, got {_show(value)}")]
+    return []
+
+
+def _match(value: Any, choices: Sequence[Any]) -> Any:
+    # `1 in (True, ...)` is True in Python; a bool choice must be matched by a bool and a number by a number.
+    for choice in choices:
+        if choice == value and type(choice) is type(value):
+            return choice
+    return object()
+
+
+def _range(spec: FieldSpec, value: float, path: PathT) -> list[Finding]:
+    low, high = spec.minimum, spec.maximum
+    if low is not None and (value < low or (spec.exclusive_minimum and value == low)):
+        return [("error", path, f"{_show(value)} is out of range: expected {spec.describe()}")]
+    if high is not None and value > high:
+        return [("error", path, f"{_show(value)} is out of range: expected {spec.describe()} (nearest valid: {high:g})")]
+    return []
+
+
+def _nearest_hint(value: Any, spec: FieldSpec) -> str:
+    if isinstance(value, str):
+        hint = suggest(value, [c for c in spec.choices if isinstance(c, str)])
+        if hint is not None:
+            return f"; did you mean '{hint}'?"
+        if value.lower() in ("true", "false") and any(isinstance(c, bool) for c in spec.choices):
+            return f"; write {value.lower()} without quotes"
+        return ""
+    numbers = [c for c in spec.choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and numbers:
+        nearest = min(numbers, key=lambda c: abs(c - value))
+        return f" (nearest valid: {nearest})"
+    return ""
+
+
+def suggest(word: str, candidates: Iterable[str]) -> str | None:
+    """The candidate the user most likely meant: same text in another case, else a close spelling."""
+    pool = [c for c in candidates if isinstance(c, str)]
+    for candidate in pool:
+        if candidate.lower() == word.lower() or candidate.lower().replace("-", "_") == word.lower().replace("-", "_"):
+            return candidate
+    lowered = {c.lower(): c for c in pool}
+    close = difflib.get_close_matches(word.lower(), list(lowered), n=2, cutoff=0.75)
+    # Two equally good guesses is no guess: only answer when one stands out.
+    if len(close) == 1 or (len(close) == 2 and _ratio(word, close[0]) - _ratio(word, close[1]) > 0.05):
+        return lowered[close[0]]
+    return None
+
+
+def _ratio(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, a.lower(), b.lower()).ratio()
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, dict):
+        return "a section"
+    if isinstance(value, list):
+        return "a list"
+    return str(value)
+
+
+# ------------------------------------------------------------------------------------------ documents
+
+
+def check_document(
+    doc: SourceDocument,
+    *,
+    world_size: int | None = None,
+    hf_trainer: bool | None = None,
+    deepspeed_doc: SourceDocument | None = None,
+) -> list[Message]:
+    """All messages for one document (syntax, values, rules), located in `doc` or in `deepspeed_doc`.
+
+    For an accelerate config, the DeepSpeed config it uses (its deepspeed_config_file) is checked with it when
+    given as `deepspeed_doc`, so cross-file rules (precision, batch arithmetic) can run.
+    """
+    messages = list(doc.syntax)
+    if doc.data is None or doc.kind is None:
+        return sort_messages(messages)
+    data = doc.data
+    context = RuleContext(kind=doc.kind, data=data, world_size=world_size, hf_trainer=hf_trainer)
+    if doc.kind == "accelerate":
+        context.accelerate = data
+        if deepspeed_doc is not None and deepspeed_doc.data is not None:
+            context.deepspeed = deepspeed_doc.data
+            context.deepspeed_file = deepspeed_doc.file
+    else:
+        context.deepspeed = data
+    messages += [_locate(doc, deepspeed_doc, f) for f in check_values(data, root_section(doc.kind))]
+    for fn in _load_rules(doc.kind):
+        messages += [_locate(doc, deepspeed_doc, f) for f in fn(context)]
+    return sort_messages(_dedupe(messages))
+
+
+def _locate(doc: SourceDocument, other: SourceDocument | None, finding: Finding) -> Message:
+    severity, path, text = finding
+    # A rule reports a path in the DeepSpeed file by prefixing it with "@deepspeed".
+    if path and path[0] == "@deepspeed":
+        if other is not None:
+            return other.message(severity, path[1:], text)
+        return Message(severity, format_path(path[1:]), text, doc.file, *doc.where(("deepspeed_config",)))
+    return doc.message(severity, path, text)
+
+
+def _dedupe(messages: list[Message]) -> list[Message]:
+    return list(dict.fromkeys(messages))
+
+
+def referenced_deepspeed_file(doc: SourceDocument) -> Path | None:
+    """The ds_config.json an accelerate config points at (relative paths: from the YAML's folder, then the cwd)."""
+    if doc.kind != "accelerate" or not isinstance(doc.data, dict):
+        return None
+    section = doc.data.get("deepspeed_config")
+    ref = section.get("deepspeed_config_file") if isinstance(section, dict) else None
+    if not isinstance(ref, str) or not ref.strip():
+        return None
+    path = Path(ref).expanduser()
+    if not path.is_absolute() and doc.file:
+        beside = Path(doc.file).parent / path
+        if beside.exists():
+            return beside
+    return path
+
+
+def check_files(paths: Sequence[str | Path], *, world_size: int | None = None,
+                hf_trainer: bool | None = None) -> list[Message]:
+    """`traindeck config check FILE...`: every file once; an accelerate config is checked together with the
+    DeepSpeed config it references (or the one DeepSpeed JSON given beside it), and that DeepSpeed config gets
+    the accelerate config's world size for its batch arithmetic unless `world_size` is given."""
+    docs = [load_file(p) for p in paths]
+    accelerate_docs = [d for d in docs if d.kind == "accelerate"]
+    deepspeed_docs = [d for d in docs if d.kind != "accelerate"]
+    messages: list[Message] = []
+    sizes: dict[int, int | None] = {}  # id(deepspeed doc) -> world size from the accelerate config using it
+    for doc in accelerate_docs:
+        ds_doc = _deepspeed_doc_for(doc, deepspeed_docs, lone=len(accelerate_docs) == 1, messages=messages)
+        if ds_doc is not None:
+            sizes[id(ds_doc)] = _world_size(doc.data)
+        messages += check_document(doc, world_size=world_size, hf_trainer=hf_trainer, deepspeed_doc=ds_doc)
+    for doc in deepspeed_docs:
+        size = world_size if world_size is not None else sizes.get(id(doc))
+        messages += check_document(doc, world_size=size, hf_trainer=hf_trainer)
+    return sort_messages(_dedupe(messages))
+
+
+def _deepspeed_doc_for(doc: SourceDocument, deepspeed_docs: list[SourceDocument], *, lone: bool,
+                       messages: list[Message]) -> SourceDocument | None:
+    """The DeepSpeed config an accelerate config uses; a referenced file not given is loaded and checked too."""
+    ref = referenced_deepspeed_file(doc)
+    if ref is None:
+        given = [d for d in deepspeed_docs if d.kind == "deepspeed"]
+        return given[0] if lone and len(given) == 1 else None
+    for candidate in deepspeed_docs:
+        if candidate.file and Path(candidate.file).resolve() == ref.resolve():
+            return candidate
+    if not ref.exists():
+        messages.append(doc.message("error", ("deepspeed_config", "deepspeed_config_file"),
+                                    f"the DeepSpeed config file '{ref}' does not exist"))
+        return None
+    loaded = load_file(ref, kind="deepspeed")
+    deepspeed_docs.append(loaded)
+    return loaded
+
+
+def _world_size(accelerate: Any) -> int | None:
+    """Processes in the whole job as the accelerate config describes it (num_processes counts all machines)."""
+    if not isinstance(accelerate, dict):
+        return None
+    n = accelerate.get("num_processes")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
