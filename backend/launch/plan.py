@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -28,3 +29,17 @@ class LaunchPlan:
     # before launch; a plan with any error must not be started.
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # The training interpreter (argv[0]) and the run directory the argv and config files refer to.
+    python: str = ""
+    run_dir: str = ""
+    # Absolute path of the run's ds_config.json when the run has a DeepSpeed config (what `{ds_config}` became).
+    ds_config_path: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the plan may be started (no errors)."""
+        return not self.errors
+
+    def command_line(self) -> str:
+        """The argv as one shell-quoted line, for previews and the run directory's `command` file."""
+        return shlex.join(self.argv)

@@ -1,0 +1,323 @@
+"""From what the user asked for (preset or config file, script, arguments, launcher) to a LaunchPlan.
+
+Building starts no process. The only things it looks at outside its arguments are files it must read (a config
+file given directly, whether the script exists) and, through the functions passed in, whether a port is free.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from traindeck.backend.config.source import load_file
+from traindeck.backend.config.validate import referenced_deepspeed_file
+from traindeck.backend.launch.environ import python_problem, resolve_python, training_env
+from traindeck.backend.launch.plan import Launcher, LaunchPlan
+from traindeck.backend.launch.ports import busy_port_message, pick_free_port, port_in_use
+from traindeck.backend.launch.probe import TrainingEnvironment, problems_for
+from traindeck.backend.presets import Preset
+
+ACCELERATE_CONFIG = "accelerate_config.yaml"
+DS_CONFIG = "ds_config.json"
+DS_CONFIG_PLACEHOLDER = "{ds_config}"
+LAUNCHERS: tuple[Launcher, ...] = ("accelerate", "deepspeed", "python")
+
+# What accelerate refuses beside a deepspeed_config_file ("When using `deepspeed_config_file`, the following
+# accelerate config variables will be ignored"): these belong in the DeepSpeed JSON.
+INLINE_DEEPSPEED_KEYS = (
+    "gradient_accumulation_steps", "gradient_clipping", "zero_stage", "offload_optimizer_device",
+    "offload_param_device", "offload_param_nvme_path", "offload_optimizer_nvme_path", "zero3_save_16bit_model",
+)
+_PRECISION_KEYS = ("fp16", "bf16", "bfloat16")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchRequest:
+    """What the user asked for, before anything is decided. Only `script` is required."""
+
+    script: str
+    script_args: Sequence[str] = ()  # passed to the script verbatim; `{ds_config}` is the one substitution
+    preset: Preset | None = None
+    config_file: Path | None = None  # an accelerate YAML or a DeepSpeed JSON given directly (instead of a preset)
+    launcher: Launcher | None = None  # None: the preset's, else from the config file's kind, else python
+    nproc: int | None = None  # None: the accelerate config's num_processes, else 1
+    python: str | None = None  # the training interpreter; None: this Python (a frozen app: python3 on PATH)
+    cwd: Path | None = None  # None: the current directory
+    env: Mapping[str, str] = field(default_factory=dict)  # overrides on top of the inherited environment
+    master_port: int | None = None  # None: a free port is picked
+    # DeepSpeed launcher only.
+    num_nodes: int | None = None
+    include: str | None = None  # e.g. "localhost:0,2"; replaces --num_gpus
+    hostfile: Path | None = None
+
+
+def render_config_files(preset: Preset, run_dir: Path) -> dict[str, str]:
+    """A preset's config files as they are written into `run_dir`: {"accelerate_config.yaml": ..., "ds_config.json": ...}.
+
+    When the preset has both sections, the accelerate YAML points `deepspeed_config.deepspeed_config_file` at
+    `run_dir/ds_config.json` and carries none of the keys accelerate refuses beside it (inline ZeRO settings,
+    gradient accumulation/clipping, mixed_precision); a mixed_precision of fp16/bf16 moves into the DeepSpeed
+    config when that has no precision section of its own, so the preset means the same thing.
+    """
+    files: dict[str, str] = {}
+    deepspeed = copy.deepcopy(preset.deepspeed) if preset.deepspeed is not None else None
+    accelerate = copy.deepcopy(preset.accelerate) if preset.accelerate is not None else None
+    if accelerate is not None and deepspeed is not None:
+        precision = accelerate.get("mixed_precision")
+        if precision in ("fp16", "bf16") and not any(key in deepspeed for key in _PRECISION_KEYS):
+            deepspeed[precision] = {"enabled": True}
+        accelerate = accelerate_pointing_at(accelerate, Path(run_dir) / DS_CONFIG)
+    if deepspeed is not None:
+        files[DS_CONFIG] = json.dumps(deepspeed, indent=2) + "\n"
+    if accelerate is not None:
+        files[ACCELERATE_CONFIG] = yaml.safe_dump(accelerate, sort_keys=False)
+    return files
+
+
+def accelerate_pointing_at(accelerate: Mapping[str, Any], ds_config: Path) -> dict[str, Any]:
+    """A copy of an accelerate config that takes its DeepSpeed settings from `ds_config` and nowhere else."""
+    data = copy.deepcopy(dict(accelerate))
+    data.pop("mixed_precision", None)
+    data.pop("fp16", None)  # the old spelling of mixed_precision
+    section = data.get("deepspeed_config")
+    section = dict(section) if isinstance(section, dict) else {}
+    for key in INLINE_DEEPSPEED_KEYS:
+        section.pop(key, None)
+    section["deepspeed_config_file"] = str(ds_config)
+    data["deepspeed_config"] = section
+    return data
+
+
+def build_plan(
+    request: LaunchRequest,
+    run_dir: Path,
+    *,
+    environment: TrainingEnvironment | None = None,
+    base_env: Mapping[str, str] | None = None,
+    helpers: Path | None = None,
+    is_port_busy: Callable[[int], bool] = port_in_use,
+    free_port: Callable[[], int] = pick_free_port,
+) -> LaunchPlan:
+    """Decide argv, environment and config files for one run whose directory will be `run_dir`.
+
+    Never raises for the user's mistakes: they come back in `plan.errors` (a plan with errors must not be
+    started) and doubtful points in `plan.warnings`. `environment` (from probe_environment) adds what the training
+    interpreter lacks; `base_env` (default os.environ) is what the run inherits; the two port functions are the
+    only system access and can be replaced in tests.
+    """
+    errors: list[str] = []
+    warnings: list[str] = []
+    run_dir = Path(run_dir).absolute()
+    cwd = str(Path(request.cwd).absolute()) if request.cwd else os.getcwd()
+    python = resolve_python(request.python)
+    problem = python_problem(python)
+    if problem:
+        errors.append(problem)
+
+    if request.preset is not None and request.config_file is not None:
+        errors.append("give a preset or a config file, not both")
+    files, accelerate, kind = _config_files(request, run_dir, cwd, errors)
+    launcher: Launcher = request.launcher or (request.preset.launcher if request.preset else kind or "python")
+    if launcher not in LAUNCHERS:
+        errors.append(f"unknown launcher {launcher!r}: choose one of {', '.join(LAUNCHERS)}")
+        launcher = "python"
+    ds_path = str(run_dir / DS_CONFIG) if DS_CONFIG in files else None
+
+    nproc = request.nproc if request.nproc is not None else _int_or(accelerate, "num_processes", 1)
+    if nproc < 1:
+        errors.append(f"the number of processes must be at least 1, not {nproc}")
+        nproc = 1
+
+    env = training_env(request.env, base=base_env, helpers=helpers)
+    args = _script_args(request.script_args, ds_path, errors)
+    if not (Path(cwd) / request.script).is_file():
+        errors.append(f"script not found: {request.script} (in {cwd})")
+
+    fixed_port = request.master_port
+    if fixed_port is None and launcher == "accelerate":
+        fixed_port = _int_or(accelerate, "main_process_port", None)
+    port: int | None = None
+    if launcher != "python" or nproc > 1:
+        port = _rendezvous_port(fixed_port, is_port_busy, free_port, errors)
+
+    if launcher == "accelerate":
+        if ACCELERATE_CONFIG not in files:
+            files[ACCELERATE_CONFIG] = yaml.safe_dump(
+                _minimal_accelerate(nproc, ds_path, environment), sort_keys=False)
+            warnings.append(f"no accelerate config given: using a minimal one ({ACCELERATE_CONFIG} in the run "
+                            "directory)")
+        argv = [python, "-m", "accelerate.commands.launch", "--config_file", str(run_dir / ACCELERATE_CONFIG),
+                "--main_process_port", str(port)]
+        if request.nproc is not None:
+            argv += ["--num_processes", str(nproc)]
+        if fixed_port is None and _int_or(accelerate, "num_machines", 1) > 1:
+            warnings.append("several machines: set main_process_port in the accelerate config (or a fixed port) so "
+                            "every machine uses the same one")
+    elif launcher == "deepspeed":
+        argv, nproc = _deepspeed_argv(request, python, nproc, port, env, errors, warnings)
+        if ds_path and not _mentions_deepspeed_config(request.script_args):
+            warnings.append("the script is not given the DeepSpeed config: add `--deepspeed_config {ds_config}` "
+                            "(HF Trainer scripts: `--deepspeed {ds_config}`) to its arguments")
+    elif nproc > 1:
+        argv = [python, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port", str(port)]
+        warnings.append(f"plain python with {nproc} processes: started through torch.distributed.run (torchrun)")
+    else:
+        argv = [python]
+    argv += [request.script, *args]
+
+    if launcher != "accelerate" and ACCELERATE_CONFIG in files:
+        warnings.append(f"the {launcher} launcher does not read the accelerate config; it is kept in the run "
+                        "directory for reference only")
+    if launcher != "deepspeed":
+        for name, value in (("num_nodes", request.num_nodes), ("include", request.include),
+                            ("hostfile", request.hostfile)):
+            if value is not None:
+                warnings.append(f"{name} applies to the deepspeed launcher only and is ignored")
+    if environment is not None:
+        errors += problems_for(environment, launcher, needs_deepspeed=ds_path is not None)
+        warnings += _hardware_notes(environment, launcher, nproc, request)
+
+    return LaunchPlan(launcher=launcher, argv=argv, env=env, cwd=cwd, nproc=nproc, master_port=port, files=files,
+                      errors=errors, warnings=warnings, python=python, run_dir=str(run_dir), ds_config_path=ds_path)
+
+
+def _config_files(request: LaunchRequest, run_dir: Path, cwd: str, errors: list[str]
+                  ) -> tuple[dict[str, str], dict[str, Any] | None, Launcher | None]:
+    """(files for the run directory, the accelerate config as data, the config file's kind)."""
+    if request.preset is not None:
+        return render_config_files(request.preset, run_dir), request.preset.accelerate, None
+    if request.config_file is None:
+        return {}, None, None
+    path = Path(request.config_file)
+    if not path.is_absolute():
+        path = Path(cwd) / path
+    doc = load_file(path)
+    if doc.data is None:
+        errors += [m.format() for m in doc.syntax] or [f"cannot read the config file {path}"]
+        return {}, None, None
+    if doc.kind == "deepspeed":
+        return {DS_CONFIG: doc.text}, None, "deepspeed"
+    files: dict[str, str] = {ACCELERATE_CONFIG: doc.text}
+    accelerate: dict[str, Any] = doc.data
+    referenced = referenced_deepspeed_file(doc)
+    if referenced is not None:
+        # Snapshot the DeepSpeed config into the run directory too, and point the copy of the YAML at it, so the
+        # run keeps working (and can be re-run) when the user edits or moves the original.
+        ds_file = referenced if referenced.is_absolute() else Path(cwd) / referenced
+        try:
+            files[DS_CONFIG] = ds_file.read_text(encoding="utf-8-sig")
+        except OSError as exc:
+            errors.append(f"{path}: deepspeed_config.deepspeed_config_file {ds_file} cannot be read: "
+                          f"{exc.strerror or exc}")
+        else:
+            section = dict(accelerate.get("deepspeed_config") or {})
+            section["deepspeed_config_file"] = str(run_dir / DS_CONFIG)
+            files[ACCELERATE_CONFIG] = yaml.safe_dump({**accelerate, "deepspeed_config": section}, sort_keys=False)
+    return files, accelerate, "accelerate"
+
+
+def _script_args(args: Sequence[str], ds_path: str | None, errors: list[str]) -> list[str]:
+    if any(DS_CONFIG_PLACEHOLDER in a for a in args):
+        if ds_path is None:
+            errors.append("the script arguments use {ds_config} but this run has no DeepSpeed config (choose a "
+                          "preset with a DeepSpeed section or give a ds_config.json)")
+            return list(args)
+        return [a.replace(DS_CONFIG_PLACEHOLDER, ds_path) for a in args]
+    return list(args)
+
+
+def _mentions_deepspeed_config(args: Sequence[str]) -> bool:
+    return any(DS_CONFIG_PLACEHOLDER in a or a.split("=", 1)[0] in ("--deepspeed_config", "--deepspeed")
+               for a in args)
+
+
+def _int_or(data: Mapping[str, Any] | None, key: str, default: int | None) -> Any:
+    value = (data or {}).get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _rendezvous_port(fixed: int | None, is_port_busy: Callable[[int], bool], free_port: Callable[[], int],
+                     errors: list[str]) -> int:
+    if fixed is None:
+        return free_port()
+    if not 1 <= fixed <= 65535:
+        errors.append(f"port {fixed} is not a valid port number (1-65535)")
+    elif is_port_busy(fixed):
+        errors.append(busy_port_message(fixed))
+    return fixed
+
+
+def _minimal_accelerate(nproc: int, ds_path: str | None, environment: TrainingEnvironment | None
+                        ) -> dict[str, Any]:
+    cpu_only = environment is not None and environment.cuda_available is False
+    if ds_path:
+        distributed, extra = "DEEPSPEED", {"deepspeed_config": {"deepspeed_config_file": ds_path}}
+    elif nproc > 1:
+        distributed, extra = ("MULTI_CPU" if cpu_only else "MULTI_GPU"), {}
+    else:
+        distributed, extra = "NO", {}
+    return {"compute_environment": "LOCAL_MACHINE", "distributed_type": distributed, "num_machines": 1,
+            "machine_rank": 0, "num_processes": nproc, "use_cpu": cpu_only and not ds_path, **extra}
+
+
+def _deepspeed_argv(request: LaunchRequest, python: str, nproc: int, port: int | None, env: Mapping[str, str],
+                    errors: list[str], warnings: list[str]) -> tuple[list[str], int]:
+    include = request.include
+    multi_node = request.hostfile is not None or (request.num_nodes or 1) > 1
+    visible = env.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if include is None and not multi_node and visible:
+        # The deepspeed runner drops CUDA_VISIBLE_DEVICES whenever --num_gpus is given and then numbers GPUs
+        # from 0, which would run on the wrong cards; --include keeps the user's choice.
+        ids = [i.strip() for i in visible.split(",") if i.strip()]
+        if nproc > len(ids):
+            errors.append(f"{nproc} processes asked for but CUDA_VISIBLE_DEVICES={visible} shows {len(ids)} GPU(s)")
+        include = "localhost:" + ",".join(ids[:nproc])
+        warnings.append(f"CUDA_VISIBLE_DEVICES={visible}: passed to deepspeed as --include {include}")
+    argv = [python, "-m", "deepspeed.launcher.runner"]
+    if include is not None:
+        if request.num_nodes is not None:
+            errors.append("deepspeed refuses --num_nodes together with --include: give one of them")
+        argv += ["--include", include]
+        nproc = _slots_in(include) or nproc
+    else:
+        argv += ["--num_gpus", str(nproc)]
+    argv += ["--master_port", str(port)]
+    if request.num_nodes is not None and include is None:
+        if request.num_nodes < 1:
+            errors.append(f"the number of nodes must be at least 1, not {request.num_nodes}")
+        argv += ["--num_nodes", str(request.num_nodes)]
+    if request.hostfile is not None:
+        if not Path(request.hostfile).is_file():
+            errors.append(f"hostfile not found: {request.hostfile}")
+        argv += ["--hostfile", str(request.hostfile)]
+    return argv, nproc
+
+
+def _slots_in(include: str) -> int | None:
+    """Processes an --include filter starts ("host1:0,1@host2:2" -> 3), or None when it names whole hosts."""
+    total = 0
+    for host in include.split("@"):
+        _, sep, slots = host.partition(":")
+        if not sep:
+            return None
+        total += len([s for s in slots.split(",") if s.strip()])
+    return total or None
+
+
+def _hardware_notes(environment: TrainingEnvironment, launcher: Launcher, nproc: int,
+                    request: LaunchRequest) -> list[str]:
+    if environment.error or environment.torch_error:
+        return []
+    if environment.cuda_available is False and (launcher != "python" or nproc > 1):
+        return [f"CUDA is not available in {environment.python}: the run uses the CPU"]
+    single_node = request.hostfile is None and (request.num_nodes or 1) == 1
+    count = environment.device_count or 0
+    if environment.cuda_available and single_node and nproc > count:
+        return [f"{nproc} processes but {count} GPU(s) visible in {environment.python}: NCCL needs a GPU per rank"]
+    return []

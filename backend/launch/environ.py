@@ -1,0 +1,139 @@
+"""The training job's interpreter and environment: which Python runs it, what it inherits, what may be written down.
+
+Pure functions over mappings: nothing here starts a process or changes os.environ.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from traindeck.backend.paths import resources_dir
+
+# Substrings that make a variable's value private (matched on the upper-cased name).
+SECRET_NAME_PARTS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "PRIVATE", "COOKIE")
+# Well-known secrets whose names the parts above may not catch in every spelling.
+SECRET_NAMES = frozenset({
+    "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN", "WANDB_API_KEY", "COMET_API_KEY", "NEPTUNE_API_TOKEN",
+    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID",
+    "AZURE_STORAGE_KEY", "AZURE_CLIENT_SECRET", "GOOGLE_APPLICATION_CREDENTIALS", "GITHUB_TOKEN", "GH_TOKEN",
+    "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "DATABRICKS_TOKEN", "KAGGLE_KEY", "PGPASSWORD",
+})
+MASK = "***"
+# user:password@ inside URL-like values (proxies, tracking servers): the password is masked, the rest kept.
+_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)(?P<password>[^@\s]+)(?P<tail>@)")
+
+
+def is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    return upper in SECRET_NAMES or any(part in upper for part in SECRET_NAME_PARTS)
+
+
+def masked_env(env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of `env` safe to write to disk: secret variables become "***", URL passwords in any value too."""
+    masked: dict[str, str] = {}
+    for name, value in env.items():
+        if is_secret_name(name):
+            masked[name] = MASK
+        else:
+            masked[name] = _URL_PASSWORD.sub(lambda m: m["head"] + MASK + m["tail"], value)
+    return masked
+
+
+def is_frozen() -> bool:
+    """True inside a PyInstaller (or similar) bundle, where sys.executable is the app, not a Python."""
+    return bool(getattr(sys, "frozen", False))
+
+
+def resolve_python(choice: str | None) -> str:
+    """The training interpreter: the user's choice, else this Python, else (in a frozen app) `python3` on PATH.
+
+    Paths come back absolute, bare names resolved on PATH. A frozen app's own executable is never returned for
+    "no choice"; if `python3` is not on PATH the bare name is returned and `python_problem` reports it.
+    """
+    if choice:
+        choice = os.path.expanduser(choice)
+        # Absolute now: the launcher starts in the run's cwd, where a relative path would mean something else.
+        if os.sep in choice:
+            return os.path.abspath(choice)
+        return shutil.which(choice) or choice
+    if is_frozen():
+        return shutil.which("python3") or "python3"
+    return sys.executable
+
+
+def python_problem(python: str) -> str | None:
+    """Why `python` cannot run training (missing, not executable, this frozen app itself), or None."""
+    if is_frozen() and _same_file(python, sys.executable):
+        return (f"{python} is traindeck's own executable, not a Python interpreter: choose the Python that has "
+                "torch installed (--python PATH)")
+    found = python if os.sep in python else shutil.which(python)
+    if not found or not os.path.exists(found):
+        return f"Python interpreter not found: {python} (choose one with --python PATH)"
+    if os.path.isdir(found) or not os.access(found, os.X_OK):
+        return f"Python interpreter is not an executable file: {python}"
+    return None
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def unfrozen_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` as it was before a PyInstaller bootloader changed it.
+
+    The bootloader points LD_LIBRARY_PATH at the bundle (saving the user's value in LD_LIBRARY_PATH_ORIG); a
+    training Python must not load the bundle's libraries, and the run outlives the app, whose one-file bundle
+    directory is deleted on exit, so variables pointing into the bundle are dropped too.
+    """
+    env = dict(environ)
+    if not is_frozen():
+        return env
+    for var in ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "DYLD_FRAMEWORK_PATH"):
+        original = env.pop(var + "_ORIG", None)
+        if original is not None:
+            env[var] = original
+        else:
+            env.pop(var, None)
+    bundle = getattr(sys, "_MEIPASS", None)
+    for name in list(env):
+        if name.startswith("_PYI_") or name == "_MEIPASS2" or (bundle and bundle in env[name]):
+            del env[name]
+    return env
+
+
+def line_buffering_dir() -> Path:
+    """Holds the sitecustomize.py that makes every process of a run line-buffer its stdout and stderr."""
+    return Path(__file__).resolve().parent / "site_hook"
+
+
+def pyhelpers_dir() -> Path:
+    """Dependency-free helpers a training script may import (traindeck_report.py)."""
+    return resources_dir() / "pyhelpers"
+
+
+def training_env(overrides: Mapping[str, str] | None = None, *, base: Mapping[str, str] | None = None,
+                 helpers: Path | None = None) -> dict[str, str]:
+    """The complete environment for the launcher: `base` (default os.environ, un-frozen) + `overrides`, then:
+
+    - PYTHONUNBUFFERED=1: every rank's prints reach the log within a second even if the script never flushes;
+    - first on PYTHONPATH: a sitecustomize that makes stdout/stderr line-buffered (each line one write, so ranks
+      sharing a pipe do not cut into each other's lines), then the pyhelpers folder (`import traindeck_report`);
+    - TORCH_EXTENSIONS_DIR defaulted to ~/.cache/torch_extensions so DeepSpeed's JIT-built ops are kept.
+    """
+    env = unfrozen_environ(os.environ if base is None else base)
+    env.update(overrides or {})
+    env["PYTHONUNBUFFERED"] = "1"
+    ours = [str(line_buffering_dir()), str(helpers or pyhelpers_dir())]
+    theirs = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in ours]
+    env["PYTHONPATH"] = os.pathsep.join([*ours, *theirs])
+    if not env.get("TORCH_EXTENSIONS_DIR"):
+        env["TORCH_EXTENSIONS_DIR"] = str(Path.home() / ".cache" / "torch_extensions")
+    return env
