@@ -8,7 +8,12 @@ does when the key is absent. Extra metadata goes in `json_schema_extra`:
   - "stages": (2, 3)   ZeRO stages the key has an effect in (forms hide it otherwise; a rule warns)
 Class-level settings:
   - UNKNOWN: what the tool does with a key it does not know ("error": refuses it; "warning": ignores it)
-  - DEPRECATED: old key -> new key (or -> "" when the key is gone with nothing replacing it)
+  - DEPRECATED: old key -> new key (or -> "" when the key is gone with nothing replacing it). When the old key's
+    value has another form than the new key's (a flag replaced by a section), the section also declares a field for
+    the old key: its type checks the old value and its description, worded as the replacement, is the message.
+  - DEPRECATED_CLASH: "" when the new key silently wins over its old name set beside it; otherwise the reason the
+    tool refuses the two together (an error)
+  - REMOVED: keys the tool no longer supports and refuses outright: key -> why (an error)
 """
 
 from __future__ import annotations
@@ -33,6 +38,14 @@ class Section(BaseModel):
     UNKNOWN: ClassVar[Severity] = "warning"
     UNKNOWN_WHY: ClassVar[str] = "it is ignored"
     DEPRECATED: ClassVar[dict[str, str]] = {}
+    DEPRECATED_CLASH: ClassVar[str] = ""
+    REMOVED: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def unknown_key_hint(cls, key: str) -> str | None:
+        """Where an unknown key belongs, when the section can tell (e.g. a nested key whose indentation was lost:
+        "it belongs under deepspeed_config"); None lets the checker suggest the closest known key instead."""
+        return None
 
 
 ValueKind = Literal["bool", "int", "float", "str", "choice", "list", "mapping", "section", "any"]

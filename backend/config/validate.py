@@ -89,23 +89,36 @@ def check_values(data: dict[str, Any], section: type[Section], path: PathT = ())
     specs = fields_of(section)
     for key, value in data.items():
         here = path + (key,)
+        if key in section.REMOVED:
+            findings.append(("error", here, f"'{key}' is no longer supported: {section.REMOVED[key]}"))
+            continue
         if key in section.DEPRECATED:
             new = section.DEPRECATED[key]
+            own = specs.get(str(key))  # declared when the old value has another form than the new key's
             if not new:
                 findings.append(("warning", here, f"'{key}' is deprecated and has no effect any more"))
                 continue
-            if new in data:
+            if new in data and section.DEPRECATED_CLASH:
+                findings.append(("error", here, f"'{key}' is the old name of '{new}', which is also set: "
+                                                f"{section.DEPRECATED_CLASH}"))
+            elif new in data:
                 findings.append(("warning", here, f"'{key}' is the old name of '{new}', which is also set: '{new}' wins"))
+            elif own is not None:
+                findings.append(("warning", here, f"'{key}' is deprecated: {own.help}"))
             else:
                 findings.append(("warning", here, f"'{key}' is deprecated: use '{new}' (same meaning)"))
-            spec = specs.get(new)
+            spec = own or specs.get(new)
             if spec is not None:
                 findings += check_value(spec, value, here)
             continue
         spec = specs.get(str(key))
         if spec is None:
-            hint = suggest(str(key), list(specs) + list(section.DEPRECATED))
             text = f"unknown key '{key}' ({section.UNKNOWN_WHY})"
+            placed = section.unknown_key_hint(str(key))
+            if placed:
+                findings.append((section.UNKNOWN, here, f"{text}; {placed}"))
+                continue
+            hint = suggest(str(key), list(specs) + list(section.DEPRECATED))
             findings.append((section.UNKNOWN, here, text + (f"; did you mean '{hint}'?" if hint else "")))
             continue
         findings += check_value(spec, value, here)
