@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from traindeck.backend.launch.builders import (
     ACCELERATE_CONFIG,
     DS_CONFIG,

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
 from traindeck.backend.launch.environ import (
     is_secret_name,

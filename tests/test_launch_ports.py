@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
 from traindeck.backend.launch.ports import busy_port_message, pick_free_port, port_in_use
 

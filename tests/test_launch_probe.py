@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from traindeck.backend.launch.probe import (
     TrainingEnvironment,
     cached_environment,

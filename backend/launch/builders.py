@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from traindeck.backend.config.source import load_file
 from traindeck.backend.config.validate import referenced_deepspeed_file
 from traindeck.backend.launch.environ import python_problem, resolve_python, training_env
