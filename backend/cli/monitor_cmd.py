@@ -1,0 +1,149 @@
+"""`traindeck monitor`: live host, GPU and (with --run) run-process samples, for people on SSH."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from traindeck.backend.cli import UserError
+
+ORDER = 40
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "monitor",
+        help="print live CPU, RAM, disk, network, GPU (and a run's process) samples",
+        description="Print a resource sample every --interval seconds until Ctrl+C (or once with --once).",
+    )
+    p.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between samples (0.1-5, default 1)")
+    p.add_argument("--once", action="store_true", help="print one sample and exit")
+    p.add_argument("--json", action="store_true", help="one JSON object per sample and line")
+    p.add_argument("--run", metavar="ID", help="also show the processes of this run (a run id, or a launcher PID)")
+    p.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from traindeck.backend.monitor.loop import check_interval
+    from traindeck.backend.monitor.sampler import ResourceSampler
+
+    try:
+        interval = check_interval(args.interval)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    root_pid = _launcher_pid(args.run) if args.run else None
+    sampler = ResourceSampler(root_pid, interval_s=interval)
+    with sampler:
+        # Rates and CPU % need two readings: wait a moment after the first (and for the first PCIe reading).
+        sampler.gpus.wait_for_pcie(timeout=1.0)
+        next_at = time.monotonic() + min(interval, 0.5) if args.once else time.monotonic() + interval
+        while True:
+            time.sleep(max(0.0, next_at - time.monotonic()))
+            sample = sampler.sample()
+            if args.json:
+                print(json.dumps(sample.to_json_dict(), separators=(",", ":")), flush=True)
+            else:
+                print(format_sample(sample), flush=True)
+            if args.once:
+                return 0
+            next_at += interval
+
+
+def _launcher_pid(text: str) -> int:
+    """The launcher PID of run `text` from the run store; a plain number is taken as a PID when no run matches."""
+    import sqlite3
+
+    from traindeck.backend.paths import run_store_path
+
+    store = run_store_path()
+    if store.exists():
+        db = sqlite3.connect(str(store), timeout=5)
+        try:
+            columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+            if {"id", "launcher_pid"} <= columns:
+                rows = db.execute("SELECT id, launcher_pid FROM runs WHERE id = ?", (text,)).fetchall()
+                if not rows:
+                    pattern = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+                    rows = db.execute("SELECT id, launcher_pid FROM runs WHERE id LIKE ? ESCAPE '\\'", (pattern,)).fetchall()
+                if len(rows) == 1:
+                    run_id, pid = rows[0]
+                    if pid is None:
+                        raise UserError(f"run {run_id} has no launcher process (not started, or already finished)")
+                    return int(pid)
+                if len(rows) > 1:
+                    raise UserError(f"{text!r} matches {len(rows)} runs; give more of the id")
+        finally:
+            db.close()
+    if text.isdigit():
+        return int(text)
+    raise UserError(f"no run {text!r} in {store}")
+
+
+# --- the human table ---
+
+
+def _bytes(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return "-"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else _bytes(value) + "/s"
+
+
+def _num(value: float | None, fmt: str, suffix: str = "") -> str:
+    return "-" if value is None else format(value, fmt) + suffix
+
+
+def format_sample(sample: Any) -> str:
+    """A compact, fixed-layout text block for one `ResourceSample`."""
+    host = sample.host
+    lines = [
+        f"{time.strftime('%H:%M:%S', time.localtime(sample.t))}  "
+        f"CPU {_num(host.cpu_percent, '5.1f', '%')} ({len(host.per_core_percent)} cores)  "
+        f"RAM {_bytes(host.ram_used_bytes)} used / {_bytes(host.ram_total_bytes)}, "
+        f"{_bytes(host.ram_available_bytes)} available  swap {_bytes(host.swap_used_bytes)}  "
+        f"disk r {_rate(host.disk_read_bytes_per_s)} w {_rate(host.disk_write_bytes_per_s)}  "
+        f"net rx {_rate(host.net_rx_bytes_per_s)} tx {_rate(host.net_tx_bytes_per_s)}"
+    ]
+    for path, device in host.watched_devices:
+        disk = host.disk(device)
+        lines.append(
+            f"  {path} on {device}: r {_rate(disk.read_bytes_per_s if disk else None)} "
+            f"w {_rate(disk.write_bytes_per_s if disk else None)}"
+        )
+    if sample.gpu_error:
+        lines.append(f"  GPUs: none ({sample.gpu_error})")
+    for g in sample.gpus:
+        lines.append(
+            f"  GPU{g.index} {g.name or '?'}: util {_num(g.utilization_percent, '3.0f', '%')}  "
+            f"mem {_bytes(g.memory_used_bytes)} / {_bytes(g.memory_total_bytes)}  "
+            f"power {_num(g.power_w, '.0f')}/{_num(g.power_limit_w, '.0f')} W  {_num(g.temperature_c, '.0f', ' C')}  "
+            f"SM {_num(g.sm_clock_mhz, 'd', ' MHz')}  PCIe H2D {_rate(g.pcie_h2d_bytes_per_s)} "
+            f"D2H {_rate(g.pcie_d2h_bytes_per_s)}  processes {len(g.processes)}"
+        )
+    run = sample.run
+    if run is not None:
+        if not run.processes:
+            lines.append(f"  run: launcher PID {run.root_pid} is not running")
+        else:
+            lines.append(f"  {'PID':>7} {'ROLE':8} {'RANK':>4} {'CPU%':>6} {'RSS':>10} {'LOCKED':>10} {'GPU MEM':>10}  COMMAND")
+            for p in run.processes:
+                lines.append(
+                    f"  {p.pid:>7} {p.role:8} {'-' if p.rank is None else p.rank:>4} {_num(p.cpu_percent, '6.1f'):>6} "
+                    f"{_bytes(p.rss_bytes):>10} {_bytes(p.locked_bytes):>10} {_bytes(p.gpu_memory_bytes):>10}  "
+                    f"{p.cmdline[:70]}"
+                )
+            lines.append(
+                f"  ranks: {len(run.ranks)}  RSS {_bytes(run.ranks_rss_bytes)} (largest {_bytes(run.max_rank_rss_bytes)})  "
+                f"CPU {run.ranks_cpu_percent:.0f}%"
+            )
+    return "\n".join(lines)
+

@@ -1,0 +1,160 @@
+"""What the samplers return: frozen, timestamped values. `None` means "this device or process cannot tell us".
+
+Times are wall-clock seconds (time.time()) so that samples line up with log lines and step timestamps; byte
+counts are bytes, rates are bytes per second, power is watts, temperatures are degrees Celsius.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """One process holding memory on one GPU (NVML's compute and graphics lists merged by PID)."""
+
+    pid: int
+    gpu_index: int
+    used_memory_bytes: int | None  # None where the driver cannot tell (e.g. Windows WDDM)
+    kind: str  # "compute", "graphics" or "compute+graphics"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSnapshot:
+    t: float
+    index: int
+    name: str | None
+    uuid: str | None
+    utilization_percent: float | None
+    memory_used_bytes: int | None
+    memory_total_bytes: int | None
+    power_w: float | None
+    power_limit_w: float | None
+    temperature_c: float | None
+    sm_clock_mhz: int | None
+    # PCIe is read on its own thread (each NVML read blocks ~20 ms), so it carries its own timestamp.
+    pcie_h2d_bytes_per_s: float | None  # NVML "RX": received by the GPU
+    pcie_d2h_bytes_per_s: float | None  # NVML "TX": sent by the GPU
+    pcie_t: float | None
+    processes: tuple[GpuProcess, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReadout:
+    """All GPUs at one moment, or none with the reason (no driver, no library, no permission)."""
+
+    t: float
+    gpus: tuple[GpuSnapshot, ...]
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DiskRate:
+    device: str  # the name in /proc/diskstats, e.g. "nvme0n1" or "nvme0n1p2"
+    read_bytes_per_s: float
+    write_bytes_per_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class HostSnapshot:
+    t: float
+    cpu_percent: float | None  # all cores together, 0-100; None on the very first reading
+    per_core_percent: tuple[float, ...]
+    ram_total_bytes: int
+    ram_used_bytes: int  # total - available: what new allocations cannot have (page cache not counted)
+    ram_available_bytes: int  # the kernel's MemAvailable: what can be allocated before swapping or an OOM kill
+    swap_total_bytes: int
+    swap_used_bytes: int
+    disk_read_bytes_per_s: float | None  # whole disks only (partitions and stacked devices would count twice)
+    disk_write_bytes_per_s: float | None
+    disks: tuple[DiskRate, ...]  # every whole disk plus the devices holding watched paths
+    net_rx_bytes_per_s: float | None  # all interfaces but loopback
+    net_tx_bytes_per_s: float | None
+    watched_devices: tuple[tuple[str, str], ...] = ()  # (path, device) for paths such as an NVMe offload folder
+
+    def disk(self, device: str) -> DiskRate | None:
+        return next((d for d in self.disks if d.device == device), None)
+
+
+@dataclass(frozen=True, slots=True)
+class RunProcess:
+    """One process of a run: a rank, the launcher (the tree's root) or a helper (anything else in the tree)."""
+
+    pid: int
+    ppid: int | None
+    name: str
+    cmdline: str  # shortened for display
+    role: str  # "launcher", "rank" or "helper"
+    rank: int | None
+    local_rank: int | None
+    cpu_percent: float | None  # of one core (a busy 4-thread process shows up to 400)
+    rss_bytes: int | None
+    locked_bytes: int | None  # VmLck: mlock()ed / pinned host memory where the allocator locks it
+    read_bytes: int | None  # cumulative storage I/O since the process started
+    write_bytes: int | None
+    gpu_memory_bytes: int | None = None  # over all GPUs, from NVML's process lists
+
+
+@dataclass(frozen=True, slots=True)
+class RunSnapshot:
+    t: float
+    root_pid: int
+    processes: tuple[RunProcess, ...]
+
+    @property
+    def ranks(self) -> tuple[RunProcess, ...]:
+        """Processes with a RANK; a run whose processes carry none (a plain `python train.py`) counts them all."""
+        ranked = tuple(p for p in self.processes if p.role == "rank")
+        return ranked or self.processes
+
+    @property
+    def ranks_rss_bytes(self) -> int:
+        return sum(p.rss_bytes or 0 for p in self.ranks)
+
+    @property
+    def max_rank_rss_bytes(self) -> int | None:
+        return max((p.rss_bytes for p in self.ranks if p.rss_bytes is not None), default=None)
+
+    @property
+    def ranks_cpu_percent(self) -> float:
+        return sum(p.cpu_percent or 0.0 for p in self.ranks)
+
+    @property
+    def ranks_locked_bytes(self) -> int | None:
+        known = [p.locked_bytes for p in self.ranks if p.locked_bytes is not None]
+        return sum(known) if known else None
+
+    @property
+    def ranks_gpu_memory_bytes(self) -> int | None:
+        known = [p.gpu_memory_bytes for p in self.ranks if p.gpu_memory_bytes is not None]
+        return sum(known) if known else None
+
+    @property
+    def tree_rss_bytes(self) -> int:
+        return sum(p.rss_bytes or 0 for p in self.processes)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSample:
+    """Host, GPUs and (when a run is watched) its processes, taken together."""
+
+    t: float
+    host: HostSnapshot
+    gpus: tuple[GpuSnapshot, ...]
+    gpu_error: str | None
+    run: RunSnapshot | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The `traindeck monitor --json` shape: host, gpus (possibly empty), gpu_error, and processes with a run."""
+        out: dict[str, Any] = {
+            "t": self.t,
+            "host": dataclasses.asdict(self.host),
+            "gpus": [dataclasses.asdict(g) for g in self.gpus],
+            "gpu_error": self.gpu_error,
+        }
+        if self.run is not None:
+            out["root_pid"] = self.run.root_pid
+            out["processes"] = [dataclasses.asdict(p) for p in self.run.processes]
+        return out

@@ -1,0 +1,101 @@
+"""`traindeck monitor` as a person on SSH runs it: a real subprocess, real samplers."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+
+from fixtures.monitor_run_tree import run_tree
+
+from traindeck.backend.cli import main as cli_main
+from traindeck.backend.paths import run_store_path
+
+
+def _traindeck(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "traindeck", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_once_json_is_one_object_with_host_gpus_and_gpu_error():
+    result = _traindeck("monitor", "--once", "--json")
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stdout.splitlines()
+    sample = json.loads(line)
+    assert {"host", "gpus", "gpu_error"} <= set(sample)
+    assert "processes" not in sample
+    assert isinstance(sample["gpus"], list)
+    assert (sample["gpu_error"] is None) == bool(sample["gpus"])
+    host = sample["host"]
+    assert host["ram_total_bytes"] > 0 and host["cpu_percent"] is not None and host["per_core_percent"]
+    assert host["disk_read_bytes_per_s"] is not None and host["net_rx_bytes_per_s"] is not None
+
+
+def test_run_as_a_pid_lists_its_processes_with_ranks():
+    with run_tree(ranks=2, mib=20) as tree:
+        result = _traindeck("monitor", "--once", "--json", "--run", str(tree["launcher"]))
+    assert result.returncode == 0, result.stderr
+    sample = json.loads(result.stdout)
+    by_pid = {p["pid"]: p for p in sample["processes"]}
+    assert by_pid[tree["launcher"]]["role"] == "launcher"
+    assert [by_pid[pid]["rank"] for pid in tree["ranks"]] == [0, 1]
+    assert all(by_pid[pid]["rss_bytes"] >= 20 * 1024 * 1024 for pid in tree["ranks"])
+
+
+def test_run_id_is_looked_up_in_the_run_store(traindeck_home):
+    with run_tree(ranks=1, mib=1) as tree:
+        store = run_store_path()
+        store.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(store)
+        db.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, launcher_pid INTEGER)")
+        db.execute("INSERT INTO runs VALUES ('20260101-120000-ab12', ?)", (tree["launcher"],))
+        db.execute("INSERT INTO runs VALUES ('20260101-130000-cd34', NULL)")
+        db.commit()
+        db.close()
+        result = _traindeck("monitor", "--once", "--json", "--run", "20260101-12")  # a unique prefix will do
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["root_pid"] == tree["launcher"]
+
+    finished = _traindeck("monitor", "--once", "--run", "20260101-130000-cd34")
+    assert finished.returncode == 2 and "no launcher process" in finished.stderr
+    ambiguous = _traindeck("monitor", "--once", "--run", "20260101")
+    assert ambiguous.returncode == 2 and "matches 2 runs" in ambiguous.stderr
+    unknown = _traindeck("monitor", "--once", "--run", "nope")
+    assert unknown.returncode == 2 and "no run 'nope'" in unknown.stderr
+
+
+def test_human_output_is_a_compact_table(capsys):
+    with run_tree(ranks=2, mib=1) as tree:
+        assert cli_main(["monitor", "--once", "--run", str(tree["launcher"])]) == 0
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert "CPU" in first and "RAM" in first and "available" in first and "disk r" in first and "net rx" in first
+    assert ("GPUs: none" in out) or ("GPU0" in out)
+    assert "ROLE" in out and "launcher" in out and out.count(" rank ") == 2
+    assert "ranks: 2" in out
+
+
+def test_streaming_prints_a_line_per_interval_until_interrupted():
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "traindeck", "monitor", "--json", "--interval", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        started = time.monotonic()
+        lines = [proc.stdout.readline() for _ in range(3)]
+        assert all(json.loads(line)["host"] for line in lines)
+        assert time.monotonic() - started < 30
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_bad_interval_is_one_clear_line(capsys):
+    assert cli_main(["monitor", "--once", "--interval", "0.01"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("traindeck: sampling interval must be between 0.1 and 5") and "Traceback" not in err

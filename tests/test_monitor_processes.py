@@ -1,0 +1,128 @@
+"""The run-process sampler against real processes: a launcher, ranks holding known memory, a rank's helper."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from fixtures.monitor_run_tree import run_tree
+
+from traindeck.backend.monitor.processes import RunProcessSampler, _ppid_map
+
+MIB = 1024 * 1024
+
+
+def test_ranks_are_found_by_environment_and_their_rss_shows_what_they_hold():
+    with run_tree(ranks=2, mib=200, helper=True) as tree:
+        snap = RunProcessSampler(tree["launcher"]).sample()
+        by_pid = {p.pid: p for p in snap.processes}
+        assert set(by_pid) == {tree["launcher"], *tree["ranks"], *tree["helpers"]}
+
+        launcher = by_pid[tree["launcher"]]
+        assert launcher.role == "launcher" and launcher.rank is None
+        assert "monitor_run_tree.py" in launcher.cmdline
+
+        ranks = [by_pid[pid] for pid in tree["ranks"]]
+        assert [(r.role, r.rank, r.local_rank) for r in ranks] == [("rank", 0, 0), ("rank", 1, 1)]
+        for rank in ranks:
+            assert rank.ppid == tree["launcher"]
+            assert 200 * MIB <= rank.rss_bytes < 260 * MIB  # the 200 MiB it filled plus the interpreter
+            assert rank.locked_bytes == 0
+
+        # The helper inherited RANK=0 from its rank: it is a helper, not a third rank.
+        (helper,) = [by_pid[pid] for pid in tree["helpers"]]
+        assert helper.role == "helper" and helper.rank is None and helper.ppid == tree["ranks"][0]
+
+        assert snap.ranks == tuple(ranks)
+        assert snap.max_rank_rss_bytes == max(r.rss_bytes for r in ranks)
+        assert snap.ranks_rss_bytes == sum(r.rss_bytes for r in ranks) >= 400 * MIB
+        assert snap.tree_rss_bytes > snap.ranks_rss_bytes
+
+
+def test_cpu_percent_is_unknown_first_then_measured_between_samples():
+    busy = "import time\nend = time.time() + 30\nwhile time.time() < end: pass\n"
+    proc = subprocess.Popen([sys.executable, "-c", busy])
+    try:
+        sampler = RunProcessSampler(proc.pid)
+        first = sampler.sample().processes[0]
+        assert first.cpu_percent is None
+        time.sleep(0.5)
+        second = sampler.sample().processes[0]
+        assert second.cpu_percent is not None and second.cpu_percent > 20  # a spinning loop, on a busy machine
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_io_counters_count_what_a_process_writes(tmp_path):
+    target = tmp_path / "out.bin"
+    code = (
+        "import os, sys\n"
+        f"with open({str(target)!r}, 'wb') as f:\n"
+        "    f.write(os.urandom(8 * 1024 * 1024)); f.flush(); os.fsync(f.fileno())\n"
+        "print('written', flush=True); sys.stdin.read()\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "written"
+        (snap,) = RunProcessSampler(proc.pid).sample().processes
+        assert snap.write_bytes is not None and snap.write_bytes >= 8 * MIB
+    finally:
+        proc.stdin.close()
+        proc.wait()
+
+
+def test_locked_memory_is_read_from_vmlck():
+    with run_tree(ranks=1, mib=1, lock_mib=4) as tree:
+        if tree["locked_mib"] != [4]:
+            pytest.skip("mlock is not allowed here (RLIMIT_MEMLOCK)")
+        snap = RunProcessSampler(tree["launcher"]).sample()
+        (rank,) = snap.ranks
+        # mlock works on whole pages: the buffer's unaligned ends add at most a page on each side.
+        assert 4 * MIB <= rank.locked_bytes <= 4 * MIB + 8192
+        assert snap.ranks_locked_bytes == rank.locked_bytes
+
+
+def test_children_started_later_are_found_and_finished_ones_dropped():
+    code = (
+        "import subprocess, sys\n"
+        "sys.stdin.readline()\n"
+        "kid = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()'], stdin=subprocess.PIPE)\n"
+        "print(kid.pid, flush=True)\n"
+        "sys.stdin.readline()\n"
+        "kid.stdin.close(); kid.wait()\n"
+        "print('gone', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        # After the first (full) scan, only the cheap children-file walk, here on every sample.
+        sampler = RunProcessSampler(proc.pid, walk_every_s=0, rescan_every_s=3600)
+        assert [p.pid for p in sampler.sample().processes] == [proc.pid]
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        kid = int(proc.stdout.readline())
+        assert [p.pid for p in sampler.sample().processes] == [proc.pid, kid]
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "gone"
+        assert [p.pid for p in sampler.sample().processes] == [proc.pid]
+    finally:
+        proc.stdin.close()
+        proc.wait()
+
+
+def test_a_finished_launcher_gives_an_empty_snapshot():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    snap = RunProcessSampler(proc.pid).sample()
+    assert snap.processes == () and snap.ranks == () and snap.ranks_rss_bytes == 0
+    assert snap.max_rank_rss_bytes is None
+
+
+def test_full_scan_parent_map_agrees_with_the_kernel():
+    parents = _ppid_map()
+    assert parents[os.getpid()] == os.getppid()
