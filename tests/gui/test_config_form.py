@@ -1,0 +1,93 @@
+"""The generated config form edits the user's dict in place and shows messages beside the keys."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from traindeck.backend.config.messages import Message  # noqa: E402
+from traindeck.backend.config.schema import fields_of  # noqa: E402
+
+
+@pytest.fixture
+def ds_schema():
+    from traindeck.backend.config.deepspeed_schema import DeepSpeedConfig
+
+    return DeepSpeedConfig
+
+
+def test_every_key_of_the_section_gets_a_row_with_its_help_as_tooltip(qtbot, ds_schema):
+    from traindeck.gui.widgets.config_form import ConfigForm
+
+    form = ConfigForm(ds_schema, {})
+    qtbot.addWidget(form)
+    zero = form.child("zero_optimization")
+    editor = zero.editor("stage")
+    assert fields_of(ds_schema)["zero_optimization"].section is not None
+    assert editor.toolTip().startswith(fields_of(fields_of(ds_schema)["zero_optimization"].section)["stage"].help)
+
+
+def test_form_edits_change_the_data_and_data_changes_show_in_the_form(qtbot, ds_schema):
+    from traindeck.gui.widgets.config_form import ConfigForm
+
+    data = {"train_batch_size": 8, "zero_optimization": {"stage": 2}, "my_own_key": {"kept": True}}
+    original_unknown = copy.deepcopy(data["my_own_key"])
+    form = ConfigForm(ds_schema, data)
+    qtbot.addWidget(form)
+    zero = form.child("zero_optimization")
+    assert zero.editor("stage").currentText() == "2"
+
+    zero.editor("stage").setCurrentText("3")
+    assert data["zero_optimization"]["stage"] == 3
+
+    batch = form.editor("train_batch_size")
+    assert batch.text() == "8"
+    qtbot.keyClicks(batch, "0")  # typed: "80"
+    assert data["train_batch_size"] == 80
+    batch.clear()
+    qtbot.keyClicks(batch, "x")
+    assert data["train_batch_size"] == 80 and "expected" in form.note_text("train_batch_size")
+    batch.selectAll()
+    qtbot.keyClick(batch, "\b")  # emptied: unset, the key leaves the file
+    assert "train_batch_size" not in data
+
+    data["zero_optimization"]["stage"] = 1
+    form.refresh()
+    assert zero.editor("stage").currentText() == "1"
+    zero.editor("stage").setCurrentIndex(0)  # "(default: ...)"
+    assert "stage" not in data["zero_optimization"]
+    assert data["my_own_key"] == original_unknown  # keys the form does not know are never touched
+
+
+def test_messages_appear_beside_their_key(qtbot, ds_schema):
+    from traindeck.gui.widgets.config_form import ConfigForm
+
+    form = ConfigForm(ds_schema, {"zero_optimization": {"stage": 2}})
+    qtbot.addWidget(form)
+    form.show_messages([Message("error", "zero_optimization.stage", "bad stage"),
+                        Message("warning", "train_batch_size", "check the batch")])
+    assert form.child("zero_optimization").note_text("stage") == "bad stage"
+    assert form.note_text("train_batch_size") == "check the batch"
+    form.show_messages([])
+    assert form.child("zero_optimization").note_text("stage") == ""
+
+
+def test_stage_filter_hides_keys_without_effect_and_keeps_their_values(qtbot, ds_schema):
+    from traindeck.gui.widgets.config_form import ConfigForm
+
+    zero_section = fields_of(ds_schema)["zero_optimization"].section
+    stage3_only = [k for k, s in fields_of(zero_section).items() if s.stages and 2 not in s.stages and s.kind in ("int", "float")]
+    assert stage3_only, "the DeepSpeed schema marks stage-3-only keys"
+    data = {"zero_optimization": {"stage": 2, stage3_only[0]: 10}}
+    form = ConfigForm(ds_schema, data)
+    qtbot.addWidget(form)
+    form.show()
+    zero = form.child("zero_optimization")
+    form.show_only_for_stage(2)
+    assert not zero.editor(stage3_only[0]).isVisibleTo(form)
+    form.show_only_for_stage(3)
+    assert zero.editor(stage3_only[0]).isVisibleTo(form)
+    assert data["zero_optimization"][stage3_only[0]] == 10
