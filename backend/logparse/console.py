@@ -1,0 +1,85 @@
+"""Reader side: what a console shows. Transient lines (bar redraws) are replaced in place, not appended."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+from .model import Line
+from .report import MARKER
+from .tqdm_bar import bar_label
+
+_LOOKBACK = 16
+REPORT_LINE = MARKER + "{"
+
+
+class ConsoleBuffer:
+    """The last `maxlen` display lines of a run's output (all of them with maxlen=None).
+
+    `add(line)` replaces the latest transient line of the same rank (searching the last few lines, so interleaved
+    ranks each keep their own bar) or appends. With `fold_bars` (default), a tqdm bar that arrived as a normal
+    line (torchrun `--tee` turns every redraw into a line) also replaces the previous drawing of the same bar
+    (same rank and description) when nothing else of that rank came in between. With `hide_reports` (default)
+    the reporting helper's `@traindeck {...}` lines are not shown (they stay in the log file).
+    Returns the index replaced, or None when the line was appended (what a GUI needs to update a text view).
+    """
+
+    def __init__(self, maxlen: int | None = 10000, *, fold_bars: bool = True, hide_reports: bool = True) -> None:
+        self.hide_reports = hide_reports
+        self._lines: deque[Line] = deque(maxlen=maxlen)
+        self._bars: deque[str | None] = deque(maxlen=maxlen)  # bar label per entry ("" unnamed), None: not a bar
+        self.fold_bars = fold_bars
+        self.version = 0  # bumped on every change
+
+    def add(self, line: Line) -> int | None:
+        if self.hide_reports and line.text.startswith(REPORT_LINE):
+            return None  # the reporting helper's machine-readable lines: parsed, not shown
+        self.version += 1
+        label = bar_label(line.text) if self.fold_bars else None
+        lines, n = self._lines, len(self._lines)
+        for back in range(1, min(_LOOKBACK, n) + 1):
+            prev = lines[n - back]
+            if prev.rank != line.rank:
+                continue
+            if prev.transient or (label is not None and self._bars[n - back] == label):
+                lines[n - back] = line
+                self._bars[n - back] = label
+                return n - back
+            break  # the latest line of this rank is a permanent one: append
+        lines.append(line)
+        self._bars.append(label)
+        return None
+
+    def extend(self, lines: Iterable[Line]) -> None:
+        for line in lines:
+            self.add(line)
+
+    def lines(self) -> list[Line]:
+        return list(self._lines)
+
+    def texts(self, *, rank: int | None = None, tag_ranks: bool = False) -> list[str]:
+        """Display texts; `rank` keeps one rank's lines (untagged lines are kept too), `tag_ranks` prefixes
+        `[N] ` to tagged lines."""
+        out = []
+        for ln in self._lines:
+            if rank is not None and ln.rank is not None and ln.rank != rank:
+                continue
+            out.append(f"[{ln.rank}] {ln.text}" if tag_ranks and ln.rank is not None else ln.text)
+        return out
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def clear(self) -> None:
+        self._lines.clear()
+        self._bars.clear()
+        self.version += 1
+
+
+def collapse_transient(
+    lines: Iterable[Line], *, maxlen: int | None = None, fold_bars: bool = True, hide_reports: bool = True
+) -> list[Line]:
+    """`lines` as a console would show them (each redraw replaces the previous one); the last `maxlen` if given."""
+    buf = ConsoleBuffer(maxlen, fold_bars=fold_bars, hide_reports=hide_reports)
+    buf.extend(lines)
+    return buf.lines()
