@@ -144,6 +144,11 @@ def _parse_yaml(doc: SourceDocument) -> None:
         problem = " ".join(p for p in (exc.problem, exc.context and f"({exc.context})") if p) or str(exc)
         line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
         hint = " (tabs cannot indent YAML: use spaces)" if "\\t" in problem or "'\t'" in problem else ""
+        if "mapping values are not allowed here" in problem:
+            hint = " (this line is indented differently from the keys beside it, or a value with ': ' needs quotes)"
+        start = exc.context_mark
+        if start is not None and mark is not None and start.line != mark.line:  # e.g. where an unclosed quote opened
+            hint += f" (it starts on line {start.line + 1}, column {start.column + 1})"
         doc.syntax.append(Message("error", "", f"YAML syntax: {problem}{hint}", doc.file, line, column))
         doc.data = None
     except yaml.YAMLError as exc:

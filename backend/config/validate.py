@@ -280,7 +280,7 @@ def referenced_deepspeed_file(doc: SourceDocument) -> Path | None:
         return None
     section = doc.data.get("deepspeed_config")
     ref = section.get("deepspeed_config_file") if isinstance(section, dict) else None
-    if not isinstance(ref, str) or not ref.strip():
+    if not isinstance(ref, str) or not ref.strip() or ref == "none":  # accelerate: "none" means no file
         return None
     path = Path(ref).expanduser()
     if not path.is_absolute() and doc.file:

@@ -1,0 +1,115 @@
+"""`traindeck config ...`: check (and repair) accelerate YAML and DeepSpeed JSON configs.
+
+Adding a subcommand: write `register_<name>(config_subparsers)` that adds its parser and sets `handler=` (see
+`_register_check` below, or `register_fix` in config_fix.py), and add it to `_SUBCOMMANDS`. Keep the module top
+level light (argparse only): each handler imports the config machinery when it runs.
+
+`traindeck config check FILE... [--world-size N] [--json]` (exact; scripts rely on it):
+  exit 0 when no message is an error (warnings allowed), 1 when one is (a file that cannot be read is an error
+  located at that file), 2 for usage errors (no FILE, a bad option). Text: one `FILE:LINE:COL: error|warning:
+  PATH: message` line per message on stdout, then a one-line summary on stderr. --json: the list of message
+  dicts on stdout (file, line, column, severity, path, message), the summary still on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from traindeck.backend.config.messages import Message
+
+ORDER = 20
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _register_check(config_sub: argparse._SubParsersAction) -> None:
+    p = config_sub.add_parser(
+        "check", help="validate accelerate YAML / DeepSpeed JSON files (exit 1 on errors)",
+        description="Check accelerate launch configs and DeepSpeed configs: syntax (exact line and column), every "
+                    "value against what the tool accepts, and the cross-field mistakes accelerate and DeepSpeed only "
+                    "report minutes into a run. An accelerate config is checked together with the DeepSpeed JSON it "
+                    "references (or the one given beside it), whose batch sizes use its num_processes.")
+    p.add_argument("files", metavar="FILE", nargs="+", help="accelerate YAML and/or DeepSpeed JSON files")
+    p.add_argument("--world-size", type=_positive, metavar="N",
+                   help="processes in the job, for DeepSpeed's batch-size arithmetic (default: the accelerate "
+                        "config's num_processes)")
+    p.add_argument("--json", action="store_true", help="print the messages as a JSON list")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--hf-trainer", dest="hf_trainer", action="store_const", const=True,
+                     help='the script uses the 🤗 Trainer (or accelerate), which fills in "auto" values')
+    who.add_argument("--plain-script", dest="hf_trainer", action="store_const", const=False,
+                     help='a plain DeepSpeed script: "auto" values are not filled in')
+    p.add_argument("--native", action="store_true",
+                   help="also ask accelerate and DeepSpeed themselves (needs the `train` extra; a few seconds)")
+    p.add_argument("--python", metavar="PATH",
+                   help="with --native: the interpreter of the training environment (default: this one)")
+    p.set_defaults(handler=run_check, hf_trainer=None)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from traindeck.backend.config.messages import has_errors, sort_messages
+    from traindeck.backend.config.validate import check_files
+
+    messages = check_files(args.files, world_size=args.world_size, hf_trainer=args.hf_trainer)
+    if args.native:
+        messages = sort_messages(list(dict.fromkeys(messages + _native(args))))
+    if args.json:
+        print(json.dumps([m.to_dict() for m in messages], indent=2, ensure_ascii=False))
+    else:
+        for message in messages:
+            print(message.format())
+    errors = sum(m.severity == "error" for m in messages)
+    warnings = len(messages) - errors
+    files = f"{len(args.files)} file{'s' if len(args.files) != 1 else ''}"
+    if messages:
+        print(f"traindeck: {errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''}"
+              f" in {files}", file=sys.stderr)
+    else:
+        print(f"traindeck: no problems found in {files}", file=sys.stderr)
+    return 1 if has_errors(messages) else 0
+
+
+def _native(args: argparse.Namespace) -> list[Message]:
+    """The real tools' verdicts on each file that parsed (see traindeck.backend.config.native)."""
+    from traindeck.backend.config.native import native_verdicts
+    from traindeck.backend.config.source import load_file
+
+    out: list[Message] = []
+    for path in args.files:
+        doc = load_file(path)
+        if isinstance(doc.data, dict) and doc.kind is not None:
+            out += native_verdicts(doc.kind, doc.data, python=args.python, world_size=args.world_size, doc=doc)
+    return out
+
+
+def _register_fix(config_sub: argparse._SubParsersAction) -> None:
+    try:
+        from traindeck.backend.cli.config_fix import register_fix
+    except ImportError:  # pragma: no cover - `config fix` not there yet
+        return
+    register_fix(config_sub)
+
+
+_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_register_check, _register_fix]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("config", help="check or repair accelerate / DeepSpeed config files",
+                       description="Check or repair accelerate launch YAML and DeepSpeed JSON configs.")
+    p.set_defaults(handler=lambda args: (p.print_help(), 2)[1])
+    config_sub = p.add_subparsers(dest="config_command", metavar="SUBCOMMAND")
+    for add in _SUBCOMMANDS:
+        add(config_sub)
