@@ -1,0 +1,126 @@
+"""Reading what the system can tell about how a run's processes ended: OOM-kill counters and kernel messages,
+the tail of the log. Each reader returns None / empty when the machine does not let us see (containers often
+hide /dev/kmsg); diagnosis works with whatever is there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from traindeck.backend.logparse import REPORT_MARKER, LineAssembler
+
+
+def oom_kill_counters() -> dict[str, int]:
+    """Kernel OOM-kill counters that are readable here: {"vmstat": n, "cgroup": n}.
+
+    /proc/vmstat's oom_kill counts every OOM kill on the host (Linux 4.13+); the cgroup counter (v2 memory.events
+    or v1 memory.oom_control) counts kills inside this container's memory limit, which /proc/vmstat may miss.
+    """
+    counters: dict[str, int] = {}
+    value = _field(Path("/proc/vmstat"), "oom_kill")
+    if value is not None:
+        counters["vmstat"] = value
+    cgroup = _cgroup_oom_kills()
+    if cgroup is not None:
+        counters["cgroup"] = cgroup
+    return counters
+
+
+def _field(path: Path, name: str) -> int | None:
+    try:
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == name:
+                return int(value.strip())
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _cgroup_oom_kills() -> int | None:
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _id, controllers, path = line.split(":", 2)
+        if controllers == "":
+            found = _field(Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.events", "oom_kill")
+            if found is not None:
+                return found
+        elif "memory" in controllers.split(","):
+            for base in (Path("/sys/fs/cgroup/memory") / path.lstrip("/"), Path("/sys/fs/cgroup/memory")):
+                found = _field(base / "memory.oom_control", "oom_kill")
+                if found is not None:
+                    return found
+    return None
+
+
+_KMSG_KILLED = re.compile(r"(?:Killed process (?P<pid1>\d+)|oom-kill:.*?[ ,]pid=(?P<pid2>\d+))")
+
+
+def kernel_oom_kills(since_boot_s: float | None = None) -> dict[int, str] | None:
+    """{pid: kernel message} for OOM kills in the kernel log (/dev/kmsg), or None when it cannot be read.
+
+    `since_boot_s` skips older messages (kmsg stamps are seconds since boot).
+    """
+    try:
+        fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    found: dict[int, str] = {}
+    try:
+        for _ in range(200_000):
+            try:
+                record = os.read(fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError:  # EPIPE: a record was overwritten while reading; carry on with the next
+                continue
+            if not record:
+                break
+            header, _, message = record.decode("utf-8", "replace").partition(";")
+            parts = header.split(",")
+            if since_boot_s is not None and len(parts) > 2:
+                try:
+                    if int(parts[2]) / 1e6 < since_boot_s:
+                        continue
+                except ValueError:
+                    pass
+            match = _KMSG_KILLED.search(message)
+            if match:
+                pid = int(match["pid1"] or match["pid2"])
+                found[pid] = message.strip().splitlines()[0]
+    finally:
+        os.close(fd)
+    return found
+
+
+def log_tail(path: Path, max_bytes: int = 256 * 1024, max_lines: int = 400) -> list[str]:
+    """The last lines of a run's output as a reader would see them: redraws collapsed, colours removed."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            handle.seek(max(0, size - max_bytes))
+            data = handle.read()
+    except OSError:
+        return []
+    if size > max_bytes:
+        data = data[data.find(b"\n") + 1:]  # drop the partial first line
+    assembler = LineAssembler()
+    texts = []
+    for line in [*assembler.feed(data), *assembler.flush()]:
+        if line.transient or line.text.startswith(REPORT_MARKER):
+            continue
+        texts.append(f"[rank{line.rank}]: {line.text}" if line.rank is not None else line.text)
+    return texts[-max_lines:]
+
+
+def boot_time_offset() -> float:
+    """Seconds since boot at this moment (to compare with kmsg stamps)."""
+    try:
+        return float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0

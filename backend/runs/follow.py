@@ -1,0 +1,82 @@
+"""Reading a run's output.log as lines, from the start and then as it grows (`traindeck logs --follow`, the run
+console). The log is a plain file, so any number of readers can do this at any time, also after a restart.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from traindeck.backend.logparse import Line, LineAssembler
+
+CHUNK = 1 << 20
+
+
+class LogReader:
+    """Non-blocking: each read_new() returns the lines completed since the last call (transient ones included)."""
+
+    def __init__(self, path: Path, start_at_end: bool = False) -> None:
+        self.path = Path(path)
+        self._handle: Any = None
+        self._assembler = LineAssembler()
+        self._start_at_end = start_at_end
+        self.at_end = False
+
+    def _open(self) -> bool:
+        if self._handle is None:
+            try:
+                self._handle = open(self.path, "rb")
+            except FileNotFoundError:
+                return False
+            if self._start_at_end:
+                self._handle.seek(0, 2)
+        return True
+
+    def read_new(self, max_bytes: int = 8 * CHUNK) -> list[Line]:
+        self.at_end = False
+        if not self._open():
+            self.at_end = True
+            return []
+        lines: list[Line] = []
+        budget = max_bytes
+        while budget > 0:
+            chunk = self._handle.read(min(CHUNK, budget))
+            if not chunk:
+                self.at_end = True
+                break
+            budget -= len(chunk)
+            lines.extend(self._assembler.feed(chunk))
+        return lines
+
+    def finish(self) -> list[Line]:
+        """Everything left, the last unterminated line included (call once the run has ended)."""
+        lines = self.read_new()
+        while not self.at_end:
+            lines.extend(self.read_new())
+        lines.extend(self._assembler.flush())
+        return lines
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def follow_lines(path: Path, *, follow: bool, finished: Callable[[], bool] | None = None,
+                 poll_s: float = 0.1) -> Iterator[Line]:
+    """Every line of the log; with `follow`, keeps waiting for more until `finished()` returns True."""
+    reader = LogReader(path)
+    try:
+        while True:
+            lines = reader.read_new()
+            yield from lines
+            if lines:
+                continue
+            if not follow or finished is None or finished():
+                yield from reader.finish()
+                return
+            time.sleep(poll_s)
+    finally:
+        reader.close()

@@ -1,0 +1,788 @@
+"""The supervisor: one small detached process per run, `python -m traindeck.backend.runs.supervisor RUN_DIR`.
+
+It is started by `start_run` in a session of its own and reads its instructions (argv, cwd, the environment
+with secrets) from stdin, so secrets never touch the disk and its own environment stays traindeck's. Then it:
+
+- makes itself a child subreaper, so ranks orphaned by a dying launcher are re-parented to it, not to init;
+- starts the sentinel (see sentinel.py), which ends the run's processes if this supervisor is ever killed;
+- starts the launcher in a new session with stdout+stderr on one pipe and PR_SET_PDEATHSIG=SIGKILL;
+- drains the pipe in large reads on a thread of its own, writing the raw bytes to output.log at once: the job
+  never waits on us beyond the pipe buffer (raised to 1 MiB), and the log is whole;
+- on a second thread follows output.log to parse progress and metrics into the run store (this may lag or skip
+  ahead under a flood; the log itself never does);
+- every 0.25 s: reaps children, tracks the run's processes and ranks (exit statuses included), polls for a stop
+  request (the `stop` file, or SIGTERM/SIGINT/SIGHUP sent to the supervisor), warns of stalls;
+- at the end makes sure nothing of the run remains and writes the final state with a diagnosis.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from traindeck.backend.logparse import Line, LineAssembler, Metric, OutputParser, Progress
+from traindeck.backend.runs import procs
+from traindeck.backend.runs.diagnosis import Evidence, ProcessEnd, diagnose, is_success, stall_threshold
+from traindeck.backend.runs.evidence import boot_time_offset, kernel_oom_kills, log_tail, oom_kill_counters
+from traindeck.backend.runs.layout import RunDir
+from traindeck.backend.runs.store import RunStore
+
+TICK_S = 0.25
+PROGRESS_EVERY_S = 0.25
+METRICS_EVERY_S = 0.5
+PIPE_SIZE = 1 << 20
+READ_SIZE = 1 << 20
+# When parsing falls this far behind the log (a flood), it samples instead: jumps to the last
+# PARSE_RESUME_BEFORE_END bytes, parses those, and pauses FLOOD_PAUSE_S, so that parsing never competes with
+# the job and the pump for CPU and the GIL. Progress and metrics matter now; every byte stays in output.log.
+PARSE_MAX_LAG = 8 << 20
+PARSE_RESUME_BEFORE_END = 256 << 10
+FLOOD_PAUSE_S = 0.1
+DEFAULT_GRACE_S = 10.0
+LEFTOVER_GRACE_S = 5.0
+CLASSIFY_FOR_S = 10.0
+
+
+@dataclass
+class Instructions:
+    run_id: str
+    store: str
+    argv: list[str]
+    cwd: str
+    env: dict[str, str]
+    stall_min_s: float = 120.0
+
+    @classmethod
+    def read(cls, stream: Any) -> Instructions:
+        data = json.loads(stream.read())
+        return cls(run_id=data["run_id"], store=data["store"], argv=list(data["argv"]), cwd=data["cwd"],
+                   env=dict(data["env"]), stall_min_s=float(data.get("stall_min_s", 120.0)))
+
+
+def _log(message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+
+
+class SafeStore:
+    """The run store as the supervisor uses it: a failed write is logged, never fatal to the run."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.store, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            except sqlite3.Error as exc:
+                _log(f"run store {name} failed: {exc}")
+                return None
+
+        return call
+
+
+# ---- output ------------------------------------------------------------------------------------------------
+class OutputPump(threading.Thread):
+    """Pipe -> output.log, raw, in large reads. Does nothing else, so it is never the reason the job waits."""
+
+    def __init__(self, read_fd: int, log_fd: int) -> None:
+        super().__init__(name="output-pump", daemon=True)
+        self.read_fd, self.log_fd = read_fd, log_fd
+        self.bytes = 0
+        self.last_output = time.monotonic()
+        self.wake = threading.Event()
+
+    def run(self) -> None:
+        # splice(2) moves the bytes pipe -> file inside the kernel: no copy through Python, little GIL.
+        splice = getattr(os, "splice", None)
+        write_failed = False
+        while True:
+            if splice is not None and not write_failed:
+                try:
+                    count = splice(self.read_fd, self.log_fd, READ_SIZE)
+                except OSError as exc:
+                    if exc.errno == errno.ENOSPC:
+                        write_failed = True
+                        _log(f"writing output.log failed: {exc}; draining the output so the job never blocks")
+                    else:  # a kernel or filesystem without splice into this file: plain reads and writes
+                        splice = None
+                    continue
+                if count == 0:
+                    break
+            else:
+                try:
+                    data = os.read(self.read_fd, READ_SIZE)
+                except OSError:
+                    break
+                if not data:
+                    break
+                count = len(data)
+                if not write_failed:
+                    write_failed = not self._write(data)
+            self.bytes += count
+            self.last_output = time.monotonic()
+            self.wake.set()
+        self.wake.set()
+
+    def _write(self, data: bytes) -> bool:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self.log_fd, view):]
+            except OSError as exc:  # disk full: keep draining so the job never blocks; say so once
+                _log(f"writing output.log failed: {exc}; draining the output so the job never blocks")
+                return False
+        return True
+
+
+class OutputFollower(threading.Thread):
+    """Follows output.log behind the pump: lines -> progress and metrics -> run store, at a bounded rate."""
+
+    def __init__(self, path: Path, pump: OutputPump, store: SafeStore, run_id: str) -> None:
+        super().__init__(name="output-follower", daemon=True)
+        self.path, self.pump, self.store, self.run_id = path, pump, store, run_id
+        self.assembler = LineAssembler()
+        self.parser = OutputParser()
+        self.lines = 0
+        self.skipped_bytes = 0
+        self.last_progress_change = time.monotonic()
+        self.step_times: list[float] = []  # seconds per progress unit of the run's main bar, recent ones
+        self._progress: Progress | None = None
+        self._progress_dirty = False
+        self._progress_written = 0.0
+        self._last_step: tuple[int, float] | None = None  # (current, monotonic) of the main bar
+        self._metrics: list[tuple[str, int | None, float, float, int | None]] = []
+        self._metrics_written = 0.0
+        self._reported: set[str] = set()
+        self.pump_done = threading.Event()
+
+    def run(self) -> None:
+        try:
+            self._follow()
+        except Exception:  # parsing must never take the supervisor down; the log is complete regardless
+            _log("output follower failed:\n" + traceback.format_exc())
+
+    def _follow(self) -> None:
+        with open(self.path, "rb") as handle:
+            position = 0
+            while True:
+                done = self.pump_done.is_set()
+                self.pump.wake.wait(0.2)
+                self.pump.wake.clear()
+                while True:
+                    size = os.fstat(handle.fileno()).st_size
+                    if size - position > PARSE_MAX_LAG:
+                        self.skipped_bytes += size - PARSE_RESUME_BEFORE_END - position
+                        handle.seek(size - PARSE_RESUME_BEFORE_END)
+                        handle.readline()  # resynchronise on a line start
+                        position = handle.tell()
+                        self.assembler = LineAssembler()
+                        time.sleep(FLOOD_PAUSE_S)
+                    chunk = handle.read(min(size - position, 256 << 10))
+                    if not chunk:
+                        break
+                    position += len(chunk)
+                    for line in self.assembler.feed(chunk):
+                        self._line(line)
+                    self._flush()
+                if done:
+                    for line in self.assembler.flush():
+                        self._line(line)
+                    self._items(self.parser.flush())
+                    self._flush(force=True)
+                    return
+
+    def _line(self, line: Line) -> None:
+        self.lines += 1
+        self._items(self.parser.feed(line))
+
+    def _items(self, items: list[Progress | Metric]) -> None:
+        progressed = False
+        for item in items:
+            if isinstance(item, Metric):
+                # A series the script reports exactly (traindeck_report) is not also taken from parsed lines.
+                if item.source == "report":
+                    self._reported.add(item.name)
+                elif item.name in self._reported:
+                    continue
+                self._metrics.append((item.name, item.step, time.time(), float(item.value), item.rank))
+            else:
+                progressed = True
+        if progressed:
+            self._on_progress()
+
+    def _on_progress(self) -> None:
+        # The parser knows which of several bars (training, eval, download) stands for the run.
+        main = self.parser.progress
+        if main is None or main == self._progress:
+            return
+        now = time.monotonic()
+        if self._last_step is not None and main.current > self._last_step[0]:
+            self.step_times.append((now - self._last_step[1]) / (main.current - self._last_step[0]))
+            del self.step_times[:-200]
+        if self._last_step is None or main.current != self._last_step[0]:
+            self._last_step = (main.current, now)
+            self.last_progress_change = now
+        self._progress = main
+        self._progress_dirty = True
+
+    def _flush(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self._progress_dirty and self._progress is not None and (
+                force or now - self._progress_written >= PROGRESS_EVERY_S):
+            p = self._progress
+            self.store.update_run(self.run_id, progress={
+                "current": p.current, "total": p.total, "rate": p.rate, "eta_s": p.eta_s, "unit": p.unit,
+                "source": p.source, "updated": time.time()})
+            self._progress_dirty = False
+            self._progress_written = now
+        if self._metrics and (force or now - self._metrics_written >= METRICS_EVERY_S or len(self._metrics) > 5000):
+            batch, self._metrics = self._metrics, []
+            self.store.add_metrics(self.run_id, batch)
+            self._metrics_written = now
+
+
+# ---- processes ----------------------------------------------------------------------------------------------
+@dataclass
+class TrackedProcess:
+    pid: int
+    started: float
+    name: str
+    role: str
+    rank: int | None
+    returncode: int | None = None
+    ended_at: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pid": self.pid, "started": self.started, "name": self.name, "role": self.role, "rank": self.rank,
+                "returncode": self.returncode, "ended_at": self.ended_at}
+
+
+@dataclass
+class StopSequence:
+    """SIGINT, then SIGTERM after the grace period, then SIGKILL; newcomers get the current phase's signal."""
+
+    grace_s: float
+    started: float = field(default_factory=time.monotonic)
+    phase: int = -1
+    signalled: set[int] = field(default_factory=set)
+    PHASES: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+
+    def due_phase(self, now: float) -> int:
+        elapsed = now - self.started
+        if elapsed >= self.grace_s + min(self.grace_s, 10.0):
+            return 2
+        if elapsed >= self.grace_s:
+            return 1
+        return 0
+
+    @property
+    def detail(self) -> str:
+        return ("gracefully (SIGINT)", "after SIGTERM", "forcefully (SIGKILL)")[max(self.phase, 0)]
+
+
+class Supervisor:
+    def __init__(self, run_dir: RunDir, spec: Instructions) -> None:
+        self.run_dir, self.spec = run_dir, spec
+        self.store = SafeStore(RunStore(spec.store))
+        self.run_id = spec.run_id
+        self.tracked: dict[int, TrackedProcess] = {}
+        self.launcher: subprocess.Popen[bytes] | None = None
+        self.launcher_returncode: int | None = None
+        self.sentinel: subprocess.Popen[bytes] | None = None
+        self.sentinel_fd: int | None = None
+        self.stop: StopSequence | None = None
+        self.stop_signal_received = False
+        self.leftover_since: float | None = None
+        self.stalled = False
+        self.oom_before = oom_kill_counters()
+        self.boot_s_at_start = boot_time_offset()
+        self.recorder: Any = None
+
+    # -- start ------------------------------------------------------------------------------------------------
+    def start(self) -> bool:
+        me = psutil.Process()
+        self.store.update_run(self.run_id, supervisor_pid=me.pid, supervisor_started=me.create_time())
+        if not procs.become_child_subreaper():
+            _log("could not become a child subreaper; orphaned ranks are found by their environment marker")
+        self._start_sentinel()
+        read_fd, write_fd = os.pipe()
+        try:
+            import fcntl
+
+            fcntl.fcntl(read_fd, 1031, PIPE_SIZE)  # F_SETPIPE_SZ: absorb bursts while we are descheduled
+        except (OSError, ImportError, AttributeError):
+            pass
+        # Not O_APPEND (splice refuses it); only the pump writes from here on, at the end of the file.
+        self.log_fd = os.open(self.run_dir.output, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.lseek(self.log_fd, 0, os.SEEK_END)
+        env = dict(self.spec.env)
+        env[procs.MARKER] = self.run_id
+        env["TRAINDECK_RUN_DIR"] = str(self.run_dir.path)
+        try:
+            self.launcher = subprocess.Popen(
+                self.spec.argv, cwd=self.spec.cwd, env=env, stdin=subprocess.DEVNULL, stdout=write_fd,
+                stderr=write_fd, start_new_session=True, preexec_fn=procs.die_with_parent)
+        except (OSError, subprocess.SubprocessError) as exc:
+            os.close(write_fd)
+            os.close(read_fd)
+            message = f"{exc.strerror or exc}: {self.spec.argv[0]}" if isinstance(exc, OSError) else str(exc)
+            os.write(self.log_fd, f"traindeck: could not start the launcher: {message}\n".encode())
+            self._finish(Evidence(launcher_returncode=None, start_error=message), "failed")
+            return False
+        os.close(write_fd)
+        self._track(psutil.Process(self.launcher.pid), role="launcher")
+        self.store.update_run(self.run_id, started_at=time.time(), launcher_pid=self.launcher.pid)
+        self.store.add_event(self.run_id, "started", f"launcher started (pid {self.launcher.pid})")
+        self.pump = OutputPump(read_fd, self.log_fd)
+        self.follower = OutputFollower(self.run_dir.output, self.pump, self.store, self.run_id)
+        self.pump.start()
+        self.follower.start()
+        self._start_recorder()
+        return True
+
+    def _start_sentinel(self) -> None:
+        read_fd, write_fd = os.pipe()
+        try:
+            self.sentinel = subprocess.Popen(
+                [sys.executable, "-m", "traindeck.backend.runs.sentinel", self.run_id, self.spec.store],
+                stdin=read_fd, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), start_new_session=True)
+            self.sentinel_fd = write_fd
+        except OSError as exc:
+            _log(f"could not start the sentinel: {exc}")
+            os.close(write_fd)
+        finally:
+            os.close(read_fd)
+
+    def _start_recorder(self) -> None:
+        try:
+            from traindeck.backend.monitor.recorder import (
+                RunResourceRecorder,  # written in parallel; optional
+            )
+        except ImportError:
+            return
+        try:
+            self.recorder = RunResourceRecorder(self.spec.store, self.run_id, self._root_pid, interval_s=1.0)
+            self.recorder.start()
+        except Exception as exc:  # resource sampling is a nice-to-have; never let it end the run
+            _log(f"resource recorder did not start: {exc!r}")
+            self.recorder = None
+
+    def _root_pid(self) -> int | None:
+        return self.launcher.pid if self.launcher is not None and self.launcher_returncode is None else None
+
+    # -- the loop ---------------------------------------------------------------------------------------------
+    def loop(self) -> None:
+        last_stall_check = 0.0
+        while True:
+            now = time.monotonic()
+            self._reap()
+            alive = self._scan()
+            self._check_stop_request()
+            if self.stop is not None:
+                self._advance_stop(alive, now)
+            elif self.launcher_returncode is not None and alive:
+                self._end_leftovers(alive, now)
+            if now - last_stall_check >= 5.0 and self.launcher_returncode is None:
+                self._check_stall(now)
+                last_stall_check = now
+            if self.launcher_returncode is not None and not alive:
+                break
+            time.sleep(TICK_S)
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            code, _text = procs.describe_wait_status(status)
+            if self.launcher is not None and pid == self.launcher.pid:
+                self.launcher.returncode = code  # we reaped it; keep Popen from trying again
+                self.launcher_returncode = code
+                self.store.add_event(self.run_id, "launcher_exit", f"launcher {procs.describe_returncode(code)}")
+            elif self.sentinel is not None and pid == self.sentinel.pid:
+                self.sentinel.returncode = code
+                _log(f"sentinel ended ({procs.describe_returncode(code)})")
+            self._ended(pid, code)
+
+    def _ended(self, pid: int, code: int | None) -> None:
+        tracked = self.tracked.get(pid)
+        if tracked is None or tracked.ended_at is not None:
+            return
+        tracked.ended_at = time.time()
+        tracked.returncode = code
+        if tracked.role == "rank":
+            how = procs.describe_returncode(code) if code is not None else "ended"
+            self.store.add_event(self.run_id, "rank_exit", f"rank {tracked.rank} (pid {pid}) {how}")
+        if tracked.role != "helper":
+            self._save_processes()
+
+    def _track(self, proc: psutil.Process, role: str | None = None) -> None:
+        try:
+            started = proc.create_time()
+            name = proc.name()
+        except psutil.Error:
+            return
+        tracked = TrackedProcess(proc.pid, started, name, role or "helper", None)
+        self.tracked[proc.pid] = tracked
+        if role is None:
+            self._classify(tracked, proc)
+        elif role != "helper":
+            self._save_processes()
+
+    def _classify(self, tracked: TrackedProcess, proc: psutil.Process) -> None:
+        """Find out whether a process is a rank: the topmost process with its RANK (compilers and data-loader
+        workers inherit the variable). Asked again during a process's first seconds: between fork and exec
+        /proc/PID/environ still shows the parent's environment."""
+        rank_text = procs.environ_value(proc.pid, "RANK")
+        try:
+            parent_rank = procs.environ_value(proc.ppid(), "RANK")
+        except psutil.Error:
+            parent_rank = None
+        if rank_text is not None and rank_text.isdigit() and rank_text != parent_rank:
+            tracked.role, tracked.rank = "rank", int(rank_text)
+            try:
+                tracked.name = proc.name()
+            except psutil.Error:
+                pass
+            self._save_processes()
+
+    def _save_processes(self) -> None:
+        records = [t.to_json() for t in self.tracked.values() if t.role in ("launcher", "rank")]
+        self.store.update_run(self.run_id, processes=records)
+
+    def _scan(self) -> list[psutil.Process]:
+        """The run's living processes (the sentinel excluded); notes new ones and ends of tracked ones."""
+        sentinel = self.sentinel.pid if self.sentinel is not None else None
+        alive: list[psutil.Process] = []
+        seen: set[int] = set()
+        for proc in procs.descendants(os.getpid()):
+            if proc.pid == sentinel:
+                continue
+            try:
+                status = proc.status()
+            except psutil.Error:
+                continue
+            seen.add(proc.pid)
+            tracked = self.tracked.get(proc.pid)
+            if tracked is None or abs(tracked.started - _create_time(proc)) > 0.5:
+                if status == psutil.STATUS_ZOMBIE:
+                    continue
+                self._track(proc)
+                tracked = self.tracked.get(proc.pid)
+            elif tracked.role == "helper" and time.time() - tracked.started < CLASSIFY_FOR_S:
+                self._classify(tracked, proc)
+            if status == psutil.STATUS_ZOMBIE:
+                if tracked is not None and tracked.ended_at is None and tracked.role == "rank":
+                    raw = procs.zombie_exit_status(proc.pid)
+                    self._ended(proc.pid, procs.describe_wait_status(raw)[0] if raw is not None else None)
+                continue
+            alive.append(proc)
+        for pid, tracked in list(self.tracked.items()):
+            if pid not in seen and tracked.ended_at is None and tracked.role != "launcher":
+                self._ended(pid, None)  # reaped by its own parent before we saw how it ended
+        return alive
+
+    # -- stop -------------------------------------------------------------------------------------------------
+    def request_stop_by_signal(self, signum: int, _frame: Any) -> None:
+        self.stop_signal_received = True
+
+    def _check_stop_request(self) -> None:
+        if self.stop is not None:
+            return
+        request = self.run_dir.stop_request()
+        if request is None and not self.stop_signal_received:
+            return
+        grace = DEFAULT_GRACE_S
+        if request is not None:
+            try:
+                grace = max(0.0, float(request.get("grace_s", DEFAULT_GRACE_S)))
+            except (TypeError, ValueError):
+                pass
+        if self.launcher_returncode is not None and self.leftover_since is None:
+            return  # the run ended by itself before the request arrived
+        self.stop = StopSequence(grace)
+        self.store.update_run(self.run_id, stop_requested_at=time.time(), state_detail="stopping")
+        self.store.add_event(self.run_id, "stop_requested", f"stop requested (grace {grace:g} s)")
+
+    def _advance_stop(self, alive: list[psutil.Process], now: float) -> None:
+        assert self.stop is not None
+        stop = self.stop
+        due = stop.due_phase(now)
+        if due > stop.phase:
+            stop.phase = due
+            stop.signalled.clear()
+            sig = stop.PHASES[due]
+            if due > 0 and not alive:
+                return
+            count = procs.send(alive, sig)
+            stop.signalled.update(p.pid for p in alive)
+            name = procs.signal_name(sig)
+            text = f"sent {name} to {count} process(es)"
+            if due == 1:
+                text += f" still alive after {stop.grace_s:g} s"
+            elif due == 2:
+                text += " still alive after SIGTERM"
+            self.store.add_event(self.run_id, "stop_signal", text)
+            self.store.update_run(self.run_id, state_detail=f"stopping ({name})")
+        else:
+            newcomers = [p for p in alive if p.pid not in stop.signalled]
+            if newcomers:
+                procs.send(newcomers, stop.PHASES[stop.phase])
+                stop.signalled.update(p.pid for p in newcomers)
+            if stop.phase == 2 and alive:
+                procs.send(alive, signal.SIGKILL)
+
+    def _end_leftovers(self, alive: list[psutil.Process], now: float) -> None:
+        """The launcher is gone but processes of the run remain (orphans adopted by us): end them."""
+        if self.leftover_since is None:
+            self.leftover_since = now
+            names = ", ".join(sorted({_name(p) for p in alive}))
+            self.store.add_event(self.run_id, "leftovers",
+                                 f"{len(alive)} process(es) outlived the launcher ({names}): sending SIGTERM")
+            procs.send(alive, signal.SIGTERM)
+        elif now - self.leftover_since >= LEFTOVER_GRACE_S:
+            count = procs.send(alive, signal.SIGKILL)
+            if count:
+                self.store.add_event(self.run_id, "leftovers", f"sent SIGKILL to {count} leftover process(es)")
+        else:
+            procs.send(alive, signal.SIGTERM)
+
+    def _check_stall(self, now: float) -> None:
+        quiet_since = max(self.pump.last_output, self.follower.last_progress_change)
+        quiet = now - quiet_since
+        threshold = stall_threshold(self.follower.step_times, self.spec.stall_min_s)
+        if not self.stalled and quiet > threshold:
+            self.stalled = True
+            typical = ""
+            if self.follower.step_times:
+                typical = f"; a step usually takes {statistics.median(self.follower.step_times):.1f} s"
+            text = f"stalled: no output or progress for {_duration(quiet)}{typical}"
+            self.store.add_event(self.run_id, "stall", text)
+            self.store.update_run(self.run_id, state_detail=text)
+        elif self.stalled and quiet < threshold:
+            self.stalled = False
+            self.store.add_event(self.run_id, "resumed", "output resumed after a stall")
+            self.store.update_run(self.run_id, state_detail="")
+
+    # -- the end ----------------------------------------------------------------------------------------------
+    def wind_down(self) -> None:
+        self.pump.join(timeout=10.0)
+        if self.pump.is_alive():  # something outside our tree still holds the pipe: stop reading it
+            _log("output pipe still open after every process ended; closing it")
+            os.close(self.pump.read_fd)
+            self.pump.join(timeout=2.0)
+        self.follower.pump_done.set()
+        self.pump.wake.set()
+        self.follower.join(timeout=30.0)
+        if self.follower.skipped_bytes:
+            self.store.add_event(self.run_id, "parse_skipped",
+                                 f"parsing skipped {self.follower.skipped_bytes / 2**20:.0f} MiB of a flood of output"
+                                 " (all of it is in output.log)")
+        if self.recorder is not None:
+            try:
+                self.recorder.stop()
+            except Exception as exc:
+                _log(f"resource recorder did not stop cleanly: {exc!r}")
+        remaining = self._confirm_nothing_remains()
+        evidence = self._evidence()
+        if self.stop is not None:
+            state = "stopped"
+        else:
+            state = "succeeded" if is_success(evidence) else "failed"
+        if remaining:
+            self.store.add_event(self.run_id, "leftovers", f"{len(remaining)} process(es) could not be ended: "
+                                 + ", ".join(str(p.pid) for p in remaining))
+        self._finish(evidence, state)
+
+    def _confirm_nothing_remains(self) -> list[psutil.Process]:
+        def find() -> list[psutil.Process]:
+            sentinel = self.sentinel.pid if self.sentinel is not None else None
+            found = {p.pid: p for p in procs.living(procs.descendants(os.getpid())) if p.pid != sentinel}
+            for proc in procs.marked_processes(self.run_id, exclude=[sentinel] if sentinel else []):
+                found.setdefault(proc.pid, proc)
+            return list(found.values())
+
+        leftovers = find()
+        if leftovers:
+            self.store.add_event(self.run_id, "leftovers",
+                                 f"{len(leftovers)} process(es) of the run outside its tree: ending them")
+            leftovers = procs.end_processes(find, grace_s=3.0, reap=self._reap)
+        ours = set(self.tracked)
+        gpu_holders = _gpu_pids() & ours
+        deadline = time.monotonic() + 10.0
+        while gpu_holders and time.monotonic() < deadline:  # the driver lists a process a moment after it ended
+            time.sleep(0.5)
+            gpu_holders = _gpu_pids() & ours
+        text = f"nothing of the run remains ({len(self.tracked)} process(es) seen in all)"
+        if gpu_holders:
+            text = f"GPUs still list pids {sorted(gpu_holders)} of the run"
+        elif leftovers:
+            text = f"{len(leftovers)} process(es) of the run are still alive"
+        self.store.add_event(self.run_id, "confirmed" if not (leftovers or gpu_holders) else "leftovers", text)
+        return leftovers
+
+    def _evidence(self) -> Evidence:
+        ends = [ProcessEnd(t.pid, t.role, t.rank, t.ended_at or time.time(), t.returncode)
+                for t in self.tracked.values() if t.role in ("launcher", "rank") and t.ended_at is not None]
+        after = oom_kill_counters()
+        deltas = [after[k] - self.oom_before[k] for k in after if k in self.oom_before]
+        our_pids = set(self.tracked)
+        kernel = kernel_oom_kills(since_boot_s=self.boot_s_at_start) or {}
+        memory = self._resource_summary()
+        return Evidence(
+            launcher_returncode=self.launcher_returncode,
+            ends=ends,
+            log_tail=log_tail(self.run_dir.output),
+            stop_requested=self.stop is not None,
+            stop_detail=self.stop.detail if self.stop is not None else "",
+            oom_kills_during_run=max(deltas) if deltas else None,
+            kernel_oom_pids={pid: text for pid, text in kernel.items() if pid in our_pids},
+            peak_rank_rss=memory.get("peak_ranks_rss_bytes"),
+            total_ram=memory.get("ram_total_bytes") or psutil.virtual_memory().total,
+            min_available_ram=memory.get("min_host_available_bytes"),
+        )
+
+    def _resource_summary(self) -> dict[str, Any]:
+        """Memory peaks from the resource recorder (empty when it did not run)."""
+        if self.recorder is None:
+            return {}
+        try:
+            from traindeck.backend.monitor.store import resource_summary
+
+            return resource_summary(self.spec.store, self.run_id)
+        except Exception as exc:  # evidence is best-effort; the diagnosis works without it
+            _log(f"resource summary unavailable: {exc!r}")
+            return {}
+
+    def _finish(self, evidence: Evidence, state: str) -> None:
+        diagnosis = diagnose(evidence)
+        detail = ""
+        if state == "stopped" and self.stop is not None:
+            detail = f"stopped {self.stop.detail}"
+        elif state == "failed":
+            detail = diagnosis.summary
+        self.store.finish_run(self.run_id, state, exit_code=self.launcher_returncode,
+                              diagnosis=None if state == "succeeded" else diagnosis.to_json(), state_detail=detail)
+        self.store.add_event(self.run_id, "finished", f"{state}: {diagnosis.summary}")
+        _log(f"run {self.run_id} {state}: {diagnosis.summary}")
+
+    def release_sentinel(self) -> None:
+        if self.sentinel_fd is not None:
+            try:
+                os.write(self.sentinel_fd, b"done\n")
+            except OSError:
+                pass
+            os.close(self.sentinel_fd)
+            self.sentinel_fd = None
+        if self.sentinel is not None and self.sentinel.returncode is None:
+            try:
+                self.sentinel.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                self.sentinel.kill()
+
+
+def _create_time(proc: psutil.Process) -> float:
+    try:
+        return proc.create_time()
+    except psutil.Error:
+        return 0.0
+
+
+def _name(proc: psutil.Process) -> str:
+    try:
+        return proc.name()
+    except psutil.Error:
+        return str(proc.pid)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min"
+
+
+def _gpu_pids() -> set[int]:
+    """PIDs any GPU lists as using it (NVML); empty where there is no NVIDIA GPU or driver."""
+    try:
+        from traindeck.backend.monitor.nvml import NvmlLibrary
+    except ImportError:
+        return set()
+    library = NvmlLibrary()
+    if library.open() is not None:
+        return set()
+    try:
+        return {proc.pid for index in range(library.device_count) for proc in library.processes(index)}
+    finally:
+        library.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m traindeck.backend.runs.supervisor RUN_DIR  (instructions on stdin)", file=sys.stderr)
+        return 2
+    run_dir = RunDir(Path(args[0]))
+    spec = Instructions.read(sys.stdin)
+    # Nothing more comes on stdin; holding the pipe open would tie us to whoever started us.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    # Detach for good: fork, report the child's pid on stdout and let the parent exit at once, so the CLI or
+    # dashboard that started us can reap it and we are re-parented to init instead of lingering as its zombie.
+    child = os.fork()
+    if child:
+        os.write(1, f"{child}\n".encode())
+        os._exit(0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    sys.setswitchinterval(0.001)  # the pump gets the GIL back quickly even while the follower parses a flood
+    supervisor = Supervisor(run_dir, spec)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, supervisor.request_stop_by_signal)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    try:
+        if supervisor.start():
+            supervisor.loop()
+            supervisor.wind_down()
+    except BaseException:
+        _log("supervisor failed:\n" + traceback.format_exc())
+        # Do not leave the job unsupervised: end it and say why; the sentinel covers us if even this fails.
+        try:
+            supervisor.stop = supervisor.stop or StopSequence(0.0)
+            procs.end_processes(lambda: [p for p in procs.descendants(os.getpid())
+                                         if supervisor.sentinel is None or p.pid != supervisor.sentinel.pid],
+                                grace_s=3.0, reap=supervisor._reap)
+            supervisor.store.finish_run(spec.run_id, "failed", only_if_running=True,
+                                        exit_code=supervisor.launcher_returncode,
+                                        state_detail="the supervisor failed; see supervisor.log",
+                                        diagnosis={"summary": "traindeck's supervisor failed; the run was ended.",
+                                                   "kind": "lost", "rank": None,
+                                                   "evidence": [traceback.format_exc().strip().splitlines()[-1]],
+                                                   "advice": ""})
+        finally:
+            supervisor.release_sentinel()
+        return 1
+    supervisor.release_sentinel()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

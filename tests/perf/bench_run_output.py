@@ -1,0 +1,263 @@
+"""The run engine's output path under load: prints a table.
+
+    .venv/bin/python tests/perf/bench_run_output.py                 # 3M-line flood (about a minute or two)
+    .venv/bin/python tests/perf/bench_run_output.py --flood-lines 500000 --quick
+
+Measures, with real supervised runs (plain python launcher, the environment real runs get):
+  latency   a job prints a timestamped line every 0.2 s with plain print() and never flushes; how long until the
+            line is in output.log, and until its metric is in the run store (p50 / p95 / max)
+  flood     a job writes N lines as fast as it can (64 KiB-buffered writes, and unbuffered print() per line):
+            its own wall time under the supervisor vs the same job writing to /dev/null; lines kept in output.log
+  cpu       the supervisor's own CPU time during the runs above and during a quiet training-like run
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+SCRATCH = Path(tempfile.mkdtemp(prefix="traindeck-bench-"))
+os.environ["TRAINDECK_HOME"] = str(SCRATCH / "home")
+
+from traindeck.backend.launch.environ import training_env  # noqa: E402
+from traindeck.backend.launch.plan import LaunchPlan  # noqa: E402
+from traindeck.backend.runs.control import new_run_dir, start_run  # noqa: E402
+from traindeck.backend.runs.store import RunRecord, RunStore  # noqa: E402
+
+LATENCY_JOB = textwrap.dedent("""
+    import sys, time
+    n = int(sys.argv[1])
+    time.sleep(1.0)
+    for i in range(n):
+        print(f"LAT {i} {time.time():.6f}")            # never flushed: PYTHONUNBUFFERED from the run's env
+        print(f"{{'bench_seq': {i}, 'step': {i}}}")
+        time.sleep(0.2)
+""")
+
+FLOOD_JOB = textwrap.dedent("""
+    import os, sys, time
+    n, mode = int(sys.argv[1]), sys.argv[2]
+    pad = "lorem ipsum dolor sit amet, consectetur adipiscing elit"
+    t0 = time.perf_counter()
+    if mode == "buffered":
+        out = open(1, "w", buffering=1 << 16, closefd=False)
+        write = out.write
+        for i in range(n):
+            write(f"line {i:08d} {pad}\\n")
+        out.flush()
+    else:
+        for i in range(n):
+            print(f"line {i:08d} {pad}")
+    elapsed = time.perf_counter() - t0
+    print(f"ELAPSED {elapsed:.6f}", file=sys.stderr, flush=True)
+""")
+
+QUIET_JOB = textwrap.dedent("""
+    import sys, time
+    steps = int(sys.argv[1])
+    for step in range(1, steps + 1):
+        time.sleep(0.1)
+        sys.stderr.write(f"\\rtrain: {100 * step // steps:3d}%|####| {step}/{steps} [00:01<00:01, 10.00it/s]")
+        if step % 10 == 0:
+            print(f"{{'loss': {1 / step:.4f}, 'learning_rate': 0.001, 'epoch': {step / steps:.2f}}}")
+    print("done")
+""")
+
+
+def _script(name: str, text: str) -> Path:
+    path = SCRATCH / name
+    path.write_text(text)
+    return path
+
+
+def _start(script: Path, *args: str) -> RunRecord:
+    run_dir = new_run_dir()
+    plan = LaunchPlan(launcher="python", argv=[sys.executable, str(script), *args], env=training_env(),
+                      cwd=str(SCRATCH))
+    return start_run(plan, run_dir, name=script.stem)
+
+
+class SupervisorCpu(threading.Thread):
+    """Samples the supervisor's CPU time until it exits (the last sample is within 50 ms of its end)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.proc = psutil.Process(pid)
+        self.cpu = 0.0
+        self.rss = 0
+        self.t0 = time.monotonic()
+        self.wall = 0.0
+
+    def run(self) -> None:
+        while True:
+            try:
+                times = self.proc.cpu_times()
+                if self.proc.status() == psutil.STATUS_ZOMBIE:
+                    break
+            except psutil.Error:
+                break
+            self.cpu = times.user + times.system
+            try:
+                self.rss = max(self.rss, self.proc.memory_info().rss)
+            except psutil.Error:
+                break
+            self.wall = time.monotonic() - self.t0
+            time.sleep(0.05)
+
+
+def _wait(store: RunStore, run_id: str, timeout: float = 900) -> RunRecord:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = store.get_run(run_id)
+        if record is not None and record.finished:
+            return record
+        time.sleep(0.05)
+    raise TimeoutError(run_id)
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def bench_latency(store: RunStore, count: int) -> list[tuple[str, str]]:
+    run = _start(_script("latency_job.py", LATENCY_JOB), str(count))
+    log = Path(run.run_dir) / "output.log"
+    to_log: dict[int, float] = {}
+    to_store: dict[int, float] = {}
+    written: dict[int, float] = {}
+    cpu = SupervisorCpu(run.supervisor_pid or 0)
+    cpu.start()
+    position = 0
+    pending = b""
+    last_store_check = 0.0
+    while True:
+        now = time.time()
+        with open(log, "rb") as handle:
+            handle.seek(position)
+            data = handle.read()
+        position += len(data)
+        pending += data
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.startswith(b"LAT "):
+                _, seq, t = line.split()
+                written[int(seq)] = float(t)
+                to_log.setdefault(int(seq), now)
+        if now - last_store_check > 0.01:
+            last_store_check = now
+            for step, _t, _value in store.metric_series(run.id, "bench_seq"):
+                if step is not None:
+                    to_store.setdefault(step, now)
+            record = store.get_run(run.id)
+            if record is not None and record.finished:
+                break
+        time.sleep(0.002)
+    cpu.join()
+    log_lat = [to_log[i] - written[i] for i in written]
+    store_lat = [to_store[i] - written[i] for i in written if i in to_store]
+    rows = [
+        ("latency: line -> output.log", f"p50 {1000 * statistics.median(log_lat):.1f} ms, p95 "
+         f"{1000 * _pct(log_lat, 0.95):.1f} ms, max {1000 * max(log_lat):.1f} ms ({len(log_lat)} lines)"),
+        ("latency: line -> metric in store", f"p50 {1000 * statistics.median(store_lat):.0f} ms, p95 "
+         f"{1000 * _pct(store_lat, 0.95):.0f} ms, max {1000 * max(store_lat):.0f} ms ({len(store_lat)} lines)"),
+        ("supervisor CPU, latency job", f"{cpu.cpu:.2f} s over {cpu.wall:.1f} s ({100 * cpu.cpu / cpu.wall:.1f}%)"),
+    ]
+    return rows
+
+
+def _baseline(script: Path, lines: int, mode: str) -> float:
+    import subprocess
+
+    env = training_env()
+    result = subprocess.run([sys.executable, str(script), str(lines), mode], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=env, check=True)
+    return float(result.stderr.split("ELAPSED")[1].split()[0])
+
+
+def _piped_to_cat(script: Path, lines: int, mode: str) -> float:
+    """The same job with the simplest possible consumer: a pipe into `cat > file`."""
+    import subprocess
+
+    target = SCRATCH / "cat.out"
+    with open(target, "wb") as sink:
+        cat = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=sink)
+        result = subprocess.run([sys.executable, str(script), str(lines), mode], stdout=cat.stdin,
+                                stderr=subprocess.PIPE, text=True, env=training_env(), check=True)
+        assert cat.stdin is not None
+        cat.stdin.close()
+        cat.wait()
+    target.unlink()
+    return float(result.stderr.split("ELAPSED")[1].split()[0])
+
+
+def bench_flood(store: RunStore, lines: int, mode: str) -> list[tuple[str, str]]:
+    script = _script("flood_job.py", FLOOD_JOB)
+    baseline = min(_baseline(script, lines, mode) for _ in range(2))
+    with_cat = min(_piped_to_cat(script, lines, mode) for _ in range(2))
+    run = _start(script, str(lines), mode)
+    cpu = SupervisorCpu(run.supervisor_pid or 0)
+    cpu.start()
+    done = _wait(store, run.id)
+    cpu.join()
+    data = (Path(done.run_dir) / "output.log").read_bytes()
+    supervised = float(data.split(b"ELAPSED")[1].split()[0])
+    kept = data.count(b"\nline ") + (1 if data.startswith(b"line ") else 0)
+    # Sanity: every line present and in order, none torn.
+    first, last = data.find(b"line 00000000 "), data.rfind(b"line %08d " % (lines - 1))
+    intact = first >= 0 and last > first and kept == lines
+    skipped = [e.text for e in store.events(run.id) if e.kind == "parse_skipped"]
+    label = f"flood {lines:,} lines, {'64 KiB writes' if mode == 'buffered' else 'print() per line, unbuffered'}"
+    return [
+        (label + ": job wall time", f"{supervised:.2f} s supervised vs {baseline:.2f} s to /dev/null "
+                                    f"({100 * (supervised / baseline - 1):+.0f}%); piped into `cat > file`: "
+                                    f"{with_cat:.2f} s"),
+        (label + ": lines kept", f"{kept:,} of {lines:,} ({len(data) / 2**20:.0f} MiB), in order: {intact}"),
+        (label + ": supervisor CPU", f"{cpu.cpu:.2f} s over {cpu.wall:.1f} s"
+                                     + (f"; {skipped[0]}" if skipped else "; parsed every line")),
+    ]
+
+
+def bench_quiet(store: RunStore, steps: int) -> list[tuple[str, str]]:
+    run = _start(_script("quiet_job.py", QUIET_JOB), str(steps))
+    cpu = SupervisorCpu(run.supervisor_pid or 0)
+    cpu.start()
+    done = _wait(store, run.id)
+    cpu.join()
+    assert done.state == "succeeded", done.diagnosis
+    return [("supervisor CPU, training-like run (tqdm + dict lines, resource recorder)",
+             f"{cpu.cpu:.2f} s over {cpu.wall:.1f} s ({100 * cpu.cpu / cpu.wall:.1f}% of one core), "
+             f"peak RSS {cpu.rss / 2**20:.0f} MiB")]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--flood-lines", type=int, default=3_000_000)
+    parser.add_argument("--print-lines", type=int, default=1_000_000)
+    parser.add_argument("--latency-lines", type=int, default=50)
+    parser.add_argument("--quick", action="store_true", help="smaller quiet run")
+    args = parser.parse_args()
+    store = RunStore()
+    rows: list[tuple[str, str]] = []
+    rows += bench_latency(store, args.latency_lines)
+    rows += bench_flood(store, args.flood_lines, "buffered")
+    rows += bench_flood(store, args.print_lines, "print")
+    rows += bench_quiet(store, 100 if args.quick else 300)
+    width = max(len(name) for name, _ in rows)
+    print(f"run engine output path ({psutil.cpu_count()} CPUs, python {sys.version.split()[0]})")
+    for name, value in rows:
+        print(f"  {name.ljust(width)}  {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Real launchers on the CPU: DeepSpeed (2 ranks, ZeRO-2 with optimizer offload), accelerate, plain python.
+
+The demo script trains for real (torch); the DeepSpeed rank-death and stop cases use the stdlib stand-in script
+under the real deepspeed launcher (runner -> launch.py -> 2 ranks), which is what matters for the process tree.
+The first DeepSpeed run JIT-builds its CPU ops (~90 s, kept in TORCH_EXTENSIONS_DIR).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import psutil
+import pytest
+from runhelp import BEHAVE, DEMO, events, get, launch, leftovers, metrics, ranks, wait_finished, wait_until
+
+from traindeck.backend.runs.control import stop_run
+from traindeck.backend.runs.store import RunStore
+
+pytestmark = [pytest.mark.slow, pytest.mark.train]
+deepspeed = pytest.importorskip("deepspeed", reason="needs the train extra")
+
+ZERO2_OFFLOAD = {
+    "train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1, "steps_per_print": 5,
+    "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+    "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}},
+}
+
+
+def test_deepspeed_zero2_offload_two_ranks(tmp_path: Path) -> None:
+    config = tmp_path / "ds.json"
+    config.write_text(json.dumps(ZERO2_OFFLOAD))
+    run = launch(DEMO, "--deepspeed_config", "{ds_config}", "--steps", "20", "--step-time", "0", "--batch-size", "8",
+                 "--log-every", "5", launcher="deepspeed", nproc=2, config=config, name="ds-demo")
+    done = wait_finished(run.id, 540)
+    log = Path(done.run_dir, "output.log").read_text(errors="replace")
+    assert done.state == "succeeded", (done.diagnosis, log[-3000:])
+    assert "train_tiny: mode=deepspeed world_size=2" in log
+    assert json.loads(Path(done.run_dir, "ds_config.json").read_text())["zero_optimization"]["offload_optimizer"]
+    assert done.progress is not None and done.progress["current"] == 20 and done.progress["total"] == 20
+    values = metrics(run.id)
+    assert {"loss", "learning_rate"} <= set(values)
+    assert set(ranks(done)) == {0, 1} and all(p["returncode"] == 0 for p in ranks(done).values())
+    assert leftovers(done) == []
+
+
+def test_accelerate_single_process() -> None:
+    run = launch(DEMO, "--steps", "15", "--step-time", "0", "--log-every", "5", launcher="accelerate", nproc=1,
+                 name="acc-demo")
+    done = wait_finished(run.id, 300)
+    log = Path(done.run_dir, "output.log").read_text(errors="replace")
+    assert done.state == "succeeded", (done.diagnosis, log[-3000:])
+    assert "train_tiny: mode=accelerate world_size=1" in log
+    assert done.progress is not None and done.progress["current"] == 15
+    assert "loss" in metrics(run.id)
+    assert leftovers(done) == []
+
+
+def test_plain_python_demo() -> None:
+    run = launch(DEMO, "--steps", "15", "--step-time", "0", "--log-every", "5", launcher="python", name="py-demo")
+    done = wait_finished(run.id, 300)
+    assert done.state == "succeeded", done.diagnosis
+    assert "train_tiny: mode=python" in Path(done.run_dir, "output.log").read_text()
+    assert done.progress is not None and done.progress["current"] == 15 and done.progress["total"] == 15
+    assert metrics(run.id)["loss"] > 0
+    assert leftovers(done) == []
+
+
+@pytest.mark.parametrize(("end", "kind", "words"), [
+    ("sigkill", "killed", "Rank 1 was killed by SIGKILL"),
+    ("exception", "exception", "RuntimeError: boom on rank 1"),
+    ("exit:7", "exit_code", "Rank 1 exited with code 7"),
+    ("cuda_oom", "cuda_oom", "out of GPU memory"),
+])
+def test_deepspeed_rank_death_is_diagnosed_and_nothing_remains(end: str, kind: str, words: str) -> None:
+    run = launch(BEHAVE, "--steps", "200", "--step-time", "0.05", "--die-rank", "1", "--die-at", "5", "--end", end,
+                 launcher="deepspeed", nproc=2)
+    done = wait_finished(run.id, 180)
+    assert done.state == "failed"
+    assert done.diagnosis is not None and done.diagnosis["kind"] == kind, done.diagnosis
+    assert words in done.diagnosis["summary"] + " | ".join(done.diagnosis["evidence"]), done.diagnosis
+    assert done.diagnosis["rank"] == 1
+    assert leftovers(done) == []
+
+
+def _deepspeed_job_running():  # type: ignore[no-untyped-def]
+    run = launch(BEHAVE, "--steps", "2000", "--step-time", "0.05", launcher="deepspeed", nproc=2)
+    record = wait_until(lambda: len(ranks(r := get(run.id))) == 2 and (r.progress or {}).get("current", 0) >= 2
+                        and r, timeout=120)
+    return record
+
+
+def test_deepspeed_stop_ends_every_rank() -> None:
+    record = _deepspeed_job_running()
+    messages: list[str] = []
+    outcome = stop_run(RunStore(), record.id, grace_s=5, report=messages.append)
+    assert outcome.state == "stopped" and outcome.remaining == [], messages
+    assert messages[-1] == "confirmed: no process of the run remains"
+    assert leftovers(get(record.id)) == []
+
+
+def test_deepspeed_runner_killed_leaves_no_rank() -> None:
+    record = _deepspeed_job_running()
+    os.kill(record.launcher_pid, signal.SIGKILL)  # launch.py and both ranks are orphaned
+    done = wait_finished(record.id, 60)
+    assert done.state == "failed" and done.exit_code == -signal.SIGKILL
+    assert any(kind == "leftovers" for kind, _ in events(record.id))
+    assert leftovers(done) == []
+
+
+def test_deepspeed_supervisor_killed_leaves_no_rank() -> None:
+    record = _deepspeed_job_running()
+    job = [p["pid"] for p in record.processes]
+    os.kill(record.supervisor_pid, signal.SIGKILL)  # type: ignore[arg-type]
+    done = wait_finished(record.id, 60)
+    assert done.state == "lost"
+    wait_until(lambda: not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie" for pid in job),
+               timeout=20)
+    assert leftovers(done) == []
+
+
+def test_deepspeed_batch_size_assertion_is_diagnosed(tmp_path: Path) -> None:
+    config = tmp_path / "ds.json"
+    config.write_text(json.dumps({**ZERO2_OFFLOAD, "train_batch_size": 64}))  # 8 x 1 x 2 != 64
+    run = launch(DEMO, "--deepspeed_config", "{ds_config}", "--steps", "5", "--step-time", "0",
+                 launcher="deepspeed", nproc=2, config=config)
+    done = wait_finished(run.id, 300)
+    assert done.state == "failed"
+    assert done.diagnosis is not None and done.diagnosis["kind"] == "deepspeed_batch_size", done.diagnosis
+    assert "64 != 8 * 1 * 2" in done.diagnosis["evidence"][0]
+    assert leftovers(done) == []
