@@ -1,0 +1,71 @@
+"""`traindeck config fix FILE -o OUT`: repair a pasted config (lost indentation, JSON punctuation, typos).
+
+Registered into the `config` group by backend/cli/config_cmd.py: `register_fix(config_subparsers)`.
+Exit 0: OUT written (the changes are printed, or that there was nothing to repair). Exit 1: nothing written, because
+the text cannot be parsed even after the fixes or a fix would be a guess (each such place is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from traindeck.backend.cli import UserError
+
+
+def register_fix(config_subparsers: argparse._SubParsersAction) -> None:
+    p = config_subparsers.add_parser(
+        "fix", help="rewrite a pasted config into the one that was meant, listing each change",
+        description="Repair an accelerate YAML or DeepSpeed JSON: keys whose indentation was lost, trailing or "
+                    "missing commas, Python True/False/None, comments, misspelt values and keys, old key names. "
+                    "Ambiguous fixes are reported, never guessed.")
+    p.add_argument("file", metavar="FILE", help="the config to repair")
+    p.add_argument("-o", "--output", metavar="OUT", required=True,
+                   help="where to write the repaired config (may be FILE itself)")
+    p.set_defaults(handler=run_fix)
+
+
+def run_fix(args: argparse.Namespace) -> int:
+    from traindeck.backend.config.repair import repair_text
+    from traindeck.backend.fileio import atomic_write_text
+
+    source = Path(args.file)
+    try:
+        raw = source.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read {source}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UserError(f"{source} is not UTF-8 text") from None
+    result = repair_text(text, file=str(source))
+    for change in result.changes:
+        print(f"{source}: {change}")
+    if result.text_out is None or result.problems:
+        for problem in result.problems:
+            print(f"{source}: {problem}", file=sys.stderr)
+        what = "cannot be parsed" if result.text_out is None else \
+            f"{len(result.problems)} place(s) need a decision"
+        print(f"traindeck: {source} not repaired ({what}); nothing written", file=sys.stderr)
+        return 1
+    out = Path(args.output)
+    try:
+        atomic_write_text(out, result.text_out, mode=_mode_for(out, source))
+    except OSError as exc:
+        raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
+    if not result.changes:
+        print(f"{source}: nothing to repair; written unchanged to {out}")
+    else:
+        print(f"wrote {out} ({len(result.changes)} change(s))")
+    return 0
+
+
+def _mode_for(out: Path, source: Path) -> int:
+    """Keep the permissions of the file being replaced (or of the source); a new file gets 0644 like an editor's."""
+    for candidate in (out, source):
+        try:
+            return candidate.stat().st_mode & 0o777
+        except OSError:
+            continue
+    return 0o644
