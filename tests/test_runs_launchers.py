@@ -42,7 +42,9 @@ def test_deepspeed_zero2_offload_two_ranks(tmp_path: Path) -> None:
     assert done.progress is not None and done.progress["current"] == 20 and done.progress["total"] == 20
     values = metrics(run.id)
     assert {"loss", "learning_rate"} <= set(values)
-    assert set(ranks(done)) == {0, 1} and all(p["returncode"] == 0 for p in ranks(done).values())
+    # A rank's exit code is seen only if the supervisor catches it as a zombie before the launcher reaps it; on a
+    # loaded machine the launcher can win that race (None). Never a non-zero code, though.
+    assert set(ranks(done)) == {0, 1} and all(p["returncode"] in (0, None) for p in ranks(done).values())
     assert leftovers(done) == []
 
 
