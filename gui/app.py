@@ -1,4 +1,4 @@
-"""QApplication start-up. The main window is wiring only; pages live in gui/pages (coming with the dashboard issue)."""
+"""QApplication start-up: theme, settings, the main window, reattaching to runs, screenshots."""
 
 from __future__ import annotations
 
@@ -8,32 +8,73 @@ import sys
 
 def run_app(demo: bool = False, screenshot_dir: str | None = None) -> int:
     # Qt is imported here, not at module level, so `traindeck --help` never loads it.
-    from PySide6.QtCore import Qt, QTimer
-    from PySide6.QtWidgets import QApplication, QLabel, QMainWindow
-
     if screenshot_dir and not os.environ.get("QT_QPA_PLATFORM"):
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    app.setApplicationName("traindeck")
-    app.setOrganizationName("traindeck")
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
 
-    window = QMainWindow()
-    window.setWindowTitle("traindeck")
-    text = "traindeck — the dashboard pages are on their way.\nUse `traindeck --help` for the command line."
-    if demo:
-        text += "\n\nDemo: `traindeck presets show cpu-demo`, then `traindeck run --preset cpu-demo resources/demo/train_tiny.py`."
-    label = QLabel(text)
-    label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-    window.setCentralWidget(label)
-    window.resize(900, 600)
+    app, window = create_window(demo=demo or bool(screenshot_dir))
     window.show()
-
     if screenshot_dir:
-        os.makedirs(screenshot_dir, exist_ok=True)
+        from traindeck.gui.main_window import take_screenshots
 
         def grab() -> None:
-            window.grab().save(os.path.join(screenshot_dir, "main.png"))
+            for path in take_screenshots(window, screenshot_dir):
+                print(path)
+            window.ctx.settings.clear()  # screenshots must not leave window state behind
             app.quit()
 
-        QTimer.singleShot(200, grab)
+        QTimer.singleShot(100, grab)
+    assert isinstance(app, QApplication)
     return app.exec()
+
+
+def create_window(demo: bool = False):  # type: ignore[no-untyped-def]
+    """The application (created if needed) and a main window, not yet shown. Tests use this."""
+    from PySide6.QtCore import QCoreApplication, Qt
+    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QApplication
+
+    from traindeck.gui.context import AppContext
+    from traindeck.gui.main_window import MainWindow
+    from traindeck.gui.theme import apply_theme
+
+    if QApplication.instance() is None:
+        QGuiApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
+    # No organisation: QStandardPaths and QSettings then use ~/.local/share/traindeck and ~/.config/traindeck,
+    # the same places as the backend's XDG paths (TRAINDECK_HOME moves the settings along with the data).
+    QCoreApplication.setOrganizationName("")
+    QCoreApplication.setApplicationName("traindeck")
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationDisplayName("traindeck")
+    settings = _settings()
+    apply_theme(app, str(settings.value("theme", "system")))
+    ctx = AppContext(demo=demo, settings=settings)
+    _load_draft(ctx, None if demo else settings.value("draft/preset"))
+    window = MainWindow(ctx)
+    return app, window
+
+
+def _settings():  # type: ignore[no-untyped-def]
+    from PySide6.QtCore import QSettings
+
+    from traindeck.backend import paths
+
+    if os.environ.get("TRAINDECK_HOME"):
+        return QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
+    return QSettings()
+
+
+def _load_draft(ctx, name) -> None:  # type: ignore[no-untyped-def]
+    """The preset edited last time (or the CPU demo preset on first start and with --demo)."""
+    from traindeck.backend.presets import PresetError, load_preset
+    from traindeck.gui.context import DEFAULT_PRESET
+
+    for candidate in (str(name) if name else None, DEFAULT_PRESET):
+        if not candidate:
+            continue
+        try:
+            ctx.draft.replace(load_preset(candidate), candidate)
+            return
+        except PresetError:
+            continue

@@ -1,0 +1,65 @@
+"""What the pages share: the thread pool, the preset being edited, and signals to hand work to one another.
+
+Pages never import each other: Configure edits `ctx.draft`, Launch launches it and emits `run_started`, the main
+window shows the Runs page, which opens the run. That keeps each page testable alone.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, QSettings, Signal
+
+from traindeck.backend.config.messages import Message
+from traindeck.backend.presets import Preset
+from traindeck.gui.tasks import Tasks
+
+DEFAULT_PRESET = "cpu-demo"  # runs on any machine: what a newcomer's first click should start
+
+
+class Draft(QObject):
+    """The preset being edited: its content, the name it was loaded from or saved as, unsaved changes, and its
+    latest validation messages. Configure writes it; Launch reads it and refuses to launch while it has errors."""
+
+    changed = Signal()  # content edited or replaced (listeners re-read .preset)
+    replaced = Signal()  # a different preset was loaded (forms rebuild)
+    validated = Signal()  # .messages were updated
+
+    def __init__(self, preset: Preset | None = None, parent: QObject | None = None):
+        super().__init__(parent)
+        self.preset: Preset | None = preset
+        self.saved_as: str | None = preset.name if preset is not None else None
+        self.dirty = False
+        self.messages: list[Message] = []
+
+    def replace(self, preset: Preset, saved_as: str | None) -> None:
+        self.preset, self.saved_as, self.dirty, self.messages = preset, saved_as, False, []
+        self.replaced.emit()
+        self.changed.emit()
+
+    def mark_edited(self) -> None:
+        self.dirty = True
+        self.changed.emit()
+
+    def mark_saved(self, name: str) -> None:
+        self.saved_as, self.dirty = name, False
+        self.changed.emit()
+
+    def set_messages(self, messages: list[Message]) -> None:
+        self.messages = list(messages)
+        self.validated.emit()
+
+    def errors(self) -> list[Message]:
+        return [m for m in self.messages if m.severity == "error"]
+
+
+class AppContext(QObject):
+    navigate = Signal(str)  # a page key: show that page
+    run_started = Signal(str)  # a run id, just launched from this window
+    open_run = Signal(str)  # a run id to show in the run view (from History, reattach, the CLI's runs)
+    status = Signal(str)  # a short message for the status bar
+
+    def __init__(self, *, demo: bool = False, settings: QSettings | None = None, parent: QObject | None = None):
+        super().__init__(parent)
+        self.demo = demo
+        self.tasks = Tasks(self)
+        self.draft = Draft(parent=self)
+        self.settings = settings if settings is not None else QSettings()

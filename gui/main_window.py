@@ -1,0 +1,248 @@
+"""The main window: navigation, pages, menus, window state, and what happens to running runs when it closes.
+
+Wiring only: every decision about configs, runs and resources is the backend's; pages present them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QApplication,
+    QListWidget,
+    QListWidgetItem,
+    QMainWindow,
+    QMessageBox,
+    QSplitter,
+    QStackedWidget,
+    QWidget,
+)
+
+from traindeck.gui.context import AppContext
+from traindeck.gui.pages import discover
+from traindeck.gui.pages.base import Page
+from traindeck.gui.theme import THEMES, apply_theme
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, ctx: AppContext):
+        super().__init__()
+        self.ctx = ctx
+        self.setWindowTitle("traindeck")
+        self.page_types = discover()
+        self.pages: dict[str, Page] = {}  # built on first show, so the window appears fast
+        self._holders: dict[str, int] = {}
+
+        self.nav = QListWidget()
+        self.nav.setObjectName("navigation")
+        self.nav.setFixedWidth(150)
+        self.stack = QStackedWidget()
+        for index, page_type in enumerate(self.page_types):
+            item = QListWidgetItem(page_type.title)
+            item.setData(Qt.ItemDataRole.UserRole, page_type.key)
+            if index < 9:
+                item.setToolTip(f"Ctrl+{index + 1}")
+            self.nav.addItem(item)
+            self.stack.addWidget(QWidget())  # placeholder until the page is first shown
+            self._holders[page_type.key] = index
+        self.nav.currentRowChanged.connect(self._row_changed)
+        splitter = QSplitter()
+        splitter.addWidget(self.nav)
+        splitter.addWidget(self.stack)
+        splitter.setStretchFactor(1, 1)
+        splitter.setChildrenCollapsible(False)
+        self.setCentralWidget(splitter)
+        self._build_menus()
+
+        ctx.navigate.connect(self.show_page)
+        ctx.run_started.connect(self._open_run)
+        ctx.open_run.connect(lambda _id: self.show_page("runs", build_only=False))
+        ctx.status.connect(lambda text: self.statusBar().showMessage(text, 8000))
+        self.statusBar().showMessage("Ready")
+        self._restore_state()
+
+    # ------------------------------------------------------------------------------------------------ pages
+    def page(self, key: str) -> Page | None:
+        """The page with this key, built now if it was not yet."""
+        if key in self.pages:
+            return self.pages[key]
+        index = self._holders.get(key)
+        if index is None:
+            return None
+        page = self.page_types[index](self.ctx)
+        old = self.stack.widget(index)
+        self.stack.insertWidget(index, page)
+        self.stack.removeWidget(old)
+        old.deleteLater()
+        self.pages[key] = page
+        return page
+
+    def show_page(self, key: str, build_only: bool = False) -> None:
+        index = self._holders.get(key)
+        if index is None:
+            return
+        self.page(key)
+        if not build_only:
+            self.nav.setCurrentRow(index)
+
+    def _row_changed(self, row: int) -> None:
+        if row < 0:
+            return
+        key = self.page_types[row].key
+        page = self.page(key)
+        self.stack.setCurrentIndex(row)
+        if page is not None:
+            page.page_shown()
+
+    def _open_run(self, run_id: str) -> None:
+        # The Runs page listens to run_started itself; make sure it exists and is in front.
+        self.show_page("runs")
+        self.ctx.open_run.emit(run_id)
+
+    # ------------------------------------------------------------------------------------------------ menus
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        quit_action = QAction("&Quit", self)
+        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        quit_action.triggered.connect(self.close)
+        file_menu.addAction(quit_action)
+
+        view = self.menuBar().addMenu("&View")
+        for index, page_type in enumerate(self.page_types[:9]):
+            action = QAction(page_type.title, self)
+            action.setShortcut(QKeySequence(f"Ctrl+{index + 1}"))
+            action.triggered.connect(lambda _=False, k=page_type.key: self.show_page(k))
+            view.addAction(action)
+            self.addAction(action)
+        view.addSeparator()
+        theme_menu = view.addMenu("&Theme")
+        for theme in THEMES:
+            action = QAction(theme.capitalize(), self)
+            action.triggered.connect(lambda _=False, t=theme: self.set_theme(t))
+            theme_menu.addAction(action)
+
+        help_menu = self.menuBar().addMenu("&Help")
+        about = QAction("&About traindeck", self)
+        about.triggered.connect(self._about)
+        help_menu.addAction(about)
+
+    def set_theme(self, theme: str) -> None:
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            apply_theme(app, theme)
+        self.ctx.settings.setValue("theme", theme)
+
+    def _about(self) -> None:
+        from traindeck.backend import paths
+
+        QMessageBox.about(self, "About traindeck",
+                          "traindeck: configure, launch and watch Accelerate/DeepSpeed runs.\n\n"
+                          f"Presets and runs: {paths.data_dir()}\nSettings: {self.ctx.settings.fileName()}")
+
+    # ------------------------------------------------------------------------------------------ window state
+    def _restore_state(self) -> None:
+        settings = self.ctx.settings
+        geometry = settings.value("window/geometry")
+        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1280, 820)
+        state = settings.value("window/state")
+        if isinstance(state, QByteArray) and not state.isEmpty():
+            self.restoreState(state)
+        key = settings.value("window/page") or (self.page_types[0].key if self.page_types else "")
+        if self.ctx.demo and any(p.key == "launch" for p in self.page_types):
+            key = "launch"
+        if key not in self._holders and self.page_types:
+            key = self.page_types[0].key
+        if key:
+            self.show_page(str(key))
+
+    def _save_state(self) -> None:
+        settings = self.ctx.settings
+        settings.setValue("window/geometry", self.saveGeometry())
+        settings.setValue("window/state", self.saveState())
+        row = self.nav.currentRow()
+        if 0 <= row < len(self.page_types):
+            settings.setValue("window/page", self.page_types[row].key)
+        settings.sync()
+
+    # ------------------------------------------------------------------------------------------------ close
+    def closeEvent(self, event: QCloseEvent) -> None:
+        for page in self.pages.values():
+            if not page.confirm_close():
+                event.ignore()
+                return
+        running = self._running_runs()
+        if running and not self._ask_about_running(running):
+            event.ignore()
+            return
+        self._save_state()
+        for page in self.pages.values():
+            page.shutdown()
+        self.ctx.tasks.wait(5000)
+        event.accept()
+
+    def _running_runs(self) -> list[str]:
+        # One small indexed SQLite read; the store's busy timeout is short enough for a close.
+        if os.environ.get("TRAINDECK_NO_CLOSE_PROMPT"):
+            return []
+        try:
+            from traindeck.backend.paths import run_store_path
+
+            if not Path(run_store_path()).exists():
+                return []
+            from traindeck.backend.runs.store import RunStore
+
+            with RunStore() as store:
+                return [r.id for r in store.list_runs(state="running")]
+        except Exception:
+            return []
+
+    def _ask_about_running(self, run_ids: list[str]) -> bool:
+        """Keep running (the default: runs outlive the window) or stop them. False = cancel the close."""
+        box = QMessageBox(self)
+        box.setIcon(QMessageBox.Icon.Question)
+        box.setWindowTitle("Runs still running")
+        count = len(run_ids)
+        box.setText(f"{count} run{'s are' if count > 1 else ' is'} still running.")
+        box.setInformativeText("They keep running after the window closes; reopen traindeck to see them again.")
+        keep = box.addButton("Keep running", QMessageBox.ButtonRole.AcceptRole)
+        stop = box.addButton("Stop them", QMessageBox.ButtonRole.DestructiveRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(keep)
+        box.exec()
+        clicked = box.clickedButton()
+        if clicked is stop:
+            from traindeck.backend.runs.control import stop_run
+            from traindeck.backend.runs.store import RunStore
+
+            with RunStore() as store:  # writes each run's stop request; the supervisors do the rest
+                for run_id in run_ids:
+                    stop_run(store, run_id, wait=False)
+            return True
+        return clicked is keep
+
+
+def take_screenshots(window: MainWindow, directory: str) -> list[str]:
+    """Every page with demo data, one PNG each (`<position>-<key>.png`)."""
+    os.makedirs(directory, exist_ok=True)
+    app = QApplication.instance()
+    written = []
+    for index, page_type in enumerate(window.page_types):
+        window.show_page(page_type.key)
+        page = window.page(page_type.key)
+        if page is not None:
+            page.load_demo()
+        # Let layouts, charts and queued results settle before grabbing.
+        for _ in range(30):
+            if app is not None:
+                app.processEvents()
+            window.ctx.tasks.wait(50)
+        path = os.path.join(directory, f"{index + 1}-{page_type.key}.png")
+        window.grab().save(path)
+        written.append(path)
+    return written

@@ -1,0 +1,32 @@
+"""What every page offers the main window."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from PySide6.QtWidgets import QWidget
+
+from traindeck.gui.context import AppContext
+
+
+class Page(QWidget):
+    key: ClassVar[str] = ""  # stable id: settings, screenshots ("configure" -> 1-configure.png), ctx.navigate
+    title: ClassVar[str] = ""  # shown in the navigation list
+    order: ClassVar[int] = 100  # position in the navigation list; Ctrl+<position> shows it
+
+    def __init__(self, ctx: AppContext):
+        super().__init__()
+        self.ctx = ctx
+
+    def page_shown(self) -> None:
+        """Called each time the page becomes the visible one (refresh cheap things here, off the UI thread)."""
+
+    def load_demo(self) -> None:
+        """Fill the page with demo data for `traindeck gui --screenshot` (no real run needed)."""
+
+    def confirm_close(self) -> bool:
+        """Asked before the window closes: False keeps it open (e.g. the user cancelled on unsaved changes)."""
+        return True
+
+    def shutdown(self) -> None:
+        """The window is closing: stop timers and background readers (never stops a run)."""
