@@ -6,6 +6,8 @@ window shows the Runs page, which opens the run. That keeps each page testable a
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from PySide6.QtCore import QObject, QSettings, Signal
 
 from traindeck.backend.config.messages import Message
@@ -51,15 +53,29 @@ class Draft(QObject):
         return [m for m in self.messages if m.severity == "error"]
 
 
+@dataclass
+class LaunchChoice:
+    """What the Launch page has chosen besides the preset: read by previews elsewhere (Configure's command tab)."""
+
+    script: str = ""
+    script_args: list[str] = field(default_factory=list)
+    cwd: str = ""
+    python: str = ""  # empty: the interpreter traindeck runs in
+    nproc: int | None = None
+    env: dict[str, str] = field(default_factory=dict)  # extra variables (secrets included: never written out)
+
+
 class AppContext(QObject):
     navigate = Signal(str)  # a page key: show that page
     run_started = Signal(str)  # a run id, just launched from this window
     open_run = Signal(str)  # a run id to show in the run view (from History, reattach, the CLI's runs)
     status = Signal(str)  # a short message for the status bar
+    launch_choice_changed = Signal()  # ctx.launch_choice was edited on the Launch page
 
     def __init__(self, *, demo: bool = False, settings: QSettings | None = None, parent: QObject | None = None):
         super().__init__(parent)
         self.demo = demo
         self.tasks = Tasks(self)
         self.draft = Draft(parent=self)
+        self.launch_choice = LaunchChoice()
         self.settings = settings if settings is not None else QSettings()
