@@ -6,7 +6,14 @@ import signal
 
 import pytest
 
-from traindeck.backend.runs.diagnosis import Evidence, ProcessEnd, diagnose, first_failure, is_success, stall_threshold
+from traindeck.backend.runs.diagnosis import (
+    Evidence,
+    ProcessEnd,
+    diagnose,
+    first_failure,
+    is_success,
+    stall_threshold,
+)
 
 GiB = 2**30
 
@@ -128,3 +135,19 @@ def test_stall_threshold() -> None:
     assert stall_threshold([0.5, 0.6, 0.4]) == 120.0
     assert stall_threshold([30.0, 31.0, 29.0]) == 300.0
     assert stall_threshold([2.0], minimum_s=1.0) == 20.0
+
+
+def test_unseen_rank_status_is_taken_from_the_launchers_log() -> None:
+    unseen = [ProcessEnd(11, "rank", 1, 10.0, None), ProcessEnd(10, "rank", 0, 11.0, None),
+              ProcessEnd(9, "launcher", None, 12.0, 1)]
+    ds = diagnose(Evidence(1, ends=unseen, log_tail=[
+        "[launch.py:259:sigkill_handler] ['python', '-u', 't.py', '--local_rank=1'] exits with return code = -9"]))
+    assert ds.kind == "killed" and ds.rank == 1 and "SIGKILL" in ds.summary
+    torchrun = diagnose(Evidence(1, ends=unseen, log_tail=["  exitcode  : -15 (pid: 10)", "  exitcode  : 7 (pid: 11)"]))
+    assert torchrun.rank == 1 and torchrun.summary == "Rank 1 exited with code 7."
+
+
+def test_counters_are_ignored_when_the_kernel_log_shows_the_kill_was_not_ours() -> None:
+    ev = Evidence(1, ends=ends((0, -15, 12.0), (1, -9, 10.0)), oom_kills_during_run=1, kernel_log_readable=True,
+                  total_ram=64 * GiB, min_available_ram=30 * GiB)
+    assert diagnose(ev).kind == "killed"

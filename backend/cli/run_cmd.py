@@ -66,6 +66,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="wait this long after SIGINT before SIGTERM (and again, up to 10 s, before SIGKILL)")
     stop.set_defaults(handler=_stop)
 
+    # Internal: how a frozen app (no `python -m`) starts a run's supervisor and sentinel. Not listed in --help.
+    supervise = sub.add_parser("_supervise")
+    supervise.add_argument("run_dir")
+    supervise.set_defaults(handler=lambda a: _internal("supervisor", [a.run_dir]))
+    sentinel = sub.add_parser("_sentinel")
+    sentinel.add_argument("run_id")
+    sentinel.add_argument("store")
+    sentinel.set_defaults(handler=lambda a: _internal("sentinel", [a.run_id, a.store]))
+
+
+def _internal(module: str, argv: list[str]) -> int:
+    import importlib
+
+    return int(importlib.import_module(f"traindeck.backend.runs.{module}").main(argv))
+
 
 # ---- helpers --------------------------------------------------------------------------------------------------
 def _store() -> RunStore:
@@ -155,7 +170,7 @@ def run_summary(store: RunStore, record: RunRecord) -> dict[str, Any]:
         "ended_at": _iso(record.ended_at),
     }
     try:
-        from traindeck.backend.monitor.recorder import resource_summary  # optional: written in parallel
+        from traindeck.backend.monitor.store import resource_summary  # optional: numpy may be missing
     except ImportError:
         pass
     else:
@@ -215,17 +230,12 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _load_preset(name: str) -> Any:
+    from traindeck.backend.presets import PresetError, load_preset
+
     try:
-        from traindeck.backend import presets
-    except ImportError as exc:
-        raise UserError(f"presets are not available: {exc}") from exc
-    load = getattr(presets, "load_preset", None)
-    if load is None:
-        raise UserError("the preset store is not available in this version; use --config FILE and --launcher")
-    try:
-        return load(name)
-    except (KeyError, FileNotFoundError, LookupError) as exc:
-        raise UserError(f"no preset named {name!r} (see `traindeck presets list`)") from exc
+        return load_preset(name)
+    except PresetError as exc:
+        raise UserError(str(exc)) from exc
 
 
 def _probe(python: str | None) -> Any:
@@ -317,7 +327,6 @@ def follow_run(store: RunStore, run_id: str, stream: Any = None) -> int:
                     bar_text = _line_text(line)
                     console.set_status(bar_text)
                 else:
-                    bar_text = ""
                     console.line(_line_text(line))
             now = time.monotonic()
             if now - last_check >= 0.5:
@@ -332,6 +341,7 @@ def follow_run(store: RunStore, run_id: str, stream: Any = None) -> int:
 
                     end_lost_run(store, run_id, "its supervisor is no longer running")
                     continue
+                # Scripts without a redrawn bar (DeepSpeed step lines, the reporting helper) get one from the store.
                 if not bar_text and record.progress:
                     console.set_status(f"[{record.name}] {_progress_text(record.progress)}")
             if reader.at_end:

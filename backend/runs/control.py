@@ -96,7 +96,15 @@ def start_run(plan: LaunchPlan, run_dir: RunDir, *, name: str = "", preset: str 
 
 
 def supervisor_argv(run_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "traindeck.backend.runs.supervisor", str(run_dir)]
+    return internal_command("supervisor", str(run_dir))
+
+
+def internal_command(module: str, *args: str) -> list[str]:
+    """How to start traindeck.backend.runs.<module>: `python -m` normally; a frozen app runs itself with the
+    hidden `_supervise` / `_sentinel` command (its executable is not a Python)."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, {"supervisor": "_supervise", "sentinel": "_sentinel"}[module], *args]
+    return [sys.executable, "-m", f"traindeck.backend.runs.{module}", *args]
 
 
 def _script_of(plan: LaunchPlan) -> str:

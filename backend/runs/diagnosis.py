@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import signal
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 
@@ -34,6 +34,7 @@ class Evidence:
     stop_detail: str = ""  # "gracefully after SIGINT" | "after SIGTERM" | "with SIGKILL"
     oom_kills_during_run: int | None = None  # delta of the kernel/cgroup counters; None = not readable
     kernel_oom_pids: dict[int, str] = field(default_factory=dict)  # kmsg lines naming our pids
+    kernel_log_readable: bool = False  # then a kill of ours would be in kernel_oom_pids; counters are not needed
     peak_rank_rss: int | None = None  # bytes, all ranks together, highest seen
     total_ram: int | None = None
     min_available_ram: int | None = None
@@ -119,10 +120,36 @@ def first_failure(ends: list[ProcessEnd]) -> ProcessEnd | None:
     return None
 
 
+_DS_RETURN_CODE = re.compile(r"exits with return code = (-?\d+)")
+_TORCHRUN_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+) \(pid: (\d+)\)")
+
+
+def fill_unseen_codes(ends: list[ProcessEnd], lines: list[str]) -> list[ProcessEnd]:
+    """Ranks whose exit status we could not see, completed from what their launcher logged.
+
+    torchrun names the pid with its exit code; DeepSpeed's launch.py logs only the code of the first process that
+    failed (after which it ends the others), so that code goes to the rank seen ending first.
+    """
+    by_pid = {int(m.group(2)): int(m.group(1)) for line in lines for m in _TORCHRUN_EXIT.finditer(line)}
+    ds_codes = [int(m.group(1)) for line in lines for m in _DS_RETURN_CODE.finditer(line)]
+    ranks = sorted((e for e in ends if e.role == "rank"), key=lambda e: e.t)
+    first_unseen = ranks[0].pid if ranks and ranks[0].returncode is None else None
+    filled = []
+    for end in ends:
+        if end.role == "rank" and end.returncode is None:
+            if end.pid in by_pid:
+                end = replace(end, returncode=by_pid[end.pid])
+            elif end.pid == first_unseen and ds_codes and ds_codes[-1] != 0:
+                end = replace(end, returncode=ds_codes[-1])
+        filled.append(end)
+    return filled
+
+
 def diagnose(ev: Evidence) -> Diagnosis:
     """The most specific explanation the evidence supports, most telling causes first."""
     lines = ev.log_tail
     facts: list[str] = []
+    ev = replace(ev, ends=fill_unseen_codes(ev.ends, lines))
     first = first_failure(ev.ends)
     if first is not None:
         facts.append(f"rank {first.rank} (pid {first.pid}) {_ended(first.returncode)} at "
@@ -155,9 +182,11 @@ def diagnose(ev: Evidence) -> Diagnosis:
     near_total = (ev.peak_rank_rss is not None and ev.total_ram and ev.peak_rank_rss > 0.85 * ev.total_ram)
     sigkill_rank = (first is not None and first.returncode == -signal.SIGKILL) or bool(killed) or any(
         re.search(r"return code = -9\b|exit ?code:? -9\b|Signal 9 \(SIGKILL\)", line) for line in lines[-50:])
-    if sigkill_rank and (ev.oom_kills_during_run or low_memory or near_total):
+    # Host-wide counters also count other programs' OOM kills: only used when the kernel log cannot tell.
+    counted = bool(ev.oom_kills_during_run) and not ev.kernel_log_readable
+    if sigkill_rank and (counted or low_memory or near_total):
         evidence = list(facts)
-        if ev.oom_kills_during_run:
+        if counted:
             evidence.append(f"the kernel counted {ev.oom_kills_during_run} OOM kill(s) during the run")
         if low_memory and ev.min_available_ram is not None and ev.total_ram:
             evidence.append(f"available host RAM fell to {_gib(ev.min_available_ram)} of {_gib(ev.total_ram)}")

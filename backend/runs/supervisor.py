@@ -43,7 +43,7 @@ from traindeck.backend.runs.store import RunStore
 
 TICK_S = 0.25
 PROGRESS_EVERY_S = 0.25
-METRICS_EVERY_S = 0.5
+METRICS_EVERY_S = 0.25
 PIPE_SIZE = 1 << 20
 READ_SIZE = 1 << 20
 # When parsing falls this far behind the log (a flood), it samples instead: jumps to the last
@@ -52,9 +52,11 @@ READ_SIZE = 1 << 20
 PARSE_MAX_LAG = 8 << 20
 PARSE_RESUME_BEFORE_END = 256 << 10
 FLOOD_PAUSE_S = 0.1
+FOLLOW_INTERVAL_S = 0.1
 DEFAULT_GRACE_S = 10.0
 LEFTOVER_GRACE_S = 5.0
 CLASSIFY_FOR_S = 10.0
+THOROUGH_SCAN_S = 2.0
 
 
 @dataclass
@@ -180,10 +182,14 @@ class OutputFollower(threading.Thread):
     def _follow(self) -> None:
         with open(self.path, "rb") as handle:
             position = 0
+            woke = 0.0
             while True:
                 done = self.pump_done.is_set()
-                self.pump.wake.wait(0.2)
+                # Woken by new output, but at most 10 times a second: each wake-up costs more than a batch of lines.
+                time.sleep(max(0.0, woke + FOLLOW_INTERVAL_S - time.monotonic()))
+                self.pump.wake.wait(0.5)
                 self.pump.wake.clear()
+                woke = time.monotonic()
                 while True:
                     size = os.fstat(handle.fileno()).st_size
                     if size - position > PARSE_MAX_LAG:
@@ -302,6 +308,8 @@ class Supervisor:
         self.store = SafeStore(RunStore(spec.store))
         self.run_id = spec.run_id
         self.tracked: dict[int, TrackedProcess] = {}
+        self._procs: dict[int, tuple[psutil.Process, int]] = {}  # pid -> (process, start ticks) seen last scan
+        self._last_thorough = 0.0
         self.launcher: subprocess.Popen[bytes] | None = None
         self.launcher_returncode: int | None = None
         self.sentinel: subprocess.Popen[bytes] | None = None
@@ -346,7 +354,11 @@ class Supervisor:
             self._finish(Evidence(launcher_returncode=None, start_error=message), "failed")
             return False
         os.close(write_fd)
-        self._track(psutil.Process(self.launcher.pid), role="launcher")
+        launcher = psutil.Process(self.launcher.pid)
+        self._track(launcher, role="launcher")
+        stat = procs.read_stat(launcher.pid)
+        if stat is not None:
+            self._procs[launcher.pid] = (launcher, stat[2])
         self.store.update_run(self.run_id, started_at=time.time(), launcher_pid=self.launcher.pid)
         self.store.add_event(self.run_id, "started", f"launcher started (pid {self.launcher.pid})")
         self.pump = OutputPump(read_fd, self.log_fd)
@@ -357,10 +369,12 @@ class Supervisor:
         return True
 
     def _start_sentinel(self) -> None:
+        from traindeck.backend.runs.control import internal_command
+
         read_fd, write_fd = os.pipe()
         try:
             self.sentinel = subprocess.Popen(
-                [sys.executable, "-m", "traindeck.backend.runs.sentinel", self.run_id, self.spec.store],
+                internal_command("sentinel", self.run_id, self.spec.store),
                 stdin=read_fd, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), start_new_session=True)
             self.sentinel_fd = write_fd
         except OSError as exc:
@@ -470,32 +484,52 @@ class Supervisor:
         self.store.update_run(self.run_id, processes=records)
 
     def _scan(self) -> list[psutil.Process]:
-        """The run's living processes (the sentinel excluded); notes new ones and ends of tracked ones."""
+        """The run's living processes (the sentinel excluded); notes new ones and ends of tracked ones.
+
+        Runs 4x a second, so it reads /proc directly: a quick walk every tick, a thorough one every 2 s."""
         sentinel = self.sentinel.pid if self.sentinel is not None else None
+        now = time.monotonic()
+        thorough = now - self._last_thorough >= THOROUGH_SCAN_S
+        if thorough:
+            self._last_thorough = now
+        pids = procs.descendant_pids(os.getpid(), thorough=thorough)
+        if not thorough:  # keep what the thorough walk found below other threads until it is gone
+            pids += [pid for pid in self._procs if pid not in pids]
         alive: list[psutil.Process] = []
         seen: set[int] = set()
-        for proc in procs.descendants(os.getpid()):
-            if proc.pid == sentinel:
+        for pid in pids:
+            if pid == sentinel or pid in seen:
                 continue
-            try:
-                status = proc.status()
-            except psutil.Error:
+            stat = procs.read_stat(pid)
+            if stat is None:
                 continue
-            seen.add(proc.pid)
-            tracked = self.tracked.get(proc.pid)
-            if tracked is None or abs(tracked.started - _create_time(proc)) > 0.5:
-                if status == psutil.STATUS_ZOMBIE:
+            state, _ppid, start_ticks = stat
+            seen.add(pid)
+            known = self._procs.get(pid)
+            if known is None or known[1] != start_ticks:
+                if state == "Z":
                     continue
-                self._track(proc)
-                tracked = self.tracked.get(proc.pid)
-            elif tracked.role == "helper" and time.time() - tracked.started < CLASSIFY_FOR_S:
+                try:
+                    proc = psutil.Process(pid)
+                except psutil.Error:
+                    continue
+                self._procs[pid] = (proc, start_ticks)
+                previous = self.tracked.get(pid)
+                if previous is None or previous.ended_at is not None or abs(previous.started - proc.create_time()) > 0.5:
+                    self._track(proc)
+            else:
+                proc = known[0]
+            tracked = self.tracked.get(pid)
+            if tracked is not None and tracked.role == "helper" and time.time() - tracked.started < CLASSIFY_FOR_S:
                 self._classify(tracked, proc)
-            if status == psutil.STATUS_ZOMBIE:
+            if state == "Z":
                 if tracked is not None and tracked.ended_at is None and tracked.role == "rank":
-                    raw = procs.zombie_exit_status(proc.pid)
-                    self._ended(proc.pid, procs.describe_wait_status(raw)[0] if raw is not None else None)
+                    raw = procs.zombie_exit_status(pid)
+                    self._ended(pid, procs.describe_wait_status(raw)[0] if raw is not None else None)
                 continue
             alive.append(proc)
+        for pid in [pid for pid in self._procs if pid not in seen]:
+            del self._procs[pid]
         for pid, tracked in list(self.tracked.items()):
             if pid not in seen and tracked.ended_at is None and tracked.role != "launcher":
                 self._ended(pid, None)  # reaped by its own parent before we saw how it ended
@@ -646,7 +680,7 @@ class Supervisor:
         after = oom_kill_counters()
         deltas = [after[k] - self.oom_before[k] for k in after if k in self.oom_before]
         our_pids = set(self.tracked)
-        kernel = kernel_oom_kills(since_boot_s=self.boot_s_at_start) or {}
+        kernel = kernel_oom_kills(since_boot_s=self.boot_s_at_start)
         memory = self._resource_summary()
         return Evidence(
             launcher_returncode=self.launcher_returncode,
@@ -655,7 +689,8 @@ class Supervisor:
             stop_requested=self.stop is not None,
             stop_detail=self.stop.detail if self.stop is not None else "",
             oom_kills_during_run=max(deltas) if deltas else None,
-            kernel_oom_pids={pid: text for pid, text in kernel.items() if pid in our_pids},
+            kernel_oom_pids={pid: text for pid, text in (kernel or {}).items() if pid in our_pids},
+            kernel_log_readable=kernel is not None,
             peak_rank_rss=memory.get("peak_ranks_rss_bytes"),
             total_ram=memory.get("ram_total_bytes") or psutil.virtual_memory().total,
             min_available_ram=memory.get("min_host_available_bytes"),
@@ -698,13 +733,6 @@ class Supervisor:
                 self.sentinel.wait(timeout=5.0)
             except subprocess.TimeoutExpired:
                 self.sentinel.kill()
-
-
-def _create_time(proc: psutil.Process) -> float:
-    try:
-        return proc.create_time()
-    except psutil.Error:
-        return 0.0
 
 
 def _name(proc: psutil.Process) -> str:
