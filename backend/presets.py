@@ -197,7 +197,7 @@ def read_preset_file(path: Path, *, builtin: bool = False) -> Preset:
     except UnicodeDecodeError:
         raise PresetError(f"the preset file {path} is not UTF-8 text") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         at = f":{mark.line + 1}:{mark.column + 1}" if mark else ""

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import FIXTURES
+
 from traindeck.backend.config.source import load_file
 from traindeck.backend.config.validate import referenced_deepspeed_file
 from traindeck.backend.launch.builders import INLINE_DEEPSPEED_KEYS, render_config_files
@@ -55,7 +55,7 @@ def test_import_then_export_gives_the_same_data_back(path: Path, tmp_path: Path)
         return
 
     import_preset([path], name)
-    preset = load_preset(name)  # through the store: the YAML preset file must keep every value as it was
+    # Exported by name: read back through the store, so the YAML preset file must have kept every value.
     written = {p.name: p for p in export_preset(name, tmp_path / "out")}
 
     if doc.kind == "deepspeed":

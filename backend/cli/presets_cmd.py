@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import types
+from typing import TYPE_CHECKING
 
 from traindeck.backend.cli import UserError
+
+if TYPE_CHECKING:
+    from traindeck.backend.presets import Preset
 
 ORDER = 30
 
@@ -49,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(handler=_rename)
 
 
-def _presets():  # type: ignore[no-untyped-def]
+def _presets() -> types.ModuleType:
     from traindeck.backend import presets
 
     return presets
@@ -148,7 +153,7 @@ def _rename(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load(name: str):  # type: ignore[no-untyped-def]
+def _load(name: str) -> Preset:
     presets = _presets()
     try:
         return presets.load_preset(name)
