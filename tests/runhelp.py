@@ -102,13 +102,15 @@ def metrics(run_id: str) -> dict[str, float]:
 
 
 def launch(script: Path, *args: str, launcher: str, nproc: int | None = None, config: Path | None = None,
-           name: str = "test", env: dict[str, str] | None = None) -> RunRecord:
+           name: str = "test", env: dict[str, str] | None = None, preset: str | None = None) -> RunRecord:
     """Start a run the way `traindeck run` does: LaunchRequest -> build_plan -> start_run."""
     from traindeck.backend.launch.builders import LaunchRequest, build_plan
+    from traindeck.backend.presets import load_preset
 
     run_dir = new_run_dir()
     request = LaunchRequest(script=str(script), script_args=list(args), launcher=launcher, nproc=nproc,  # type: ignore[arg-type]
-                            config_file=config, cwd=run_dir.path, env=env or {})
+                            config_file=config, cwd=run_dir.path, env=env or {},
+                            preset=load_preset(preset) if preset else None)
     plan = build_plan(request, run_dir.path)
     assert plan.ok, plan.errors
     return start_run(plan, run_dir, name=name)
