@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -51,6 +53,15 @@ def test_cpu_demo_preset_trains_two_deepspeed_ranks_with_optimizer_offload() -> 
     # loaded machine the launcher can win that race (None). Never a non-zero code, though.
     assert set(ranks(done)) == {0, 1} and all(p["returncode"] in (0, None) for p in ranks(done).values())
     assert leftovers(done) == []
+    # The supervisor recorded the ranks' resources at 1 Hz; `runs show --json` reports them (real CLI).
+    shown = subprocess.run([sys.executable, "-m", "traindeck", "runs", "show", run.id, "--json"],
+                           capture_output=True, text=True, check=True)
+    resources = json.loads(shown.stdout)["resources"]
+    assert resources["samples"] >= 3, resources
+    assert resources["peak_rank_rss_bytes"] > 100 * 2**20  # a rank holding torch + DeepSpeed: hundreds of MiB
+    assert resources["peak_ranks_rss_bytes"] > resources["peak_rank_rss_bytes"]  # both ranks were measured
+    assert resources["peak_gpu_mem_bytes"] is None and resources["gpu_error"]  # no GPU here: said, not zero
+    assert 0 < resources["peak_host_used_bytes"] <= resources["ram_total_bytes"]
 
 
 def test_accelerate_single_process() -> None:
