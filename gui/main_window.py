@@ -54,6 +54,7 @@ class MainWindow(QMainWindow):
         splitter.addWidget(self.stack)
         splitter.setStretchFactor(1, 1)
         splitter.setChildrenCollapsible(False)
+        splitter.setSizes([150, 10_000])  # the list has a fixed width: the pages get the rest (no empty gap)
         self.setCentralWidget(splitter)
         self._build_menus()
 

@@ -1,0 +1,142 @@
+"""Live monitoring for a viewer (the dashboard's Monitor page): a sampling loop that hands each sample to a
+callback, and the run-store reads that go with choosing a run to watch.
+
+`LiveSampler` is the Monitor page's sampler: a `Collector` that owns a `ResourceSampler` (NVML opens on the
+loop's thread, never the caller's), calls `on_sample(ResourceSample)` from that thread, and follows a run's
+launcher PID that can be changed at any time. The reads below are plain functions over the run store so a GUI
+can run them on a worker thread and a test can call them directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from traindeck.backend.monitor.loop import Collector
+from traindeck.backend.monitor.nvml import NvmlLibrary
+from traindeck.backend.monitor.offload import offload_view
+from traindeck.backend.monitor.sampler import ResourceSampler
+from traindeck.backend.monitor.snapshots import ResourceSample
+from traindeck.backend.monitor.store import read_process_samples, read_series
+
+SampleCallback = Callable[[ResourceSample], None]
+
+
+class LiveSampler(Collector):
+    """Samples host, GPUs and (when `root_pid` is set) a run's process tree every `interval_s` seconds.
+
+    `on_sample` runs on the sampling thread. `root_pid` may be set from any thread; the next sample follows it.
+    `stop(timeout=0)` returns at once (the loop ends after the sample in progress, then releases NVML).
+    """
+
+    def __init__(self, on_sample: SampleCallback, interval_s: float = 1.0, *, root_pid: int | None = None,
+                 watch_paths: Sequence[str] = (), gpu_library: NvmlLibrary | None = None) -> None:
+        super().__init__(interval_s, name="live-monitor")
+        self.root_pid = root_pid  # a plain attribute: assignment is atomic, read once per sample
+        self._on_sample = on_sample
+        self._sampler = ResourceSampler(lambda: self.root_pid, watch_paths=watch_paths, gpu_library=gpu_library,
+                                        interval_s=self.interval_s)
+
+    def _prime(self) -> None:
+        self._sampler.start()
+
+    def _tick(self) -> None:
+        self._on_sample(self._sampler.sample())
+
+    def _finish(self) -> None:
+        self._sampler.stop()
+
+
+# ------------------------------------------------------------------------------------------- run-store reads
+@dataclass(frozen=True)
+class RunChoice:
+    """A run the Monitor page can watch: running ones live (by launcher PID), finished ones from the store."""
+
+    id: str
+    label: str
+    state: str
+    launcher_pid: int | None
+    started_at: float | None
+
+    @property
+    def live(self) -> bool:
+        return self.state == "running" and self.launcher_pid is not None
+
+
+def run_choices(limit: int = 30, store_path: Path | str | None = None) -> list[RunChoice]:
+    """Running runs first (newest first), then the most recent finished ones; [] without a run store."""
+    from traindeck.backend.paths import run_store_path
+    from traindeck.backend.runs.store import RunStore
+
+    path = Path(store_path) if store_path is not None else run_store_path()
+    if not path.exists():
+        return []
+    with RunStore(path, busy_timeout_s=2.0) as store:
+        runs = store.list_runs(limit=limit)
+    runs.sort(key=lambda r: (r.state != "running", -(r.started_at or r.created_at or 0.0)))
+    out = []
+    for run in runs:
+        name = run.name or run.script or run.id
+        label = f"{name} ({run.id[:8]}, {run.state})" if name != run.id else f"{run.id} ({run.state})"
+        out.append(RunChoice(run.id, label, run.state, run.launcher_pid, run.started_at))
+    return out
+
+
+def step_times(run_id: str, store_path: Path | str | None = None) -> list[tuple[float, int]]:
+    """[(t, step)] of the run's training steps as logged: the metric series with the most steps (usually loss)."""
+    from traindeck.backend.paths import run_store_path
+    from traindeck.backend.runs.store import RunStore
+
+    path = Path(store_path) if store_path is not None else run_store_path()
+    if not path.exists():
+        return []
+    with RunStore(path, busy_timeout_s=2.0) as store:
+        spans = store.metric_step_spans(run_id)
+        if not spans:
+            return []
+        name = max(spans, key=lambda n: (spans[n][4], n))
+        rows = store.metric_series(run_id, name)
+    seen: dict[int, float] = {}
+    for step, t, _ in rows:
+        if step is not None and step not in seen:  # several ranks log the same step: the first time counts
+            seen[int(step)] = t
+    return sorted((t, step) for step, t in seen.items())
+
+
+def run_history(run_id: str, max_points: int = 3000, store_path: Path | str | None = None) -> dict[str, Any]:
+    """What the Monitor page shows of a run from its recording: the charted series (downsampled to
+    `max_points`), the processes of its last sample, and its steps."""
+    from traindeck.backend.paths import run_store_path
+
+    path = Path(store_path) if store_path is not None else run_store_path()
+    series = read_series(path, run_id, max_points=max_points)
+    last = read_process_samples(path, run_id, limit=1)
+    return {"series": series, "last_processes": last[-1] if last else None}
+
+
+def run_offload(run_id: str, max_points: int = 2000, store_path: Path | str | None = None) -> dict[str, Any]:
+    """The offload view of a run (backend `offload_view`) with its steps from the run's metrics."""
+    from traindeck.backend.paths import run_store_path
+
+    path = Path(store_path) if store_path is not None else run_store_path()
+    steps = step_times(run_id, path)
+    view = offload_view(path, run_id, steps, max_points=max_points)
+    view["step_times"] = steps
+    return view
+
+
+def summarize_steps(figures: Sequence[dict[str, Any]], last: int = 20) -> dict[str, float | None]:
+    """Medians over the newest `last` per-step figures of an offload view (None where no step had the figure)."""
+    import statistics
+
+    recent = list(figures)[-last:]
+    keys = ("seconds_per_step", "pcie_h2d_bytes_per_step", "pcie_d2h_bytes_per_step", "nvme_read_bytes_per_step",
+            "nvme_write_bytes_per_step", "disk_read_bytes_per_step", "disk_write_bytes_per_step",
+            "peak_ranks_host_bytes", "mean_gpu_util_pct")
+    out: dict[str, float | None] = {"steps": float(len(recent))}
+    for key in keys:
+        values = [f[key] for f in recent if f.get(key) is not None]
+        out[key] = float(statistics.median(values)) if values else None
+    return out

@@ -1,0 +1,219 @@
+"""`OffloadView`: the ZeRO-Offload story of one run, charts stacked on one shared time axis with the training
+steps marked on top, next to the per-step figures (seconds per step, bytes moved per step).
+
+Host RAM (the ranks' RSS against what is still available), PCIe both ways, NVMe (or all-disk) I/O and GPU
+utilisation line up, so a reader sees the GPUs idle while the CPU runs Adam, gradients leave over PCIe, and host
+memory approach the point where the kernel kills the run. Fed with backend `offload_view` dicts.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QSplitter,
+    QStackedWidget,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from traindeck.backend.monitor.live import summarize_steps
+from traindeck.gui.widgets.charts import TimeSeriesChart, format_value
+
+TABLE_ROWS = 300  # the newest steps; older ones are in the run's log
+
+
+class StepAxisItem(pg.AxisItem):
+    """A top axis over a time axis that labels the times at which training steps ended with their numbers."""
+
+    def __init__(self) -> None:
+        super().__init__("top")
+        self.enableAutoSIPrefix(False)
+        self._t = np.empty(0)
+        self._steps = np.empty(0)
+
+    def set_steps(self, step_times: list[tuple[float, int]]) -> None:
+        self._t = np.array([t for t, _ in step_times], dtype=float)
+        self._steps = np.array([s for _, s in step_times], dtype=float)
+        self.picture = None
+        self.update()
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, list[float]]]:  # noqa: N802
+        if len(self._t) == 0:
+            return []
+        inside = (self._t >= minVal) & (self._t <= maxVal)
+        if not inside.any():
+            return []
+        steps = self._steps[inside]
+        wanted = max(2, int(size / 70))  # one label per ~70 px
+        span = max(1.0, steps[-1] - steps[0])
+        stride = _nice_int(span / wanted)
+        chosen = self._t[inside][steps % stride == 0]
+        return [(float(stride), [float(t) for t in chosen])]
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
+        if len(self._t) == 0:
+            return ["" for _ in values]
+        return [f"{int(round(float(np.interp(v, self._t, self._steps))))}" for v in values]
+
+
+def _nice_int(raw: float) -> int:
+    if raw <= 1:
+        return 1
+    exponent = 10 ** math.floor(math.log10(raw))
+    for factor in (1, 2, 5, 10):
+        if factor * exponent >= raw:
+            return int(factor * exponent)
+    return int(10 * exponent)
+
+
+class OffloadView(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.host = TimeSeriesChart("Host RAM: the ranks against what is left", "B")
+        self.pcie = TimeSeriesChart("PCIe (all GPUs)", "B/s")
+        self.nvme = TimeSeriesChart("NVMe I/O (offload folder)", "B/s")
+        self.gpu = TimeSeriesChart("GPU utilisation (mean)", "%")
+        self.charts = (self.host, self.pcie, self.nvme, self.gpu)
+        for chart in self.charts[1:]:
+            chart.link_x(self.host)
+        for chart in self.charts:
+            chart.set_axis_width(76)  # equal axes: the plot areas line up in time
+        self.step_axis = StepAxisItem()
+        self.step_axis.setLabel("training step")
+        self.host.plot_item.setAxisItems({"top": self.step_axis})
+        self.host.plot_item.showAxis("top")
+        for chart in self.charts[:-1]:
+            chart.plot_item.getAxis("bottom").setStyle(showValues=False)  # one time axis, at the bottom
+        self.host.plot_widget.setMinimumHeight(150)
+
+        charts = QWidget()
+        column = QVBoxLayout(charts)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(2)
+        for chart in self.charts:
+            column.addWidget(chart, 1)
+
+        self.summary = QLabel()
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.table = QTableWidget(0, 8)
+        self.table.setHorizontalHeaderLabels(["Step", "s/step", "PCIe in", "PCIe out", "NVMe read", "NVMe write",
+                                              "Ranks' RSS", "GPU util"])
+        tips = ["The step the row ends at", "Seconds per step", "Bytes per step host -> GPU (all GPUs)",
+                "Bytes per step GPU -> host (all GPUs)", "Bytes per step read from the NVMe offload disk",
+                "Bytes per step written to the NVMe offload disk", "The ranks' peak host memory (RSS) in the step",
+                "Mean GPU utilisation in the step"]
+        for index, tip in enumerate(tips):
+            self.table.horizontalHeaderItem(index).setToolTip(tip)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.setAlternatingRowColors(True)
+        self.table.setWordWrap(False)
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 6)
+        side = QWidget()
+        side_layout = QVBoxLayout(side)
+        side_layout.setContentsMargins(4, 0, 0, 0)
+        side_layout.addWidget(QLabel("<b>Per step</b>"))
+        side_layout.addWidget(self.summary)
+        side_layout.addWidget(self.table, 1)
+
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(charts)
+        splitter.addWidget(side)
+        splitter.setStretchFactor(0, 3)
+        splitter.setStretchFactor(1, 2)
+        splitter.setChildrenCollapsible(False)
+        splitter.setSizes([600, 480])
+
+        self.empty = QLabel("Choose a run above to see how its host memory, PCIe and NVMe traffic line up with its "
+                            "training steps. The run's supervisor records them once a second.")
+        self.empty.setWordWrap(True)
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.empty)
+        self.stack.addWidget(splitter)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.stack)
+        self._estimate_cpu: float | None = None
+
+    # ------------------------------------------------------------------------------------------------ data
+    def show_empty(self, text: str | None = None) -> None:
+        if text:
+            self.empty.setText(text)
+        self.stack.setCurrentIndex(0)
+
+    def set_estimate(self, cpu_bytes_per_node: float | None) -> None:
+        self._estimate_cpu = cpu_bytes_per_node
+        if cpu_bytes_per_node:
+            self.host.add_reference(cpu_bytes_per_node, "estimate")
+        else:
+            self.host.remove_reference("estimate")
+
+    def set_view(self, view: dict[str, Any]) -> None:
+        """Show an `offload_view` dict (with "step_times" added by `run_offload`)."""
+        self.stack.setCurrentIndex(1)
+        t = view.get("t", np.empty(0))
+        nvme = bool(view.get("nvme_devices"))
+        self.host.set_series("ranks' RSS", t, view["ranks_host_bytes"], fill=True)
+        self.host.set_series("available", t, view["host_available_bytes"])
+        self.host.set_series("used (all)", t, view["host_used_bytes"])
+        if view.get("ram_total_bytes"):
+            self.host.add_reference(view["ram_total_bytes"], "RAM")
+        self.pcie.set_series("host -> GPU", t, view["pcie_h2d_bps"])
+        self.pcie.set_series("GPU -> host", t, view["pcie_d2h_bps"])
+        devices = ", ".join(f"{device} ({path})" for path, device in view.get("nvme_devices") or ())
+        self.nvme.set_title(f"NVMe I/O: {devices}" if nvme else "Disk I/O (all disks; no NVMe offload folder watched)")
+        self.nvme.set_series("read", t, view["nvme_read_bps"] if nvme else view["disk_read_bps"])
+        self.nvme.set_series("write", t, view["nvme_write_bps"] if nvme else view["disk_write_bps"])
+        self.gpu.set_series("GPU util", t, view["gpu_util_pct"], fill=True)
+        self.gpu.set_title(f"GPU utilisation: none recorded ({view['gpu_error']})" if view.get("gpu_error")
+                           else "GPU utilisation (mean over GPUs)")
+        self.step_axis.set_steps(view.get("step_times") or [])
+        self._fill_table(view.get("steps") or [], nvme)
+
+    def _fill_table(self, figures: list[dict[str, Any]], nvme: bool) -> None:
+        prefix = "nvme" if nvme else "disk"
+        self.table.horizontalHeaderItem(4).setText("NVMe read" if nvme else "Disk read")
+        self.table.horizontalHeaderItem(5).setText("NVMe write" if nvme else "Disk write")
+        rows = list(reversed(figures[-TABLE_ROWS:]))
+        self.table.setRowCount(len(rows))
+        for row, entry in enumerate(rows):
+            cells = [
+                str(entry["step"]),
+                f"{entry['seconds_per_step']:.2f}",
+                format_value(entry.get("pcie_h2d_bytes_per_step"), "B"),
+                format_value(entry.get("pcie_d2h_bytes_per_step"), "B"),
+                format_value(entry.get(f"{prefix}_read_bytes_per_step"), "B"),
+                format_value(entry.get(f"{prefix}_write_bytes_per_step"), "B"),
+                format_value(entry.get("peak_ranks_host_bytes"), "B"),
+                format_value(entry.get("mean_gpu_util_pct"), "%"),
+            ]
+            for column, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.table.setItem(row, column, item)
+        if not figures:
+            self.summary.setText("No steps logged yet: per-step figures appear once the run logs step numbers "
+                                 "(loss lines with a step, a progress bar).")
+            return
+        s = summarize_steps(figures)
+        moved = (f"PCIe {format_value(s['pcie_h2d_bytes_per_step'], 'B')} in, "
+                 f"{format_value(s['pcie_d2h_bytes_per_step'], 'B')} out")
+        disk = (f"{'NVMe' if nvme else 'disk'} {format_value(s[f'{prefix}_read_bytes_per_step'], 'B')} read, "
+                f"{format_value(s[f'{prefix}_write_bytes_per_step'], 'B')} written")
+        self.summary.setText(f"Median of the last {int(s['steps'])} steps: "
+                             f"<b>{format_value(s['seconds_per_step'])} s/step</b>; per step {moved}; {disk}; "
+                             f"GPUs busy {format_value(s['mean_gpu_util_pct'], '%')} of the time.")

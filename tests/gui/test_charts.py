@@ -1,0 +1,197 @@
+"""TimeSeriesChart: ring buffers, decimation that keeps spikes, units, references, following, theme."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pyqtgraph as pg
+import pytest
+from PySide6.QtGui import QColor, QPalette
+
+from traindeck.gui.widgets.charts import (
+    DARK_COLOURS,
+    LIGHT_COLOURS,
+    TimeSeriesChart,
+    UnitAxisItem,
+    _Ring,
+    format_value,
+    peak_decimate,
+)
+
+
+@pytest.fixture
+def chart(qtbot):
+    widget = TimeSeriesChart("Host RAM", "B")
+    widget.resize(640, 240)
+    qtbot.addWidget(widget)
+    widget.show()
+    qtbot.waitExposed(widget)
+    return widget
+
+
+def test_ring_keeps_the_newest_points_in_order_across_many_appends():
+    ring = _Ring(100)
+    reference: collections.deque[float] = collections.deque(maxlen=100)
+    rng = np.random.default_rng(3)
+    value = 0.0
+    for _ in range(400):  # single points and bursts, enough to wrap and compact many times
+        k = int(rng.integers(1, 40))
+        chunk = np.arange(value, value + k)
+        value += k
+        ring.extend(chunk, chunk * 2)
+        reference.extend(chunk)
+        x, y = ring.view()
+        assert list(x) == list(reference)
+        assert np.array_equal(y, x * 2)
+    assert ring.total == value
+    ring.extend(np.arange(500.0), np.arange(500.0))  # more than the capacity at once: the newest 100
+    assert list(ring.view()[0]) == list(range(400, 500))
+
+
+def test_append_and_set_series_accept_scalars_lists_and_arrays_with_none_as_a_gap(chart):
+    chart.append("used", 1.0, 5.0)
+    chart.append("used", [2.0, 3.0], [6.0, None])
+    chart.append("used", np.array([4.0]), np.array([8.0]))
+    x, y = chart.data("used")
+    assert list(x) == [1, 2, 3, 4]
+    assert y[0] == 5 and y[1] == 6 and np.isnan(y[2]) and y[3] == 8
+    assert chart.last("used") == 8.0
+    chart.set_series("used", [10, 11], [1, 2])
+    assert list(chart.data("used")[0]) == [10, 11] and chart.point_count("used") == 2
+    with pytest.raises(ValueError, match="used"):
+        chart.set_series("used", [1, 2, 3], [1, 2])
+    assert chart.point_count("unknown") == 0 and chart.last("unknown") is None
+
+
+def test_max_points_bounds_each_series(qtbot):
+    small = TimeSeriesChart("CPU", "%", max_points=50)
+    qtbot.addWidget(small)
+    for i in range(120):
+        small.append("total", float(i), float(i % 100))
+    assert small.point_count("total") == 50
+    assert small.data("total")[0][0] == 70.0
+
+
+def test_peak_decimation_keeps_every_spike_and_bounds_the_points():
+    n = 86_400
+    x = np.arange(n, dtype=float)
+    y = np.full(n, 10.0)
+    y[12_345], y[70_001] = 99.0, -5.0
+    y[500:510] = np.nan
+    xd, yd = peak_decimate(x, y, 0, n, columns=800)
+    assert len(xd) <= 2 * 800 + 2 * 128  # two per bucket plus the newest, incomplete bucket
+    assert np.nanmax(yd) == 99.0 and np.nanmin(yd) == -5.0
+    assert np.all(np.diff(xd) >= 0)
+    # A window of the data: only the visible part (plus one point each side) is kept.
+    xd, yd = peak_decimate(x, y, 1000, 1100, columns=800)
+    assert xd[0] == 999 and xd[-1] == 1101
+    # Fewer points than columns: returned as they are.
+    xd, yd = peak_decimate(x[:10], y[:10], 0, 10, columns=800)
+    assert len(xd) == 10
+
+
+def test_a_day_of_data_reaches_the_curve_decimated_with_its_spike(chart):
+    t = 1.7e9 + np.arange(86_400.0)
+    y = np.full(len(t), 4e9)
+    y[40_000] = 30e9
+    chart.set_series("RSS", t, y)
+    chart.flush()
+    shown_x, shown_y = chart.plot_item.listDataItems()[0].getData()
+    assert 0 < len(shown_x) < 5000
+    assert shown_y.max() == 30e9
+    low, high = chart.plot_item.getViewBox().viewRange()[1]
+    assert low <= 0 and 30e9 <= high < 40e9  # y fitted from 0 to the peak
+
+
+def test_reference_line_is_drawn_kept_in_view_and_moved_by_label(chart):
+    chart.append("RSS", [1.0, 2.0], [1e9, 2e9])
+    chart.add_reference(64 * 2**30, "estimate")
+    chart.flush()
+    lines = [i for i in chart.plot_item.items if isinstance(i, pg.InfiniteLine)]
+    assert len(lines) == 1 and lines[0].value() == 64 * 2**30
+    assert "estimate: 64 GiB" in lines[0].label.format
+    assert chart.plot_item.getViewBox().viewRange()[1][1] >= 64 * 2**30
+    chart.add_reference(32 * 2**30, "estimate")  # the same label moves the line instead of adding one
+    lines = [i for i in chart.plot_item.items if isinstance(i, pg.InfiniteLine)]
+    assert len(lines) == 1 and lines[0].value() == 32 * 2**30
+    assert chart.references() == {"estimate": 32 * 2**30}
+    chart.clear()
+    assert chart.series_names() == [] and chart.references() == {}
+    assert not [i for i in chart.plot_item.items if isinstance(i, pg.InfiniteLine)]
+
+
+def test_units_on_the_axis_and_in_the_legend(chart):
+    axis = UnitAxisItem("B")
+    levels = axis.tickSpacing(0, 40 * 2**30, 200)
+    major = levels[0][0]
+    assert major % 2**30 == 0  # whole GiB steps, not decimal gigabytes
+    assert axis.tickStrings([0, 10 * 2**30, 20 * 2**30], 1, 10 * 2**30) == ["0 GiB", "10 GiB", "20 GiB"]
+    assert UnitAxisItem("%").tickStrings([0, 50, 100], 1, 50) == ["0 %", "50 %", "100 %"]
+    quarter = UnitAxisItem("B/s")
+    quarter.setRange(0, 2**20)
+    assert quarter.tickStrings([0.25 * 2**20, 0.75 * 2**20], 1, 0.25 * 2**20) == ["0.25 MiB/s", "0.75 MiB/s"]
+    assert format_value(1.5 * 2**20, "B/s") == "1.5 MiB/s"
+    assert format_value(61, "°C") == "61 °C" and format_value(None, "W") == "-"
+    chart.append("used", 1.0, 3 * 2**30)
+    chart.flush()
+    labels = [label.text for _, label in chart.legend.items]
+    assert labels == ["used  3 GiB"]
+
+
+def test_x_axis_is_clock_time_or_steps(qtbot):
+    chart = TimeSeriesChart("loss", x_is_time=False)
+    qtbot.addWidget(chart)
+    assert not isinstance(chart.plot_item.getAxis("bottom"), pg.DateAxisItem)
+    chart.x_is_time = True
+    assert isinstance(chart.plot_item.getAxis("bottom"), pg.DateAxisItem)
+    chart.x_is_time = False
+    assert not isinstance(chart.plot_item.getAxis("bottom"), pg.DateAxisItem)
+
+
+def test_follows_newest_data_until_the_user_zooms_then_resumes(chart):
+    chart.x_window = 100
+    chart.append("RSS", np.arange(1000.0), np.ones(1000))
+    chart.flush()
+    low, high = chart.plot_item.getViewBox().viewRange()[0]
+    assert 895 <= low <= 900 and 999 <= high <= 1005
+    view = chart.plot_item.getViewBox()
+    view.setXRange(10, 20, padding=0)
+    view.sigRangeChangedManually.emit([True, False])  # what a mouse zoom emits
+    chart.append("RSS", 1000.0, 1.0)
+    chart.flush()
+    assert view.viewRange()[0] == pytest.approx([10, 20])
+    chart.follow()
+    assert view.viewRange()[0][1] >= 1000
+
+
+def test_hidden_chart_defers_the_redraw_until_shown(qtbot):
+    from PySide6.QtWidgets import QStackedWidget, QWidget
+
+    stack = QStackedWidget()
+    qtbot.addWidget(stack)
+    stack.addWidget(QWidget())
+    chart = TimeSeriesChart("CPU", "%")
+    stack.addWidget(chart)
+    stack.show()
+    qtbot.waitExposed(stack)
+    chart.append("total", [1.0, 2.0], [10.0, 20.0])
+    chart.flush()
+    assert chart.plot_item.listDataItems()[0].getData()[0] is None  # nothing drawn while hidden
+    stack.setCurrentWidget(chart)
+    qtbot.waitUntil(lambda: chart.plot_item.listDataItems()[0].getData()[0] is not None)
+
+
+def test_follows_a_dark_palette(chart):
+    chart.append("a", 1.0, 1.0)
+    chart.append("b", 1.0, 2.0)
+    assert chart.plot_widget.backgroundBrush().color().lightness() > 128
+    curve = chart.plot_item.listDataItems()[0]
+    assert curve.opts["pen"].color() == QColor(LIGHT_COLOURS[0])
+    dark = QPalette(chart.palette())
+    dark.setColor(QPalette.ColorRole.Base, QColor("#171717"))
+    dark.setColor(QPalette.ColorRole.Text, QColor("#e8eaed"))
+    chart.setPalette(dark)
+    assert chart.plot_widget.backgroundBrush().color().lightness() < 128
+    assert curve.opts["pen"].color() == QColor(DARK_COLOURS[0])
+    assert chart.plot_item.getAxis("left").textPen().color() == QColor("#e8eaed")

@@ -1,0 +1,208 @@
+"""Monitor page: real host sampling reaches the charts, the real no-GPU reason is shown, GPU charts take NVML
+snapshots (a stand-in pynvml answering from a recorded GPU, swapped in at NvmlLibrary only), and a real child
+process's memory reaches the run charts, live and read back from a real recording."""
+
+from __future__ import annotations
+
+import ctypes.util
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytest.importorskip("PySide6")
+
+from fixtures.monitor_run_tree import run_tree  # noqa: E402
+from fixtures.nvml.fake_pynvml import MIB, FakePynvml, recording  # noqa: E402
+from PySide6.QtCore import QSettings  # noqa: E402
+
+from traindeck.backend.monitor.live import RunChoice  # noqa: E402
+from traindeck.backend.monitor.nvml import NvmlLibrary  # noqa: E402
+from traindeck.gui.context import AppContext  # noqa: E402
+
+GIB = 1024**3
+KIB = 1024
+WAIT_MS = 15000
+
+
+@pytest.fixture
+def page(qtbot, traindeck_home: Path):
+    from traindeck.gui.pages.monitor_page import MonitorPage
+
+    settings = QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat)
+    settings.setValue("monitor/interval", 0.2)  # fast samples keep the tests short
+    ctx = AppContext(settings=settings)
+    page = MonitorPage(ctx)
+    qtbot.addWidget(page)
+    page.resize(1200, 800)
+    yield page
+    page.shutdown()
+    ctx.tasks.wait(10000)
+
+
+def _start(page, qtbot) -> None:
+    page.show()
+    qtbot.waitExposed(page)
+    page.page_shown()
+
+
+def test_real_host_sampling_reaches_the_charts(page, qtbot):
+    _start(page, qtbot)
+    assert page.bridge.running and page.bridge.interval_s == pytest.approx(0.2)
+    qtbot.waitUntil(lambda: page.cpu_chart.point_count("CPU") >= 3 and page.ram_chart.point_count("used") >= 3,
+                    timeout=WAIT_MS)
+    total = psutil.virtual_memory().total
+    assert 0 < page.ram_chart.last("used") < total
+    assert page.ram_chart.references()["total"] == total
+    assert 0 <= page.cpu_chart.last("CPU") <= 100
+    assert page.ram_chart.point_count("swap used") >= 3
+    assert page.disk_chart.point_count("read") >= 3 and page.net_chart.point_count("received") >= 3
+    assert len(page.core_bars.values()) == psutil.cpu_count()
+    assert "RAM" in page.summary.text() and f"{psutil.cpu_count()} cores" in page.summary.text()
+    x, _ = page.cpu_chart.data("CPU")
+    assert abs(x[-1] - time.time()) < 10  # clock time on the x axis
+    page.shutdown()
+    assert not page.bridge.running
+
+
+@pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None, reason="this machine has an NVIDIA driver")
+def test_no_gpu_state_shows_the_real_nvml_reason_while_the_rest_works(page, qtbot):
+    reason = NvmlLibrary().open()  # what the real NVML says here (off the page, in the test's own thread)
+    assert reason
+    _start(page, qtbot)
+    qtbot.waitUntil(lambda: "No NVIDIA GPU" in page.no_gpu_label.text(), timeout=WAIT_MS)
+    assert reason in page.no_gpu_label.text()
+    assert page.gpu_stack.currentWidget() is page.no_gpu_label
+    assert all(chart.series_names() == [] for chart in page.gpu_charts)
+    qtbot.waitUntil(lambda: page.ram_chart.point_count("used") >= 2, timeout=WAIT_MS)
+    assert "no NVIDIA GPU" in page.summary.text()
+
+
+def test_gpu_charts_receive_the_values_of_nvml_snapshots(page, qtbot):
+    page.bridge.gpu_library_factory = lambda: NvmlLibrary(FakePynvml(recording("dual_rtx_a5000"), pcie_delay_s=0))
+    _start(page, qtbot)
+    qtbot.waitUntil(lambda: page.pcie_h2d_chart.point_count("GPU 1") >= 2, timeout=WAIT_MS)
+    assert page.gpu_stack.currentIndex() == 1
+    # The recording's values in our units, as the GPU sampler converts them.
+    assert page.gpu_mem_chart.last("GPU 0") == 22437 * MIB
+    assert page.gpu_mem_chart.last("GPU 1") == 17253 * MIB
+    assert page.gpu_mem_chart.references() == {"total": 24564 * MIB}
+    assert page.gpu_power_chart.last("GPU 1") == pytest.approx(13.6)
+    assert page.gpu_power_chart.references() == {"limit": 230.0}
+    assert page.gpu_temp_chart.last("GPU 0") == 13.0
+    assert page.gpu_util_chart.last("GPU 0") == 0.0
+    assert page.pcie_h2d_chart.last("GPU 0") == 439 * KIB and page.pcie_d2h_chart.last("GPU 0") == 488 * KIB
+    assert page.pcie_h2d_chart.last("GPU 1") == 488 * KIB
+    assert page.gpu_table.rowCount() == 2
+    assert page.gpu_table.item(0, 1).text() == "NVIDIA RTX A5000"
+    assert page.gpu_table.item(0, 3).text() == "21.9 GiB / 24 GiB"
+    assert "2 GPUs" in page.summary.text()
+
+
+def test_a_running_runs_ranks_are_sampled_live_with_their_real_memory(page, qtbot, traindeck_home):
+    from traindeck.backend.runs.store import RunRecord, RunStore
+
+    with run_tree(ranks=2, mib=64) as tree:
+        with RunStore() as store:
+            store.add_run(RunRecord(id="live-run-1", run_dir=str(traindeck_home), created_at=time.time(),
+                                    name="tree", state="running", started_at=time.time(),
+                                    launcher_pid=tree["launcher"]))
+        _start(page, qtbot)
+        qtbot.waitUntil(lambda: page.run_combo.count() == 2, timeout=WAIT_MS)
+        assert page.run_combo.itemData(1).id == "live-run-1" and "running" in page.run_combo.itemText(1)
+        page.run_combo.setCurrentIndex(1)
+        assert page.bridge.root_pid == tree["launcher"]
+        qtbot.waitUntil(lambda: page.rank_rss_chart.point_count("rank 1") >= 2, timeout=WAIT_MS)
+        for rank in (0, 1):
+            assert page.rank_rss_chart.last(f"rank {rank}") >= 64 * MIB  # each rank touched 64 MiB
+        assert page.rank_rss_chart.last("all ranks") >= 128 * MIB
+        assert page.rank_cpu_chart.point_count("rank 0") >= 2
+        qtbot.waitUntil(lambda: page.process_table.rowCount() == 3, timeout=WAIT_MS)
+        rows = {page.process_table.item(r, 0).text(): page.process_table.item(r, 1).text() for r in range(3)}
+        assert rows == {str(tree["launcher"]): "launcher", str(tree["ranks"][0]): "rank", str(tree["ranks"][1]): "rank"}
+    page.choose_run(None)
+    assert page.bridge.root_pid is None and page.rank_rss_chart.series_names() == []
+
+
+def test_a_finished_run_is_read_back_with_its_offload_view_and_steps(page, qtbot, traindeck_home):
+    from traindeck.backend.monitor.demo import demo_samples, demo_steps
+    from traindeck.backend.monitor.store import ResourceWriter
+    from traindeck.backend.paths import run_store_path
+    from traindeck.backend.runs.store import RunRecord, RunStore
+
+    samples = demo_samples(seconds=180, end=time.time() - 60)
+    with RunStore() as store:
+        store.add_run(RunRecord(id="done-run-1", run_dir=str(traindeck_home), created_at=samples[0].t,
+                                name="finished", state="succeeded", started_at=samples[0].t, ended_at=samples[-1].t))
+        store.add_metrics("done-run-1", [("loss", step, t, 2.0, 0) for t, step in demo_steps(samples)])
+    writer = ResourceWriter(run_store_path(), "done-run-1", interval_s=1.0, started_at=samples[0].t)
+    for sample in samples:
+        writer.write(sample, commit=False)
+    writer.commit()
+    writer.close()
+
+    _start(page, qtbot)
+    page.choose_run(RunChoice("done-run-1", "finished", "succeeded", None, samples[0].t))
+    assert page.bridge.root_pid is None  # nothing to sample: it is read back
+    qtbot.waitUntil(lambda: page.rank_rss_chart.point_count("all ranks") > 100, timeout=WAIT_MS)
+    assert page.rank_rss_chart.last("all ranks") == pytest.approx(samples[-1].run.ranks_rss_bytes)
+    assert page.rank_rss_chart.x_window is None  # the whole run, not the live window
+    qtbot.waitUntil(lambda: page.process_table.rowCount() == 3, timeout=WAIT_MS)
+
+    page.tabs.setCurrentWidget(page.offload)
+    qtbot.waitUntil(lambda: page.offload.host.point_count("ranks' RSS") > 100, timeout=WAIT_MS)
+    assert page.offload.pcie.point_count("host -> GPU") > 100 and page.offload.nvme.point_count("read") > 100
+    assert "nvme0n1" in page.offload.nvme.title
+    assert page.offload.table.rowCount() == len(demo_steps(samples)) - 1
+    assert "s/step" in page.offload.summary.text()
+    first_step_t = demo_steps(samples)[0][0]
+    assert page.offload.step_axis.tickStrings([first_step_t], 1, 1) == ["1"]
+
+
+def test_estimate_is_drawn_as_reference_lines_and_removed(page):
+    page.set_estimate(20 * GIB, 40 * GIB)
+    for chart in (page.gpu_mem_chart, page.rank_gpu_chart):
+        assert chart.references()["estimate"] == 20 * GIB
+    for chart in (page.rank_rss_chart, page.ram_chart, page.offload.host):
+        assert chart.references()["estimate"] == 40 * GIB
+    page.set_estimate(None, None)
+    for chart in (page.gpu_mem_chart, page.rank_gpu_chart, page.rank_rss_chart, page.ram_chart, page.offload.host):
+        assert "estimate" not in chart.references()
+
+
+def test_sampling_stops_when_hidden_for_long_and_restarts_when_shown(page, qtbot):
+    page._hidden_timer.setInterval(100)
+    _start(page, qtbot)
+    assert page.bridge.running
+    page.hide()
+    qtbot.waitUntil(lambda: not page.bridge.running, timeout=WAIT_MS)
+    page.show()
+    page.page_shown()
+    assert page.bridge.running
+    count = page.cpu_chart.point_count("CPU")
+    qtbot.waitUntil(lambda: page.cpu_chart.point_count("CPU") > count, timeout=WAIT_MS)
+
+
+def test_interval_setting_restarts_sampling_and_is_remembered(page, qtbot):
+    _start(page, qtbot)
+    page.interval_spin.setValue(0.5)
+    assert page.bridge.running and page.bridge.interval_s == 0.5
+    assert float(page.ctx.settings.value("monitor/interval")) == 0.5
+    page.window_combo.setCurrentText("1 hour")
+    assert page.cpu_chart.x_window == 3600
+    assert page.ctx.settings.value("monitor/window") == "1 hour"
+
+
+def test_demo_fills_every_chart_including_a_gpu_section(page, qtbot):
+    _start(page, qtbot)
+    page.load_demo()
+    assert not page.bridge.running and page.demo_label.isVisibleTo(page)
+    for chart in page.gpu_charts + page.host_charts + page.run_charts:
+        assert chart.series_names() and all(chart.point_count(n) > 100 for n in chart.series_names()), chart.title
+    assert page.gpu_stack.currentIndex() == 1 and page.gpu_table.rowCount() == 2
+    assert page.process_table.rowCount() == 3
+    qtbot.waitUntil(lambda: page.offload.table.rowCount() > 50, timeout=WAIT_MS)
+    assert page.offload.host.point_count("ranks' RSS") > 100
+    page.page_shown()  # showing the page again keeps the demo (no live sampling mixed in)
+    assert not page.bridge.running

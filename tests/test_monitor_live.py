@@ -1,0 +1,128 @@
+"""backend.monitor.live and .demo: the Monitor page's sampling loop and run-store reads, without Qt."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from fixtures.monitor_run_tree import run_tree
+
+from traindeck.backend.monitor.demo import demo_offload_view, demo_samples, demo_steps
+from traindeck.backend.monitor.live import (
+    LiveSampler,
+    run_choices,
+    run_history,
+    run_offload,
+    step_times,
+    summarize_steps,
+)
+from traindeck.backend.monitor.store import ResourceWriter, resource_summary
+from traindeck.backend.paths import run_store_path
+from traindeck.backend.runs.store import RunRecord, RunStore
+
+MIB = 1024 * 1024
+
+
+def test_live_sampler_hands_samples_to_the_callback_on_its_thread_and_follows_a_root_pid():
+    got, threads = [], set()
+    arrived = threading.Event()
+
+    def on_sample(sample):
+        got.append(sample)
+        threads.add(threading.current_thread().name)
+        arrived.set()
+
+    with run_tree(ranks=1, mib=32) as tree:
+        sampler = LiveSampler(on_sample, interval_s=0.1)
+        sampler.start()
+        try:
+            assert arrived.wait(10)
+            assert got[-1].run is None and got[-1].host.ram_total_bytes > 0
+            sampler.root_pid = tree["launcher"]
+            deadline = time.monotonic() + 10
+            while not (got[-1].run and got[-1].run.ranks_rss_bytes >= 32 * MIB) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            assert sampler.stop()
+    assert got[-1].run.root_pid == tree["launcher"] and got[-1].run.ranks_rss_bytes >= 32 * MIB
+    assert threads == {"live-monitor"}
+    count = len(got)
+    time.sleep(0.3)
+    assert len(got) == count  # stopped means stopped
+
+
+def test_run_choices_list_running_runs_first_and_nothing_without_a_store(traindeck_home):
+    assert run_choices() == []
+    now = time.time()
+    with RunStore() as store:
+        store.add_run(RunRecord(id="old-done", run_dir=str(traindeck_home), created_at=now - 50, name="a",
+                                state="succeeded", started_at=now - 50))
+        store.add_run(RunRecord(id="newer-done", run_dir=str(traindeck_home), created_at=now - 10, name="b",
+                                state="failed", started_at=now - 10))
+        store.add_run(RunRecord(id="running-1", run_dir=str(traindeck_home), created_at=now - 100, name="c",
+                                state="running", started_at=now - 100, launcher_pid=4242))
+    choices = run_choices()
+    assert [c.id for c in choices] == ["running-1", "newer-done", "old-done"]
+    assert choices[0].live and choices[0].launcher_pid == 4242 and not choices[1].live
+    assert "running" in choices[0].label and "c" in choices[0].label
+
+
+def test_step_times_take_the_series_with_most_steps_once_per_step(traindeck_home):
+    with RunStore() as store:
+        store.add_run(RunRecord(id="r1", run_dir=str(traindeck_home), created_at=time.time()))
+        store.add_metrics("r1", [("lr", 10, 100.0, 1e-4, 0), ("loss", 1, 10.0, 3.0, 0), ("loss", 1, 10.5, 3.0, 1),
+                                 ("loss", 2, 20.0, 2.5, 0), ("loss", 3, 30.0, 2.0, 0), ("epoch", None, 5.0, 0.1, 0)])
+    assert step_times("r1") == [(10.0, 1), (20.0, 2), (30.0, 3)]
+    assert step_times("unknown") == []
+
+
+def test_a_recorded_run_reads_back_as_history_and_offload_view(traindeck_home):
+    samples = demo_samples(seconds=150)
+    steps = demo_steps(samples)
+    with RunStore() as store:
+        store.add_run(RunRecord(id="rec", run_dir=str(traindeck_home), created_at=samples[0].t))
+        store.add_metrics("rec", [("loss", step, t, 1.0, 0) for t, step in steps])
+    writer = ResourceWriter(run_store_path(), "rec", interval_s=1.0, started_at=samples[0].t)
+    for sample in samples:
+        writer.write(sample, commit=False)
+    writer.commit()
+    writer.close()
+    history = run_history("rec", max_points=50)
+    assert 0 < len(history["series"]["t"]) <= 50
+    assert {p["role"] for p in history["last_processes"]["processes"]} == {"launcher", "rank"}
+    view = run_offload("rec")
+    assert view["step_times"] == steps and len(view["steps"]) == len(steps) - 1
+    assert view["nvme_devices"] == [["/mnt/nvme/offload", "nvme0n1"]]
+
+
+def test_demo_samples_tell_the_offload_story():
+    samples = demo_samples(seconds=300)
+    assert len(samples) == 300 and all(b.t - a.t == pytest.approx(1.0) for a, b in zip(samples, samples[1:], strict=False))
+    assert all(len(s.gpus) == 2 and s.gpu_error is None and len(s.run.ranks) == 2 for s in samples)
+    late = samples[-80:]
+    # GPUs busy while computing and idle during the CPU's Adam step; the CPU the other way round.
+    assert max(g.utilization_percent for s in late for g in s.gpus) > 90
+    assert min(g.utilization_percent for s in late for g in s.gpus) < 10
+    assert max(s.host.cpu_percent for s in late) > 80
+    view = demo_offload_view(samples)
+    figures = view["steps"]
+    assert figures and all(f["seconds_per_step"] == pytest.approx(8.0) for f in figures)
+    summary = summarize_steps(figures)
+    # ~1.5 GiB each way per GPU and step, two GPUs.
+    assert 2.5 * 1024**3 < summary["pcie_h2d_bytes_per_step"] < 4 * 1024**3
+    assert summary["nvme_read_bytes_per_step"] > 1024**3
+    assert summarize_steps([]) == {"steps": 0.0, **{k: None for k in summary if k != "steps"}}
+
+
+def test_demo_samples_are_valid_for_the_store_summary(tmp_path):
+    samples = demo_samples(seconds=120)
+    writer = ResourceWriter(tmp_path / "s.sqlite", "d", interval_s=1.0, started_at=samples[0].t)
+    for sample in samples:
+        writer.write(sample, commit=False)
+    writer.commit()
+    writer.close()
+    summary = resource_summary(tmp_path / "s.sqlite", "d")
+    assert summary["samples"] == 120 and summary["gpu_count"] == 2
+    assert summary["peak_gpu_mem_bytes"] < 24564 * MIB
+    assert summary["peak_host_used_bytes"] < summary["ram_total_bytes"]
