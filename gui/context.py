@@ -61,6 +61,7 @@ class LaunchChoice:
     script_args: list[str] = field(default_factory=list)
     cwd: str = ""
     python: str = ""  # empty: the interpreter traindeck runs in
+    launcher: str = ""  # empty: the preset's launcher
     nproc: int | None = None
     env: dict[str, str] = field(default_factory=dict)  # extra variables (secrets included: never written out)
 

@@ -18,7 +18,12 @@ import yaml
 
 from traindeck.backend.config.source import load_file
 from traindeck.backend.config.validate import referenced_deepspeed_file
-from traindeck.backend.launch.environ import python_problem, resolve_python, training_env
+from traindeck.backend.launch.environ import (
+    python_problem,
+    resolve_python,
+    training_env,
+    unchosen_python_note,
+)
 from traindeck.backend.launch.plan import Launcher, LaunchPlan
 from traindeck.backend.launch.ports import busy_port_message, pick_free_port, port_in_use
 from traindeck.backend.launch.probe import TrainingEnvironment, problems_for
@@ -47,7 +52,7 @@ class LaunchRequest:
     preset: Preset | None = None
     config_file: Path | None = None  # an accelerate YAML or a DeepSpeed JSON given directly (instead of a preset)
     launcher: Launcher | None = None  # None: the preset's, else from the config file's kind, else python
-    nproc: int | None = None  # None: the accelerate config's num_processes, else 1
+    nproc: int | None = None  # None: the preset's process count, else the accelerate config's num_processes, else 1
     python: str | None = None  # the training interpreter; None: this Python (a frozen app: python3 on PATH)
     cwd: Path | None = None  # None: the current directory
     env: Mapping[str, str] = field(default_factory=dict)  # overrides on top of the inherited environment
@@ -120,6 +125,9 @@ def build_plan(
     problem = python_problem(python)
     if problem:
         errors.append(problem)
+    note = unchosen_python_note(request.python, python)
+    if note:
+        (errors if problem else warnings).append(note)
 
     if request.preset is not None and request.config_file is not None:
         errors.append("give a preset or a config file, not both")
@@ -130,7 +138,12 @@ def build_plan(
         launcher = "python"
     ds_path = str(run_dir / DS_CONFIG) if DS_CONFIG in files else None
 
-    nproc = request.nproc if request.nproc is not None else _int_or(accelerate, "num_processes", 1)
+    if request.nproc is not None:
+        nproc = request.nproc
+    elif request.preset is not None:  # its num_processes (deepspeed/python presets), else the accelerate config's
+        nproc = request.preset.process_count()
+    else:
+        nproc = _int_or(accelerate, "num_processes", 1)
     if nproc < 1:
         errors.append(f"the number of processes must be at least 1, not {nproc}")
         nproc = 1

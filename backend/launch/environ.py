@@ -79,6 +79,15 @@ def python_problem(python: str) -> str | None:
     return None
 
 
+def unchosen_python_note(choice: str | None, python: str) -> str | None:
+    """In a frozen app with no interpreter chosen: which one was taken and how to choose (None otherwise)."""
+    if choice or not is_frozen():
+        return None
+    return ("no training interpreter chosen, and this standalone traindeck has no Python of its own: "
+            f"{'using ' + python + ' from PATH' if os.sep in python else 'no python3 on PATH'}; choose the Python "
+            "that has torch installed (--python PATH, or the interpreter on the Launch page)")
+
+
 def _same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
@@ -89,14 +98,16 @@ def _same_file(a: str, b: str) -> bool:
 def unfrozen_environ(environ: Mapping[str, str]) -> dict[str, str]:
     """`environ` as it was before a PyInstaller bootloader changed it.
 
-    The bootloader points LD_LIBRARY_PATH at the bundle (saving the user's value in LD_LIBRARY_PATH_ORIG); a
-    training Python must not load the bundle's libraries, and the run outlives the app, whose one-file bundle
-    directory is deleted on exit, so variables pointing into the bundle are dropped too.
+    The bootloader points LD_LIBRARY_PATH (AIX: LIBPATH) at the bundle, saving the user's value in
+    LD_LIBRARY_PATH_ORIG (LIBPATH_ORIG) or none when there was none; on macOS it unsets DYLD_LIBRARY_PATH (lost).
+    A training Python must not load the bundle's libraries, and the run outlives the app, whose one-file bundle
+    directory is deleted on exit, so variables pointing into the bundle (_PYI_*, runtime hooks' SSL_CERT_FILE...)
+    are dropped too.
     """
     env = dict(environ)
     if not is_frozen():
         return env
-    for var in ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "DYLD_FRAMEWORK_PATH"):
+    for var in ("LD_LIBRARY_PATH", "LIBPATH", "DYLD_LIBRARY_PATH", "DYLD_FRAMEWORK_PATH"):
         original = env.pop(var + "_ORIG", None)
         if original is not None:
             env[var] = original

@@ -1,0 +1,100 @@
+"""One launch from a LaunchRequest, as `traindeck run` does it: a run directory, the plan for it, the supervisor.
+
+For clients that start runs without a terminal (the dashboard): everything comes back in a LaunchOutcome, and
+nothing is left half-made: a plan with errors, or a failure before the run is recorded, removes the run directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from traindeck.backend.launch.builders import LaunchRequest, build_plan
+from traindeck.backend.launch.environ import python_problem, resolve_python
+from traindeck.backend.launch.plan import LaunchPlan
+from traindeck.backend.launch.probe import TrainingEnvironment, probe_environment
+from traindeck.backend.paths import runs_dir
+from traindeck.backend.runs.control import new_run_dir, start_run
+from traindeck.backend.runs.store import RunRecord, RunStore
+
+
+@dataclass(frozen=True)
+class LaunchOutcome:
+    plan: LaunchPlan
+    record: RunRecord | None  # None: nothing was started (the plan's errors say why)
+
+    @property
+    def started(self) -> bool:
+        return self.record is not None
+
+
+def probe_for(python: str | None) -> TrainingEnvironment | None:
+    """What the training interpreter has (cached by the probe), or None when it cannot be asked: build_plan then
+    reports a missing interpreter itself, and a failed probe must not stop a launch (it is advice)."""
+    interpreter = resolve_python(python)
+    if python_problem(interpreter):
+        return None
+    try:
+        return probe_environment(interpreter)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def preview_plan(request: LaunchRequest, environment: TrainingEnvironment | None = None) -> LaunchPlan:
+    """The plan `launch_run` would build for `request`, to show before launch. The two things only the launch
+    decides are placeholders: the run directory is runs_dir()/RUN_ID and a picked port is FREE_PORT (a fixed port is
+    checked for real). Starts nothing, creates nothing; may test a port, so keep it off a UI thread."""
+    from traindeck.backend.launch.preview import FREE_PORT, RUN_ID
+
+    picked: list[int] = []
+
+    def free_port() -> int:
+        picked.append(0)
+        return 0
+
+    plan = build_plan(request, runs_dir() / RUN_ID, environment=environment, free_port=free_port)
+    if not picked:
+        return plan
+    argv = [FREE_PORT if arg == "0" and i and plan.argv[i - 1] in ("--main_process_port", "--master_port") else arg
+            for i, arg in enumerate(plan.argv)]
+    return dataclasses.replace(plan, argv=argv)
+
+
+def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | None = None,
+               environment: TrainingEnvironment | None = None, store: RunStore | None = None) -> LaunchOutcome:
+    """Build the plan for a new run directory and start the run (returns at once; the run outlives the caller).
+
+    `environment`: the training interpreter's probe (None: probed here, from the cache when fresh). A plan with
+    errors is not started and its run directory is removed. Raises only when starting itself fails (the run is
+    then recorded as failed, with its supervisor log kept as evidence) or the run directory cannot be written.
+    """
+    if environment is None or environment.python != resolve_python(request.python):
+        environment = probe_for(request.python)
+    run_dir = new_run_dir()
+    recorded = False
+    try:
+        plan = build_plan(request, run_dir.path, environment=environment)
+        if plan.errors:
+            return LaunchOutcome(plan, None)
+        own_store = store is None
+        store = store or RunStore()
+        try:
+            record = start_run(plan, run_dir, name=name or _default_name(request.script), preset=preset_name,
+                               script=request.script, store=store)
+            recorded = True
+        except BaseException:
+            recorded = store.get_run(run_dir.run_id) is not None
+            raise
+        finally:
+            if own_store:
+                store.close()
+        return LaunchOutcome(plan, record)
+    finally:
+        if not recorded:
+            shutil.rmtree(run_dir.path, ignore_errors=True)
+
+
+def _default_name(script: str) -> str:
+    return Path(script).stem  # as `traindeck run` names a run

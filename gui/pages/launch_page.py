@@ -1,0 +1,658 @@
+"""Launch: the script, its arguments, where and with what it runs, the command it becomes, a memory check, and the
+Launch button (Ctrl+Enter).
+
+The page only gathers choices: the plan comes from backend.runs.launch (build_plan with the same LaunchRequest
+`traindeck run` builds), the memory check from backend.estimate.prelaunch, the interpreter's packages from
+backend.launch.probe, all on ctx.tasks. Secrets typed here reach the run through the supervisor's pipe only.
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+import json
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication, QKeySequence, QPalette, QShortcut
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QFrame,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMessageBox,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from traindeck.backend.launch.builders import DS_CONFIG_PLACEHOLDER, LAUNCHERS, LaunchRequest
+from traindeck.backend.launch.environ import masked_env
+from traindeck.backend.launch.plan import LaunchPlan
+from traindeck.backend.paths import resources_dir
+from traindeck.gui.context import DEFAULT_PRESET, AppContext, LaunchChoice
+from traindeck.gui.pages.base import Page
+from traindeck.gui.widgets.env_table import EnvTable
+from traindeck.gui.widgets.interpreter_picker import InterpreterPicker
+from traindeck.gui.widgets.message_list import MessageList, rich_line
+from traindeck.gui.widgets.path_field import PathField
+
+if TYPE_CHECKING:  # the estimator is imported when a check runs, not with the page
+    from traindeck.backend.estimate.model_shape import ModelShape
+    from traindeck.backend.estimate.prelaunch import LaunchMemoryCheck
+    from traindeck.backend.launch.probe import TrainingEnvironment
+    from traindeck.backend.presets import Preset
+    from traindeck.backend.runs.launch import LaunchOutcome
+
+DEMO_SCRIPT = "demo/train_tiny.py"  # under resources_dir()
+# The cpu-demo preset's DeepSpeed config is handed to the script; 4 samples per rank match its micro batch, and
+# 0.2 s per step makes the run last long enough to watch (about half a minute after DeepSpeed starts).
+DEMO_ARGS = "--steps 100 --batch-size 4 --step-time 0.2 --log-every 5"
+DEMO_DS_ARGS = f"--deepspeed_config {DS_CONFIG_PLACEHOLDER} "  # first, when the preset has a DeepSpeed config
+# The CPU accelerator even on a GPU machine: the demo preset is the no-GPU path.
+DEMO_ENV = {"DS_ACCELERATOR": "cpu"}
+DEMO_MODEL_SIZE = "1.5B"
+_S = "launch/"  # QSettings group
+
+
+def demo_script() -> str:
+    return str(resources_dir() / DEMO_SCRIPT)
+
+
+class LaunchPage(Page):
+    key = "launch"
+    title = "Launch"
+    order = 20
+
+    def __init__(self, ctx: AppContext):
+        super().__init__(ctx)
+        self.plan: LaunchPlan | None = None  # the preview for the current choices, once built
+        self.memory: LaunchMemoryCheck | None = None  # the latest check for the current inputs
+        self.launching = False
+        self._said: tuple[str, str] | None = None  # the last launch message (re-coloured when the theme changes)
+        self._preview_gen = self._check_gen = 0
+        self._shapes: dict[str, ModelShape] = {}  # model size text -> ModelShape (counting a config.json is slow)
+        self._field_problems: list[str] = []
+        self._loading = True
+        self._build()
+        self._preview_timer = self._timer(150, self._refresh_preview)
+        self._check_timer = self._timer(500, self._run_memory_check)
+        self._save_timer = self._timer(400, self._save_settings)
+        ctx.draft.changed.connect(self._draft_changed)
+        ctx.draft.validated.connect(self._show_draft_state)
+        self._restore()
+        self._loading = False
+        self._draft_changed()
+        self._fields_changed()  # publishes the restored choice as ctx.launch_choice
+        self.interpreter.probe()
+
+    # ============================================================================================ building
+    def _timer(self, ms: int, slot: Callable[[], None]) -> QTimer:
+        timer = QTimer(self, singleShot=True, interval=ms)
+        timer.timeout.connect(slot)
+        return timer
+
+    def _build(self) -> None:
+        content = QWidget()
+        outer = QVBoxLayout(content)
+
+        # --- the preset (edited on Configure)
+        self.preset_label = QLabel()
+        self.preset_label.setTextFormat(Qt.TextFormat.RichText)
+        self.preset_label.linkActivated.connect(lambda _link: self.ctx.navigate.emit("configure"))
+        self.draft_errors = MessageList()
+        outer.addWidget(self.preset_label)
+        outer.addWidget(self.draft_errors)
+
+        columns = QGridLayout()
+        columns.setColumnStretch(0, 1)
+        columns.setColumnStretch(1, 1)
+        outer.addLayout(columns)
+
+        # --- what to run
+        what = QGroupBox("Training script")
+        form = QFormLayout(what)
+        self.script = PathField("file", caption="Choose the training script", name_filter="Python (*.py);;All (*)",
+                                placeholder="train.py")
+        self.script.setToolTip("The Python file the launcher runs in every process")
+        self.script.start_dir = lambda: str(self.ctx.settings.value(_S + "last_dir", "") or "")
+        self.args = QLineEdit()
+        self.args.setPlaceholderText("--epochs 3 --deepspeed_config {ds_config}")
+        self.args.setToolTip("One line, split like a shell would (quotes keep spaces). "
+                             f"{DS_CONFIG_PLACEHOLDER} becomes the path of this run's ds_config.json.")
+        self.argv_label = QLabel()
+        self.argv_label.setWordWrap(True)
+        self.argv_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.argv_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.args_note = MessageList()
+        self.cwd = PathField("dir", caption="Working directory of the run", placeholder="the script's folder")
+        self.cwd.setToolTip("Where the processes start (relative paths in the script and its arguments start here)")
+        self.name = QLineEdit()
+        self.name.setPlaceholderText("the script's name")
+        self.name.setToolTip("A name for the run in Runs and History")
+        form.addRow("Script", self.script)
+        form.addRow("Arguments", self.args)
+        below_args = QWidget()  # one row: a hidden note must not leave an empty form row behind
+        below = QVBoxLayout(below_args)
+        below.setContentsMargins(0, 0, 0, 0)
+        below.setSpacing(2)
+        below.addWidget(self.argv_label)
+        below.addWidget(self.args_note)
+        form.addRow("", below_args)
+        form.addRow("Working directory", self.cwd)
+        form.addRow("Run name", self.name)
+        columns.addWidget(what, 0, 0)
+
+        # --- how to run it
+        how = QGroupBox("Launcher and interpreter")
+        form = QFormLayout(how)
+        self.launcher = QComboBox()
+        self.launcher.setToolTip("accelerate launch, the deepspeed runner, or plain python (torchrun for several "
+                                 "processes). The preset chooses one; a different one here applies to this launch.")
+        self.nproc = QSpinBox()
+        self.nproc.setRange(0, 4096)
+        self.nproc.setToolTip("Processes (ranks) on this machine: usually one per GPU")
+        self.interpreter = InterpreterPicker(self.ctx.tasks)
+        form.addRow("Launcher", self.launcher)
+        form.addRow("Processes", self.nproc)
+        form.addRow("Interpreter", self.interpreter)
+        columns.addWidget(how, 1, 0)
+
+        # --- environment
+        env_box = QGroupBox("Environment variables")
+        env_layout = QVBoxLayout(env_box)
+        self.env = EnvTable()
+        self.env.setMinimumHeight(110)
+        self.env_note = QLabel("Added to the environment the run inherits. Values of names like *_TOKEN, *_KEY or "
+                               "*PASSWORD* are hidden and never saved.")
+        self.env_note.setWordWrap(True)
+        self.env_problems = MessageList()
+        env_layout.addWidget(self.env, 1)
+        env_layout.addWidget(self.env_note)
+        env_layout.addWidget(self.env_problems)
+        columns.addWidget(env_box, 0, 1)
+
+        # --- memory check
+        mem_box = QGroupBox("Memory check (optional)")
+        mem_layout = QVBoxLayout(mem_box)
+        self.model_size = PathField("file", caption="Choose a model's config.json", name_filter="JSON (*.json)",
+                                    placeholder="model size: 1.5B, 350M, or a model's config.json")
+        self.model_size.setToolTip("The parameter count of the model the script trains (or its Hugging Face "
+                                   "config.json): the preset's strategy is estimated for it and compared with free "
+                                   "GPU memory and available host RAM")
+        self.memory_result = MessageList()
+        mem_layout.addWidget(self.model_size)
+        mem_layout.addWidget(self.memory_result)
+        mem_layout.addStretch(1)
+        columns.addWidget(mem_box, 1, 1)
+
+        # --- the command
+        command_box = QGroupBox("Command")
+        command_layout = QVBoxLayout(command_box)
+        self.command = QPlainTextEdit()
+        self.command.setReadOnly(True)
+        self.command.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.command.setFixedHeight(self.command.fontMetrics().lineSpacing() * 4 + 12)
+        self.command.setToolTip("RUN_ID and FREE_PORT are decided when the run starts")
+        self.copy_button = QPushButton("Copy")
+        self.copy_button.setToolTip("Copy the command line (secrets are never part of it)")
+        self.copy_button.clicked.connect(self._copy_command)
+        row = QHBoxLayout()
+        row.addWidget(self.command, 1)
+        row.addWidget(self.copy_button, 0, Qt.AlignmentFlag.AlignTop)
+        self.command_env = QLabel()
+        self.command_env.setWordWrap(True)
+        self.plan_messages = MessageList()
+        command_layout.addLayout(row)
+        command_layout.addWidget(self.command_env)
+        command_layout.addWidget(self.plan_messages)
+        outer.addWidget(command_box)
+
+        # --- launch
+        bar = QHBoxLayout()
+        self.result = QLabel()
+        self.result.setWordWrap(True)
+        self.result.setTextFormat(Qt.TextFormat.RichText)
+        self.result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.launch_button = QPushButton("Launch")
+        self.launch_button.setToolTip("Start the run (Ctrl+Enter); it keeps running when the window closes")
+        font = QFont(self.launch_button.font())
+        font.setBold(True)
+        self.launch_button.setFont(font)
+        self.launch_button.setMinimumWidth(140)
+        self.launch_button.setDefault(True)
+        self.launch_button.clicked.connect(self.launch)
+        bar.addWidget(self.result, 1)
+        bar.addWidget(self.launch_button)
+        outer.addLayout(bar)
+        outer.addStretch(1)
+
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(content)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(scroll)
+
+        for sequence in ("Ctrl+Return", "Ctrl+Enter"):
+            shortcut = QShortcut(QKeySequence(sequence), self)
+            shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+            shortcut.activated.connect(self.launch)
+
+        self.script.textChanged.connect(self._fields_changed)
+        self.script.picked.connect(lambda path: self.ctx.settings.setValue(_S + "last_dir", str(Path(path).parent)))
+        self.args.textChanged.connect(self._fields_changed)
+        self.cwd.textChanged.connect(self._fields_changed)
+        self.name.textChanged.connect(self._fields_changed)
+        self.launcher.currentIndexChanged.connect(self._fields_changed)
+        self.nproc.valueChanged.connect(self._fields_changed)
+        self.interpreter.changed.connect(self._fields_changed)
+        self.interpreter.probed.connect(lambda _env: self._preview_timer.start())
+        self.env.changed.connect(self._fields_changed)
+        self.model_size.textChanged.connect(self._model_size_changed)
+
+    # ============================================================================================ choices
+    def _restore(self) -> None:
+        s = self.ctx.settings
+        if self.ctx.demo or not s.value(_S + "script"):
+            self.fill_demo()
+            return
+        self.script.setText(str(s.value(_S + "script", "")))
+        self.args.setText(str(s.value(_S + "args", "")))
+        self.args.setCursorPosition(0)
+        self.cwd.setText(str(s.value(_S + "cwd", "")))
+        self.interpreter.set_python(str(s.value(_S + "python", "")))
+        self._set_launcher(str(s.value(_S + "launcher", "")))
+        self.nproc.setValue(_int(s.value(_S + "nproc", 0)))
+        self.model_size.setText(str(s.value(_S + "model_size", "")))
+        try:
+            rows = json.loads(str(s.value(_S + "env", "[]")))
+            self.env.set_env({str(n): str(v) for n, v in rows})
+        except (ValueError, TypeError):
+            self.env.set_env({})
+
+    def fill_demo(self) -> None:
+        """The CPU demo: train_tiny.py with arguments for the cpu-demo preset, so one click runs on any machine."""
+        preset = self.ctx.draft.preset
+        self.script.setText(demo_script())
+        self.args.setText((DEMO_DS_ARGS if preset is not None and preset.uses_deepspeed() else "") + DEMO_ARGS)
+        self.args.setCursorPosition(0)  # the start of a long line says more than its end
+        self.cwd.setText("")
+        self.name.setText("")
+        self.interpreter.set_python("")
+        self._set_launcher("")
+        self.nproc.setValue(0)
+        self.env.set_env(DEMO_ENV if preset is not None and preset.name == DEFAULT_PRESET else {})
+
+    def _save_settings(self) -> None:
+        s = self.ctx.settings
+        s.setValue(_S + "script", self.script.text())
+        s.setValue(_S + "args", self.args.text())
+        s.setValue(_S + "cwd", self.cwd.text())
+        s.setValue(_S + "python", self.interpreter.python())
+        s.setValue(_S + "launcher", self._launcher_choice())
+        s.setValue(_S + "nproc", self.nproc.value())
+        s.setValue(_S + "model_size", self.model_size.text())
+        # Secret values never reach the settings file: savable() keeps only their names.
+        s.setValue(_S + "env", json.dumps(self.env.savable()))
+
+    def _set_launcher(self, launcher: str) -> None:
+        index = self.launcher.findData(launcher)
+        self.launcher.setCurrentIndex(max(0, index))
+
+    def _launcher_choice(self) -> str:
+        return str(self.launcher.currentData() or "")
+
+    def choice(self) -> LaunchChoice:
+        """The page's fields as ctx.launch_choice (arguments as the script gets them, before {ds_config})."""
+        script_args = self._split_args()[0]
+        return LaunchChoice(script=self.script.text(), script_args=script_args or [], cwd=self._cwd(),
+                            python=self.interpreter.python(), launcher=self._launcher_choice(),
+                            nproc=self.nproc.value() or None, env=self.env.env())
+
+    def _split_args(self) -> tuple[list[str] | None, str | None]:
+        try:
+            return shlex.split(self.args.text()), None
+        except ValueError as exc:
+            return None, f"Arguments: {exc} (close the quote, or escape it with \\)"
+
+    def _cwd(self) -> str:
+        if self.cwd.text():
+            return str(Path(self.cwd.text()).expanduser())
+        script = self.script.text()
+        return str(Path(script).expanduser().parent) if script and Path(script).expanduser().is_absolute() else ""
+
+    def request(self) -> LaunchRequest:
+        """What `traindeck run` would be given for these choices (the preset copied: the worker reads it while
+        Configure may edit the draft)."""
+        choice = self.choice()
+        preset = copy.deepcopy(self.ctx.draft.preset)
+        return LaunchRequest(script=str(Path(choice.script).expanduser()) if choice.script else "",
+                             script_args=choice.script_args, preset=preset,
+                             launcher=choice.launcher or None,
+                             nproc=choice.nproc, python=choice.python or None,
+                             cwd=Path(choice.cwd) if choice.cwd else None, env=dict(choice.env))
+
+    def run_name(self) -> str:
+        return self.name.text().strip() or (Path(self.script.text()).stem if self.script.text() else "")
+
+    # ============================================================================================ reacting
+    def _fields_changed(self) -> None:
+        if self._loading:
+            return
+        self._recheck()
+        self.ctx.launch_choice = self.choice()
+        self.ctx.launch_choice_changed.emit()
+        self._save_timer.start()
+        if self.sender() in (self.nproc, self.env) and self.model_size.text():
+            self._check_timer.start()
+
+    def _recheck(self) -> None:
+        """The field checks, the argv shown, and a new preview (after a field or the draft preset changed)."""
+        args, problem = self._split_args()
+        problems = ([problem] if problem else []) + self.env.problems()
+        if not self.script.text():
+            problems.insert(0, "Script: choose the training script")
+        self._field_problems = problems
+        self.args_note.set_items([("error", problem)] if problem else [])
+        self.env_problems.set_items([("error", p) for p in self.env.problems()])
+        if args is not None:
+            note = f"   ({DS_CONFIG_PLACEHOLDER} becomes this run's ds_config.json)" if any(
+                DS_CONFIG_PLACEHOLDER in a for a in args) else ""
+            self.argv_label.setText(f"The script gets {len(args)} argument(s): {args!r}{note}"
+                                    if args else "The script gets no arguments")
+        self.plan = None
+        self._preview_timer.start()
+        self._update_launch_button()
+
+    def _draft_changed(self) -> None:
+        preset = self.ctx.draft.preset
+        launcher = self._launcher_choice()
+        self.launcher.blockSignals(True)
+        self.launcher.clear()
+        self.launcher.addItem(f"preset's ({preset.launcher})" if preset else "python (no preset)", "")
+        for name in LAUNCHERS:
+            self.launcher.addItem(name, name)
+        self._set_launcher(launcher)
+        self.launcher.blockSignals(False)
+        self.nproc.setSpecialValueText(f"preset's ({preset.process_count() if preset else 1})")
+        self._show_draft_state()
+        self._recheck()  # the choice itself is unchanged: no launch_choice_changed for Configure to react to
+        if self.model_size.text():
+            self._check_timer.start()
+
+    def _show_draft_state(self) -> None:
+        draft, preset = self.ctx.draft, self.ctx.draft.preset
+        if preset is None:
+            text = "No preset: the script runs with plain python. "
+        else:
+            name = draft.saved_as or preset.name
+            text = f"Preset: <b>{_escape(name)}</b> ({_escape(preset.launcher)}, {preset.process_count()} process(es))"
+            if draft.dirty:
+                text += " <i>with unsaved changes</i>"
+            text += " "
+        link = self.palette().color(QPalette.ColorRole.Link).name()
+        self.preset_label.setText(text + f'&nbsp;&nbsp;<a href="configure" style="color:{link}">Edit it on the '
+                                  'Configure page</a>')
+        errors = draft.errors()
+        shown = [("error", f"{m.path}: {m.message}" if m.path else m.message) for m in errors[:12]]
+        if len(errors) > 12:
+            shown.append(("error", f"and {len(errors) - 12} more"))
+        self.draft_errors.set_items(
+            shown, heading="The preset has errors: fix these on the Configure page" if errors else "")
+        self._update_launch_button()
+
+    def _update_launch_button(self) -> None:
+        blocked = self.why_not_launchable()
+        self.launch_button.setEnabled(not blocked)
+        self.launch_button.setText("Starting…" if self.launching else "Launch")
+        self.launch_button.setToolTip("Start the run (Ctrl+Enter); it keeps running when the window closes"
+                                      if not blocked else "Cannot launch yet: " + "; ".join(blocked))
+
+    def why_not_launchable(self) -> list[str]:
+        reasons: list[str] = []
+        if self.launching:
+            reasons.append("a launch is starting")
+        if self.ctx.draft.errors():
+            reasons.append("the preset has errors (see the Configure page)")
+        reasons += self._field_problems
+        if self.plan is not None:
+            reasons += self.plan.errors
+        return reasons
+
+    # ============================================================================================ preview
+    def _refresh_preview(self) -> None:
+        self._preview_gen += 1
+        gen = self._preview_gen
+        if not self.script.text() or self._split_args()[0] is None:
+            self._show_plan(None)
+            return
+        self.ctx.tasks.run(_preview, self.request(), self._environment(),
+                           done=lambda plan: self._preview_done(gen, plan),
+                           failed=lambda text: self._preview_failed(gen, text))
+
+    def _environment(self) -> TrainingEnvironment | None:
+        return self.interpreter.environment
+
+    def _preview_done(self, gen: int, plan: LaunchPlan) -> None:
+        if gen == self._preview_gen:
+            self._show_plan(plan)
+
+    def _preview_failed(self, gen: int, text: str) -> None:
+        if gen == self._preview_gen:
+            self.command.setPlainText("")
+            self.plan_messages.set_items([("error", f"The command could not be built: {text}")])
+
+    def _show_plan(self, plan: LaunchPlan | None) -> None:
+        self.plan = plan
+        if plan is None:
+            self.command.setPlainText("")
+            self.command_env.setText("")
+            self.plan_messages.set_items([])
+        else:
+            self.command.setPlainText(plan.command_line())
+            added = masked_env(self.env.env())
+            # Read, not pasted: quoted only where a space would make it ambiguous (*** stays as it is).
+            env_text = " ".join(f"{k}={shlex.quote(v) if any(c.isspace() for c in v) else v}"
+                                for k, v in added.items())
+            self.command_env.setText(f"In {plan.cwd}" + (f", with {env_text}" if env_text else "")
+                                     + f"; {plan.nproc} process(es)")
+            self.plan_messages.set_items([("error", e) for e in plan.errors] + [("warning", w) for w in plan.warnings])
+        self._update_launch_button()
+
+    def _copy_command(self) -> None:
+        text = self.command.toPlainText()
+        if text:
+            QGuiApplication.clipboard().setText(text)
+            self.ctx.status.emit("Command copied")
+
+    # ============================================================================================ memory
+    def _model_size_changed(self) -> None:
+        self.memory = None
+        self._check_gen += 1
+        if not self.model_size.text():
+            self.memory_result.set_items([])
+        else:
+            self._check_timer.start()
+        self._save_timer.start()
+
+    def _run_memory_check(self) -> None:
+        self._check_gen += 1
+        gen, text, preset = self._check_gen, self.model_size.text(), self.ctx.draft.preset
+        self.memory = None
+        if not text or preset is None:
+            self.memory_result.set_items([("note", "choose a preset to check its memory")] if text else [])
+            return
+        self.memory_result.set_items([("note", "estimating…")])
+        # Everything the worker needs is read here: widgets belong to the UI thread.
+        self.ctx.tasks.run(_memory_check, text, self._shapes.get(text), copy.deepcopy(preset),
+                           self.nproc.value() or None, self.env.env(),
+                           done=lambda result: self._memory_done(gen, text, result),
+                           failed=lambda error: self._memory_failed(gen, error))
+
+    def _memory_done(self, gen: int, text: str, result: tuple[ModelShape, LaunchMemoryCheck]) -> None:
+        if gen != self._check_gen:
+            return
+        shape, check = result
+        self._shapes[text] = shape
+        self.memory = check
+        verdict = {"fits": ("ok", "fits in what is free now"), "tight": ("warning", "tight: close to what is free"),
+                   "does not fit": ("error", "does not fit in what is free now"),
+                   "unknown": ("warning", "could not be compared with this machine")}[check.verdict]
+        from traindeck.backend.estimate import format_count
+
+        items = [(verdict[0], f"{check.row.label} for {format_count(shape.total_params)} parameters: {verdict[1]}")]
+        items += [("note", line) for line in check.lines()]
+        # A warning about a resource that could not be compared repeats lines() ("no NVIDIA GPU found"): left out.
+        severity = {"does not fit": "error", "tight": "warning", "fits": "note"}
+        items += [(severity[v], w) for w in check.warnings if (v := check.verdict_of(w)) is not None]
+        items.append(("note", "assumed: " + check.assumptions[0]))
+        self.memory_result.set_items(items)
+        self.memory_result.setToolTip("\n".join(check.assumptions))
+
+    def _memory_failed(self, gen: int, error: str) -> None:
+        if gen == self._check_gen:
+            self.memory = None
+            self.memory_result.set_items([("error", error.splitlines()[0] if error else "the estimate failed")])
+
+    # ============================================================================================ launch
+    def launch(self) -> None:
+        """Launch with the current choices (Ctrl+Enter); asks first when the memory check says it does not fit."""
+        blocked = self.why_not_launchable()
+        if blocked:
+            self._say("error", "Not launched: " + "; ".join(blocked))
+            return
+        if self.memory is not None and self.memory.does_not_fit:
+            self._confirm_memory()
+            return
+        self._start()
+
+    def _confirm_memory(self) -> None:
+        box = QMessageBox(self)
+        box.setObjectName("memoryConfirm")
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.setIcon(QMessageBox.Icon.Warning)
+        box.setWindowTitle("The run may not fit in memory")
+        box.setText("The memory check says this run does not fit in what is free now.")
+        box.setInformativeText("\n\n".join(self.memory.warnings) if self.memory else "")
+        anyway = box.addButton("Launch anyway", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        # Not exec(): the UI keeps running while the question is open.
+        box.finished.connect(lambda _r: self._start() if box.clickedButton() is anyway else
+                             self._say("note", "Not launched."))
+        box.open()
+
+    def _start(self) -> None:
+        self.launching = True
+        self._update_launch_button()
+        self._say("note", "Starting the run…")
+        draft = self.ctx.draft
+        preset_name = (draft.saved_as or draft.preset.name) if draft.preset is not None else None
+        if preset_name and draft.dirty:
+            preset_name += " (edited)"
+        self.ctx.tasks.run(_launch, self.request(), name=self.run_name(), preset_name=preset_name,
+                           environment=self._environment(), done=self._launched, failed=self._launch_failed)
+
+    def _launched(self, outcome: LaunchOutcome) -> None:
+        self.launching = False
+        if outcome.record is None:
+            self._say("error", "Not launched: " + "; ".join(outcome.plan.errors))
+            self._preview_timer.start()  # the preview shows the same problems, for what is chosen now
+            self._update_launch_button()
+            return
+        run_id = outcome.record.id
+        self._say("ok", f"Run {run_id} started ({outcome.plan.launcher}, {outcome.plan.nproc} process(es)).")
+        self._update_launch_button()
+        self.ctx.status.emit(f"Run {run_id} started")
+        self.ctx.run_started.emit(run_id)
+
+    def _launch_failed(self, error: str) -> None:
+        self.launching = False
+        self._update_launch_button()
+        self._say("error", f"The run could not be started: {error.splitlines()[0] if error else 'unknown error'}")
+
+    def _say(self, severity: str, text: str) -> None:
+        self._said = (severity, text)
+        self.result.setText(rich_line(severity, text, self))
+        self.result.setToolTip(text)
+        if severity == "error":
+            self.ctx.status.emit(text)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == event.Type.PaletteChange and hasattr(self, "result"):
+            # The theme changed: rich text keeps the colours it was laid out with, so lay it out again once the
+            # children have the new palette too.
+            QTimer.singleShot(0, self._recolour)
+
+    def _recolour(self) -> None:
+        self._show_draft_state()
+        if self._said:
+            self.result.setText(rich_line(*self._said, self))
+
+    # ============================================================================================ hooks
+    def page_shown(self) -> None:
+        self._preview_timer.start()  # a fixed port may have been taken meanwhile
+
+    def load_demo(self) -> None:
+        self.fill_demo()
+        self.model_size.setText(DEMO_MODEL_SIZE)
+        self._check_timer.stop()
+        self._run_memory_check()
+        self._preview_timer.stop()
+        self._refresh_preview()
+
+    def shutdown(self) -> None:
+        for timer in (self._preview_timer, self._check_timer):
+            timer.stop()
+        if self._save_timer.isActive():
+            self._save_timer.stop()
+            self._save_settings()
+
+
+# Worker-side functions: the backend modules they use (run store, psutil, the estimator) are imported on the worker
+# thread the first time, so their import time never stalls the UI.
+def _preview(request: LaunchRequest, environment: TrainingEnvironment | None) -> LaunchPlan:
+    from traindeck.backend.runs.launch import preview_plan
+
+    return preview_plan(request, environment)
+
+
+def _memory_check(text: str, shape: ModelShape | None, preset: Preset, nproc: int | None, env: dict[str, str]
+                  ) -> tuple[ModelShape, LaunchMemoryCheck]:
+    from traindeck.backend.estimate.prelaunch import check_preset, model_shape
+
+    found = shape or model_shape(text)
+    return found, check_preset(preset, found, nproc, env=env)
+
+
+def _launch(request: LaunchRequest, **kwargs: object) -> LaunchOutcome:
+    from traindeck.backend.runs.launch import launch_run
+
+    return launch_run(request, **kwargs)
+
+
+def _int(value: object) -> int:
+    try:
+        return max(0, int(str(value)))
+    except ValueError:
+        return 0
+
+
+def _escape(text: str) -> str:
+    return html.escape(text)
+
+
+PAGE = LaunchPage

@@ -1,0 +1,322 @@
+"""The Launch page: fields -> ctx.launch_choice and the command preview, what blocks a launch, secrets kept off disk,
+the interpreter probe, the memory check's confirmation, and a real CPU demo run launched from the page."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtCore import QSettings, Qt  # noqa: E402
+from PySide6.QtWidgets import QMessageBox  # noqa: E402
+
+from traindeck.backend import paths  # noqa: E402
+from traindeck.backend.config.messages import Message  # noqa: E402
+from traindeck.backend.launch.probe import probe_environment  # noqa: E402
+from traindeck.backend.presets import load_preset  # noqa: E402
+from traindeck.backend.runs.store import RunStore  # noqa: E402
+
+SECRET = "hf_Sup3rSecretTokenValue"
+URL_PASSWORD = "pr0xyPassw0rd"
+
+
+@pytest.fixture(scope="module")
+def probe_cache(tmp_path_factory):
+    """One real probe of this interpreter (a torch import, ~3 s), shared: each test gets a copy of its cache."""
+    home = tmp_path_factory.mktemp("probe-home")
+    old = os.environ.get("TRAINDECK_HOME")
+    os.environ["TRAINDECK_HOME"] = str(home)
+    try:
+        assert probe_environment(sys.executable).error is None
+    finally:
+        if old is None:
+            os.environ.pop("TRAINDECK_HOME", None)
+        else:
+            os.environ["TRAINDECK_HOME"] = old
+    return home / "cache" / "probes"
+
+
+@pytest.fixture
+def make_page(qtbot, traindeck_home, probe_cache):
+    from traindeck.gui.context import AppContext
+    from traindeck.gui.pages.launch_page import LaunchPage
+
+    shutil.copytree(probe_cache, traindeck_home / "cache" / "probes")
+    contexts = []
+
+    def make(demo: bool = False, preset: str | None = "cpu-demo"):
+        settings = QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
+        ctx = AppContext(demo=demo, settings=settings)
+        if preset:
+            ctx.draft.replace(load_preset(preset), preset)
+        contexts.append(ctx)
+        page = LaunchPage(ctx)
+        qtbot.addWidget(page)
+        page.resize(1100, 800)
+        return page
+
+    yield make
+    for ctx in contexts:
+        ctx.tasks.wait(30000)
+
+
+def _wait_plan(qtbot, page, timeout=15000):
+    qtbot.waitUntil(lambda: page.plan is not None and not page._preview_timer.isActive(), timeout=timeout)
+    return page.plan
+
+
+def _script(tmp_path: Path, text: str = "print('hi')\n") -> Path:
+    script = tmp_path / "work" / "train.py"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(text)
+    return script
+
+
+def test_fields_set_the_launch_choice_and_the_command_preview(qtbot, make_page, tmp_path):
+    page = make_page(preset="cpu-demo")
+    script = _script(tmp_path)
+    with qtbot.waitSignal(page.ctx.launch_choice_changed):
+        page.script.setText(str(script))
+    page.args.setText("--lr 1e-4 --title 'two words'")
+    page.cwd.setText(str(tmp_path))
+    page.interpreter.set_python(sys.executable)
+    page.launcher.setCurrentIndex(page.launcher.findData("python"))
+    page.nproc.setValue(1)
+    page.env.set_env({"FOO": "bar"})  # replaces the demo's DS_ACCELERATOR (nothing was chosen before)
+
+    choice = page.ctx.launch_choice
+    assert (choice.script, choice.cwd, choice.python, choice.launcher, choice.nproc) == (
+        str(script), str(tmp_path), sys.executable, "python", 1)
+    assert choice.script_args == ["--lr", "1e-4", "--title", "two words"] and choice.env == {"FOO": "bar"}
+    assert "['--lr', '1e-4', '--title', 'two words']" in page.argv_label.text()
+
+    plan = _wait_plan(qtbot, page)
+    assert plan.ok, plan.errors
+    assert page.command.toPlainText() == shlex.join(
+        [sys.executable, str(script), "--lr", "1e-4", "--title", "two words"])
+    assert "FOO=bar" in page.command_env.text()
+
+    # Back to the preset's launcher (deepspeed, 2 processes): the command follows, {ds_config} included.
+    page.launcher.setCurrentIndex(0)
+    page.nproc.setValue(0)
+    page.args.setText("--deepspeed_config {ds_config}")
+    plan = _wait_plan(qtbot, page)
+    text = page.command.toPlainText()
+    assert "-m deepspeed.launcher.runner --num_gpus 2 --master_port FREE_PORT" in text
+    assert str(paths.runs_dir() / "RUN_ID" / "ds_config.json") in text
+    assert "{ds_config} becomes" in page.argv_label.text()
+    assert page.launch_button.isEnabled()
+
+    # An unbalanced quote: said beside the field, and nothing can be launched.
+    page.args.setText("--title 'unfinished")
+    assert "Arguments: No closing quotation" in page.args_note.plain_text()
+    assert not page.launch_button.isEnabled()
+    assert "torch" not in sys.modules  # the page never imports the training stack
+
+
+def test_draft_errors_block_launch_and_point_to_configure(qtbot, make_page, tmp_path):
+    page = make_page(demo=True)
+    _wait_plan(qtbot, page)
+    assert page.launch_button.isEnabled()
+    assert "cpu-demo" in page.preset_label.text() and "unsaved" not in page.preset_label.text()
+
+    with qtbot.assertNotEmitted(page.ctx.launch_choice_changed):  # the preset is not the Launch page's choice
+        page.ctx.draft.mark_edited()
+    assert "unsaved changes" in page.preset_label.text()
+    page.ctx.draft.set_messages([Message("error", "zero_optimization.stage", "must be one of 0, 1, 2, 3, got 4"),
+                                 Message("warning", "steps_per_print", "prints every step")])
+    assert not page.launch_button.isEnabled()
+    shown = page.draft_errors.plain_text()
+    assert "fix these on the Configure page" in shown and "zero_optimization.stage: must be one of" in shown
+    assert "steps_per_print" not in shown  # warnings do not block
+    page.launch()  # Ctrl+Enter does the same: refused, with the reason
+    assert "Not launched" in page.result.text() and "preset has errors" in page.result.text()
+
+    with qtbot.waitSignal(page.ctx.navigate) as navigated:
+        page.preset_label.linkActivated.emit("configure")
+    assert navigated.args == ["configure"]
+
+    page.ctx.draft.set_messages([])
+    assert page.launch_button.isEnabled() and page.draft_errors.isHidden()
+
+
+def test_secret_values_are_masked_and_never_written_to_settings(qtbot, make_page, tmp_path, traindeck_home):
+    page = make_page()
+    page.script.setText(str(_script(tmp_path)))
+    page.env.set_env({})
+    page.env.add_row("HF_TOKEN", SECRET)
+    page.env.add_row("HTTP_PROXY", f"http://me:{URL_PASSWORD}@proxy:3128")
+    page.env.add_row("MY_SETTING", "visible")
+    assert page.env.is_masked("HF_TOKEN") and not page.env.is_masked("MY_SETTING")
+    assert page.env.value_edit("HF_TOKEN").displayText() != SECRET
+    assert page.ctx.launch_choice.env["HF_TOKEN"] == SECRET  # the run gets it
+    plan = _wait_plan(qtbot, page)
+    assert "HF_TOKEN=***" in page.command_env.text() and SECRET not in page.command_env.text()
+    assert SECRET not in page.command.toPlainText() and plan.env["HF_TOKEN"] == SECRET
+
+    # "NAME=value" pasted into the name cell is split.
+    row = page.env.add_row("", "")
+    name_edit = page.env.table.cellWidget(row, 0)
+    name_edit.setText("WANDB_API_KEY=abc123456")
+    name_edit.editingFinished.emit()
+    assert page.env.env()["WANDB_API_KEY"] == "abc123456" and page.env.is_masked("WANDB_API_KEY")
+
+    page.shutdown()
+    page.ctx.settings.sync()
+    for root in (traindeck_home, tmp_path):
+        for path in Path(root).rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                assert SECRET.encode() not in data and URL_PASSWORD.encode() not in data, path
+                assert b"abc123456" not in data, path
+
+    # Reopened: the names come back, the secret values do not; plain values do.
+    again = make_page()
+    assert again.env.env() == {"HF_TOKEN": "", "HTTP_PROXY": "", "MY_SETTING": "visible", "WANDB_API_KEY": ""}
+    assert again.script.text() == str(tmp_path / "work" / "train.py")  # the last script is remembered
+
+
+def test_interpreter_probe_shows_versions_and_missing_ones(qtbot, make_page, tmp_path):
+    page = make_page(demo=True)
+    picker = page.interpreter
+    qtbot.waitUntil(lambda: picker.environment is not None, timeout=30000)
+    picker.check_button.click()  # a real probe, not the cached answer
+    qtbot.waitUntil(lambda: picker.environment is not None and not picker.environment.from_cache, timeout=60000)
+    text = picker.status_text()
+    assert "Python {}.{}.{}".format(*sys.version_info[:3]) in text
+    for name in ("torch", "accelerate", "deepspeed"):
+        assert f"{name} {importlib.metadata.version(name)}" in text
+
+    # A real interpreter without torch (a bare venv): what is missing is said, and the launch is refused.
+    bare = tmp_path / "bare-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    picker.set_python(str(bare / "bin" / "python"))
+    qtbot.waitUntil(lambda: picker.environment is not None, timeout=30000)
+    text = picker.status_text()
+    assert "torch: not installed" in text and "deepspeed: not installed" in text
+    # The preview in flight when the interpreter changed may land first: wait for the one built for the bare venv.
+    qtbot.waitUntil(lambda: page.plan is not None and any("torch is not installed" in e for e in page.plan.errors),
+                    timeout=15000)
+    assert not page.launch_button.isEnabled()
+
+    missing = tmp_path / "nowhere" / "python"
+    picker.set_python(str(missing))
+    qtbot.waitUntil(lambda: picker.environment is not None, timeout=10000)
+    assert f"Python interpreter not found: {missing}" in picker.status_text()
+    qtbot.waitUntil(lambda: page.plan is not None and any("interpreter not found" in e for e in page.plan.errors),
+                    timeout=15000)
+    assert not page.launch_button.isEnabled()
+
+
+def test_memory_check_warns_and_asks_before_a_launch_that_does_not_fit(qtbot, make_page, tmp_path):
+    page = make_page(demo=True)
+    started = []
+    page.ctx.run_started.connect(started.append)
+    page.model_size.setText("1.5Q")
+    qtbot.waitUntil(lambda: "model size" in page.memory_result.plain_text(), timeout=10000)
+    assert page.memory_result.items()[0][0] == "error"
+
+    page.model_size.setText("1T")  # far beyond any workstation's RAM for ZeRO-2 with the optimizer on the CPU
+    qtbot.waitUntil(lambda: page.memory is not None, timeout=10000)
+    shown = page.memory_result.plain_text()
+    assert "ZeRO-2 + optimizer offload (CPU)" in shown and "does not fit" in shown
+    assert "host RAM" in shown and "OOM killer" in shown
+
+    _wait_plan(qtbot, page)
+    assert page.launch_button.isEnabled()  # a warning, not a block
+    page.launch_button.click()
+    box = page.findChild(QMessageBox, "memoryConfirm")
+    assert box is not None and box.isVisible() and "OOM killer" in box.informativeText()
+    box.button(QMessageBox.StandardButton.Cancel).click()
+    assert "Not launched" in page.result.text()
+    page.ctx.tasks.wait(10000)
+    assert started == []
+    assert not paths.runs_dir().exists() or not any(paths.runs_dir().iterdir())
+
+
+def test_a_launch_that_fails_leaves_nothing_behind(qtbot, make_page, tmp_path):
+    page = make_page(preset="single-process")
+    script = _script(tmp_path)
+    page.script.setText(str(script))
+    page.args.setText("")
+    page.launcher.setCurrentIndex(page.launcher.findData("python"))
+    assert _wait_plan(qtbot, page).ok
+    script.unlink()  # gone between the preview and the click
+    page.launch()
+    qtbot.waitUntil(lambda: not page.launching, timeout=20000)
+    assert "Not launched" in page.result.text() and "script not found" in page.result.text()
+    assert not any(paths.runs_dir().iterdir())
+    with RunStore() as store:
+        assert store.list_runs() == []
+
+
+def test_demo_is_prefilled_for_the_cpu_demo_preset(qtbot, make_page):
+    page = make_page(demo=True)
+    choice = page.ctx.launch_choice
+    assert choice.script == str(paths.resources_dir() / "demo" / "train_tiny.py")
+    assert choice.script_args[:2] == ["--deepspeed_config", "{ds_config}"]
+    assert choice.env == {"DS_ACCELERATOR": "cpu"} and choice.nproc is None and choice.launcher == ""
+    plan = _wait_plan(qtbot, page)
+    assert plan.ok, plan.errors
+    assert plan.launcher == "deepspeed" and plan.nproc == 2
+
+
+
+def test_without_a_preset_the_demo_runs_with_plain_python(qtbot, make_page):
+    page = make_page(preset=None)
+    assert page.ctx.launch_choice.script_args[:1] == ["--steps"]  # no {ds_config} without a DeepSpeed config
+    assert "No preset" in page.preset_label.text() and page.launcher.itemText(0) == "python (no preset)"
+    plan = _wait_plan(qtbot, page)
+    assert plan.ok and plan.launcher == "python" and plan.nproc == 1
+    page.model_size.setText("1B")
+    qtbot.waitUntil(lambda: "choose a preset" in page.memory_result.plain_text(), timeout=5000)
+
+
+@pytest.mark.slow
+@pytest.mark.train
+def test_ctrl_enter_launches_the_cpu_demo_and_it_succeeds(qtbot, make_page):
+    if importlib.util.find_spec("deepspeed") is None:  # found, not imported: the GUI process never imports it
+        pytest.skip("needs the train extra")
+    page = make_page(demo=True)
+    page.args.setText("--deepspeed_config {ds_config} --steps 3 --batch-size 4 --step-time 0 --log-every 1")
+    plan = _wait_plan(qtbot, page)
+    assert plan.ok, plan.errors
+    page.show()
+    qtbot.waitExposed(page)
+    page.activateWindow()
+    page.args.setFocus()
+    qtbot.waitUntil(page.args.hasFocus)
+    with qtbot.waitSignal(page.ctx.run_started, timeout=120000) as started:
+        qtbot.keyClick(page.args, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    (run_id,) = started.args
+    store = RunStore()
+    try:
+        def finished():  # type: ignore[no-untyped-def]
+            record = store.get_run(run_id)
+            return record if record is not None and record.finished else None
+
+        try:
+            qtbot.waitUntil(lambda: finished() is not None, timeout=400000)
+        finally:
+            if finished() is None:
+                from traindeck.backend.runs.control import stop_run
+
+                stop_run(store, run_id, grace_s=2.0)
+        record = store.get_run(run_id)
+        log = Path(record.run_dir, "output.log").read_text(errors="replace")
+        assert record.state == "succeeded", (record.diagnosis, log[-3000:])
+        assert (record.name, record.preset, record.launcher) == ("train_tiny", "cpu-demo", "deepspeed")
+        assert "train_tiny: mode=deepspeed world_size=2" in log and "train_tiny: done" in log
+        assert f"Run {run_id} started" in page.result.text()
+        assert "torch" not in sys.modules and "deepspeed" not in sys.modules
+    finally:
+        store.close()
