@@ -272,6 +272,16 @@ class RunStore:
             rows = self._db.execute(query + " ORDER BY rowid", params).fetchall()
         return [(r["step"], float(r["t"]), float(r["value"])) for r in rows]
 
+    def metric_step_spans(self, run_id: str) -> dict[str, tuple[int, int, float, float, int]]:
+        """{name: (first step, last step, first t, last t, rows)} of every series recorded with steps: how fast
+        steps went, without reading the series (run history, comparisons)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT name, min(step) AS s0, max(step) AS s1, min(t) AS t0, max(t) AS t1, count(*) AS n "
+                "FROM run_metrics WHERE run_id = ? AND step IS NOT NULL GROUP BY name", (run_id,)).fetchall()
+        return {str(r["name"]): (int(r["s0"]), int(r["s1"]), float(r["t0"]), float(r["t1"]), int(r["n"]))
+                for r in rows}
+
     # -- events ---------------------------------------------------------------------------------------------
     def add_event(self, run_id: str, kind: str, text: str, t: float | None = None) -> None:
         with self._write() as db:

@@ -1,0 +1,188 @@
+"""The Estimate page: the backend's rows for what is typed, named input problems, and "Use this"."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtWidgets import QMessageBox  # noqa: E402
+
+from traindeck.backend.estimate import (  # noqa: E402
+    GIB,
+    Machine,
+    Workload,
+    estimate_rows,
+    format_gib,
+    shape_from_params,
+)
+from traindeck.backend.presets import load_preset  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+@pytest.fixture
+def page(qtbot):
+    from traindeck.gui.context import AppContext
+    from traindeck.gui.pages.estimate_page import EstimatePage
+
+    ctx = AppContext()
+    page = EstimatePage(ctx)
+    qtbot.addWidget(page)
+    # What this machine has arrives once; wait for it so it cannot land between the test's own edits.
+    qtbot.waitUntil(lambda: page.detection_finished, timeout=20000)
+    yield page
+    page.shutdown()
+    ctx.tasks.wait(10000)
+
+
+def _type(qtbot, edit, text: str) -> None:
+    edit.selectAll()
+    edit.clear()
+    qtbot.keyClicks(edit, text)
+
+
+def _fill(qtbot, page, *, params="1.5B", gpus=1, gpu_mem="24", host_mem="64", micro_batch=1, seq_len=2048) -> None:
+    _type(qtbot, page.params, params)
+    page.gpus_per_node.setValue(gpus)
+    _type(qtbot, page.gpu_mem, gpu_mem)
+    _type(qtbot, page.host_mem, host_mem)
+    page.micro_batch.setValue(micro_batch)
+    page.seq_len.setValue(seq_len)
+
+
+def _wait_for(qtbot, page, **expected) -> None:
+    def ready() -> bool:
+        e = page.estimate
+        if e is None or page.problems:
+            return False
+        return all(getattr(e.machine, k, getattr(e.workload, k, None)) == v for k, v in expected.items())
+
+    qtbot.waitUntil(ready, timeout=10000)
+
+
+def test_table_shows_the_backend_rows_for_the_inputs(qtbot, page):
+    _fill(qtbot, page, params="7B", gpus=4, gpu_mem="80", host_mem="256", micro_batch=2, seq_len=4096)
+    page.optimizer.setCurrentText("lion")
+    page.checkpointing.setChecked(True)
+    _wait_for(qtbot, page, gpus_per_node=4, gpu_mem_bytes=80 * GIB, micro_batch=2, seq_len=4096, optimizer="lion",
+              activation_checkpointing=True)
+
+    expected = estimate_rows(shape_from_params(7_000_000_000), Machine(4, 1, 80 * GIB, 256 * GIB),
+                             Workload(optimizer="lion", micro_batch=2, seq_len=4096, activation_checkpointing=True))
+    table = page.table
+    assert table.rowCount() == len(expected)
+    for r, row in enumerate(expected):
+        cells = [table.item(r, c).text() for c in range(table.columnCount())]
+        assert cells[0].removeprefix("★ ") == row.label and cells[1] == row.verdict
+        assert cells[2:6] == [format_gib(row.gpu_total_bytes_per_device), format_gib(row.gpu_bytes_per_device),
+                              format_gib(row.activation_bytes_per_device), format_gib(row.cpu_bytes_per_node)]
+        assert cells[6] == (format_gib(row.disk_bytes_per_node) if row.disk_bytes_per_node else "–")
+        assert table.item(r, 0).toolTip().startswith(row.why)
+    colours = {table.item(r, 1).text(): table.item(r, 1).background().color().name() for r in range(len(expected))}
+    assert len(set(colours.values())) == len(colours)  # each verdict has its own colour
+
+    chosen = page.estimate.advice.row.strategy
+    starred = [table.item(r, 0).data(Qt.ItemDataRole.UserRole) for r in range(table.rowCount())
+               if table.item(r, 0).text().startswith("★")]
+    assert starred == [chosen]
+    assert page.advice_title.text().startswith(page.estimate.advice.row.label)
+
+
+def test_a_bad_parameter_count_names_the_field_and_blocks_use(qtbot, page):
+    _fill(qtbot, page)
+    _wait_for(qtbot, page, gpu_mem_bytes=24 * GIB)
+    assert page.use_button.isEnabled()
+
+    _type(qtbot, page.params, "1.5Q")
+    qtbot.waitUntil(lambda: bool(page.problems), timeout=5000)
+    shown = page.messages.plain_text()
+    assert shown.startswith("Parameters: cannot read '1.5Q'") and page.messages.isVisibleTo(page)
+    assert page.params.property("invalid") is True and "1.5Q" in page.params.toolTip()
+    assert not page.use_button.isEnabled() and not page.table.isEnabled()  # the old figures are greyed
+
+    _type(qtbot, page.params, "350M")
+    qtbot.waitUntil(lambda: not page.problems and page.estimate.shape.total_params == 350_000_000, timeout=5000)
+    assert not page.messages.isVisibleTo(page) and page.params.property("invalid") is False
+    assert page.table.isEnabled() and page.use_button.isEnabled()
+
+
+def test_unknown_gpu_memory_shows_rows_and_asks_for_it(qtbot, page):
+    _fill(qtbot, page, gpu_mem="")
+    page.gpu_mem.clear()
+    qtbot.waitUntil(lambda: page.estimate is not None and page.estimate.machine.gpu_mem_bytes is None, timeout=5000)
+    assert {page.table.item(r, 1).text() for r in range(page.table.rowCount())} == {"unknown"}
+    assert "GPU memory" in page.advice_text.text() and not page.use_button.isEnabled()
+
+
+def test_use_this_loads_the_advised_preset_into_the_draft(qtbot, page):
+    _fill(qtbot, page, micro_batch=2)
+    _wait_for(qtbot, page, micro_batch=2, gpu_mem_bytes=24 * GIB)
+    assert page.estimate.advice.preset == "zero2-offload"
+    ctx = page.ctx
+    with qtbot.waitSignal(ctx.navigate, timeout=5000) as navigated:
+        qtbot.mouseClick(page.use_button, Qt.MouseButton.LeftButton)
+    assert navigated.args == ["configure"]
+    preset = ctx.draft.preset
+    assert preset.name == "zero2-offload-advised" and ctx.draft.saved_as is None and ctx.draft.dirty
+    assert preset.deepspeed["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+    assert preset.deepspeed["train_micro_batch_size_per_gpu"] == 2
+    assert preset.accelerate["num_processes"] == 1
+
+
+def test_use_this_asks_before_replacing_unsaved_changes(qtbot, page, monkeypatch):
+    ctx = page.ctx
+    ctx.draft.replace(load_preset("cpu-demo"), "cpu-demo")
+    ctx.draft.mark_edited()
+    _fill(qtbot, page)
+    _wait_for(qtbot, page, gpu_mem_bytes=24 * GIB)
+
+    asked = []
+    answer = [QMessageBox.StandardButton.Cancel]
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: asked.append(a[2]) or answer[0])
+    page.use_advice()
+    qtbot.waitUntil(lambda: len(asked) == 1, timeout=5000)
+    assert "cpu-demo" in asked[0]
+    assert ctx.draft.preset.name == "cpu-demo" and ctx.draft.dirty  # kept
+
+    answer[0] = QMessageBox.StandardButton.Discard
+    with qtbot.waitSignal(ctx.draft.replaced, timeout=5000):
+        page.use_advice()
+    assert ctx.draft.preset.name == "zero2-offload-advised"
+
+
+def test_a_missing_model_config_names_the_field(qtbot, page, tmp_path):
+    _fill(qtbot, page)
+    page.model_config.setText(str(tmp_path / "no-such" / "config.json"))
+    page.model_config.line.editingFinished.emit()
+    qtbot.waitUntil(lambda: bool(page.problems), timeout=10000)
+    assert page.problems[0].field == "model_config"
+    assert page.messages.plain_text().startswith("Model config: model config not found")
+    assert not page.params.isEnabled()  # the config replaces the count
+
+
+@pytest.mark.train
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="needs transformers to count")
+def test_a_model_config_is_counted_in_a_child_process(qtbot, page):
+    assert "torch" not in sys.modules
+    _fill(qtbot, page)
+    config = FIXTURES / "models" / "gpt2-small" / "config.json"
+    page.model_config.setText(str(config))
+    page.model_config.line.editingFinished.emit()
+    qtbot.waitUntil(lambda: page.estimate is not None and page.estimate.shape.source == str(config.resolve()),
+                    timeout=120000)
+    assert page.estimate.shape.total_params == 124_439_808  # tied embeddings counted once
+    assert "124.4M parameters" in page.model_summary.text()
+    assert "torch" not in sys.modules and "transformers" not in sys.modules  # only the child imported them
+
+
+def test_demo_is_a_1_5b_model_on_one_24_gib_gpu(qtbot, page):
+    page.load_demo()
+    _wait_for(qtbot, page, gpus_per_node=1, gpu_mem_bytes=24 * GIB, host_mem_bytes=64 * GIB)
+    assert page.estimate.shape.total_params == 1_500_000_000
+    assert page.estimate.advice.preset == "zero2-offload" and page.use_button.isEnabled()

@@ -1,0 +1,139 @@
+"""The History page: the run store's rows, opening a run, comparing two runs with different ZeRO stages."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from fixtures.history_runs import T0, make_run, peak_gpu_bytes  # noqa: E402
+from PySide6.QtCore import Qt  # noqa: E402
+
+from traindeck.backend.paths import run_store_path  # noqa: E402
+from traindeck.backend.runs.history import format_bytes  # noqa: E402
+from traindeck.backend.runs.store import RunRecord, RunStore  # noqa: E402
+
+
+@pytest.fixture
+def store():
+    with RunStore() as s:
+        yield s
+
+
+@pytest.fixture
+def make_page(qtbot):
+    made = []
+
+    def make():
+        from traindeck.gui.context import AppContext
+        from traindeck.gui.pages.history_page import HistoryPage
+
+        ctx = AppContext()
+        page = HistoryPage(ctx)
+        qtbot.addWidget(page)
+        made.append(page)
+        return page
+
+    yield make
+    for page in made:
+        page.shutdown()
+        page.ctx.tasks.wait(10000)
+
+
+def _cells(page, row: int) -> list[str]:
+    return [page.proxy.index(row, c).data() for c in range(page.proxy.columnCount())]
+
+
+def _select(qtbot, page, run_ids: list[str]) -> None:
+    page.select_runs(run_ids)
+    assert sorted(page.selected_ids()) == sorted(run_ids)
+
+
+def test_lists_the_stores_runs_newest_first_with_their_figures(qtbot, store, make_page):
+    zero2 = make_run(store, "gpt2-zero2", stage=2, seconds_per_step=0.5)
+    failed = make_run(store, "llama", preset="zero3", started=T0 + 3600, state="failed", samples=0)
+    page = make_page()
+    page.page_shown()
+    qtbot.waitUntil(lambda: page.proxy.rowCount() == 2, timeout=10000)
+    assert page.selected_ids() == []
+    first, second = _cells(page, 0), _cells(page, 1)
+    assert first[:2] == ["llama", "failed (1)"] and first[4] == "zero3" and first[5] == "-"
+    assert second[0] == "gpt2-zero2" and second[1] == "succeeded" and second[4] == "zero2"
+    assert second[3] == "1:20" and second[5] == format_bytes(peak_gpu_bytes(30)) and second[7] == "0.5 s"
+    assert "2 runs" in page.count_label.text()
+    assert page.proxy.index(1, 7).data(Qt.ItemDataRole.ToolTipRole) == "From 'loss' logged at steps 10 to 100"
+
+    # A run started elsewhere shows up on the next refresh; the selection stays on its run.
+    _select(qtbot, page, [zero2.id])
+    store.add_run(RunRecord(id="live-run", run_dir="/nowhere", created_at=T0 + 7200, started_at=T0 + 7200,
+                            name="live", progress={"current": 4, "rate": 0.25, "unit": "it"}))
+    page.refresh()
+    qtbot.waitUntil(lambda: page.proxy.rowCount() == 3, timeout=10000)
+    assert _cells(page, 0)[:2] == ["live", "running"] and _cells(page, 0)[7] == "4 s"
+    assert "1 running" in page.count_label.text()
+    assert page.selected_ids() == [zero2.id]
+    assert failed.id != zero2.id
+
+
+def test_open_emits_open_run_for_the_double_clicked_run(qtbot, store, make_page):
+    run = make_run(store, "only", samples=0)
+    page = make_page()
+    page.show()
+    page.page_shown()
+    qtbot.waitUntil(lambda: page.proxy.rowCount() == 1, timeout=10000)
+    rect = page.table.visualRect(page.proxy.index(0, 0))
+    with qtbot.waitSignal(page.ctx.open_run, timeout=5000) as opened:
+        qtbot.mouseClick(page.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+        qtbot.mouseDClick(page.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert opened.args == [run.id]
+    assert page.open_button.isEnabled() and not page.compare_button.isEnabled()
+    with qtbot.waitSignal(page.ctx.open_run, timeout=5000) as opened:
+        qtbot.mouseClick(page.open_button, Qt.MouseButton.LeftButton)
+    assert opened.args == [run.id]
+
+
+def test_compare_two_runs_with_different_zero_stages(qtbot, store, make_page):
+    a = make_run(store, "gpt2", stage=2, seconds_per_step=0.5, port=29501)
+    b = make_run(store, "gpt2", stage=3, seconds_per_step=0.75, started=T0 + 3600, port=29642)
+    page = make_page()
+    page.page_shown()
+    qtbot.waitUntil(lambda: page.proxy.rowCount() == 2, timeout=10000)
+    assert not page.compare_button.isEnabled()
+    _select(qtbot, page, [a.id, b.id])
+    assert page.compare_button.isEnabled() and not page.open_button.isEnabled()
+    qtbot.mouseClick(page.compare_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: page.comparison is not None, timeout=10000)
+
+    assert (page.comparison.a.run_id, page.comparison.b.run_id) == (a.id, b.id)  # the older run is A
+    config = {page.config_table.item(r, 0).text(): (page.config_table.item(r, 1).text(),
+                                                    page.config_table.item(r, 2).text())
+              for r in range(page.config_table.rowCount())}
+    assert config["deepspeed.zero_optimization.stage"] == ("2", "3")
+    assert all(a.run_dir not in key for key in config)
+    assert page.tabs.tabText(1) == f"Config differences ({len(config)})"
+    diff = page.diff_view.toPlainText()
+    assert '-    "stage": 2,' in diff and '+    "stage": 3,' in diff
+    figures = {page.figures_table.item(r, 0).text(): [page.figures_table.item(r, c).text() for c in (1, 2, 3)]
+               for r in range(page.figures_table.rowCount())}
+    assert figures["Seconds per step"] == ["0.5 s", "0.75 s", "1.50x (higher)"]
+    assert figures["Peak GPU memory (fullest GPU)"][:2] == [format_bytes(peak_gpu_bytes(30))] * 2
+    assert "Peak host RAM (the run's processes)" in figures and "  loss" in figures
+    assert a.id in page.compare_title.text() and b.id in page.compare_title.text()
+
+
+def test_an_empty_history_says_so_and_creates_no_store(qtbot, make_page):
+    page = make_page()
+    page.page_shown()
+    qtbot.waitUntil(lambda: "No runs yet" in page.count_label.text(), timeout=10000)
+    assert not run_store_path().exists()
+    page.compare_selected()
+    assert "two runs" in page.compare_title.text()
+
+
+def test_demo_writes_its_own_store_and_compares_two_runs(qtbot, make_page):
+    page = make_page()
+    page.load_demo()
+    qtbot.waitUntil(lambda: page.comparison is not None, timeout=20000)
+    assert page.proxy.rowCount() == 4
+    assert not run_store_path().exists()  # the user's store is untouched
+    assert "deepspeed.zero_optimization.stage" in {d.key for d in page.comparison.differences}

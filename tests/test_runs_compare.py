@@ -1,0 +1,145 @@
+"""Run history figures and two runs compared: real run directories, a real run store, real resource samples."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fixtures.history_runs import T0, make_run, peak_gpu_bytes
+from fixtures.monitor_samples import training_sample
+
+from traindeck.backend.runs.compare import (
+    RUN_DIR_MARK,
+    RunNotFound,
+    compare_runs,
+    config_snapshot,
+    flatten,
+)
+from traindeck.backend.runs.history import RunHistory, run_figures, seconds_per_step
+from traindeck.backend.runs.store import RunRecord, RunStore
+
+
+@pytest.fixture
+def store():
+    with RunStore() as s:
+        yield s
+
+
+def test_compare_two_runs_with_different_zero_stages(store):
+    a = make_run(store, "gpt2", stage=2, micro_batch=8, seconds_per_step=0.5, port=29501)
+    b = make_run(store, "gpt2", preset="zero2", stage=3, micro_batch=4, seconds_per_step=0.8, started=T0 + 3600,
+                 port=29733)
+    result = compare_runs(store, a.id, b.id)
+
+    changed = {d.key: (d.a, d.b) for d in result.differences}
+    assert changed["deepspeed.zero_optimization.stage"] == (2, 3)
+    assert changed["deepspeed.train_micro_batch_size_per_gpu"] == (8, 4)
+    # Paths into each run's own directory and the rendezvous port differ in every pair of runs: not a choice.
+    assert "accelerate.deepspeed_config.deepspeed_config_file" not in changed
+    assert "launch.command" not in changed
+    assert result.same > 10
+    assert result.differences[0].in_a and result.differences[0].in_b
+
+    diff = result.unified_diff
+    assert '-    "stage": 2,' in diff and '+    "stage": 3,' in diff
+    assert f"gpt2 ({a.id})/ds_config.json" in diff and f"gpt2 ({b.id})/ds_config.json" in diff
+    assert a.run_dir not in diff and b.run_dir not in diff
+
+    figures = {row.what: row for row in result.figures}
+    assert figures["Seconds per step"].a == "0.5 s" and figures["Seconds per step"].b == "0.8 s"
+    assert figures["Seconds per step"].change == "1.60x (higher)"
+    peak = peak_gpu_bytes(30)
+    assert result.a.peak_gpu_mem_bytes == peak == result.b.peak_gpu_mem_bytes
+    assert figures["Peak GPU memory (fullest GPU)"].change == "same"
+    # The run's process tree: the launcher plus both ranks at their largest (training_sample's last sample).
+    last = training_sample(29).run
+    assert last is not None and result.a.peak_host_ram_bytes == last.tree_rss_bytes
+    assert figures["Duration"].a == "1:20" and figures["Duration"].b == "1:50"
+    assert {row.what for row in result.metrics} == {"loss"}
+
+
+def test_config_differences_name_keys_set_in_one_run_only(store):
+    a = make_run(store, "a", preset="zero2")
+    b = make_run(store, "b", preset="zero3", started=T0 + 10)
+    result = compare_runs(store, a.id, b.id)
+    only_b = {d.key for d in result.differences if not d.in_a}
+    assert "deepspeed.zero_optimization.stage3_max_live_parameters" in only_b
+    row = next(d for d in result.differences if d.key == "deepspeed.zero_optimization.stage3_max_live_parameters")
+    assert row.text("a") == "(not set)" and row.text("b") == "1000000000"
+
+
+def test_snapshot_normalises_the_run_dir_and_reads_the_launch(store):
+    run = make_run(store, "x", samples=0)
+    snap = config_snapshot(run.run_dir)
+    assert snap.values["accelerate.deepspeed_config.deepspeed_config_file"] == f"{RUN_DIR_MARK}/ds_config.json"
+    assert snap.values["launch.nproc"] == 2 and snap.values["launch.launcher"] == "accelerate"
+    assert "<port>" in snap.values["launch.command"]
+    assert set(snap.texts) == {"ds_config.json", "accelerate_config.yaml", "command"}
+    assert flatten({"a": {"b": 1, "c": [1, 2]}, "d": {}}, "x") == {"x.a.b": 1, "x.a.c": [1, 2], "x.d": {}}
+
+
+def test_a_run_without_config_files_or_samples_still_compares(store, tmp_path):
+    bare = RunRecord(id="bare-1", run_dir=str(tmp_path / "gone"), created_at=T0, name="bare", state="failed",
+                     ended_at=T0 + 5)
+    store.add_run(bare)
+    other = make_run(store, "full")
+    result = compare_runs(store, bare.id, other.id)
+    assert result.a.peak_gpu_mem_bytes is None and result.a.seconds_per_step is None
+    assert all(not d.in_a for d in result.differences)
+    assert "/dev/null" in result.unified_diff
+    with pytest.raises(RunNotFound):
+        compare_runs(store, bare.id, "no-such-run")
+
+
+def test_seconds_per_step_sources_in_order(store):
+    record = RunRecord(id="r", run_dir="/x", created_at=T0, started_at=T0, ended_at=T0 + 110,
+                       progress={"current": 100, "rate": 2.0, "unit": "it"}, state="succeeded")
+    spans = {"loss": (10, 100, T0 + 20.0, T0 + 110.0, 10), "lr": (10, 20, T0 + 20.0, T0 + 21.0, 2)}
+    assert seconds_per_step(record, {"train_steps_per_second": 4.0}, spans) == (0.25, "HF Trainer's train_steps_per_second")
+    value, source = seconds_per_step(record, {}, spans)
+    assert value == pytest.approx(1.0) and "'loss'" in source  # the longest span of logged steps
+    assert seconds_per_step(record, {}, {}) == (0.5, "the progress bar's rate")
+    no_rate = RunRecord(id="r", run_dir="/x", created_at=T0, started_at=T0, ended_at=T0 + 110,
+                        progress={"current": 100, "unit": "it"}, state="succeeded")
+    assert seconds_per_step(no_rate, {}, {})[0] == pytest.approx(1.1)
+    samples_bar = RunRecord(id="r", run_dir="/x", created_at=T0, progress={"current": 100, "rate": 50.0,
+                                                                            "unit": "samples"})
+    assert seconds_per_step(samples_bar, {}, {}) == (None, "")
+
+
+def test_history_lists_runs_newest_first_and_reuses_finished_figures(store, monkeypatch):
+    old = make_run(store, "old", started=T0)
+    new = make_run(store, "new", started=T0 + 7200)
+    history = RunHistory(store.path)
+    try:
+        rows = history.rows()
+        assert [r.run_id for r in rows] == [new.id, old.id]
+        assert rows[0].seconds_per_step == pytest.approx(0.5) and rows[0].state == "succeeded"
+
+        calls = []
+        import traindeck.backend.runs.history as module
+
+        real = module.run_figures
+        monkeypatch.setattr(module, "run_figures", lambda s, r, now=None: calls.append(r.id) or real(s, r, now))
+        store.add_run(RunRecord(id="live", run_dir="/nowhere", created_at=T0 + 9000, name="live", started_at=T0 + 9000,
+                                progress={"current": 5, "rate": 0.5, "unit": "it"}))
+        rows = history.rows()
+        assert [r.run_id for r in rows] == ["live", new.id, old.id]
+        assert calls == ["live"]  # finished runs come from the cache; the running one is read afresh
+        assert rows[0].seconds_per_step == pytest.approx(2.0) and not rows[0].finished
+    finally:
+        history.close()
+
+
+def test_history_of_a_store_that_does_not_exist_is_empty_and_creates_nothing(tmp_path):
+    history = RunHistory(tmp_path / "none.sqlite3")
+    assert history.rows() == []
+    assert not (tmp_path / "none.sqlite3").exists()
+
+
+def test_figures_read_final_metrics_and_throughput(store):
+    run = make_run(store, "hf", metrics=[("loss", 10, T0 + 40, 1.5, 0), ("train_samples_per_second", None, T0 + 90, 812.5, 0)])
+    figures = run_figures(store, store.get_run(run.id))
+    assert figures.final_metrics == {"loss": 1.5, "train_samples_per_second": 812.5}
+    assert (figures.throughput, figures.throughput_unit) == (812.5, "samples/s")
+    assert json.dumps(figures.final_metrics)
