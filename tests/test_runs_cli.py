@@ -142,3 +142,22 @@ def test_unknown_run_and_missing_script_are_one_line_errors(tmp_path: Path) -> N
     bad = traindeck("run", "does_not_exist.py", cwd=tmp_path)
     assert bad.returncode == 2 and "script not found" in bad.stderr
     assert os.listdir(Path(os.environ["TRAINDECK_HOME"]) / "data" / "runs") == []
+
+
+def test_model_size_checks_memory_before_launch_and_keeps_the_estimate_for_afterwards(tmp_path: Path) -> None:
+    # A 1T-parameter model under ZeRO-2 + CPU optimizer offload needs ~22 TiB of host RAM: said before launch.
+    result = traindeck("run", "--preset", "cpu-demo", "--launcher", "python", "--nproc", "1", "--model-size", "1T",
+                       "--detach", str(BEHAVE), "--steps", "15", "--step-time", "0.1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "memory check (ZeRO-2 + optimizer offload (CPU)): does not fit" in result.stderr
+    assert "host RAM: ZeRO-2 + optimizer offload (CPU) needs about 22351.7 GiB per node" in result.stderr
+    run_id = result.stdout.split()[-1]
+    wait_finished(run_id, 60)
+    shown = json.loads(traindeck("runs", "show", run_id, "--json").stdout)
+    assert shown["estimate"]["params"] == 10**12 and shown["estimate"]["verdict"] == "does not fit"
+    host = shown["estimate_vs_measured"]["host"]
+    assert host["estimated_bytes"] == shown["estimate"]["cpu_bytes_per_node"]
+    assert host["measured_bytes"] == shown["resources"]["peak_ranks_rss_bytes"] and host["measured_bytes"] > 0
+    assert "host: estimated 22351.74 GiB, measured" in traindeck("runs", "show", run_id).stdout
+    bad = traindeck("run", "--preset", "cpu-demo", "--model-size", "1.5Q", str(BEHAVE), cwd=tmp_path)
+    assert bad.returncode == 2 and "--model-size 1.5Q" in bad.stderr and "Traceback" not in bad.stderr

@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nproc", type=int, metavar="N", help="processes (ranks) on this machine")
     p.add_argument("--python", metavar="PATH", help="the training interpreter (default: this Python)")
     p.add_argument("--name", help="a name for the run (default: the script's name)")
+    p.add_argument("--model-size", metavar="N|CONFIG", help="the model's parameter count (1.5B, 350M) or its "
+                   "config.json: before launch, the preset's memory estimate is compared with free GPU memory and "
+                   "available RAM, and kept with the run to compare with its measured peaks")
     p.add_argument("--detach", action="store_true", help="start the run and print its id (last line) instead of "
                                                          "following it")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]")
@@ -178,6 +181,12 @@ def run_summary(store: RunStore, record: RunRecord) -> dict[str, Any]:
             data["resources"] = resource_summary(store.path, record.id)
         except Exception as exc:  # a missing table or an older recorder must not break `runs show`
             data["resources"] = {"error": str(exc)}
+    from traindeck.backend.estimate.run_estimate import estimate_vs_measured, load_estimate
+
+    estimate = load_estimate(record.run_dir) if record.run_dir else None
+    data["estimate"] = estimate  # the pre-launch estimate (`run --model-size`, the Launch page), or null
+    if estimate is not None and isinstance(data.get("resources"), dict) and "error" not in data["resources"]:
+        data["estimate_vs_measured"] = estimate_vs_measured(estimate, data["resources"])
     return data
 
 
@@ -192,8 +201,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.nproc is not None and args.nproc < 1:
         raise UserError("--nproc must be at least 1")
 
-    from traindeck.backend.launch.builders import LaunchRequest, build_plan
-    from traindeck.backend.runs.control import new_run_dir, start_run
+    from traindeck.backend.launch.builders import LaunchRequest
+    from traindeck.backend.runs.launch import launch_run
 
     preset = None
     if args.preset:
@@ -204,29 +213,57 @@ def _run(args: argparse.Namespace) -> int:
     request = LaunchRequest(script=script, script_args=script_args, preset=preset, config_file=config,
                             launcher=args.launcher, nproc=args.nproc, python=args.python, cwd=Path.cwd())
     environment = _probe(args.python)
-    run_dir = new_run_dir()
-    plan = build_plan(request, run_dir.path, environment=environment)
+    check = _memory_check(args.model_size, preset, config, args.nproc) if args.model_size else None
+    name = args.name or Path(script).stem
+    outcome = launch_run(request, name=name, preset_name=args.preset, environment=environment,
+                         memory_check=check)
+    plan = outcome.plan
     for warning in plan.warnings:
         print(f"traindeck: warning: {warning}", file=sys.stderr)
-    if plan.errors:
-        import shutil
-
-        shutil.rmtree(run_dir.path, ignore_errors=True)
+    if outcome.record is None:
         for error in plan.errors:
             print(f"traindeck: error: {error}", file=sys.stderr)
         return 2
-    from traindeck.backend.runs.store import RunStore
-
-    store = RunStore()
-    name = args.name or Path(script).stem
-    record = start_run(plan, run_dir, name=name, preset=args.preset, script=script, store=store)
+    record = outcome.record
     if args.detach:
         print(f"started run {record.id} ({plan.launcher}); follow it with: traindeck logs {record.id} --follow",
               file=sys.stderr)
         print(record.id)
         return 0
     print(f"traindeck: run {record.id} started; log: {record.log_path}", file=sys.stderr)
-    return follow_run(store, record.id)
+    from traindeck.backend.runs.store import RunStore
+
+    return follow_run(RunStore(), record.id)
+
+
+def _memory_check(size: str, preset: Any, config: Path | None, nproc: int | None) -> Any:
+    """The pre-launch memory check, printed; None when there is nothing to check against (python launcher)."""
+    from traindeck.backend.estimate.prelaunch import check_preset, model_shape
+    from traindeck.backend.presets import PresetError, import_preset
+
+    if preset is None and config is not None:
+        try:
+            preset = import_preset([config], "command-line", save=False)
+        except PresetError as exc:
+            raise UserError(str(exc)) from exc
+    if preset is None:
+        print("traindeck: note: --model-size needs --preset or --config to know the strategy; not checked",
+              file=sys.stderr)
+        return None
+    try:
+        shape = model_shape(size)
+    except (ValueError, OSError) as exc:
+        raise UserError(f"--model-size {size}: {exc}") from exc
+    check = check_preset(preset, shape, nproc)
+    print(f"traindeck: memory check ({check.row.label}): {check.verdict}", file=sys.stderr)
+    for line in check.lines():
+        print(f"traindeck:   {line}", file=sys.stderr)
+    for warning in check.warnings:
+        print(f"traindeck: warning: {warning}", file=sys.stderr)
+    if check.does_not_fit:
+        print("traindeck: warning: the run is likely to be killed for lack of memory (launching anyway)",
+              file=sys.stderr)
+    return check
 
 
 def _load_preset(name: str) -> Any:
@@ -437,8 +474,17 @@ def _show(args: argparse.Namespace) -> int:
             print(f"          - {item}")
         if data["diagnosis"].get("advice"):
             print(f"          {data['diagnosis']['advice']}")
+    for what, pair in (data.get("estimate_vs_measured") or {}).items():
+        measured = pair["measured_bytes"]
+        print(f"{'memory' if what == 'gpu' else '':9} {what}: estimated {_gib(pair['estimated_bytes'])}, measured "
+              + (f"{_gib(measured)} (x{pair['measured_over_estimate']:.2f})" if measured is not None
+                 else "not recorded"))
     print(f"log       {data['log']}")
     return 0
+
+
+def _gib(n: float | None) -> str:
+    return "-" if n is None else f"{n / 2**30:.2f} GiB"
 
 
 def _ended(code: int) -> str:

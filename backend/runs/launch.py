@@ -10,6 +10,7 @@ import dataclasses
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
 from traindeck.backend.launch.environ import python_problem, resolve_python
@@ -18,6 +19,9 @@ from traindeck.backend.launch.probe import TrainingEnvironment, probe_environmen
 from traindeck.backend.paths import runs_dir
 from traindeck.backend.runs.control import new_run_dir, start_run
 from traindeck.backend.runs.store import RunRecord, RunStore
+
+if TYPE_CHECKING:
+    from traindeck.backend.estimate.prelaunch import LaunchMemoryCheck
 
 
 @dataclass(frozen=True)
@@ -63,11 +67,13 @@ def preview_plan(request: LaunchRequest, environment: TrainingEnvironment | None
 
 
 def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | None = None,
-               environment: TrainingEnvironment | None = None, store: RunStore | None = None) -> LaunchOutcome:
+               environment: TrainingEnvironment | None = None, store: RunStore | None = None,
+               memory_check: LaunchMemoryCheck | None = None) -> LaunchOutcome:
     """Build the plan for a new run directory and start the run (returns at once; the run outlives the caller).
 
     `environment`: the training interpreter's probe (None: probed here, from the cache when fresh). A plan with
-    errors is not started and its run directory is removed. Raises only when starting itself fails (the run is
+    errors is not started and its run directory is removed. `memory_check`: the pre-launch estimate, kept in the
+    run directory so the run's peaks can be set beside it afterwards. Raises only when starting itself fails (the run is
     then recorded as failed, with its supervisor log kept as evidence) or the run directory cannot be written.
     """
     if environment is None or environment.python != resolve_python(request.python):
@@ -84,6 +90,8 @@ def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | Non
             record = start_run(plan, run_dir, name=name or _default_name(request.script), preset=preset_name,
                                script=request.script, store=store)
             recorded = True
+            if memory_check is not None:
+                _keep_estimate(run_dir.path, memory_check)
         except BaseException:
             recorded = store.get_run(run_dir.run_id) is not None
             raise
@@ -94,6 +102,15 @@ def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | Non
     finally:
         if not recorded:
             shutil.rmtree(run_dir.path, ignore_errors=True)
+
+
+def _keep_estimate(run_dir: Path, check: LaunchMemoryCheck) -> None:
+    from traindeck.backend.estimate.run_estimate import save_estimate
+
+    try:
+        save_estimate(run_dir, check)
+    except OSError:  # advice only: the run is started and must not be reported as failed for this
+        pass
 
 
 def _default_name(script: str) -> str:

@@ -562,8 +562,11 @@ class LaunchPage(Page):
         preset_name = (draft.saved_as or draft.preset.name) if draft.preset is not None else None
         if preset_name and draft.dirty:
             preset_name += " (edited)"
+        # The latest memory check goes with the run (estimate.json), to be set beside its measured peaks.
+        memory = self.memory if self.model_size.text().strip() else None
         self.ctx.tasks.run(_launch, self.request(), name=self.run_name(), preset_name=preset_name,
-                           environment=self._environment(), done=self._launched, failed=self._launch_failed)
+                           environment=self._environment(), memory_check=memory, done=self._launched,
+                           failed=self._launch_failed)
 
     def _launched(self, outcome: LaunchOutcome) -> None:
         self.launching = False

@@ -1,0 +1,63 @@
+"""The estimate a run was launched with, kept in its run directory, and set beside what the run really used.
+
+Before launch the estimate warns (prelaunch.check_preset); after the run, `runs show` and the dashboard put the same
+figures next to the recorded peaks, so users learn how far to trust the estimate on their own jobs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from traindeck.backend.fileio import atomic_write_text
+
+if TYPE_CHECKING:
+    from traindeck.backend.estimate.prelaunch import LaunchMemoryCheck
+
+ESTIMATE_FILE = "estimate.json"
+
+
+def estimate_record(check: LaunchMemoryCheck) -> dict[str, Any]:
+    row = check.row
+    return {
+        "model": check.shape.source,
+        "params": check.shape.total_params,
+        "strategy": row.strategy,
+        "label": row.label,
+        "gpu_bytes_per_device": row.gpu_bytes_per_device,  # model states (DeepSpeed's arithmetic)
+        "gpu_total_bytes_per_device": row.gpu_total_bytes_per_device,  # + activations + overhead
+        "cpu_bytes_per_node": row.cpu_bytes_per_node,
+        "verdict": check.verdict,
+        "warnings": list(check.warnings),
+        "assumptions": list(check.assumptions),
+    }
+
+
+def save_estimate(run_dir: Path | str, check: LaunchMemoryCheck) -> Path:
+    path = Path(run_dir) / ESTIMATE_FILE
+    atomic_write_text(path, json.dumps(estimate_record(check), indent=2))
+    return path
+
+
+def load_estimate(run_dir: Path | str) -> dict[str, Any] | None:
+    try:
+        data = json.loads((Path(run_dir) / ESTIMATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def estimate_vs_measured(estimate: dict[str, Any], resources: dict[str, Any]) -> dict[str, Any]:
+    """{gpu|host: {estimated_bytes, measured_bytes, measured_over_estimate}}; measured None when not recorded.
+
+    GPU: the estimated total per device against the fullest GPU's peak; host: the estimated CPU bytes per node
+    against the ranks' summed peak RSS (what offload puts on the host)."""
+    def pair(estimated: Any, measured: Any) -> dict[str, Any]:
+        ratio = (round(measured / estimated, 3) if isinstance(measured, (int, float)) and estimated else None)
+        return {"estimated_bytes": estimated, "measured_bytes": measured, "measured_over_estimate": ratio}
+
+    return {
+        "gpu": pair(estimate.get("gpu_total_bytes_per_device"), resources.get("peak_gpu_mem_bytes")),
+        "host": pair(estimate.get("cpu_bytes_per_node"), resources.get("peak_ranks_rss_bytes")),
+    }
