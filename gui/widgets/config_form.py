@@ -7,11 +7,21 @@ never touched. "Unset" (the tool's default applies) is a state of its own: an em
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel, QLineEdit, QVBoxLayout, QWidget
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import (
+    QApplication,
+    QComboBox,
+    QFormLayout,
+    QGroupBox,
+    QLabel,
+    QLineEdit,
+    QVBoxLayout,
+    QWidget,
+)
 
 from traindeck.backend.config.editing import (
     FieldTextError,
@@ -30,7 +40,8 @@ _UNSET = "(default"  # the first entry of every choice: "(default)" or "(default
 class ConfigForm(QWidget):
     """Edits `data` (the whole document) at `path` (where `section` sits in it)."""
 
-    edited = Signal()
+    edited = Signal()  # the data was changed by typing
+    input_rejected = Signal()  # typed text is not a value of its key (the data keeps its value; see input_errors)
 
     def __init__(self, section: type[Section], data: dict[str, Any], path: PathT = (), parent: QWidget | None = None):
         super().__init__(parent)
@@ -42,6 +53,7 @@ class ConfigForm(QWidget):
         self._specs = fields_of(section)
         self._children: list[ConfigForm] = []
         self._updating = False
+        self._input_errors: dict[str, str] = {}  # key -> why the text typed there is not a value (data unchanged)
         layout = QFormLayout(self)
         layout.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         for key, spec in self._specs.items():
@@ -58,6 +70,7 @@ class ConfigForm(QWidget):
             inner = QVBoxLayout(box)
             child = ConfigForm(spec.section, self._data, self._path + (key,), box)
             child.edited.connect(self.edited)
+            child.input_rejected.connect(self.input_rejected)
             inner.addWidget(child)
             self._children.append(child)
             layout.addRow(box)
@@ -74,6 +87,12 @@ class ConfigForm(QWidget):
             if spec.auto:
                 combo.addItem("auto")
             combo.currentTextChanged.connect(lambda text, k=key: self._typed(k, text))
+            # In a scrolled form the wheel must scroll the form, not change the value under the pointer.
+            combo.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+            # Long choices ("max-autotune-no-cudagraphs") must not set the form's minimum width.
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(12)
+            combo.installEventFilter(self)
             editor = combo
         else:
             line = QLineEdit()
@@ -102,6 +121,9 @@ class ConfigForm(QWidget):
 
     def refresh(self) -> None:
         """Show the values now in the data (after a load, an undo, or an edit elsewhere)."""
+        for key in list(self._input_errors):
+            self._input_errors.pop(key)
+            self._note(key, None, "")
         self._updating = True
         try:
             for key, editor in self._editors.items():
@@ -131,9 +153,12 @@ class ConfigForm(QWidget):
         try:
             value = value_from_text(spec, text)
         except FieldTextError as exc:
+            self._input_errors[key] = str(exc)
             self._note(key, "error", str(exc))
+            self.input_rejected.emit()
             return
-        self._note(key, None, "")
+        if self._input_errors.pop(key, None) is not None:
+            self._note(key, None, "")
         if value is None and not (text.strip() == "null" and spec.nullable):
             remove_path(self._data, path)
         else:
@@ -152,7 +177,9 @@ class ConfigForm(QWidget):
     def _apply(self, by_path: dict[str, list[Message]]) -> None:
         for key in self._notes:
             found = by_path.get(format_path(self._path + (key,)), [])
-            if found:
+            if key in self._input_errors:  # what was typed is still wrong: that stays in front
+                self._note(key, "error", "\n".join([self._input_errors[key]] + [m.message for m in found]))
+            elif found:
                 worst = "error" if any(m.severity == "error" for m in found) else "warning"
                 self._note(key, worst, "\n".join(m.message for m in found))
             else:
@@ -164,7 +191,7 @@ class ConfigForm(QWidget):
         note = self._notes[key]
         note.setText(text)
         note.setProperty("severity", severity or "")
-        note.setStyleSheet({"error": "color: #c62828;", "warning": "color: #b26a00;"}.get(severity or "", ""))
+        note.setStyleSheet(note_style(severity, note))
         note.setVisible(bool(text))
 
     def note_text(self, key: str) -> str:
@@ -183,9 +210,79 @@ class ConfigForm(QWidget):
         for child in self._children:
             child.show_only_for_stage(stage)
 
+    def filter_rows(self, visible: Callable[[PathT, FieldSpec], bool] | None) -> int:
+        """Show the rows `visible(path, spec)` accepts (all with None); a section shows when it is accepted and
+        has a row left to show. Returns the number of rows shown. Hidden keys stay in the data, untouched."""
+        shown = 0
+        for key, widgets in self._rows.items():
+            spec = self._specs[key]
+            path = self._path + (key,)
+            on = visible is None or visible(path, spec)
+            if spec.kind == "section" and spec.section is not None:
+                inner = self.child(key).filter_rows(visible) if on else 0
+                on = on and inner > 0
+                shown += inner
+            elif on:
+                shown += 1
+            for widget in widgets:
+                if widget.isHidden() == on:  # only real changes: each one relayouts the form
+                    widget.setVisible(on)
+        return shown
+
+    def set_data(self, data: dict[str, Any]) -> None:
+        """Edit another document (the same section kind) from now on, and show its values."""
+        self._bind(data)
+        self.refresh()
+
+    def _bind(self, data: dict[str, Any]) -> None:
+        self._data = data
+        for child in self._children:
+            child._bind(data)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self._data
+
+    def input_errors(self) -> list[Message]:
+        """Keys whose typed text is not a value (the data keeps the previous one): errors until corrected."""
+        out = [Message("error", format_path(self._path + (key,)), text) for key, text in self._input_errors.items()]
+        for child in self._children:
+            out += child.input_errors()
+        return out
+
+    def locate(self, path: PathT) -> QWidget | None:
+        """The editor of the key at `path` (a path in the whole document), or the group of its deepest section
+        shown here; None when the path is not in this form."""
+        if tuple(path[: len(self._path)]) != tuple(self._path) or len(path) <= len(self._path):
+            return None
+        key = path[len(self._path)]
+        if not isinstance(key, str) or key not in self._rows:
+            return None
+        spec = self._specs[key]
+        if spec.kind == "section" and spec.section is not None:
+            return self.child(key).locate(path) or self._rows[key][0]
+        return self._editors.get(key)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Wheel and isinstance(watched, QComboBox) and not watched.hasFocus():
+            parent = watched.parentWidget()
+            if parent is not None:  # ignored there, Qt passes it up to the scroll area
+                QApplication.sendEvent(parent, event)
+            return True
+        return super().eventFilter(watched, event)
+
     def editor(self, key: str) -> QWidget:
         return self._editors[key]
 
     def child(self, key: str) -> ConfigForm:
         path = self._path + (key,)
         return next(c for c in self._children if c._path == path)
+
+
+def note_style(severity: str | None, widget: QWidget) -> str:
+    """Message colours readable on the theme's background (dark red on white is unreadable on dark grey)."""
+    if not severity:
+        return ""
+    dark = widget.palette().color(QPalette.ColorRole.Window).lightness() < 128
+    colours = {"error": ("#c62828", "#ff8a80"), "warning": ("#b26a00", "#ffcc80")}
+    return f"color: {colours.get(severity, ('', ''))[1 if dark else 0]};"

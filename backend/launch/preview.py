@@ -1,0 +1,51 @@
+"""What a launch of a preset would run, before there is a run: the command line and the config files, from the
+same plan the launch builds (backend.runs.launch.preview_plan -> build_plan), with the two things only a real launch
+decides left as placeholders: the run directory's id (RUN_ID) and a free rendezvous port (FREE_PORT).
+
+Starts nothing. It looks at the file system (does the script exist, which interpreter is on PATH) and may test
+whether a fixed port is free, so call it off a UI thread.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from traindeck.backend.launch.environ import masked_env
+from traindeck.backend.presets import Preset
+
+RUN_ID = "RUN_ID"  # stands for the run directory's name, chosen at launch
+FREE_PORT = "FREE_PORT"  # stands for the free port picked at launch
+PLACEHOLDER_SCRIPT = "train.py"  # shown when no script is chosen yet
+
+
+@dataclass(frozen=True)
+class LaunchPreview:
+    command: str  # the argv as one shell-quoted line
+    argv: list[str]
+    cwd: str
+    env: dict[str, str]  # the variables the user added, secrets masked
+    files: dict[str, str]  # file name -> text, as written into the run directory
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    run_dir: str = ""
+
+
+def preview_launch(preset: Preset, *, script: str = "", script_args: Sequence[str] = (), cwd: str | None = None,
+                   python: str | None = None, nproc: int | None = None, launcher: str | None = None,
+                   env: Mapping[str, str] | None = None) -> LaunchPreview:
+    """The command and files a launch of `preset` with these choices would use. With no `script`,
+    PLACEHOLDER_SCRIPT stands for it (and its absence is not reported)."""
+    from traindeck.backend.launch.builders import LaunchRequest
+    from traindeck.backend.runs.launch import preview_plan
+
+    request = LaunchRequest(script=str(Path(script).expanduser()) if script else PLACEHOLDER_SCRIPT,
+                            script_args=list(script_args), preset=preset, launcher=launcher or None,
+                            nproc=nproc, python=python or None, cwd=Path(cwd) if cwd else None, env=dict(env or {}))
+    plan = preview_plan(request)
+    errors = [e for e in plan.errors if script or not e.startswith("script not found")]
+    return LaunchPreview(command=shlex.join(plan.argv), argv=list(plan.argv), cwd=plan.cwd,
+                         env=masked_env(dict(env or {})), files=dict(plan.files), errors=errors,
+                         warnings=list(plan.warnings), run_dir=plan.run_dir)

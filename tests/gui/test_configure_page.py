@@ -1,0 +1,393 @@
+"""The Configure page: forms <-> ctx.draft both ways, checks as you type, presets kept through the real store under the
+test's TRAINDECK_HOME, and the dialogs (the UI boundary) answered by monkeypatching their static calls."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("PySide6")
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import QSettings  # noqa: E402
+from PySide6.QtWidgets import QApplication, QFileDialog, QInputDialog, QMessageBox  # noqa: E402
+
+from traindeck.backend import paths  # noqa: E402
+from traindeck.backend.presets import Preset, load_preset, save_preset  # noqa: E402
+from traindeck.gui.context import AppContext  # noqa: E402
+
+Button = QMessageBox.StandardButton
+
+
+@pytest.fixture
+def page(qtbot, traindeck_home: Path):
+    from traindeck.gui.pages.configure_page import ConfigurePage
+
+    settings = QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat)
+    ctx = AppContext(settings=settings)
+    ctx.draft.replace(load_preset("cpu-demo"), "cpu-demo")
+    page = ConfigurePage(ctx)
+    qtbot.addWidget(page)
+    page.resize(1200, 800)
+    page.show()
+    qtbot.waitUntil(lambda: page.editor is not None)  # built right after the first paint
+    wait_checked(qtbot, page)
+    qtbot.waitUntil(lambda: "cpu-demo" in page.presets.names())
+    yield page
+    page.shutdown()
+    ctx.tasks.wait(10000)
+    QApplication.processEvents()  # results still queued reach the page while it exists, not the next test
+
+
+def wait_checked(qtbot, page) -> None:
+    """Until the debounced check of the latest edit has come back."""
+    qtbot.waitUntil(lambda: not page._timer.isActive() and not page.findings._pending, timeout=10000)
+
+
+def ds_form(page):
+    return page.editor.forms["deepspeed"]
+
+
+def never(*_args, **_kwargs):
+    raise AssertionError("no dialog expected here")
+
+
+def answer(monkeypatch, **static):
+    """Patch QMessageBox/QInputDialog/QFileDialog static calls: name -> value (or a list of values in turn)."""
+    owners = {"question": QMessageBox, "warning": QMessageBox, "information": QMessageBox, "getText": QInputDialog,
+              "getOpenFileNames": QFileDialog, "getOpenFileName": QFileDialog, "getExistingDirectory": QFileDialog}
+    asked: dict[str, list] = {}
+    for name, value in static.items():
+        values = list(value) if isinstance(value, list) else None
+
+        def reply(*args, _name=name, _value=value, _values=values, **kwargs):
+            asked.setdefault(_name, []).append(args)
+            return _values.pop(0) if _values is not None else _value
+
+        monkeypatch.setattr(owners[name], name, staticmethod(reply))
+    return asked
+
+
+# -------------------------------------------------------------------------------------------------- forms <-> draft
+
+
+def test_form_edits_change_the_draft_and_loading_a_preset_updates_the_form(qtbot, page, monkeypatch):
+    draft = page.ctx.draft
+    zero = ds_form(page).child("zero_optimization")
+    assert zero.editor("stage").currentText() == "2"
+    zero.editor("stage").setCurrentText("3")
+    assert draft.preset.deepspeed["zero_optimization"]["stage"] == 3 and draft.dirty
+    batch = ds_form(page).editor("train_micro_batch_size_per_gpu")
+    batch.selectAll()
+    qtbot.keyClicks(batch, "8")
+    assert draft.preset.deepspeed["train_micro_batch_size_per_gpu"] == 8
+    page.editor.description.setText("")
+    qtbot.keyClicks(page.editor.description, "mine")
+    assert draft.preset.description == "mine"
+    page.editor.launcher.setCurrentText("accelerate")
+    assert draft.preset.launcher == "accelerate"
+    assert "unsaved" in page.title_label.text()
+
+    # Picking another preset in the list (changes discarded) shows its values.
+    asked = answer(monkeypatch, question=Button.Discard)
+    page.presets.setCurrentRow(page.presets.names().index("zero3-offload") + 1)  # + the "Built-in" heading
+    assert asked["question"], "unsaved changes must be asked about"
+    assert draft.saved_as == "zero3-offload" and not draft.dirty
+    assert zero.editor("stage").currentText() == "3"
+    assert page.editor.launcher.currentText() == "accelerate"
+    acc = page.editor.forms["accelerate"]
+    assert acc.editor("distributed_type").currentText() == "DEEPSPEED"
+    assert page.editor.tabs.isTabVisible(page.editor.tabs.indexOf(page.editor.section_tabs["accelerate"]))
+    assert page.ctx.settings.value("draft/preset") == "zero3-offload"
+
+    # A change made elsewhere (another page) shows in the form too.
+    draft.preset.deepspeed["zero_optimization"]["stage"] = 1
+    draft.mark_edited()
+    assert zero.editor("stage").currentText() == "1"
+
+
+def test_an_invalid_value_shows_its_message_inline_and_in_the_list(qtbot, page):
+    draft = page.ctx.draft
+    assert not draft.errors()
+    batch = ds_form(page).editor("train_micro_batch_size_per_gpu")
+    batch.selectAll()
+    qtbot.keyClicks(batch, "0")
+    wait_checked(qtbot, page)
+    assert draft.errors()
+    inline = page.editor.note_text("deepspeed.train_micro_batch_size_per_gpu")
+    assert "out of range" in inline
+    assert "1 error" in page.findings.header_text()
+    assert any(m.path == "deepspeed.train_micro_batch_size_per_gpu" for m in page.findings.messages())
+
+    # Clicking the message goes to the field.
+    page.editor.search.setText("zero")  # the search hides the field; jumping clears it
+    item = page.findings.list.item(0)
+    page.findings.list.itemClicked.emit(item)
+    assert page.editor.search.text() == "" and batch.isVisibleTo(ds_form(page))
+    assert QApplication.focusWidget() is batch or not page.isActiveWindow()
+
+    # Text that is no number at all is an error too (the preset keeps its last value meanwhile).
+    batch.selectAll()
+    qtbot.keyClicks(batch, "abc")
+    wait_checked(qtbot, page)
+    assert draft.preset.deepspeed["train_micro_batch_size_per_gpu"] == 0
+    assert any("expected" in m.message for m in draft.errors())
+    batch.selectAll()
+    qtbot.keyClicks(batch, "4")
+    wait_checked(qtbot, page)
+    assert not draft.errors() and page.editor.note_text("deepspeed.train_micro_batch_size_per_gpu") == ""
+    assert "No problems" in page.findings.header_text()
+
+
+def test_stage_switch_hides_stage_3_only_settings(qtbot, page):
+    form = ds_form(page)
+    zero = form.child("zero_optimization")
+    stage3_only = zero.editor("stage3_max_live_parameters")
+    nvme_path = zero.child("offload_optimizer").editor("nvme_path")
+    assert not stage3_only.isVisibleTo(form)
+    assert not zero.child("offload_param").isVisibleTo(form)
+    zero.editor("stage").setCurrentText("3")
+    assert stage3_only.isVisibleTo(form) and zero.child("offload_param").isVisibleTo(form)
+    assert not nvme_path.isVisibleTo(form)  # offloading to the CPU: no NVMe settings
+    zero.child("offload_optimizer").editor("device").setCurrentText("nvme")
+    assert nvme_path.isVisibleTo(form)
+    zero.editor("stage").setCurrentText("2")
+    assert not stage3_only.isVisibleTo(form)
+    page.editor.show_mode.setCurrentIndex(page.editor.show_mode.findData("all"))
+    assert stage3_only.isVisibleTo(form)
+    # Hidden keys stay in the preset: nothing the user wrote is dropped by hiding it.
+    assert page.ctx.draft.preset.deepspeed["zero_optimization"]["offload_optimizer"]["device"] == "nvme"
+
+
+# -------------------------------------------------------------------------------------------------- presets
+
+
+def user_file(name: str) -> Path:
+    return paths.presets_dir() / f"{name}.yaml"
+
+
+def test_save_as_save_rename_delete_through_the_actions(qtbot, page, monkeypatch):
+    draft = page.ctx.draft
+    form = ds_form(page)
+    form.child("zero_optimization").editor("stage").setCurrentText("1")
+
+    # A built-in is read-only: Save asks for a new name (Save As).
+    asked = answer(monkeypatch, getText=("my-demo", True), warning=never)
+    page.action_save.trigger()
+    assert asked["getText"]
+    qtbot.waitUntil(lambda: draft.saved_as == "my-demo" and not draft.dirty)
+    assert yaml.safe_load(user_file("my-demo").read_text())["deepspeed"]["zero_optimization"]["stage"] == 1
+    assert load_preset("cpu-demo").deepspeed["zero_optimization"]["stage"] == 2  # the built-in is untouched
+    qtbot.waitUntil(lambda: "my-demo" in page.presets.names())
+    assert page.ctx.settings.value("draft/preset") == "my-demo"
+    assert page.action_rename.isEnabled() and page.action_delete.isEnabled()
+
+    # Now Save writes the user's preset in place, asking nothing.
+    answer(monkeypatch, getText=never)
+    form.child("zero_optimization").editor("stage").setCurrentText("2")
+    page.action_save.trigger()
+    qtbot.waitUntil(lambda: not draft.dirty)
+    assert yaml.safe_load(user_file("my-demo").read_text())["deepspeed"]["zero_optimization"]["stage"] == 2
+
+    # Save As under a name that exists asks before replacing it.
+    save_preset(Preset(name="taken", launcher="python"))
+    page.refresh_presets()
+    qtbot.waitUntil(lambda: "taken" in page.presets.names())
+    asked = answer(monkeypatch, getText=("taken", True), question=Button.No)
+    page.action_save_as.trigger()
+    assert asked["question"] and yaml.safe_load(user_file("taken").read_text())["launcher"] == "python"
+
+    # Rename moves the file.
+    answer(monkeypatch, getText=("renamed", True), warning=never)
+    page.action_rename.trigger()
+    qtbot.waitUntil(lambda: draft.saved_as == "renamed")
+    assert user_file("renamed").is_file() and not user_file("my-demo").exists()
+    qtbot.waitUntil(lambda: "renamed" in page.presets.names() and "my-demo" not in page.presets.names())
+
+    # Delete asks, then removes it and goes back to the default preset.
+    asked = answer(monkeypatch, question=Button.Yes)
+    page.action_delete.trigger()
+    qtbot.waitUntil(lambda: not user_file("renamed").exists() and draft.saved_as == "cpu-demo")
+    assert asked["question"]
+
+
+def test_bad_names_are_refused_with_a_message_naming_the_problem(qtbot, page, monkeypatch):
+    asked = answer(monkeypatch, getText=[("zero2", True), ("bad name!", True), ("good-name", True)],
+                   warning=QMessageBox.StandardButton.Ok)
+    page.action_save_as.trigger()
+    warnings = [args[2] for args in asked["warning"]]
+    assert "built-in" in warnings[0] and "cannot be a preset name" in warnings[1]
+    qtbot.waitUntil(lambda: user_file("good-name").is_file())
+
+
+def test_import_and_export_with_real_files(qtbot, page, monkeypatch, tmp_path: Path):
+    ds = {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3}}
+    (tmp_path / "ds_config.json").write_text(json.dumps(ds))
+    (tmp_path / "accelerate.yaml").write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n"
+                                              "num_processes: 2\ndeepspeed_config:\n  zero3_init_flag: true\n")
+    files = [str(tmp_path / "accelerate.yaml"), str(tmp_path / "ds_config.json")]
+    answer(monkeypatch, getOpenFileNames=(files, ""), getText=("imported-one", True), warning=never)
+    page.action_import.trigger()
+    draft = page.ctx.draft
+    qtbot.waitUntil(lambda: draft.saved_as == "imported-one")
+    assert user_file("imported-one").is_file()
+    assert draft.preset.deepspeed == ds and draft.preset.launcher == "accelerate"
+    assert ds_form(page).child("zero_optimization").editor("stage").currentText() == "3"
+
+    out = tmp_path / "exported"
+    out.mkdir()
+    answer(monkeypatch, getExistingDirectory=str(out), question=never, warning=never)
+    page.action_export.trigger()
+    qtbot.waitUntil(lambda: (out / "ds_config.json").is_file() and (out / "accelerate_config.yaml").is_file())
+    assert json.loads((out / "ds_config.json").read_text()) == ds
+    exported = yaml.safe_load((out / "accelerate_config.yaml").read_text())
+    assert exported["deepspeed_config"]["deepspeed_config_file"] == str(out / "ds_config.json")
+
+    # Exporting again over the same files asks first.
+    asked = answer(monkeypatch, getExistingDirectory=str(out), question=Button.No)
+    page.action_export.trigger()
+    assert asked["question"]
+
+
+# -------------------------------------------------------------------------------------------------- guard
+
+
+def test_unsaved_changes_are_guarded(qtbot, page, monkeypatch):
+    draft = page.ctx.draft
+    ds_form(page).child("zero_optimization").editor("stage").setCurrentText("1")
+
+    # Cancel: stay on the edited preset, list selection included.
+    asked = answer(monkeypatch, question=Button.Cancel)
+    page.presets.setCurrentRow(page.presets.names().index("zero2") + 1)
+    assert asked["question"] and draft.saved_as == "cpu-demo" and draft.dirty
+    assert page.presets.currentItem().text() == "cpu-demo"
+    assert page.confirm_close() is False
+
+    # New also asks; Save on a built-in asks for a name, saves, then goes on.
+    answer(monkeypatch, question=Button.Save, getText=("kept", True))
+    page.action_new.trigger()
+    qtbot.waitUntil(lambda: draft.saved_as is None and draft.preset.name.startswith("untitled"))
+    assert yaml.safe_load(user_file("kept").read_text())["deepspeed"]["zero_optimization"]["stage"] == 1
+    answer(monkeypatch, question=never)
+    assert page.confirm_close() is True  # a fresh, unedited preset: nothing to ask
+
+    # Closing with changes: Discard closes, Save (a user preset) writes at once.
+    assert page.load_named("kept")
+    ds_form(page).child("zero_optimization").editor("stage").setCurrentText("3")
+    answer(monkeypatch, question=Button.Discard)
+    assert page.confirm_close() is True
+    answer(monkeypatch, question=Button.Save, getText=never)
+    assert page.confirm_close() is True
+    assert yaml.safe_load(user_file("kept").read_text())["deepspeed"]["zero_optimization"]["stage"] == 3
+    assert not draft.dirty
+
+
+# -------------------------------------------------------------------------------------------------- paste / open
+
+
+def test_paste_offers_the_repair_and_loads_an_unsaved_preset(qtbot, page, monkeypatch, fixtures: Path):
+    from traindeck.gui.widgets import repair_dialog
+
+    text = (fixtures / "configs/repair/ds_pasted_from_python.json").read_text()
+    QApplication.clipboard().setText(text)
+    shown = []
+
+    def choose_repair(dialog):
+        shown.append((dialog.changes.text(), dialog.diff.toPlainText(), dialog.as_is_button.isEnabled()))
+        dialog.choose(repair_dialog.REPAIR)
+        return 1
+
+    monkeypatch.setattr(repair_dialog.RepairDialog, "exec", choose_repair)
+    answer(monkeypatch, warning=never)
+    page.action_paste.trigger()
+    draft = page.ctx.draft
+    qtbot.waitUntil(lambda: draft.saved_as is None and draft.dirty)
+    changes, diff, as_is_enabled = shown[0]
+    assert "True" in diff and changes and not as_is_enabled  # unreadable as it is: only the repair loads it
+    assert draft.preset.launcher == "deepspeed"
+    assert draft.preset.deepspeed["fp16"]["enabled"] is True
+    assert ds_form(page).child("fp16").editor("enabled").currentText() == "true"
+    assert "not saved yet" in page.title_label.text()
+
+
+def test_open_a_clean_config_loads_it_without_asking(qtbot, page, monkeypatch, tmp_path: Path):
+    config = tmp_path / "my_ds.json"
+    config.write_text(json.dumps({"train_micro_batch_size_per_gpu": 3, "zero_optimization": {"stage": 1}}))
+    from traindeck.gui.widgets import repair_dialog
+
+    monkeypatch.setattr(repair_dialog.RepairDialog, "exec", never)
+    answer(monkeypatch, getOpenFileName=(str(config), ""), warning=never)
+    page.action_open.trigger()
+    draft = page.ctx.draft
+    qtbot.waitUntil(lambda: draft.saved_as is None and draft.preset.name == "my-ds")
+    assert draft.preset.deepspeed["train_micro_batch_size_per_gpu"] == 3
+
+
+# -------------------------------------------------------------------------------------------------- preview, demo
+
+
+def test_preview_shows_the_files_and_the_command_for_the_launch_choice(qtbot, page, tmp_path: Path):
+    qtbot.waitUntil(lambda: page.preview.text("ds_config.json") != "")
+    ds = json.loads(page.preview.text("ds_config.json"))
+    assert ds == page.ctx.draft.preset.deepspeed
+    assert not page.preview.is_shown("accelerate_config.yaml")  # the deepspeed launcher writes none
+    qtbot.waitUntil(lambda: "deepspeed.launcher.runner" in page.preview.text("Command"))
+    script = tmp_path / "train_me.py"
+    script.write_text("")
+    page.ctx.launch_choice.script = str(script)
+    page.ctx.launch_choice.script_args = ["--deepspeed_config", "{ds_config}"]
+    page.ctx.launch_choice_changed.emit()
+    qtbot.waitUntil(lambda: str(script) in page.preview.text("Command"))
+    assert "RUN_ID/ds_config.json" in page.preview.text("Command")
+    page.preview.tabs.setCurrentIndex(page.preview.tabs.indexOf(page.preview._views["Command"]))
+    page.preview.copy_current()
+    copied = QApplication.clipboard().text()
+    assert copied == page.preview.text("Command").splitlines()[-1] and str(script) in copied
+
+    page.editor.launcher.setCurrentText("accelerate")
+    qtbot.waitUntil(lambda: "accelerate.commands.launch" in page.preview.text("Command"))
+
+
+def test_demo_shows_a_message_and_does_not_count_as_unsaved_work(qtbot, page, monkeypatch):
+    page.load_demo()
+    wait_checked(qtbot, page)
+    assert page.ctx.draft.errors()
+    assert page.editor.note_text("deepspeed.train_micro_batch_size_per_gpu")
+    assert not user_file("cpu-demo").exists()
+    answer(monkeypatch, question=never)
+    assert page.confirm_close() is True
+
+
+def test_keyboard_shortcuts_act_only_while_the_page_is_shown(qtbot, monkeypatch):
+    from PySide6.QtCore import Qt
+
+    from traindeck.gui.app import create_window
+
+    _app, window = create_window()
+    qtbot.addWidget(window)
+    window.show()
+    window.activateWindow()
+    window.show_page("configure")
+    page = window.page("configure")
+    page.ensure_built()
+    wait_checked(qtbot, page)
+    field = ds_form(page).editor("train_micro_batch_size_per_gpu")
+    field.setFocus()
+    qtbot.keyClicks(field, "2")
+    assert page.ctx.draft.dirty
+    asked = answer(monkeypatch, getText=("from-keys", True))
+    qtbot.keyClick(field, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: user_file("from-keys").is_file() and not page.ctx.draft.dirty)
+    assert asked["getText"]
+
+    others = [p.key for p in window.page_types if p.key != "configure"]
+    if others:  # another page in front: Ctrl+Shift+S is not Configure's any more
+        window.show_page(others[0])
+        answer(monkeypatch, getText=never)
+        qtbot.keyClick(window, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+        QApplication.processEvents()
+    window.ctx.tasks.wait(10000)
+    QApplication.processEvents()
