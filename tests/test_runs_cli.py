@@ -155,9 +155,11 @@ def test_model_size_checks_memory_before_launch_and_keeps_the_estimate_for_after
     wait_finished(run_id, 60)
     shown = json.loads(traindeck("runs", "show", run_id, "--json").stdout)
     assert shown["estimate"]["params"] == 10**12 and shown["estimate"]["verdict"] == "does not fit"
-    host = shown["estimate_vs_measured"]["host"]
-    assert host["estimated_bytes"] == shown["estimate"]["cpu_bytes_per_node"]
-    assert host["measured_bytes"] == shown["resources"]["peak_ranks_rss_bytes"] and host["measured_bytes"] > 0
-    assert "host: estimated 22351.74 GiB, measured" in traindeck("runs", "show", run_id).stdout
+    compared = {c["what"]: c for c in shown["estimate_vs_measured"]}
+    per_rank = compared["host RAM per rank (peak RSS)"]
+    assert per_rank["estimated_bytes"] == shown["estimate"]["cpu_bytes_per_node"]  # one rank here
+    assert per_rank["measured_bytes"] == shown["resources"]["peak_rank_rss_bytes"] and per_rank["measured_bytes"] > 0
+    assert compared["GPU memory per device (peak)"]["measured_bytes"] is None  # no GPU: not recorded, not zero
+    assert "host RAM per rank (peak RSS): estimated 22351.74 GiB, measured" in traindeck("runs", "show", run_id).stdout
     bad = traindeck("run", "--preset", "cpu-demo", "--model-size", "1.5Q", str(BEHAVE), cwd=tmp_path)
     assert bad.returncode == 2 and "--model-size 1.5Q" in bad.stderr and "Traceback" not in bad.stderr

@@ -474,9 +474,9 @@ def _show(args: argparse.Namespace) -> int:
             print(f"          - {item}")
         if data["diagnosis"].get("advice"):
             print(f"          {data['diagnosis']['advice']}")
-    for what, pair in (data.get("estimate_vs_measured") or {}).items():
+    for i, pair in enumerate(data.get("estimate_vs_measured") or []):
         measured = pair["measured_bytes"]
-        print(f"{'memory' if what == 'gpu' else '':9} {what}: estimated {_gib(pair['estimated_bytes'])}, measured "
+        print(f"{'memory' if i == 0 else '':9} {pair['what']}: estimated {_gib(pair['estimated_bytes'])}, measured "
               + (f"{_gib(measured)} (x{pair['measured_over_estimate']:.2f})" if measured is not None
                  else "not recorded"))
     print(f"log       {data['log']}")

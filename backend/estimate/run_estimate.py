@@ -31,6 +31,7 @@ def estimate_record(check: LaunchMemoryCheck) -> dict[str, Any]:
         "verdict": check.verdict,
         "warnings": list(check.warnings),
         "assumptions": list(check.assumptions),
+        "row": row.to_dict(),  # the whole estimate row, to compare with the run's peaks afterwards
     }
 
 
@@ -48,16 +49,16 @@ def load_estimate(run_dir: Path | str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def estimate_vs_measured(estimate: dict[str, Any], resources: dict[str, Any]) -> dict[str, Any]:
-    """{gpu|host: {estimated_bytes, measured_bytes, measured_over_estimate}}; measured None when not recorded.
+def estimate_vs_measured(estimate: dict[str, Any], resources: dict[str, Any]) -> list[dict[str, Any]]:
+    """The advisor's comparison (GPU per device, host RAM per rank, host RAM per node) of the kept estimate with a
+    run's recorded peaks: [{what, estimated_bytes, measured_bytes (None: not recorded), measured_over_estimate}]."""
+    from traindeck.backend.estimate.advisor import compare_with_measured
+    from traindeck.backend.estimate.estimator import EstimateRow
 
-    GPU: the estimated total per device against the fullest GPU's peak; host: the estimated CPU bytes per node
-    against the ranks' summed peak RSS (what offload puts on the host)."""
-    def pair(estimated: Any, measured: Any) -> dict[str, Any]:
-        ratio = (round(measured / estimated, 3) if isinstance(measured, (int, float)) and estimated else None)
-        return {"estimated_bytes": estimated, "measured_bytes": measured, "measured_over_estimate": ratio}
-
-    return {
-        "gpu": pair(estimate.get("gpu_total_bytes_per_device"), resources.get("peak_gpu_mem_bytes")),
-        "host": pair(estimate.get("cpu_bytes_per_node"), resources.get("peak_ranks_rss_bytes")),
-    }
+    try:
+        row = EstimateRow(**{**estimate["row"], "notes": tuple(estimate["row"].get("notes", ()))})
+    except (KeyError, TypeError):  # written by another version: nothing to compare with
+        return []
+    return [{"what": c.what, "estimated_bytes": c.estimated, "measured_bytes": c.measured,
+             "measured_over_estimate": None if c.ratio is None else round(c.ratio, 3)}
+            for c in compare_with_measured(row, resources)]
