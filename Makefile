@@ -13,7 +13,7 @@ export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
 # DeepSpeed JIT-builds its CPU ops on first use (~90 s); keep them between runs.
 export TORCH_EXTENSIONS_DIR ?= $(HOME)/.cache/torch_extensions
 
-.PHONY: demo test setup setup-core lint bench clean
+.PHONY: demo test setup setup-core lint bench clean frozen icons install-desktop uninstall-desktop
 
 demo: $(STAMP)
 	$(BIN)/traindeck gui --demo
@@ -45,4 +45,26 @@ bench: $(STAMP)
 	for b in tests/perf/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+# ---- the desktop app (README: "Building the desktop app") ------------------------------------------------------
+# dist/traindeck/traindeck: one folder, the dashboard and the command line without a Python install. Training
+# still runs in the Python the user picks (with torch); the bundle never contains torch/DeepSpeed/accelerate.
+# Needs only the dashboard's own dependencies (not the train extra).
+frozen:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e ".[packaging]"
+	$(BIN)/pyinstaller --noconfirm --clean --distpath dist --workpath build/pyinstaller packaging/traindeck.spec
+	dist/traindeck/traindeck --version
+
+# The PNG icons are committed; re-render them after editing packaging/icons/traindeck.svg.
+icons:
+	$(BIN)/python packaging/make_icons.py
+
+# Menu entry, icon and AppStream metainfo for this user (~/.local/share). EXEC: what the menu starts, e.g.
+#   make install-desktop EXEC=dist/traindeck/traindeck   (default: `traindeck` on PATH)
+install-desktop:
+	sh packaging/install_desktop.sh $(if $(EXEC),--exec "$(EXEC)")
+
+uninstall-desktop:
+	sh packaging/install_desktop.sh --uninstall

@@ -47,6 +47,8 @@ def create_window(demo: bool = False):  # type: ignore[no-untyped-def]
     QCoreApplication.setApplicationName("traindeck")
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationDisplayName("traindeck")
+    # Wayland app id / X11 class: the desktop shows packaging/traindeck.desktop's icon and name for the window.
+    app.setDesktopFileName("traindeck")
     settings = _settings()
     apply_theme(app, str(settings.value("theme", "system")))
     ctx = AppContext(demo=demo, settings=settings)

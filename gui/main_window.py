@@ -5,6 +5,8 @@ Wiring only: every decision about configs, runs and resources is the backend's; 
 
 from __future__ import annotations
 
+import copy
+import gc
 import os
 from pathlib import Path
 
@@ -22,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from traindeck.gui.context import AppContext
-from traindeck.gui.pages import discover
+from traindeck.gui.pages import discover_entries
 from traindeck.gui.pages.base import Page
 from traindeck.gui.theme import THEMES, apply_theme
 
@@ -32,7 +34,8 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.ctx = ctx
         self.setWindowTitle("traindeck")
-        self.page_types = discover()
+        # Titles and order only: a page's module is imported when the page is first built (fast start).
+        self.page_types = discover_entries()
         self.pages: dict[str, Page] = {}  # built on first show, so the window appears fast
         self._holders: dict[str, int] = {}
 
@@ -79,6 +82,10 @@ class MainWindow(QMainWindow):
         self.stack.removeWidget(old)
         old.deleteLater()
         self.pages[key] = page
+        # The page and the modules it imported live as long as the window: keep them out of the cyclic GC's full
+        # passes, which otherwise walk ~100k objects (30-60 ms, GIL held) about once a second while a run floods
+        # the console with short-lived objects (the Runs page's 100 ms stall budget; tests/perf/bench_gui_console).
+        gc.freeze()
         return page
 
     def show_page(self, key: str, build_only: bool = False) -> None:
@@ -233,7 +240,11 @@ def take_screenshots(window: MainWindow, directory: str) -> list[str]:
     os.makedirs(directory, exist_ok=True)
     app = QApplication.instance()
     written = []
+    draft = window.ctx.draft
+    start = (copy.deepcopy(draft.preset), draft.saved_as)
     for index, page_type in enumerate(window.page_types):
+        if index and start[0] is not None:  # what one page's demo did to the shared draft stays on that page
+            draft.replace(copy.deepcopy(start[0]), start[1])
         window.show_page(page_type.key)
         page = window.page(page_type.key)
         if page is not None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -51,7 +50,10 @@ def native_verdicts(kind: str, data: dict[str, Any], python: str | None = None, 
     if check is None:
         return []
     options = {"world_size": world_size, "file": doc.file if doc is not None else None, "doc": doc}
-    return check(data, python or sys.executable, timeout, options)
+    from traindeck.backend.launch.environ import resolve_python
+
+    # Not sys.executable directly: in a frozen app that is traindeck itself (resolve_python takes python3 there).
+    return check(data, python or resolve_python(None), timeout, options)
 
 
 def run_probe(python: str, request: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -60,7 +62,9 @@ def run_probe(python: str, request: dict[str, Any], timeout: float) -> dict[str,
         source = PROBE.read_text(encoding="utf-8")
     except OSError as exc:  # pragma: no cover - a broken installation
         return {"status": "failed", "error": f"cannot read {PROBE}: {exc}"}
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+    from traindeck.backend.launch.environ import unfrozen_environ
+
+    env = dict(unfrozen_environ(os.environ), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
     with tempfile.TemporaryDirectory(prefix="traindeck-native-") as cwd:  # nothing in the cwd shadows a module
         try:
             done = subprocess.run([python, "-c", source], input=json.dumps(request, default=str), capture_output=True,

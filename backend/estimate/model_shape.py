@@ -127,7 +127,9 @@ def _mentions(assumption: str, key: str) -> bool:
 
 
 def _worker_env() -> dict[str, str]:
-    env = dict(os.environ)
+    from traindeck.backend.launch.environ import unfrozen_environ
+
+    env = unfrozen_environ(os.environ)  # a frozen app's bundle libraries must not reach another Python
     # Never the network: a model id must already be in the local Hugging Face cache.
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1")
     env.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -192,11 +194,21 @@ def count_model_configs(
     return [r for r in results if r is not None]
 
 
+def _worker_command() -> list[str]:
+    """`python -m ...count_worker`; a frozen app (whose executable is no Python) runs the shipped file with
+    python3 from PATH, as it would train."""
+    from traindeck.backend.launch.environ import is_frozen, resolve_python
+
+    if is_frozen():
+        return [resolve_python(None), str(Path(__file__).with_name("count_worker.py"))]
+    return [sys.executable, "-m", "traindeck.backend.estimate.count_worker"]
+
+
 def _run_worker(targets: list[str], timeout_s: float) -> list[dict[str, Any]]:
     shown = targets[0] if len(targets) == 1 else f"{len(targets)} model configs"
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "traindeck.backend.estimate.count_worker", *targets],
+            [*_worker_command(), *targets],
             capture_output=True,
             text=True,
             timeout=timeout_s,

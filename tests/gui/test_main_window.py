@@ -1,0 +1,362 @@
+"""Desktop manners of the main window: Ctrl+<n> shows page n, window geometry and page come back next start, the
+theme changes the palette, closing with a running run asks (keep it running, stop it, or cancel), and
+`traindeck gui --screenshot DIR` writes one non-blank PNG per page.
+
+Works with whatever pages exist: when fewer than two are written yet, stand-in pages are added so the shortcuts
+and the saved page are still exercised.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage, QPalette
+from PySide6.QtWidgets import QApplication, QLabel, QMessageBox, QVBoxLayout
+
+from traindeck.gui.pages import discover_entries
+from traindeck.gui.pages.base import Page
+
+REPO = Path(__file__).resolve().parents[2]
+_CLOSED: list[object] = []  # windows of finished tests (see make_window)
+
+
+class _StandIn(Page):
+    def __init__(self, ctx):  # type: ignore[no-untyped-def]
+        super().__init__(ctx)
+        layout = QVBoxLayout(self)
+        layout.addWidget(QLabel(f"stand-in page {self.key}"))
+
+
+class StandInA(_StandIn):
+    key, title, order = "standin_a", "Stand-in A", 901
+
+
+class StandInB(_StandIn):
+    key, title, order = "standin_b", "Stand-in B", 902
+
+
+def _page_types() -> list:  # type: ignore[type-arg]
+    found = discover_entries()
+    return found if len(found) >= 2 else [*found, StandInA, StandInB][: max(2, len(found))]
+
+
+@pytest.fixture
+def make_window(qapp, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], object]]:  # type: ignore[no-untyped-def]
+    """create_window() as the app does it (settings under the test's TRAINDECK_HOME), with the page list above."""
+    from traindeck.gui import main_window
+    from traindeck.gui.app import create_window
+
+    page_types = _page_types()
+    monkeypatch.setattr(main_window, "discover_entries", lambda: list(page_types))
+    saved_palette = QPalette(qapp.palette())
+    windows = []
+
+    def make():  # type: ignore[no-untyped-def]
+        _app, window = create_window()
+        windows.append(window)
+        return window
+
+    yield make
+    os.environ["TRAINDECK_NO_CLOSE_PROMPT"] = "1"  # teardown closes without asking (monkeypatch restores it)
+    monkeypatch.setenv("TRAINDECK_NO_CLOSE_PROMPT", "1")
+    for window in windows:
+        window.close()
+        for _ in range(3):
+            window.ctx.tasks.wait(10000)
+            qapp.processEvents()
+    # Kept, not deleted: a page's background job may still answer later (the app itself just exits), and
+    # gui/tasks.py delivers to the page's slot whether or not its widgets still exist.
+    _CLOSED.extend(windows)
+    qapp.setPalette(saved_palette)
+    qapp.processEvents()
+
+
+@pytest.fixture
+def no_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINDECK_NO_CLOSE_PROMPT", "1")
+
+
+def _show(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    window.show()
+    qtbot.waitExposed(window)
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5000)
+
+
+def test_ctrl_number_shows_that_page(qtbot, make_window, no_prompt) -> None:  # type: ignore[no-untyped-def]
+    window = make_window()
+    _show(qtbot, window)
+    keys = [p.key for p in window.page_types][:9]
+    assert len(keys) >= 2
+    for position in [*range(len(keys), 0, -1), 1]:  # last to first, then back to 1: each press changes the page
+        qtbot.keyClick(window, getattr(Qt.Key, f"Key_{position}"), Qt.KeyboardModifier.ControlModifier)
+        key = keys[position - 1]
+        assert window.nav.currentRow() == position - 1
+        assert window.stack.currentWidget() is window.pages[key]
+        assert window.pages[key].isVisible()
+
+
+# Two starts in one process on a desktop-sized offscreen screen (the default offscreen screen, 800x800, is smaller
+# than some pages' minimum width, and Qt clamps a restored geometry to the screen). dpr 2: a high-DPI screen
+# (the window keeps its logical size and is drawn at twice the pixels).
+TWO_STARTS = r"""
+import json, sys
+from PySide6.QtCore import QPoint, QSize
+from PySide6.QtWidgets import QApplication, QLabel
+from traindeck.gui import main_window
+from traindeck.gui.app import create_window
+from traindeck.gui.pages import discover_entries
+from traindeck.gui.pages.base import Page
+
+class StandIn(Page):
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        QLabel(self.title, self)
+
+found = discover_entries()
+stand_ins = [type(f"StandIn{i}", (StandIn,), {"key": f"standin{i}", "title": f"Stand-in {i}", "order": 900 + i})
+             for i in range(2)]
+page_types = found if len(found) >= 2 else [*found, *stand_ins][:2]
+main_window.discover_entries = lambda: list(page_types)
+
+def settle(window):
+    for _ in range(3):
+        window.ctx.tasks.wait(10000)
+        QApplication.processEvents()
+
+app, first = create_window()
+first.show()
+key = first.page_types[1].key
+first.show_page(key)
+settle(first)
+size = first.minimumSizeHint().expandedTo(QSize(900, 600)) + QSize(23, 17)
+first.resize(size)
+first.move(QPoint(37, 41))
+settle(first)
+saved = {"size": [first.width(), first.height()], "pos": [first.x(), first.y()], "key": key}
+first.close()
+
+app, second = create_window()
+restored = {"row": second.nav.currentRow(), "current_is_page": second.stack.currentWidget() is second.pages.get(key)}
+second.show()
+settle(second)
+shot = second.grab()
+restored.update(size=[second.width(), second.height()], pos=[second.x(), second.y()],
+                dpr=shot.devicePixelRatio(), shot=[shot.width(), shot.height()],
+                screen=[app.primaryScreen().size().width(), app.primaryScreen().size().height()])
+second.close()
+print("RESULT " + json.dumps({"saved": saved, "restored": restored}))
+"""
+
+
+@pytest.mark.parametrize("dpr", [1, 2])
+def test_geometry_and_page_come_back_in_the_next_window(tmp_path: Path, dpr: int) -> None:
+    screen = tmp_path / "screen.json"
+    # 1920x1200 logical; dpr 2 through Qt's own scaling (the offscreen backing store ignores a screen's "dpr").
+    screen.write_text(json.dumps({"screens": [{"name": "desk", "x": 0, "y": 0, "width": 1920 * dpr,
+                                               "height": 1200 * dpr, "logicalDpi": 96, "logicalBaseDpi": 96}]}))
+    env = dict(os.environ, QT_QPA_PLATFORM=f"offscreen:configfile={screen}", TRAINDECK_NO_CLOSE_PROMPT="1",
+               QT_SCALE_FACTOR=str(dpr))
+    done = subprocess.run([sys.executable, "-c", TWO_STARTS], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(next(ln for ln in done.stdout.splitlines() if ln.startswith("RESULT "))[len("RESULT "):])
+    saved, restored = result["saved"], result["restored"]
+    assert saved["size"][0] > 900 and saved["pos"] == [37, 41], "the first window took the test's geometry"
+    assert restored["row"] == 1 and restored["current_is_page"], "the page shown last is shown again"
+    assert restored["size"] == saved["size"]
+    assert restored["pos"] == saved["pos"]
+    # High-DPI: drawn at the screen's device pixel ratio (crisp), laid out in the same logical size.
+    assert restored["dpr"] == dpr
+    assert restored["shot"] == [restored["size"][0] * dpr, restored["size"][1] * dpr]
+
+
+def test_first_start_opens_the_first_page_at_a_usable_size(qtbot, make_window, no_prompt) -> None:  # type: ignore[no-untyped-def]
+    window = make_window()
+    assert window.nav.currentRow() == 0
+    assert window.width() >= 700 and window.height() >= 480
+
+
+def test_theme_switch_changes_the_palette_and_is_remembered(qtbot, make_window, no_prompt, qapp) -> None:  # type: ignore[no-untyped-def]
+    window = make_window()
+    window.set_theme("dark")
+    dark = qapp.palette()
+    assert dark.color(QPalette.ColorRole.Window).lightness() < 100
+    assert dark.color(QPalette.ColorRole.WindowText).lightness() > 180
+    # Widgets take the new palette when the change event is delivered (the next event-loop pass).
+    qtbot.waitUntil(lambda: window.nav.palette().color(QPalette.ColorRole.Base) == dark.color(QPalette.ColorRole.Base))
+    assert window.palette().color(QPalette.ColorRole.Window) == dark.color(QPalette.ColorRole.Window)
+    window.set_theme("light")
+    light = qapp.palette()
+    assert light.color(QPalette.ColorRole.Window).lightness() > 180
+    assert light.color(QPalette.ColorRole.WindowText).lightness() < 100
+    qtbot.waitUntil(lambda: window.palette().color(QPalette.ColorRole.Window) == light.color(QPalette.ColorRole.Window))
+    assert window.ctx.settings.value("theme") == "light"
+    window.set_theme("dark")
+    assert window.close()
+    make_window()  # the next start applies the saved theme before building the window
+    assert qapp.palette().color(QPalette.ColorRole.Window).lightness() < 100
+
+
+# ---- closing while a run runs (a real supervised run; the dialog is answered at QMessageBox.exec) ------------
+@pytest.fixture
+def running_run() -> Iterator[object]:
+    from runhelp import python_job, wait_finished, wait_until
+
+    from traindeck.backend.runs.control import stop_run
+    from traindeck.backend.runs.store import RunStore
+
+    run = python_job("--steps", "400", "--step-time", "0.05")  # ~20 s: outlives the test's close
+    with RunStore() as store:
+        wait_until(lambda: (store.get_run(run.id) or run).supervisor_pid, timeout=30)
+    yield run
+    with RunStore() as store:
+        record = store.get_run(run.id)
+        if record is not None and not record.finished:
+            stop_run(store, run.id, grace_s=1.0, wait=False)
+    wait_finished(run.id, 60)
+
+
+def _answer(monkeypatch: pytest.MonkeyPatch, button_text: str | None) -> list[str]:
+    """Make QMessageBox.exec click the button with this text (None: Cancel); returns the texts the box showed."""
+    shown: list[str] = []
+
+    def exec_(box: QMessageBox) -> int:
+        shown.append(box.text())
+        for button in box.buttons():
+            role = box.buttonRole(button)
+            if (button_text is None and role == QMessageBox.ButtonRole.RejectRole) or button.text() == button_text:
+                button.click()
+                return 0
+        raise AssertionError(f"no button {button_text!r} in {[b.text() for b in box.buttons()]}")
+
+    monkeypatch.setattr(QMessageBox, "exec", exec_)
+    return shown
+
+
+def _state(run_id: str) -> str:
+    from traindeck.backend.runs.store import RunStore
+
+    with RunStore() as store:
+        record = store.get_run(run_id)
+    assert record is not None
+    return record.state
+
+
+@pytest.mark.slow
+def test_close_keep_running_leaves_the_run_running(qtbot, make_window, running_run, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from runhelp import get
+
+    from traindeck.backend.runs.layout import RunDir
+
+    monkeypatch.delenv("TRAINDECK_NO_CLOSE_PROMPT", raising=False)
+    shown = _answer(monkeypatch, "Keep running")
+    window = make_window()
+    _show(qtbot, window)
+    assert window.close()
+    assert shown == ["1 run is still running."]
+    assert not window.isVisible()
+    assert _state(running_run.id) == "running"
+    assert not RunDir(Path(running_run.run_dir)).stop_file.exists()
+    import psutil
+
+    assert psutil.pid_exists(get(running_run.id).supervisor_pid)
+
+
+@pytest.mark.slow
+def test_close_stop_them_writes_the_stop_request(qtbot, make_window, running_run, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from runhelp import wait_finished
+
+    from traindeck.backend.runs.layout import RunDir
+
+    monkeypatch.delenv("TRAINDECK_NO_CLOSE_PROMPT", raising=False)
+    shown = _answer(monkeypatch, "Stop them")
+    window = make_window()
+    _show(qtbot, window)
+    assert window.close()  # returns at once: the supervisor does the stopping
+    assert shown == ["1 run is still running."]
+    assert RunDir(Path(running_run.run_dir)).stop_request() is not None
+    assert wait_finished(running_run.id, 60).state == "stopped"
+
+
+@pytest.mark.slow
+def test_close_cancel_keeps_the_window_open(qtbot, make_window, running_run, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from traindeck.backend.runs.layout import RunDir
+
+    monkeypatch.delenv("TRAINDECK_NO_CLOSE_PROMPT", raising=False)
+    shown = _answer(monkeypatch, None)
+    window = make_window()
+    _show(qtbot, window)
+    assert not window.close()
+    assert shown and window.isVisible()
+    assert _state(running_run.id) == "running"
+    assert not RunDir(Path(running_run.run_dir)).stop_file.exists()
+
+
+def test_close_without_running_runs_does_not_ask(qtbot, make_window, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("TRAINDECK_NO_CLOSE_PROMPT", raising=False)
+    shown = _answer(monkeypatch, "Keep running")
+    window = make_window()
+    _show(qtbot, window)
+    assert window.close()
+    assert shown == []
+
+
+# ---- screenshots (a real `traindeck gui --screenshot DIR` process) ------------------------------------------
+def _distinct_colours(path: Path) -> int:
+    """Colours in the page's own area: right of the navigation list (150 px), below the menu, above the status bar
+    (those alone would make any shot look busy)."""
+    image = QImage(str(path)).convertToFormat(QImage.Format.Format_RGB32)
+    assert not image.isNull(), path
+    colours = set()
+    for y in range(40, image.height() - 40, 2):
+        for x in range(170, image.width(), 2):
+            colours.add(image.pixel(x, y))
+    return len(colours)
+
+
+def test_screenshot_writes_one_non_blank_png_per_page(tmp_path: Path, qapp) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "shots"
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    done = subprocess.run([sys.executable, "-m", "traindeck", "gui", "--screenshot", str(out)], capture_output=True,
+                          text=True, timeout=180, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    pages = discover_entries()
+    expected = {f"{i + 1}-{p.key}.png" for i, p in enumerate(pages)}
+    written = {p.name for p in out.glob("*.png")} if out.exists() else set()
+    assert written == expected
+    assert sorted(done.stdout.split()) == sorted(str(out / name) for name in expected)
+    if not pages:
+        pytest.skip("no pages written yet: nothing to render")
+    for name in sorted(expected):
+        image = QImage(str(out / name))
+        assert image.width() >= 600 and image.height() >= 400, name
+        # A blank or one-colour page has a handful of colours; text, widgets and charts give hundreds.
+        assert _distinct_colours(out / name) > 40, f"{name} looks blank"
+
+
+def test_an_empty_page_counts_as_blank(qtbot, qapp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_prompt) -> None:  # type: ignore[no-untyped-def]
+    # The measure above must tell a page that drew nothing: same window, an empty page, same crop.
+    from traindeck.gui import main_window
+    from traindeck.gui.app import create_window
+
+    class Empty(Page):
+        key, title, order = "empty", "Empty", 1
+
+    monkeypatch.setattr(main_window, "discover_entries", lambda: [Empty])
+    _app, window = create_window()
+    window.resize(1280, 820)
+    window.show()
+    qtbot.waitExposed(window)
+    shot = tmp_path / "empty.png"
+    assert window.grab().save(str(shot))
+    window.close()
+    _CLOSED.append(window)
+    assert _distinct_colours(shot) < 10
