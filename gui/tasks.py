@@ -10,6 +10,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
 
 
@@ -53,6 +54,8 @@ class Tasks(QObject):
         def deliver(result: Any, error: Any) -> None:
             self._relays.discard(relay)
             relay.deleteLater()
+            if not (_owner_alive(done) and _owner_alive(failed)):
+                return  # the page (or window) that asked was closed while the job ran: nobody to tell
             if error is not None:
                 if failed is not None:
                     failed(str(error))
@@ -65,3 +68,9 @@ class Tasks(QObject):
     def wait(self, timeout_ms: int = 30000) -> bool:
         """Tests and shutdown: wait for running jobs (never called from a slot during normal use)."""
         return self.pool.waitForDone(timeout_ms)
+
+
+def _owner_alive(callback: Callable[..., Any] | None) -> bool:
+    """False when `callback` is a method of a Qt object whose C++ side was deleted (a closed page's slot)."""
+    owner = getattr(callback, "__self__", None)
+    return not isinstance(owner, QObject) or shiboken6.isValid(owner)

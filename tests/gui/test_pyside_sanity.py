@@ -20,15 +20,3 @@ def test_void_qt_calls_do_not_leak_none_references(qapp):
     # Other threads may create or drop a few Nones meanwhile; the broken build loses one per call (1000).
     assert after >= before - 50, f"None refcount dropped by {before - after} over 1000 setText calls"
 
-
-def test_placeholder_window_renders_a_screenshot(tmp_path):
-    import subprocess
-
-    result = subprocess.run(
-        [sys.executable, "-m", "traindeck", "gui", "--screenshot", str(tmp_path)],
-        capture_output=True, text=True, timeout=120,
-        env={**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen"},
-    )
-    assert result.returncode == 0, result.stderr
-    png = tmp_path / "main.png"
-    assert png.exists() and png.stat().st_size > 1000
