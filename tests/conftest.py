@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.abc
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,3 +26,29 @@ def traindeck_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 @pytest.fixture
 def fixtures() -> Path:
     return FIXTURES
+
+
+HEAVY_MODULES = ("torch", "deepspeed", "accelerate", "transformers")
+
+
+class _RefuseHeavyImports(importlib.abc.MetaPathFinder):
+    def __init__(self) -> None:
+        self.attempts: list[str] = []
+
+    def find_spec(self, fullname, path=None, target=None):  # type: ignore[no-untyped-def]
+        if fullname.split(".")[0] in HEAVY_MODULES:
+            self.attempts.append(fullname)
+            raise ImportError(f"{fullname} imported in the dashboard's process (test guard)")
+        return None
+
+
+@pytest.fixture
+def heavy_imports(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The training libraries the code under test tried to import in this process (refused), even when an earlier
+    test in the same pytest process already imported them: they are hidden from sys.modules for the test, so a
+    plain `import torch` reaches the finder. Assert the list is empty."""
+    guard = _RefuseHeavyImports()
+    for name in [n for n in sys.modules if n.split(".")[0] in HEAVY_MODULES]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [guard, *sys.meta_path])
+    return guard.attempts

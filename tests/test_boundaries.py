@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO
 
 HEAVY = {"torch", "deepspeed", "accelerate", "transformers"}
@@ -65,3 +66,11 @@ def test_cli_start_does_not_import_heavy_or_qt_modules():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_heavy_import_guard_sees_imports_even_after_an_earlier_test_loaded_torch(heavy_imports):
+    import importlib
+
+    with pytest.raises(ImportError, match="test guard"):
+        importlib.import_module("torch.nn")
+    assert heavy_imports == ["torch"]

@@ -7,7 +7,14 @@ from typing import Literal
 import pytest
 from pydantic import Field
 
-from traindeck.backend.config.editing import FieldTextError, get_path, remove_path, set_path, text_from_value, value_from_text
+from traindeck.backend.config.editing import (
+    FieldTextError,
+    get_path,
+    remove_path,
+    set_path,
+    text_from_value,
+    value_from_text,
+)
 from traindeck.backend.config.schema import Section, fields_of
 
 

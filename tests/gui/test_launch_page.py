@@ -81,7 +81,7 @@ def _script(tmp_path: Path, text: str = "print('hi')\n") -> Path:
     return script
 
 
-def test_fields_set_the_launch_choice_and_the_command_preview(qtbot, make_page, tmp_path):
+def test_fields_set_the_launch_choice_and_the_command_preview(qtbot, make_page, tmp_path, heavy_imports):
     page = make_page(preset="cpu-demo")
     script = _script(tmp_path)
     with qtbot.waitSignal(page.ctx.launch_choice_changed):
@@ -120,7 +120,7 @@ def test_fields_set_the_launch_choice_and_the_command_preview(qtbot, make_page, 
     page.args.setText("--title 'unfinished")
     assert "Arguments: No closing quotation" in page.args_note.plain_text()
     assert not page.launch_button.isEnabled()
-    assert "torch" not in sys.modules  # the page never imports the training stack
+    assert heavy_imports == []  # the page never imports the training stack
 
 
 def test_draft_errors_block_launch_and_point_to_configure(qtbot, make_page, tmp_path):
@@ -283,9 +283,8 @@ def test_without_a_preset_the_demo_runs_with_plain_python(qtbot, make_page):
 
 @pytest.mark.slow
 @pytest.mark.train
-def test_ctrl_enter_launches_the_cpu_demo_and_it_succeeds(qtbot, make_page):
-    if importlib.util.find_spec("deepspeed") is None:  # found, not imported: the GUI process never imports it
-        pytest.skip("needs the train extra")
+@pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="needs the train extra")
+def test_ctrl_enter_launches_the_cpu_demo_and_it_succeeds(qtbot, make_page, heavy_imports):
     page = make_page(demo=True)
     page.args.setText("--deepspeed_config {ds_config} --steps 3 --batch-size 4 --step-time 0 --log-every 1")
     plan = _wait_plan(qtbot, page)
@@ -317,6 +316,6 @@ def test_ctrl_enter_launches_the_cpu_demo_and_it_succeeds(qtbot, make_page):
         assert (record.name, record.preset, record.launcher) == ("train_tiny", "cpu-demo", "deepspeed")
         assert "train_tiny: mode=deepspeed world_size=2" in log and "train_tiny: done" in log
         assert f"Run {run_id} started" in page.result.text()
-        assert "torch" not in sys.modules and "deepspeed" not in sys.modules
+        assert heavy_imports == []
     finally:
         store.close()
