@@ -97,7 +97,8 @@ def test_deepspeed_rank_death_is_diagnosed_and_nothing_remains(end: str, kind: s
                  launcher="deepspeed", nproc=2)
     done = wait_finished(run.id, 180)
     assert done.state == "failed"
-    assert done.diagnosis is not None and done.diagnosis["kind"] == kind, done.diagnosis
+    log = Path(done.run_dir, "output.log").read_text(errors="replace")
+    assert done.diagnosis is not None and done.diagnosis["kind"] == kind, (done.diagnosis, log[-3000:])
     assert words in done.diagnosis["summary"] + " | ".join(done.diagnosis["evidence"]), done.diagnosis
     assert done.diagnosis["rank"] == 1
     assert leftovers(done) == []
