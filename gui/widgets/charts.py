@@ -127,8 +127,13 @@ class UnitAxisItem(pg.AxisItem):
             decimals = _decimals(spacing / unit_scale)
             suffix = _BINARY[index] + ("/s" if self.unit == "B/s" else "")
             return [f"{v / unit_scale:.{decimals}f} {suffix}" for v in values]
-        decimals = _decimals(spacing)
         suffix = f" {self.unit}" if self.unit else ""
+        largest = max(abs(v) for v in values)
+        if spacing > 0 and (spacing < 1e-3 or largest >= 1e6):
+            # Learning rates (1e-5) and token counts (1e9): fixed decimals would print 0.0000 or 13 digits.
+            digits = min(4, max(0, math.floor(math.log10(largest or spacing)) - math.floor(math.log10(spacing))))
+            return [("0" if v == 0 else f"{v:.{digits}e}") + suffix for v in values]
+        decimals = _decimals(spacing)
         return [f"{v:.{decimals}f}{suffix}" for v in values]
 
 

@@ -131,6 +131,9 @@ def test_units_on_the_axis_and_in_the_legend(chart):
     quarter = UnitAxisItem("B/s")
     quarter.setRange(0, 2**20)
     assert quarter.tickStrings([0.25 * 2**20, 0.75 * 2**20], 1, 0.25 * 2**20) == ["0.25 MiB/s", "0.75 MiB/s"]
+    # A learning rate's axis: distinct labels, not 0.0000 five times.
+    assert UnitAxisItem("").tickStrings([0, 1e-5, 2e-5, 3e-5], 1, 1e-5) == ["0", "1e-05", "2e-05", "3e-05"]
+    assert UnitAxisItem("").tickStrings([2.5e-5, 3e-5], 1, 5e-6) == ["2.5e-05", "3.0e-05"]
     assert format_value(1.5 * 2**20, "B/s") == "1.5 MiB/s"
     assert format_value(61, "°C") == "61 °C" and format_value(None, "W") == "-"
     chart.append("used", 1.0, 3 * 2**30)
