@@ -63,7 +63,7 @@ class MainWindow(QMainWindow):
 
         ctx.navigate.connect(self.show_page)
         ctx.run_started.connect(self._open_run)
-        ctx.open_run.connect(lambda _id: self.show_page("runs", build_only=False))
+        ctx.open_run.connect(self._show_run)
         ctx.status.connect(lambda text: self.statusBar().showMessage(text, 8000))
         self.statusBar().showMessage("Ready")
         self._restore_state()
@@ -104,6 +104,13 @@ class MainWindow(QMainWindow):
         self.stack.setCurrentIndex(row)
         if page is not None:
             page.page_shown()
+
+    def _show_run(self, run_id: str) -> None:
+        built = "runs" in self.pages
+        self.show_page("runs")
+        if not built and "runs" in self.pages:
+            # The page connected to open_run while this emission was under way, so Qt does not deliver it there.
+            self.ctx.open_run.emit(run_id)
 
     def _open_run(self, run_id: str) -> None:
         # The Runs page listens to run_started itself; make sure it exists and is in front.

@@ -4,6 +4,7 @@ console). The log is a plain file, so any number of readers can do this at any t
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -49,6 +50,31 @@ class LogReader:
             budget -= len(chunk)
             lines.extend(self._assembler.feed(chunk))
         return lines
+
+    def unread_bytes(self) -> int:
+        """How far the log has grown beyond what was read (0 before the file exists)."""
+        if not self._open():
+            return 0
+        return max(0, os.fstat(self._handle.fileno()).st_size - self._handle.tell())
+
+    def skip_to_tail(self, keep_bytes: int) -> int:
+        """Go on reading from the first line that starts within the last `keep_bytes` of the file, dropping what
+        was not read before it (a console that fell far behind a flood shows the newest output; the file keeps
+        everything). Returns the number of bytes skipped."""
+        if not self._open():
+            return 0
+        start = self._handle.tell()
+        offset = os.fstat(self._handle.fileno()).st_size - keep_bytes
+        if offset <= start:
+            return 0
+        self._handle.seek(offset)
+        self._handle.readline()  # the rest of a line cut in the middle
+        self._assembler = LineAssembler()
+        return int(self._handle.tell() - start)
+
+    def partial(self) -> Line | None:
+        """The unterminated last line so far (e.g. the current tqdm bar) as a transient Line; nothing consumed."""
+        return self._assembler.partial()
 
     def finish(self) -> list[Line]:
         """Everything left, the last unterminated line included (call once the run has ended)."""

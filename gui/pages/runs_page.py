@@ -1,0 +1,796 @@
+"""The run view: a list of runs (running first) and the open run's console, progress, charts, stop and diagnosis.
+
+Everything the page shows is read off the UI thread: the run store through `ctx.tasks` (a view every 0.5 s, the
+list every 2 s), the log by the console's own reading thread. Opening the page while runs are running shows the
+newest one and follows it: closing and reopening the window reattaches to a run, which never noticed either.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from traindeck.backend.runs import watch
+from traindeck.backend.runs.store import RunEvent, RunRecord, RunStore
+from traindeck.gui.context import AppContext
+from traindeck.gui.pages.base import Page
+from traindeck.gui.widgets.charts import TimeSeriesChart
+from traindeck.gui.widgets.console import LogConsole
+from traindeck.gui.widgets.run_state import badge_style, panel_style, state_icon
+
+POLL_MS = 500  # the open run: record, events, metrics
+LIST_MS = 2000  # the list of runs (and marking runs whose supervisor is gone as lost)
+STOP_GRACE_S = 10.0
+MAX_METRICS_SHOWN = 14
+_RUN_ID = Qt.ItemDataRole.UserRole
+
+
+def _panel(name: str) -> tuple[QFrame, QVBoxLayout]:
+    frame = QFrame()
+    frame.setObjectName(name)
+    layout = QVBoxLayout(frame)
+    layout.setContentsMargins(10, 6, 10, 6)
+    layout.setSpacing(2)
+    frame.setVisible(False)
+    return frame, layout
+
+
+def _label(text: str = "", *, selectable: bool = False, wrap: bool = False, bold: bool = False) -> QLabel:
+    label = QLabel(text)
+    if selectable:
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    label.setWordWrap(wrap)
+    if bold:
+        font = label.font()
+        font.setBold(True)
+        label.setFont(font)
+    return label
+
+
+class RunsPage(Page):
+    key = "runs"
+    title = "Runs"
+    order = 30
+
+    def __init__(self, ctx: AppContext):
+        super().__init__(ctx)
+        self.confirm_stop = True  # ask before stopping (tests of the stop itself turn this off)
+        self._store_path: Path | None = None  # None: the user's run store; load_demo() uses a store of its own
+        self._stores: dict[Path | None, RunStore] = {}  # by path; opened and used on worker threads only
+        self._store_lock = threading.Lock()
+        self._mark_lost = True
+        self._demo_dir: str | None = None
+        self._closing = False
+
+        self.run_id: str | None = None
+        self.record: RunRecord | None = None
+        self.records: list[RunRecord] = []
+        self._generation = 0  # bumped when another run is opened: late answers about the previous one are dropped
+        self._polling = False
+        self._listing = False
+        self._poll_again = False
+        self._opened_by_user = False
+        self._after_event = 0
+        self.events: list[RunEvent] = []
+        self.stop_lines: list[str] = []
+        self._stop_pending = False  # our stop request is on its way (before the supervisor records it)
+        self._metric_mark: int | None = None  # the store's metric rows seen so far (None: none yet)
+        self._metrics: dict[str, float] = {}  # latest value of every series
+        self._metric_names: tuple[str, ...] = ()
+        self._charted: set[str] = set()  # series whose history is in a chart (newer points are appended)
+        self._last_t: dict[str, float] = {}  # newest point charted per series
+        self._metric_labels: dict[str, QLabel] = {}
+        self._end_seen = False
+        self.remaining: list[int] | None = None
+
+        self._build()
+        ctx.open_run.connect(self.open_run)
+        ctx.run_started.connect(self.open_run)  # opening the same run twice does nothing
+
+        self.poll_timer = QTimer(self)
+        self.poll_timer.setInterval(POLL_MS)
+        self.poll_timer.timeout.connect(self.poll)
+        self.list_timer = QTimer(self)
+        self.list_timer.setInterval(LIST_MS)
+        self.list_timer.timeout.connect(self._list_tick)
+        self.list_timer.start()
+        self.clock_timer = QTimer(self)
+        self.clock_timer.setInterval(1000)
+        self.clock_timer.timeout.connect(self._update_duration)
+        self.clock_timer.start()
+        self.refresh_list(reattach=True)
+
+    # ================================================================================================ layout
+    def _build(self) -> None:
+        self.run_list = QListWidget()
+        self.run_list.setObjectName("runList")
+        self.run_list.setMinimumWidth(200)
+        self.run_list.setMaximumWidth(320)
+        self.run_list.setSpacing(1)
+        self.run_list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.run_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.run_list.currentItemChanged.connect(self._item_chosen)
+
+        # -- header: name, state, duration, stop -----------------------------------------------------------
+        self.name_label = _label(bold=True, selectable=True)
+        font = self.name_label.font()
+        font.setPointSizeF(font.pointSizeF() * 1.35)
+        self.name_label.setFont(font)
+        self.state_badge = QLabel()
+        self.duration_label = _label()
+        self.duration_label.setToolTip("How long the run has been running (or ran)")
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setShortcut(QKeySequence("Ctrl+."))
+        self.stop_button.setToolTip("Stop the run gracefully (Ctrl+.): SIGINT to every process, SIGTERM after "
+                                    f"{STOP_GRACE_S:g} s, SIGKILL if anything is still running after that")
+        self.stop_button.clicked.connect(lambda: self.stop_run())
+        self.force_button = QPushButton("Force stop")
+        self.force_button.setToolTip("Kill every process of the run now (SIGKILL): nothing gets to save or clean up")
+        self.force_button.clicked.connect(lambda: self.force_stop())
+        header = QHBoxLayout()
+        header.addWidget(self.name_label)
+        header.addWidget(self.state_badge)
+        header.addWidget(self.duration_label)
+        header.addStretch(1)
+        header.addWidget(self.stop_button)
+        header.addWidget(self.force_button)
+        self.meta_label = _label(selectable=True)
+        self.meta_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.meta_label.setStyleSheet("color: palette(placeholder-text);")
+
+        # -- progress -----------------------------------------------------------------------------------------
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setRange(0, 1000)
+        self.progress_bar.setTextVisible(False)
+        self.progress_bar.setFixedHeight(14)
+        self.progress_label = _label()
+        self.progress_label.setMinimumWidth(260)
+        progress = QHBoxLayout()
+        progress.addWidget(self.progress_bar, 1)
+        progress.addWidget(self.progress_label)
+
+        # -- banners: stall, stop escalation, diagnosis -------------------------------------------------------
+        self.stall_panel, stall_layout = _panel("stallPanel")
+        self.stall_panel.setStyleSheet(panel_style("warning", "stallPanel"))
+        self.stall_label = _label(wrap=True, selectable=True)
+        stall_layout.addWidget(self.stall_label)
+        self.stop_panel, stop_layout = _panel("stopPanel")
+        self.stop_panel.setStyleSheet(panel_style("info", "stopPanel"))
+        self.stop_title = _label("Stopping", bold=True)
+        self.stop_label = _label(selectable=True, wrap=True)
+        stop_layout.addWidget(self.stop_title)
+        stop_layout.addWidget(self.stop_label)
+        self.diagnosis_panel, diagnosis_layout = _panel("diagnosisPanel")
+        self.diagnosis_summary = _label(wrap=True, selectable=True, bold=True)
+        self.diagnosis_evidence = _label(wrap=True, selectable=True)
+        self.diagnosis_advice = _label(wrap=True, selectable=True)
+        for widget in (self.diagnosis_summary, self.diagnosis_evidence, self.diagnosis_advice):
+            diagnosis_layout.addWidget(widget)
+
+        # -- console and charts -------------------------------------------------------------------------------
+        self.console = LogConsole()
+        self.loss_chart = TimeSeriesChart("Loss", x_is_time=False)
+        self.other_box = QComboBox()
+        self.other_box.setToolTip("The metric shown in the second chart")
+        self.other_box.currentIndexChanged.connect(self._other_chosen)
+        self.other_chart = TimeSeriesChart("Metric", x_is_time=False)
+        self._other_name: str | None = None
+        other = QWidget()
+        other_layout = QVBoxLayout(other)
+        other_layout.setContentsMargins(0, 0, 0, 0)
+        other_layout.setSpacing(2)
+        other_layout.addWidget(self.other_box)
+        other_layout.addWidget(self.other_chart, 1)
+        self._other_layout = other_layout
+        self.metrics_grid = QGridLayout()
+        self.metrics_grid.setVerticalSpacing(2)
+        metrics_box = QWidget()
+        metrics_outer = QVBoxLayout(metrics_box)
+        metrics_outer.setContentsMargins(4, 0, 0, 0)
+        metrics_outer.addWidget(_label("Last metrics", bold=True))
+        metrics_outer.addLayout(self.metrics_grid)
+        metrics_outer.addStretch(1)
+        metrics_box.setMinimumWidth(170)
+        charts = QWidget()
+        charts_layout = QHBoxLayout(charts)
+        charts_layout.setContentsMargins(0, 0, 0, 0)
+        charts_layout.addWidget(self.loss_chart, 1)
+        charts_layout.addWidget(other, 1)
+        charts_layout.addWidget(metrics_box)
+        self._charts_layout = charts_layout
+        self.splitter = QSplitter(Qt.Orientation.Vertical)
+        self.splitter.addWidget(self.console)
+        self.splitter.addWidget(charts)
+        self.splitter.setStretchFactor(0, 3)
+        self.splitter.setStretchFactor(1, 2)
+        self.splitter.setChildrenCollapsible(False)
+        self.splitter.setSizes([600, 300])  # the console gets most of the height
+
+        run_view = QWidget()
+        view_layout = QVBoxLayout(run_view)
+        view_layout.setContentsMargins(8, 4, 4, 4)
+        view_layout.addLayout(header)
+        view_layout.addWidget(self.meta_label)
+        view_layout.addLayout(progress)
+        view_layout.addWidget(self.stall_panel)
+        view_layout.addWidget(self.diagnosis_panel)
+        view_layout.addWidget(self.stop_panel)
+        view_layout.addWidget(self.splitter, 1)
+
+        empty = QWidget()
+        empty_layout = QVBoxLayout(empty)
+        empty_layout.addStretch(1)
+        self.empty_label = _label("No run is open.\nLaunch one on the Launch page, or pick one from the list.",
+                                  wrap=True)
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        empty_layout.addWidget(self.empty_label)
+        launch = QPushButton("Go to Launch")
+        launch.clicked.connect(lambda: self.ctx.navigate.emit("launch"))
+        empty_layout.addWidget(launch, 0, Qt.AlignmentFlag.AlignHCenter)
+        empty_layout.addStretch(2)
+
+        self.views = QStackedWidget()
+        self.views.addWidget(empty)
+        self.views.addWidget(run_view)
+        split = QSplitter()
+        split.addWidget(self.run_list)
+        split.addWidget(self.views)
+        split.setStretchFactor(1, 1)
+        split.setSizes([250, 1000])
+        split.setChildrenCollapsible(False)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(split)
+
+    # ================================================================================================ store calls
+    def _call(self, fn: Callable[..., Any], *args: Any, done: Callable[[Any], None] | None = None,
+              failed: Callable[[str], None] | None = None, **kwargs: Any) -> None:
+        """fn(store, *args) on a worker thread, with the page's store connection (opened there on first use)."""
+        self.ctx.tasks.run(self._in_store, self._store_path, fn, *args, done=done,
+                           failed=failed or self._report_failure, **kwargs)
+
+    def _in_store(self, path: Path | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        # The lock is never taken on the UI thread: opening a store may wait for SQLite's write lock.
+        with self._store_lock:
+            store = self._stores.get(path)
+            if store is None:
+                store = self._stores[path] = RunStore(path)
+        return fn(store, *args, **kwargs)
+
+    def _close_stores(self) -> None:
+        with self._store_lock:
+            stores, self._stores = list(self._stores.values()), {}
+        for store in stores:
+            store.close()
+
+    def _report_failure(self, text: str) -> None:
+        if not self._closing:
+            self.ctx.status.emit(f"Runs: {text.splitlines()[0] if text else 'failed'}")
+
+    # ================================================================================================ the list
+    def refresh_list(self, reattach: bool = False) -> None:
+        if self._listing:
+            return
+        self._listing = True
+        path = self._store_path
+        self._call(watch.runs_for_list, mark_lost=self._mark_lost,
+                   done=lambda records: self._list_arrived(records, reattach, path),
+                   failed=self._list_failed)
+
+    def _list_tick(self) -> None:
+        if self.isVisible():
+            self.refresh_list()
+
+    def _list_failed(self, text: str) -> None:
+        self._listing = False
+        self._report_failure(text)
+
+    def _list_arrived(self, records: list[RunRecord], reattach: bool, path: Path | None) -> None:
+        self._listing = False
+        if self._closing:
+            return
+        if path != self._store_path:  # read from the store used before load_demo(): ask the current one
+            self.refresh_list(reattach)
+            return
+        self.records = records
+        self._fill_list(records)
+        if reattach and self.run_id is None and not self._opened_by_user:
+            newest = watch.newest_running(records)
+            if newest is not None:
+                self._open(newest.id, by_user=False)  # reattach: the window was closed while it ran
+
+    def _fill_list(self, records: list[RunRecord]) -> None:
+        box = self.run_list
+        box.blockSignals(True)
+        try:
+            box.clear()
+            running = [r for r in records if r.state == "running"]
+            others = [r for r in records if r.state != "running"]
+            for title, group in (("Running", running), ("Recent", others)):
+                if not group:
+                    continue
+                header = QListWidgetItem(title.upper())
+                header.setFlags(Qt.ItemFlag.NoItemFlags)
+                font = header.font()
+                font.setBold(True)
+                font.setPointSizeF(font.pointSizeF() * 0.85)
+                header.setFont(font)
+                box.addItem(header)
+                for record in group:
+                    item = QListWidgetItem(state_icon(record.state), self._list_text(record))
+                    item.setData(_RUN_ID, record.id)
+                    item.setToolTip(f"{record.id}\n{record.state}"
+                                    + (f": {record.state_detail}" if record.state_detail else ""))
+                    box.addItem(item)
+                    if record.id == self.run_id:
+                        box.setCurrentItem(item)
+        finally:
+            box.blockSignals(False)
+
+    @staticmethod
+    def _list_text(record: RunRecord) -> str:
+        started = time.strftime("%b %d %H:%M", time.localtime(record.started_at or record.created_at))
+        if record.state == "running":
+            progress = watch.progress_text(record.progress)
+            done = f" · {100 * progress.fraction:.0f}%" if progress is not None and progress.fraction is not None else ""
+            detail = f"running{done} · since {started}"
+        else:
+            detail = f"{record.state} · {watch.duration_text(watch.run_duration(record))} · {started}"
+        return f"{record.name or record.id}\n{detail}"
+
+    def _item_chosen(self, current: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
+        if current is not None and current.data(_RUN_ID):
+            self._open(str(current.data(_RUN_ID)), by_user=True)
+
+    # ================================================================================================ one run
+    def open_run(self, run_id: str) -> None:
+        """Show this run (ctx.open_run, ctx.run_started, a click in the list)."""
+        self._open(run_id, by_user=True)
+
+    def _open(self, run_id: str, by_user: bool, poll: bool = True) -> None:
+        self._opened_by_user = self._opened_by_user or by_user
+        if run_id == self.run_id:
+            return
+        self._generation += 1
+        self.run_id = run_id
+        self.record = None
+        self._after_event = 0
+        self.events = []
+        self.stop_lines = []
+        self._stop_pending = False
+        self._metric_mark = None
+        self._metrics = {}
+        self._metric_names = ()
+        self._charted = set()
+        self._last_t = {}
+        self._end_seen = False
+        self.remaining = None
+        self._polling = False
+        self.console.close_log()
+        self._new_loss_chart()
+        self._set_other(None)
+        self.other_box.blockSignals(True)
+        self.other_box.clear()
+        self.other_box.blockSignals(False)
+        self._fill_metrics({})
+        for panel in (self.stall_panel, self.stop_panel, self.diagnosis_panel):
+            panel.setVisible(False)
+        self.name_label.setText(run_id)
+        self.state_badge.clear()
+        self.meta_label.clear()
+        self.progress_label.clear()
+        self.progress_bar.setValue(0)
+        self.stop_button.setVisible(False)
+        self.force_button.setVisible(False)
+        self.views.setCurrentIndex(1)
+        for row in range(self.run_list.count()):
+            item = self.run_list.item(row)
+            if item.data(_RUN_ID) == run_id:
+                self.run_list.blockSignals(True)
+                self.run_list.setCurrentItem(item)
+                self.run_list.blockSignals(False)
+        if poll:
+            self.poll()
+        self.poll_timer.start()
+        if not any(r.id == run_id for r in self.records):
+            self.refresh_list()  # just launched: not in the list yet
+
+    def poll(self) -> None:
+        """Ask for the open run's news (the timer calls this every POLL_MS)."""
+        if self.run_id is None or self._closing:
+            return
+        if self._polling:
+            self._poll_again = True
+            return
+        self._polling = True
+        self._poll_again = False
+        generation = self._generation
+        arguments = self._view_arguments()
+        self._call(watch.read_view, self.run_id, **arguments,
+                   done=lambda view: self._view_arrived(generation, view, arguments["whole_series"]),
+                   failed=lambda text: self._view_failed(generation, text))
+
+    def _view_arguments(self) -> dict[str, Any]:
+        return {"after_event": self._after_event, "metric_mark": self._metric_mark,
+                "whole_series": [name for name in self._chart_series() if name not in self._charted],
+                "check_remaining": self.record is not None and self.record.finished and self.remaining is None}
+
+    def _view_failed(self, generation: int, text: str) -> None:
+        if generation == self._generation:
+            self._polling = False
+        self._report_failure(text)
+
+    def _view_arrived(self, generation: int, view: watch.RunView | None, whole: list[str]) -> None:
+        if generation != self._generation or self._closing:
+            return  # about a run no longer open
+        self._polling = False
+        if view is None:
+            self.poll_timer.stop()
+            self.name_label.setText(f"{self.run_id}: no such run")
+            return
+        first = self.record is None
+        record = self.record = view.record
+        if first:
+            self.console.open_log(record.log_path, ended=record.finished)
+        self._show_record(record)
+        if view.events:
+            self.events.extend(view.events)
+            self._after_event = view.events[-1].id
+        self._show_stop_story()
+        self._show_diagnosis(record)
+        self._update_metrics(view, whole)
+        if record.finished and not self._end_seen:
+            self._end_seen = True
+            self.console.run_ended()
+            self._poll_again = True  # once more: whether anything of the run remains
+        if view.remaining is not None:
+            self.remaining = view.remaining
+            self._show_stop_story()
+        if record.finished and self.remaining is not None and not self._poll_again:
+            self.poll_timer.stop()  # nothing more will change
+        if self._poll_again:
+            QTimer.singleShot(0, self.poll)
+
+    # ================================================================================================ showing
+    def _show_record(self, record: RunRecord) -> None:
+        self.name_label.setText(record.name or record.id)
+        self.name_label.setToolTip(record.id)
+        self.state_badge.setText(record.state)
+        self.state_badge.setStyleSheet(badge_style(record.state))
+        self.state_badge.setToolTip(record.state_detail or record.state)
+        parts = [record.id, record.launcher]
+        if record.preset:
+            parts.append(f"preset {record.preset}")
+        parts.append(" ".join([record.script, *self._script_args(record)]).strip() or "-")
+        self.meta_label.setText(" · ".join(parts))
+        self.meta_label.setToolTip(" ".join(record.argv))
+        self._update_duration()
+        running = record.state == "running"
+        stopping = running and (record.stop_requested_at is not None or self._stop_pending)
+        self.stop_button.setVisible(running)
+        self.force_button.setVisible(running)
+        self.stop_button.setEnabled(running and not stopping)
+        self.stop_button.setText("Stopping…" if stopping else "Stop")
+        self._show_progress(record)
+        stall = watch.stall_warning(record)
+        self.stall_panel.setVisible(stall is not None)
+        if stall is not None:
+            self.stall_label.setText(f"⚠ The run looks stalled: {stall.removeprefix('stalled: ')}. It may be "
+                                     "waiting on another rank (a hang) or on slow I/O; the console shows its last "
+                                     "output.")
+
+    @staticmethod
+    def _script_args(record: RunRecord) -> list[str]:
+        if record.script and record.script in record.argv:
+            return record.argv[record.argv.index(record.script) + 1:]
+        return []
+
+    def _update_duration(self) -> None:
+        record = self.record
+        if record is None:
+            self.duration_label.clear()
+            return
+        seconds = watch.run_duration(record)
+        verb = "running for" if record.state == "running" else "ran"
+        self.duration_label.setText(f"{verb} {watch.duration_text(seconds)}" if seconds is not None else "")
+
+    def _show_progress(self, record: RunRecord) -> None:
+        text = watch.progress_text(record.progress)
+        bar = self.progress_bar
+        if text is None:
+            if record.state == "running":
+                bar.setRange(0, 0)  # busy: no progress reported (yet)
+                self.progress_label.setText("no progress reported yet")
+            else:
+                bar.setRange(0, 1000)
+                bar.setValue(0)
+                self.progress_label.setText("no progress was reported")
+            return
+        bar.setRange(0, 1000)
+        if text.fraction is None:
+            bar.setRange(0, 0) if record.state == "running" else bar.setValue(1000)
+        else:
+            bar.setValue(int(1000 * text.fraction))
+        self.progress_label.setText(text.line() if record.state == "running" else text.count
+                                    + (f" ({100 * text.fraction:.0f}%)" if text.fraction is not None else "")
+                                    + (f" · {text.rate}" if text.rate else ""))
+
+    def _show_diagnosis(self, record: RunRecord) -> None:
+        diagnosis = record.diagnosis
+        if not record.finished or not diagnosis or (record.state == "stopped" and not self.stop_panel.isHidden()):
+            self.diagnosis_panel.setVisible(False)  # a stop we watched: the stop story says it all
+            return
+        kind = record.state if record.state in ("failed", "lost", "stopped") else "info"
+        self.diagnosis_panel.setStyleSheet(panel_style(kind, "diagnosisPanel"))
+        prefix = {"failed": "Failed: ", "lost": "Lost: "}.get(record.state, "")
+        self.diagnosis_summary.setText(prefix + str(diagnosis.get("summary", "")))
+        summary_font = self.diagnosis_summary.font()
+        summary_font.setPointSizeF(self.font().pointSizeF() * (1.15 if record.state == "failed" else 1.0))
+        self.diagnosis_summary.setFont(summary_font)
+        evidence = [str(e) for e in diagnosis.get("evidence") or []]
+        self.diagnosis_evidence.setText("\n".join(f"• {e}" for e in evidence))
+        self.diagnosis_evidence.setVisible(bool(evidence))
+        advice = str(diagnosis.get("advice") or "")
+        self.diagnosis_advice.setText(f"What to do: {advice}" if advice else "")
+        self.diagnosis_advice.setVisible(bool(advice))
+        self.diagnosis_panel.setVisible(True)
+
+    def _show_stop_story(self) -> None:
+        """The stop as it happens: our request, the supervisor's signals, and whether anything remains."""
+        lines = list(self.stop_lines)
+        stop_started = bool(lines) or any(e.kind == "stop_requested" for e in self.events)
+        if not stop_started:
+            return
+        seen_stop = False
+        for event in self.events:
+            seen_stop = seen_stop or event.kind == "stop_requested"
+            if seen_stop and event.kind in watch.STOP_EVENTS:
+                lines.append(watch.event_line(event))
+        record = self.record
+        if self.remaining is not None:
+            lines.append("confirmed: no process of the run remains" if not self.remaining else
+                         f"{len(self.remaining)} process(es) of the run are still alive: {self.remaining}")
+        done = record is not None and record.finished
+        self.stop_title.setText("Stopped" if done and record is not None and record.state == "stopped" else
+                                "Stop" if done else "Stopping…")
+        self.stop_label.setText("\n".join(lines))
+        self.stop_panel.setVisible(True)
+
+    # ================================================================================================ metrics
+    def _chart_series(self) -> list[str]:
+        losses, _others = watch.chart_names(self._metric_names)
+        return losses + ([self._other_name] if self._other_name else [])
+
+    def _update_metrics(self, view: watch.RunView, whole: list[str]) -> None:
+        self._metric_mark = view.metric_mark
+        self._metrics.update(view.metrics)
+        names = tuple(sorted(self._metrics))
+        if names != self._metric_names:
+            self._metric_names = names
+            _losses, others = watch.chart_names(names)
+            box = self.other_box
+            box.blockSignals(True)
+            box.clear()
+            box.addItems(others)
+            box.setEnabled(bool(others))
+            if self._other_name is None:
+                self._set_other(watch.default_other(others))
+            box.setCurrentIndex(max(0, box.findText(self._other_name or "")))
+            box.blockSignals(False)
+        wanted = set(self._chart_series())
+        for name, points in view.series.items():
+            if name in whole:
+                self._charted.add(name)
+            if name not in self._charted or name not in wanted:
+                continue  # newer points of a series not (yet) charted: its whole history comes first
+            last = self._last_t.get(name)
+            if last is not None:
+                points = [p for p in points if p[1] > last]  # a whole read may repeat what a mark read gave
+            if not points:
+                continue
+            chart = self.loss_chart if "loss" in name.lower() else self.other_chart
+            steps = [p[0] for p in points]
+            if all(s is not None for s in steps):
+                xs: list[float] = [float(s) for s in steps if s is not None]
+            else:
+                chart.x_is_time = True
+                xs = [p[1] for p in points]
+            chart.append(name, xs, [p[2] for p in points])
+            self._last_t[name] = points[-1][1]
+        if any(name not in self._charted for name in wanted):
+            self._poll_again = True  # fetch the newly shown series now rather than in POLL_MS
+        if view.metrics:
+            self._fill_metrics(self._metrics)
+        elif not self._metrics and view.record.finished:
+            self._fill_metrics({}, empty="none recorded")
+
+    def _other_chosen(self, index: int) -> None:
+        name = self.other_box.itemText(index) if index >= 0 else None
+        if name and name != self._other_name:
+            self._set_other(name)
+            self.poll()
+
+    def _set_other(self, name: str | None) -> None:
+        """Show `name` in the second chart (a fresh chart: its title is the metric's name)."""
+        if self._other_name is not None:
+            self._charted.discard(self._other_name)
+            self._last_t.pop(self._other_name, None)
+        self._other_name = name
+        chart = TimeSeriesChart(name or "Metric", x_is_time=False)
+        self._other_layout.replaceWidget(self.other_chart, chart)
+        self.other_chart.hide()
+        self.other_chart.deleteLater()
+        self.other_chart = chart
+
+    def _new_loss_chart(self) -> None:
+        chart = TimeSeriesChart("Loss", x_is_time=False)  # fresh: no axis range left from the previous run
+        self._charts_layout.replaceWidget(self.loss_chart, chart)
+        self.loss_chart.hide()  # at once: deleteLater() waits for the event loop
+        self.loss_chart.deleteLater()
+        self.loss_chart = chart
+
+    def _fill_metrics(self, metrics: dict[str, float], empty: str = "none yet") -> None:
+        shown = sorted(metrics.items())[:MAX_METRICS_SHOWN]
+        if shown and [name for name, _ in shown] == list(self._metric_labels):
+            for name, value in shown:  # the same series: new values only (this runs every poll)
+                self._metric_labels[name].setText(f"{value:.4g}")
+            return
+        grid = self.metrics_grid
+        while grid.count():
+            item = grid.takeAt(0)
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.hide()  # at once: deleteLater() waits for the event loop
+                widget.deleteLater()
+        self._metric_labels = {}
+        if not shown:
+            grid.addWidget(_label(empty), 0, 0)
+            return
+        for row, (name, value) in enumerate(shown):
+            key = _label(name)
+            key.setStyleSheet("color: palette(placeholder-text);")
+            grid.addWidget(key, row, 0)
+            label = self._metric_labels[name] = _label(f"{value:.4g}", selectable=True)
+            grid.addWidget(label, row, 1, Qt.AlignmentFlag.AlignRight)
+
+    # ================================================================================================ stop
+    def stop_run(self, force: bool = False) -> None:
+        """Stop the open run (Ctrl+.): graceful, or SIGKILL now with force. Asks first unless confirm_stop is off."""
+        record = self.record
+        if record is None or record.state != "running":
+            return
+        if self.confirm_stop and not self._confirm(record, force):
+            return
+        self.stop_lines.append(f"{time.strftime('%H:%M:%S')}  "
+                               + ("force stop: SIGKILL to every process of the run" if force else
+                                  f"asked the run to stop (grace {STOP_GRACE_S:g} s)"))
+        self._stop_pending = True
+        self.stop_button.setEnabled(False)
+        self.stop_button.setText("Stopping…")
+        self._show_stop_story()
+        generation = self._generation
+        fn = watch.force_stop if force else watch.request_stop
+        args = (record.id,) if force else (record.id, STOP_GRACE_S)
+        self._call(fn, *args, done=lambda _messages: self._stop_sent(generation),
+                   failed=lambda text: self._stop_failed(generation, text))
+
+    def force_stop(self) -> None:
+        self.stop_run(force=True)
+
+    def _confirm(self, record: RunRecord, force: bool) -> bool:
+        box = QMessageBox(self)
+        box.setIcon(QMessageBox.Icon.Warning if force else QMessageBox.Icon.Question)
+        box.setWindowTitle("Force stop" if force else "Stop run")
+        box.setText(f"{'Kill' if force else 'Stop'} the run “{record.name or record.id}”?")
+        box.setInformativeText(
+            "Every process of the run gets SIGKILL now: nothing is saved, checkpoints being written are lost."
+            if force else
+            f"Every process gets SIGINT (the script may save and exit), SIGTERM after {STOP_GRACE_S:g} s, and "
+            "SIGKILL if anything is still running after that.")
+        yes = box.addButton("Force stop" if force else "Stop", QMessageBox.ButtonRole.DestructiveRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        box.exec()
+        return box.clickedButton() is yes
+
+    def _stop_sent(self, generation: int) -> None:
+        if generation == self._generation:
+            self.poll()
+
+    def _stop_failed(self, generation: int, text: str) -> None:
+        if generation != self._generation:
+            return
+        self.stop_lines.append(f"the stop request failed: {text}")
+        self._stop_pending = False
+        self.stop_button.setEnabled(True)
+        self.stop_button.setText("Stop")
+        self._show_stop_story()
+
+    # ================================================================================================ page hooks
+    def page_shown(self) -> None:
+        self.refresh_list()
+        if self.run_id is not None:
+            self.poll()
+
+    def load_demo(self) -> None:
+        """A run in progress and a few finished ones, in a store of their own (never the user's)."""
+        from traindeck.backend.runs.demo_history import create_demo_runs
+        from traindeck.backend.runs.demo_live import create_failed_demo, create_running_demo
+
+        self._remove_demo_dir()
+        self._demo_dir = tempfile.mkdtemp(prefix="traindeck-demo-runs-")
+        atexit.register(shutil.rmtree, self._demo_dir, True)  # `gui --screenshot` quits without closing pages
+        store_path = Path(self._demo_dir) / "runs.sqlite3"
+        create_demo_runs(store_path, Path(self._demo_dir) / "runs")
+        create_failed_demo(store_path, Path(self._demo_dir) / "runs")
+        run_id = create_running_demo(store_path, Path(self._demo_dir) / "runs")
+        self.use_store(store_path, mark_lost=False)  # demo runs have no supervisor: do not mark them lost
+        self._open(run_id, by_user=True, poll=False)
+        # Screenshots are grabbed right after this returns: read the demo's own store here (a private file, no
+        # lock to wait for) and put everything on screen now instead of on the next timer ticks.
+        for _ in range(2):  # the second read fetches the chart series the first one named
+            arguments = self._view_arguments()
+            view = self._in_store(store_path, watch.read_view, run_id, **arguments)
+            self._polling = True
+            self._view_arrived(self._generation, view, arguments["whole_series"])
+        self.console.catch_up()
+        self.loss_chart.flush()
+        self.other_chart.flush()
+        self.records = self._in_store(store_path, watch.runs_for_list, mark_lost=False)
+        self._fill_list(self.records)
+
+    def use_store(self, path: Path | None, mark_lost: bool = True) -> None:
+        """Read runs from another store (the demo's); closes the current run view."""
+        self.run_id = None
+        self.record = None
+        self._generation += 1
+        self.console.close_log()
+        self.poll_timer.stop()
+        self._store_path = path
+        self._mark_lost = mark_lost
+
+    def shutdown(self) -> None:
+        self._closing = True
+        for timer in (self.poll_timer, self.list_timer, self.clock_timer):
+            timer.stop()
+        self.console.close_log()
+        self.ctx.tasks.run(self._close_stores)
+        self._remove_demo_dir()
+
+    def _remove_demo_dir(self) -> None:
+        if self._demo_dir:
+            shutil.rmtree(self._demo_dir, ignore_errors=True)
+            self._demo_dir = None
+
+    # ================================================================================================ tests
+    def state_text(self) -> str:
+        return self.state_badge.text()
+
+
+PAGE = RunsPage

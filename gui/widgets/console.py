@@ -1,0 +1,339 @@
+"""The log console: a run's output, all ranks, live, with a rank filter, search and follow.
+
+Reading and line assembly happen on the `ConsoleFeed`'s thread (backend); this widget only applies the batches the
+feed hands out, on a timer, to a `LogView` that draws just the visible lines, so a flood costs the UI thread a
+few milliseconds per tick whatever the line rate. The view keeps the last `max_lines` lines; the whole log stays in
+output.log, which the "Open output.log" button opens.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from traindeck.backend.logparse import Line
+from traindeck.backend.runs.console_feed import ConsoleBatch, ConsoleFeed
+from traindeck.gui.widgets.log_view import LogView
+
+DEFAULT_MAX_LINES = 20_000
+TICK_MS = 80  # how often batches are applied: often enough to look live, rarely enough to batch a flood
+MAX_LINE_CHARS = 4_000  # longer lines are cut for display (the whole line is in output.log)
+
+
+def display_text(line: Line) -> str:
+    text = line.text
+    if "\t" in text:
+        text = text.expandtabs(8)  # the view places characters by column
+    if len(text) > MAX_LINE_CHARS:
+        text = f"{text[:MAX_LINE_CHARS]} … ({len(text) - MAX_LINE_CHARS:,} more characters in output.log)"
+    return f"[{line.rank}] {text}" if line.rank is not None else text
+
+
+def _tool_button(text: str, tip: str) -> QToolButton:
+    button = QToolButton()
+    button.setText(text)
+    button.setToolTip(tip)
+    return button
+
+
+class LogConsole(QWidget):
+    """Shows a ConsoleFeed. `open_log(path)` starts following a log, `run_ended()` lets it finish reading."""
+
+    follow_changed = Signal(bool)
+
+    def __init__(self, max_lines: int = DEFAULT_MAX_LINES, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.max_lines = max_lines
+        self.feed: ConsoleFeed | None = None
+        self.log_path: Path | None = None
+        self._rank: int | None = None
+        self._ranks: tuple[int, ...] = ()
+        self._next: int | None = None  # the line number the next appended batch should start at
+        self._following = True
+        self._adjusting = False  # our own scroll changes: not the user scrolling away from the end
+        self.lines_inserted = 0  # display lines put into the document (benchmarks, tests)
+        self.total_lines = 0  # display lines of the log so far (the feed's count)
+        self.ended = False
+
+        self.view = LogView(max_lines)
+        self.view.setObjectName("console")
+        self.view.verticalScrollBar().valueChanged.connect(self._scrolled)
+        # The view got shorter (a banner appeared) or the text longer: stay at the end while following.
+        self.view.verticalScrollBar().rangeChanged.connect(self._range_changed)
+
+        self.rank_box = QComboBox()
+        self.rank_box.setToolTip("Show the lines of one rank (lines without a rank tag are always shown)")
+        self.rank_box.addItem("All ranks", None)
+        self.rank_box.currentIndexChanged.connect(self._rank_chosen)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search (Ctrl+F)")
+        self.search.setClearButtonEnabled(True)
+        self.search.setToolTip("Find text in the console: Enter finds the next match, Shift+Enter the previous one")
+        self.search.returnPressed.connect(lambda: self.find_next())
+        self.search.textEdited.connect(lambda _t: self._set_search_state(None))
+        self.prev_button = _tool_button("▲", "Previous match (Shift+F3)")
+        self.prev_button.clicked.connect(lambda: self.find_next(backward=True))
+        self.next_button = _tool_button("▼", "Next match (F3)")
+        self.next_button.clicked.connect(lambda: self.find_next())
+        self.search_state = QLabel()
+        self.follow_button = _tool_button("Follow", "Keep the newest output in view; scrolling up pauses this, "
+                                                    "scrolling to the end resumes it")
+        self.follow_button.setCheckable(True)
+        self.follow_button.setChecked(True)
+        self.follow_button.toggled.connect(self.set_follow)
+        self.open_button = _tool_button("Open output.log", "Open the whole log file in your text viewer")
+        self.open_button.clicked.connect(self.open_log_file)
+        self.open_button.setEnabled(False)
+        self.earlier_label = QLabel()
+        self.earlier_label.setObjectName("earlierLines")
+        self.earlier_label.setVisible(False)
+
+        bar = QHBoxLayout()
+        bar.setContentsMargins(0, 0, 0, 0)
+        bar.addWidget(self.rank_box)
+        bar.addWidget(self.search, 1)
+        bar.addWidget(self.prev_button)
+        bar.addWidget(self.next_button)
+        bar.addWidget(self.search_state)
+        bar.addStretch(0)
+        bar.addWidget(self.earlier_label)
+        bar.addWidget(self.open_button)
+        bar.addWidget(self.follow_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(bar)
+        layout.addWidget(self.view, 1)
+
+        find = QShortcut(QKeySequence.StandardKey.Find, self, self.focus_search)
+        find.setContext(find.context().WidgetWithChildrenShortcut)
+        for keys, backward in ((QKeySequence.StandardKey.FindNext, False), (QKeySequence.StandardKey.FindPrevious, True),
+                               (QKeySequence("Shift+Return"), True)):
+            shortcut = QShortcut(keys, self, lambda b=backward: self.find_next(backward=b))
+            shortcut.setContext(shortcut.context().WidgetWithChildrenShortcut)
+
+        self.timer = QTimer(self)
+        self.timer.setInterval(TICK_MS)
+        self.timer.timeout.connect(self.drain)
+
+    # ---- the log ----------------------------------------------------------------------------------------------
+    def open_log(self, path: Path | str, *, ended: bool = False) -> None:
+        """Show this log from its start and keep following it (until run_ended() when `ended` is False)."""
+        self.close_log()
+        self.log_path = Path(path)
+        self.feed = ConsoleFeed(self.log_path, max_lines=self.max_lines, render=display_text).start()
+        if ended:
+            self.feed.run_ended()
+        self.open_button.setEnabled(True)
+        self.timer.start()
+
+    def catch_up(self, timeout_s: float = 2.0) -> None:
+        """Wait (blocking, at most timeout_s) until the log read so far is on screen: for demos and screenshots,
+        which are grabbed right away; live use leaves this to the timer."""
+        if self.feed is not None:
+            self.feed.wait_caught_up(timeout_s)
+            self.drain()
+
+    def run_ended(self) -> None:
+        if self.feed is not None:
+            self.feed.run_ended()
+
+    def close_log(self) -> None:
+        """Stop reading (never waits for the reading thread) and empty the view."""
+        self.timer.stop()
+        if self.feed is not None:
+            self.feed.stop()
+            self.feed = None
+        self.log_path = None
+        self._ranks = ()
+        self._set_rank_items(())
+        self._clear_view()
+        self._next = None
+        self.total_lines = 0
+        self.ended = False
+        self.earlier_label.setVisible(False)
+        self.open_button.setEnabled(False)
+        self.set_follow(True)
+
+    def open_log_file(self) -> None:
+        if self.log_path is not None:
+            QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.log_path)))
+
+    # ---- applying batches -------------------------------------------------------------------------------------
+    def drain(self) -> None:
+        """Apply what the feed has for us (the timer does this every TICK_MS; tests may call it directly)."""
+        feed = self.feed
+        if feed is None:
+            return
+        self._apply(feed.take())
+        if feed.error:
+            self.earlier_label.setText(feed.error)
+            self.earlier_label.setVisible(True)
+        if self.ended or (not feed.running and feed.error):
+            self.timer.stop()  # nothing more will come
+
+    def _apply(self, batch: ConsoleBatch) -> None:
+        if batch.ranks != self._ranks:
+            self._ranks = batch.ranks
+            self._set_rank_items(batch.ranks)
+        self.total_lines = batch.total
+        if batch.ended:
+            self.ended = True
+        truncated = batch.total > self.max_lines
+        if truncated != self.earlier_label.isVisible() and not (self.feed and self.feed.error):
+            self.earlier_label.setText(f"Showing the last {self.max_lines:,} lines; earlier ones are in output.log")
+            self.earlier_label.setVisible(truncated)
+        if batch.empty:
+            return
+        rank = self._rank
+        if batch.skipped or (self._next is not None and batch.start > self._next):
+            self._clear_view()  # a gap (the view fell a whole screenful behind): start over from this batch
+        else:
+            for number, (line, text) in batch.replaced.items():
+                if rank is None or line.rank is None or line.rank == rank:
+                    self.view.replace(number, text)
+        self._next = batch.start + len(batch.lines)
+        if rank is None:
+            numbers: list[int] = list(range(batch.start, batch.start + len(batch.lines)))
+            texts = batch.texts
+        else:
+            kept = [i for i, ln in enumerate(batch.lines) if ln.rank is None or ln.rank == rank]
+            numbers = [batch.start + i for i in kept]
+            texts = [batch.texts[i] for i in kept]
+        if len(texts) > self.max_lines:
+            numbers, texts = numbers[-self.max_lines:], texts[-self.max_lines:]
+        if texts:
+            self._append(numbers, texts)
+
+    def _append(self, numbers: list[int], texts: list[str]) -> None:
+        view, bar = self.view, self.view.verticalScrollBar()
+        position = bar.value()
+        self._adjusting = True
+        try:
+            dropped = view.append(numbers, texts)
+            self.lines_inserted += len(texts)
+            if self._following:
+                view.scroll_to_end()
+            elif dropped:
+                bar.setValue(max(0, position - dropped))  # keep the lines the user is reading in place
+        finally:
+            self._adjusting = False
+
+    def _clear_view(self) -> None:
+        self._adjusting = True
+        try:
+            self.view.clear()
+        finally:
+            self._adjusting = False
+
+    # ---- rank filter ------------------------------------------------------------------------------------------
+    @property
+    def rank_filter(self) -> int | None:
+        return self._rank
+
+    def set_rank_filter(self, rank: int | None) -> None:
+        """Show one rank's lines (and untagged ones), or all with None. Rebuilt from the lines the feed keeps."""
+        index = self.rank_box.findData(rank)
+        if index >= 0 and index != self.rank_box.currentIndex():
+            self.rank_box.setCurrentIndex(index)  # calls back here through _rank_chosen
+            return
+        if rank == self._rank:
+            return
+        self._rank = rank
+        self._clear_view()
+        if self.feed is not None:
+            self._next = None
+            self._apply(self.feed.snapshot())
+
+    def _rank_chosen(self, index: int) -> None:
+        self.set_rank_filter(self.rank_box.itemData(index))
+
+    def _set_rank_items(self, ranks: tuple[int, ...]) -> None:
+        box = self.rank_box
+        box.blockSignals(True)
+        try:
+            while box.count() > 1:
+                box.removeItem(1)
+            for rank in ranks:
+                box.addItem(f"Rank {rank}", rank)
+            index = box.findData(self._rank)
+            box.setCurrentIndex(max(0, index))
+        finally:
+            box.blockSignals(False)
+        if self._rank is not None and box.findData(self._rank) < 0:
+            self._rank = None
+        box.setEnabled(len(ranks) > 1 or self._rank is not None)
+
+    # ---- search -----------------------------------------------------------------------------------------------
+    def focus_search(self) -> None:
+        self.search.setFocus()
+        self.search.selectAll()
+
+    def find_next(self, text: str | None = None, backward: bool = False) -> bool:
+        """Select the next (or previous) match, wrapping around; pauses following so the match stays in view."""
+        if text is not None:
+            self.search.setText(text)
+        needle = self.search.text()
+        if not needle:
+            self._set_search_state(None)
+            return False
+        found = self.view.find_text(needle, backward=backward)
+        if found:
+            self.set_follow(False)
+        self._set_search_state(found)
+        return found
+
+    def _set_search_state(self, found: bool | None) -> None:
+        self.search_state.setText("" if found is None or found else "not found")
+        self.search_state.setStyleSheet("" if found is None or found else "color: #d93025;")
+
+    # ---- follow -----------------------------------------------------------------------------------------------
+    @property
+    def following(self) -> bool:
+        return self._following
+
+    def set_follow(self, follow: bool) -> None:
+        changed = follow != self._following
+        self._following = follow
+        if self.follow_button.isChecked() != follow:
+            self.follow_button.setChecked(follow)  # calls back here with the same value: nothing changes
+        if follow:
+            self._adjusting = True
+            try:
+                self.view.scroll_to_end()
+            finally:
+                self._adjusting = False
+        if changed:
+            self.follow_changed.emit(follow)
+
+    def _range_changed(self, _minimum: int, maximum: int) -> None:
+        if self._following:
+            self._adjusting = True
+            try:
+                self.view.verticalScrollBar().setValue(maximum)
+            finally:
+                self._adjusting = False
+
+    def _scrolled(self, value: int) -> None:
+        if self._adjusting:
+            return
+        at_end = value >= self.view.verticalScrollBar().maximum()
+        if at_end != self._following:
+            self.set_follow(at_end)
+
+    # ---- for tests and the page -------------------------------------------------------------------------------
+    def text(self) -> str:
+        return self.view.text()
+
+    def shown_lines(self) -> list[str]:
+        return self.view.lines()

@@ -1,0 +1,252 @@
+"""The Runs page over the real run store: the list (running first), opening runs, progress, metrics, diagnosis and
+stall warning; and, with real runs of resources/demo/train_tiny.py, live output, reattaching from a new page, Stop
+and Force stop (checked by counting the run's processes left)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QSettings, Qt
+
+from traindeck.backend import paths
+from traindeck.backend.runs.control import run_processes, stop_run
+from traindeck.backend.runs.layout import create_run_dir
+from traindeck.backend.runs.store import RunRecord, RunStore
+from traindeck.gui.context import AppContext
+from traindeck.gui.pages.runs_page import RunsPage
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "resources" / "demo" / "train_tiny.py"
+
+
+@pytest.fixture
+def make_page(qtbot) -> Iterator[Callable[[], RunsPage]]:  # type: ignore[no-untyped-def]
+    pages: list[RunsPage] = []
+
+    def make() -> RunsPage:
+        settings = QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
+        page = RunsPage(AppContext(settings=settings))
+        qtbot.addWidget(page)
+        page.resize(1200, 800)
+        page.show()
+        pages.append(page)
+        return page
+
+    yield make
+    for page in pages:
+        page.shutdown()
+        page.ctx.tasks.wait(30000)
+
+
+def add_run(name: str, state: str = "running", log: bytes = b"", created: float | None = None,
+            **fields: object) -> RunRecord:
+    """A run as the store knows it (no processes): its directory with an output.log, and its row."""
+    run_dir = create_run_dir()
+    run_dir.output.write_bytes(log)
+    record = RunRecord(id=run_dir.run_id, run_dir=str(run_dir.path), created_at=created or time.time(), name=name,
+                       started_at=created or time.time(), **fields)  # type: ignore[arg-type]
+    with RunStore() as store:
+        store.add_run(record)
+        if state != "running":
+            store.finish_run(record.id, state)
+        return store.get_run(record.id) or record
+
+
+def list_texts(page: RunsPage) -> list[str]:
+    return [page.run_list.item(i).text().split("\n")[0] for i in range(page.run_list.count())]
+
+
+def test_failed_run_shows_its_diagnosis_prominently(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    record = add_run("llama", log=b"step 1\n[rank1]: torch.OutOfMemoryError: CUDA out of memory.\n")
+    diagnosis = {"summary": "Rank 1 ran out of GPU memory (CUDA out of memory).", "kind": "cuda_oom", "rank": 1,
+                 "evidence": ["[rank1]: torch.OutOfMemoryError: CUDA out of memory.",
+                              "rank 1 (pid 4242) exited with code 1 at 12:00:03, before the other ranks"],
+                 "advice": "Lower the micro-batch size."}
+    with RunStore() as store:
+        store.finish_run(record.id, "failed", exit_code=1, diagnosis=diagnosis, state_detail=diagnosis["summary"])
+    page = make_page()
+    page.ctx.open_run.emit(record.id)
+    qtbot.waitUntil(lambda: page.diagnosis_panel.isVisible(), timeout=10000)
+    assert page.diagnosis_summary.text() == "Failed: Rank 1 ran out of GPU memory (CUDA out of memory)."
+    assert page.diagnosis_evidence.text().splitlines() == [f"• {e}" for e in diagnosis["evidence"]]
+    assert page.diagnosis_advice.text() == "What to do: Lower the micro-batch size."
+    assert page.state_text() == "failed"
+    assert not page.stop_button.isVisible() and not page.force_button.isVisible()
+    qtbot.waitUntil(lambda: page.console.ended, timeout=10000)
+    assert page.console.shown_lines() == ["step 1", "[1] torch.OutOfMemoryError: CUDA out of memory."]
+
+
+def test_stall_warning_shows_while_the_supervisor_says_stalled(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    record = add_run("slow", state_detail="stalled: no output or progress for 12 min; a step usually takes 1.5 s")
+    page = make_page()
+    page.open_run(record.id)
+    qtbot.waitUntil(lambda: page.stall_panel.isVisible(), timeout=10000)
+    assert "no output or progress for 12 min" in page.stall_label.text()
+    with RunStore() as store:
+        store.update_run(record.id, state_detail="")  # the supervisor saw output again
+    qtbot.waitUntil(lambda: not page.stall_panel.isVisible(), timeout=10000)
+
+
+def test_page_opens_the_newest_running_run_and_lists_running_runs_first(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    now = time.time()
+    add_run("older running", created=now - 20)
+    newer = add_run("newer running", created=now - 10)
+    done = add_run("finished", state="succeeded", created=now - 5)
+    page = make_page()
+    qtbot.waitUntil(lambda: page.run_id == newer.id, timeout=10000)  # reattached without being asked
+    qtbot.waitUntil(lambda: page.run_list.count() == 5, timeout=10000)
+    assert list_texts(page) == ["RUNNING", "newer running", "older running", "RECENT", "finished"]
+    assert page.run_list.currentItem().text().startswith("newer running")
+    page.run_list.setCurrentRow(4)  # the user picks the finished one
+    qtbot.waitUntil(lambda: page.record is not None and page.record.id == done.id, timeout=10000)
+    assert page.state_text() == "succeeded"
+
+
+def test_progress_metrics_and_charts_of_an_open_run(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    record = add_run("charts", progress={"current": 120, "total": 400, "rate": 8.0, "eta_s": 35.0, "unit": "it"})
+    with RunStore() as store:
+        store.add_metrics(record.id, [(name, step, 1000.0 + step, value, None)
+                                      for step in range(10, 130, 10)
+                                      for name, value in (("loss", 3.0 - step / 100), ("learning_rate", 1e-4),
+                                                          ("epoch", step / 400))])
+    page = make_page()
+    page.open_run(record.id)
+    qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") == 12, timeout=10000)
+    assert page.progress_label.text() == "120 / 400 it (30%) · 8 it/s · ETA 0:35"
+    assert page.progress_bar.value() == 300
+    assert page.other_box.currentText() == "learning_rate"
+    qtbot.waitUntil(lambda: page.other_chart.point_count("learning_rate") == 12, timeout=10000)
+    with RunStore() as store:  # more points arrive: only the new ones are appended
+        store.add_metrics(record.id, [("loss", 130, 1130.0, 1.7, None)])
+        store.update_run(record.id, progress={"current": 130, "total": 400, "rate": 8.0, "eta_s": 34.0, "unit": "it"})
+    qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") == 13, timeout=10000)
+    assert page.loss_chart.last("loss") == pytest.approx(1.7)
+    qtbot.waitUntil(lambda: page.progress_bar.value() == 325, timeout=10000)
+    page.other_box.setCurrentText("epoch")
+    qtbot.waitUntil(lambda: page.other_chart.point_count("epoch") == 12, timeout=10000)
+    assert page.other_chart.title == "epoch"
+
+
+def test_demo_run_looks_real_and_stays_out_of_the_users_store(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    page = make_page()
+    page.load_demo()
+    qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") > 10, timeout=10000)
+    qtbot.waitUntil(lambda: page.console.rank_box.count() == 3, timeout=10000)  # All ranks, Rank 0, Rank 1
+    assert page.state_text() == "running"
+    assert "1,240 / 2,000" in page.progress_label.text() and "ETA" in page.progress_label.text()
+    assert page.console.shown_lines()[-1].startswith("[0] train:  62%")
+    qtbot.waitUntil(lambda: list_texts(page)[:2] == ["RUNNING", "gpt2-finetune"], timeout=10000)
+    with RunStore() as store:
+        assert store.list_runs() == []
+
+
+def test_open_run_from_another_page_reaches_a_runs_page_not_built_yet(qtbot, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from traindeck.gui.app import create_window
+
+    monkeypatch.setenv("TRAINDECK_NO_CLOSE_PROMPT", "1")
+    newer_running = add_run("running now")
+    old = add_run("from history", state="failed", created=time.time() - 3600)
+    _app, window = create_window()
+    qtbot.addWidget(window)
+    window.show()
+    assert "runs" not in window.pages  # pages are built on first show
+    window.ctx.open_run.emit(old.id)  # what History's "Open" does
+    page = window.pages["runs"]
+    qtbot.waitUntil(lambda: page.record is not None and page.record.id == old.id, timeout=10000)
+    assert window.stack.currentWidget() is page
+    # The page's first look at the runs (which reattaches to a running one when nothing was asked for) comes back
+    # meanwhile: it must not take over.
+    qtbot.waitUntil(lambda: page.run_list.count() == 4, timeout=10000)  # RUNNING, running now, RECENT, history
+    assert page.run_id == old.id and page.record.id == old.id and newer_running.id != old.id
+    window.close()
+
+
+# ---- real runs ------------------------------------------------------------------------------------------------
+def launch_demo(*args: str) -> RunRecord:
+    """train_tiny.py the way the Launch page starts it: LaunchRequest -> build_plan -> start_run (python launcher)."""
+    from traindeck.backend.launch.builders import LaunchRequest, build_plan
+    from traindeck.backend.runs.control import new_run_dir, start_run
+
+    run_dir = new_run_dir()
+    request = LaunchRequest(script=str(DEMO), script_args=list(args), launcher="python", cwd=run_dir.path)
+    plan = build_plan(request, run_dir.path)
+    assert plan.ok, plan.errors
+    return start_run(plan, run_dir, name="tiny")
+
+
+def current_step(page: RunsPage) -> int:
+    return int(((page.record.progress if page.record else None) or {}).get("current") or 0)
+
+
+def make_sure_it_ends(run_id: str) -> None:
+    with RunStore() as store:
+        record = store.get_run(run_id)
+        if record is not None and not record.finished:
+            stop_run(store, run_id, grace_s=1.0)
+
+
+@pytest.mark.slow
+def test_real_run_streams_into_the_page_a_new_page_reattaches_and_stop_stops_it(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    record = launch_demo("--steps", "5000", "--step-time", "0.02", "--log-every", "25")
+    try:
+        first = make_page()
+        first.ctx.run_started.emit(record.id)  # what the Launch page says after starting it
+        qtbot.waitUntil(lambda: "train_tiny: mode=python" in first.console.text(), timeout=90000)
+        qtbot.waitUntil(lambda: current_step(first) >= 50, timeout=60000)
+        step = current_step(first)
+        qtbot.waitUntil(lambda: current_step(first) > step, timeout=30000)  # progress keeps coming
+        assert "/ 5,000 steps" in first.progress_label.text() and "steps/s" in first.progress_label.text()
+        qtbot.waitUntil(lambda: "'loss'" in first.console.text(), timeout=30000)
+        lines = first.console.shown_lines()
+        bar_lines = [line for line in lines if "/5000 [" in line]
+        # tqdm redraws the bar every 0.2 s, but the console shows one bar line between two loss lines at most.
+        assert bar_lines and len(bar_lines) <= sum("'loss'" in line for line in lines) + 1
+        assert first.stop_button.isVisible() and first.stop_button.isEnabled()
+        first.shutdown()  # the window closes; the run goes on
+
+        second = make_page()  # the window is opened again: it finds the run and follows it
+        qtbot.waitUntil(lambda: second.run_id == record.id, timeout=10000)
+        qtbot.waitUntil(lambda: "train_tiny: mode=python" in second.console.text(), timeout=10000)  # from the start
+        step = current_step(second)
+        qtbot.waitUntil(lambda: current_step(second) > step, timeout=30000)
+        qtbot.waitUntil(lambda: second.console.shown_lines()[-1:] != [lines[-1]], timeout=30000)  # output too
+
+        second.confirm_stop = False
+        qtbot.mouseClick(second.stop_button, Qt.MouseButton.LeftButton)
+        assert not second.stop_button.isEnabled() and second.stop_panel.isVisible()
+        qtbot.waitUntil(lambda: second.record is not None and second.record.state == "stopped", timeout=60000)
+        qtbot.waitUntil(lambda: second.remaining is not None, timeout=30000)
+        story = second.stop_label.text()
+        assert "asked the run to stop" in story and "sent SIGINT" in story
+        assert story.splitlines()[-1] == "confirmed: no process of the run remains"
+        assert second.remaining == []
+        with RunStore() as store:
+            done = store.get_run(record.id)
+        assert done is not None and run_processes(record.id, done) == []
+        assert done.diagnosis is not None and done.diagnosis["kind"] == "stopped"
+        assert second.stop_title.text() == "Stopped" and "Stopped on request gracefully (SIGINT)" in story
+        assert not second.stop_button.isVisible()
+        qtbot.waitUntil(lambda: second.console.ended, timeout=10000)
+    finally:
+        make_sure_it_ends(record.id)
+
+
+@pytest.mark.slow
+def test_force_stop_kills_a_run_at_once(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    record = launch_demo("--steps", "5000", "--step-time", "0.02")
+    try:
+        page = make_page()
+        page.open_run(record.id)
+        qtbot.waitUntil(lambda: current_step(page) >= 5, timeout=90000)
+        page.confirm_stop = False
+        qtbot.mouseClick(page.force_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: page.record is not None and page.record.state == "stopped", timeout=30000)
+        qtbot.waitUntil(lambda: page.remaining is not None, timeout=30000)
+        assert "force stop" in page.stop_label.text() and "SIGKILL" in page.stop_label.text()
+        assert page.remaining == []
+        assert page.record.state_detail == "stopped forcefully (SIGKILL)"
+    finally:
+        make_sure_it_ends(record.id)
