@@ -128,6 +128,20 @@ def test_stop_escalates_to_sigkill_and_ends_processes_in_their_own_session() -> 
     assert leftovers(get(run.id)) == []
 
 
+def test_a_second_request_with_no_grace_forces_a_stop_under_way() -> None:
+    # What a second Ctrl+C in `traindeck run` and the dashboard's Force stop rely on.
+    run = python_job("--steps", "2", "--step-time", "0.01", "--end", "ignore_signals")
+    wait_until(lambda: b"hangs" in Path(run.run_dir, "output.log").read_bytes(), timeout=30)
+    layout = RunDir(Path(run.run_dir))
+    layout.request_stop(600)  # SIGINT now, which the job ignores; SIGTERM only after 10 minutes
+    wait_until(lambda: get(run.id).state_detail == "stopping (SIGINT)", timeout=10)
+    layout.request_stop(0)
+    done = wait_finished(run.id, 20)
+    assert done.state == "stopped" and done.state_detail == "stopped forcefully (SIGKILL)"
+    assert any("stop hurried: grace now 0 s" in e.text for e in RunStore().events(run.id))
+    assert leftovers(done) == []
+
+
 def _tree(run) -> list[psutil.Process]:  # type: ignore[no-untyped-def]
     record = get(run.id)
     return psutil.Process(record.supervisor_pid).children(recursive=True) if record.supervisor_pid else []

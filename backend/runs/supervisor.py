@@ -310,6 +310,7 @@ class Supervisor:
         self.tracked: dict[int, TrackedProcess] = {}
         self._procs: dict[int, tuple[psutil.Process, int]] = {}  # pid -> (process, start ticks) seen last scan
         self._last_thorough = 0.0
+        self._stop_request: dict[str, Any] | None = None  # the stop request in effect (a newer one may hurry it)
         self.launcher: subprocess.Popen[bytes] | None = None
         self.launcher_returncode: int | None = None
         self.sentinel: subprocess.Popen[bytes] | None = None
@@ -541,6 +542,7 @@ class Supervisor:
 
     def _check_stop_request(self) -> None:
         if self.stop is not None:
+            self._check_hurry()
             return
         request = self.run_dir.stop_request()
         if request is None and not self.stop_signal_received:
@@ -554,8 +556,27 @@ class Supervisor:
         if self.launcher_returncode is not None and self.leftover_since is None:
             return  # the run ended by itself before the request arrived
         self.stop = StopSequence(grace)
+        self._stop_request = request
         self.store.update_run(self.run_id, stop_requested_at=time.time(), state_detail="stopping")
         self.store.add_event(self.run_id, "stop_requested", f"stop requested (grace {grace:g} s)")
+
+    def _check_hurry(self) -> None:
+        """A later request with a shorter grace period (a second Ctrl+C, Force stop) shortens the stop under way:
+        grace 0 means SIGKILL now."""
+        assert self.stop is not None
+        request = self.run_dir.stop_request()
+        if request is None or request == self._stop_request:
+            return
+        self._stop_request = request
+        try:
+            grace = max(0.0, float(request.get("grace_s", DEFAULT_GRACE_S)))
+        except (TypeError, ValueError):
+            return
+        if grace >= self.stop.grace_s:
+            return
+        self.stop.grace_s, self.stop.started = grace, time.monotonic()
+        self.store.add_event(self.run_id, "stop_requested", f"stop hurried: grace now {grace:g} s"
+                             + (" (SIGKILL now)" if grace == 0 else ""))
 
     def _advance_stop(self, alive: list[psutil.Process], now: float) -> None:
         assert self.stop is not None
