@@ -67,6 +67,8 @@ class MainWindow(QMainWindow):
         ctx.status.connect(lambda text: self.statusBar().showMessage(text, 8000))
         self.statusBar().showMessage("Ready")
         self._restore_state()
+        if not ctx.demo:  # runs that kept going while the window was closed: go back to them
+            ctx.tasks.run(_running_run_ids, done=self._reattach)
 
     # ------------------------------------------------------------------------------------------------ pages
     def page(self, key: str) -> Page | None:
@@ -111,6 +113,14 @@ class MainWindow(QMainWindow):
         if not built and "runs" in self.pages:
             # The page connected to open_run while this emission was under way, so Qt does not deliver it there.
             self.ctx.open_run.emit(run_id)
+
+    def _reattach(self, run_ids: list[str]) -> None:
+        if not run_ids:
+            return
+        count = len(run_ids)
+        self.ctx.status.emit(f"{count} run{'s are' if count > 1 else ' is'} still running: showing "
+                             f"{'the newest' if count > 1 else 'it'} on the Runs page")
+        self._show_run(run_ids[0])  # newest first
 
     def _open_run(self, run_id: str) -> None:
         # The Runs page listens to run_started itself; make sure it exists and is in front.
@@ -205,17 +215,7 @@ class MainWindow(QMainWindow):
         # One small indexed SQLite read; the store's busy timeout is short enough for a close.
         if os.environ.get("TRAINDECK_NO_CLOSE_PROMPT"):
             return []
-        try:
-            from traindeck.backend.paths import run_store_path
-
-            if not Path(run_store_path()).exists():
-                return []
-            from traindeck.backend.runs.store import RunStore
-
-            with RunStore() as store:
-                return [r.id for r in store.list_runs(state="running")]
-        except Exception:
-            return []
+        return _running_run_ids()
 
     def _ask_about_running(self, run_ids: list[str]) -> bool:
         """Keep running (the default: runs outlive the window) or stop them. False = cancel the close."""
@@ -240,6 +240,21 @@ class MainWindow(QMainWindow):
                     stop_run(store, run_id, wait=False)
             return True
         return clicked is keep
+
+
+def _running_run_ids() -> list[str]:
+    """Runs the store says are running, newest first ([] without a store, or when it cannot be read)."""
+    try:
+        from traindeck.backend.paths import run_store_path
+
+        if not Path(run_store_path()).exists():
+            return []
+        from traindeck.backend.runs.store import RunStore
+
+        with RunStore() as store:
+            return [r.id for r in store.list_runs(state="running")]
+    except Exception:
+        return []
 
 
 def take_screenshots(window: MainWindow, directory: str) -> list[str]:

@@ -269,6 +269,15 @@ def test_close_keep_running_leaves_the_run_running(qtbot, make_window, running_r
 
     assert psutil.pid_exists(get(running_run.id).supervisor_pid)
 
+    # Reopening the window reattaches: the Runs page comes to the front with the run open.
+    monkeypatch.setenv("TRAINDECK_NO_CLOSE_PROMPT", "1")
+    again = make_window()
+    _show(qtbot, again)
+    if any(p.key == "runs" for p in again.page_types):
+        qtbot.waitUntil(lambda: "runs" in again.pages and again.pages["runs"].run_id == running_run.id,
+                        timeout=10000)
+        assert again.stack.currentWidget() is again.pages["runs"]
+
 
 @pytest.mark.slow
 def test_close_stop_them_writes_the_stop_request(qtbot, make_window, running_run, monkeypatch) -> None:  # type: ignore[no-untyped-def]
