@@ -58,13 +58,14 @@ def create_window(demo: bool = False):  # type: ignore[no-untyped-def]
 
 
 def _settings():  # type: ignore[no-untyped-def]
+    """Window state and page choices in the backend's config dir (XDG, or TRAINDECK_HOME): one place for all of
+    traindeck's settings, private like the rest (QSettings' own default would be ~/.config/Unknown Organization)."""
     from PySide6.QtCore import QSettings
 
     from traindeck.backend import paths
 
-    if os.environ.get("TRAINDECK_HOME"):
-        return QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
-    return QSettings()
+    directory = paths.ensure_private_dir(paths.config_dir())
+    return QSettings(str(directory / "window.ini"), QSettings.Format.IniFormat)
 
 
 def _load_draft(ctx, name) -> None:  # type: ignore[no-untyped-def]

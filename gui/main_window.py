@@ -38,6 +38,7 @@ class MainWindow(QMainWindow):
         self.page_types = discover_entries()
         self.pages: dict[str, Page] = {}  # built on first show, so the window appears fast
         self._holders: dict[str, int] = {}
+        self._closed = False
 
         self.nav = QListWidget()
         self.nav.setObjectName("navigation")
@@ -197,6 +198,9 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------------------------------------ close
     def closeEvent(self, event: QCloseEvent) -> None:
+        if self._closed:  # closed once already (Qt may close it again at exit): nothing more to ask or save
+            event.accept()
+            return
         for page in self.pages.values():
             if not page.confirm_close():
                 event.ignore()
@@ -209,6 +213,7 @@ class MainWindow(QMainWindow):
         for page in self.pages.values():
             page.shutdown()
         self.ctx.tasks.wait(5000)
+        self._closed = True
         event.accept()
 
     def _running_runs(self) -> list[str]:
