@@ -10,7 +10,8 @@ import time
 import pytest
 from fixtures.monitor_run_tree import run_tree
 
-from traindeck.backend.monitor.processes import RunProcessSampler, _ppid_map
+from traindeck.backend.monitor.processes import RunProcessSampler
+from traindeck.backend.procfs import parent_map
 
 MIB = 1024 * 1024
 
@@ -124,5 +125,5 @@ def test_a_finished_launcher_gives_an_empty_snapshot():
 
 
 def test_full_scan_parent_map_agrees_with_the_kernel():
-    parents = _ppid_map()
+    parents = parent_map()
     assert parents[os.getpid()] == os.getppid()

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from traindeck.backend import procfs
 from traindeck.backend.monitor.snapshots import RunProcess, RunSnapshot
 
 _CMDLINE_CHARS = 160
@@ -50,52 +51,6 @@ def _int_or_none(value: str | None) -> int | None:
         return None
 
 
-def _children_file_works() -> bool:
-    pid = os.getpid()
-    return os.path.exists(f"/proc/{pid}/task/{pid}/children")
-
-
-def _read_children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children", "rb") as handle:
-            return [int(x) for x in handle.read().split()]
-    except (OSError, ValueError):
-        return []
-
-
-def _ppid_map() -> dict[int, int]:
-    """PID -> parent PID for every process, read straight from /proc/*/stat (psutil's is several times slower)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fd = os.open(f"/proc/{entry}/stat", os.O_RDONLY)
-            try:
-                data = os.read(fd, 1024)
-            finally:
-                os.close(fd)
-        except OSError:
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ")".
-        rest = data[data.rfind(b")") + 2 :].split(b" ", 2)
-        if len(rest) >= 2:
-            parents[int(entry)] = int(rest[1])
-    return parents
-
-
-def _read_proc(path: str) -> bytes:
-    """A small /proc file in one read (os.read is several times cheaper than a buffered open for these)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        chunks = [os.read(fd, 4096)]
-        while len(chunks[-1]) == 4096:
-            chunks.append(os.read(fd, 4096))
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
 def _field(data: bytes, key: bytes) -> int | None:
     """The number after `key` ("VmRSS:", "read_bytes:") in a /proc key-value file, or None if absent."""
     at = data.find(key)
@@ -116,22 +71,19 @@ _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 def _read_stat(pid: int) -> tuple[int, float, int]:
     """(parent PID, CPU seconds used so far: user + system, RSS bytes) from /proc/PID/stat."""
-    fields = _read_proc(f"/proc/{pid}/stat")
-    # "pid (comm) state ppid ... utime stime ... rss ...": comm may hold spaces and ")", so count from the last
-    # ")"; field n of proc(5) is rest[n - 3].
-    rest = fields[fields.rfind(b")") + 2 :].split(b" ", 22)
+    rest = procfs.stat_fields(pid)  # field n of proc(5) is rest[n - 3]
     return int(rest[1]), (int(rest[11]) + int(rest[12])) / _CLOCK_TICKS, int(rest[21]) * _PAGE_BYTES
 
 
 def _read_locked(pid: int) -> int | None:
     """VmLck (mlock()ed memory) in bytes from /proc/PID/status; raises OSError when the process is gone."""
-    return _field(_read_proc(f"/proc/{pid}/status"), b"\nVmLck:")
+    return _field(procfs.read_small(f"/proc/{pid}/status"), b"\nVmLck:")
 
 
 def _read_io(pid: int) -> tuple[int | None, int | None]:
     """(read_bytes, write_bytes) from /proc/PID/io: storage I/O, not page-cache hits; unreadable for other users."""
     try:
-        data = _read_proc(f"/proc/{pid}/io")
+        data = procfs.read_small(f"/proc/{pid}/io")
     except PermissionError:
         return None, None
     return _field(data, b"\nread_bytes:"), _field(data, b"\nwrite_bytes:")
@@ -151,7 +103,7 @@ class RunProcessSampler:
         self._tracked: dict[int, _Tracked] = {}
         self._parent: dict[int, int] = {}  # known tree: pid -> parent pid (root maps to its own parent)
         self._last_scan = -float("inf")
-        self._use_children_file = _children_file_works()
+        self._use_children_file = procfs.HAS_CHILDREN_FILE
         self._has_proc = os.path.exists(f"/proc/{os.getpid()}/status")
 
     def sample(self) -> RunSnapshot:
@@ -199,7 +151,7 @@ class RunProcessSampler:
         return self._ordered()
 
     def _full_scan(self) -> dict[int, int]:
-        parents = _ppid_map()
+        parents = procfs.parent_map()
         children: dict[int, list[int]] = {}
         for pid, ppid in parents.items():
             children.setdefault(ppid, []).append(pid)
@@ -219,7 +171,7 @@ class RunProcessSampler:
         seen = set(self._parent)
         while queue:
             pid = queue.popleft()
-            for kid in _read_children(pid):
+            for kid in procfs.children(pid):
                 if kid not in seen:
                     seen.add(kid)
                     self._parent[kid] = pid

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from traindeck.backend import procfs
+
 MARKER = "TRAINDECK_RUN_ID"
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -90,61 +92,18 @@ def descendants(pid: int) -> list[psutil.Process]:
 def read_stat(pid: int) -> tuple[str, int, int] | None:
     """(state letter, parent pid, start time in clock ticks since boot) from /proc/PID/stat, or None if gone."""
     try:
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
-        try:
-            data = os.read(fd, 1024)
-        finally:
-            os.close(fd)
-    except OSError:
-        return None
-    fields = data[data.rfind(b")") + 2:].split()  # comm may hold spaces and parentheses
-    try:
+        fields = procfs.stat_fields(pid)
         return fields[0].decode(), int(fields[1]), int(fields[19])
-    except (IndexError, ValueError):
+    except (OSError, IndexError, ValueError):
         return None
-
-
-def _children_of_main_thread(pid: int) -> list[int]:
-    try:
-        fd = os.open(f"/proc/{pid}/task/{pid}/children", os.O_RDONLY)
-        try:
-            data = os.read(fd, 65536)
-        finally:
-            os.close(fd)
-    except OSError:
-        return []
-    return [int(x) for x in data.split()]
-
-
-_HAS_CHILDREN_FILE = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
 
 
 def descendant_pids(root: int, thorough: bool = False) -> list[int]:
-    """Pids below `root`. The quick walk reads each process's main-thread children list (a few small reads); it
-    misses children forked by other threads, which `thorough` (parent pids of every process on the host) finds."""
-    found: list[int] = []
-    if _HAS_CHILDREN_FILE and not thorough:
-        stack = [root]
-        while stack:
-            for child in _children_of_main_thread(stack.pop()):
-                found.append(child)
-                stack.append(child)
-        return found
-    children: dict[int, list[int]] = {}
-    try:
-        entries = [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return [p.pid for p in descendants(root)]
-    for pid in entries:
-        stat = read_stat(pid)
-        if stat is not None:
-            children.setdefault(stat[1], []).append(pid)
-    stack = [root]
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            found.append(child)
-            stack.append(child)
-    return found
+    """Pids below `root` (see procfs.descendants; the thorough walk also finds children forked by other
+    threads). Falls back to psutil where /proc cannot be listed."""
+    if not thorough or os.path.isdir("/proc"):
+        return procfs.descendants(root, thorough=thorough)
+    return [p.pid for p in descendants(root)]
 
 
 def environ_value(pid: int, name: str) -> str | None:

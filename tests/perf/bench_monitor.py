@@ -30,10 +30,11 @@ sys.path.insert(0, str(HERE.parent))  # tests/, for the fixtures when run as a s
 from fixtures.monitor_run_tree import run_tree  # noqa: E402
 from fixtures.monitor_samples import T0, training_sample  # noqa: E402
 
-from traindeck.backend.monitor.processes import RunProcessSampler, _ppid_map  # noqa: E402
+from traindeck.backend.monitor.processes import RunProcessSampler  # noqa: E402
 from traindeck.backend.monitor.recorder import RunResourceRecorder  # noqa: E402
 from traindeck.backend.monitor.sampler import ResourceSampler  # noqa: E402
 from traindeck.backend.monitor.store import ResourceWriter, read_series, resource_summary  # noqa: E402
+from traindeck.backend.procfs import parent_map  # noqa: E402
 
 DAY = 86_400
 RECORD_S = float(os.environ.get("BENCH_RECORD_S", "20"))
@@ -89,7 +90,7 @@ def measure(samples: int = DAY, record_s: float = RECORD_S) -> list[tuple[str, s
             scan_ms = _cpu_ms_per_call(scan.sample, 300)
         finally:
             sampler.stop()
-        processes = len(_ppid_map())
+        processes = len(parent_map())
         # At 1 Hz with the defaults, out of 30 samples: 1 full scan, 9 children-file walks, 20 plain.
         mixed_ms = host_ms + (20 * plain_ms + 9 * walk_ms + scan_ms) / 30
         rows.append(("host sample (CPU per core, RAM, swap, disks, network)", f"{host_ms:.3f} ms CPU", "", True))
