@@ -7,16 +7,12 @@ and any other client say the same thing.
 
 from __future__ import annotations
 
-import signal
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from traindeck.backend.runs import procs
 from traindeck.backend.runs.control import reconcile, run_processes, stop_run
-from traindeck.backend.runs.layout import RunDir
 from traindeck.backend.runs.store import RunEvent, RunRecord, RunStore
 
 # Events that tell the story of a stop: shown as the escalation happens.
@@ -87,24 +83,15 @@ def request_stop(store: RunStore, run_id: str, grace_s: float = 10.0) -> list[st
 
 
 def force_stop(store: RunStore, run_id: str) -> list[str]:
-    """Stop now with SIGKILL. Before the supervisor has begun a stop, it is asked for one without grace; once its
-    stop is under way (it does not shorten a grace period it started), the run's processes are killed from here
-    and the supervisor records the end as usual."""
+    """Stop now with SIGKILL: a stop request without grace. The supervisor starts it at SIGKILL, or hurries a stop
+    already under way, and records the escalation like any other stop."""
     record = store.get_run(run_id)
     if record is None:
         raise KeyError(run_id)
     if record.finished:
         return [f"run {run_id} already ended ({record.state})"]
-    run_dir = RunDir(Path(record.run_dir))
-    started = record.stop_requested_at is not None
-    run_dir.request_stop(0.0)  # read if the supervisor has not picked up a stop request yet
-    if not started:
-        return stop_run(store, run_id, grace_s=0.0, wait=False).messages
-    alive = run_processes(run_id, record)
-    count = procs.send(alive, signal.SIGKILL)
-    text = f"sent SIGKILL to {count} process(es) (force stop)"
-    store.add_event(run_id, "stop_signal", text)
-    return [text]
+    return ["force stop: SIGKILL to every process of the run now",
+            *stop_run(store, run_id, grace_s=0.0, wait=False).messages]
 
 
 # ---- words --------------------------------------------------------------------------------------------------------
