@@ -104,6 +104,18 @@ def test_deepspeed_rank_death_is_diagnosed_and_nothing_remains(end: str, kind: s
     assert leftovers(done) == []
 
 
+def test_a_rank_dead_within_a_scan_is_still_the_one_blamed() -> None:
+    # Rank 1 ends ~30 ms after it starts, before the supervisor's 4 Hz scan can read its RANK: the launcher's own
+    # log names it, and rank 0 (ended by the launcher a second later) is not blamed.
+    run = launch(BEHAVE, "--steps", "200", "--step-time", "0.05", "--die-rank", "1", "--die-at", "1", "--end",
+                 "exit:7", launcher="deepspeed", nproc=2)
+    done = wait_finished(run.id, 180)
+    assert done.diagnosis is not None and done.diagnosis["kind"] == "exit_code", done.diagnosis
+    assert done.diagnosis["rank"] == 1 and "Rank 1 exited with code 7" in done.diagnosis["summary"], done.diagnosis
+    assert sorted(p["rank"] for p in done.processes if p["role"] == "rank") == [0, 1]
+    assert leftovers(done) == []
+
+
 def _deepspeed_job_running():  # type: ignore[no-untyped-def]
     run = launch(BEHAVE, "--steps", "2000", "--step-time", "0.05", launcher="deepspeed", nproc=2)
     record = wait_until(lambda: len(ranks(r := get(run.id))) == 2 and (r.progress or {}).get("current", 0) >= 2

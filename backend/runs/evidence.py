@@ -124,3 +124,24 @@ def boot_time_offset() -> float:
         return float(Path("/proc/uptime").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+_DS_SPAWNED = re.compile(rb"\] process (\d+) spawned with command: \[.*?'--local_rank=(\d+)'")
+_DS_NODES = re.compile(rb"\] nnodes=(\d+), num_local_procs=\d+, node_rank=(\d+)")
+
+
+def launcher_spawned_ranks(path: Path, max_bytes: int = 256 * 1024) -> dict[int, int | None]:
+    """{pid: rank} of the ranks DeepSpeed's launch.py says it started ("process N spawned with command: [...]").
+
+    The supervisor names ranks by their RANK variable, which it can only read while a rank is alive; a rank that
+    dies within a scan (or before its exec is visible) is still named here. The rank is the local rank on a
+    one-node run; with several nodes the global number is not in that line, so it is None.
+    """
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(max_bytes)  # the launcher writes these lines before any rank's output
+    except OSError:
+        return {}
+    nodes = _DS_NODES.search(head)
+    one_node = nodes is None or nodes.group(1) == b"1"
+    return {int(m.group(1)): int(m.group(2)) if one_node else None for m in _DS_SPAWNED.finditer(head)}

@@ -37,7 +37,14 @@ import psutil
 from traindeck.backend.logparse import Line, LineAssembler, Metric, OutputParser, Progress
 from traindeck.backend.runs import procs
 from traindeck.backend.runs.diagnosis import Evidence, ProcessEnd, diagnose, is_success, stall_threshold
-from traindeck.backend.runs.evidence import boot_time_offset, kernel_oom_kills, log_tail, oom_kill_counters
+from traindeck.backend.runs.evidence import (
+    boot_time_offset,
+    kernel_oom_kills,
+    launcher_spawned_ranks,
+    log_tail,
+    oom_kill_counters,
+)
+from traindeck.backend.runs.exits import ExitWatcher
 from traindeck.backend.runs.layout import RunDir
 from traindeck.backend.runs.store import RunStore
 
@@ -308,6 +315,8 @@ class Supervisor:
         self.store = SafeStore(RunStore(spec.store))
         self.run_id = spec.run_id
         self.tracked: dict[int, TrackedProcess] = {}
+        self.exits = ExitWatcher()
+        self._zombies_unseen: dict[int, tuple[float, int | None]] = {}  # first seen dead: (when, wait status)
         self._procs: dict[int, tuple[psutil.Process, int]] = {}  # pid -> (process, start ticks) seen last scan
         self._last_thorough = 0.0
         self._stop_request: dict[str, Any] | None = None  # the stop request in effect (a newer one may hurry it)
@@ -443,6 +452,11 @@ class Supervisor:
         if tracked is None or tracked.ended_at is not None:
             return
         tracked.ended_at = time.time()
+        seen = self.exits.ended(pid)
+        if seen is not None:  # the exit watcher saw the moment itself, and the status if the loop came too late
+            tracked.ended_at = min(tracked.ended_at, seen[0])
+            if code is None and seen[1] is not None:
+                code = procs.describe_wait_status(seen[1])[0]
         tracked.returncode = code
         if tracked.role == "rank":
             how = procs.describe_returncode(code) if code is not None else "ended"
@@ -458,6 +472,7 @@ class Supervisor:
             return
         tracked = TrackedProcess(proc.pid, started, name, role or "helper", None)
         self.tracked[proc.pid] = tracked
+        self.exits.watch(proc.pid)
         if role is None:
             self._classify(tracked, proc)
         elif role != "helper":
@@ -508,7 +523,9 @@ class Supervisor:
             seen.add(pid)
             known = self._procs.get(pid)
             if known is None or known[1] != start_ticks:
-                if state == "Z":
+                if state == "Z":  # lived less than a scan; if the launcher's log names it a rank, this is its end
+                    if pid not in self.tracked:
+                        self._zombies_unseen.setdefault(pid, (time.time(), procs.zombie_exit_status(pid)))
                     continue
                 try:
                     proc = psutil.Process(pid)
@@ -659,6 +676,7 @@ class Supervisor:
                 _log(f"resource recorder did not stop cleanly: {exc!r}")
         remaining = self._confirm_nothing_remains()
         evidence = self._evidence()
+        self.exits.close()
         if self.stop is not None:
             state = "stopped"
         else:
@@ -695,7 +713,28 @@ class Supervisor:
         self.store.add_event(self.run_id, "confirmed" if not (leftovers or gpu_holders) else "leftovers", text)
         return leftovers
 
+    def _name_ranks_from_launcher_log(self) -> None:
+        """Ranks the scans could not name (dead within a scan, or before their RANK was readable), named from
+        DeepSpeed's launch.py log: without them the first failure would be blamed on a rank that was ended after it."""
+        changed = False
+        for pid, rank in launcher_spawned_ranks(self.run_dir.output).items():
+            tracked = self.tracked.get(pid)
+            if tracked is not None:
+                if tracked.role == "helper":
+                    tracked.role, tracked.rank, changed = "rank", rank, True
+                continue
+            seen = self.exits.ended(pid) or self._zombies_unseen.get(pid)
+            ranks = [t.started for t in self.tracked.values() if t.role in ("rank", "launcher")]
+            # Never seen alive: it ended within one scan of starting, so before any rank that was seen.
+            when = seen[0] if seen is not None else (min(ranks) if ranks else time.time())
+            code = procs.describe_wait_status(seen[1])[0] if seen is not None and seen[1] is not None else None
+            self.tracked[pid] = TrackedProcess(pid, when, "?", "rank", rank, code, when)
+            changed = True
+        if changed:
+            self._save_processes()
+
     def _evidence(self) -> Evidence:
+        self._name_ranks_from_launcher_log()
         ends = [ProcessEnd(t.pid, t.role, t.rank, t.ended_at or time.time(), t.returncode)
                 for t in self.tracked.values() if t.role in ("launcher", "rank") and t.ended_at is not None]
         after = oom_kill_counters()
