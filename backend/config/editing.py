@@ -33,14 +33,14 @@ def get_path(data: dict[str, Any], path: PathT, default: Any = None) -> Any:
 
 def set_path(data: dict[str, Any], path: PathT, value: Any) -> None:
     """Set `path` to `value`, creating missing sections on the way (a null section becomes a mapping)."""
-    node = data
+    node: dict[Any, Any] = data
     for part in path[:-1]:
-        child = node.get(part) if isinstance(node, dict) else None
+        child = node.get(part)
         if not isinstance(child, dict):
             child = {}
-            node[part] = child  # type: ignore[index]
+            node[part] = child
         node = child
-    node[path[-1]] = value  # type: ignore[index]
+    node[path[-1]] = value
 
 
 def remove_path(data: dict[str, Any], path: PathT) -> None:

@@ -87,7 +87,7 @@ class FieldSpec:
                     text += f" from {_num(self.minimum)} to {_num(self.maximum)}"
                 elif self.minimum is not None:
                     text += f" {'>' if self.exclusive_minimum else '>='} {_num(self.minimum)}"
-                else:
+                elif self.maximum is not None:
                     text += f" <= {_num(self.maximum)}"
         if self.auto:
             text += ' or "auto"'
@@ -115,7 +115,8 @@ _CACHE: dict[type[Section], dict[str, FieldSpec]] = {}
 def _spec(name: str, info: FieldInfo) -> FieldSpec:
     extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
     kind, choices, nullable, section, also_text = _classify(info.annotation)
-    minimum = maximum = None
+    minimum: Any = None
+    maximum: Any = None
     exclusive = False
     for meta in info.metadata:
         if isinstance(meta, annotated_types.Ge):
@@ -133,8 +134,8 @@ def _spec(name: str, info: FieldInfo) -> FieldSpec:
         help=info.description or "",
         default=default,
         choices=choices,
-        minimum=minimum,  # type: ignore[arg-type]
-        maximum=maximum,  # type: ignore[arg-type]
+        minimum=minimum,
+        maximum=maximum,
         exclusive_minimum=exclusive,
         nullable=nullable,
         auto=bool(extra.get("auto", False)),

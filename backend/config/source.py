@@ -208,9 +208,9 @@ def _parse_json(doc: SourceDocument) -> None:
     for key in dict.fromkeys(duplicates):
         # DeepSpeed loads its config with a duplicate-key check and refuses such a file at start-up.
         locs = [p for p in doc.locations if p and p[-1] == key]
-        line, column = doc.locations[locs[-1]] if locs else (None, None)
+        where = doc.locations[locs[-1]] if locs else (None, None)
         doc.syntax.append(Message("error", key, f"key '{key}' appears twice; DeepSpeed refuses duplicate keys",
-                                  doc.file, line, column))
+                                  doc.file, *where))
 
 
 def _json_problem(text: str, exc: json.JSONDecodeError) -> tuple[str, int]:

@@ -68,7 +68,8 @@ def rule(kind: Kind) -> Callable[[Rule], Rule]:
 
 def root_section(kind: Kind) -> type[Section]:
     module_name, attr = _ROOTS[kind]
-    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+    section: type[Section] = getattr(importlib.import_module(module_name), attr)
+    return section
 
 
 def _load_rules(kind: Kind) -> list[Rule]:
