@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
+import psutil
 import pytest
 from fixtures.history_runs import T0, make_run, peak_gpu_bytes
 from fixtures.monitor_samples import training_sample
@@ -121,14 +124,33 @@ def test_history_lists_runs_newest_first_and_reuses_finished_figures(store, monk
 
         real = module.run_figures
         monkeypatch.setattr(module, "run_figures", lambda s, r, now=None: calls.append(r.id) or real(s, r, now))
+        me = psutil.Process()  # this test stands in for the live run's supervisor
         store.add_run(RunRecord(id="live", run_dir="/nowhere", created_at=T0 + 9000, name="live", started_at=T0 + 9000,
-                                progress={"current": 5, "rate": 0.5, "unit": "it"}))
+                                progress={"current": 5, "rate": 0.5, "unit": "it"}, supervisor_pid=me.pid,
+                                supervisor_started=me.create_time()))
         rows = history.rows()
         assert [r.run_id for r in rows] == ["live", new.id, old.id]
         assert calls == ["live"]  # finished runs come from the cache; the running one is read afresh
         assert rows[0].seconds_per_step == pytest.approx(2.0) and not rows[0].finished
     finally:
         history.close()
+
+
+def test_history_marks_a_run_whose_supervisor_is_gone_as_lost(store, tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    store.add_run(RunRecord(id="orphan", run_dir=str(tmp_path), created_at=T0, name="orphan", started_at=T0,
+                            supervisor_pid=gone.pid, supervisor_started=T0))
+    kept = RunHistory(store.path, mark_lost=False)  # the demo's store: its runs have no supervisor at all
+    history = RunHistory(store.path)
+    try:
+        assert [r.state for r in kept.rows()] == ["running"]
+        assert [r.state for r in history.rows()] == ["lost"]
+        record = store.get_run("orphan")
+        assert record is not None and record.diagnosis is not None and record.diagnosis["kind"] == "lost"
+    finally:
+        history.close()
+        kept.close()
 
 
 def test_history_of_a_store_that_does_not_exist_is_empty_and_creates_nothing(tmp_path):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from traindeck.backend.paths import run_store_path
+from traindeck.backend.runs.control import reconcile
 from traindeck.backend.runs.store import RunRecord, RunStore
 
 # Progress units that count optimizer steps (tqdm's default "it" included): their rate is steps per second.
@@ -150,10 +151,14 @@ def run_figures(store: RunStore, record: RunRecord, now: float | None = None) ->
 
 class RunHistory:
     """Every run's figures, newest first, for a list refreshed every few seconds. Finished runs' figures are
-    cached (they never change); running runs are read afresh. Call from one worker thread at a time."""
+    cached (they never change); running runs are read afresh. Call from one worker thread at a time.
 
-    def __init__(self, store_path: Path | str | None = None) -> None:
+    With mark_lost, a run still "running" whose supervisor is gone (killed, machine rebooted) is marked lost the
+    way the Runs page and `traindeck runs` do, instead of showing as running for ever."""
+
+    def __init__(self, store_path: Path | str | None = None, mark_lost: bool = True) -> None:
         self.store_path = Path(store_path) if store_path is not None else run_store_path()
+        self.mark_lost = mark_lost
         self._store: RunStore | None = None
         self._finished: dict[str, RunFigures] = {}
         self._lock = threading.Lock()
@@ -173,6 +178,8 @@ class RunHistory:
                 return []
             out = []
             records = store.list_runs(limit=limit)
+            if self.mark_lost and any(r.state == "running" for r in records) and reconcile(store):
+                records = store.list_runs(limit=limit)
             for record in records:
                 cached = self._finished.get(record.id)
                 if cached is not None and cached.state == record.state:

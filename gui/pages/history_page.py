@@ -475,7 +475,7 @@ class HistoryPage(Page):
 
     def _demo_ready(self, ids: list[str]) -> None:
         old = self.history
-        self.history = RunHistory(Path(self._demo_dir or ".") / "runs.sqlite3")
+        self.history = RunHistory(Path(self._demo_dir or ".") / "runs.sqlite3", mark_lost=False)  # no supervisors
         self.ctx.tasks.run(old.close)
         self._refreshing = False
         wanted = ids[:2]

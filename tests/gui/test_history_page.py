@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import psutil
 import pytest
 
 pytest.importorskip("PySide6")
@@ -65,8 +66,10 @@ def test_lists_the_stores_runs_newest_first_with_their_figures(qtbot, store, mak
 
     # A run started elsewhere shows up on the next refresh; the selection stays on its run.
     _select(qtbot, page, [zero2.id])
+    me = psutil.Process()  # the test stands in for the run's supervisor (a run without one is marked lost)
     store.add_run(RunRecord(id="live-run", run_dir="/nowhere", created_at=T0 + 7200, started_at=T0 + 7200,
-                            name="live", progress={"current": 4, "rate": 0.25, "unit": "it"}))
+                            name="live", progress={"current": 4, "rate": 0.25, "unit": "it"},
+                            supervisor_pid=me.pid, supervisor_started=me.create_time()))
     page.refresh()
     qtbot.waitUntil(lambda: page.proxy.rowCount() == 3, timeout=10000)
     assert _cells(page, 0)[:2] == ["live", "running"] and _cells(page, 0)[7] == "4 s"
