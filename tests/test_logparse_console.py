@@ -18,15 +18,35 @@ def test_transient_lines_are_replaced_by_the_next_line():
     assert texts(collapse_transient(lines)) == ["start", "bar 3", "end"]
 
 
+def bar(n: int, label: str = "train") -> str:
+    return f"{label}: {10 * n:3d}%|{'#' * n:<10}| {n}/10 [00:0{n}<00:01, 1.00it/s]"
+
+
 def test_a_message_printed_over_a_bar_replaces_it_and_the_bar_comes_back_below():
-    lines = [Line("bar 4", None, True), Line("note"), Line("bar 5", None, True)]
-    assert texts(collapse_transient(lines)) == ["note", "bar 5"]
+    lines = [Line(bar(4), None, True), Line("note"), Line(bar(5), None, True)]  # tqdm.write
+    assert texts(collapse_transient(lines)) == ["note", bar(5)]
 
 
 def test_each_rank_keeps_its_own_bar():
-    lines = [Line("r0 bar 1", 0, True), Line("r1 bar 1", 1, True), Line("r0 bar 2", 0, True),
-             Line("r1 says hi", 1), Line("r0 bar 3", 0, True)]
-    assert texts(collapse_transient(lines)) == ["r0 bar 3", "r1 says hi"]
+    lines = [Line(bar(1), 0, True), Line(bar(1, "eval"), 1, True), Line(bar(2), 0, True),
+             Line("r1 says hi", 1), Line(bar(3), 0, True)]
+    assert texts(collapse_transient(lines)) == [bar(3), "r1 says hi"]
+
+
+def test_another_ranks_line_cut_by_a_bar_redraw_is_kept():
+    # DeepSpeed's launcher runs ranks with `python -u`: a print's text and its newline are two writes, and rank 0's
+    # "\rtrain: ..." redraw lands between them. The error is not a redraw of anything: it stays.
+    asm = LineAssembler()
+    error = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB."
+    data = f"\r{bar(2)}\r{bar(3)}Traceback (most recent call last):\n{error}\r{bar(4)}\r{bar(5)}\n".encode()
+    lines = asm.feed(data) + asm.flush()
+    assert [ln.transient for ln in lines] == [True, False, True, True, False]  # the stream itself cannot tell
+    assert texts(collapse_transient(lines)) == [f"{bar(3)}Traceback (most recent call last):", error, bar(5)]
+    # ...while a display redrawn with new numbers, a spinner and a partial line completed are still replaced.
+    assert texts(collapse_transient([Line("Step 5: loss 0.25", None, True), Line("Step 6: loss 0.24")])) == [
+        "Step 6: loss 0.24"]
+    assert texts(collapse_transient([Line("|", None, True), Line("/", None, True), Line("done")])) == ["done"]
+    assert texts(collapse_transient([Line("Epo", None, True), Line("Epoch 1 done")])) == ["Epoch 1 done"]
 
 
 def test_add_reports_what_changed_and_maxlen_is_kept():

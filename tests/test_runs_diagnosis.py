@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from traindeck.backend.runs.diagnosis import (
     is_success,
     stall_threshold,
 )
+from traindeck.backend.runs.evidence import log_tail
 
 GiB = 2**30
 
@@ -151,3 +153,17 @@ def test_counters_are_ignored_when_the_kernel_log_shows_the_kill_was_not_ours() 
     ev = Evidence(1, ends=ends((0, -15, 12.0), (1, -9, 10.0)), oom_kills_during_run=1, kernel_log_readable=True,
                   total_ram=64 * GiB, min_available_ram=30 * GiB)
     assert diagnose(ev).kind == "killed"
+
+
+def test_an_error_line_cut_by_another_ranks_bar_redraw_is_still_read(tmp_path: Path) -> None:
+    # What the CI log showed once: rank 1's OOM message, then rank 0's "\r" bar redraw before rank 1's newline
+    # (`python -u` writes them separately). The tail must keep the message, or the run reads as a bare exit 1.
+    log = tmp_path / "output.log"
+    log.write_bytes(b"behave: rank 1 starting\r train:   2%|#| 4/200 [00:01<00:01, 20.00it/s]Traceback (most recent "
+                    b"call last):\n  File \"train.py\", line 1, in <module>\ntorch.OutOfMemoryError: CUDA out of "
+                    b"memory. Tried to allocate 20.00 MiB.\rtrain:   3%|#| 6/200 [00:01<00:01, 20.00it/s]\n"
+                    b"[launch.py:259:sigkill_handler] ['python', 'b.py', '--local_rank=1'] exits with return code = 1\n")
+    tail = log_tail(log)
+    assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB." in tail
+    d = diagnose(Evidence(1, ends=ends((1, 1, 10.0), (0, -15, 11.0)), log_tail=tail))
+    assert d.kind == "cuda_oom" and d.rank == 1, d

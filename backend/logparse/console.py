@@ -7,17 +7,36 @@ from collections.abc import Iterable
 
 from .model import Line
 from .report import MARKER
-from .tqdm_bar import bar_label
+from .tqdm_bar import bar_label, might_be_bar
 
 _LOOKBACK = 16
 REPORT_LINE = MARKER + "{"
+_SHAPE_CHARS = 24
+
+
+def _shape(text: str) -> str:
+    """The letters at the start of a line: what stays the same when a progress display is drawn again."""
+    return "".join(c for c in text[:_SHAPE_CHARS] if c.isalpha())
+
+
+def redraws(previous: str, following: str) -> bool:
+    """Whether `following`, written after `previous` ended with a carriage return, draws `previous` again.
+
+    Ranks under one launcher share one stream, and `python -u` (DeepSpeed's launcher) writes a print's text and
+    its newline separately, so rank 0's bar ("\rtrain: 3%|...") often lands between another rank's text and its
+    newline: "CUDA out of memory...\rtrain: 3%|...". A terminal would overwrite the error; a log reader must not.
+    A line counts as redrawn when it is a bar or a spinner, or what follows it has its shape (the same words
+    with new numbers) or continues it (a partial line shown while waiting, then completed).
+    """
+    return (following.startswith(previous) or len(previous.strip()) <= 3 or might_be_bar(previous)
+            or _shape(previous) == _shape(following))
 
 
 class ConsoleBuffer:
     """The last `maxlen` display lines of a run's output (all of them with maxlen=None).
 
     `add(line)` replaces the latest transient line of the same rank (searching the last few lines, so interleaved
-    ranks each keep their own bar) or appends. With `fold_bars` (default), a tqdm bar that arrived as a normal
+    ranks each keep their own bar) when the new line draws it again (see `redraws`), or appends. With `fold_bars` (default), a tqdm bar that arrived as a normal
     line (torchrun `--tee` turns every redraw into a line) also replaces the previous drawing of the same bar
     (same rank and description) when nothing else of that rank came in between. With `hide_reports` (default)
     the reporting helper's `@traindeck {...}` lines are not shown (they stay in the log file).
@@ -41,7 +60,8 @@ class ConsoleBuffer:
             prev = lines[n - back]
             if prev.rank != line.rank:
                 continue
-            if prev.transient or (label is not None and self._bars[n - back] == label):
+            if (prev.transient and redraws(prev.text, line.text)) or (
+                    label is not None and self._bars[n - back] == label):
                 lines[n - back] = line
                 self._bars[n - back] = label
                 return n - back

@@ -9,7 +9,7 @@ import os
 import re
 from pathlib import Path
 
-from traindeck.backend.logparse import REPORT_MARKER, LineAssembler
+from traindeck.backend.logparse import LineAssembler, collapse_transient
 
 
 def oom_kill_counters() -> dict[str, int]:
@@ -110,12 +110,8 @@ def log_tail(path: Path, max_bytes: int = 256 * 1024, max_lines: int = 400) -> l
     if size > max_bytes:
         data = data[data.find(b"\n") + 1:]  # drop the partial first line
     assembler = LineAssembler()
-    texts = []
-    for line in [*assembler.feed(data), *assembler.flush()]:
-        if line.transient or line.text.startswith(REPORT_MARKER):
-            continue
-        texts.append(f"[rank{line.rank}]: {line.text}" if line.rank is not None else line.text)
-    return texts[-max_lines:]
+    shown = collapse_transient([*assembler.feed(data), *assembler.flush()], maxlen=max_lines)
+    return [f"[rank{line.rank}]: {line.text}" if line.rank is not None else line.text for line in shown]
 
 
 def boot_time_offset() -> float:
