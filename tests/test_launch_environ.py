@@ -155,6 +155,39 @@ def test_ranks_sharing_a_pipe_never_cut_into_each_others_lines(tmp_path):
     assert (len(steps), len(bars)) == (12000, 12000)
 
 
+TAGGED_SCRIPT = """\
+import subprocess, sys
+print("hello from", sys.argv[1])
+sys.stderr.write("\\rbar 1"); sys.stderr.write("\\rbar 2"); sys.stderr.write("\\n")
+print("partial", end=""); print(" line")
+print("[rank%s]: tagged by torch itself" % sys.argv[1])
+child = subprocess.run([sys.executable, "-c", "print('{\\"json\\": 1}')"], capture_output=True, text=True)
+print("child said", child.stdout.strip())
+print(sys.stdout.isatty(), sys.stderr.fileno())
+"""
+
+
+@pytest.mark.parametrize(("extra", "tagged"), [
+    ({"RANK": "1", "WORLD_SIZE": "2"}, True),
+    ({"RANK": "1", "WORLD_SIZE": "2", "TRAINDECK_RANK_TAGS": "0"}, False),
+    ({"RANK": "0", "WORLD_SIZE": "1"}, False),
+    ({}, False),
+])
+def test_a_ranks_lines_carry_its_rank(tmp_path, extra, tagged):
+    # DeepSpeed's launcher passes every rank's output through one pipe untagged; the site hook tags each line (and
+    # each redraw) of a rank of a multi-rank run, the way torch tags a rank's traceback.
+    (tmp_path / "tagged.py").write_text(TAGGED_SCRIPT)
+    plan = build_plan(LaunchRequest(script="tagged.py", script_args=["1"], cwd=tmp_path, env=extra), tmp_path / "run")
+    done = subprocess.run(plan.argv, env=plan.env, cwd=plan.cwd, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    tag = "[rank1]: " if tagged else ""
+    assert done.stdout.decode().splitlines() == [
+        f"{tag}hello from 1", f"{tag}partial line", "[rank1]: tagged by torch itself",
+        f'{tag}child said {{"json": 1}}',  # a subprocess's output, read by its parent, is left alone
+        f"{tag}False 2"]
+    assert done.stderr.decode() == f"\r{tag}bar 1\r{tag}bar 2\n"  # bytes: text mode would turn "\r" into "\n"
+
+
 def test_a_shadowed_sitecustomize_still_runs(tmp_path):
     theirs = tmp_path / "theirs"
     theirs.mkdir()

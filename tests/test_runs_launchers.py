@@ -101,6 +101,7 @@ def test_deepspeed_rank_death_is_diagnosed_and_nothing_remains(end: str, kind: s
     assert done.diagnosis is not None and done.diagnosis["kind"] == kind, (done.diagnosis, log[-3000:])
     assert words in done.diagnosis["summary"] + " | ".join(done.diagnosis["evidence"]), done.diagnosis
     assert done.diagnosis["rank"] == 1
+    assert "[rank1]: behave: rank 1 starting" in log and "[rank0]: behave: rank 0 starting" in log  # tagged
     assert leftovers(done) == []
 
 

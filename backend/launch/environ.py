@@ -136,7 +136,8 @@ def training_env(overrides: Mapping[str, str] | None = None, *, base: Mapping[st
 
     - PYTHONUNBUFFERED=1: every rank's prints reach the log within a second even if the script never flushes;
     - first on PYTHONPATH: a sitecustomize that makes stdout/stderr line-buffered (each line one write, so ranks
-      sharing a pipe do not cut into each other's lines), then the pyhelpers folder (`import traindeck_report`);
+      sharing a pipe do not cut into each other's lines) and tags each rank's lines `[rankN]: `, then the
+      pyhelpers folder (`import traindeck_report`);
     - TORCH_EXTENSIONS_DIR defaulted to ~/.cache/torch_extensions so DeepSpeed's JIT-built ops are kept.
     """
     env = unfrozen_environ(os.environ if base is None else base)

@@ -75,6 +75,13 @@ def test_invalid_value_blocks_launch_then_the_cpu_demo_runs_streams_and_stops(qt
         qtbot.waitUntil(lambda: int(((runs.record.progress if runs.record else None) or {}).get("current") or 0)
                         >= 3, timeout=120000)
         assert "/ 2,000 steps" in runs.progress_label.text()
+        # Each rank's lines can be shown alone (DeepSpeed's launcher tags nothing; the site hook does).
+        qtbot.waitUntil(lambda: runs.console.rank_box.count() == 3, timeout=30000)  # All, Rank 0, Rank 1
+        runs.console.set_rank_filter(1)
+        qtbot.waitUntil(lambda: "train_tiny: mode=deepspeed" not in runs.console.text(), timeout=10000)
+        assert any(line for line in runs.console.shown_lines() if "[INFO]" in line or "[WARNING]" in line)
+        runs.console.set_rank_filter(None)
+        qtbot.waitUntil(lambda: "train_tiny: mode=deepspeed world_size=2" in runs.console.text(), timeout=10000)
 
         # Stop: every rank ends, and the page says so.
         runs.confirm_stop = False
