@@ -723,10 +723,10 @@ class Supervisor:
                 if tracked.role == "helper":
                     tracked.role, tracked.rank, changed = "rank", rank, True
                 continue
-            seen = self.exits.ended(pid) or self._zombies_unseen.get(pid)
-            ranks = [t.started for t in self.tracked.values() if t.role in ("rank", "launcher")]
+            seen = self._zombies_unseen.get(pid)  # never tracked, so never watched: at best seen as a zombie
+            starts = [t.started for t in self.tracked.values() if t.role in ("rank", "launcher")]
             # Never seen alive: it ended within one scan of starting, so before any rank that was seen.
-            when = seen[0] if seen is not None else (min(ranks) if ranks else time.time())
+            when = seen[0] if seen is not None else (min(starts) if starts else time.time())
             code = procs.describe_wait_status(seen[1])[0] if seen is not None and seen[1] is not None else None
             self.tracked[pid] = TrackedProcess(pid, when, "?", "rank", rank, code, when)
             changed = True
