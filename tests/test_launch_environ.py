@@ -208,4 +208,4 @@ def test_training_env_does_not_touch_os_environ():
 def test_line_buffering_hook_is_plain_stdlib():
     hook = Path(__file__).resolve().parent.parent / "backend" / "launch" / "site_hook" / "sitecustomize.py"
     imports = set(re.findall(r"^\s*(?:import|from)\s+([\w.]+)", hook.read_text(), flags=re.M))
-    assert imports <= {"os", "sys", "importlib.util"}
+    assert imports <= {"io", "os", "sys", "importlib.util"}  # io: already loaded by every interpreter

@@ -7,7 +7,9 @@ Measures, with real supervised runs (plain python launcher, the environment real
   latency   a job prints a timestamped line every 0.2 s with plain print() and never flushes; how long until the
             line is in output.log, and until its metric is in the run store (p50 / p95 / max)
   flood     a job writes N lines as fast as it can (64 KiB-buffered writes, and unbuffered print() per line):
-            its own wall time under the supervisor vs the same job writing to /dev/null; lines kept in output.log
+            its own wall time under the supervisor vs the same job writing to /dev/null; lines kept in output.log;
+            then print() again as rank 1 of 2 (RANK/WORLD_SIZE set as a launcher would), where the run's
+            sitecustomize tags each line "[rank1]: ": against /dev/null with and without the tags
   cpu       the supervisor's own CPU time during the runs above and during a quiet training-like run
 """
 
@@ -79,9 +81,12 @@ def _script(name: str, text: str) -> Path:
     return path
 
 
-def _start(script: Path, *args: str) -> RunRecord:
+RANK_ENV = {"RANK": "1", "WORLD_SIZE": "2"}  # what a launcher gives rank 1 of 2
+
+
+def _start(script: Path, *args: str, env: dict[str, str] | None = None) -> RunRecord:
     run_dir = new_run_dir()
-    plan = LaunchPlan(launcher="python", argv=[sys.executable, str(script), *args], env=training_env(),
+    plan = LaunchPlan(launcher="python", argv=[sys.executable, str(script), *args], env=training_env(env),
                       cwd=str(SCRATCH))
     return start_run(plan, run_dir, name=script.stem)
 
@@ -175,10 +180,10 @@ def bench_latency(store: RunStore, count: int) -> list[tuple[str, str]]:
     return rows
 
 
-def _baseline(script: Path, lines: int, mode: str) -> float:
+def _baseline(script: Path, lines: int, mode: str, env: dict[str, str] | None = None) -> float:
     import subprocess
 
-    env = training_env()
+    env = training_env(env)
     result = subprocess.run([sys.executable, str(script), str(lines), mode], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env=env, check=True)
     return float(result.stderr.split("ELAPSED")[1].split()[0])
@@ -227,6 +232,22 @@ def bench_flood(store: RunStore, lines: int, mode: str) -> list[tuple[str, str]]
     ]
 
 
+def bench_rank_tags(store: RunStore, lines: int) -> list[tuple[str, str]]:
+    script = _script("flood_job.py", FLOOD_JOB)
+    untagged = min(_baseline(script, lines, "print", {**RANK_ENV, "TRAINDECK_RANK_TAGS": "0"}) for _ in range(2))
+    tagged = min(_baseline(script, lines, "print", RANK_ENV) for _ in range(2))
+    done = _wait(store, _start(script, str(lines), "print", env=RANK_ENV).id)
+    data = (Path(done.run_dir) / "output.log").read_bytes()
+    supervised = float(data.split(b"ELAPSED")[1].split()[0])
+    kept = data.count(b"[rank1]: line ")
+    label = f"flood {lines:,} lines, print() per line as rank 1 of 2"
+    return [
+        (label + ": job wall time", f"{supervised:.2f} s supervised; to /dev/null {tagged:.2f} s tagged vs "
+                                    f"{untagged:.2f} s untagged ({1e6 * (tagged - untagged) / lines:.1f} us a line)"),
+        (label + ": lines kept", f"{kept:,} of {lines:,}, every one tagged: {kept == lines}"),
+    ]
+
+
 def bench_quiet(store: RunStore, steps: int) -> list[tuple[str, str]]:
     run = _start(_script("quiet_job.py", QUIET_JOB), str(steps))
     cpu = SupervisorCpu(run.supervisor_pid or 0)
@@ -251,6 +272,7 @@ def main() -> int:
     rows += bench_latency(store, args.latency_lines)
     rows += bench_flood(store, args.flood_lines, "buffered")
     rows += bench_flood(store, args.print_lines, "print")
+    rows += bench_rank_tags(store, args.print_lines)
     rows += bench_quiet(store, 100 if args.quick else 300)
     width = max(len(name) for name, _ in rows)
     print(f"run engine output path ({psutil.cpu_count()} CPUs, python {sys.version.split()[0]})")
