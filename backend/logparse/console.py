@@ -22,9 +22,10 @@ def _shape(text: str) -> str:
 def redraws(previous: str, following: str) -> bool:
     """Whether `following`, written after `previous` ended with a carriage return, draws `previous` again.
 
-    Ranks under one launcher share one stream, and `python -u` (DeepSpeed's launcher) writes a print's text and
-    its newline separately, so rank 0's bar ("\rtrain: 3%|...") often lands between another rank's text and its
-    newline: "CUDA out of memory...\rtrain: 3%|...". A terminal would overwrite the error; a log reader must not.
+    Ranks under one launcher share one stream, and `print("a\nb")` leaves a process in two writes ("a\nb", then
+    "\n"), so rank 0's bar ("\rtrain: 3%|...") can land between another rank's last line and its newline:
+    "CUDA out of memory...\rtrain: 3%|...". A terminal would overwrite the error; a log reader must not (when the
+    lines carry rank tags, each rank's lines are apart anyway).
     A line counts as redrawn when it is a bar or a spinner, or what follows it has its shape (the same words
     with new numbers) or continues it (a partial line shown while waiting, then completed).
     """
@@ -36,10 +37,11 @@ class ConsoleBuffer:
     """The last `maxlen` display lines of a run's output (all of them with maxlen=None).
 
     `add(line)` replaces the latest transient line of the same rank (searching the last few lines, so interleaved
-    ranks each keep their own bar) when the new line draws it again (see `redraws`), or appends. With `fold_bars` (default), a tqdm bar that arrived as a normal
-    line (torchrun `--tee` turns every redraw into a line) also replaces the previous drawing of the same bar
-    (same rank and description) when nothing else of that rank came in between. With `hide_reports` (default)
-    the reporting helper's `@traindeck {...}` lines are not shown (they stay in the log file).
+    ranks each keep their own bar) when the new line draws it again (see `redraws`), or appends. With `fold_bars`
+    (default), a tqdm bar that arrived as a normal line (torchrun `--tee` turns every redraw into a line) also
+    replaces the previous drawing of the same bar (same rank and description) when nothing else of that rank came
+    in between. With `hide_reports` (default) the reporting helper's `@traindeck {...}` lines are not shown (they
+    stay in the log file).
     Returns the index replaced, or None when the line was appended (what a GUI needs to update a text view).
     """
 
