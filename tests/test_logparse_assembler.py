@@ -68,6 +68,9 @@ CASES = [
     ("tee: a redraw glued to the next tagged line is split",
      b"[default1]:  0%| 0/8 [00:00<?, ?it/s][default1]:hello from rank 1\n",
      [("  0%| 0/8 [00:00<?, ?it/s]", 1, False), ("hello from rank 1", 1, False)]),
+    ("ranks sharing a pipe: another rank's line glued to a bar is split",  # traindeck's own [rankN]: tags
+     b"[rank1]: starting\n\r[rank0]: train:  95%| 19/20 [00:01<00:01, 20.00it/s][rank1]: rank 1 done\n",
+     [("starting", 1, False), ("train:  95%| 19/20 [00:01<00:01, 20.00it/s]", 0, False), ("rank 1 done", 1, False)]),
 ]
 
 

@@ -16,7 +16,8 @@ Rank tags removed from the start of a line (and the rank kept in `Line.rank`):
   `0: `                      srun --label / `--log-line-prefix-template` style; opt-in (`numeric_prefix=True`)
                              because ordinary text starts like that too.
 torchrun's `--tee` reads each rank's log file in text mode, so a bar redraw can be glued to the next tagged line
-("...it/s][default1]:hello"); once a tee tag has been seen, such embedded tags split the line.
+("...it/s][default1]:hello"); ranks sharing one pipe do the same ("...it/s][rank1]: hello": rank 0's bar has no
+newline). Once lines have started with a kind of tag, that tag inside a line splits it.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class LineAssembler:
         self.max_line_chars = max(1024, max_line_chars)
         names = "|".join(re.escape(r) for r in roles)
         self._role_tag = re.compile(rf"\[({names})(\d+)\]:")
-        self._embedded_tee: re.Pattern[str] | None = None  # built once a tee tag (not "rank") has been seen
+        self._embedded_tee: re.Pattern[str] | None = None  # built once a line has started with a tag
         self._tee_roles: set[str] = set()
         self._dirty = False
         self.bytes_in = 0
@@ -231,15 +232,15 @@ class LineAssembler:
                 role = m.group(1)
                 rank = int(m.group(2))
                 s = s[m.end():]
+                if role not in self._tee_roles:
+                    self._tee_roles.add(role)
+                    names = "|".join(re.escape(r) for r in sorted(self._tee_roles))
+                    self._embedded_tee = re.compile(rf"\[(?:{names})\d+\]:")
                 if role == "rank":
                     if s[:1] == " ":
                         s = s[1:]
                     continue
                 tee = True
-                if role not in self._tee_roles:
-                    self._tee_roles.add(role)
-                    names = "|".join(re.escape(r) for r in sorted(self._tee_roles))
-                    self._embedded_tee = re.compile(rf"\[(?:{names})\d+\]:")
                 continue
             m = _MPI_TAG.match(s)
             if m:
