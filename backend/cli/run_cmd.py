@@ -112,12 +112,9 @@ def _iso(t: float | None) -> str | None:
 
 
 def _clock(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    seconds = int(max(0, seconds))
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+    from traindeck.backend.runs.watch import duration_text
+
+    return duration_text(seconds) if seconds is not None else "?"
 
 
 def _progress_text(progress: dict[str, Any] | None) -> str:

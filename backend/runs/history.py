@@ -16,6 +16,7 @@ from typing import Any
 from traindeck.backend.paths import run_store_path
 from traindeck.backend.runs.control import reconcile
 from traindeck.backend.runs.store import RunRecord, RunStore
+from traindeck.backend.runs.watch import duration_text
 
 # Progress units that count optimizer steps (tqdm's default "it" included): their rate is steps per second.
 STEP_UNITS = frozenset({"it", "step", "steps", "iter", "iters", "iteration", "iterations", "batch", "batches"})
@@ -214,12 +215,7 @@ def format_bytes(n: float | None) -> str:
 
 
 def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(round(max(0.0, seconds)))
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+    return duration_text(seconds) if seconds is not None else "-"
 
 
 def format_seconds_per_step(value: float | None) -> str:
