@@ -100,33 +100,42 @@ def expected_display_lines(path: Path) -> int:
 
 def idle_case(app: QApplication, seconds: float) -> dict[str, object]:
     """The same heartbeat with nothing to show: the machine's own noise floor."""
-    gaps = _heartbeat(app, seconds, lambda: False)
+    gaps = _heartbeat(app, seconds)
     return {"case": f"idle (no writer) x {seconds:g}s", "written": 0, "shown": 0, "expected": 0, "in widget": 0,
             "skipped MiB": 0.0, **_gap_stats(gaps), "catch-up s": 0.0, "rss growth MiB": 0.0, "rss peak growth MiB": 0.0,
             "cpu s/s": 0.0}
 
 
-def _heartbeat(app: QApplication, seconds: float, done: object) -> list[float]:
-    gaps: list[float] = []
-    clock = QElapsedTimer()
-    clock.start()
-    last = [clock.nsecsElapsed()]
+class Heartbeat:
+    """A 5 ms QTimer noting the gap between its beats: a gap well over 5 ms is the UI thread stalling."""
 
-    def beat() -> None:
-        now = clock.nsecsElapsed()
-        gaps.append((now - last[0]) / 1e6)
-        last[0] = now
+    def __init__(self) -> None:
+        self.gaps: list[float] = []
+        self._clock = QElapsedTimer()
+        self._clock.start()
+        self._last = self._clock.nsecsElapsed()
+        self._timer = QTimer()
+        self._timer.setInterval(5)
+        self._timer.timeout.connect(self._beat)
+        self._timer.start()
 
-    heartbeat = QTimer()
-    heartbeat.setInterval(5)
-    heartbeat.timeout.connect(beat)
-    heartbeat.start()
+    def _beat(self) -> None:
+        now = self._clock.nsecsElapsed()
+        self.gaps.append((now - self._last) / 1e6)
+        self._last = now
+
+    def stop(self) -> list[float]:
+        self._timer.stop()
+        return self.gaps
+
+
+def _heartbeat(app: QApplication, seconds: float) -> list[float]:
+    heartbeat = Heartbeat()
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         app.processEvents()
         time.sleep(0.001)
-    heartbeat.stop()
-    return gaps
+    return heartbeat.stop()
 
 
 def _gap_stats(gaps: list[float]) -> dict[str, float]:
@@ -146,20 +155,8 @@ def run_case(app: QApplication, console: LogConsole, mode: str, rate: int, secon
     rss_before = me.memory_info().rss
     cpu_before = sum(me.cpu_times()[:2])
 
-    gaps: list[float] = []
-    clock = QElapsedTimer()
-    clock.start()
-    last = [clock.nsecsElapsed()]
-
-    def beat() -> None:
-        now = clock.nsecsElapsed()
-        gaps.append((now - last[0]) / 1e6)
-        last[0] = now
-
-    heartbeat = QTimer()
-    heartbeat.setInterval(5)
-    heartbeat.timeout.connect(beat)
-    heartbeat.start()
+    heartbeat = Heartbeat()
+    gaps = heartbeat.gaps
 
     console.open_log(log)
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(rate), str(seconds), mode],
