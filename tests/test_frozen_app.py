@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import pretend_frozen
 
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
 from traindeck.backend.launch.environ import training_env, unfrozen_environ
@@ -23,20 +24,7 @@ from traindeck.backend.launch.environ import training_env, unfrozen_environ
 def frozen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     """A one-folder app: dist/traindeck/traindeck with its bundle in _internal, python3 on PATH."""
     app_dir = tmp_path / "dist" / "traindeck"
-    bundle = app_dir / "_internal"
-    bundle.mkdir(parents=True)
-    app = app_dir / "traindeck"
-    app.write_text("#!/bin/sh\n")
-    app.chmod(0o755)
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    python3 = bindir / "python3"
-    python3.symlink_to(sys.executable)
-    monkeypatch.setattr(sys, "frozen", True, raising=False)
-    monkeypatch.setattr(sys, "_MEIPASS", str(bundle), raising=False)
-    monkeypatch.setattr(sys, "executable", str(app))
-    monkeypatch.setenv("PATH", str(bindir))
-    return {"bundle": bundle, "app": app, "python3": python3, "bin": bindir}
+    return pretend_frozen(monkeypatch, app_dir / "traindeck", app_dir / "_internal", tmp_path / "bin")
 
 
 def test_library_paths_come_back_from_their_orig_copies(frozen: dict[str, Path]) -> None:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import pretend_frozen
 
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
 from traindeck.backend.launch.environ import (
@@ -68,20 +69,7 @@ def test_relative_interpreter_becomes_absolute(tmp_path, monkeypatch):
 @pytest.fixture
 def frozen_app(tmp_path, monkeypatch):
     """Pretend to be a PyInstaller one-file app: sys.frozen, an app executable, a bundle dir, python3 on PATH."""
-    bundle = tmp_path / "_MEI12345"
-    bundle.mkdir()
-    app = tmp_path / "traindeck-app"
-    app.write_text("#!/bin/sh\n")
-    app.chmod(0o755)
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    python3 = bindir / "python3"
-    python3.symlink_to(sys.executable)
-    monkeypatch.setattr(sys, "frozen", True, raising=False)
-    monkeypatch.setattr(sys, "_MEIPASS", str(bundle), raising=False)
-    monkeypatch.setattr(sys, "executable", str(app))
-    monkeypatch.setenv("PATH", str(bindir))
-    return {"bundle": bundle, "app": app, "python3": python3}
+    return pretend_frozen(monkeypatch, tmp_path / "traindeck-app", tmp_path / "_MEI12345", tmp_path / "bin")
 
 
 def test_frozen_app_trains_with_python3_from_path_and_restores_the_environment(frozen_app, tmp_path):
