@@ -303,6 +303,7 @@ class Optimizer(Section):
 
     UNKNOWN: ClassVar = "warning"
     UNKNOWN_WHY: ClassVar = _IGNORES
+    OUTSIDE_SNAPSHOT: ClassVar = {"params": "read only when type is set (get_optimizer_params)"}
 
     type: Literal["Adam", "AdamW", "Adagrad", "Lamb", "Lion", "Muon", "MuAdam", "MuAdamW", "MuSGD"] | str | None = _f(
         None, "Optimizer DeepSpeed builds: its own (Adam, AdamW, Lamb, Lion, Adagrad, Muon...; any case) or a "
@@ -315,6 +316,7 @@ class Optimizer(Section):
 class Scheduler(Section):
     UNKNOWN: ClassVar = "warning"
     UNKNOWN_WHY: ClassVar = _IGNORES
+    OUTSIDE_SNAPSHOT: ClassVar = {"params": "read only when type is set (get_scheduler_params)"}
 
     type: Literal["WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", "LRRangeTest"] | str | None = _f(
         None, "Learning-rate schedule: DeepSpeed's own or a torch.optim.lr_scheduler class name (exact case)")
@@ -502,6 +504,10 @@ class DeepSpeedConfig(Section):
     UNKNOWN_WHY: ClassVar = _IGNORES
     # precision_config.get_bfloat16_config: "bfloat16" is read only when "bf16" is absent.
     DEPRECATED: ClassVar = {"bfloat16": "bf16"}
+    OUTSIDE_SNAPSHOT: ClassVar = {
+        "sequence_parallel_size": "read by DeepSpeedConfig only once torch.distributed is initialised, and by the "
+                                  "engine (the snapshot's probe runs without a process group)",
+    }
     # runtime/config.py _REMOVED_TOP_LEVEL_CONFIG_KEYS: DeepSpeedConfigError at start-up.
     REMOVED: ClassVar = {
         "amp": "NVIDIA Apex AMP was removed from DeepSpeed; use fp16, bf16 or torch_autocast (DeepSpeed refuses "

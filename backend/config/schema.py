@@ -46,6 +46,8 @@ class Section(BaseModel):
     DEPRECATED_CLASH: ClassVar[str] = ""
     REMOVED: ClassVar[dict[str, str]] = {}
     SNAPSHOT: ClassVar[tuple[str, str] | None] = None
+    # Declared keys the snapshot does not list, each with why (the probe cannot see the tool read them).
+    OUTSIDE_SNAPSHOT: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def unknown_key_hint(cls, key: str) -> str | None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-Tool = Literal["deepspeed", "accelerate"]
+Tool = str  # "deepspeed" or "accelerate": the name of a snapshot file
 SNAPSHOT_DIR = Path(__file__).with_name("snapshot")
 
 

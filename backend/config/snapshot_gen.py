@@ -24,8 +24,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
+import inspect
 import json
 import logging
+import re
 import sys
 import types
 import typing
@@ -226,7 +228,7 @@ class _Keys:
         return dict.__len__(self._owner)
 
 
-class _Recording(dict):  # type: ignore[type-arg]
+class _Recording(dict):
     def __init__(self, reads: _Reads, path: str, content: dict[str, Any] | None = None) -> None:
         super().__init__(content or {})
         self._reads = reads
@@ -244,7 +246,7 @@ class _Recording(dict):  # type: ignore[type-arg]
         self._reads.saw(self._path, key)
         return super().__contains__(key)
 
-    def keys(self) -> Any:  # type: ignore[override]
+    def keys(self) -> Any:
         return _Keys(self)
 
     def __copy__(self) -> _Recording:
@@ -377,13 +379,16 @@ def _dataclass_section(cls: Any, sections: dict[str, Any], path: str) -> dict[st
 
 def accelerate_snapshot() -> dict[str, Any]:
     import accelerate
+    from accelerate.commands import launch as accelerate_launch_command
     from accelerate.commands.config.config_args import ClusterConfig, SageMakerConfig
     from accelerate.commands.launch import launch_command_parser
+    from accelerate.utils import launch as accelerate_launch_utils
 
     sections: dict[str, Any] = {}
     sections[""] = _dataclass_section(ClusterConfig, sections, "")
     sections["@sagemaker"] = _dataclass_section(SageMakerConfig, sections, "@sagemaker")
     parser = launch_command_parser()
+    launch_source = inspect.getsource(accelerate_launch_utils) + inspect.getsource(accelerate_launch_command)
     groups = {group.title: group._group_actions for group in parser._action_groups}
     for key, (title, prefix) in ACCELERATE_SECTIONS.items():
         fields: dict[str, Any] = {}
@@ -409,6 +414,13 @@ def accelerate_snapshot() -> dict[str, Any]:
                           "nullable": action.default is None, "default": _plain(action.default),
                           "flag": action.option_strings[0] if action.option_strings else ""})
             fields[action.dest] = entry
+        # Entries without a flag that launch still reads: it copies every entry onto its argparse namespace and
+        # utils/launch.py reads some with getattr(args, "fsdp_ignored_modules", None).
+        if prefix:
+            for name in sorted(set(re.findall(r'getattr\(args, "(' + prefix + r'[a-z0-9_]+)"', launch_source))):
+                if name not in fields:
+                    fields[name] = {"aliases": [name[len(prefix):]],
+                                    "kinds": ["any"], "choices": [], "nullable": True, "flag": ""}
         sections[key] = {"source": f"accelerate launch ({title})", "extra": "loose", "populate_by_name": False,
                          "prefix": prefix, "fields": fields}
     for holder in ("", "@sagemaker"):
@@ -431,6 +443,40 @@ def generate() -> dict[str, dict[str, Any]]:
         logging.disable(logging.NOTSET)
 
 
+def drift(shipped: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
+    """What differs between the shipped snapshot and the installed tool, one line each (empty: they agree)."""
+    out: list[str] = []
+    if shipped.get("version") != fresh.get("version"):
+        out.append(f"version: snapshot {shipped.get('version')}, installed {fresh.get('version')}")
+    old_sections, new_sections = shipped.get("sections", {}), fresh.get("sections", {})
+    for path in sorted(set(old_sections) | set(new_sections)):
+        where = path or "(top level)"
+        if path not in new_sections:
+            out.append(f"{where}: section not in the installed tool")
+            continue
+        if path not in old_sections:
+            out.append(f"{where}: section missing from the snapshot")
+            continue
+        old, new = old_sections[path], new_sections[path]
+        if old.get("extra") != new.get("extra"):
+            out.append(f"{where}: unknown keys {new.get('extra')} (snapshot: {old.get('extra')})")
+        old_fields, new_fields = old.get("fields", {}), new.get("fields", {})
+        for key in sorted(set(old_fields) | set(new_fields)):
+            if key not in new_fields:
+                out.append(f"{where}.{key}: not a key of the installed tool")
+            elif key not in old_fields:
+                out.append(f"{where}.{key}: missing from the snapshot")
+            elif old_fields[key] != new_fields[key]:
+                changed = sorted(k for k in set(old_fields[key]) | set(new_fields[key])
+                                 if old_fields[key].get(k) != new_fields[key].get(k))
+                out.append(f"{where}.{key}: {', '.join(changed)} differ "
+                           + "; ".join(f"{k}: snapshot {old_fields[key].get(k)!r}, installed "
+                                       f"{new_fields[key].get(k)!r}" for k in changed))
+    if shipped.get("removed") != fresh.get("removed"):
+        out.append("removed keys differ")
+    return out
+
+
 def render(snapshot: dict[str, Any]) -> str:
     return json.dumps(snapshot, indent=1, sort_keys=False) + "\n"
 
@@ -447,6 +493,9 @@ def main(argv: list[str] | None = None) -> int:
         current = target.read_text(encoding="utf-8") if target.exists() else ""
         if current != text:
             stale.append(str(target))
+            if args.check and current:
+                for line in drift(json.loads(current), json.loads(text)):
+                    print(f"{tool}: {line}", file=sys.stderr)
             if not args.check:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 tmp = target.with_suffix(".tmp")

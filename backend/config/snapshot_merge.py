@@ -113,7 +113,7 @@ def merge(section: type[Section], hand: dict[str, FieldSpec]) -> dict[str, Field
     then the snapshot's keys the class does not declare, and every other spelling of each key."""
     assert section.SNAPSHOT is not None
     tool, path = section.SNAPSHOT
-    snap = snapshot.section(tool, path)  # type: ignore[arg-type]
+    snap = snapshot.section(tool, path)
     if snap is None:
         return hand
     validated = snapshot.refuses_unknown(snap) and tool == "deepspeed"  # pydantic models check their values
@@ -149,7 +149,7 @@ def _kind(entry: dict[str, Any]) -> tuple[ValueKind, tuple[Any, ...], bool]:
     if "float" in kinds:
         return "float", (), "str" in kinds
     if len(set(kinds)) == 1:
-        return kinds[0], (), False  # type: ignore[return-value]
+        return kinds[0], (), False
     if "int" in kinds:
         return "int", (), "str" in kinds
     return "any", (), False
