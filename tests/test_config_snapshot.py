@@ -151,3 +151,11 @@ def test_config_check_reads_the_snapshot_without_importing_the_tools(tmp_path: P
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "imported: []"
+
+
+def test_readme_counts_are_the_snapshots() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    deepspeed, accelerate = snapshot.all_keys("deepspeed"), snapshot.all_keys("accelerate")
+    ds_count = sum(len(keys) for keys in deepspeed.values())
+    assert f"DeepSpeed {snapshot.version('deepspeed')} ({ds_count} spellings in {len(deepspeed)} sections" in readme
+    assert f"accelerate {snapshot.version('accelerate')} ({sum(len(k) for k in accelerate.values())}:" in readme
