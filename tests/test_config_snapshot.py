@@ -94,6 +94,13 @@ def test_every_snapshot_key_is_known_to_the_checker(tool: Any) -> None:
     removed = snapshot.load(tool).get("removed", {})
     checked = 0
     for path, snap in snapshot.load(tool)["sections"].items():
+        if snap["extra"] == "passed-on":  # handed on whole (data_efficiency.data_sampling, pipeline): a mapping
+            parent, _, key = path.rpartition(".")
+            holder = fields_of(_section_at(tool, parent)) if not any(
+                parent == p or parent.startswith(p + ".") for p, s in snapshot.load(tool)["sections"].items()
+                if s["extra"] == "passed-on") else None
+            assert holder is None or holder[key].kind == "mapping", path
+            continue
         section = _section_at(tool, path)
         assert section.SNAPSHOT == (tool, path)
         assert section.UNKNOWN == ("error" if snapshot.refuses_unknown(snap) else "warning"), path

@@ -202,6 +202,12 @@ class _Reads:
 
     def __init__(self) -> None:
         self.keys: dict[str, dict[str, Any]] = {}
+        self.passed_on: set[str] = set()
+
+    def whole(self, path: str) -> None:
+        if path:  # DeepSpeedConfig copies the whole file first: only nested sections count
+            self.passed_on.add(path)
+            self.keys.setdefault(path, {})
 
     def saw(self, path: str, key: Any, default: Any = ..., *, asked: bool = True) -> None:
         if not isinstance(key, str):
@@ -249,36 +255,58 @@ class _Recording(dict):
     def keys(self) -> Any:
         return _Keys(self)
 
+    # Taking every key (a copy handed on, a loop over the items): the section's keys are used beyond what
+    # DeepSpeedConfig looks at, so an unknown one cannot be called ignored.
     def __copy__(self) -> _Recording:
+        self._reads.whole(self._path)
         return _Recording(self._reads, self._path, dict(self))
 
+    def copy(self) -> _Recording:
+        return self.__copy__()
 
-def trace_loose_reads() -> dict[str, dict[str, Any]]:
+    def items(self) -> Any:
+        self._reads.whole(self._path)
+        return super().items()
+
+    def values(self) -> Any:
+        self._reads.whole(self._path)
+        return super().values()
+
+    def __iter__(self) -> Any:
+        self._reads.whole(self._path)
+        return super().__iter__()
+
+
+def trace_loose_reads() -> tuple[dict[str, dict[str, Any]], set[str]]:
     """Run DeepSpeedConfig on recording dicts: which keys it reads where, with their defaults.
 
     One probe per key read: the key is given an empty recording dict; when DeepSpeed then reads keys inside it, it
-    is a section, probed the same way in turn (a scalar key given a dict may trip DeepSpeed: each probe is alone)."""
+    is a section, probed the same way in turn (a scalar key given a dict may trip DeepSpeed: each probe is alone).
+    Also returns the sections DeepSpeedConfig takes whole (copies or loops over): their keys are passed on."""
     from deepspeed.runtime.config import DeepSpeedConfig
 
     base = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1}
 
-    def probe(section: str | None) -> dict[str, dict[str, Any]]:
+    def probe(section: str | None, enabled: bool = False) -> tuple[dict[str, dict[str, Any]], set[str]]:
         reads = _Reads()
         param = _Recording(reads, "", dict(base))
         if section:
             holder = param
             parts = section.split(".")
             for depth, part in enumerate(parts):
-                child = _Recording(reads, ".".join(parts[:depth + 1]))
+                child = _Recording(reads, ".".join(parts[:depth + 1]), {"enabled": True} if enabled else None)
                 dict.__setitem__(holder, part, child)
                 holder = child
         try:
             DeepSpeedConfig(param)
         except Exception:  # noqa: BLE001 - a probe may trip an assertion after it has read what it reads
-            pass
-        return reads.keys
+            if enabled and section:
+                # Switched on, it wants keys the probe cannot make up (curriculum_learning's metrics): what it
+                # reads then is unseen, so it is taken as handed on.
+                reads.whole(section)
+        return reads.keys, reads.passed_on
 
-    keys = probe(None)
+    keys, passed_on = probe(None)
     todo = [key for key in keys.get("", {}) if key not in base]
     seen: set[str] = set()
     while todo:
@@ -286,31 +314,42 @@ def trace_loose_reads() -> dict[str, dict[str, Any]]:
         if path in seen or path.count(".") > 3:
             continue
         seen.add(path)
-        found = probe(path)
+        found, whole = probe(path)
+        passed_on |= whole
         if path not in found:
             continue
+        if "enabled" in found[path]:  # some sections are only read (or handed on) when switched on
+            more, whole = probe(path, enabled=True)
+            passed_on |= whole
+            for where, inner in more.items():
+                found.setdefault(where, {})
+                keys.setdefault(where, {})
+                for key, default in inner.items():
+                    found[where].setdefault(key, default)
         for where, inner in found.items():
+            keys.setdefault(where, {})
             for key, default in inner.items():
                 known = keys.setdefault(where, {})
                 if key not in known or known[key] is ...:
                     known[key] = default
         todo += [f"{path}.{key}" for key in found[path]]
-    return keys
+    return keys, passed_on
 
 
-def describe_loose(reads: dict[str, dict[str, Any]], pydantic_paths: set[str]) -> dict[str, Any]:
+def describe_loose(reads: dict[str, dict[str, Any]], passed_on: set[str], pydantic_paths: set[str]) -> dict[str, Any]:
     """The loosely read sections: their keys, defaults and (from the default) kinds."""
     out: dict[str, Any] = {}
     for path, keys in sorted(reads.items()):
-        if path in pydantic_paths:
-            continue
+        parent, _, key = path.rpartition(".")
+        if path in pydantic_paths or (not keys and not isinstance(reads.get(parent, {}).get(key), dict)):
+            continue  # given a dict it was looped over, but it is no section (a list, or a dict-or-bool switch)
         fields: dict[str, Any] = {}
         for key, default in sorted(keys.items()):
             entry: dict[str, Any] = {"aliases": []}
             child = f"{path}.{key}" if path else key
             if child in pydantic_paths:
                 entry.update({"kinds": ["section"], "choices": [], "nullable": False, "section": child})
-            elif child in reads or isinstance(default, dict):
+            elif (child in reads and reads[child]) or isinstance(default, dict):
                 entry.update({"kinds": ["section"], "choices": [], "nullable": False, "section": child})
             else:
                 kind = {bool: "bool", int: "int", float: "float", str: "str", list: "list"}.get(type(default))
@@ -318,7 +357,10 @@ def describe_loose(reads: dict[str, dict[str, Any]], pydantic_paths: set[str]) -
             if default is not ... and not isinstance(default, dict):
                 entry["default"] = _plain(default)
             fields[key] = entry
-        out[path] = {"source": "deepspeed.runtime.config.DeepSpeedConfig (dict lookups)", "extra": "loose",
+        # "loose": DeepSpeed ignores a key it does not read; "passed-on": the whole section is handed on (to the
+        # data pipeline, the pipeline engine, ...), so keys read later cannot be seen from here.
+        extra = "passed-on" if any(path == p or path.startswith(p + ".") for p in passed_on) else "loose"
+        out[path] = {"source": "deepspeed.runtime.config.DeepSpeedConfig (dict lookups)", "extra": extra,
                      "populate_by_name": False, "fields": fields}
     return out
 
@@ -335,7 +377,7 @@ def deepspeed_snapshot() -> dict[str, Any]:
     sections: dict[str, Any] = {}
     for path, (module, name) in DEEPSPEED_MODELS.items():
         describe_model(getattr(importlib.import_module(module), name), sections, path)
-    loose = describe_loose(trace_loose_reads(), set(sections))
+    loose = describe_loose(*trace_loose_reads(), set(sections))
     for path, section in loose.items():
         sections[path] = section
     top = sections.setdefault("", {"extra": "loose", "fields": {}})

@@ -94,8 +94,8 @@ def generated_section(tool: snapshot.Tool, path: str) -> type[Section] | None:
     if (tool, path) in _BOUND:
         return _BOUND[(tool, path)]
     snap = snapshot.section(tool, path)
-    if snap is None:
-        return None
+    if snap is None or snap.get("extra") == "passed-on":
+        return None  # handed on whole to code that reads it later: its keys cannot be known (a plain mapping)
     if (tool, path) not in _GENERATED:
         name = "".join(part.title() for part in path.replace(".", "_").split("_")) or "Root"
         cls: type[Section] = type(name, (Section,), {"__module__": __name__, "__doc__": f"{path}: {snap.get('source', '')}",
