@@ -166,3 +166,26 @@ def test_readme_counts_are_the_snapshots() -> None:
     ds_count = sum(len(keys) for keys in deepspeed.values())
     assert f"DeepSpeed {snapshot.version('deepspeed')} ({ds_count} spellings in {len(deepspeed)} sections" in readme
     assert f"accelerate {snapshot.version('accelerate')} ({sum(len(k) for k in accelerate.values())}:" in readme
+
+
+def test_deepspeeds_validated_sections_take_types_and_defaults_from_the_snapshot() -> None:
+    from traindeck.backend.config.snapshot_merge import _kind
+
+    checked = 0
+    for path, snap in snapshot.load("deepspeed")["sections"].items():
+        if not snapshot.refuses_unknown(snap):
+            continue
+        specs = fields_of(_section_at("deepspeed", path))
+        for name, entry in snap["fields"].items():
+            spec = next((specs[s] for s in snapshot.spellings(entry, name) if s in specs), None)
+            if spec is None or entry.get("section"):
+                continue  # a deprecated name (worded by the checker) or a nested section
+            kind, choices, _ = _kind(entry)
+            if "default" in entry:
+                assert spec.default == entry["default"], (path, name)
+            if kind not in ("any", "str"):  # str: a hand-written value list may narrow it (comet's mode)
+                assert (spec.kind, spec.choices) == (kind, choices), (path, name)
+            if "ge" in entry or "gt" in entry:
+                assert spec.minimum == entry.get("ge", entry.get("gt")), (path, name)
+            checked += 1
+    assert checked > 120

@@ -177,13 +177,16 @@ def _with_snapshot(spec: FieldSpec, entry: dict[str, Any], tool: snapshot.Tool, 
             changes.update(kind="section", section=child)
     if validated and not child_path:
         kind, choices, also_text = _kind(entry)
-        if kind != "any":
+        # A hand-written narrowing the model does not declare stays: a value list for a str field (comet's mode)
+        # or a range a field_validator enforces (fp16.loss_scale >= 0) cannot be read from the model's fields.
+        narrowed = kind == "str" and spec.kind == "choice" and not spec.also_text
+        if kind != "any" and not narrowed:
             changes.update(kind=kind, choices=choices, also_text=also_text or spec.also_text)
         changes["nullable"] = bool(entry.get("nullable")) or (spec.nullable and kind == "any")
         if "default" in entry:
             changes["default"] = entry["default"]
         limits = _limits(entry)
-        if limits or kind != "any":
+        if limits:
             changes.update({"minimum": None, "maximum": None, "exclusive_minimum": False, **limits})
     return dataclasses.replace(spec, **changes) if changes else spec
 
