@@ -189,3 +189,16 @@ def test_deepspeeds_validated_sections_take_types_and_defaults_from_the_snapshot
                 assert spec.minimum == entry.get("ge", entry.get("gt")), (path, name)
             checked += 1
     assert checked > 120
+
+
+def test_deepspeeds_loosely_read_defaults_are_the_ones_it_reads_with() -> None:
+    checked = 0
+    for path, snap in snapshot.load("deepspeed")["sections"].items():
+        if snap["extra"] != "loose":
+            continue
+        specs = fields_of(_section_at("deepspeed", path))
+        for name, entry in snap["fields"].items():
+            if "default" in entry and name in specs and specs[name].kind != "section":
+                assert specs[name].default == entry["default"], (path, name)
+                checked += 1
+    assert checked > 60

@@ -175,6 +175,8 @@ def _with_snapshot(spec: FieldSpec, entry: dict[str, Any], tool: snapshot.Tool, 
         child = generated_section(tool, child_path)
         if child is not None and (spec.section is None or spec.section.SNAPSHOT is None):
             changes.update(kind="section", section=child)
+    if tool == "deepspeed" and not validated and not child_path and "default" in entry:
+        changes["default"] = entry["default"]  # the default DeepSpeed passes to get_scalar_param / dict.get
     if validated and not child_path:
         kind, choices, also_text = _kind(entry)
         # A hand-written narrowing the model does not declare stays: a value list for a str field (comet's mode)
