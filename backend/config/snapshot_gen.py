@@ -11,7 +11,7 @@ What is read, and how:
     every field of the model and of the models nested in it, with its name AND alias (DeepSpeed sets
     populate_by_name, so both spellings are accepted), type, constraints, default, deprecation and the model's
     `extra` policy ("forbid": DeepSpeed refuses an unknown key).
-  - the keys DeepSpeed reads loosely (the top level and dict sections read with get_scalar_param / dict.get):
+  - the keys DeepSpeed reads loosely (the top level and dict sections read with get_scalar_param / dict.get; snapshot_trace.py):
     found by running deepspeed.runtime.config.DeepSpeedConfig on a dict that records every key it is asked for
     (and the default it is asked with). Such a section ignores keys it does not read ("loose").
   - accelerate: the dataclass fields of ClusterConfig and SageMakerConfig (commands/config/config_args.py; both
@@ -197,145 +197,6 @@ def describe_model(model: Any, sections: dict[str, Any], path: str) -> None:
 # ------------------------------------------------------------------------------------------ loosely read keys
 
 
-class _Reads:
-    """Every (section path, key, default) DeepSpeedConfig asked a recording dict for."""
-
-    def __init__(self) -> None:
-        self.keys: dict[str, dict[str, Any]] = {}
-        self.passed_on: set[str] = set()
-
-    def whole(self, path: str) -> None:
-        if path:  # DeepSpeedConfig copies the whole file first: only nested sections count
-            self.passed_on.add(path)
-            self.keys.setdefault(path, {})
-
-    def saw(self, path: str, key: Any, default: Any = ..., *, asked: bool = True) -> None:
-        if not isinstance(key, str):
-            return
-        known = self.keys.setdefault(path, {})
-        if key not in known or (known[key] is ... and default is not ...):
-            known[key] = default
-
-
-class _Keys:
-    """What a recording dict's keys() returns: `"x" in d.keys()` is a read too."""
-
-    def __init__(self, owner: _Recording) -> None:
-        self._owner = owner
-
-    def __contains__(self, key: Any) -> bool:
-        self._owner._reads.saw(self._owner._path, key)
-        return dict.__contains__(self._owner, key)
-
-    def __iter__(self) -> Any:
-        return iter(dict.keys(self._owner))
-
-    def __len__(self) -> int:
-        return dict.__len__(self._owner)
-
-
-class _Recording(dict):
-    def __init__(self, reads: _Reads, path: str, content: dict[str, Any] | None = None) -> None:
-        super().__init__(content or {})
-        self._reads = reads
-        self._path = path
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        self._reads.saw(self._path, key, default)
-        return super().get(key, default)
-
-    def __getitem__(self, key: Any) -> Any:
-        self._reads.saw(self._path, key)
-        return super().__getitem__(key)
-
-    def __contains__(self, key: Any) -> bool:
-        self._reads.saw(self._path, key)
-        return super().__contains__(key)
-
-    def keys(self) -> Any:
-        return _Keys(self)
-
-    # Taking every key (a copy handed on, a loop over the items): the section's keys are used beyond what
-    # DeepSpeedConfig looks at, so an unknown one cannot be called ignored.
-    def __copy__(self) -> _Recording:
-        self._reads.whole(self._path)
-        return _Recording(self._reads, self._path, dict(self))
-
-    def copy(self) -> _Recording:
-        return self.__copy__()
-
-    def items(self) -> Any:
-        self._reads.whole(self._path)
-        return super().items()
-
-    def values(self) -> Any:
-        self._reads.whole(self._path)
-        return super().values()
-
-    def __iter__(self) -> Any:
-        self._reads.whole(self._path)
-        return super().__iter__()
-
-
-def trace_loose_reads() -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """Run DeepSpeedConfig on recording dicts: which keys it reads where, with their defaults.
-
-    One probe per key read: the key is given an empty recording dict; when DeepSpeed then reads keys inside it, it
-    is a section, probed the same way in turn (a scalar key given a dict may trip DeepSpeed: each probe is alone).
-    Also returns the sections DeepSpeedConfig takes whole (copies or loops over): their keys are passed on."""
-    from deepspeed.runtime.config import DeepSpeedConfig
-
-    base = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1}
-
-    def probe(section: str | None, enabled: bool = False) -> tuple[dict[str, dict[str, Any]], set[str]]:
-        reads = _Reads()
-        param = _Recording(reads, "", dict(base))
-        if section:
-            holder = param
-            parts = section.split(".")
-            for depth, part in enumerate(parts):
-                child = _Recording(reads, ".".join(parts[:depth + 1]), {"enabled": True} if enabled else None)
-                dict.__setitem__(holder, part, child)
-                holder = child
-        try:
-            DeepSpeedConfig(param)
-        except Exception:  # noqa: BLE001 - a probe may trip an assertion after it has read what it reads
-            if enabled and section:
-                # Switched on, it wants keys the probe cannot make up (curriculum_learning's metrics): what it
-                # reads then is unseen, so it is taken as handed on.
-                reads.whole(section)
-        return reads.keys, reads.passed_on
-
-    keys, passed_on = probe(None)
-    todo = [key for key in keys.get("", {}) if key not in base]
-    seen: set[str] = set()
-    while todo:
-        path = todo.pop()
-        if path in seen or path.count(".") > 3:
-            continue
-        seen.add(path)
-        found, whole = probe(path)
-        passed_on |= whole
-        if path not in found:
-            continue
-        if "enabled" in found[path]:  # some sections are only read (or handed on) when switched on
-            more, whole = probe(path, enabled=True)
-            passed_on |= whole
-            for where, inner in more.items():
-                found.setdefault(where, {})
-                keys.setdefault(where, {})
-                for key, default in inner.items():
-                    found[where].setdefault(key, default)
-        for where, inner in found.items():
-            keys.setdefault(where, {})
-            for key, default in inner.items():
-                known = keys.setdefault(where, {})
-                if key not in known or known[key] is ...:
-                    known[key] = default
-        todo += [f"{path}.{key}" for key in found[path]]
-    return keys, passed_on
-
-
 def describe_loose(reads: dict[str, dict[str, Any]], passed_on: set[str], pydantic_paths: set[str]) -> dict[str, Any]:
     """The loosely read sections: their keys, defaults and (from the default) kinds."""
     out: dict[str, Any] = {}
@@ -377,6 +238,8 @@ def deepspeed_snapshot() -> dict[str, Any]:
     sections: dict[str, Any] = {}
     for path, (module, name) in DEEPSPEED_MODELS.items():
         describe_model(getattr(importlib.import_module(module), name), sections, path)
+    from traindeck.backend.config.snapshot_trace import trace_loose_reads
+
     loose = describe_loose(*trace_loose_reads(), set(sections))
     for path, section in loose.items():
         sections[path] = section
