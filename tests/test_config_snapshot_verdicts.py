@@ -46,6 +46,11 @@ BOTH_SPELLINGS = {
     "train_micro_batch_size_per_gpu": 1,
     "zero_optimization": {"stage": 3, "max_live_parameters": 100, "stage3_max_live_parameters": 200},
 }
+OLD_NAME_BESIDE_ALIAS = {  # the deprecated name and the new key under its field name: DeepSpeed asserts
+    "train_micro_batch_size_per_gpu": 1,
+    "zero_optimization": {"stage": 3, "stage3_gather_fp16_weights_on_model_save": True,
+                          "gather_16bit_weights_on_model_save": True},
+}
 COMPILE_FORBIDDEN = {
     "train_micro_batch_size_per_gpu": 1,
     "compile": {"deepcompile": True, "offload_activations": True},  # CompileConfig's key is offload_activation
@@ -106,6 +111,13 @@ def test_both_spellings_of_one_key_are_an_error(tmp_path: Path) -> None:
     assert "DeepSpeed refuses them together" in error.message
 
 
+def test_a_deprecated_name_beside_the_new_keys_other_spelling_is_an_error(tmp_path: Path) -> None:
+    path = _write(tmp_path, "old_and_new.json", OLD_NAME_BESIDE_ALIAS)
+    (error,) = _errors(check_files([path]), "zero_optimization")
+    assert error.path == "zero_optimization.stage3_gather_fp16_weights_on_model_save"
+    assert "old name of 'gather_16bit_weights_on_model_save', which is also set" in error.message
+
+
 def test_a_sagemaker_config_is_checked_against_sagemakers_keys(tmp_path: Path) -> None:
     path = _write(tmp_path, "sagemaker.yaml", SAGEMAKER)
     assert [m for m in check_files([path]) if "unknown key" in m.message] == []
@@ -162,6 +174,7 @@ def test_deepspeed_and_accelerate_agree_with_each_verdict(tmp_path: Path) -> Non
         ("zero3 field names", "deepspeed", ZERO3_FIELD_NAMES),
         ("zero3 field names (model)", "zero", ZERO3_FIELD_NAMES["zero_optimization"]),
         ("both spellings", "zero", BOTH_SPELLINGS["zero_optimization"]),
+        ("old name beside the alias", "zero", OLD_NAME_BESIDE_ALIAS["zero_optimization"]),
         ("compile forbidden key", "deepspeed", COMPILE_FORBIDDEN),
         ("compile forbidden key (model)", "compile", COMPILE_FORBIDDEN["compile"]),
         ("compile ok", "compile", COMPILE_OK["compile"]),
@@ -175,6 +188,7 @@ def test_deepspeed_and_accelerate_agree_with_each_verdict(tmp_path: Path) -> Non
     ours = {
         "zero3 field names": _errors(check_files([_write(tmp_path, "a.json", ZERO3_FIELD_NAMES)])),
         "both spellings": _errors(check_files([_write(tmp_path, "b.json", BOTH_SPELLINGS)])),
+        "old name beside the alias": _errors(check_files([_write(tmp_path, "e.json", OLD_NAME_BESIDE_ALIAS)])),
         "compile forbidden key": _errors(check_files([_write(tmp_path, "c.json", COMPILE_FORBIDDEN)])),
         "compile ok": _errors(check_files([_write(tmp_path, "d.json", COMPILE_OK)])),
         "sagemaker": _errors(check_files([sagemaker])),
@@ -183,6 +197,8 @@ def test_deepspeed_and_accelerate_agree_with_each_verdict(tmp_path: Path) -> Non
     ours["zero3 field names (model)"] = ours["zero3 field names"]
     ours["compile forbidden key (model)"] = ours["compile forbidden key"]
     table = {name: (tools[name], [m.message for m in ours[name]]) for name, _, _ in cases}
+    for name, (tool, errors) in table.items():
+        print(f"{name:32} tool: {tool[:70]:70} traindeck: {errors[0][:60] if errors else 'no error'}")
     for name, (tool, errors) in table.items():
         assert (tool == "accepted") == (errors == []), f"{name}: tool {tool}; traindeck errors {errors}"
     assert "Extra inputs are not permitted" in tools["compile forbidden key (model)"]
