@@ -203,3 +203,69 @@ def test_deepspeed_and_accelerate_agree_with_each_verdict(tmp_path: Path) -> Non
         assert (tool == "accepted") == (errors == []), f"{name}: tool {tool}; traindeck errors {errors}"
     assert "Extra inputs are not permitted" in tools["compile forbidden key (model)"]
     assert "unknown keys (['num_processes'])" in tools["sagemaker with a cluster key"]
+
+
+_EVERY_SPELLING = textwrap.dedent('''
+    import importlib, json, logging, sys
+    logging.disable(logging.CRITICAL)
+    sections = json.loads(sys.stdin.read())
+    out = {}
+    for path, section in sections.items():
+        module, _, name = section["source"].rpartition(".")
+        model = getattr(importlib.import_module(module), name)
+        for field, entry in section["fields"].items():
+            if "default" not in entry or entry.get("section"):
+                continue
+            for spelling in [field, *entry["aliases"]]:
+                try:
+                    model(**{spelling: entry["default"]})
+                    out[path + "." + spelling] = "accepted"
+                except Exception as exc:
+                    out[path + "." + spelling] = "refused: " + " ".join(str(exc).split())[:200]
+        try:
+            model(**{"surely_not_a_key": 1})
+            out[path + ".surely_not_a_key"] = "accepted"
+        except Exception as exc:
+            out[path + ".surely_not_a_key"] = "refused: " + type(exc).__name__
+    print(json.dumps(out))
+''')
+
+
+@pytest.mark.train
+@pytest.mark.skipif(not HAS_TOOLS, reason="needs deepspeed and accelerate (the `train` extra)")
+def test_every_spelling_deepspeeds_models_accept_the_checker_accepts() -> None:
+    # Each key of each DeepSpeed pydantic section, under each of its spellings, with its default, given to
+    # DeepSpeed's own model; and an unknown key. The checker must agree on every one.
+    from traindeck.backend.config import snapshot
+    from traindeck.backend.config.deepspeed_schema import DeepSpeedConfig
+    from traindeck.backend.config.validate import check_values
+
+    sections = {p: s for p, s in snapshot.load("deepspeed")["sections"].items() if snapshot.refuses_unknown(s)}
+    done = subprocess.run([sys.executable, "-c", _EVERY_SPELLING], input=json.dumps(sections), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    tools = json.loads(done.stdout.strip().splitlines()[-1])
+    # tensor_parallel.dtype takes a torch.dtype object: no JSON value is one (DeepSpeed's own default included).
+    unwritable = {"tensor_parallel.dtype"}
+    disagree = []
+    for where, verdict in tools.items():
+        if where in unwritable:
+            continue
+        *parents, key = where.split(".")
+        data: dict[str, Any] = {}
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[key] = 1 if key == "surely_not_a_key" else _default_at(sections, ".".join(parents), key)
+        errors = [f for f in check_values(data, DeepSpeedConfig) if f[0] == "error" and ".".join(f[1]) == where]
+        if (verdict == "accepted") != (errors == []):
+            disagree.append((where, verdict, errors))
+    assert len(tools) > 170
+    assert disagree == []
+
+
+def _default_at(sections: dict[str, Any], path: str, key: str) -> Any:
+    for name, entry in sections[path]["fields"].items():
+        if key in (name, *entry["aliases"]):
+            return entry["default"]
+    raise KeyError(key)

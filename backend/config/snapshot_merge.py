@@ -207,6 +207,8 @@ def _from_snapshot(name: str, entry: dict[str, Any], tool: snapshot.Tool, valida
     if entry.get("deprecated"):
         new = entry.get("new_param", "")
         help_text = f"use '{new}' instead" if new else "has no effect any more"
+    # DeepSpeedConfigModel drops every "auto" before validating (its default is used): accepted in its sections.
+    auto = validated and kind != "section"
     return FieldSpec(key=name, kind=kind, help=help_text, default=entry.get("default"), choices=choices,
-                     nullable=bool(entry.get("nullable")) or kind == "any", also_text=also_text, section=section,
-                     **extra)
+                     nullable=bool(entry.get("nullable")) or kind == "any", auto=auto, also_text=also_text,
+                     section=section, **extra)
