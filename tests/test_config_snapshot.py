@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from traindeck.backend.config import accelerate_schema, deepspeed_schema, snapshot
+from traindeck.backend.config import accelerate_schema, deepspeed_schema
+from traindeck.backend.config import key_snapshot as snapshot
 from traindeck.backend.config.schema import Section, fields_of
 from traindeck.backend.config.snapshot_gen import drift
 

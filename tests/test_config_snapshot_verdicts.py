@@ -236,7 +236,7 @@ _EVERY_SPELLING = textwrap.dedent('''
 def test_every_spelling_deepspeeds_models_accept_the_checker_accepts() -> None:
     # Each key of each DeepSpeed pydantic section, under each of its spellings, with its default, given to
     # DeepSpeed's own model; and an unknown key. The checker must agree on every one.
-    from traindeck.backend.config import snapshot
+    from traindeck.backend.config import key_snapshot as snapshot
     from traindeck.backend.config.deepspeed_schema import DeepSpeedConfig
     from traindeck.backend.config.validate import check_values
 

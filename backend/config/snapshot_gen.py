@@ -4,7 +4,7 @@
     .venv/bin/python -m traindeck.backend.config.snapshot_gen --check  # exit 1 when they differ from the tools
 
 This is a developer tool run in the training interpreter (it imports deepspeed, accelerate and torch); the dashboard
-and `config check` never import it: they read the JSON it writes (snapshot.py).
+and `config check` never import it: they read the JSON it writes (key_snapshot.py).
 
 What is read, and how:
   - DeepSpeed's pydantic sections (DeepSpeedConfigModel subclasses: zero_optimization, fp16, bf16, compile, ...):

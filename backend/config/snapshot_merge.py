@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from traindeck.backend.config import snapshot
+from traindeck.backend.config import key_snapshot as snapshot
 from traindeck.backend.config.schema import _CACHE, FieldSpec, Section, ValueKind
 
 _GENERATED: dict[tuple[str, str], type[Section]] = {}

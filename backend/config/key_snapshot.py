@@ -2,7 +2,7 @@
 
 snapshot/deepspeed.json and snapshot/accelerate.json are written by snapshot_gen.py (which imports the tools, in the
 training interpreter); this module only reads them, so the dashboard and `config check` never import deepspeed,
-accelerate or torch. A snapshot section is {"extra": "forbid" | "loose" | ..., "fields": {name: entry}} where an
+accelerate or torch. A snapshot section is {"extra": "forbid" | "loose" | "passed-on" | ..., "fields": {name: entry}} where an
 entry has "aliases" (other spellings the tool accepts), "kinds", "choices", "nullable", optional "default",
 "ge"/"gt"/"le"/"lt", "section" (the path of a nested section) and, for DeepSpeed's deprecated fields,
 "deprecated"/"new_param"/"set_new_param".
