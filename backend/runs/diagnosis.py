@@ -52,6 +52,24 @@ class Evidence:
     cgroup_oom_kills_during_run: int | None = None  # delta of that cgroup's own OOM-kill counter
 
 
+def evidence_to_json(ev: Evidence) -> dict[str, Any]:
+    """The evidence as the supervisor keeps it next to the log (the log tail left out: output.log has it all)."""
+    data = asdict(ev)
+    data.pop("log_tail", None)
+    data["kernel_oom_pids"] = {str(pid): text for pid, text in ev.kernel_oom_pids.items()}
+    return data
+
+
+def evidence_from_json(data: dict[str, Any], log_tail: list[str]) -> Evidence:
+    """Evidence written by evidence_to_json, with the log tail read again (replays of recorded runs)."""
+    fields = dict(data)
+    fields["ends"] = [ProcessEnd(**end) for end in fields.get("ends", [])]
+    fields["kernel_oom_pids"] = {int(pid): text for pid, text in (fields.get("kernel_oom_pids") or {}).items()}
+    if fields.get("memory_limit") is not None:
+        fields["memory_limit"] = MemoryLimit(**fields["memory_limit"])
+    return Evidence(**fields, log_tail=log_tail)
+
+
 @dataclass(frozen=True)
 class Diagnosis:
     summary: str  # one plain sentence
@@ -65,6 +83,9 @@ class Diagnosis:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+
+# Which memory ran out (the "memory" field), in words for `runs show` and the Runs page.
+MEMORY_WORDS = {"host": "host RAM", "cgroup": "the run's cgroup memory limit", "cuda": "GPU memory"}
 
 KINDS = (
     "succeeded", "stopped", "start_failed", "lost", "host_oom", "cgroup_oom", "cpu_alloc", "cuda_oom",

@@ -34,10 +34,18 @@ from typing import Any
 
 import psutil
 
+from traindeck.backend.fileio import atomic_write_text
 from traindeck.backend.logparse import Line, LineAssembler, Metric, OutputParser, Progress
 from traindeck.backend.runs import procs
 from traindeck.backend.runs.cgroups import MemoryLimit, memory_limit, process_cgroup
-from traindeck.backend.runs.diagnosis import Evidence, ProcessEnd, diagnose, is_success, stall_threshold
+from traindeck.backend.runs.diagnosis import (
+    Evidence,
+    ProcessEnd,
+    diagnose,
+    evidence_to_json,
+    is_success,
+    stall_threshold,
+)
 from traindeck.backend.runs.evidence import (
     boot_time_offset,
     kernel_oom_kills,
@@ -804,6 +812,11 @@ class Supervisor:
 
     def _finish(self, evidence: Evidence, state: str) -> None:
         diagnosis = diagnose(evidence)
+        try:  # kept for whoever wants to know why the diagnosis says what it says (and for replays)
+            atomic_write_text(self.run_dir.evidence, json.dumps(
+                {"evidence": evidence_to_json(evidence), "diagnosis": diagnosis.to_json()}, indent=1))
+        except OSError as exc:
+            _log(f"could not write {self.run_dir.evidence}: {exc}")
         detail = ""
         if state == "stopped" and self.stop is not None:
             detail = f"stopped {self.stop.detail}"
