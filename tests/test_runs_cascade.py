@@ -5,6 +5,7 @@ processes; the replays of real runs are in test_runs_replays.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -214,3 +215,27 @@ def test_a_rank_is_a_rank_and_its_children_never_are_even_orphaned() -> None:
 def test_rank_tags_split_the_log(line: str) -> None:
     own, untagged = failures.split_by_rank([line, "launcher line"])
     assert untagged == ["launcher line"] and list(own) == [failures.rank_of_line(line)]
+
+
+# ---- runs show ----------------------------------------------------------------------------------------------
+def test_runs_show_prints_follow_ons_and_the_memory_that_ran_out(tmp_path: Path) -> None:
+    from traindeck.backend.runs.layout import create_run_dir
+    from traindeck.backend.runs.store import RunRecord, RunStore
+
+    run_dir = create_run_dir()
+    run_dir.output.write_text("")
+    d = diagnose(Evidence(1, ends=ends((1, 1, 10.0), (0, 1, 10.4)), log_tail=[
+        "[rank1]: RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 bytes",
+        GLOO_CLOSED]))
+    with RunStore() as store:
+        store.add_run(RunRecord(id=run_dir.run_id, run_dir=str(run_dir.path), created_at=time.time(), name="cascade",
+                                started_at=time.time()))
+        store.finish_run(run_dir.run_id, "failed", exit_code=1, diagnosis=d.to_json(), state_detail=d.summary)
+    text = subprocess.run([sys.executable, "-m", "traindeck", "runs", "show", "cascade"], capture_output=True,
+                          text=True, timeout=60, check=True).stdout
+    assert "memory: host RAM" in text
+    assert "then (consequences, not the cause):" in text and "- rank 0: RuntimeError: [../third_party/gloo" in text
+    data = json.loads(subprocess.run([sys.executable, "-m", "traindeck", "runs", "show", "cascade", "--json"],
+                                     capture_output=True, text=True, timeout=60, check=True).stdout)
+    assert data["diagnosis"]["memory"] == "host" and data["diagnosis"]["kind"] == "cpu_alloc"
+    assert data["diagnosis"]["follow_ons"][0].startswith("rank 0: RuntimeError:")
