@@ -239,3 +239,10 @@ def test_runs_show_prints_follow_ons_and_the_memory_that_ran_out(tmp_path: Path)
                                      capture_output=True, text=True, timeout=60, check=True).stdout)
     assert data["diagnosis"]["memory"] == "host" and data["diagnosis"]["kind"] == "cpu_alloc"
     assert data["diagnosis"]["follow_ons"][0].startswith("rank 0: RuntimeError:")
+
+
+def test_an_oom_kill_after_another_rank_failed_by_itself_is_a_follow_on() -> None:
+    d = diagnose(Evidence(1, ends=ends((1, 1, 10.0), (0, -9, 12.0)), log_tail=CASCADE[:3], kernel_log_readable=True,
+                          kernel_oom_pids={1000: "Out of memory: Killed process 1000 (python)"}))
+    assert (d.kind, d.rank) == ("exception", 1), d
+    assert "rank 0: Out of memory: Killed process 1000 (python)" in d.follow_ons

@@ -257,6 +257,13 @@ def _memory_kill(ev: Evidence, blame: _Blame, first: ProcessEnd | None, facts: l
     run's cgroup limit from the host's RAM."""
     limit = ev.memory_limit if ev.memory_limit is not None and ev.memory_limit.limit_bytes else None
     oom_pids = [e for e in sorted(ev.ends, key=lambda e: e.t) if e.pid in ev.kernel_oom_pids]
+    blamed_end = next((e for e in sorted(ev.ends, key=lambda e: e.t) if e.role == "rank" and e.rank == blame.rank),
+                      None)
+    if oom_pids and blame.error is not None and not blame.error.consequence and blame.rank != oom_pids[0].rank \
+            and blamed_end is not None and blamed_end.t < oom_pids[0].t:
+        # Another rank had already failed by itself: the later OOM kill is one more thing that went wrong after.
+        follow_ons.append(f"rank {oom_pids[0].rank}: {ev.kernel_oom_pids[oom_pids[0].pid]}")
+        return None
     if oom_pids:
         end = oom_pids[0]
         message = ev.kernel_oom_pids[end.pid]
