@@ -246,3 +246,32 @@ def test_an_oom_kill_after_another_rank_failed_by_itself_is_a_follow_on() -> Non
                           kernel_oom_pids={1000: "Out of memory: Killed process 1000 (python)"}))
     assert (d.kind, d.rank) == ("exception", 1), d
     assert "rank 0: Out of memory: Killed process 1000 (python)" in d.follow_ons
+
+
+RANK_WITH_A_BUILD = """
+import subprocess, sys, time
+# Like ninja during a DeepSpeed op build: it starts the compiler and is gone before the compiler ends, so the
+# compiler (RANK=1 inherited) is orphaned to the supervisor while the rank still lives.
+subprocess.Popen([sys.executable, "-c",
+                  "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(5)'])"])
+time.sleep(7)
+print("rank 1 done", flush=True)
+"""
+LAUNCHER = """
+import os, subprocess, sys
+rank = subprocess.Popen([sys.executable, "-c", sys.argv[1]], env=dict(os.environ, RANK="1", LOCAL_RANK="1",
+                                                                     WORLD_SIZE="2"))
+sys.exit(rank.wait())
+"""
+
+
+def test_a_ranks_orphaned_compiler_is_never_listed_as_a_second_rank() -> None:
+    from runhelp import start, wait_finished
+
+    from traindeck.backend.launch.environ import training_env
+
+    run = start([sys.executable, "-c", LAUNCHER, RANK_WITH_A_BUILD], env=training_env())
+    done = wait_finished(run.id, 120)
+    assert done.state == "succeeded", done.diagnosis
+    listed = [(p["role"], p["rank"]) for p in done.processes]
+    assert listed.count(("rank", 1)) == 1, done.processes
