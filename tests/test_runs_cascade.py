@@ -124,6 +124,8 @@ def test_a_timeout_with_nobody_else_failing_is_a_collective_timeout_of_that_rank
              "waiting 20000ms for recv operation to complete"]
     d = diagnose(Evidence(1, ends=ends((0, 1, 30.0), (1, -15, 31.0)), log_tail=lines))
     assert (d.kind, d.rank) == ("collective_timeout", 0), d
+    assert any(e.startswith("rank(s) 1 printed no error and were still running when rank 0 timed out") for e in
+               d.evidence), d.evidence
     assert d.follow_ons == ["rank 1 was killed by SIGTERM 1.0 s after rank 0 ended (the launcher ends the other "
                             "ranks when one fails)"]
 

@@ -242,6 +242,16 @@ def _follow_ons(blamed: int | None, ends: list[ProcessEnd], lines: list[str], ow
     return items
 
 
+def _silent_survivors(rank: int | None, ends: list[ProcessEnd], own: dict[int, list[str]]) -> list[int]:
+    """Ranks that outlived `rank` and printed no error of their own: after a collective timeout, the suspects."""
+    mine = next((e for e in sorted(ends, key=lambda e: e.t) if e.role == "rank" and e.rank == rank), None)
+    if mine is None or not own:
+        return []
+    return sorted({e.rank for e in ends if e.role == "rank" and e.rank is not None and e.rank != rank
+                   and e.t > mine.t and failures.cause(own.get(e.rank, [])) is None
+                   and failures.consequence(own.get(e.rank, [])) is None})
+
+
 def _who(rank: int | None, default: str = "The run") -> str:
     return f"Rank {rank}" if rank is not None else default
 
@@ -390,6 +400,10 @@ def diagnose(ev: Evidence) -> Diagnosis:
         who = _who(rank)
         if error.kind == "collective_timeout":
             summary = f"{who} timed out in a collective operation (NCCL/gloo): another rank stopped answering."
+            silent = _silent_survivors(rank, ev.ends, own)
+            if silent:
+                quoted.append(f"rank(s) {', '.join(map(str, silent))} printed no error and were still running "
+                              f"when rank {rank} timed out: the likely one(s) that stopped answering (hung or slow)")
             advice = "Look at the rank that ended first or hung; raise the timeout only if a step is truly slow."
         else:
             summary = f"{who} lost its connection to another rank (NCCL/gloo): that rank crashed or was killed first."
