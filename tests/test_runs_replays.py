@@ -49,7 +49,9 @@ def test_a_kill_at_the_runs_cgroup_limit_is_that_limit() -> None:
 def test_a_hung_rank_makes_rank_0_time_out_in_gloo() -> None:
     d, _ = replay("hang_rank1")
     assert (d.kind, d.rank) == ("collective_timeout", 0), d
-    assert any("Timed out" in e for e in d.evidence)
+    assert any("Timed out waiting 20000ms" in e for e in d.evidence)
+    assert any(e.startswith("rank(s) 1 printed no error and were still running") for e in d.evidence), d.evidence
+    assert d.follow_ons[0].startswith("rank 1 was killed by SIGTERM"), d.follow_ons
 
 
 @pytest.mark.parametrize("name", ["raise_rank1", "alloc_rank1", "cgroup_kill_rank1", "hang_rank1"])
