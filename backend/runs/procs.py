@@ -136,8 +136,11 @@ def rank_number(pid: int, parent_pid: int | None) -> int | None:
     if parent_rank == rank_text:
         return None
     stamped = environ_value(pid, "TRAINDECK_RANK_TAGS_PID")
-    if stamped is not None and stamped != str(pid):
-        return None
+    if stamped is not None and stamped.isdigit() and stamped != str(pid):
+        # Stamped by an ancestor: a rank (gone, or with our RANK) makes us its child; a launcher that happened to
+        # run with RANK set itself (another RANK) does not.
+        if environ_value(int(stamped), "RANK") in (None, rank_text):
+            return None
     return int(rank_text)
 
 
