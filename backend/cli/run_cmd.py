@@ -413,6 +413,8 @@ def _print_ending(record: RunRecord) -> None:
     print(f"traindeck: run {record.id} {record.state}{took}" + (f": {summary}" if summary else ""), file=out)
     for item in (record.diagnosis or {}).get("evidence", [])[:6]:
         print(f"  - {item}", file=out)
+    for item in ((record.diagnosis or {}).get("follow_ons") or [])[:4]:
+        print(f"  - then: {item}", file=out)
     advice = (record.diagnosis or {}).get("advice")
     if advice:
         print(f"  {advice}", file=out)
@@ -445,6 +447,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from traindeck.backend.runs.diagnosis import MEMORY_WORDS
+
     store = _store()
     record = _resolve(store, args.id)
     data = run_summary(store, record)
@@ -467,8 +471,16 @@ def _show(args: argparse.Namespace) -> int:
         print(f"process   {p['pid']} {role}{end}")
     if data["diagnosis"]:
         print(f"diagnosis {data['diagnosis']['summary']}")
+        memory = MEMORY_WORDS.get(data["diagnosis"].get("memory") or "")
+        if memory:
+            print(f"          memory: {memory}")
         for item in data["diagnosis"].get("evidence", []):
             print(f"          - {item}")
+        follow_ons = data["diagnosis"].get("follow_ons") or []
+        if follow_ons:
+            print("          then (consequences, not the cause):")
+            for item in follow_ons:
+                print(f"          - {item}")
         if data["diagnosis"].get("advice"):
             print(f"          {data['diagnosis']['advice']}")
     for i, pair in enumerate(data.get("estimate_vs_measured") or []):
