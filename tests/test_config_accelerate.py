@@ -183,7 +183,7 @@ def _key(m: Message) -> tuple[str, str, str]:
 @pytest.mark.parametrize("case", list(CASES))
 def test_fixture_messages(case: str) -> None:
     files, expected = CASES[case]
-    messages = check_files([DIR / f for f in files])
+    messages = check_files([DIR / f for f in files], cwd=DIR)  # launched from the configs' folder
     got = [m for m in messages if Path(m.file or "").suffix == ".yaml"]
     assert {_key(m) for m in got} == {(f, s, p) for f, s, p, _ in expected if f.endswith(".yaml")}, \
         "\n".join(m.format() for m in messages)
