@@ -348,8 +348,13 @@ def optimizer_rules(ctx: RuleContext) -> Iterable[Finding]:
                "DeepSpeed refuses max_grad_norm as an optimizer parameter and stops at start-up; use the top-level "
                "\"gradient_clipping\" instead")
     # A script's own optimizer with offload (engine._configure_optimizer): refused unless DeepSpeedCPUAdam/Lion.
+    # accelerate (and the HF Trainer through it) converts a torch optimizer to DeepSpeedCPUAdam for offload
+    # (Accelerator._prepare_deepspeed, map_pytorch_optim_to_deepspeed). A config with "auto" values is written for
+    # them, so only a plain script (said, or unknown and no "auto") hears this.
+    integration = ctx.hf_trainer is True or (ctx.hf_trainer is None and ctx.consumer != "plain" and (
+        ctx.consumer is not None or next(auto_fill.auto_paths(ds), None) is not None))
     if (stage is not None and stage >= 1 and _device(zero, "offload_optimizer") and not isinstance(name, str)
-            and ds.get("zero_force_ds_cpu_optimizer", True) is not False and ctx.hf_trainer is not True):
+            and ds.get("zero_force_ds_cpu_optimizer", True) is not False and not integration):
         text = ("with offload_optimizer and no optimizer in this file, the optimizer comes from the script: DeepSpeed "
                 "refuses it at start-up (\"You are using ZeRO-Offload with a client provided optimizer\") unless it "
                 "is deepspeed.ops.adam.DeepSpeedCPUAdam (or DeepSpeedCPULion); define \"optimizer\" here or set "

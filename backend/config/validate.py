@@ -257,7 +257,7 @@ def check_document(
     data = doc.data
     if consumer is None and hf_trainer is not None:
         consumer = "hf_trainer" if hf_trainer else "plain"
-    if hf_trainer is None and doc.kind == "deepspeed" and consumer is not None:
+    if hf_trainer is None and consumer is not None and (doc.kind == "deepspeed" or consumer == "hf_trainer"):
         # The rules' older flag: accelerate converts the script's optimizer for offload as the Trainer does.
         hf_trainer = consumer != "plain"
     context = RuleContext(kind=doc.kind, data=data, world_size=world_size, hf_trainer=hf_trainer,
@@ -332,7 +332,8 @@ def check_files(paths: Sequence[str | Path], *, world_size: int | None = None, h
         if ds_doc is not None:
             sizes[id(ds_doc)] = _world_size(doc.data)
             users[id(ds_doc)] = Path(doc.file).name if doc.file else "an accelerate config"
-        messages += check_document(doc, world_size=world_size, hf_trainer=hf_trainer, deepspeed_doc=ds_doc)
+        messages += check_document(doc, world_size=world_size, deepspeed_doc=ds_doc, consumer=consumer,
+                                   consumer_why=consumer_why)
     for doc in deepspeed_docs:
         size = world_size if world_size is not None else sizes.get(id(doc))
         who, why = consumer, consumer_why
