@@ -92,7 +92,7 @@ FILLS: tuple[Fill, ...] = (
 BY_PATH: dict[Path, Fill] = {f.path: f for f in FILLS}
 
 
-def fills(consumer: Consumer, path: Path) -> bool:
+def fills(consumer: str, path: Path) -> bool:
     """Whether `consumer` replaces an "auto" at `path`. The HF Trainer prepares the model through accelerate, so it
     fills what either of them fills; "integration" (one of the two, not known which) counts as filled when at least
     one of them fills it (the keys only the Trainer fills are named in the file's note)."""
