@@ -191,3 +191,47 @@ def test_an_absolute_path_is_found_from_anywhere(tmp_path: Path) -> None:
     ds = write(tmp_path / "a" / "ds.json", {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}})
     yaml = _accelerate_yaml(tmp_path / "b", str(ds))
     assert check_files([yaml], cwd=tmp_path / "c") == []
+
+
+def test_the_dashboards_launch_finds_it_from_the_runs_working_directory(tmp_path: Path) -> None:
+    from traindeck.backend.launch.builders import LaunchRequest, build_plan
+
+    def plan(yaml: Path):  # type: ignore[no-untyped-def]
+        return build_plan(LaunchRequest(script="train.py", config_file=yaml, cwd=tmp_path, python=sys.executable),
+                          tmp_path / "run", base_env={"PATH": "/usr/bin:/bin"}, is_port_busy=lambda port: False,
+                          free_port=lambda: 29555)
+
+    write(tmp_path / "configs" / "ds.json", {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}})
+    yaml = _accelerate_yaml(tmp_path / "configs", "ds.json")
+    (tmp_path / "run").mkdir()
+    write(tmp_path / "train.py", "print('hi')\n")
+    done = plan(yaml)
+    assert done.errors == []  # the run's YAML copy names the snapshot by absolute path: it works, and says why
+    (warning,) = [w for w in done.warnings if "deepspeed_config_file" in w]
+    assert f"is not at {tmp_path / 'ds.json'}" in warning
+    assert f"the YAML's folder has {tmp_path / 'configs' / 'ds.json'}" in warning
+    assert "this run uses the YAML's folder's file" in warning
+    assert '"stage": 2' in done.files["ds_config.json"]
+    write(tmp_path / "ds.json", {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3}})
+    done = plan(yaml)
+    assert not [e for e in done.errors if "deepspeed_config_file" in e]
+    assert any(f"reads the DeepSpeed config {tmp_path / 'ds.json'}" in w for w in done.warnings)
+    assert '"stage": 3' in done.files["ds_config.json"]  # the working directory's file is the one snapshotted
+
+
+def test_a_preset_knows_from_its_launcher_and_script(tmp_path: Path) -> None:
+    from traindeck.backend.presets import Preset, validate_preset
+
+    preset = Preset(name="p", launcher="deepspeed", deepspeed=HF_STYLE)
+    notes = [m.message for m in validate_preset(preset, world_size=2) if m.severity == "note"]
+    assert notes and "filled by the HF Trainer at start-up" in notes[0]
+    mine = write(tmp_path / "mine.py", "from accelerate import Accelerator\nAccelerator()\n")
+    errors = [m.path for m in validate_preset(preset, world_size=2, script=str(mine)) if m.severity == "error"]
+    assert errors == ["deepspeed.optimizer.params.betas", "deepspeed.optimizer.params.eps"]
+    plain = write(tmp_path / "plain.py", "import deepspeed\ndeepspeed.initialize(model=m, config='ds.json')\n")
+    assert "deepspeed.train_batch_size" in [m.path for m in validate_preset(preset, world_size=2, script=str(plain))
+                                            if m.severity == "error"]
+    launched = Preset(name="q", launcher="accelerate", deepspeed=ACCELERATE_STYLE,
+                      accelerate={"distributed_type": "DEEPSPEED", "num_processes": 2})
+    notes = [m.message for m in validate_preset(launched) if m.severity == "note"]
+    assert any("(the preset launches it with accelerate)" in n for n in notes), notes
