@@ -521,8 +521,8 @@ def _plain_fate(path: tuple[str, ...]) -> tuple[str, str]:
         what = "optimizer" if path[0] == "optimizer" else "learning-rate scheduler"
         return "stops", f'DeepSpeed passes the text "auto" to the {what} as {path[2]} and creating it fails'
     section: Any = DeepSpeedConfig
-    for key in path[:-1]:
-        spec = fields_of(section).get(key) if section is not None else None
+    for key in path[:-1]:  # an old section name (bfloat16) is read by the same model as the new one
+        spec = fields_of(section).get(section.DEPRECATED.get(key, key)) if section is not None else None
         section = spec.section if spec is not None else None
     spec = fields_of(section).get(path[-1]) if section is not None else None
     if section in PYDANTIC_SECTIONS and spec is not None:
