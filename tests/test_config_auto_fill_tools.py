@@ -27,7 +27,9 @@ PROBE = Path(__file__).resolve().parent / "probes" / "auto_fill_probe.py"
 # Keys nobody fills, to show the probe sees an unfilled "auto" (DeepSpeed's own spellings included: the field name
 # prefetch_bucket_size is not the stage3_ alias that the tools fill; the old "bfloat16" section is never looked at).
 NOBODY = (("zero_optimization", "sub_group_size"), ("zero_optimization", "prefetch_bucket_size"),
-          ("bfloat16", "enabled"), ("optimizer", "params", "amsgrad"))
+          ("bfloat16", "enabled"), ("optimizer", "params", "amsgrad"),
+          # "auto" is DeepSpeed's own default here, yet accelerate's walk refuses it like any other "auto"
+          ("data_types", "keep_in_fp32_modules"))
 
 
 def _config(paths: list[tuple[str, ...]]) -> dict[str, Any]:

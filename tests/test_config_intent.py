@@ -235,3 +235,18 @@ def test_a_preset_knows_from_its_launcher_and_script(tmp_path: Path) -> None:
                       accelerate={"distributed_type": "DEEPSPEED", "num_processes": 2})
     notes = [m.message for m in validate_preset(launched) if m.severity == "note"]
     assert any("(the preset launches it with accelerate)" in n for n in notes), notes
+
+
+def test_deepspeeds_own_auto_is_fine_for_a_plain_script_and_refused_by_accelerate(tmp_path: Path) -> None:
+    """data_types.keep_in_fp32_modules defaults to "auto" in DeepSpeed; accelerate's walk refuses it anyway
+    (tests/test_config_auto_fill_tools.py shows it on the installed accelerate)."""
+    own = {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2},
+           "data_types": {"keep_in_fp32_modules": "auto"}}
+    path = write(tmp_path / "own.json", own)
+    assert check_files([path]) == []  # nobody said who runs it, and nothing else says "HF Trainer"
+    assert check_files([path], hf_trainer=False) == []
+    (m,) = check_files([path], consumer="accelerate")
+    assert (m.severity, m.path) == ("error", "data_types.keep_in_fp32_modules")
+    assert "`data_types.keep_in_fp32_modules` not found in kwargs" in m.message
+    mixed = write(tmp_path / "mixed.json", {**own, "train_micro_batch_size_per_gpu": "auto"})
+    assert seen(check_files([mixed])) == [("note", ""), ("error", "data_types.keep_in_fp32_modules")]

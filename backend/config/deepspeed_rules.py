@@ -545,6 +545,23 @@ def _value_check_speaks(path: tuple[str, ...]) -> bool:
     return spec is not None and not spec.auto and spec.kind != "str"
 
 
+_OWN_AUTO = ('"auto" is DeepSpeed\'s own default here, yet accelerate (also under the HF Trainer) refuses every '
+             '"auto" it does not fill: every process stops at start-up ("`{key}` not found in kwargs"); remove the '
+             'key (DeepSpeed then uses "auto")')
+
+
+def _deepspeed_takes_auto(path: tuple[str, ...]) -> bool:
+    """DeepSpeed's own model takes the text "auto" as a value here (the schema marks it, and no tool fills it)."""
+    section: Any = DeepSpeedConfig
+    spec: FieldSpec | None = None
+    for key in path:
+        spec = fields_of(section).get(key) if section is not None else None
+        if spec is None:
+            return False
+        section = spec.section
+    return spec is not None and spec.auto
+
+
 def _names(paths: list[tuple[str, ...]]) -> str:
     return ", ".join(auto_fill.dotted(p) for p in paths)
 
@@ -555,12 +572,18 @@ def auto_values(ctx: RuleContext) -> Iterable[Finding]:
     auto_fill.py for who fills which key, read from their code). Said once per file (a note: who fills them and
     why we think so); a key gets its own message only where that consumer cannot fill it and the run stops (or,
     under a plain script, silently trains without the precision asked for)."""
-    paths = list(auto_fill.auto_paths(ctx.data))
-    if not paths:
-        return
+    everything = list(auto_fill.auto_paths(ctx.data))
+    # Where "auto" is DeepSpeed's own value (data_types.keep_in_fp32_modules) it is no placeholder: a plain script
+    # is fine with it, and it says nothing about who runs the file; accelerate's walk still refuses it.
+    own = [p for p in everything if p not in auto_fill.BY_PATH and _deepspeed_takes_auto(p)]
+    paths = [p for p in everything if p not in own]
     consumer, why = ctx.consumer, ctx.consumer_why
     if consumer is None and ctx.hf_trainer is not None:
         consumer = "hf_trainer" if ctx.hf_trainer else "plain"
+    if not paths:
+        for path in own if consumer in ("hf_trainer", "accelerate", "integration") else []:
+            yield ("error", path, _OWN_AUTO.format(key=auto_fill.dotted(path)))
+        return
     trainer_only = [p for p in paths if (f := auto_fill.BY_PATH.get(p)) is not None and f.accelerate is None
                     and f.hf_trainer is not None]
     if consumer is None or (consumer == "integration" and trainer_only):
@@ -610,6 +633,8 @@ def auto_values(ctx: RuleContext) -> Iterable[Finding]:
     if left:
         text += f"; not filled: {_names(left)}"
     yield ("note", (), text)
+    for path in own:
+        yield ("error", path, _OWN_AUTO.format(key=auto_fill.dotted(path)))
     for path in left:
         if _value_check_speaks(path):
             continue
