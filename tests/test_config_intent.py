@@ -47,7 +47,8 @@ def test_a_trainer_config_gets_one_note_and_no_warning(tmp_path: Path) -> None:
 def test_without_trainer_only_keys_it_is_the_trainer_or_accelerate(tmp_path: Path) -> None:
     (note,) = check_files([write(tmp_path / "ds.json", ACCELERATE_STYLE)])
     assert note.message.startswith("'auto' values: 8; filled by the HF Trainer or accelerate at start-up")
-    assert "batch size from the DataLoader you prepare" in note.message  # what accelerate needs to fill them
+    # what accelerate needs from a script of one's own to fill them
+    assert "a script of your own on accelerate takes the batch size from the DataLoader it prepares" in note.message
 
 
 def test_under_accelerate_betas_and_eps_stop_every_process(tmp_path: Path) -> None:
@@ -250,3 +251,13 @@ def test_deepspeeds_own_auto_is_fine_for_a_plain_script_and_refused_by_accelerat
     assert "`data_types.keep_in_fp32_modules` not found in kwargs" in m.message
     mixed = write(tmp_path / "mixed.json", {**own, "train_micro_batch_size_per_gpu": "auto"})
     assert seen(check_files([mixed])) == [("note", ""), ("error", "data_types.keep_in_fp32_modules")]
+
+
+def test_a_parent_relative_path_is_named_plainly_and_the_folder_to_launch_from_is_the_yamls(tmp_path: Path) -> None:
+    write(tmp_path / "examples" / "ds" / "zero1.json", {"train_micro_batch_size_per_gpu": 2,
+                                                        "zero_optimization": {"stage": 1}})
+    yaml = _accelerate_yaml(tmp_path / "examples" / "yaml", "../ds/zero1.json")
+    (m,) = check_files([yaml], cwd=tmp_path)
+    assert f"is not at {tmp_path.parent / 'ds' / 'zero1.json'}:" in m.message
+    assert (f"the YAML's folder has {tmp_path / 'examples' / 'ds' / 'zero1.json'}: launch from "
+            f"{tmp_path / 'examples' / 'yaml'} or write the absolute path") in m.message

@@ -621,15 +621,17 @@ def auto_values(ctx: RuleContext) -> Iterable[Finding]:
         text += (f"; a script of your own on accelerate (Accelerator.prepare) would stop on "
                  f"{_names(trainer_only)} (\"not found in kwargs\")")
     if consumer in ("accelerate", "integration"):
+        # What accelerate needs from the script to fill them (Accelerator._prepare_deepspeed raises otherwise).
         needs = []
         if any(p[-1] == "train_micro_batch_size_per_gpu" for p in filled):
-            needs.append("accelerate takes the batch size from the DataLoader you prepare")
+            needs.append("the batch size from the DataLoader it prepares")
         if any(p[0] == ZERO and "hidden_size" in (auto_fill.BY_PATH[p].accelerate or "") for p in filled):
             needs.append("the bucket sizes from model.config.hidden_size (a 🤗 Transformers model)")
         if ("scheduler", "params", "total_num_steps") in filled:
-            needs.append("total_num_steps only when DummyScheduler is given total_num_steps")
+            needs.append("total_num_steps from DummyScheduler(total_num_steps=...)")
         if needs:
-            text += "; " + "; ".join(needs)
+            who_needs = "accelerate takes" if consumer == "accelerate" else "a script of your own on accelerate takes"
+            text += f"; {who_needs} " + ", ".join(needs[:-1]) + (" and " if len(needs) > 1 else "") + needs[-1]
     if left:
         text += f"; not filled: {_names(left)}"
     yield ("note", (), text)

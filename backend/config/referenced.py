@@ -60,6 +60,11 @@ def references(data: Any, file: str | None, cwd: Path) -> list[Reference]:
     return out
 
 
+def _shown(path: Path) -> str:
+    """A path as a person reads it: 'a/b/../c' as 'a/c' (display only: the checks use the path as written)."""
+    return os.path.normpath(path)
+
+
 def _same_place(a: Path, b: Path) -> bool:
     try:
         return os.path.samefile(a, b) if a.exists() and b.exists() else a.absolute() == b.absolute()
@@ -86,9 +91,9 @@ def findings(data: Any, file: str | None, cwd: Path) -> list[tuple[Severity, Pat
         if ref.used.is_file():
             if ref.beside is not None and ref.beside.is_file() and not _same_content(ref.used, ref.beside):
                 out.append(("warning", ref.key,
-                            f"accelerate reads the {name} {ref.used} (paths count from {where}), not {ref.beside} "
-                            f"next to this YAML, which is a different file; write the absolute path of the one you "
-                            f"mean"))
+                            f"accelerate reads the {name} {_shown(ref.used)} (paths count from {where}), not "
+                            f"{_shown(ref.beside)} next to this YAML, which is a different file; write the absolute "
+                            f"path of the one you mean"))
             continue
         found = ref.beside is not None and ref.beside.is_file()
         tilde = ref.text.startswith("~")
@@ -104,11 +109,11 @@ def findings(data: Any, file: str | None, cwd: Path) -> list[tuple[Severity, Pat
                     "with local resources only\")")
         else:
             stop = "mpirun cannot start the other machines"
-        text = f"the {name} '{ref.text}' is not at {ref.used}: accelerate opens it from {where}, and {stop}"
+        text = f"the {name} '{ref.text}' is not at {_shown(ref.used)}: accelerate opens it from {where}, and {stop}"
         if tilde:
             text += "; accelerate does not expand '~' (no shell reads this file): write the full path"
-        elif found:
-            text += (f"; the YAML's folder has {ref.beside}: launch from {ref.beside.parent if ref.beside else ''} "
-                     f"or write the absolute path")
+        elif found and ref.beside is not None and file:
+            text += (f"; the YAML's folder has {_shown(ref.beside)}: launch from {_shown(Path(file).absolute().parent)}"
+                     f" or write the absolute path")
         out.append(("error", ref.key, text))
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -361,7 +362,7 @@ def _deepspeed_doc_for(doc: SourceDocument, deepspeed_docs: list[SourceDocument]
     for candidate in deepspeed_docs:
         if candidate.file and Path(candidate.file).resolve() == ref.resolve():
             return candidate
-    loaded = load_file(ref, kind="deepspeed")
+    loaded = load_file(os.path.normpath(ref), kind="deepspeed")  # messages name 'a/c', not 'a/b/../c'
     deepspeed_docs.append(loaded)
     return loaded
 def _world_size(accelerate: Any) -> int | None:
