@@ -51,6 +51,9 @@ class Outcome:
     row: dict[str, str]
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    kind: str | None = None  # what traindeck took the file for (None: it could not tell)
+    # warnings when told the HF Trainer launches it (`--hf-trainer`), for configs the tool judged that way
+    hf_trainer_warnings: int | None = None
 
     @property
     def status(self) -> str:
@@ -63,6 +66,7 @@ class Outcome:
 
 
 def check_corpus(corpus: Path, verdicts: list[dict[str, str]] | None = None) -> list[Outcome]:
+    from traindeck.backend.config.source import load_file
     from traindeck.backend.config.validate import check_files
 
     rows = judge.read_manifest(corpus)
@@ -77,6 +81,11 @@ def check_corpus(corpus: Path, verdicts: list[dict[str, str]] | None = None) -> 
                 os.chdir(judge.repo_root(file, r["path"]))
                 messages = [m for m in check_files([str(file)]) if m.file and Path(m.file) == file]
                 outcome = Outcome({**r, **table.get(r["relpath"], {"verdict": "unjudged", "message": ""})})
+                outcome.kind = load_file(file).kind
+                if outcome.row.get("route") == "hf-trainer":
+                    outcome.hf_trainer_warnings = sum(
+                        m.severity == "warning" and m.file is not None and Path(m.file) == file
+                        for m in check_files([str(file)], hf_trainer=True))
                 for m in messages:
                     text = f"{m.path or '(document)'}: {m.message}".replace(tmp, "<tmp>")
                     (outcome.errors if m.severity == "error" else outcome.warnings).append(text)
@@ -88,6 +97,8 @@ def check_corpus(corpus: Path, verdicts: list[dict[str, str]] | None = None) -> 
 
 # Why traindeck says what it says, by the message's words: the groups of the disagreement report.
 CAUSES = [
+    ("syntax (DeepSpeed reads with hjson; HF/accelerate with json)", r"syntax|JSONDecodeError|hjson"),
+    ("compile section (DeepSpeed's CompileConfig refuses unknown keys)", r"CompileConfig"),
     ("\"auto\" values", r"\bauto\b"),
     ("SageMaker keys", r"sagemaker|ec2_instance|iam_role|profile|region"),
     ("paths (referenced files)", r"does not exist|not found|no such file|deepspeed_config_file"),
@@ -113,6 +124,7 @@ def report(outcomes: list[Outcome]) -> str:
     warnings = sum(len(o.warnings) for o in outcomes)
     by_status = Counter(o.status for o in outcomes)
     verdicts = Counter(o.row["verdict"] for o in outcomes)
+    hf = [o for o in outcomes if o.hf_trainer_warnings is not None]
     lines = [
         "# traindeck config check vs the real tools on the corpus",
         "",
@@ -121,6 +133,11 @@ def report(outcomes: list[Outcome]) -> str:
         + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())) + ".",
         f"traindeck: {by_status['wrong-error']} wrong errors (tool accepts), {by_status['missed-rejection']} missed "
         f"rejections, {warnings} warnings = {warnings / n:.2f} per file (goal: < 1).",
+        f"With `--hf-trainer` on the {len(hf)} configs judged through the HF Trainer route: "
+        f"{sum(o.hf_trainer_warnings or 0 for o in hf)} warnings on them instead of "
+        f"{sum(len(o.warnings) for o in hf)} (whole corpus: "
+        f"{(warnings - sum(len(o.warnings) for o in hf) + sum(o.hf_trainer_warnings or 0 for o in hf)) / n:.2f}"
+        " per file).",
         "",
         "Produced by `.venv/bin/python tests/corpus/compare.py CORPUS --report FILE` (branch corpus); the verdicts "
         "by tests/corpus/judge.py (see its docstring for what each route asks the tools).",
@@ -167,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("corpus", nargs="?")
     p.add_argument("--report", help="write the disagreement report (Markdown) here")
+    p.add_argument("--notes", help="a Markdown file put after the report's summary (a reader's analysis)")
     args = p.parse_args(argv)
     corpus = Path(args.corpus) if args.corpus else corpus_dir()
     if corpus is None:
@@ -174,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     outcomes = check_corpus(corpus)
     text = report(outcomes)
+    if args.notes:
+        head, sep, rest = text.partition("\n## ")
+        text = head + Path(args.notes).read_text(encoding="utf-8").rstrip() + "\n\n" + sep.lstrip("\n") + rest
     if args.report:
         Path(args.report).write_text(text, encoding="utf-8")
     else:

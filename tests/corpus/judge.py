@@ -23,7 +23,7 @@ What is asked, per route (the `route` column):
                the one the file implies (train_batch_size / (micro * accumulation) when all three are whole and divide),
                else 1: a file is not rejected for being written for another number of GPUs.
   hf-trainer   a config with "auto" values is meant for the 🤗 Trainer / accelerate integration: loaded as
-               transformers loads it (json), filled in by `HfTrainerDeepSpeedConfig.trainer_config_process` and
+               transformers loads it (strict json: the comments hjson would take are refused), filled in by `HfTrainerDeepSpeedConfig.trainer_config_process` and
                `trainer_config_finalize` (TrainingArguments taking the values the file states explicitly, so a
                file is not rejected for disagreeing with arguments we made up; a model whose config has
                hidden_size 4096; 1000 training steps), then `DeepSpeedConfig(filled dict)` as above.
@@ -181,16 +181,22 @@ def _training_args(config: dict, tmp: str):
 
 
 def judge_deepspeed(path: str) -> tuple[str, str, str]:
+    import hjson
+
     with open(path, "rb") as f:
         raw = f.read()
     try:
         data = json.loads(raw)
+        strict = True
     except ValueError:
-        data = None
-    if data is None or not _has_auto(data):
+        strict = False
+        try:  # which route: a file with comments and "auto" is still meant for the HF Trainer
+            data = hjson.loads(raw.decode("utf-8"))
+        except Exception:  # noqa: BLE001 - unreadable either way: DeepSpeed says so below
+            data = None
+    if not isinstance(data, dict) or not _has_auto(data):
         # the plain route: DeepSpeed opens the file itself (hjson, duplicate keys refused)
         try:
-            import hjson
             from deepspeed.runtime.config_utils import dict_raise_error_on_duplicate_keys
 
             with open(path) as f:
@@ -198,7 +204,7 @@ def judge_deepspeed(path: str) -> tuple[str, str, str]:
             _deepspeed_config(path, loaded if isinstance(loaded, dict) else {})
         except BaseException as exc:  # noqa: BLE001 - any failure is the tool's verdict
             return _rejection("deepspeed", exc, path)
-        return "deepspeed", "accepted", "" if data is not None else "not strict JSON, but hjson reads it"
+        return "deepspeed", "accepted", "" if strict else "not strict JSON, but DeepSpeed's hjson reads it"
     import types
 
     from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
