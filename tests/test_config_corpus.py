@@ -138,3 +138,48 @@ def test_verdicts_still_hold() -> None:
                for v in VERDICTS if (v["route"], v["verdict"], v["message"]) !=
                (now[v["relpath"]]["route"], now[v["relpath"]]["verdict"], now[v["relpath"]]["message"])]
     assert not changed, "the tools' verdicts changed; re-run tests/corpus/judge.py and review:\n" + "\n".join(changed)
+
+
+@pytest.mark.train
+def test_the_judge_hears_what_the_tools_refuse(tmp_path: Path) -> None:
+    """The judge itself, on a tiny corpus of our own: each verdict below is what DeepSpeed / accelerate do."""
+    for package in ("deepspeed", "accelerate", "transformers"):
+        if importlib.util.find_spec(package) is None:
+            pytest.skip(f"needs the train extra ({package} is not installed)")
+    files = {
+        # DeepSpeed loads a config path with hjson: a newline separates entries, comments are fine
+        "deepspeed/no_comma.json": '{"train_batch_size": 8 \n "train_micro_batch_size_per_gpu": 4 // two GPUs\n}\n',
+        "deepspeed/removed.json": '{"train_batch_size": 8, "sparse_attention": {"mode": "fixed"}}\n',
+        "deepspeed/bad_optimizer.json": '{"train_batch_size": 8, "optimizer": {"type": "AdamWW"}}\n',
+        # "auto" goes through the HF Trainer, which reads strict JSON
+        "deepspeed/auto.json": '{"train_batch_size": "auto", "zero_optimization": {"stage": 3, '
+                               '"stage3_prefetch_bucket_size": "auto"}}\n',
+        "deepspeed/auto_comment.json": '{"train_batch_size": "auto" // filled in\n}\n',
+        "deepspeed/zero.json": '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}\n',
+        "accelerate/unknown.yaml": "compute_environment: LOCAL_MACHINE\ndistributed_type: 'NO'\nnum_gpus: 2\n",
+        "accelerate/no_processes.yaml": "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\n",
+        "accelerate/ignored.yaml": "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\nnum_processes: 2\n"
+                                   "deepspeed_config:\n  deepspeed_config_file: deepspeed/zero.json\n"
+                                   "  gradient_accumulation_steps: 4\n",
+        "accelerate/ok.yaml": "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\nnum_processes: 2\n"
+                              "deepspeed_config:\n  deepspeed_config_file: deepspeed/zero.json\n",
+    }
+    rows = ["relpath\trepo\tpath\tcommit\tkind"]
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+        rows.append(f"{rel}\tus/tiny\t{rel}\t{'0' * 40}\t{rel.split('/')[0]}")
+    (tmp_path / "manifest.tsv").write_text("\n".join(rows) + "\n")
+    got = {r["relpath"]: (r["route"], r["verdict"]) for r in compare.judge.judge_corpus(tmp_path)}
+    assert got == {
+        "deepspeed/no_comma.json": ("deepspeed", "accepted"),
+        "deepspeed/removed.json": ("deepspeed", "rejected"),
+        "deepspeed/bad_optimizer.json": ("deepspeed", "rejected"),
+        "deepspeed/auto.json": ("hf-trainer", "accepted"),
+        "deepspeed/auto_comment.json": ("hf-trainer", "rejected"),
+        "deepspeed/zero.json": ("deepspeed", "accepted"),
+        "accelerate/unknown.yaml": ("accelerate", "rejected"),
+        "accelerate/no_processes.yaml": ("accelerate", "rejected"),
+        "accelerate/ignored.yaml": ("accelerate", "rejected"),
+        "accelerate/ok.yaml": ("accelerate", "accepted"),
+    }

@@ -7,7 +7,8 @@ repositories; they never enter this repo). The verdict table has one row per fil
 kind, route, verdict, and the tool's message (first line, the corpus path replaced by <file>). Verdicts:
   accepted     the tool goes on with the file
   rejected     the tool refuses the file (traindeck must report an error)
-  environment  refused for something about this machine, not the file (FP8 libraries, mpirun absent): counted as
+  environment  refused for something about this machine, not the file (FP8 libraries, mpirun absent, no GPU for
+               FSDP's sync_module_states, asked last): counted as
                accepted for traindeck (a file checker must not call the file wrong)
   tool-crash   the tool crashes on the file with an error that is its own bug (accelerate 1.15 on any SageMaker
                config: 'SageMakerConfig' object has no attribute 'parallelism_config'): no verdict on the file
@@ -30,10 +31,12 @@ What is asked, per route (the `route` column):
   accelerate   `accelerate launch --config_file PATH train.py` up to the point where it would start processes:
                `load_config_from_file` (unknown keys refused, enum values), `_validate_launch_command`, then the
                environment preparation of the launcher it picks (`prepare_deepspeed_cmd_env`,
-               `prepare_multi_gpu_env`, `prepare_simple_launcher_cmd_env`); SageMaker configs stop after
-               validation (its launcher needs AWS). Then, for a `deepspeed_config_file`, what the
-               script's `Accelerator()` does with it (DeepSpeedPlugin: `HfDeepSpeedConfig(path)`), with the working
-               directory at the root of a copy of the file's repository made of the corpus files from that
+               `prepare_multi_gpu_env`, `prepare_simple_launcher_cmd_env`); SageMaker and TPU configs stop
+               after validation (their launchers need AWS / TPUs). Then what the script's `Accelerator()` builds
+               from that environment before it needs a process group: DeepSpeedPlugin() (which reads the
+               deepspeed_config_file and refuses accelerate settings the file makes it ignore) or
+               FullyShardedDataParallelPlugin(), and their set_mixed_precision. The message says which stage
+               refused ("at launch" / "at Accelerator()"). The working directory is at the root of a copy of the file's repository made of the corpus files from that
                repository, or the config's own folder when the file is found only from there (accelerate
                resolves the path against the working directory, and people launch from either). The referenced
                path is recorded in the message column.
@@ -72,7 +75,10 @@ def _first_line(exc: BaseException, path: str) -> str:
 
 
 # Failures that say something about this machine, not about the file: the file is judged "environment".
-ENVIRONMENT = ("FP8 is not available on this machine", "mpirun or mpiexec were not found")
+# ("no available devices": FullyShardedDataParallelPlugin asks for the current GPU for sync_module_states, at the
+# end of its checks, so everything else in the file was validated by then.)
+ENVIRONMENT = ("FP8 is not available on this machine", "mpirun or mpiexec were not found",
+               "There are currently no available devices found")
 # accelerate crashing on a valid-looking file (its own bug): "tool-crash", no verdict on the file.
 TOOL_CRASH = ("'SageMakerConfig' object has no attribute",)
 
@@ -227,44 +233,66 @@ def judge_accelerate(path: str) -> tuple[str, str, str]:
     import yaml
     from accelerate.commands.config.config_args import load_config_from_file
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils import ComputeEnvironment
     from accelerate.utils import launch as acc_launch
 
     note = ""
+    stage = "launch"
     try:
         with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f)
         ds = (data or {}).get("deepspeed_config") if isinstance(data, dict) else None
-        if isinstance(ds, dict) and ds.get("deepspeed_config_file"):
-            note = f"references {ds['deepspeed_config_file']}"
+        ref = ds.get("deepspeed_config_file") if isinstance(ds, dict) else None
+        if ref:
+            note = f"references {ref}"
         load_config_from_file(path)
         args = launch_command_parser().parse_args(["--config_file", path, "train.py"])
-        args, defaults, _ = _validate_launch_command(args)
-        from accelerate.utils import ComputeEnvironment
-
+        args, defaults, mp_from_config_flag = _validate_launch_command(args)
         if defaults is not None and defaults.compute_environment == ComputeEnvironment.AMAZON_SAGEMAKER:
             return "accelerate", "accepted", "; ".join(filter(None, [note, "SageMaker: validated, launcher not run"]))
-        if args.use_deepspeed and not args.cpu:
-            args.deepspeed_fields_from_accelerate_config = ",".join(
-                list(defaults.deepspeed_config.keys()) if defaults else [])
-            acc_launch.prepare_deepspeed_cmd_env(args)
+        env: dict[str, str] = {}
+        if args.use_deepspeed and not args.cpu:  # as launch_command does
+            fields = list(defaults.deepspeed_config.keys()) if defaults else []
+            if mp_from_config_flag:
+                fields.append("mixed_precision")
+            args.deepspeed_fields_from_accelerate_config = ",".join(fields)
+            _, env = acc_launch.prepare_deepspeed_cmd_env(args)
         elif (args.use_fsdp or args.use_megatron_lm or args.multi_gpu) and not args.cpu:
-            acc_launch.prepare_multi_gpu_env(args)
+            env = acc_launch.prepare_multi_gpu_env(args)
         elif args.tpu and not args.cpu:
-            note = "; ".join(filter(None, [note, "TPU: validated, launcher not run"]))
+            return "accelerate", "accepted", "; ".join(filter(None, [note, "TPU: validated, launcher not run"]))
         else:
-            acc_launch.prepare_simple_launcher_cmd_env(args)
-        if args.use_deepspeed and note:
-            from accelerate.utils.deepspeed import HfDeepSpeedConfig
-
-            ref = ds["deepspeed_config_file"]
-            beside = os.path.join(os.path.dirname(path), ref)
-            if not os.path.exists(ref) and os.path.exists(beside):
+            _, env = acc_launch.prepare_simple_launcher_cmd_env(args)
+        stage = "Accelerator()"
+        if ref and isinstance(ref, str) and not os.path.exists(ref):
+            if os.path.exists(os.path.join(os.path.dirname(path), ref)):
                 os.chdir(os.path.dirname(path))  # launched from the YAML's folder, as its README says
                 note += " (launched from the config's folder)"
-            HfDeepSpeedConfig(ref)  # what DeepSpeedPlugin does in the script
+        _accelerator_plugins(env)
     except BaseException as exc:  # noqa: BLE001
-        return _rejection("accelerate", exc, path, note)
+        return _rejection("accelerate", exc, path, "; ".join(filter(None, [f"at {stage}", note])))
     return "accelerate", "accepted", note
+
+
+def _accelerator_plugins(env: dict[str, str]) -> None:
+    """What `Accelerator()` builds from the launcher's environment in the script, before any process group:
+    DeepSpeedPlugin() (reads the deepspeed_config_file, refuses accelerate settings it would ignore) or
+    FullyShardedDataParallelPlugin(), then set_mixed_precision as AcceleratorState does."""
+    from accelerate.utils import DeepSpeedPlugin, FullyShardedDataParallelPlugin
+
+    saved = dict(os.environ)
+    os.environ.update({k: v for k, v in env.items() if isinstance(v, str)})
+    try:
+        mixed_precision = os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
+        if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
+            DeepSpeedPlugin().set_mixed_precision(mixed_precision)
+        elif os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
+            plugin = FullyShardedDataParallelPlugin()
+            if mixed_precision != "no":
+                plugin.set_mixed_precision(mixed_precision)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def worker(kind: str) -> None:
