@@ -1,7 +1,8 @@
 """`traindeck config check` on a corpus of real configs, against what DeepSpeed and accelerate themselves say.
 
-The corpus (configs fetched from public repositories, never committed) is found through TRAINDECK_CORPUS or
-../shared/corpus; without it these tests skip. tests/corpus/verdicts.tsv (committed) holds the real tools'
+The corpus (configs fetched from public repositories, never committed; tests/corpus/manifest.tsv says which, at
+which commit, with their sha256, and tests/corpus/fetch_corpus.py rebuilds it) is found through TRAINDECK_CORPUS
+or ../shared/corpus; without it the per-file tests skip. tests/corpus/verdicts.tsv (committed) holds the real tools'
 verdict on each file, made by tests/corpus/judge.py; tests/corpus/compare.py runs the checker as the CLI does.
 
 Per file: no error where the tool accepts it, an error where the tool refuses it. In aggregate: fewer than one
@@ -12,7 +13,9 @@ and fails when the installed tools no longer say what verdicts.tsv says.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -35,7 +38,7 @@ VERDICTS = compare.judge.read_table(HERE / "verdicts.tsv")
 CORPUS = compare.corpus_dir()
 needs_corpus = pytest.mark.skipif(
     CORPUS is None, reason="no config corpus: set TRAINDECK_CORPUS to a folder with manifest.tsv "
-                           "(or put it at ../shared/corpus); see tests/corpus/judge.py")
+                           "(or put it at ../shared/corpus); tests/corpus/fetch_corpus.py builds one")
 
 ALIAS = ("unknown alias: DeepSpeedZeroConfig's field names (max_live_parameters, max_reuse_distance, "
          "gather_16bit_weights_on_model_save, ...) are accepted beside their stage3_ aliases (populate_by_name); "
@@ -113,15 +116,24 @@ def test_fewer_than_one_warning_per_file(outcomes: dict) -> None:
     assert warnings < len(outcomes), f"{warnings} warnings on {len(outcomes)} files"
 
 
+def test_every_file_of_the_manifest_has_a_verdict() -> None:
+    """The committed manifest and verdict table list the same files (>= 100, both kinds, from many repos)."""
+    manifest = compare.judge.read_table(HERE / "manifest.tsv")
+    assert [(r["relpath"], r["commit"]) for r in manifest] == [(v["relpath"], v["commit"]) for v in VERDICTS]
+    assert len(manifest) >= 100
+    assert {v["kind"] for v in VERDICTS} == {"deepspeed", "accelerate"}
+    assert len({v["repo"] for v in VERDICTS}) >= 10
+
+
 @needs_corpus
 def test_the_corpus_is_the_one_judged() -> None:
-    """Every file of the manifest has a verdict and the other way round (a re-fetched corpus needs a re-judge)."""
+    """The corpus holds the manifest's files byte for byte (fetch_corpus.py rebuilds it otherwise)."""
     assert CORPUS is not None
-    manifest = {(r["relpath"], r["commit"]) for r in compare.judge.read_manifest(CORPUS)}
-    assert manifest == {(v["relpath"], v["commit"]) for v in VERDICTS}
-    assert len(manifest) >= 100
-    kinds = {v["kind"] for v in VERDICTS}
-    assert kinds == {"deepspeed", "accelerate"}
+    manifest = compare.judge.read_table(HERE / "manifest.tsv")
+    assert compare.judge.read_manifest(CORPUS) == manifest
+    changed = [r["relpath"] for r in manifest
+               if hashlib.sha256((CORPUS / r["relpath"]).read_bytes()).hexdigest() != r["sha256"]]
+    assert not changed, f"not the recorded bytes (re-run tests/corpus/fetch_corpus.py): {changed}"
 
 
 @needs_corpus
@@ -183,3 +195,36 @@ def test_the_judge_hears_what_the_tools_refuse(tmp_path: Path) -> None:
         "accelerate/ignored.yaml": ("accelerate", "rejected"),
         "accelerate/ok.yaml": ("accelerate", "accepted"),
     }
+
+
+def test_fetch_corpus_rebuilds_the_recorded_bytes(tmp_path: Path) -> None:
+    """fetch_corpus takes each file from its repository at its commit and refuses bytes that are not recorded."""
+    fetch = _load("fetch_corpus")
+    repo = tmp_path / "mirrors" / "someone+configs" / "repo"
+    work = tmp_path / "work"
+
+    def run(*args: str) -> None:
+        subprocess.run(["git", "-C", str(work), *args], check=True, capture_output=True)
+
+    work.mkdir()
+    run("init", "-q")
+    (work / "ds").mkdir()
+    (work / "ds" / "zero2.json").write_bytes(b'{"zero_optimization": {"stage": 2}}\r\n')  # CRLF kept as is
+    run("add", ".")
+    run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    first = subprocess.run(["git", "-C", str(work), "rev-parse", "HEAD"], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    (work / "ds" / "zero2.json").write_bytes(b'{"zero_optimization": {"stage": 3}}\n')
+    run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "two")
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(repo)], check=True)
+    good = hashlib.sha256(b'{"zero_optimization": {"stage": 2}}\r\n').hexdigest()
+    manifest = tmp_path / "manifest.tsv"
+    manifest.write_text("relpath\trepo\tpath\tcommit\tkind\tsha256\n"
+                        f"deepspeed/a.json\tsomeone/configs\tds/zero2.json\t{first}\tdeepspeed\t{good}\n"
+                        f"deepspeed/b.json\tsomeone/configs\tds/zero2.json\t{first}\tdeepspeed\t{'0' * 64}\n")
+    out = tmp_path / "corpus"
+    problems = fetch.fetch(manifest, out, tmp_path / "mirrors", tmp_path / "cache")
+    assert (out / "deepspeed" / "a.json").read_bytes() == b'{"zero_optimization": {"stage": 2}}\r\n'
+    assert not (out / "deepspeed" / "b.json").exists()
+    assert problems == [f"deepspeed/b.json: someone/configs ds/zero2.json@{first[:10]} is not the recorded bytes"]
+    assert (out / "manifest.tsv").read_bytes() == manifest.read_bytes()

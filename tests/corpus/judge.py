@@ -2,8 +2,8 @@
 
     .venv/bin/python tests/corpus/judge.py CORPUS_DIR [--out tests/corpus/verdicts.tsv] [--python PATH]
 
-CORPUS_DIR holds manifest.tsv (relpath, repo, path, commit, kind) and the files it names (fetched from public
-repositories; they never enter this repo). The verdict table has one row per file: relpath, repo, path, commit,
+CORPUS_DIR holds manifest.tsv (relpath, repo, path, commit, kind, sha256) and the files it names (fetched from
+public repositories by fetch_corpus.py; they never enter this repo). The verdict table has one row per file: relpath, repo, path, commit,
 kind, route, verdict, and the tool's message (first line, the corpus path replaced by <file>). Verdicts:
   accepted     the tool goes on with the file
   rejected     the tool refuses the file (traindeck must report an error)
