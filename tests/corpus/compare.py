@@ -3,8 +3,9 @@
     .venv/bin/python tests/corpus/compare.py [CORPUS_DIR] [--report DISAGREEMENTS.md]
 
 Each file is checked as `traindeck config check FILE` checks it (validate.check_files, no --world-size, no
---hf-trainer), from the root of a copy of its repository (judge.repo_trees), so a deepspeed_config_file
-resolves as it would where people launch. Only the messages located in the file itself count for it (a YAML's
+--hf-trainer), from the working directory the judge launched it from (the root of a copy of its repository,
+judge.repo_trees, or the config's folder where the judge says so), so a deepspeed_config_file resolves as it did
+for accelerate. Only the messages located in the file itself count for it (a YAML's
 check also checks the JSON it references; those messages belong to the JSON's row).
 """
 
@@ -78,9 +79,12 @@ def check_corpus(corpus: Path, verdicts: list[dict[str, str]] | None = None) -> 
         try:
             for r in rows:
                 file = placed[r["relpath"]]
-                os.chdir(judge.repo_root(file, r["path"]))
-                messages = [m for m in check_files([str(file)]) if m.file and Path(m.file) == file]
                 outcome = Outcome({**r, **table.get(r["relpath"], {"verdict": "unjudged", "message": ""})})
+                # the working directory the judge launched from: the repository root, or the config's folder
+                # when its deepspeed_config_file is found only from there
+                os.chdir(file.parent if judge.FROM_CONFIG_FOLDER in outcome.row["message"]
+                         else judge.repo_root(file, r["path"]))
+                messages = [m for m in check_files([str(file)]) if m.file and Path(m.file) == file]
                 outcome.kind = load_file(file).kind
                 if outcome.row.get("route") == "hf-trainer":
                     outcome.hf_trainer_warnings = sum(

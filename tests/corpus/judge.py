@@ -74,6 +74,7 @@ def _first_line(exc: BaseException, path: str) -> str:
     return f"{type(exc).__name__}: {line}"[:400]
 
 
+FROM_CONFIG_FOLDER = "launched from the config's folder"
 # Failures that say something about this machine, not about the file: the file is judged "environment".
 # ("no available devices": FullyShardedDataParallelPlugin asks for the current GPU for sync_module_states, at the
 # end of its checks, so everything else in the file was validated by then.)
@@ -267,7 +268,7 @@ def judge_accelerate(path: str) -> tuple[str, str, str]:
         if ref and isinstance(ref, str) and not os.path.exists(ref):
             if os.path.exists(os.path.join(os.path.dirname(path), ref)):
                 os.chdir(os.path.dirname(path))  # launched from the YAML's folder, as its README says
-                note += " (launched from the config's folder)"
+                note += f" ({FROM_CONFIG_FOLDER})"
         _accelerator_plugins(env)
     except BaseException as exc:  # noqa: BLE001
         return _rejection("accelerate", exc, path, "; ".join(filter(None, [f"at {stage}", note])))
