@@ -145,10 +145,15 @@ def test_verdicts_still_hold() -> None:
             pytest.skip(f"needs the train extra ({package} is not installed)")
     assert CORPUS is not None
     now = {r["relpath"]: r for r in compare.judge.judge_corpus(CORPUS)}
+
+    def said(row: dict[str, str]) -> tuple[str, ...]:
+        # "environment" depends on the machine (mpirun, FP8 libraries installed): same as accepted here
+        if row["verdict"] in compare.FINE:
+            return row["route"], "fine"
+        return row["route"], row["verdict"], row["message"]
+
     changed = [f"{v['relpath']}: {v['verdict']} ({v['message']}) -> {now[v['relpath']]['verdict']} "
-               f"({now[v['relpath']]['message']})"
-               for v in VERDICTS if (v["route"], v["verdict"], v["message"]) !=
-               (now[v["relpath"]]["route"], now[v["relpath"]]["verdict"], now[v["relpath"]]["message"])]
+               f"({now[v['relpath']]['message']})" for v in VERDICTS if said(v) != said(now[v["relpath"]])]
     assert not changed, "the tools' verdicts changed; re-run tests/corpus/judge.py and review:\n" + "\n".join(changed)
 
 
