@@ -163,14 +163,14 @@ def report(outcomes: list[Outcome]) -> str:
                 for e in (o.errors or ["(no error)"]):
                     lines.append(f"  - traindeck: {e}")
             lines.append("")
-    groups = defaultdict(list)
+    warned: dict[str, list[tuple[Outcome, str]]] = defaultdict(list)
     for o in outcomes:
         for w in o.warnings:
-            groups[cause(w)].append((o, w))
+            warned[cause(w)].append((o, w))
     lines += [f"## Warnings by cause ({warnings} on {n} files)", ""]
-    for name, items in sorted(groups.items(), key=lambda kv: -len(kv[1])):
-        texts = Counter(re.sub(r"\d+(\.\d+)?(e[+-]?\d+)?", "N", w) for _, w in items)
-        lines += [f"### {name}: {len(items)} warnings on {len({id(o) for o, _ in items})} files", ""]
+    for name, pairs in sorted(warned.items(), key=lambda kv: -len(kv[1])):
+        texts = Counter(re.sub(r"\d+(\.\d+)?(e[+-]?\d+)?", "N", w) for _, w in pairs)
+        lines += [f"### {name}: {len(pairs)} warnings on {len({id(o) for o, _ in pairs})} files", ""]
         for text, count in texts.most_common(12):
             lines.append(f"- {count} x {text}")
         if len(texts) > 12:
