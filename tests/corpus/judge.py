@@ -3,13 +3,14 @@
     .venv/bin/python tests/corpus/judge.py CORPUS_DIR [--out tests/corpus/verdicts.tsv] [--python PATH]
 
 CORPUS_DIR holds manifest.tsv (relpath, repo, path, commit, kind, sha256) and the files it names (fetched from
-public repositories by fetch_corpus.py; they never enter this repo). The verdict table has one row per file: relpath, repo, path, commit,
-kind, route, verdict, and the tool's message (first line, the corpus path replaced by <file>). Verdicts:
+public repositories by fetch_corpus.py; they never enter this repo). The verdict table has one row per file:
+relpath, repo, path, commit, kind, route, verdict, and the tool's message (first line, the corpus path replaced by
+<file>). Verdicts:
   accepted     the tool goes on with the file
   rejected     the tool refuses the file (traindeck must report an error)
   environment  refused for something about this machine, not the file (FP8 libraries, mpirun absent, no GPU for
-               FSDP's sync_module_states, asked last): counted as
-               accepted for traindeck (a file checker must not call the file wrong)
+               FSDP's sync_module_states, asked last): counted as accepted for traindeck (a file checker must
+               not call the file wrong)
   tool-crash   the tool crashes on the file with an error that is its own bug (accelerate 1.15 on any SageMaker
                config: 'SageMakerConfig' object has no attribute 'parallelism_config'): no verdict on the file
 
@@ -17,17 +18,19 @@ Each kind is judged in one subprocess of the training interpreter (--python, def
 deepspeed / accelerate / transformers; this process imports none of them.
 
 What is asked, per route (the `route` column):
-  deepspeed    a config with no "auto" value: what `deepspeed.initialize(config=PATH)` does with it before it needs a
-               GPU: `DeepSpeedConfig(PATH)` (hjson load with duplicate keys refused, `_reject_removed_config_keys`,
-               the pydantic section models, batch arithmetic, `_do_error_check`), then the engine's lookup of the
-               optimizer and scheduler names (an unknown one stops it; the objects are not built). The data-parallel world size is
-               the one the file implies (train_batch_size / (micro * accumulation) when all three are whole and divide),
-               else 1: a file is not rejected for being written for another number of GPUs.
-  hf-trainer   a config with "auto" values is meant for the 🤗 Trainer / accelerate integration: loaded as
-               transformers loads it (strict json: the comments hjson would take are refused), filled in by `HfTrainerDeepSpeedConfig.trainer_config_process` and
-               `trainer_config_finalize` (TrainingArguments taking the values the file states explicitly, so a
-               file is not rejected for disagreeing with arguments we made up; a model whose config has
-               hidden_size 4096; 1000 training steps), then `DeepSpeedConfig(filled dict)` as above.
+  deepspeed    a config with no "auto" value: what `deepspeed.initialize(config=PATH)` does with it before it
+               needs a GPU: `DeepSpeedConfig(PATH)` (hjson load with duplicate keys refused,
+               `_reject_removed_config_keys`, the pydantic section models, batch arithmetic, `_do_error_check`),
+               then the engine's lookup of the optimizer and scheduler names (an unknown one stops it; the objects
+               are not built). The data-parallel world size is the one the file implies (train_batch_size /
+               (micro * accumulation) when all three are whole and divide), else 1: a file is not rejected for
+               being written for another number of GPUs.
+  hf-trainer   a config with "auto" values is meant for the HF Trainer / accelerate integration: loaded as
+               transformers loads it (strict json: the comments hjson would take are refused), filled in by
+               `HfTrainerDeepSpeedConfig.trainer_config_process` and `trainer_config_finalize`
+               (TrainingArguments taking the values the file states explicitly, so a file is not rejected for
+               disagreeing with arguments we made up; a model whose config has hidden_size 4096; 1000 training
+               steps), then `DeepSpeedConfig(filled dict)` and the name lookups as above.
   accelerate   `accelerate launch --config_file PATH train.py` up to the point where it would start processes:
                `load_config_from_file` (unknown keys refused, enum values), `_validate_launch_command`, then the
                environment preparation of the launcher it picks (`prepare_deepspeed_cmd_env`,
@@ -36,10 +39,10 @@ What is asked, per route (the `route` column):
                from that environment before it needs a process group: DeepSpeedPlugin() (which reads the
                deepspeed_config_file and refuses accelerate settings the file makes it ignore) or
                FullyShardedDataParallelPlugin(), and their set_mixed_precision. The message says which stage
-               refused ("at launch" / "at Accelerator()"). The working directory is at the root of a copy of the file's repository made of the corpus files from that
-               repository, or the config's own folder when the file is found only from there (accelerate
-               resolves the path against the working directory, and people launch from either). The referenced
-               path is recorded in the message column.
+               refused ("at launch" / "at Accelerator()"). The working directory is the root of a copy of the
+               file's repository made of the corpus files from that repository, or the config's own folder when
+               the referenced file is found only from there (accelerate resolves the path against the working
+               directory, and people launch from either); the referenced path is in the message column.
 """
 
 from __future__ import annotations
