@@ -61,7 +61,7 @@ def test_run_id_is_looked_up_in_the_run_store(traindeck_home):
     finished = _traindeck("monitor", "--once", "--run", "20260101-130000-cd34")
     assert finished.returncode == 2 and "has ended (succeeded)" in finished.stderr
     ambiguous = _traindeck("monitor", "--once", "--run", "20260101")
-    assert ambiguous.returncode == 2 and "no run matches '20260101'" in ambiguous.stderr
+    assert ambiguous.returncode == 2 and "'20260101' matches 2 runs" in ambiguous.stderr  # not taken as a PID
     unknown = _traindeck("monitor", "--once", "--run", "nope")
     assert unknown.returncode == 2 and "no run matches 'nope'" in unknown.stderr
 

@@ -194,3 +194,41 @@ def test_monitor_run_takes_what_other_commands_take(tmp_path: Path) -> None:
     finally:
         launcher.kill()
         launcher.wait()
+
+
+def test_foreground_follow_jumps_ahead_of_a_flood_and_says_so(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # A run whose log already holds 10 MiB unread, as when a flood outruns the terminal: the foreground view shows
+    # the newest output, says what it skipped and where every line is; the log itself is untouched.
+    from traindeck.backend.cli import run_follow
+
+    log = tmp_path / "output.log"
+    count = 160_000
+    with open(log, "w") as handle:
+        for i in range(count):
+            handle.write(f"line {i:08d} lorem ipsum dolor sit amet, consectetur adipiscing elit\n")
+    size = log.stat().st_size
+    assert size > 2 * run_follow.SKIP_AT_BYTES
+    with RunStore() as store:
+        store.add_run(RunRecord(id="20260101-120000-f100", run_dir=str(tmp_path), created_at=time.time(),
+                                name="flood", state="succeeded", exit_code=0, started_at=time.time() - 5,
+                                ended_at=time.time()))
+        shown: list[str] = []
+
+        class Sink:
+            def write(self, text: str) -> None:
+                shown.extend(text.splitlines())
+
+            def flush(self) -> None:
+                pass
+
+        assert run_follow.follow_run(store, "20260101-120000-f100", stream=Sink()) == 0
+    err = capsys.readouterr().err
+    assert shown[-1] == f"line {count - 1:08d} lorem ipsum dolor sit amet, consectetur adipiscing elit"
+    assert len(shown) < count // 10  # the newest lines, not the whole flood
+    first_shown = int(shown[0].split()[1])
+    assert shown == [f"line {i:08d} lorem ipsum dolor sit amet, consectetur adipiscing elit"
+                     for i in range(first_shown, count)]  # whole lines, in order, from where it jumped to
+    assert "output arrives faster than this terminal can show it: skipped" in err
+    assert "(output.log keeps every line: traindeck logs 20260101-120000-f100)" in err
+    assert log.stat().st_size == size

@@ -54,11 +54,13 @@ def _run(args: argparse.Namespace) -> int:
 def _launcher_pid(text: str) -> int:
     """The launcher PID of the run `text` names (as every run command reads it: id, unique prefix, suffix or
     name); a number that names no run is taken as a PID."""
-    from traindeck.backend.cli.run_lookup import open_store, resolve_run
+    from traindeck.backend.cli.run_lookup import AmbiguousRun, open_store, resolve_run
 
     store = open_store()
     try:
         record = resolve_run(store, text)
+    except AmbiguousRun:
+        raise
     except UserError:
         if text.isdigit():
             return int(text)

@@ -97,6 +97,10 @@ def _run(args: argparse.Namespace) -> int:
     environment = _probe(args.python)
     check = _memory_check(args.model_size, preset, config, args.nproc) if args.model_size else None
     name = args.name or Path(script).stem
+    if not args.detach:
+        # What following needs is loaded now, not while the job starts: on a small machine that CPU is the job's.
+        from traindeck.backend.cli import run_follow  # noqa: F401
+        from traindeck.backend.runs import follow  # noqa: F401
     outcome = launch_run(request, name=name, preset_name=args.preset, environment=environment,
                          memory_check=check)
     plan = outcome.plan

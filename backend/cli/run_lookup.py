@@ -32,8 +32,16 @@ def resolve_run(store: RunStore, text: str) -> RunRecord:
     run_id = store.resolve_id(text)
     record = store.get_run(run_id) if run_id else None
     if record is None:
+        several = [r.id for r in store.list_runs() if r.id.startswith(text) or r.id.endswith(text)]
+        if len(several) > 1:
+            raise AmbiguousRun(f"{text!r} matches {len(several)} runs ({', '.join(several[:3])}"
+                               f"{', ...' if len(several) > 3 else ''}); give more of the id")
         raise UserError(f"no run matches {text!r} (see `traindeck runs list`)")
     return record
+
+
+class AmbiguousRun(UserError):
+    """Part of an id that several runs share."""
 
 
 def iso(t: float | None) -> str | None:
