@@ -4,7 +4,8 @@ The job never waits for this: its output goes to output.log through the supervis
 But a reader that tries to show every line of a flood takes a core of its own on a small machine, and the job
 pays for it (a 3M-line flood took 3x longer with the foreground CLI than with `| cat > file`). So, like the Runs
 page, it shows what it can: more than SKIP_AT_BYTES behind, it jumps to the newest output, says so on stderr
-(output.log keeps every line: `traindeck logs ID`), and while the flood lasts it looks a few times a second.
+(output.log keeps every line: `traindeck logs ID`), and while the flood lasts it only looks a few times a second
+at the newest lines (reading everything in between, even without printing it, took most of a core).
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from traindeck.backend.cli.run_lookup import clock, progress_text
 if TYPE_CHECKING:
     from traindeck.backend.runs.store import RunRecord, RunStore
 
-SKIP_AT_BYTES = 4 << 20  # this far behind the log, jump ahead (a terminal shows ~50 lines: 4 MiB is ~50k)
-KEEP_BYTES = 64 << 10  # what is shown after a jump: the newest lines
+SKIP_AT_BYTES = 2 << 20  # this far behind the log, jump ahead (a terminal shows ~50 lines: 2 MiB is ~30k)
+KEEP_BYTES = 16 << 10  # during a flood, what is shown of each look: the newest ~250 lines
 READ_BYTES = 1 << 20  # read in steps this big, checking the lag between them
-FLOOD_PAUSE_S = 0.25  # during a flood, look this often (a sample of the newest output)
+FLOOD_PAUSE_S = 0.25  # during a flood, look this often; it lasts until less than KEEP_BYTES came in a pause
 NOTE_EVERY_S = 5.0  # say how much was skipped at most this often (and once more at the end)
 
 
@@ -89,6 +90,8 @@ class SkipNotes:
         self.said_at = -NOTE_EVERY_S
 
     def skipped(self, count: int) -> None:
+        if count <= 0:
+            return
         self.total += count
         self.unsaid += count
         if time.monotonic() - self.said_at >= NOTE_EVERY_S:
@@ -141,7 +144,10 @@ def follow_run(store: RunStore, run_id: str, stream: Any = None) -> int:
     flooding = False
     try:
         while True:
-            if reader.unread_bytes() > SKIP_AT_BYTES:
+            behind = reader.unread_bytes()
+            if flooding and behind < KEEP_BYTES:
+                flooding = False  # less than KEEP_BYTES in a pause: the flood is over, show every line again
+            elif flooding or behind > SKIP_AT_BYTES:
                 notes.skipped(reader.skip_to_tail(KEEP_BYTES))
                 flooding = True
             shown: list[str] = []
@@ -169,11 +175,10 @@ def follow_run(store: RunStore, run_id: str, stream: Any = None) -> int:
                 # Scripts without a redrawn bar (DeepSpeed step lines, the reporting helper) get one from the store.
                 if not bar_text and record.progress:
                     console.set_status(f"[{record.name}] {progress_text(record.progress)}")
-            if reader.at_end:
-                flooding = False
+            if flooding:
+                time.sleep(FLOOD_PAUSE_S)  # a sample of the newest output is all a flood needs; the CPU is the job's
+            elif reader.at_end:
                 time.sleep(0.05)
-            elif flooding:
-                time.sleep(FLOOD_PAUSE_S)  # a sample of the newest output is all a flood needs; leave the CPU to the job
         if reader.unread_bytes() > SKIP_AT_BYTES:
             notes.skipped(reader.skip_to_tail(KEEP_BYTES))
         console.lines([line_text(line) for line in reader.finish() if not line.transient and not is_report(line)])
