@@ -142,7 +142,7 @@ def test_stop_messages_agree_with_the_outcome(tmp_path: Path) -> None:
                              "passed the stop on)"), lines
     assert not any("sent SIGTERM" in line or "sent SIGKILL" in line for line in lines), lines
     shown = traindeck("runs", "show", run_id).stdout
-    assert "launcher exit code 1" not in shown and "exit code -" not in shown
+    assert "state     stopped (stopped gracefully (SIGINT))" in shown and "exit code -" not in shown
 
 
 def test_runs_list_into_head_ends_quietly(tmp_path: Path) -> None:
