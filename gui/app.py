@@ -57,8 +57,9 @@ def display_problem() -> str | None:
         return None
     if not has_display():
         return NO_DISPLAY
-    if platform in ("", "xcb") and not os.environ.get("WAYLAND_DISPLAY"):
-        missing = missing_qt_libraries(_xcb_plugin())
+    plugin = _xcb_plugin()  # (a frozen app's Qt lies elsewhere: then Qt's own message has to do)
+    if plugin and platform in ("", "xcb") and not os.environ.get("WAYLAND_DISPLAY"):
+        missing = missing_qt_libraries(plugin)
         if missing:
             return f"Qt's X11 (xcb) plugin needs libraries this machine lacks: {install_line(missing)}"
     return None
