@@ -471,9 +471,22 @@ class Supervisor:
         tracked.returncode = code
         if tracked.role == "rank":
             how = procs.describe_returncode(code) if code is not None else "ended"
-            self.store.add_event(self.run_id, "rank_exit", f"rank {tracked.rank} (pid {pid}) {how}")
+            self.store.add_event(self.run_id, "rank_exit", f"rank {tracked.rank} (pid {pid}) {how}"
+                                 + self._not_our_signal(code))
         if tracked.role != "helper":
             self._save_processes()
+
+    def _not_our_signal(self, code: int | None) -> str:
+        """During a stop, a rank killed by a signal traindeck has not sent (yet) got it from its launcher: the
+        DeepSpeed launcher and torchrun pass a SIGINT on to their ranks as SIGTERM. Said, so that "killed by
+        SIGTERM" and the run's "stopped gracefully (SIGINT)" do not read as a contradiction."""
+        if self.stop is None or code is None or code >= 0:
+            return ""
+        sent = [int(s) for s in self.stop.PHASES[: max(self.stop.phase, 0) + 1]]
+        if -code in sent:
+            return ""
+        names = "/".join(procs.signal_name(s) for s in sent)
+        return f" (not sent by traindeck, which had sent {names}: its launcher passed the stop on)"
 
     def _track(self, proc: psutil.Process, role: str | None = None) -> None:
         try:
