@@ -529,14 +529,16 @@ def export_preset(name_or_preset: str | Preset, directory: Path | str) -> list[P
 # ------------------------------------------------------------------------------------------ validation
 
 
-def validate_preset(preset: Preset, *, world_size: int | None = None) -> list[Message]:
+def validate_preset(preset: Preset, *, world_size: int | None = None, script: str | None = None) -> list[Message]:
     """The config checks on a preset's sections, as export (and launch) will hand them to the tools, located in
     the preset file (line and column of each key) where the preset came from one; plus what only a preset can get
     wrong (a placeholder NVMe path, a launcher without its config). Paths are prefixed with the section
-    ("deepspeed.zero_optimization.stage")."""
+    ("deepspeed.zero_optimization.stage"). `script` (the training script chosen to launch it) tells who fills the
+    DeepSpeed config's "auto" values (the HF Trainer, accelerate, or nobody)."""
     import json
     import tempfile
 
+    from traindeck.backend.config.auto_fill import script_consumer
     from traindeck.backend.config.messages import Message, sort_messages
     from traindeck.backend.config.source import SourceDocument, parse_text
     from traindeck.backend.config.validate import check_document
@@ -587,17 +589,20 @@ def validate_preset(preset: Preset, *, world_size: int | None = None) -> list[Me
         ds_doc = sub_doc("deepspeed", rendered_ds, "deepspeed")
         acc_doc = sub_doc("accelerate", rendered_acc, "accelerate")
         checked: list[Message] = []
-        # Under `accelerate launch` accelerate's DeepSpeed integration fills "auto" values and converts the
-        # script's optimizer for offload, as the HF Trainer does; under the deepspeed launcher it is not known.
-        hf_trainer = True if preset.launcher == "accelerate" and acc_doc is not None else None
+        consumer, why = script_consumer(script)
+        if consumer is None and preset.launcher == "accelerate" and acc_doc is not None:
+            # Under `accelerate launch` the HF Trainer or accelerate's own DeepSpeed integration fills "auto"
+            # values (which of them: the script says); under the deepspeed launcher it is not known.
+            consumer, why = "integration", "the preset launches it with accelerate"
         if acc_doc is not None:
-            checked += check_document(acc_doc, world_size=world_size, hf_trainer=hf_trainer, deepspeed_doc=ds_doc)
+            checked += check_document(acc_doc, world_size=world_size, deepspeed_doc=ds_doc, consumer=consumer,
+                                      consumer_why=why)
         if ds_doc is not None:
             size = world_size
             if size is None:
                 size = preset.process_count() if acc_doc is None or preset.launcher != "accelerate" else \
                     _accelerate_world(rendered_acc)
-            checked += check_document(ds_doc, world_size=size, hf_trainer=hf_trainer)
+            checked += check_document(ds_doc, world_size=size, consumer=consumer, consumer_why=why)
     messages = (list(whole.syntax) if file is not None else []) + [_in_preset(m, file) for m in checked]
     messages += _preset_checks(preset, located, file)
     return sort_messages(dict.fromkeys(messages))

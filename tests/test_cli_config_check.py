@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 DIR = Path(__file__).resolve().parent / "fixtures" / "configs" / "accelerate"
-LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning): (?P<path>\S+): (?P<msg>.+)$")
+LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning|note): (?P<path>\S+): (?P<msg>.+)$")
 
 
 def check(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -36,7 +36,7 @@ def test_warnings_alone_exit_0() -> None:
 
 
 def test_errors_exit_1_one_compiler_style_line_each() -> None:
-    done = check(DIR / "pitfall_ds_file_with_inline.yaml")
+    done = check(DIR / "pitfall_ds_file_with_inline.yaml", cwd=DIR)  # where accelerate would be launched
     assert done.returncode == 1
     lines = done.stdout.splitlines()
     assert len(lines) == 4 and all(LINE.match(line) for line in lines)
@@ -93,12 +93,12 @@ def test_world_size_changes_the_batch_verdict() -> None:
     done = check(json_file, "--world-size", "4")
     assert done.returncode == 1 and "ds_batch16.json:2:3: error: train_batch_size:" in done.stdout
     # Without --world-size the accelerate config's num_processes is the world size ...
-    assert check(DIR / "deepspeed_file_batch16_2_gpus.yaml").returncode == 0
-    done = check(DIR / "pitfall_batch16_4_gpus.yaml")
+    assert check(DIR / "deepspeed_file_batch16_2_gpus.yaml", cwd=DIR).returncode == 0
+    done = check(DIR / "pitfall_batch16_4_gpus.yaml", cwd=DIR)
     assert done.returncode == 1 and "x 4 processes = 32" in done.stdout
     # ... and --world-size wins over it.
-    assert check(DIR / "pitfall_batch16_4_gpus.yaml", "--world-size", "2").returncode == 0
-    assert check(DIR / "deepspeed_file_batch16_2_gpus.yaml", "--world-size", "4").returncode == 1
+    assert check(DIR / "pitfall_batch16_4_gpus.yaml", "--world-size", "2", cwd=DIR).returncode == 0
+    assert check(DIR / "deepspeed_file_batch16_2_gpus.yaml", "--world-size", "4", cwd=DIR).returncode == 1
 
 
 def test_an_accelerate_config_and_a_deepspeed_json_given_together() -> None:

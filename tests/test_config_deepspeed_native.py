@@ -7,7 +7,6 @@ deepspeed_schema.py says is what the installed DeepSpeed does.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -218,18 +217,28 @@ def test_deprecated_clash_and_partial_offload_are_refused_by_deepspeed() -> None
 
 
 def test_auto_fallbacks_are_what_deepspeed_does() -> None:
-    """DeepSpeedConfigModel drops "auto": the default named in each message is the value DeepSpeed ends up with."""
-    models = {"zero_optimization": DeepSpeedZeroConfig, "fp16": DeepSpeedFP16Config, "bf16": DeepSpeedBF16Config,
-              "bfloat16": DeepSpeedBF16Config}
-    for path, text in rules.AUTO_FALLBACK.items():
-        if path[0] not in models:
-            assert "keeps the text" in text, path
+    """Under a plain script nobody fills "auto": DeepSpeedConfigModel drops it, and the default named in the note
+    is the value DeepSpeed ends up with; elsewhere DeepSpeed keeps the text (and the rule says it stops)."""
+    from traindeck.backend.config.auto_fill import FILLS
+
+    models = {("zero_optimization",): (DeepSpeedZeroConfig, schema.ZeroOptimization),
+              ("zero_optimization", "offload_optimizer"): (DeepSpeedZeroOffloadOptimizerConfig,
+                                                           schema.OffloadOptimizer),
+              ("zero_optimization", "offload_param"): (DeepSpeedZeroOffloadParamConfig, schema.OffloadParam),
+              ("fp16",): (DeepSpeedFP16Config, schema.FP16), ("bf16",): (DeepSpeedBF16Config, schema.BF16),
+              ("bfloat16",): (DeepSpeedBF16Config, schema.BF16)}
+    for path in [f.path for f in FILLS] + [("bfloat16", "enabled")]:
+        fate, text = rules._plain_fate(path)
+        if path[:-1] not in models:
+            assert fate == "stops", path  # top-level keys, optimizer/scheduler params: DeepSpeed keeps the text
             continue
-        key = fields_of(schema.ZeroOptimization)[path[1]].key if path[0] == "zero_optimization" else path[1]
-        field = next(n for n, i in models[path[0]].model_fields.items() if (i.alias or n) == key)
-        value = getattr(models[path[0]](**{key: "auto"}), field)
-        shown = re.search(r"default (\w+)", text).group(1)
-        assert str(value).lower() == shown.lower(), (path, value, shown)
+        assert fate == "default", path
+        model, section = models[path[:-1]]
+        key = fields_of(section)[path[-1]].key
+        field = next(n for n, i in model.model_fields.items() if (i.alias or n) == key)
+        value = getattr(model(**{key: "auto"}), field)
+        value = getattr(value, "value", value)  # an enum member: its text
+        assert str(value).lower() == text.lower(), (path, value, text)
 
 
 def test_loosely_read_sections_ignore_unknown_keys() -> None:

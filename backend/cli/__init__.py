@@ -57,9 +57,27 @@ def main(argv: Sequence[str] | None = None, open_gui: GuiOpener | None = None) -
         parser.print_help()
         return 2
     try:
-        return int(handler(args) or 0)
+        code = int(handler(args) or 0)
+        sys.stdout.flush()  # here, not at exit: a reader that went away (`| head`) is handled below
+        return code
     except UserError as exc:
         print(f"traindeck: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        _reader_gone()
+        return 0
+
+
+def _reader_gone() -> None:
+    """stdout's reader has gone (`traindeck runs list | head`): what is left unread is dropped, without the
+    traceback Python would print when flushing stdout at exit."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout has no descriptor (captured in a test): nothing will be flushed to it
+        pass

@@ -5,9 +5,10 @@ Adding a subcommand: write `register_<name>(config_subparsers)` that adds its pa
 level light (argparse only): each handler imports the config machinery when it runs.
 
 `traindeck config check FILE... [--world-size N] [--json]` (exact; scripts rely on it):
-  exit 0 when no message is an error (warnings allowed), 1 when one is (a file that cannot be read is an error
-  located at that file), 2 for usage errors (no FILE, a bad option). Text: one `FILE:LINE:COL: error|warning:
-  PATH: message` line per message on stdout, then a one-line summary on stderr. --json: the list of message
+  exit 0 when no message is an error (warnings and notes allowed), 1 when one is (a file that cannot be read is an
+  error located at that file), 2 for usage errors (no FILE, a bad option). Text: one `FILE:LINE:COL:
+  error|warning|note: PATH: message` line per message on stdout, then a one-line summary on stderr (errors and
+  warnings counted; a note is information, e.g. who fills a DeepSpeed config's "auto" values). --json: the list of message
   dicts on stdout (file, line, column, severity, path, message), the summary still on stderr.
 """
 
@@ -48,22 +49,30 @@ def _register_check(config_sub: argparse._SubParsersAction) -> None:
                         "config's num_processes)")
     p.add_argument("--json", action="store_true", help="print the messages as a JSON list")
     who = p.add_mutually_exclusive_group()
-    who.add_argument("--hf-trainer", dest="hf_trainer", action="store_const", const=True,
-                     help='the script uses the 🤗 Trainer (or accelerate), which fills in "auto" values')
-    who.add_argument("--plain-script", dest="hf_trainer", action="store_const", const=False,
-                     help='a plain DeepSpeed script: "auto" values are not filled in')
+    who.add_argument("--hf-trainer", dest="consumer", action="store_const", const="hf_trainer",
+                     help='the script uses the 🤗 Trainer (or one built on it, like TRL\'s), which fills in "auto" '
+                          'values')
+    who.add_argument("--accelerate-script", dest="consumer", action="store_const", const="accelerate",
+                     help='a script of your own on accelerate (Accelerator.prepare): fills fewer "auto" values than '
+                          'the Trainer (not optimizer betas/eps)')
+    who.add_argument("--plain-script", dest="consumer", action="store_const", const="plain",
+                     help='a plain DeepSpeed script (deepspeed.initialize): "auto" values are not filled in')
+    who.add_argument("--script", metavar="PY",
+                     help='the training script: who fills "auto" is read from it (Trainer, Accelerator or '
+                          'deepspeed.initialize)')
     p.add_argument("--native", action="store_true",
                    help="also ask accelerate and DeepSpeed themselves (needs the `train` extra; a few seconds)")
     p.add_argument("--python", metavar="PATH",
                    help="with --native: the interpreter of the training environment (default: this one)")
-    p.set_defaults(handler=run_check, hf_trainer=None)
+    p.set_defaults(handler=run_check, consumer=None)
 
 
 def run_check(args: argparse.Namespace) -> int:
     from traindeck.backend.config.messages import has_errors, sort_messages
     from traindeck.backend.config.validate import check_files
 
-    messages = check_files(args.files, world_size=args.world_size, hf_trainer=args.hf_trainer)
+    consumer, why = _consumer(args)
+    messages = check_files(args.files, world_size=args.world_size, consumer=consumer, consumer_why=why)
     if args.native:
         messages = sort_messages(list(dict.fromkeys(messages + _native(args))))
     if args.json:
@@ -72,14 +81,26 @@ def run_check(args: argparse.Namespace) -> int:
         for message in messages:
             print(message.format())
     errors = sum(m.severity == "error" for m in messages)
-    warnings = len(messages) - errors
+    warnings = sum(m.severity == "warning" for m in messages)
     files = f"{len(args.files)} file{'s' if len(args.files) != 1 else ''}"
-    if messages:
+    if errors or warnings:
         print(f"traindeck: {errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''}"
               f" in {files}", file=sys.stderr)
     else:
         print(f"traindeck: no problems found in {files}", file=sys.stderr)
     return 1 if has_errors(messages) else 0
+
+
+def _consumer(args: argparse.Namespace) -> tuple[str | None, str]:
+    """Who fills "auto" (see traindeck.backend.config.auto_fill), and what told us."""
+    if args.consumer is not None:
+        flag = {"hf_trainer": "--hf-trainer", "accelerate": "--accelerate-script", "plain": "--plain-script"}
+        return args.consumer, flag[args.consumer]
+    if args.script:
+        from traindeck.backend.config.auto_fill import script_consumer
+
+        return script_consumer(args.script)
+    return None, ""
 
 
 def _native(args: argparse.Namespace) -> list[Message]:

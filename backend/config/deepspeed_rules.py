@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from traindeck.backend.config import auto_fill
 from traindeck.backend.config.deepspeed_schema import (
     ANY_CASE,
     DEEPSPEED_OPTIMIZERS,
     DEEPSPEED_SCHEDULERS,
+    PYDANTIC_SECTIONS,
     TORCH_OPTIMIZERS,
     TORCH_SCHEDULERS,
     DeepSpeedConfig,
@@ -346,8 +348,13 @@ def optimizer_rules(ctx: RuleContext) -> Iterable[Finding]:
                "DeepSpeed refuses max_grad_norm as an optimizer parameter and stops at start-up; use the top-level "
                "\"gradient_clipping\" instead")
     # A script's own optimizer with offload (engine._configure_optimizer): refused unless DeepSpeedCPUAdam/Lion.
+    # accelerate (and the HF Trainer through it) converts a torch optimizer to DeepSpeedCPUAdam for offload
+    # (Accelerator._prepare_deepspeed, map_pytorch_optim_to_deepspeed). A config with "auto" values is written for
+    # them, so only a plain script (said, or unknown and no "auto") hears this.
+    integration = ctx.hf_trainer is True or (ctx.hf_trainer is None and ctx.consumer != "plain" and (
+        ctx.consumer is not None or next(auto_fill.auto_paths(ds), None) is not None))
     if (stage is not None and stage >= 1 and _device(zero, "offload_optimizer") and not isinstance(name, str)
-            and ds.get("zero_force_ds_cpu_optimizer", True) is not False and ctx.hf_trainer is not True):
+            and ds.get("zero_force_ds_cpu_optimizer", True) is not False and not integration):
         text = ("with offload_optimizer and no optimizer in this file, the optimizer comes from the script: DeepSpeed "
                 "refuses it at start-up (\"You are using ZeRO-Offload with a client provided optimizer\") unless it "
                 "is deepspeed.ops.adam.DeepSpeedCPUAdam (or DeepSpeedCPULion); define \"optimizer\" here or set "
@@ -493,50 +500,152 @@ def batch_size(ctx: RuleContext) -> Iterable[Finding]:
 
 # ------------------------------------------------------------------------------------------ "auto"
 
-_BATCH_AUTO = ('DeepSpeed keeps the text "auto" and its batch-size arithmetic stops at start-up with a TypeError; '
-               'write a number')
-# The keys the HF Trainer (transformers/integrations/deepspeed.py) or accelerate (Accelerator._prepare_deepspeed)
-# fill in, and what a plain DeepSpeed script does with "auto" there.
-AUTO_FALLBACK: dict[tuple[str, ...], str] = {
+_BATCH_AUTO = 'DeepSpeed keeps the text "auto" and its batch-size arithmetic stops at start-up with a TypeError'
+# What a plain DeepSpeed script does with an "auto" nobody filled, where DeepSpeed keeps the text (top-level keys,
+# read by runtime/config.py get_scalar_param). In the DeepSpeedConfigModel sections (PYDANTIC_SECTIONS) the model
+# drops "auto" and uses its default (config_utils.DeepSpeedConfigModel.__init__, strict=False).
+PLAIN_STOPS: dict[tuple[str, ...], str] = {
     ("train_batch_size",): _BATCH_AUTO,
     ("train_micro_batch_size_per_gpu",): _BATCH_AUTO,
     ("gradient_accumulation_steps",): _BATCH_AUTO,
-    ("gradient_clipping",): 'DeepSpeed keeps the text "auto" and fails with a TypeError when it compares it with 0 '
-                            'to decide on clipping; write a number (DeepSpeed\'s default 1.0, or 0 for no clipping)',
-    ("fp16", "enabled"): "DeepSpeed drops it and uses its default false: fp16 is off",
-    ("bf16", "enabled"): "DeepSpeed drops it and uses its default false: bf16 is off",
-    ("bfloat16", "enabled"): "DeepSpeed drops it and uses its default false: bf16 is off",
-    (ZERO, "reduce_bucket_size"): "DeepSpeed drops it and uses its default 500000000",
-    (ZERO, "stage3_prefetch_bucket_size"): "DeepSpeed drops it and uses its default 50000000",
-    (ZERO, "stage3_param_persistence_threshold"): "DeepSpeed drops it and uses its default 100000",
-    (ZERO, "stage3_gather_16bit_weights_on_model_save"): "DeepSpeed drops it and uses its default false",
+    ("gradient_clipping",): 'DeepSpeed keeps the text "auto" and stops with a TypeError when it compares it with 0 '
+                            'to decide on clipping',
 }
+
+
+def _plain_fate(path: tuple[str, ...]) -> tuple[str, str]:
+    """("stops", why) or ("default", the default DeepSpeed uses) for an "auto" a plain script leaves in place."""
+    if path in PLAIN_STOPS:
+        return "stops", PLAIN_STOPS[path]
+    if path[0] in ("optimizer", "scheduler") and len(path) == 3 and path[1] == "params":
+        what = "optimizer" if path[0] == "optimizer" else "learning-rate scheduler"
+        return "stops", f'DeepSpeed passes the text "auto" to the {what} as {path[2]} and creating it fails'
+    section: Any = DeepSpeedConfig
+    for key in path[:-1]:  # an old section name (bfloat16) is read by the same model as the new one
+        spec = fields_of(section).get(section.DEPRECATED.get(key, key)) if section is not None else None
+        section = spec.section if spec is not None else None
+    spec = fields_of(section).get(path[-1]) if section is not None else None
+    if section in PYDANTIC_SECTIONS and spec is not None:
+        default = spec.default
+        return "default", "false" if default is False else "true" if default is True else f"{default}"
+    return "stops", 'DeepSpeed keeps the text "auto" where it expects a value'
+
+
+def _value_check_speaks(path: tuple[str, ...]) -> bool:
+    """The value check already refuses "auto" here (a typed key not marked as filled in): say nothing more."""
+    section: Any = DeepSpeedConfig
+    spec: FieldSpec | None = None
+    for key in path:
+        if section is None:
+            return False  # inside a free-form mapping (optimizer params): only the rules look there
+        spec = fields_of(section).get(key)
+        if spec is None:
+            return True  # unknown key: the value check names it
+        section = spec.section
+    return spec is not None and not spec.auto and spec.kind != "str"
+
+
+_OWN_AUTO = ('"auto" is DeepSpeed\'s own default here, yet accelerate (also under the HF Trainer) refuses every '
+             '"auto" it does not fill: every process stops at start-up ("`{key}` not found in kwargs"); remove the '
+             'key (DeepSpeed then uses "auto")')
+
+
+def _deepspeed_takes_auto(path: tuple[str, ...]) -> bool:
+    """DeepSpeed's own model takes the text "auto" as a value here (the schema marks it, and no tool fills it)."""
+    section: Any = DeepSpeedConfig
+    spec: FieldSpec | None = None
+    for key in path:
+        spec = fields_of(section).get(key) if section is not None else None
+        if spec is None:
+            return False
+        section = spec.section
+    return spec is not None and spec.auto
+
+
+def _names(paths: list[tuple[str, ...]]) -> str:
+    return ", ".join(auto_fill.dotted(p) for p in paths)
 
 
 @rule("deepspeed")
 def auto_values(ctx: RuleContext) -> Iterable[Finding]:
-    """"auto" is a placeholder the HF Trainer / accelerate replace before DeepSpeed sees the config. Under a plain
-    `deepspeed` script DeepSpeedConfigModel sections drop it (default used) and the other keys keep the text."""
-    if ctx.hf_trainer is True:
+    """"auto" is a placeholder that the HF Trainer or accelerate replace before DeepSpeed sees the config (see
+    auto_fill.py for who fills which key, read from their code). Said once per file (a note: who fills them and
+    why we think so); a key gets its own message only where that consumer cannot fill it and the run stops (or,
+    under a plain script, silently trains without the precision asked for)."""
+    everything = list(auto_fill.auto_paths(ctx.data))
+    # Where "auto" is DeepSpeed's own value (data_types.keep_in_fp32_modules) it is no placeholder: a plain script
+    # is fine with it, and it says nothing about who runs the file; accelerate's walk still refuses it.
+    own = [p for p in everything if p not in auto_fill.BY_PATH and _deepspeed_takes_auto(p)]
+    paths = [p for p in everything if p not in own]
+    consumer, why = ctx.consumer, ctx.consumer_why
+    if consumer is None and ctx.hf_trainer is not None:
+        consumer = "hf_trainer" if ctx.hf_trainer else "plain"
+    if not paths:
+        for path in own if consumer in ("hf_trainer", "accelerate", "integration") else []:
+            yield ("error", path, _OWN_AUTO.format(key=auto_fill.dotted(path)))
         return
-    found: list[tuple[tuple[str, ...], str]] = []
-    for path, fallback in AUTO_FALLBACK.items():
-        value: Any = ctx.data
-        for key in path:
-            value = value.get(key) if isinstance(value, dict) else None
-        if value == "auto":
-            found.append((path, fallback))
-    for section, what in (("optimizer", "optimizer"), ("scheduler", "learning-rate scheduler")):
-        params = _dict(_dict(ctx.data.get(section)).get("params"))
-        for key, value in params.items():
-            if value == "auto":
-                found.append(((section, "params", key),
-                              f'DeepSpeed passes the text "auto" to the {what} as {key} and creating it fails at '
-                              f'start-up; write a value'))
-    for path, fallback in found:
-        if ctx.hf_trainer is False:
-            text = f'"auto" is filled in only by the HF Trainer or accelerate; in a plain DeepSpeed script, {fallback}'
+    trainer_only = [p for p in paths if (f := auto_fill.BY_PATH.get(p)) is not None and f.accelerate is None
+                    and f.hf_trainer is not None]
+    if consumer is None or (consumer == "integration" and trainer_only):
+        if trainer_only:  # only the HF Trainer fills these: the file was written for it
+            why = (why + "; " if why else "") + f"only the HF Trainer fills {_names(trainer_only)}"
+            consumer = "hf_trainer"
         else:
-            text = (f'"auto" is fine when the HF Trainer or accelerate launches this config (they fill it in); in a '
-                    f'plain DeepSpeed script, {fallback}')
-        yield ("warning", path, text)
+            consumer = "integration"
+            why = why or 'only the HF Trainer and accelerate fill "auto"'
+    filled = [p for p in paths if auto_fill.fills(consumer, p)]
+    left = [p for p in paths if p not in filled]
+    n = f"'auto' values: {len(paths)}"
+    if consumer == "plain":
+        defaults = [(p, _plain_fate(p)[1]) for p in left if _plain_fate(p)[0] == "default"]
+        stops = [p for p in left if _plain_fate(p)[0] == "stops" and not _value_check_speaks(p)]
+        precision = [p for p, _ in defaults if p[-1] == "enabled" and p[0] in ("fp16", "bf16", "bfloat16")]
+        quiet = [(p, d) for p, d in defaults if p not in precision]
+        text = (f"{n}; nobody fills them: this config is used by a plain DeepSpeed script" + (f" ({why})" if why else "")
+                + " (only the HF Trainer and accelerate fill \"auto\")")
+        if quiet:
+            text += "; DeepSpeed drops " + ", ".join(f"{auto_fill.dotted(p)} (default {d})" for p, d in quiet)
+        if stops:
+            text += f"; it stops at start-up on the {len(stops)} marked as errors"
+        yield ("note", (), text)
+        for path in stops:
+            yield ("error", path, f'"auto" under a plain DeepSpeed script: {_plain_fate(path)[1]}; write a value')
+        for path in precision:
+            yield ("warning", path, f'"auto" under a plain DeepSpeed script: DeepSpeed drops it and {path[0]} is off; '
+                                    f'write true or false')
+        return
+    who = {"hf_trainer": "the HF Trainer", "accelerate": "accelerate",
+           "integration": "the HF Trainer or accelerate"}[consumer]
+    text = f"{n}; filled by {who} at start-up" + (f" ({why})" if why else "")
+    if consumer == "hf_trainer" and trainer_only and ctx.consumer is None and ctx.hf_trainer is None:
+        text += (f"; a script of your own on accelerate (Accelerator.prepare) would stop on "
+                 f"{_names(trainer_only)} (\"not found in kwargs\")")
+    if consumer in ("accelerate", "integration"):
+        # What accelerate needs from the script to fill them (Accelerator._prepare_deepspeed raises otherwise).
+        needs = []
+        if any(p[-1] == "train_micro_batch_size_per_gpu" for p in filled):
+            needs.append("the batch size from the DataLoader it prepares")
+        if any(p[0] == ZERO and "hidden_size" in (auto_fill.BY_PATH[p].accelerate or "") for p in filled):
+            needs.append("the bucket sizes from model.config.hidden_size (a 🤗 Transformers model)")
+        if ("scheduler", "params", "total_num_steps") in filled:
+            needs.append("total_num_steps from DummyScheduler(total_num_steps=...)")
+        if needs:
+            who_needs = "accelerate takes" if consumer == "accelerate" else "a script of your own on accelerate takes"
+            text += f"; {who_needs} " + ", ".join(needs[:-1]) + (" and " if len(needs) > 1 else "") + needs[-1]
+    if left:
+        text += f"; not filled: {_names(left)}"
+    yield ("note", (), text)
+    for path in own:
+        yield ("error", path, _OWN_AUTO.format(key=auto_fill.dotted(path)))
+    for path in left:
+        if _value_check_speaks(path):
+            continue
+        fill = auto_fill.BY_PATH.get(path)
+        key = auto_fill.dotted(path)
+        if fill is not None and consumer == "accelerate":
+            text = (f'accelerate does not fill this "auto" (only the HF Trainer does, from {fill.hf_trainer}): every '
+                    f'process stops at start-up ("`{key}` not found in kwargs"); write the value')
+        else:
+            text = (f'nobody fills this "auto" ({who} fill only their own list of keys): every process stops at '
+                    f'start-up ("`{key}` not found in kwargs"); write the value')
+        yield ("error", path, text)

@@ -6,7 +6,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-Severity = Literal["error", "warning"]
+# "note": information a reviewer wants once per file (who fills "auto"), never a problem: exit status unaffected.
+Severity = Literal["error", "warning", "note"]
 PathT = tuple[str | int, ...]
 
 
@@ -31,7 +32,7 @@ class Message:
     column: int | None = None  # 1-based
 
     def format(self) -> str:
-        """`FILE:LINE:COL: error|warning: PATH: message`, the form compilers use, so editors can jump to it."""
+        """`FILE:LINE:COL: error|warning|note: PATH: message`, the form compilers use, so editors can jump to it."""
         where = f"{self.file or '<text>'}:{self.line or 1}:{self.column or 1}"
         return f"{where}: {self.severity}: {self.path or '(document)'}: {self.message}"
 
@@ -44,4 +45,5 @@ def has_errors(messages: Iterable[Message]) -> bool:
 
 
 def sort_messages(messages: Iterable[Message]) -> list[Message]:
-    return sorted(messages, key=lambda m: (m.file or "", m.line or 0, m.column or 0, m.severity != "error", m.path))
+    rank = {"error": 0, "warning": 1, "note": 2}
+    return sorted(messages, key=lambda m: (m.file or "", m.line or 0, m.column or 0, rank.get(m.severity, 1), m.path))

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import yaml
 
-from traindeck.backend.config.messages import Message, PathT, format_path
+from traindeck.backend.config.messages import Message, PathT, Severity, format_path
 
 Kind = Literal["accelerate", "deepspeed"]
 Format = Literal["yaml", "json"]
@@ -44,7 +44,7 @@ class SourceDocument:
             probe = probe[:-1]
         return (1, 1) if self.text else (None, None)
 
-    def message(self, severity: Literal["error", "warning"], path: PathT, text: str) -> Message:
+    def message(self, severity: Severity, path: PathT, text: str) -> Message:
         line, column = self.where(path)
         return Message(severity, format_path(path), text, self.file, line, column)
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from traindeck.backend.config import referenced
 from traindeck.backend.config.messages import Message, PathT, Severity, format_path, sort_messages
 from traindeck.backend.config.schema import FieldSpec, Section, fields_of
 from traindeck.backend.config.source import Kind, SourceDocument, load_file
@@ -39,6 +41,10 @@ class RuleContext:
     hf_trainer: bool | None = None
     # For cross-file findings: where the DeepSpeed config came from, when it is another file.
     deepspeed_file: str | None = None
+    # Who fills the DeepSpeed config's "auto" values (auto_fill.Consumer: hf_trainer, accelerate, integration,
+    # plain) and what says so ("--hf-trainer", "the accelerate config x.yaml uses it"); None: only the config can tell.
+    consumer: str | None = None
+    consumer_why: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -280,17 +286,26 @@ def check_document(
     world_size: int | None = None,
     hf_trainer: bool | None = None,
     deepspeed_doc: SourceDocument | None = None,
+    consumer: str | None = None,
+    consumer_why: str = "",
 ) -> list[Message]:
     """All messages for one document (syntax, values, rules), located in `doc` or in `deepspeed_doc`.
 
     For an accelerate config, the DeepSpeed config it uses (its deepspeed_config_file) is checked with it when
-    given as `deepspeed_doc`, so cross-file rules (precision, batch arithmetic) can run.
+    given as `deepspeed_doc`, so cross-file rules (precision, batch arithmetic) can run. `hf_trainer` True/False is
+    the older way to say consumer "hf_trainer" / "plain" (who fills "auto": see auto_fill.py).
     """
     messages = list(doc.syntax)
     if doc.data is None or doc.kind is None:
         return sort_messages(messages)
     data = doc.data
-    context = RuleContext(kind=doc.kind, data=data, world_size=world_size, hf_trainer=hf_trainer)
+    if consumer is None and hf_trainer is not None:
+        consumer = "hf_trainer" if hf_trainer else "plain"
+    if hf_trainer is None and consumer is not None and (doc.kind == "deepspeed" or consumer == "hf_trainer"):
+        # The rules' older flag: accelerate converts the script's optimizer for offload as the Trainer does.
+        hf_trainer = consumer != "plain"
+    context = RuleContext(kind=doc.kind, data=data, world_size=world_size, hf_trainer=hf_trainer,
+                          consumer=consumer, consumer_why=consumer_why)
     if doc.kind == "accelerate":
         context.accelerate = data
         if deepspeed_doc is not None and deepspeed_doc.data is not None:
@@ -318,14 +333,18 @@ def _dedupe(messages: list[Message]) -> list[Message]:
     return list(dict.fromkeys(messages))
 
 
-def referenced_deepspeed_file(doc: SourceDocument) -> Path | None:
-    """The ds_config.json an accelerate config points at (relative paths: from the YAML's folder, then the cwd)."""
+def referenced_deepspeed_file(doc: SourceDocument, *, cwd: Path | str | None = None) -> Path | None:
+    """The ds_config.json an accelerate config points at. With `cwd`: the file accelerate opens when launched from
+    there (relative paths count from the working directory, see referenced.py). Without (importing a file, no
+    launch in sight): beside the YAML when there is one there, else the path as written."""
     if doc.kind != "accelerate" or not isinstance(doc.data, dict):
         return None
     section = doc.data.get("deepspeed_config")
     ref = section.get("deepspeed_config_file") if isinstance(section, dict) else None
     if not isinstance(ref, str) or not ref.strip() or ref == "none":  # accelerate: "none" means no file
         return None
+    if cwd is not None:
+        return referenced.resolve(ref, Path(cwd))
     path = Path(ref).expanduser()
     if not path.is_absolute() and doc.file:
         beside = Path(doc.file).parent / path
@@ -334,46 +353,61 @@ def referenced_deepspeed_file(doc: SourceDocument) -> Path | None:
     return path
 
 
-def check_files(paths: Sequence[str | Path], *, world_size: int | None = None,
-                hf_trainer: bool | None = None) -> list[Message]:
+def check_files(paths: Sequence[str | Path], *, world_size: int | None = None, hf_trainer: bool | None = None,
+                consumer: str | None = None, consumer_why: str = "", cwd: Path | str | None = None) -> list[Message]:
     """`traindeck config check FILE...`: every file once; an accelerate config is checked together with the
     DeepSpeed config it references (or the one DeepSpeed JSON given beside it), and that DeepSpeed config gets
-    the accelerate config's world size for its batch arithmetic unless `world_size` is given."""
+    the accelerate config's world size for its batch arithmetic unless `world_size` is given. Referenced files are
+    found as accelerate launched from `cwd` (default: the current directory) finds them. Who fills "auto"
+    (`consumer`, or `hf_trainer` True/False) defaults, for a DeepSpeed config an accelerate config uses, to "the
+    HF Trainer or accelerate"."""
+    here = Path(cwd) if cwd is not None else Path.cwd()
+    if consumer is None and hf_trainer is not None:
+        consumer = "hf_trainer" if hf_trainer else "plain"
     docs = [load_file(p) for p in paths]
     accelerate_docs = [d for d in docs if d.kind == "accelerate"]
     deepspeed_docs = [d for d in docs if d.kind != "accelerate"]
     messages: list[Message] = []
     sizes: dict[int, int | None] = {}  # id(deepspeed doc) -> world size from the accelerate config using it
+    users: dict[int, str] = {}  # id(deepspeed doc) -> the accelerate config using it
     for doc in accelerate_docs:
-        ds_doc = _deepspeed_doc_for(doc, deepspeed_docs, lone=len(accelerate_docs) == 1, messages=messages)
+        messages += [doc.message(*f) for f in referenced.findings(doc.data, doc.file, here)]
+        ds_doc = _deepspeed_doc_for(doc, deepspeed_docs, lone=len(accelerate_docs) == 1, cwd=here)
         if ds_doc is not None:
             sizes[id(ds_doc)] = _world_size(doc.data)
-        messages += check_document(doc, world_size=world_size, hf_trainer=hf_trainer, deepspeed_doc=ds_doc)
+            users[id(ds_doc)] = Path(doc.file).name if doc.file else "an accelerate config"
+        messages += check_document(doc, world_size=world_size, deepspeed_doc=ds_doc, consumer=consumer,
+                                   consumer_why=consumer_why)
     for doc in deepspeed_docs:
         size = world_size if world_size is not None else sizes.get(id(doc))
-        messages += check_document(doc, world_size=size, hf_trainer=hf_trainer)
+        who, why = consumer, consumer_why
+        if who is None and id(doc) in users:
+            who, why = "integration", f"launched by accelerate: {users[id(doc)]} uses it"
+        messages += check_document(doc, world_size=size, consumer=who, consumer_why=why)
     return sort_messages(_dedupe(messages))
 
 
 def _deepspeed_doc_for(doc: SourceDocument, deepspeed_docs: list[SourceDocument], *, lone: bool,
-                       messages: list[Message]) -> SourceDocument | None:
-    """The DeepSpeed config an accelerate config uses; a referenced file not given is loaded and checked too."""
-    ref = referenced_deepspeed_file(doc)
+                       cwd: Path) -> SourceDocument | None:
+    """The DeepSpeed config an accelerate config uses; a referenced file not given is loaded and checked too.
+    When accelerate would not find it (referenced.findings says so) but the YAML's folder has it, that one is
+    checked: it is the file the user means."""
+    ref = referenced_deepspeed_file(doc, cwd=cwd)
     if ref is None:
         given = [d for d in deepspeed_docs if d.kind == "deepspeed"]
         return given[0] if lone and len(given) == 1 else None
+    if not ref.is_file():
+        beside = next((r.beside for r in referenced.references(doc.data, doc.file, cwd)
+                       if r.key[1] == "deepspeed_config_file"), None)
+        if beside is None or not beside.is_file():
+            return None
+        ref = beside
     for candidate in deepspeed_docs:
         if candidate.file and Path(candidate.file).resolve() == ref.resolve():
             return candidate
-    if not ref.exists():
-        messages.append(doc.message("error", ("deepspeed_config", "deepspeed_config_file"),
-                                    f"the DeepSpeed config file '{ref}' does not exist"))
-        return None
-    loaded = load_file(ref, kind="deepspeed")
+    loaded = load_file(os.path.normpath(ref), kind="deepspeed")  # messages name 'a/c', not 'a/b/../c'
     deepspeed_docs.append(loaded)
     return loaded
-
-
 def _world_size(accelerate: Any) -> int | None:
     """Processes in the whole job as the accelerate config describes it (num_processes counts all machines)."""
     if not isinstance(accelerate, dict):

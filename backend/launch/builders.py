@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from traindeck.backend.config import referenced
 from traindeck.backend.config.source import load_file
 from traindeck.backend.config.validate import referenced_deepspeed_file
 from traindeck.backend.launch.environ import (
@@ -131,7 +132,7 @@ def build_plan(
 
     if request.preset is not None and request.config_file is not None:
         errors.append("give a preset or a config file, not both")
-    files, accelerate, kind = _config_files(request, run_dir, cwd, errors)
+    files, accelerate, kind = _config_files(request, run_dir, cwd, errors, warnings)
     launcher: Launcher = request.launcher or (request.preset.launcher if request.preset else kind or "python")
     if launcher not in LAUNCHERS:
         errors.append(f"unknown launcher {launcher!r}: choose one of {', '.join(LAUNCHERS)}")
@@ -201,7 +202,7 @@ def build_plan(
                       errors=errors, warnings=warnings, python=python, run_dir=str(run_dir), ds_config_path=ds_path)
 
 
-def _config_files(request: LaunchRequest, run_dir: Path, cwd: str, errors: list[str]
+def _config_files(request: LaunchRequest, run_dir: Path, cwd: str, errors: list[str], warnings: list[str]
                   ) -> tuple[dict[str, str], dict[str, Any] | None, Launcher | None]:
     """(files for the run directory, the accelerate config as data, the config file's kind)."""
     if request.preset is not None:
@@ -219,11 +220,22 @@ def _config_files(request: LaunchRequest, run_dir: Path, cwd: str, errors: list[
         return {DS_CONFIG: doc.text}, None, "deepspeed"
     files: dict[str, str] = {ACCELERATE_CONFIG: doc.text}
     accelerate: dict[str, Any] = doc.data
-    referenced = referenced_deepspeed_file(doc)
-    if referenced is not None:
+    # Found as `accelerate launch` run from the run's working directory finds it (config/referenced.py), and
+    # said when the YAML's own folder holds another file, or the only one.
+    # The run's copy of the YAML names the snapshot by absolute path, so a file found only beside the YAML still
+    # works here: that is said (a hand-run `accelerate launch` from the same folder would stop) and used.
+    ref_file = referenced_deepspeed_file(doc, cwd=cwd)
+    beside = next((r.beside for r in referenced.references(doc.data, doc.file, Path(cwd))
+                   if r.key[1] == "deepspeed_config_file" and r.beside is not None and r.beside.is_file()), None)
+    for severity, key, text in referenced.findings(doc.data, doc.file, Path(cwd)) if beside else []:
+        if key == ("deepspeed_config", "deepspeed_config_file"):
+            if severity == "error":
+                ref_file, text = beside, text + "; this run uses the YAML's folder's file"
+            warnings.append(f"{path}: deepspeed_config.deepspeed_config_file: {text}")
+    if ref_file is not None:
         # Snapshot the DeepSpeed config into the run directory too, and point the copy of the YAML at it, so the
         # run keeps working (and can be re-run) when the user edits or moves the original.
-        ds_file = referenced if referenced.is_absolute() else Path(cwd) / referenced
+        ds_file = ref_file
         try:
             files[DS_CONFIG] = ds_file.read_text(encoding="utf-8-sig")
         except OSError as exc:

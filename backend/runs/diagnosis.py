@@ -1,8 +1,12 @@
 """Why a run ended the way it did, in one plain sentence with the evidence behind it.
 
 Pure functions over an `Evidence` record collected by the supervisor (exit statuses of the launcher and of each
-rank, the tail of the log, OOM-kill counters, memory high-water marks); nothing here touches the system, so every
-rule is unit-tested with hand-made evidence.
+rank, the tail of the log, OOM-kill counters, the ranks' cgroup memory limit, memory high-water marks); nothing
+here touches the system, so every rule is unit-tested with hand-made evidence.
+
+First failure wins: the run is explained by the rank that ended first and by that rank's own output (its lines
+carry "[rankN]: " tags); what the other ranks and the launcher said after it (a peer lost, a collective timed
+out, SIGTERM from the launcher) is listed as follow-ons, never as the cause.
 """
 
 from __future__ import annotations
@@ -12,6 +16,10 @@ import signal
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+from traindeck.backend.runs import failures
+from traindeck.backend.runs.cgroups import MemoryLimit
+from traindeck.backend.runs.failures import ErrorLine
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,26 @@ class Evidence:
     min_available_ram: int | None = None
     start_error: str | None = None  # the launcher could not be started at all
     supervisor_lost: bool = False
+    memory_limit: MemoryLimit | None = None  # the ranks' cgroup and its limit, where readable
+    cgroup_oom_kills_during_run: int | None = None  # delta of that cgroup's own OOM-kill counter
+
+
+def evidence_to_json(ev: Evidence) -> dict[str, Any]:
+    """The evidence as the supervisor keeps it next to the log (the log tail left out: output.log has it all)."""
+    data = asdict(ev)
+    data.pop("log_tail", None)
+    data["kernel_oom_pids"] = {str(pid): text for pid, text in ev.kernel_oom_pids.items()}
+    return data
+
+
+def evidence_from_json(data: dict[str, Any], log_tail: list[str]) -> Evidence:
+    """Evidence written by evidence_to_json, with the log tail read again (replays of recorded runs)."""
+    fields = dict(data)
+    fields["ends"] = [ProcessEnd(**end) for end in fields.get("ends", [])]
+    fields["kernel_oom_pids"] = {int(pid): text for pid, text in (fields.get("kernel_oom_pids") or {}).items()}
+    if fields.get("memory_limit") is not None:
+        fields["memory_limit"] = MemoryLimit(**fields["memory_limit"])
+    return Evidence(**fields, log_tail=log_tail)
 
 
 @dataclass(frozen=True)
@@ -49,47 +77,21 @@ class Diagnosis:
     rank: int | None = None
     evidence: list[str] = field(default_factory=list)
     advice: str = ""
+    follow_ons: list[str] = field(default_factory=list)  # what failed after the cause, because of it
+    memory: str = ""  # which memory ran out: "host" (RAM), "cgroup" (the run's limit), "cuda"; "" = not memory
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
+# Which memory ran out (the "memory" field), in words for `runs show` and the Runs page.
+MEMORY_WORDS = {"host": "host RAM", "cgroup": "the run's cgroup memory limit", "cuda": "GPU memory"}
+
 KINDS = (
-    "succeeded", "stopped", "start_failed", "lost", "host_oom", "cuda_oom", "collective_timeout", "port_in_use",
-    "missing_module", "deepspeed_batch_size", "config_error", "exception", "killed", "exit_code",
+    "succeeded", "stopped", "start_failed", "lost", "host_oom", "cgroup_oom", "cpu_alloc", "cuda_oom",
+    "collective_timeout", "peer_lost", "port_in_use", "missing_module", "deepspeed_batch_size", "config_error",
+    "exception", "killed", "exit_code",
 )
-
-_CUDA_OOM = re.compile(r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED"
-                       r"|HIP out of memory|XPU out of memory")
-_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|NCCL (?:communicator|operation).*timed? ?out"
-                      r"|ProcessGroupNCCL.*[Tt]imeout|\[Gloo\].*[Tt]imed? ?out|gloo.*Timed out|DistStoreError.*[Tt]imeout"
-                      r"|Timed out (?:after|waiting).*(?:store|rendezvous|clients)|Socket Timeout|NCCL_TIMEOUT"
-                      r"|wait timeout after \d+ms")
-_PORT = re.compile(r"EADDRINUSE|[Aa]ddress already in use|server socket has failed to (?:listen|bind)"
-                   r"|errno: 98")
-_MISSING = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
-_DS_BATCH = re.compile(r"train_batch_size is not equal to micro_batch_per_gpu \* gradient_acc_step \* world_size"
-                       r"[^\n]*")
-_CONFIG = re.compile(r"(?:pydantic(?:_core)?\.)?(?:_core\.)?ValidationError: \d+ validation errors? for \w+"
-                     r"|\d+ validation errors? for DeepSpeed\w*"
-                     r"|json\.decoder\.JSONDecodeError: .*|yaml\.\w+\.\w+Error: .*"
-                     r"|(?:ValueError|KeyError|TypeError|AssertionError): .*(?:config|deepspeed_config|zero_optimization"
-                     r"|accelerate).*")
-_EXCEPTION = re.compile(r"^(?:\[rank\d+\]: )?(?P<name>(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit))"
-                        r"(?::\s*(?P<message>.*))?$")
-
-
-def _find(pattern: re.Pattern[str], lines: list[str]) -> tuple[int, str] | None:
-    """The last line matching (index, line)."""
-    for index in range(len(lines) - 1, -1, -1):
-        if pattern.search(lines[index]):
-            return index, lines[index]
-    return None
-
-
-def _rank_of_line(line: str) -> int | None:
-    match = re.match(r"^\[rank(\d+)\]:", line)
-    return int(match.group(1)) if match else None
 
 
 def _ended(code: int | None) -> str:
@@ -145,8 +147,194 @@ def fill_unseen_codes(ends: list[ProcessEnd], lines: list[str]) -> list[ProcessE
     return filled
 
 
+@dataclass(frozen=True)
+class _Blame:
+    rank: int | None
+    error: ErrorLine | None  # the cause in that rank's own lines (None: it printed none)
+    tagged: bool  # the error line carried the rank's tag
+    note: str = ""  # why the rank that ended first is not the one blamed
+    witness: tuple[int, ErrorLine] | None = None  # a later rank's consequence, when the blamed one printed nothing
+
+
+def _ordered_ranks(ends: list[ProcessEnd], own: dict[int, list[str]]) -> list[int]:
+    """Ranks in the order they ended (bad ends first among equals), then those never seen ending."""
+    seen: list[int] = []
+    for end in sorted((e for e in ends if e.role == "rank" and e.rank is not None), key=lambda e: e.t):
+        assert end.rank is not None
+        if end.rank not in seen:
+            seen.append(end.rank)
+    return seen + sorted(r for r in own if r not in seen)
+
+
+def _blame(first: ProcessEnd | None, ends: list[ProcessEnd], lines: list[str],
+           own: dict[int, list[str]], positions: dict[int, list[int]]) -> _Blame:
+    if not own:  # no rank tags (one process, or tags off): the whole log speaks for the run
+        rank = first.rank if first is not None else None
+        return _Blame(rank, failures.cause(lines) or failures.consequence(lines), False)
+    if first is not None and first.rank is not None:
+        error = failures.cause(own.get(first.rank, []))
+        if error is not None:
+            return _Blame(first.rank, error, True)
+        # The first rank printed no cause. A signal (SIGKILL, ...) ended it: that is the cause, whatever the others
+        # printed after. An exit code without a message: the rank whose own error says why is the better witness.
+        if first.returncode is None or first.returncode >= 0:
+            for rank in _ordered_ranks(ends, own):
+                other = failures.cause(own.get(rank, []))
+                if rank != first.rank and other is not None:
+                    return _Blame(rank, other, True, f"rank {first.rank} ended first ({_ended(first.returncode)}) "
+                                                     "without printing an error of its own")
+        mine = failures.consequence(own.get(first.rank, []))
+        witness = None
+        if mine is None:
+            witness = next(((r, e) for r in _ordered_ranks(ends, own)
+                            if r != first.rank and (e := failures.consequence(own.get(r, []))) is not None), None)
+        return _Blame(first.rank, mine, True, witness=witness)
+    # Nobody seen ending: the earliest cause in the log, else the earliest consequence.
+    causes = [(positions[r][e.index], r, e) for r in own if (e := failures.cause(own[r])) is not None]
+    if not causes:
+        causes = [(positions[r][e.index], r, e) for r in own if (e := failures.consequence(own[r])) is not None]
+    if causes:
+        _pos, rank, error = min(causes, key=lambda c: c[0])
+        return _Blame(rank, error, True)
+    untagged = [line for line in lines if failures.rank_of_line(line) is None]
+    return _Blame(None, failures.cause(untagged) or failures.consequence(untagged), False)
+
+
+def _split(lines: list[str]) -> tuple[dict[int, list[str]], dict[int, list[int]]]:
+    own: dict[int, list[str]] = {}
+    positions: dict[int, list[int]] = {}
+    for index, line in enumerate(lines):
+        rank = failures.rank_of_line(line)
+        if rank is not None:
+            own.setdefault(rank, []).append(re.sub(r"^\[rank\d+\]:\s?", "", line))
+            positions.setdefault(rank, []).append(index)
+    return own, positions
+
+
+def _follow_ons(blamed: int | None, ends: list[ProcessEnd], lines: list[str], own: dict[int, list[str]]) -> list[str]:
+    """What the other ranks and the launcher did after the blamed rank failed: consequences, not causes."""
+    items: list[str] = []
+    end_of: dict[int | None, ProcessEnd] = {}
+    for end in sorted((e for e in ends if e.role == "rank" and e.rank is not None), key=lambda e: e.t):
+        end_of.setdefault(end.rank, end)
+    blamed_end = end_of.get(blamed)
+    for rank in _ordered_ranks(ends, own):
+        if rank == blamed:
+            continue
+        said = failures.consequence(own.get(rank, [])) or failures.cause(own.get(rank, []))
+        ended = end_of.get(rank)
+        how = ""
+        if ended is not None and ended.returncode not in (0, None):
+            how = _ended(ended.returncode)
+            if blamed_end is not None and ended.t >= blamed_end.t:
+                how += f" {ended.t - blamed_end.t:.1f} s after rank {blamed} ended"
+            if ended.returncode in (-signal.SIGTERM, -signal.SIGKILL) and said is None:
+                how += " (the launcher ends the other ranks when one fails)"
+        if said is not None:
+            items.append(f"rank {rank}: {said.text}" + (f" ({how})" if how else ""))
+        elif how:
+            items.append(f"rank {rank} {how}")
+    if own:  # the launcher's own summary of the failure (untagged lines)
+        untagged = [line for line in lines if failures.rank_of_line(line) is None]
+        summary = failures.consequence(untagged)
+        if summary is not None:
+            items.append(f"launcher: {summary.text}")
+    return items
+
+
+def _silent_survivors(rank: int | None, ends: list[ProcessEnd], own: dict[int, list[str]]) -> list[int]:
+    """Ranks that outlived `rank` and printed no error of their own: after a collective timeout, the suspects."""
+    mine = next((e for e in sorted(ends, key=lambda e: e.t) if e.role == "rank" and e.rank == rank), None)
+    if mine is None or not own:
+        return []
+    return sorted({e.rank for e in ends if e.role == "rank" and e.rank is not None and e.rank != rank
+                   and e.t > mine.t and failures.cause(own.get(e.rank, [])) is None
+                   and failures.consequence(own.get(e.rank, [])) is None})
+
+
+def _who(rank: int | None, default: str = "The run") -> str:
+    return f"Rank {rank}" if rank is not None else default
+
+
+def _limit_text(limit: MemoryLimit) -> str:
+    assert limit.limit_bytes is not None
+    return f"{_gib(limit.limit_bytes)}, set by {limit.owner}"
+
+
+def _memory_kill(ev: Evidence, blame: _Blame, first: ProcessEnd | None, facts: list[str],
+                 follow_ons: list[str]) -> Diagnosis | None:
+    """An OOM kill: named by the kernel log, or a SIGKILL with counters or memory peaks pointing at memory. Tells the
+    run's cgroup limit from the host's RAM."""
+    limit = ev.memory_limit if ev.memory_limit is not None and ev.memory_limit.limit_bytes else None
+    oom_pids = [e for e in sorted(ev.ends, key=lambda e: e.t) if e.pid in ev.kernel_oom_pids]
+    blamed_end = next((e for e in sorted(ev.ends, key=lambda e: e.t) if e.role == "rank" and e.rank == blame.rank),
+                      None)
+    if oom_pids and blame.error is not None and not blame.error.consequence and blame.rank != oom_pids[0].rank \
+            and blamed_end is not None and blamed_end.t < oom_pids[0].t:
+        # Another rank had already failed by itself: the later OOM kill is one more thing that went wrong after.
+        follow_ons.append(f"rank {oom_pids[0].rank}: {ev.kernel_oom_pids[oom_pids[0].pid]}")
+        return None
+    if oom_pids:
+        end = oom_pids[0]
+        message = ev.kernel_oom_pids[end.pid]
+        in_cgroup = "Memory cgroup out of memory" in message or "oom_memcg=" in message
+        return _oom(end.rank, in_cgroup, limit, [message, *facts], follow_ons, by_kernel=True)
+    sigkill = (first is not None and first.returncode == -signal.SIGKILL) or any(
+        e.returncode == -signal.SIGKILL for e in ev.ends) or any(
+        re.search(r"return code = -9\b|exit ?code:? -9\b|Signal 9 \(SIGKILL\)", line) for line in ev.log_tail[-50:])
+    if not sigkill or (blame.error is not None and not blame.error.consequence):
+        return None
+    evidence = list(facts)
+    cgroup_counted = bool(ev.cgroup_oom_kills_during_run) and not ev.kernel_log_readable
+    # Host-wide counters also count other programs' OOM kills: only used when the kernel log cannot tell.
+    counted = bool(ev.oom_kills_during_run) and not ev.kernel_log_readable
+    near_limit = (limit is not None and limit.limit_bytes and ev.peak_rank_rss is not None
+                  and ev.peak_rank_rss > 0.85 * limit.limit_bytes)
+    if limit is not None and (cgroup_counted or near_limit):
+        if cgroup_counted:
+            evidence.append(f"the run's cgroup counted {ev.cgroup_oom_kills_during_run} OOM kill(s) during the run")
+        if near_limit and ev.peak_rank_rss is not None and limit.limit_bytes:
+            evidence.append(f"the ranks used up to {_gib(ev.peak_rank_rss)} of the {_gib(limit.limit_bytes)} limit")
+        return _oom(blame.rank, True, limit, evidence, follow_ons, by_kernel=False)
+    low_memory = (ev.min_available_ram is not None and ev.total_ram
+                  and ev.min_available_ram < 0.05 * ev.total_ram)
+    near_total = (ev.peak_rank_rss is not None and ev.total_ram and ev.peak_rank_rss > 0.85 * ev.total_ram)
+    if not (counted or low_memory or near_total):
+        return None
+    if counted:
+        evidence.append(f"the kernel counted {ev.oom_kills_during_run} OOM kill(s) during the run")
+    if low_memory and ev.min_available_ram is not None and ev.total_ram:
+        evidence.append(f"available host RAM fell to {_gib(ev.min_available_ram)} of {_gib(ev.total_ram)}")
+    if near_total and ev.peak_rank_rss is not None and ev.total_ram:
+        evidence.append(f"the ranks used up to {_gib(ev.peak_rank_rss)} of {_gib(ev.total_ram)} RAM together")
+    return _oom(blame.rank, False, limit, evidence, follow_ons, by_kernel=False)
+
+
+def _oom(rank: int | None, in_cgroup: bool, limit: MemoryLimit | None, evidence: list[str], follow_ons: list[str],
+         by_kernel: bool) -> Diagnosis:
+    who = _who(rank, "A rank")
+    if in_cgroup:
+        where = f" ({_limit_text(limit)})" if limit is not None else ""
+        if limit is not None:
+            evidence.append(f"the run's cgroup {limit.cgroup} is limited to {_limit_text(limit)}")
+        killer = "the kernel's out-of-memory killer" if by_kernel else "SIGKILL"
+        return Diagnosis(
+            f"{who} was killed by {killer} at the run's memory limit{where}, not because the host ran out of RAM.",
+            "cgroup_oom", rank=rank, evidence=evidence, follow_ons=follow_ons, memory="cgroup",
+            advice="Raise the memory limit: ask the scheduler for more (Slurm --mem / --mem-per-cpu), give the "
+                   "container more (--memory), or raise the unit's MemoryMax=; or make the job fit it: offload less, "
+                   "lower the batch size, use fewer ranks.")
+    if by_kernel:
+        summary = f"{who} was killed by the kernel's out-of-memory killer: the host ran out of RAM."
+    else:
+        summary = f"{who} was killed (SIGKILL) when the host ran out of memory (out-of-memory kill)."
+    return Diagnosis(summary, "host_oom", rank=rank, evidence=evidence, follow_ons=follow_ons, memory="host",
+                     advice="Offloading (optimizer/parameters to CPU) uses host RAM: offload less, lower the batch "
+                            "size, use fewer ranks per host, or add RAM/swap.")
+
+
 def diagnose(ev: Evidence) -> Diagnosis:
-    """The most specific explanation the evidence supports, most telling causes first."""
+    """The most specific explanation the evidence supports for the rank that failed first."""
     lines = ev.log_tail
     facts: list[str] = []
     ev = replace(ev, ends=fill_unseen_codes(ev.ends, lines))
@@ -156,7 +344,6 @@ def diagnose(ev: Evidence) -> Diagnosis:
                      f"{time.strftime('%H:%M:%S', time.localtime(first.t))}, before the other ranks")
     if ev.launcher_returncode is not None:
         facts.append(f"the launcher {_ended(ev.launcher_returncode)}")
-    rank = first.rank if first is not None else None
 
     if ev.start_error:
         return Diagnosis(f"The launcher could not be started: {ev.start_error}.", "start_failed",
@@ -168,111 +355,125 @@ def diagnose(ev: Evidence) -> Diagnosis:
         detail = f" {ev.stop_detail}" if ev.stop_detail else ""
         return Diagnosis(f"Stopped on request{detail}.", "stopped", evidence=facts)
 
-    killed = [e for e in ev.ends if e.returncode == -signal.SIGKILL]
-    oom_pids = [e for e in ev.ends if e.pid in ev.kernel_oom_pids]
-    if oom_pids:
-        end = oom_pids[0]
-        return Diagnosis(
-            f"Rank {end.rank} was killed by the kernel's out-of-memory killer: the host ran out of RAM.", "host_oom",
-            rank=end.rank, evidence=[ev.kernel_oom_pids[end.pid], *facts],
-            advice="Offloading (optimizer/parameters to CPU) uses host RAM: offload less, lower the batch size, "
-                   "use fewer ranks per host, or add RAM/swap.")
-    low_memory = (ev.min_available_ram is not None and ev.total_ram
-                  and ev.min_available_ram < 0.05 * ev.total_ram)
-    near_total = (ev.peak_rank_rss is not None and ev.total_ram and ev.peak_rank_rss > 0.85 * ev.total_ram)
-    sigkill_rank = (first is not None and first.returncode == -signal.SIGKILL) or bool(killed) or any(
-        re.search(r"return code = -9\b|exit ?code:? -9\b|Signal 9 \(SIGKILL\)", line) for line in lines[-50:])
-    # Host-wide counters also count other programs' OOM kills: only used when the kernel log cannot tell.
-    counted = bool(ev.oom_kills_during_run) and not ev.kernel_log_readable
-    if sigkill_rank and (counted or low_memory or near_total):
-        evidence = list(facts)
-        if counted:
-            evidence.append(f"the kernel counted {ev.oom_kills_during_run} OOM kill(s) during the run")
-        if low_memory and ev.min_available_ram is not None and ev.total_ram:
-            evidence.append(f"available host RAM fell to {_gib(ev.min_available_ram)} of {_gib(ev.total_ram)}")
-        if near_total and ev.peak_rank_rss is not None and ev.total_ram:
-            evidence.append(f"the ranks used up to {_gib(ev.peak_rank_rss)} of {_gib(ev.total_ram)} RAM together")
-        who = f"Rank {rank}" if rank is not None else "A rank"
-        return Diagnosis(f"{who} was killed (SIGKILL) when the host ran out of memory (out-of-memory kill).",
-                         "host_oom", rank=rank, evidence=evidence,
-                         advice="Offloading uses host RAM: offload less, lower the batch size, use fewer ranks, "
-                                "or add RAM/swap.")
+    own, positions = _split(lines)
+    blame = _blame(first, ev.ends, lines, own, positions)
+    if blame.note:
+        facts.insert(0, blame.note)
+    follow_ons = _follow_ons(blame.rank, ev.ends, lines, own) if own else []
+    killed = _memory_kill(ev, blame, first, facts, follow_ons)
+    if killed is not None:
+        return killed
+    error = blame.error
+    def verbatim(rank: int | None, found: ErrorLine) -> str:  # the log's own line, tag and all
+        if rank is not None and rank in positions and 0 <= found.index < len(positions[rank]):
+            return lines[positions[rank][found.index]].strip()
+        return found.text
 
-    for kind, pattern, summary, advice in (
-        ("cuda_oom", _CUDA_OOM, "ran out of GPU memory (CUDA out of memory)",
-         "Lower the micro-batch size, enable activation checkpointing, or use a higher ZeRO stage / offload."),
-        ("deepspeed_batch_size", _DS_BATCH,
-         "stopped on DeepSpeed's batch-size check: train_batch_size must equal micro-batch x gradient accumulation"
-         " x world size", "Fix train_batch_size (or set it to \"auto\" with the HF Trainer) for this world size."),
-        ("port_in_use", _PORT, "could not open its rendezvous port: the address is already in use",
-         "Another job holds the port: leave the port unset so traindeck picks a free one, or stop the other job."),
-        ("collective_timeout", _TIMEOUT, "timed out in a collective operation (NCCL/gloo): another rank stopped "
-         "answering", "Look at the rank that ended first or hung; raise the timeout only if a step is truly slow."),
-    ):
-        hit = _find(pattern, lines)
-        if hit:
-            line_rank = _rank_of_line(hit[1])
-            who_rank = line_rank if line_rank is not None else rank
-            who = f"Rank {who_rank}" if who_rank is not None else "The run"
-            return Diagnosis(f"{who} {summary}.", kind, rank=who_rank, evidence=[hit[1].strip(), *facts],
-                             advice=advice)
+    quoted = [verbatim(blame.rank, error) if blame.tagged else error.text] if error is not None else []
+    rank = blame.rank
 
-    missing = _find(_MISSING, lines)
-    if missing:
-        match = _MISSING.search(missing[1])
-        assert match is not None
-        name = match.group(1)
-        return Diagnosis(f"The training Python has no module named '{name}'.", "missing_module",
-                         rank=_rank_of_line(missing[1]), evidence=[missing[1].strip(), *facts],
-                         advice=f"Install it into the training interpreter (python -m pip install "
-                                f"{name.split('.')[0]}) or choose another one with --python.")
-    config = _find(_CONFIG, lines)
-    if config:
-        return Diagnosis("The run stopped on a configuration error.", "config_error", rank=_rank_of_line(config[1]),
-                         evidence=[config[1].strip(), *_following(lines, config[0]), *facts],
-                         advice="Check the config with `traindeck config check`.")
+    if error is not None and not error.consequence:
+        made = _from_cause(error, rank, quoted + facts, lines if not blame.tagged else own.get(rank or 0, []), ev)
+        if made is not None:
+            return replace(made, follow_ons=follow_ons)
 
-    exception = _last_exception(lines)
-    if first is not None and first.returncode is not None and first.returncode < 0:
-        how = _ended(first.returncode)
-        return Diagnosis(f"Rank {first.rank} {how}; the other ranks were ended after it.", "killed", rank=first.rank,
-                         evidence=facts + ([exception] if exception else []),
+    blamed_end = next((e for e in sorted(ev.ends, key=lambda e: e.t) if e.role == "rank" and e.rank == rank), first)
+    if blamed_end is not None and blamed_end.returncode is not None and blamed_end.returncode < 0:
+        how = _ended(blamed_end.returncode)
+        silent = "" if error is not None else " without printing an error of its own"
+        return Diagnosis(f"Rank {blamed_end.rank} {how}{silent}; the other ranks were ended after it.", "killed",
+                         rank=blamed_end.rank, evidence=quoted + facts, follow_ons=follow_ons,
                          advice="Something outside the job sent the signal (a user, a scheduler, the OOM killer "
-                                "when its log is not readable)." if first.returncode == -signal.SIGKILL else "")
-    if exception:
-        who_rank = _rank_of_line(exception)
-        if who_rank is None:
-            who_rank = rank
-        who = f"Rank {who_rank}" if who_rank is not None else "The script"
-        text = re.sub(r"^\[rank\d+\]: ", "", exception)
-        return Diagnosis(f"{who} raised {text}".rstrip(".") + ".", "exception", rank=who_rank,
-                         evidence=[exception, *facts])
+                                "when its log is not readable)." if blamed_end.returncode == -signal.SIGKILL else "")
+    if error is None and blame.witness is not None and blame.witness[1].kind in ("collective_timeout", "peer_lost"):
+        # The first rank said nothing; what a later rank saw is the best description of the failure.
+        other, seen = blame.witness
+        what = "timed out in a collective operation (NCCL/gloo)" if seen.kind == "collective_timeout" else \
+            "lost its connection to it (NCCL/gloo)"
+        how = _ended(blamed_end.returncode) if blamed_end is not None else "ended"
+        return Diagnosis(f"{_who(rank)} {how} first without printing an error of its own; rank {other} then {what}.",
+                         seen.kind, rank=rank, evidence=[verbatim(other, seen), *facts],
+                         follow_ons=follow_ons,
+                         advice="The first rank's end is the cause: look at its output and at the kernel log "
+                                "(dmesg) for why it stopped.")
+    if error is not None and error.kind in ("collective_timeout", "peer_lost"):
+        who = _who(rank)
+        if error.kind == "collective_timeout":
+            summary = f"{who} timed out in a collective operation (NCCL/gloo): another rank stopped answering."
+            silent = _silent_survivors(rank, ev.ends, own)
+            if silent:
+                quoted.append(f"rank(s) {', '.join(map(str, silent))} printed no error and were still running "
+                              f"when rank {rank} timed out: the likely one(s) that stopped answering (hung or slow)")
+            advice = "Look at the rank that ended first or hung; raise the timeout only if a step is truly slow."
+        else:
+            summary = f"{who} lost its connection to another rank (NCCL/gloo): that rank crashed or was killed first."
+            advice = "Look for the rank that ended first: its own output or the kernel log says why it went."
+        return Diagnosis(summary, error.kind, rank=rank, evidence=quoted + facts, advice=advice,
+                         follow_ons=follow_ons)
     code = ev.launcher_returncode
-    if first is not None and first.returncode not in (None, 0):
-        return Diagnosis(f"Rank {first.rank} {_ended(first.returncode)}.", "exit_code", rank=first.rank,
-                         evidence=facts)
+    if blamed_end is not None and blamed_end.returncode not in (None, 0):
+        return Diagnosis(f"Rank {blamed_end.rank} {_ended(blamed_end.returncode)}.", "exit_code", rank=blamed_end.rank,
+                         evidence=[f"rank {blamed_end.rank} printed no error of its own", *facts] if own else facts,
+                         follow_ons=follow_ons)
     if code is not None and code < 0:
-        return Diagnosis(f"The launcher {_ended(code)}.", "killed", evidence=facts)
+        return Diagnosis(f"The launcher {_ended(code)}.", "killed", evidence=facts, follow_ons=follow_ons)
     if code not in (None, 0):
-        return Diagnosis(f"The run {_ended(code)}.", "exit_code", evidence=facts)
+        return Diagnosis(f"The run {_ended(code)}.", "exit_code", evidence=quoted + facts, follow_ons=follow_ons)
     if first is not None:
         return Diagnosis(f"Rank {first.rank} ended before the others without a visible error.", "exit_code",
-                         rank=first.rank, evidence=facts)
+                         rank=first.rank, evidence=facts, follow_ons=follow_ons)
     return Diagnosis("The run finished successfully.", "succeeded", evidence=facts)
+
+
+def _from_cause(error: ErrorLine, rank: int | None, evidence: list[str], own_lines: list[str],
+                ev: Evidence) -> Diagnosis | None:
+    """The diagnosis for an error a rank (or the script) printed itself."""
+    who = _who(rank)
+    kind = error.kind
+    if kind == "cuda_oom":
+        device = failures.cuda_device(error.text)
+        return Diagnosis(f"{who} ran out of GPU memory{f' on {device}' if device else ''} (CUDA out of memory).",
+                         "cuda_oom", rank=rank, evidence=evidence, memory="cuda",
+                         advice="Lower the micro-batch size, enable activation checkpointing, or use a higher ZeRO "
+                                "stage / offload.")
+    if kind == "cpu_alloc":
+        wanted = failures.wanted_bytes(error.text)
+        size = f" of {_gib(wanted)}" if wanted else ""
+        limit = ev.memory_limit if ev.memory_limit is not None and ev.memory_limit.limit_bytes else None
+        if limit is not None:
+            evidence = [*evidence, f"the run's cgroup {limit.cgroup} is limited to {_limit_text(limit)}"]
+        advice = ("Host memory (RAM, or a limit on the process: ulimit -v, the run's cgroup) could not hold it: lower "
+                  "the batch size, offload less, use fewer ranks per host")
+        advice += f", or raise the limit set by {limit.owner}." if limit is not None else "."
+        return Diagnosis(f"{who} ran out of host memory: the CPU allocator refused an allocation{size}.",
+                         "cpu_alloc", rank=rank, evidence=evidence, memory="host", advice=advice)
+    if kind == "deepspeed_batch_size":
+        return Diagnosis(f"{who} stopped on DeepSpeed's batch-size check: train_batch_size must equal micro-batch x "
+                         "gradient accumulation x world size.", kind, rank=rank, evidence=evidence,
+                         advice="Fix train_batch_size (or set it to \"auto\" with the HF Trainer) for this world size.")
+    if kind == "port_in_use":
+        return Diagnosis(f"{who} could not open its rendezvous port: the address is already in use.", kind, rank=rank,
+                         evidence=evidence, advice="Another job holds the port: leave the port unset so traindeck "
+                                                   "picks a free one, or stop the other job.")
+    if kind == "missing_module":
+        match = failures.MISSING.search(error.text)
+        assert match is not None
+        name = match.group(1)
+        return Diagnosis(f"The training Python has no module named '{name}'.", kind, rank=rank, evidence=evidence,
+                         advice=f"Install it into the training interpreter (python -m pip install "
+                                f"{name.split('.')[0]}) or choose another one with --python.")
+    if kind == "config_error":
+        return Diagnosis("The run stopped on a configuration error.", kind, rank=rank,
+                         evidence=[evidence[0], *_following(own_lines, error.index), *evidence[1:]],
+                         advice="Check the config with `traindeck config check`.")
+    if kind == "exception":
+        return Diagnosis(f"{_who(rank, 'The script')} raised {error.text}".rstrip(".") + ".", "exception", rank=rank,
+                         evidence=evidence)
+    return None
 
 
 def _following(lines: list[str], index: int, count: int = 3) -> list[str]:
     return [line.strip() for line in lines[index + 1:index + 1 + count] if line.strip()]
-
-
-def _last_exception(lines: list[str]) -> str | None:
-    """The last `SomethingError: message` line of a traceback, skipping launcher noise after it."""
-    for index in range(len(lines) - 1, -1, -1):
-        line = lines[index].strip()
-        match = _EXCEPTION.match(line)
-        if match and match["name"] not in ("SystemExit",) and "subprocess.CalledProcessError" not in line:
-            return line
-    return None
 
 
 def is_success(ev: Evidence) -> bool:

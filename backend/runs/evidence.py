@@ -59,11 +59,14 @@ def _cgroup_oom_kills() -> int | None:
 
 
 _KMSG_KILLED = re.compile(r"(?:Killed process (?P<pid1>\d+)|oom-kill:.*?[ ,]pid=(?P<pid2>\d+))")
+_KMSG_MEMCG = re.compile(r"constraint=CONSTRAINT_MEMCG.*?oom_memcg=(?P<memcg>[^,\s]+)")
 
 
 def kernel_oom_kills(since_boot_s: float | None = None) -> dict[int, str] | None:
     """{pid: kernel message} for OOM kills in the kernel log (/dev/kmsg), or None when it cannot be read.
 
+    The message is the "Killed process" line ("Out of memory: ..." for the host, "Memory cgroup out of memory: ..."
+    at a cgroup's limit), with " [oom_memcg=PATH]" added when the kernel named the cgroup whose limit was hit.
     `since_boot_s` skips older messages (kmsg stamps are seconds since boot).
     """
     try:
@@ -71,6 +74,7 @@ def kernel_oom_kills(since_boot_s: float | None = None) -> dict[int, str] | None
     except OSError:
         return None
     found: dict[int, str] = {}
+    memcg: dict[int, str] = {}
     try:
         for _ in range(200_000):
             try:
@@ -92,10 +96,16 @@ def kernel_oom_kills(since_boot_s: float | None = None) -> dict[int, str] | None
             match = _KMSG_KILLED.search(message)
             if match:
                 pid = int(match["pid1"] or match["pid2"])
-                found[pid] = message.strip().splitlines()[0]
+                line = message.strip().splitlines()[0]
+                cgroup = _KMSG_MEMCG.search(line)
+                if cgroup:
+                    memcg[pid] = cgroup["memcg"]
+                if match["pid1"] or pid not in found:  # the "Killed process" line says it best
+                    found[pid] = line
     finally:
         os.close(fd)
-    return found
+    return {pid: text + (f" [oom_memcg={memcg[pid]}]" if pid in memcg and "oom_memcg=" not in text else "")
+            for pid, text in found.items()}
 
 
 def log_tail(path: Path, max_bytes: int = 256 * 1024, max_lines: int = 400) -> list[str]:

@@ -5,6 +5,7 @@
         <config files>            the plan's files: accelerate_config.yaml, ds_config.json
         output.log                every byte the launcher and its ranks wrote to stdout/stderr, in order, whole
         supervisor.log            the supervisor's own messages (and its traceback if it ever crashes)
+        evidence.json             what the supervisor saw at the end (exits, OOM kills, memory limit; not the log)
         stop                      present when a stop was requested (JSON: grace, requested_at); see request_stop
 
 Run ids sort by time and read as one: 20261121-171503-ab12 (local time of creation + 4 random hex digits).
@@ -58,6 +59,10 @@ class RunDir:
     @property
     def supervisor_log(self) -> Path:
         return self.path / SUPERVISOR_LOG
+
+    @property
+    def evidence(self) -> Path:
+        return self.path / "evidence.json"
 
     @property
     def stop_file(self) -> Path:

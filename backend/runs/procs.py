@@ -120,6 +120,30 @@ def environ_value(pid: int, name: str) -> str | None:
     return None
 
 
+def rank_number(pid: int, parent_pid: int | None) -> int | None:
+    """The rank a process is, if it is one of the launcher's rank processes, else None.
+
+    A rank is the topmost process carrying RANK: its children (compilers of a DeepSpeed op build, data-loader
+    workers, py-cpuinfo) inherit the variable and are never ranks. A child is told by its parent's RANK, or, when
+    the parent is already gone or unreadable (a zombie's environment cannot be read), by the run's sitecustomize
+    stamp TRAINDECK_RANK_TAGS_PID: the rank writes its own pid there, so a process started by a rank inherits
+    another process's pid in it.
+    """
+    rank_text = environ_value(pid, "RANK")
+    if rank_text is None or not rank_text.isdigit():
+        return None
+    parent_rank = environ_value(parent_pid, "RANK") if parent_pid else None
+    if parent_rank == rank_text:
+        return None
+    stamped = environ_value(pid, "TRAINDECK_RANK_TAGS_PID")
+    if stamped is not None and stamped.isdigit() and stamped != str(pid):
+        # Stamped by an ancestor: a rank (gone, or with our RANK) makes us its child; a launcher that happened to
+        # run with RANK set itself (another RANK) does not.
+        if environ_value(int(stamped), "RANK") in (None, rank_text):
+            return None
+    return int(rank_text)
+
+
 def marked_processes(run_id: str, exclude: Iterable[int] = ()) -> list[psutil.Process]:
     """Every live process whose environment carries TRAINDECK_RUN_ID=run_id (zombies are not counted)."""
     skip = set(exclude) | {os.getpid()}

@@ -34,9 +34,18 @@ from typing import Any
 
 import psutil
 
+from traindeck.backend.fileio import atomic_write_text
 from traindeck.backend.logparse import Line, LineAssembler, Metric, OutputParser, Progress
 from traindeck.backend.runs import procs
-from traindeck.backend.runs.diagnosis import Evidence, ProcessEnd, diagnose, is_success, stall_threshold
+from traindeck.backend.runs.cgroups import MemoryLimit, memory_limit, process_cgroup
+from traindeck.backend.runs.diagnosis import (
+    Evidence,
+    ProcessEnd,
+    diagnose,
+    evidence_to_json,
+    is_success,
+    stall_threshold,
+)
 from traindeck.backend.runs.evidence import (
     boot_time_offset,
     kernel_oom_kills,
@@ -329,6 +338,7 @@ class Supervisor:
         self.leftover_since: float | None = None
         self.stalled = False
         self.oom_before = oom_kill_counters()
+        self.cgroups: dict[tuple[int, str], int | None] = {}  # the ranks' memory cgroups -> OOM kills at first sight
         self.boot_s_at_start = boot_time_offset()
         self.recorder: Any = None
 
@@ -366,6 +376,7 @@ class Supervisor:
         os.close(write_fd)
         launcher = psutil.Process(self.launcher.pid)
         self._track(launcher, role="launcher")
+        self._note_cgroup(launcher.pid)
         stat = procs.read_stat(launcher.pid)
         if stat is not None:
             self._procs[launcher.pid] = (launcher, stat[2])
@@ -460,9 +471,22 @@ class Supervisor:
         tracked.returncode = code
         if tracked.role == "rank":
             how = procs.describe_returncode(code) if code is not None else "ended"
-            self.store.add_event(self.run_id, "rank_exit", f"rank {tracked.rank} (pid {pid}) {how}")
+            self.store.add_event(self.run_id, "rank_exit", f"rank {tracked.rank} (pid {pid}) {how}"
+                                 + self._not_our_signal(code))
         if tracked.role != "helper":
             self._save_processes()
+
+    def _not_our_signal(self, code: int | None) -> str:
+        """During a stop, a rank killed by a signal traindeck has not sent (yet) got it from its launcher: the
+        DeepSpeed launcher and torchrun pass a SIGINT on to their ranks as SIGTERM. Said, so that "killed by
+        SIGTERM" and the run's "stopped gracefully (SIGINT)" do not read as a contradiction."""
+        if self.stop is None or code is None or code >= 0:
+            return ""
+        sent = [int(s) for s in self.stop.PHASES[: max(self.stop.phase, 0) + 1]]
+        if -code in sent:
+            return ""
+        names = "/".join(procs.signal_name(s) for s in sent)
+        return f" (not sent by traindeck, which had sent {names}: its launcher passed the stop on)"
 
     def _track(self, proc: psutil.Process, role: str | None = None) -> None:
         try:
@@ -479,21 +503,36 @@ class Supervisor:
             self._save_processes()
 
     def _classify(self, tracked: TrackedProcess, proc: psutil.Process) -> None:
-        """Find out whether a process is a rank: the topmost process with its RANK (compilers and data-loader
-        workers inherit the variable). Asked again during a process's first seconds: between fork and exec
-        /proc/PID/environ still shows the parent's environment."""
-        rank_text = procs.environ_value(proc.pid, "RANK")
+        """Find out whether a process is a rank (see procs.rank_number: the topmost process with its RANK).
+        Asked again during a process's first seconds: between fork and exec /proc/PID/environ still shows the
+        parent's environment."""
         try:
-            parent_rank = procs.environ_value(proc.ppid(), "RANK")
+            parent = proc.ppid()
         except psutil.Error:
-            parent_rank = None
-        if rank_text is not None and rank_text.isdigit() and rank_text != parent_rank:
-            tracked.role, tracked.rank = "rank", int(rank_text)
-            try:
-                tracked.name = proc.name()
-            except psutil.Error:
-                pass
-            self._save_processes()
+            parent = None
+        rank = procs.rank_number(proc.pid, parent)
+        if rank is None:
+            return
+        # One live process per rank: a newcomer with the RANK of a live rank is that rank's child whose parent
+        # left (a compiler of an op build orphaned to us), not a second rank.
+        if any(t.role == "rank" and t.rank == rank and t.ended_at is None and t.pid != proc.pid
+               for t in self.tracked.values()):
+            return
+        tracked.role, tracked.rank = "rank", rank
+        try:
+            tracked.name = proc.name()
+        except psutil.Error:
+            pass
+        self._note_cgroup(proc.pid)
+        self._save_processes()
+
+    def _note_cgroup(self, pid: int) -> None:
+        """The memory cgroup a rank lives in and its OOM-kill counter now (to count the kills during the run)."""
+        found = process_cgroup(pid)
+        if found is None or found in self.cgroups:
+            return
+        limit = memory_limit(*found)
+        self.cgroups[found] = limit.oom_kills if limit is not None else None
 
     def _save_processes(self) -> None:
         records = [t.to_json() for t in self.tracked.values() if t.role in ("launcher", "rank")]
@@ -742,10 +781,11 @@ class Supervisor:
         our_pids = set(self.tracked)
         kernel = kernel_oom_kills(since_boot_s=self.boot_s_at_start)
         memory = self._resource_summary()
+        limit, cgroup_kills = self._memory_limit()
         return Evidence(
             launcher_returncode=self.launcher_returncode,
             ends=ends,
-            log_tail=log_tail(self.run_dir.output),
+            log_tail=log_tail(self.run_dir.output, max_bytes=1 << 20, max_lines=2000),
             stop_requested=self.stop is not None,
             stop_detail=self.stop.detail if self.stop is not None else "",
             oom_kills_during_run=max(deltas) if deltas else None,
@@ -754,7 +794,22 @@ class Supervisor:
             peak_rank_rss=memory.get("peak_ranks_rss_bytes"),
             total_ram=memory.get("ram_total_bytes") or psutil.virtual_memory().total,
             min_available_ram=memory.get("min_host_available_bytes"),
+            memory_limit=limit,
+            cgroup_oom_kills_during_run=cgroup_kills,
         )
+
+    def _memory_limit(self) -> tuple[MemoryLimit | None, int | None]:
+        """The tightest memory limit over the run's ranks (and launcher), with its OOM kills during the run."""
+        best: tuple[MemoryLimit, int | None] | None = None
+        for (version, path), before in self.cgroups.items():
+            limit = memory_limit(version, path)
+            if limit is None:
+                continue
+            kills = limit.oom_kills - before if limit.oom_kills is not None and before is not None else None
+            if best is None or (limit.limit_bytes is not None and (
+                    best[0].limit_bytes is None or limit.limit_bytes < best[0].limit_bytes)):
+                best = (limit, kills)
+        return best if best is not None else (None, None)
 
     def _resource_summary(self) -> dict[str, Any]:
         """Memory peaks from the resource recorder (empty when it did not run)."""
@@ -770,6 +825,11 @@ class Supervisor:
 
     def _finish(self, evidence: Evidence, state: str) -> None:
         diagnosis = diagnose(evidence)
+        try:  # kept for whoever wants to know why the diagnosis says what it says (and for replays)
+            atomic_write_text(self.run_dir.evidence, json.dumps(
+                {"evidence": evidence_to_json(evidence), "diagnosis": diagnosis.to_json()}, indent=1))
+        except OSError as exc:
+            _log(f"could not write {self.run_dir.evidence}: {exc}")
         detail = ""
         if state == "stopped" and self.stop is not None:
             detail = f"stopped {self.stop.detail}"

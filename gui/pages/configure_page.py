@@ -366,8 +366,8 @@ class ConfigurePage(Page):
             if generation == self._generation:
                 self.ctx.draft.set_messages(typed + [Message("error", "", f"the checks could not run: {error}")])
 
-        self.ctx.tasks.run(validate_preset, snapshot, world_size=self.ctx.launch_choice.nproc, done=done,
-                           failed=failed)
+        self.ctx.tasks.run(validate_preset, snapshot, world_size=self.ctx.launch_choice.nproc,
+                           script=self.ctx.launch_choice.script or None, done=done, failed=failed)
         self._start_preview(snapshot)
 
     def _show_messages(self) -> None:

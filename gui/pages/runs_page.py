@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
 )
 
 from traindeck.backend.runs import watch
+from traindeck.backend.runs.diagnosis import MEMORY_WORDS
 from traindeck.backend.runs.store import RunEvent, RunRecord, RunStore
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
@@ -554,8 +555,15 @@ class RunsPage(Page):
         summary_font.setPointSizeF(self.font().pointSizeF() * (1.15 if record.state == "failed" else 1.0))
         self.diagnosis_summary.setFont(summary_font)
         evidence = [str(e) for e in diagnosis.get("evidence") or []]
-        self.diagnosis_evidence.setText("\n".join(f"• {e}" for e in evidence))
-        self.diagnosis_evidence.setVisible(bool(evidence))
+        follow_ons = [str(e) for e in diagnosis.get("follow_ons") or []]
+        text = "\n".join(f"• {e}" for e in evidence)
+        memory = MEMORY_WORDS.get(str(diagnosis.get("memory") or ""))
+        if memory:
+            text = f"Out of: {memory}\n" + text
+        if follow_ons:  # what failed after the cause, because of it
+            text += ("\n" if text else "") + "Then (consequences, not the cause):\n" + "\n".join(f"• {e}" for e in follow_ons)
+        self.diagnosis_evidence.setText(text)
+        self.diagnosis_evidence.setVisible(bool(text))
         advice = str(diagnosis.get("advice") or "")
         self.diagnosis_advice.setText(f"What to do: {advice}" if advice else "")
         self.diagnosis_advice.setVisible(bool(advice))

@@ -42,12 +42,14 @@ class FindingsList(QWidget):
 
     def set_messages(self, messages: Iterable[Message], pending: bool = False) -> None:
         """Show `messages`, errors first. `pending`: a check is still running (said in the header)."""
-        self._messages = sorted(messages, key=lambda m: (m.severity != "error", m.path))
+        rank = {"error": 0, "warning": 1, "note": 2}  # a note (who fills "auto") informs: last, and not counted
+        self._messages = sorted(messages, key=lambda m: (rank.get(m.severity, 1), m.path))
         self._pending = pending
         self.list.clear()
         style = self.style()
         icons = {"error": style.standardIcon(QStyle.StandardPixmap.SP_MessageBoxCritical),
-                 "warning": style.standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning)}
+                 "warning": style.standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning),
+                 "note": style.standardIcon(QStyle.StandardPixmap.SP_MessageBoxInformation)}
         for message in self._messages:
             where = message.path or "preset"
             item = QListWidgetItem(icons.get(message.severity, icons["warning"]), f"{where}: {message.message}")
@@ -71,7 +73,7 @@ class FindingsList(QWidget):
 
     def counts(self) -> tuple[int, int]:
         errors = sum(1 for m in self._messages if m.severity == "error")
-        return errors, len(self._messages) - errors
+        return errors, sum(1 for m in self._messages if m.severity == "warning")
 
     def header_text(self) -> str:
         return self.header.text()

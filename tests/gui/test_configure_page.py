@@ -391,3 +391,16 @@ def test_keyboard_shortcuts_act_only_while_the_page_is_shown(qtbot, monkeypatch)
         QApplication.processEvents()
     window.ctx.tasks.wait(10000)
     QApplication.processEvents()
+
+
+def test_a_note_is_shown_last_with_an_information_icon_and_not_counted(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from traindeck.backend.config.messages import Message
+    from traindeck.gui.widgets.findings_list import FindingsList
+
+    widget = FindingsList()
+    qtbot.addWidget(widget)
+    widget.set_messages([Message("note", "deepspeed", "'auto' values: 12; filled by the HF Trainer at start-up"),
+                         Message("warning", "accelerate.debug", "debug: true ...")])
+    assert [m.severity for m in widget.messages()] == ["warning", "note"]
+    assert widget.counts() == (0, 1)
+    assert "1 warning" in widget.header_text()

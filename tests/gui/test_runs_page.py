@@ -79,6 +79,22 @@ def test_failed_run_shows_its_diagnosis_prominently(qtbot, make_page) -> None:  
     assert page.console.shown_lines() == ["step 1", "[1] torch.OutOfMemoryError: CUDA out of memory."]
 
 
+def test_the_diagnosis_panel_lists_follow_ons_and_which_memory_ran_out(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    record = add_run("cascade")
+    diagnosis = {"summary": "Rank 1 ran out of host memory: the CPU allocator refused an allocation.",
+                 "kind": "cpu_alloc", "rank": 1, "memory": "host", "advice": "Lower the batch size.",
+                 "evidence": ["[rank1]: RuntimeError: DefaultCPUAllocator: can't allocate memory"],
+                 "follow_ons": ["rank 0: RuntimeError: [gloo] Connection closed by peer [127.0.0.1]:1234"]}
+    with RunStore() as store:
+        store.finish_run(record.id, "failed", exit_code=1, diagnosis=diagnosis, state_detail=diagnosis["summary"])
+    page = make_page()
+    page.ctx.open_run.emit(record.id)
+    qtbot.waitUntil(lambda: page.diagnosis_panel.isVisible(), timeout=10000)
+    assert page.diagnosis_evidence.text().splitlines() == [
+        "Out of: host RAM", "• [rank1]: RuntimeError: DefaultCPUAllocator: can't allocate memory",
+        "Then (consequences, not the cause):", "• rank 0: RuntimeError: [gloo] Connection closed by peer [127.0.0.1]:1234"]
+
+
 def test_stall_warning_shows_while_the_supervisor_says_stalled(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
     record = add_run("slow", state_detail="stalled: no output or progress for 12 min; a step usually takes 1.5 s")
     page = make_page()
