@@ -15,7 +15,7 @@ from conftest import REPO
 
 # Folders of data the program reads at run time: listed as packages (no __init__.py) with their package-data.
 DATA_PACKAGES = {"traindeck.resources.demo", "traindeck.resources.presets", "traindeck.resources.pyhelpers",
-                 "traindeck.backend.launch.site_hook"}
+                 "traindeck.backend.launch.site_hook", "traindeck.backend.config.snapshot"}
 
 
 def test_every_code_folder_is_listed_as_a_package():
@@ -59,7 +59,9 @@ def test_wheel_and_sdist_build_without_warnings_and_carry_the_resources(tmp_path
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in ("traindeck/resources/demo/train_tiny.py", "traindeck/resources/presets/cpu-demo.yaml",
                    "traindeck/resources/pyhelpers/traindeck_report.py",
-                   "traindeck/backend/launch/site_hook/sitecustomize.py", "traindeck/backend/system_check.py"):
+                   "traindeck/backend/launch/site_hook/sitecustomize.py", "traindeck/backend/system_check.py",
+                   "traindeck/backend/config/snapshot/deepspeed.json",
+                   "traindeck/backend/config/snapshot/accelerate.json"):
         assert needed in names, needed
     assert len([n for n in names if n.startswith("traindeck/resources/presets/")]) == 12
     assert not [n for n in names if "screenshots" in n]  # the README's pictures are not needed at run time

@@ -899,7 +899,7 @@ def repair_text(text: str, file: str | None = None, *, kind: Kind | None = None,
         fixer.change(1, "the indentation was inconsistent (YAML could not read it): re-nested every key under "
                         "the section it belongs to")
     try:
-        section: type[Section] | None = root_section(kind)
+        section: type[Section] | None = root_section(kind, data)
     except ModuleNotFoundError:
         section = None
         fixer.problems.append((0, f"the {kind} config description is not available: only syntax was repaired"))

@@ -32,7 +32,7 @@ from traindeck.backend.config.editing import (
     value_from_text,
 )
 from traindeck.backend.config.messages import Message, PathT, format_path
-from traindeck.backend.config.schema import FieldSpec, Section, fields_of
+from traindeck.backend.config.schema import FieldSpec, Section, fields_of, form_keys
 
 _UNSET = "(default"  # the first entry of every choice: "(default)" or "(default: VALUE)"
 
@@ -56,8 +56,10 @@ class ConfigForm(QWidget):
         self._input_errors: dict[str, str] = {}  # key -> why the text typed there is not a value (data unchanged)
         layout = QFormLayout(self)
         layout.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        for key, spec in self._specs.items():
-            self._add_row(layout, key, spec)
+        # One row per key, under the spelling the file uses (DeepSpeed accepts stage3_max_live_parameters and
+        # max_live_parameters alike).
+        for key in form_keys(self._specs, get_path(data, path) if path else data):
+            self._add_row(layout, key, self._specs[key])
         self.refresh()
 
     # -------------------------------------------------------------------------------------------- building
