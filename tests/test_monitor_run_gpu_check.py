@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,14 @@ def test_mig_lists_refused_make_the_end_unconfirmed_with_the_reason_and_the_run_
         summary = resource_summary(store.path, run.id)
     assert summary["gpu_versions"] == {"driver": "535.54.03", "cuda": "12.2", "nvml": "12.535.54.03"}
     assert summary["gpu_count"] == 1
+
+    shown = subprocess.run([sys.executable, "-m", "traindeck", "runs", "show", run.id], capture_output=True,
+                           text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    shown = shown.stdout
+    assert "gpus      driver 535.54.03, cuda 12.2, nvml 12.535.54.03" in shown
+    assert "end       unconfirmed: no process of the run remains" in shown
+    assert "processes only to root" in shown
 
 
 def test_a_driver_without_v3_no_longer_fails_a_run_that_trained_fine(monkeypatch):
