@@ -203,8 +203,8 @@ class NvmlLibrary:
         return None if info is None else _text(info.busId)
 
     def mig_enabled(self, index: int) -> bool:
-        modes = self.device_call(index, "nvmlDeviceGetMigMode")
-        return bool(modes) and modes[0] == getattr(self._module, "NVML_DEVICE_MIG_ENABLE", 1)
+        modes = self.device_call(index, "nvmlDeviceGetMigMode")  # [current, pending]
+        return modes is not None and bool(modes) and modes[0] == getattr(self._module, "NVML_DEVICE_MIG_ENABLE", 1)
 
     def utilization_percent(self, index: int) -> float | None:
         rates = self.device_call(index, "nvmlDeviceGetUtilizationRates")  # nvmlUtilization_t {gpu, memory}
