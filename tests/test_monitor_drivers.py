@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import ctypes
+import sys
+import time
 
 import pynvml
 import pytest
@@ -251,3 +253,26 @@ def test_pcie_from_cumulative_counters_where_the_gpu_keeps_them():
     with GpuSampler(_library(sampled), pcie_interval_s=0.1) as sampler:
         assert sampler.wait_for_pcie(2)
         assert sampler.sample().gpus[0].pcie_source == "sampled"
+
+
+def test_sampled_pcie_is_read_at_varying_points_of_the_interval():
+    # A fixed phase would read the same part of every periodic training step; the reader picks a random point.
+    module = FakePynvml(recording("gt_1030"), pcie_delay_s=0)
+    with GpuSampler(_library(module), pcie_interval_s=0.1) as sampler:
+        assert sampler.wait_for_pcie(2)
+        time.sleep(1.5)
+    times = module.driver.pcie_times[::2]  # one per round (RX then TX)
+    start = times[0]
+    phases = [((t - start) % 0.1) for t in times[1:]]
+    assert len(phases) >= 8
+    assert max(phases) - min(phases) > 0.02, phases
+
+
+def test_the_estimators_gpu_detection_goes_through_the_same_wrapper(monkeypatch):
+    from traindeck.backend.estimate.machine import detect_gpus
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakePynvml(recording("dual_rtx_a5000"), no_permission=(0,)))
+    (gpu,) = detect_gpus() or []  # GPU 0 is another job's: left out, and no exception
+    assert (gpu.index, gpu.name, gpu.total_bytes, gpu.free_bytes) == (1, "NVIDIA RTX A5000", 24564 * MIB, 6862 * MIB)
+    monkeypatch.setitem(sys.modules, "pynvml", no_driver())
+    assert detect_gpus() is None
