@@ -276,3 +276,14 @@ def test_the_estimators_gpu_detection_goes_through_the_same_wrapper(monkeypatch)
     assert (gpu.index, gpu.name, gpu.total_bytes, gpu.free_bytes) == (1, "NVIDIA RTX A5000", 24564 * MIB, 6862 * MIB)
     monkeypatch.setitem(sys.modules, "pynvml", no_driver())
     assert detect_gpus() is None
+
+
+def test_traindeck_monitor_text_says_which_gpu_could_not_be_read_and_which_lists_are_unknown():
+    from traindeck.backend.cli.monitor_cmd import format_sample
+
+    module = FakePynvml(recording("dual_rtx_a5000"), no_permission=(0,), pcie_delay_s=0)
+    with ResourceSampler(None, gpu_library=_library(module, host_pid_namespace=False)) as sampler:
+        text = format_sample(sampler.sample())
+    assert "driver 590.44.01, cuda 13.1, nvml 13.590.44.01" in text
+    assert "GPU0 ?: no permission to open this GPU" in text
+    assert "processes unknown (NVML lists host PIDs" in text

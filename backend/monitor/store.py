@@ -263,7 +263,8 @@ class ResourceWriter:
             ),
         )
         for gpu in gpus:
-            run_mem = _total(p.used_memory_bytes for p in gpu.processes if p.pid in run_pids) if run_pids else None
+            trusted = run_pids and gpu.processes_unknown is None  # host PIDs in a container are not ours
+            run_mem = _total(p.used_memory_bytes for p in gpu.processes if p.pid in run_pids) if trusted else None
             conn.execute(
                 self._insert_gpu,
                 (
