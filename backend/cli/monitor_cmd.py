@@ -115,13 +115,21 @@ def format_sample(sample: Any) -> str:
         )
     if sample.gpu_error:
         lines.append(f"  GPUs: none ({sample.gpu_error})")
+    versions = getattr(sample, "gpu_versions", None) or {}
+    if versions:
+        lines.append("  " + ", ".join(f"{k} {v}" for k, v in versions.items() if v))
     for g in sample.gpus:
+        if g.error is not None:  # a GPU NVML could not read at all (no permission, lost)
+            lines.append(f"  GPU{g.index} {g.name or '?'}: {g.error}")
+            continue
+        processes = f"unknown ({g.processes_unknown})" if g.processes_unknown else str(len(g.processes))
         lines.append(
             f"  GPU{g.index} {g.name or '?'}: util {_num(g.utilization_percent, '3.0f', '%')}  "
             f"mem {_bytes(g.memory_used_bytes)} / {_bytes(g.memory_total_bytes)}  "
             f"power {_num(g.power_w, '.0f')}/{_num(g.power_limit_w, '.0f')} W  {_num(g.temperature_c, '.0f', ' C')}  "
             f"SM {_num(g.sm_clock_mhz, 'd', ' MHz')}  PCIe H2D {_rate(g.pcie_h2d_bytes_per_s)} "
-            f"D2H {_rate(g.pcie_d2h_bytes_per_s)}  processes {len(g.processes)}"
+            f"D2H {_rate(g.pcie_d2h_bytes_per_s)}{' (est.)' if g.pcie_source == 'sampled' else ''}  "
+            f"processes {processes}"
         )
     run = sample.run
     if run is not None:

@@ -76,6 +76,9 @@ def run_summary(store: RunStore, record: RunRecord) -> dict[str, Any]:
             data["resources"] = resource_summary(store.path, record.id)
         except Exception as exc:  # a missing table or an older recorder must not break `runs show`
             data["resources"] = {"error": str(exc)}
+    # The end-of-run check: nothing remains, these PIDs remain (leftovers), or unknown with the reason.
+    checks = [e for e in store.events(record.id) if e.kind in ("confirmed", "unconfirmed", "leftovers")]
+    data["end_check"] = {"kind": checks[-1].kind, "text": checks[-1].text} if checks else None
     from traindeck.backend.estimate.run_estimate import estimate_vs_measured, load_estimate
 
     estimate = load_estimate(record.run_dir) if record.run_dir else None
@@ -188,6 +191,13 @@ def _show(args: argparse.Namespace) -> int:
         print(f"{'memory' if i == 0 else '':9} {pair['what']}: estimated {gib(pair['estimated_bytes'])}, measured "
               + (f"{gib(measured)} (x{pair['measured_over_estimate']:.2f})" if measured is not None
                  else "not recorded"))
+    resources = data.get("resources") or {}
+    versions = resources.get("gpu_versions") or {}
+    if versions:
+        print("gpus      " + ", ".join(f"{k} {v}" for k, v in versions.items() if v)
+              + (f"; the run's GPUs: {', '.join(resources['run_gpus'])}" if resources.get("run_gpus") else ""))
+    if data["end_check"]:
+        print(f"end       {data['end_check']['kind']}: {data['end_check']['text']}")
     print(f"log       {data['log']}")
     return 0
 

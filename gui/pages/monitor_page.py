@@ -84,6 +84,20 @@ def _set_row(table: QTableWidget, row: int, cells: Iterable[str], right_from: in
             item.setText(text)
 
 
+def _gpu_note(sample: ResourceSample) -> str:
+    """One line of versions, then what could not be read, GPU by GPU."""
+    v = sample.gpu_versions
+    parts = [f"{label} {v[key]}" for key, label in (("driver", "NVIDIA driver"), ("cuda", "CUDA"), ("nvml", "NVML"))
+             if v.get(key)]
+    lines = ["  ·  ".join(parts)] if parts else []
+    for g in sample.gpus:
+        if g.error is not None:
+            lines.append(f"GPU {g.index}: {g.error}")
+        elif g.processes_unknown is not None:
+            lines.append(f"GPU {g.index}: processes unknown: {g.processes_unknown}")
+    return "\n".join(lines)
+
+
 def _clear_series(chart: TimeSeriesChart) -> None:
     """Remove the data but keep reference lines (the estimate, totals)."""
     for name in chart.series_names():
@@ -200,8 +214,18 @@ class MonitorPage(Page):
         self.pcie_d2h_chart = _chart("PCIe GPU -> host (TX)", "B/s")
         self.gpu_charts = (self.gpu_util_chart, self.gpu_mem_chart, self.gpu_power_chart, self.gpu_temp_chart,
                            self.pcie_h2d_chart, self.pcie_d2h_chart)
+        # Driver, CUDA and NVML versions, and what NVML could not read (a GPU it may not open, a lost GPU,
+        # process lists it refused): said here rather than shown as zeros.
+        self.gpu_note = QLabel("")
+        self.gpu_note.setWordWrap(True)
+        self.gpu_note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         content = QWidget()
-        grid = QGridLayout(content)
+        outer = QVBoxLayout(content)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(self.gpu_note)
+        charts = QWidget()
+        outer.addWidget(charts, 1)
+        grid = QGridLayout(charts)
         grid.setContentsMargins(0, 0, 0, 0)
         grid.addWidget(self.gpu_table, 0, 0, 1, 2)
         for index, chart in enumerate(self.gpu_charts):
@@ -386,6 +410,9 @@ class MonitorPage(Page):
         for gpu in sample.gpus:
             self._append_gpu(gpu)
         self._gpu_references(sample.gpus)
+        note = _gpu_note(sample)
+        if self.gpu_note.text() != note:
+            self.gpu_note.setText(note)
         if tables:
             self._fill_gpu_table(sample.gpus)
 
@@ -423,16 +450,24 @@ class MonitorPage(Page):
             header = table.horizontalHeader().height()
             table.setFixedHeight(header + sum(table.rowHeight(r) for r in range(len(gpus))) + 6)
         for row, g in enumerate(gpus):
+            if g.error is not None:  # a placeholder: this GPU could not be read at all
+                _set_row(table, row, [str(g.index), f"{g.name or '?'}: {g.error}"] + ["-"] * 8, right_from=2)
+                continue
             memory = (f"{format_value(g.memory_used_bytes, 'B')} / {format_value(g.memory_total_bytes, 'B')}"
                       if g.memory_total_bytes else format_value(g.memory_used_bytes, "B"))
             power = (f"{format_value(g.power_w)} / {format_value(g.power_limit_w, 'W')}"
                      if g.power_limit_w else format_value(g.power_w, "W"))
+            estimate = " (est.)" if g.pcie_source == "sampled" else ""  # a 20 ms window, not a byte count
             _set_row(table, row, [
                 str(g.index), g.name or "?", format_value(g.utilization_percent, "%"), memory, power,
                 format_value(g.temperature_c, "°C"), format_value(g.sm_clock_mhz, "MHz"),
-                format_value(g.pcie_h2d_bytes_per_s, "B/s"), format_value(g.pcie_d2h_bytes_per_s, "B/s"),
-                str(len(g.processes)),
+                format_value(g.pcie_h2d_bytes_per_s, "B/s") + estimate,
+                format_value(g.pcie_d2h_bytes_per_s, "B/s") + estimate,
+                "unknown" if g.processes_unknown is not None else str(len(g.processes)),
             ], right_from=2)
+            processes = table.item(row, 9)
+            if processes is not None:
+                processes.setToolTip(g.processes_unknown or "")
 
     def _show_run(self, run: RunSnapshot, tables: bool) -> None:
         t = run.t

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("PySide6")
 
 from fixtures.monitor_run_tree import run_tree  # noqa: E402
-from fixtures.nvml.fake_pynvml import MIB, FakePynvml, recording  # noqa: E402
+from fixtures.nvml.fake_driver import MIB, FakePynvml, recording  # noqa: E402
 from PySide6.QtCore import QSettings  # noqa: E402
 
 from traindeck.backend.monitor.live import RunChoice  # noqa: E402
