@@ -478,6 +478,7 @@ class TimeSeriesChart(QWidget):
         # One min/max pair per device pixel column of the plot area is all a screen can show.
         columns = int(max(view.width(), self.width() * 0.8, 100) * self.devicePixelRatioF())
         y_low, y_high, found = 0.0, 0.0, False
+        data_low, data_high = math.inf, -math.inf
         for series in self._series.values():
             x, y = series.ring.view()
             xd, yd = peak_decimate(x, y, x_low, x_high, columns, series.ring.total - len(series.ring))
@@ -486,10 +487,16 @@ class TimeSeriesChart(QWidget):
                 low, high = float(np.fmin.reduce(yd)), float(np.fmax.reduce(yd))
                 if not math.isnan(low):
                     y_low, y_high, found = min(y_low, low), max(y_high, high), True
+                    data_low, data_high = min(data_low, low), max(data_high, high)
         for value, _ in self._references.values():
             y_low, y_high = min(y_low, value), max(y_high, value)
         if self.unit == "%" and found and y_high > 50:
             y_high = max(y_high, 100.0)  # utilisation reads best against its full scale
+        if found and data_high > 0 and data_high - data_low <= 1e-9 * data_high and y_high == data_high \
+                and self.unit != "%":
+            # One flat positive value (a constant learning rate): the top of the scale would put it on the
+            # chart's top border under the legend; half way up it reads as a level.
+            y_high = 2 * data_high
         if y_high <= y_low:  # nothing but zeros (an idle network): a scale that reads as "nothing"
             y_high = y_low + {"%": 100.0, "B": float(2**20), "B/s": float(2**20)}.get(self.unit, 1.0)
         span = y_high - y_low

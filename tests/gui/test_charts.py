@@ -198,3 +198,22 @@ def test_follows_a_dark_palette(chart):
     assert chart.plot_widget.backgroundBrush().color().lightness() < 128
     assert curve.opts["pen"].color() == QColor(DARK_COLOURS[0])
     assert chart.plot_item.getAxis("left").textPen().color() == QColor("#e8eaed")
+
+
+def test_a_flat_learning_rate_is_drawn_half_way_up_not_on_the_top_border(qtbot):
+    """Issue 12: a constant lr's line lay on the chart's top border, under the legend."""
+    widget = TimeSeriesChart("lr", "", x_is_time=False)
+    widget.resize(480, 200)
+    qtbot.addWidget(widget)
+    widget.show()
+    qtbot.waitExposed(widget)
+    widget.set_series("lr", np.arange(50.0), np.full(50, 1e-4))
+    widget.flush()
+    low, high = widget.plot_item.getViewBox().viewRange()[1]
+    position = (1e-4 - low) / (high - low)  # 0 = bottom border, 1 = top border
+    assert 0.3 < position < 0.7, (low, high)
+    # A varying series still uses the scale up to its top (10 % headroom for the legend).
+    widget.set_series("lr", np.arange(50.0), np.linspace(0, 1e-4, 50))
+    widget.flush()
+    low, high = widget.plot_item.getViewBox().viewRange()[1]
+    assert (1e-4 - low) / (high - low) > 0.85
