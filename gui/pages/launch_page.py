@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication, QKeySequence, QPalette, QShortcut
 from PySide6.QtWidgets import (
+    QApplication,
     QComboBox,
     QFormLayout,
     QFrame,
@@ -80,6 +81,7 @@ class LaunchPage(Page):
         self.memory: LaunchMemoryCheck | None = None  # the latest check for the current inputs
         self.launching = False
         self._said: tuple[str, str] | None = None  # the last launch message (re-coloured when the theme changes)
+        self._blocked_line = ""  # why the Launch button is disabled now ("" when it is not)
         self._preview_gen = self._check_gen = 0
         self._shapes: dict[str, ModelShape] = {}  # model size text -> ModelShape (counting a config.json is slow)
         self._field_problems: list[str] = []
@@ -247,8 +249,10 @@ class LaunchPage(Page):
 
         for sequence in ("Ctrl+Return", "Ctrl+Enter"):
             shortcut = QShortcut(QKeySequence(sequence), self)
-            shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-            shortcut.activated.connect(self.launch)
+            # The whole window, not only where a field has focus: right after Ctrl+2 the focus is still on the
+            # navigation list, and the key did nothing. _shortcut_launch checks that this page is the one shown.
+            shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
+            shortcut.activated.connect(self._shortcut_launch)
 
         self.script.textChanged.connect(self._fields_changed)
         self.script.picked.connect(lambda path: self.ctx.settings.setValue(_S + "last_dir", str(Path(path).parent)))
@@ -419,6 +423,21 @@ class LaunchPage(Page):
         self.launch_button.setText("Starting…" if self.launching else "Launch")
         self.launch_button.setToolTip("Start the run (Ctrl+Enter); it keeps running when the window closes"
                                       if not blocked else "Cannot launch yet: " + "; ".join(blocked))
+        # Beside a disabled button, say why it is disabled (a "Run ... started" line alone read as if the button
+        # were broken); the last launch's line stays above it.
+        self._blocked_line = "" if self.launching or not blocked else "To launch: " + "; ".join(blocked)
+        self._show_result()
+
+    def _show_result(self) -> None:
+        lines = [rich_line(*self._said, self)] if self._said else []
+        if self._blocked_line:
+            lines.append(rich_line("warning", self._blocked_line, self))
+        self.result.setText("<br>".join(lines))
+        self.result.setToolTip("\n".join(t for t in ((self._said or ("", ""))[1], self._blocked_line) if t))
+
+    def _shortcut_launch(self) -> None:
+        if self.isVisible():
+            self.launch()
 
     def why_not_launchable(self) -> list[str]:
         reasons: list[str] = []
@@ -588,8 +607,7 @@ class LaunchPage(Page):
 
     def _say(self, severity: str, text: str) -> None:
         self._said = (severity, text)
-        self.result.setText(rich_line(severity, text, self))
-        self.result.setToolTip(text)
+        self._show_result()
         if severity == "error":
             self.ctx.status.emit(text)
 
@@ -602,12 +620,16 @@ class LaunchPage(Page):
 
     def _recolour(self) -> None:
         self._show_draft_state()
-        if self._said:
-            self.result.setText(rich_line(*self._said, self))
+        self._show_result()
 
     # ============================================================================================ hooks
     def page_shown(self) -> None:
         self._preview_timer.start()  # a fixed port may have been taken meanwhile
+        focus = QApplication.focusWidget()
+        if focus is None or not self.isAncestorOf(focus):
+            # Keys typed after Ctrl+2 go to this page (Enter launches, Tab walks the fields), not the page list.
+            (self.launch_button if self.launch_button.isEnabled() else self.script).setFocus(
+                Qt.FocusReason.ShortcutFocusReason)
 
     def load_demo(self) -> None:
         self.fill_demo()
