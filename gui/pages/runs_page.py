@@ -40,6 +40,7 @@ from traindeck.backend.runs import watch
 from traindeck.backend.runs.store import RunEvent, RunRecord, RunStore
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
+from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.console import LogConsole
 from traindeck.gui.widgets.run_state import badge_style, panel_style, state_icon
@@ -72,6 +73,11 @@ def _label(text: str = "", *, selectable: bool = False, wrap: bool = False, bold
         label.setFont(font)
     return label
 
+
+# A stopped run's console ends in the launcher's KeyboardInterrupt/SIGTERM traceback (red): that is what a stop
+# looks like from inside, and people took it for a crash.
+STOPPED_TRACEBACK_NOTE = ("A traceback at the end of the console (KeyboardInterrupt, SIGINT or SIGTERM in the "
+                          "launcher) is how a stopped run ends: expected, not a failure.")
 
 class RunsPage(Page):
     key = "runs"
@@ -162,7 +168,7 @@ class RunsPage(Page):
         header.addWidget(self.force_button)
         self.meta_label = _label(selectable=True)
         self.meta_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.meta_label.setStyleSheet("color: palette(placeholder-text);")
+        set_muted(self.meta_label)
 
         # -- progress -----------------------------------------------------------------------------------------
         self.progress_bar = QProgressBar()
@@ -353,6 +359,13 @@ class RunsPage(Page):
         finally:
             box.blockSignals(False)
 
+    def _update_list_item(self, record: RunRecord) -> None:
+        for row in range(self.run_list.count()):
+            item = self.run_list.item(row)
+            if item.data(_RUN_ID) == record.id:
+                item.setText(self._list_text(record))
+                item.setIcon(state_icon(record.state))
+
     @staticmethod
     def _list_text(record: RunRecord) -> str:
         started = time.strftime("%b %d %H:%M", time.localtime(record.started_at or record.created_at))
@@ -479,6 +492,7 @@ class RunsPage(Page):
 
     # ================================================================================================ showing
     def _show_record(self, record: RunRecord) -> None:
+        self._update_list_item(record)  # the list's line from the same record as the header (same percent)
         self.name_label.setText(record.name or record.id)
         self.name_label.setToolTip(record.id)
         self.state_badge.setText(record.state)
@@ -557,6 +571,10 @@ class RunsPage(Page):
         self.diagnosis_evidence.setText("\n".join(f"• {e}" for e in evidence))
         self.diagnosis_evidence.setVisible(bool(evidence))
         advice = str(diagnosis.get("advice") or "")
+        if record.state == "stopped":
+            evidence.append(STOPPED_TRACEBACK_NOTE)
+            self.diagnosis_evidence.setText("\n".join(f"• {e}" for e in evidence))
+            self.diagnosis_evidence.setVisible(True)
         self.diagnosis_advice.setText(f"What to do: {advice}" if advice else "")
         self.diagnosis_advice.setVisible(bool(advice))
         self.diagnosis_panel.setVisible(True)
@@ -577,6 +595,8 @@ class RunsPage(Page):
             lines.append("confirmed: no process of the run remains" if not self.remaining else
                          f"{len(self.remaining)} process(es) of the run are still alive: {self.remaining}")
         done = record is not None and record.finished
+        if done and record is not None and record.state == "stopped":
+            lines.append(STOPPED_TRACEBACK_NOTE)
         self.stop_title.setText("Stopped" if done and record is not None and record.state == "stopped" else
                                 "Stop" if done else "Stopping…")
         self.stop_label.setText("\n".join(lines))
@@ -674,7 +694,7 @@ class RunsPage(Page):
             return
         for row, (name, value) in enumerate(shown):
             key = _label(name)
-            key.setStyleSheet("color: palette(placeholder-text);")
+            set_muted(key)
             grid.addWidget(key, row, 0)
             label = self._metric_labels[name] = _label(f"{value:.4g}", selectable=True)
             grid.addWidget(label, row, 1, Qt.AlignmentFlag.AlignRight)
