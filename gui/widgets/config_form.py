@@ -178,7 +178,9 @@ class ConfigForm(QWidget):
         for key in self._notes:
             found = by_path.get(format_path(self._path + (key,)), [])
             if key in self._input_errors:  # what was typed is still wrong: that stays in front
-                self._note(key, "error", "\n".join([self._input_errors[key]] + [m.message for m in found]))
+                typed = self._input_errors[key]
+                # The page hands the typed error back among the messages (the list shows it too): once here.
+                self._note(key, "error", "\n".join(dict.fromkeys([typed] + [m.message for m in found])))
             elif found:
                 worst = "error" if any(m.severity == "error" for m in found) else "warning"
                 self._note(key, worst, "\n".join(m.message for m in found))
