@@ -49,6 +49,7 @@ from traindeck.backend.estimate.inputs import (
     detect_machine,
     estimate_form,
 )
+from traindeck.backend.estimate.explain import zero2_above_zero1
 from traindeck.backend.estimate.model_states import PRECISIONS
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
@@ -262,7 +263,6 @@ class EstimatePage(Page):
         # The strategy keeps a readable width (middle-elided) and the verdict sits beside it, so a narrow window
         # scrolls the figures, never the answer.
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Fixed)
-        self._strategy_min = self.fontMetrics().horizontalAdvance("ZeRO-3 + optimizer offload (NVMe)") + 24
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.table.installEventFilter(self)
         self.table.setWordWrap(False)
@@ -275,10 +275,30 @@ class EstimatePage(Page):
 
         self.units = QLabel("Memory in GiB. Hover a row for why; ★ marks the recommendation.")
         self.units.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-        side.addWidget(advice_box)
-        side.addWidget(self.table, 1)
-        side.addWidget(self.units)
-        side.addWidget(self.assumptions)
+        self.stage_note = QLabel()  # why ZeRO-2 can read above ZeRO-1 (backend/estimate/explain.py)
+        self.stage_note.setWordWrap(True)
+        self.stage_note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.stage_note.hide()
+        # The table first: it is the answer, and the advice's long text squeezed it (the NVMe column cut off).
+        # Advice and table share a splitter, the advice scrolling when it is long.
+        advice_scroll = QScrollArea()
+        advice_scroll.setWidget(advice_box)
+        advice_scroll.setWidgetResizable(True)
+        advice_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        table_panel = QWidget()
+        table_column = QVBoxLayout(table_panel)
+        table_column.setContentsMargins(0, 0, 0, 0)
+        table_column.addWidget(self.table, 1)
+        table_column.addWidget(self.units)
+        table_column.addWidget(self.stage_note)
+        table_column.addWidget(self.assumptions)
+        stack = QSplitter(Qt.Orientation.Vertical)
+        stack.addWidget(table_panel)
+        stack.addWidget(advice_scroll)
+        stack.setStretchFactor(0, 3)
+        stack.setStretchFactor(1, 2)
+        stack.setChildrenCollapsible(False)
+        side.addWidget(stack, 1)
 
         splitter = QSplitter()
         splitter.addWidget(scroll)
@@ -463,6 +483,9 @@ class EstimatePage(Page):
             f"{workload.optimizer}, micro batch {workload.micro_batch}, sequence {workload.seq_len:,}"
             f"{', activation checkpointing' if workload.activation_checkpointing else ''}.")
         notes = list(result.notes)
+        explained = zero2_above_zero1(result.rows)
+        self.stage_note.setText(explained or "")
+        self.stage_note.setVisible(bool(explained))
         self.assumptions.setText("Assumed: " + "; ".join(notes) + "." if notes else "")
         self.assumptions.setVisible(bool(notes))
         self._fill_table(result.rows)
@@ -540,9 +563,18 @@ class EstimatePage(Page):
         return super().eventFilter(watched, event)
 
     def _fit_strategy_column(self) -> None:
-        """The strategy takes the room the figures leave, but never less than a readable width."""
+        """The strategy takes the room the figures leave; when there is too little, it is elided (its tooltip and
+        the advice name it whole) before any figure column is pushed out of view."""
         others = sum(self.table.columnWidth(c) for c in range(1, self.table.columnCount()))
-        self.table.setColumnWidth(0, max(self._strategy_min, self.table.viewport().width() - others))
+        room = self.table.viewport().width() - others
+        readable = self.fontMetrics().horizontalAdvance("ZeRO-3 + opt…") + 24
+        self.table.setColumnWidth(0, max(readable, room))
+
+    def clipped_columns(self) -> list[str]:
+        """Columns not wholly in view (for tests: none at a usual window size)."""
+        width = self.table.viewport().width()
+        return [COLUMNS[c] for c in range(self.table.columnCount())
+                if self.table.columnViewportPosition(c) + self.table.columnWidth(c) > width]
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
