@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
 
 from traindeck.backend.estimate import GIB, EstimateRow, ModelShape, format_count, format_gib
 from traindeck.backend.estimate.advised_preset import AdvisedPreset, preset_from_advice
+from traindeck.backend.estimate.explain import zero2_above_zero1
 from traindeck.backend.estimate.inputs import (
     FIELD_LABELS,
     OPTIMIZERS,
@@ -49,7 +50,6 @@ from traindeck.backend.estimate.inputs import (
     detect_machine,
     estimate_form,
 )
-from traindeck.backend.estimate.explain import zero2_above_zero1
 from traindeck.backend.estimate.model_states import PRECISIONS
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
