@@ -123,7 +123,10 @@ class LaunchPage(Page):
 
         # --- what to run
         what = QGroupBox("Training script")
-        form = QFormLayout(what)
+        what_column = QVBoxLayout(what)
+        form = QFormLayout()
+        what_column.addLayout(form)
+        what_column.addStretch(1)  # the box is as tall as the environment beside it: rows stay together at the top
         self.script = PathField("file", caption="Choose the training script", name_filter="Python (*.py);;All (*)",
                                 placeholder="train.py")
         self.script.setToolTip("The Python file the launcher runs in every process")
@@ -133,6 +136,7 @@ class LaunchPage(Page):
         self.args.setToolTip("One line, split like a shell would (quotes keep spaces). "
                              f"{DS_CONFIG_PLACEHOLDER} becomes the path of this run's ds_config.json.")
         self.argv_label = QLabel()
+        self.argv_label.setTextFormat(Qt.TextFormat.RichText)
         self.argv_label.setWordWrap(True)
         self.argv_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         self.argv_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -374,8 +378,8 @@ class LaunchPage(Page):
         if args is not None:
             note = f"   ({DS_CONFIG_PLACEHOLDER} becomes this run's ds_config.json)" if any(
                 DS_CONFIG_PLACEHOLDER in a for a in args) else ""
-            self.argv_label.setText(f"The script gets {len(args)} argument(s): {args!r}{note}"
-                                    if args else "The script gets no arguments")
+            self.argv_label.setText(argv_html(args, self) + html.escape(note) if args
+                                    else "The script gets no arguments")
         self.plan = None
         self._preview_timer.start()
         self._update_launch_button()
@@ -674,6 +678,15 @@ def _int(value: object) -> int:
         return max(0, int(str(value)))
     except ValueError:
         return 0
+
+
+def argv_html(args: list[str], widget: QWidget) -> str:
+    """The arguments as the script gets them, one framed word each (a Python list's quotes and commas read as
+    part of the values)."""
+    background = widget.palette().color(QPalette.ColorRole.AlternateBase).name()
+    words = "&nbsp; ".join(f'<code style="background:{background}">&nbsp;{html.escape(a)}&nbsp;</code>'
+                           for a in args)
+    return f"The script gets {len(args)} argument{'s' if len(args) != 1 else ''}: {words}"
 
 
 def _escape(text: str) -> str:
