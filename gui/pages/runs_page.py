@@ -204,6 +204,7 @@ class RunsPage(Page):
         self.loss_chart = TimeSeriesChart("Loss", x_is_time=False)
         self.other_box = QComboBox()
         self.other_box.setToolTip("The metric shown in the second chart")
+        self.other_box.setPlaceholderText("other metrics appear here as the run reports them")
         self.other_box.currentIndexChanged.connect(self._other_chosen)
         self.other_chart = TimeSeriesChart("Metric", x_is_time=False)
         self._other_name: str | None = None

@@ -91,3 +91,12 @@ def test_stage_filter_hides_keys_without_effect_and_keeps_their_values(qtbot, ds
     form.show_only_for_stage(3)
     assert zero.editor(stage3_only[0]).isVisibleTo(form)
     assert data["zero_optimization"][stage3_only[0]] == 10
+
+
+def test_keys_are_labelled_in_words_with_the_key_beneath():
+    from traindeck.gui.widgets.config_form import people_words
+
+    assert people_words("train_micro_batch_size_per_gpu") == "Train micro batch size per GPU"
+    assert people_words("nvme_path") == "NVMe path"
+    assert people_words("fp16") == "fp16"
+    assert people_words("stage3_max_live_parameters") == "Stage 3 max live parameters"
