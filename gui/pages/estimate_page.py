@@ -279,26 +279,17 @@ class EstimatePage(Page):
         self.stage_note.setWordWrap(True)
         self.stage_note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.stage_note.hide()
-        # The table first: it is the answer, and the advice's long text squeezed it (the NVMe column cut off).
-        # Advice and table share a splitter, the advice scrolling when it is long.
+        # The table first, as tall as its rows: it is the answer, and the advice's long text squeezed it (the NVMe
+        # column cut off). The advice takes the rest and scrolls when it is long.
         advice_scroll = QScrollArea()
         advice_scroll.setWidget(advice_box)
         advice_scroll.setWidgetResizable(True)
         advice_scroll.setFrameShape(QFrame.Shape.NoFrame)
-        table_panel = QWidget()
-        table_column = QVBoxLayout(table_panel)
-        table_column.setContentsMargins(0, 0, 0, 0)
-        table_column.addWidget(self.table, 1)
-        table_column.addWidget(self.units)
-        table_column.addWidget(self.stage_note)
-        table_column.addWidget(self.assumptions)
-        stack = QSplitter(Qt.Orientation.Vertical)
-        stack.addWidget(table_panel)
-        stack.addWidget(advice_scroll)
-        stack.setStretchFactor(0, 3)
-        stack.setStretchFactor(1, 2)
-        stack.setChildrenCollapsible(False)
-        side.addWidget(stack, 1)
+        side.addWidget(self.table)
+        side.addWidget(self.units)
+        side.addWidget(self.stage_note)
+        side.addWidget(self.assumptions)
+        side.addWidget(advice_scroll, 1)
 
         splitter = QSplitter()
         splitter.addWidget(scroll)
@@ -522,6 +513,9 @@ class EstimatePage(Page):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
                 self.table.setItem(r, c, item)
         self._fit_strategy_column()
+        rows_height = sum(self.table.rowHeight(r) for r in range(len(rows)))
+        self.table.setMaximumHeight(self.table.horizontalHeader().height() + rows_height
+                                    + 2 * self.table.frameWidth() + self.table.horizontalScrollBar().sizeHint().height())
 
     def _show_advice(self) -> None:
         result = self.estimate

@@ -46,6 +46,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QSplitter,
+    QStyle,
     QTableView,
     QTableWidget,
     QTableWidgetItem,
@@ -347,6 +348,8 @@ class HistoryPage(Page):
         texts = self.model.texts()[:300]
         for column in range(1, len(COLUMNS)):
             widest = max((metrics.horizontalAdvance(t[column]) for t in texts), default=0)
+            if column == 1:  # the state's icon sits before its word
+                widest += self.table.style().pixelMetric(QStyle.PixelMetric.PM_SmallIconSize) + 8
             self.table.setColumnWidth(column, max(widest, header.horizontalAdvance(COLUMNS[column]) + 14) + 14)
         self._sized = bool(texts)
         self._fit_name_column()

@@ -162,3 +162,11 @@ def test_demo_writes_its_own_store_and_compares_two_runs(qtbot, make_page):
     assert page.proxy.rowCount() == 4
     assert not run_store_path().exists()  # the user's store is untouched
     assert "deepspeed.zero_optimization.stage" in {d.key for d in page.comparison.differences}
+    # No cell is cut: each figure column holds its widest text, the state column its icon too.
+    from PySide6.QtWidgets import QStyle
+
+    metrics = page.table.fontMetrics()
+    icon = page.table.style().pixelMetric(QStyle.PixelMetric.PM_SmallIconSize)
+    for column in range(1, page.model.columnCount()):
+        widest = max(metrics.horizontalAdvance(t[column]) for t in page.model.texts()) + (icon if column == 1 else 0)
+        assert page.table.columnWidth(column) >= widest + 8, (column, page.table.columnWidth(column), widest)
