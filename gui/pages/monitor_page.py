@@ -143,7 +143,7 @@ class MonitorPage(Page):
     # -------------------------------------------------------------------------------------------- building
     def _build_toolbar(self) -> None:
         self.run_combo = QComboBox()
-        self.run_combo.setMinimumContentsLength(28)
+        self.run_combo.setMinimumContentsLength(40)  # "name · state · 24 Nov 02:33 · 2835" whole
         self.run_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.run_combo.setToolTip("The run whose processes are charted on the Run tab and whose recording feeds "
                                   "the Offload tab. Running runs are sampled live; finished ones are read back.")

@@ -369,7 +369,9 @@ class RunsPage(Page):
 
     @staticmethod
     def _list_text(record: RunRecord) -> str:
-        started = time.strftime("%b %d %H:%M", time.localtime(record.started_at or record.created_at))
+        when = time.localtime(record.started_at or record.created_at)
+        # Today's runs by the hour only: the list is narrow, and "since Nov 24 02:…" was cut off.
+        started = time.strftime("%H:%M" if when[:3] == time.localtime()[:3] else "%b %d %H:%M", when)
         if record.state == "running":
             progress = watch.progress_text(record.progress)
             done = f" · {100 * progress.fraction:.0f}%" if progress is not None and progress.fraction is not None else ""

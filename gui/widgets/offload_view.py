@@ -197,16 +197,26 @@ class OffloadView(QWidget):
         self.nvme.set_series("read", t, view["nvme_read_bps"] if nvme else view["disk_read_bps"])
         self.nvme.set_series("write", t, view["nvme_write_bps"] if nvme else view["disk_write_bps"])
         gpu_util = np.asarray(view["gpu_util_pct"], dtype=float)
-        if view.get("gpu_error") or not np.isfinite(gpu_util).any():
+        no_gpu = bool(view.get("gpu_error")) or not np.isfinite(gpu_util).any()
+        if no_gpu:
             # Nothing to draw: no empty series (its legend mark stood alone beside the title), and the reason,
             # which can be a long NVML sentence, in the tooltip rather than a title cut at the chart's edge.
-            self.gpu.remove_series("GPU util")
-            self.gpu.set_title("GPU utilisation: none recorded")
-            self.gpu.setToolTip(str(view.get("gpu_error") or "no GPU samples in this recording"))
+            reason = str(view.get("gpu_error") or "no GPU samples in this recording")
+            for chart, title, names in ((self.gpu, "GPU utilisation: none recorded", ("GPU util",)),
+                                        (self.pcie, "PCIe: none recorded", ("host -> GPU", "GPU -> host"))):
+                for name in names:
+                    chart.remove_series(name)
+                chart.set_title(title)
+                chart.setToolTip(reason)
         else:
             self.gpu.set_series("GPU util", t, gpu_util, fill=True)
             self.gpu.set_title("GPU utilisation (mean over GPUs)")
-            self.gpu.setToolTip("")
+            self.pcie.set_title("PCIe (all GPUs)")
+            for chart in (self.gpu, self.pcie):
+                chart.setToolTip("")
+        # Columns of GPU figures say nothing on a machine without one: hidden, not a column of dashes.
+        for column in (2, 3, 7):
+            self.table.setColumnHidden(column, no_gpu)
         self.step_axis.set_steps(view.get("step_times") or [])
         self._fill_table(view.get("steps") or [], nvme)
 

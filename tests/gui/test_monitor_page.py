@@ -267,3 +267,5 @@ def test_demo_offload_without_gpu_samples_has_no_empty_series(page, qtbot):
     assert page.offload.gpu.series_names() == []  # no lone legend mark beside "none recorded"
     assert page.offload.gpu.title == "GPU utilisation: none recorded"
     assert "libnvidia-ml" in page.offload.gpu.toolTip()
+    assert page.offload.pcie.series_names() == [] and "none recorded" in page.offload.pcie.title
+    assert page.offload.table.isColumnHidden(2) and not page.offload.table.isColumnHidden(4)
