@@ -129,7 +129,10 @@ class UnitAxisItem(pg.AxisItem):
             return [f"{v / unit_scale:.{decimals}f} {suffix}" for v in values]
         suffix = f" {self.unit}" if self.unit else ""
         largest = max(abs(v) for v in values)
-        if spacing > 0 and (spacing < 1e-3 or largest >= 1e6):
+        # One notation per axis, from its range: pyqtgraph asks for major and minor ticks separately, and
+        # deciding by each call's spacing wrote "0.001" beside "1.5e-03" on one axis.
+        extent = max(abs(self.range[0]), abs(self.range[1]), largest)
+        if spacing > 0 and (spacing < 1e-3 or extent < 1e-2 or extent >= 1e6):
             # Learning rates (1e-5) and token counts (1e9): fixed decimals would print 0.0000 or 13 digits.
             digits = min(4, max(0, math.floor(math.log10(largest or spacing)) - math.floor(math.log10(spacing))))
             return [("0" if v == 0 else f"{v:.{digits}e}") + suffix for v in values]

@@ -217,3 +217,13 @@ def test_a_flat_learning_rate_is_drawn_half_way_up_not_on_the_top_border(qtbot):
     widget.flush()
     low, high = widget.plot_item.getViewBox().viewRange()[1]
     assert (1e-4 - low) / (high - low) > 0.85
+
+
+def test_an_axis_writes_its_major_and_minor_ticks_in_one_notation():
+    axis = UnitAxisItem("")
+    axis.setRange(0.0, 0.0022)
+    major = axis.tickStrings([0.001, 0.002], 1.0, 0.001)
+    minor = axis.tickStrings([0.0005, 0.0015], 1.0, 0.0005)
+    assert all("e-" in t for t in major + minor), (major, minor)
+    axis.setRange(0.0, 3.0)
+    assert axis.tickStrings([1.0, 2.0], 1.0, 1.0) == ["1", "2"]
