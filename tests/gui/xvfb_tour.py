@@ -144,37 +144,41 @@ class Tour:
         first = started[0]
         self.shot("launch-started")
 
-        print(f"Runs: {first} live", flush=True)
+        # The demo trains 100 steps of 0.2 s once DeepSpeed is up: Monitor first, then Runs, then Stop, all while
+        # it runs (the first launch on a machine waits minutes for DeepSpeed's CPU Adam build).
+        print(f"Monitor: watching {first} live", flush=True)
         runs = window.pages["runs"]
         runs.confirm_stop = False  # the tour answers the question itself
         self.wait_until("training steps (DeepSpeed starts, CPU Adam may build)",
-                        lambda: runs.record is not None and (runs.record.progress or {}).get("current", 0) >= 25,
-                        900)
-        self.wait(2)
-        self.shot("runs")
-
-        print("Monitor: watching the live run", flush=True)
+                        lambda: runs.record is not None and (runs.record.progress or {}).get("current", 0) >= 8,
+                        1500)
         window.show_page("monitor")
         monitor = window.pages["monitor"]
         self.wait_until("Monitor to watch the running run", lambda: monitor._run is not None
                         and monitor._run.id == first, 30)
-        self.wait(4)
+        self.wait(2)
         self.shot("monitor")
         monitor.tabs.setCurrentIndex(2)
-        self.wait(3)
+        self.wait(1.5)
         self.shot("monitor-run")
-        monitor.tabs.setCurrentIndex(3)
-        self.wait(4)
-        self.shot("monitor-offload")
-        monitor.tabs.setCurrentIndex(1)
 
-        print("Runs: Stop", flush=True)
+        print("Runs: live, then Stop", flush=True)
         window.show_page("runs")
+        self.wait_until("more steps", lambda: runs.record is not None
+                        and (runs.record.progress or {}).get("current", 0) >= 40, 120)
+        self.shot("runs")
         runs.stop_run()
         self.wait_until("the run to stop", lambda: self.run_state(first) != "running", 120)
         self.wait_until("the page to show the stop", lambda: runs.record is not None and runs.record.finished, 30)
         self.wait(3)
         self.shot("runs-stopped")
+
+        print("Monitor: the stopped run's offload view, read back", flush=True)
+        window.show_page("monitor")
+        monitor.tabs.setCurrentIndex(3)
+        self.wait(4)
+        self.shot("monitor-offload")
+        monitor.tabs.setCurrentIndex(1)
 
         print("A second, shorter run", flush=True)
         window.show_page("launch")
