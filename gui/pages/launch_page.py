@@ -147,6 +147,8 @@ class LaunchPage(Page):
         self.name.setPlaceholderText("the script's name")
         self.name.setToolTip("A name for the run in Runs and History")
         form.addRow("Script", self.script)
+        form.addRow("Working directory", self.cwd)
+        form.addRow("Run name", self.name)
         form.addRow("Arguments", self.args)
         below_args = QWidget()  # one row: a hidden note must not leave an empty form row behind
         below = QVBoxLayout(below_args)
@@ -154,9 +156,9 @@ class LaunchPage(Page):
         below.setSpacing(2)
         below.addWidget(self.argv_label)
         below.addWidget(self.args_note)
+        # Last: a wrapped label's height is worked out for a narrower width than it gets, and the spare lines
+        # opened a gap between the arguments and the fields below them.
         form.addRow("", below_args)
-        form.addRow("Working directory", self.cwd)
-        form.addRow("Run name", self.name)
         columns.addWidget(what, 0, 0)
 
         # --- how to run it

@@ -136,6 +136,7 @@ class OffloadView(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)  # no blank strip when GPU columns are hidden
         self.table.setAlternatingRowColors(True)
         self.table.setWordWrap(False)
         self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 6)
@@ -250,6 +251,8 @@ class OffloadView(QWidget):
                  f"{format_value(s['pcie_d2h_bytes_per_step'], 'B')} out")
         disk = (f"{'NVMe' if nvme else 'disk'} {format_value(s[f'{prefix}_read_bytes_per_step'], 'B')} read, "
                 f"{format_value(s[f'{prefix}_write_bytes_per_step'], 'B')} written")
+        gpu = self.table.isColumnHidden(2)  # hidden: no GPU recorded, so no PCIe or utilisation to report
         self.summary.setText(f"Median of the last {int(s['steps'])} steps: "
-                             f"<b>{format_value(s['seconds_per_step'])} s/step</b>; per step {moved}; {disk}; "
-                             f"GPUs busy {format_value(s['mean_gpu_util_pct'], '%')} of the time.")
+                             f"<b>{format_value(s['seconds_per_step'])} s/step</b>; per step "
+                             + (f"{disk}." if gpu else f"{moved}; {disk}; GPUs busy "
+                                f"{format_value(s['mean_gpu_util_pct'], '%')} of the time."))
