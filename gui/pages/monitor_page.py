@@ -396,6 +396,7 @@ class MonitorPage(Page):
                 self.tabs.setCurrentIndex(1)  # no GPU: open on what there is to see (the GPU tab says why)
             if self._gpu_state != reason:
                 self._gpu_state = reason
+                self.rank_gpu_chart.set_title("Ranks' GPU memory: no NVIDIA GPU")
                 self.no_gpu_label.setText(
                     f"<p style='font-size:14pt'><b>No NVIDIA GPU:</b> {reason}</p>"
                     "<p>Host, run and offload charts work without one. GPU charts appear here when NVML can read "
@@ -404,6 +405,7 @@ class MonitorPage(Page):
             return
         if self._gpu_state != "gpus":
             self._gpu_state = "gpus"
+            self.rank_gpu_chart.set_title("Ranks' GPU memory")
             self.gpu_stack.setCurrentIndex(1)
         for gpu in sample.gpus:
             self._append_gpu(gpu)
@@ -463,7 +465,8 @@ class MonitorPage(Page):
             name = f"rank {process.rank}" if ranked and process.rank is not None else f"PID {process.pid}"
             self.rank_rss_chart.append(name, t, process.rss_bytes)
             self.rank_cpu_chart.append(name, t, process.cpu_percent)
-            self.rank_gpu_chart.append(name, t, process.gpu_memory_bytes)
+            if self._gpu_state == "gpus":  # no GPU: no empty series whose names promise figures
+                self.rank_gpu_chart.append(name, t, process.gpu_memory_bytes)
             self.rank_locked_chart.append(name, t, process.locked_bytes)
         if run.processes:
             self.rank_rss_chart.append("all ranks", t, run.ranks_rss_bytes)

@@ -80,6 +80,7 @@ def test_no_gpu_state_shows_the_real_nvml_reason_while_the_rest_works(page, qtbo
     assert "no NVIDIA GPU" in page.summary.text()
     # Issue 12: the page opened on an empty GPU tab; without a GPU it shows the host (the GPU tab says why).
     assert page.tabs.currentIndex() == 1
+    assert page.rank_gpu_chart.title.endswith("no NVIDIA GPU")
 
 
 def test_gpu_charts_receive_the_values_of_nvml_snapshots(page, qtbot):
