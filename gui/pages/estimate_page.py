@@ -243,6 +243,7 @@ class EstimatePage(Page):
         self.advice_text.setTextFormat(Qt.TextFormat.RichText)
         self.advice_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         advice_layout.addWidget(self.advice_text)
+        advice_layout.addStretch(1)  # a short advice sits at the top of its box, not in its middle
         shortcut = QShortcut(QKeySequence("Ctrl+U"), self)
         shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         shortcut.activated.connect(self.use_advice)
@@ -514,8 +515,9 @@ class EstimatePage(Page):
                 self.table.setItem(r, c, item)
         self._fit_strategy_column()
         rows_height = sum(self.table.rowHeight(r) for r in range(len(rows)))
-        self.table.setMaximumHeight(self.table.horizontalHeader().height() + rows_height
-                                    + 2 * self.table.frameWidth() + self.table.horizontalScrollBar().sizeHint().height())
+        needed = (self.table.horizontalHeader().height() + rows_height + 2 * self.table.frameWidth()
+                  + self.table.horizontalScrollBar().sizeHint().height())
+        self.table.setFixedHeight(needed)  # every strategy in view; the advice below scrolls instead
 
     def _show_advice(self) -> None:
         result = self.estimate
