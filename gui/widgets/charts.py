@@ -215,8 +215,10 @@ def peak_decimate(x: np.ndarray, y: np.ndarray, x_low: float, x_high: float, col
     """The points of increasing `x` within [x_low, x_high] (plus one on each side, so lines reach the edges)
     reduced to at most ~2 per column: each bucket of k points becomes its (x, min) and (x, max), so every spike
     stays visible. Buckets start at multiples of k counted from `first_index` (the ring's absolute index of x[0]),
-    so a bucket's content does not shift as new points arrive and live charts do not shimmer. NaN = a gap; a
-    bucket keeps NaN only when all its points are NaN."""
+    so a bucket's content does not shift as new points arrive and live charts do not shimmer. NaN = a gap: a
+    bucket of NaN stays NaN, and a bucket with some NaN is cut off from both neighbours (NaN before and after its
+    min and max), so a gap narrower than a column still breaks the line instead of vanishing into a bucket (a
+    line drawn straight across the minutes a hidden Monitor page did not sample)."""
     n = len(x)
     if n == 0:
         return x, y
@@ -232,12 +234,18 @@ def peak_decimate(x: np.ndarray, y: np.ndarray, x_low: float, x_high: float, col
     head = y[i:i + full * k].reshape(full, k)
     lows, highs = np.fmin.reduce(head, axis=1), np.fmax.reduce(head, axis=1)
     xs = x[i:i + full * k:k]
+    partial = np.isnan(head).any(axis=1) & ~np.isnan(lows)
+    if partial.any():
+        gap = np.full(full, np.nan)
+        keep = np.column_stack((partial, np.ones(full, bool), np.ones(full, bool), partial)).ravel()
+        bucket_x = np.repeat(xs, 4)[keep]
+        bucket_y = np.column_stack((gap, lows, highs, gap)).ravel()[keep]
+    else:
+        bucket_x, bucket_y = np.repeat(xs, 2), np.column_stack((lows, highs)).ravel()
     rest = y[i + full * k:j]
     if len(rest):  # the newest, incomplete bucket: its points as they are
-        out_x = np.concatenate((np.repeat(xs, 2), x[i + full * k:j]))
-        out_y = np.concatenate((np.column_stack((lows, highs)).ravel(), rest))
-        return out_x, out_y
-    return np.repeat(xs, 2), np.column_stack((lows, highs)).ravel()
+        return np.concatenate((bucket_x, x[i + full * k:j])), np.concatenate((bucket_y, rest))
+    return bucket_x, bucket_y
 
 
 def _as_array(values: Any) -> np.ndarray:

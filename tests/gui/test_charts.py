@@ -227,3 +227,16 @@ def test_an_axis_writes_its_major_and_minor_ticks_in_one_notation():
     assert all("e-" in t for t in major + minor), (major, minor)
     axis.setRange(0.0, 3.0)
     assert axis.tickStrings([1.0, 2.0], 1.0, 1.0) == ["1", "2"]
+
+
+def test_a_gap_narrower_than_a_column_still_breaks_the_line():
+    """Issue 12: a hidden Monitor page's gap (one NaN among a day of points) vanished into a min/max bucket."""
+    x = np.arange(10_000.0)
+    y = np.full(10_000, 50.0)
+    y[6001] = np.nan  # the only gap, inside a bucket of finite points
+    xd, yd = peak_decimate(x, y, 0.0, 10_000.0, 200)
+    assert len(xd) < 600
+    gaps = np.flatnonzero(np.isnan(yd))
+    assert len(gaps) == 2  # before and after the bucket holding it: no line runs through
+    drawn = [(xd[p], xd[p + 1]) for p in range(len(xd) - 1) if not np.isnan(yd[p]) and not np.isnan(yd[p + 1])]
+    assert not any(a < 6001 < b for a, b in drawn)  # no drawn segment crosses the gap
