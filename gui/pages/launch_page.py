@@ -686,8 +686,9 @@ def argv_html(args: list[str], widget: QWidget) -> str:
     """The arguments as the script gets them, one framed word each (a Python list's quotes and commas read as
     part of the values)."""
     background = widget.palette().color(QPalette.ColorRole.AlternateBase).name()
-    words = "&nbsp; ".join(f'<code style="background:{background}">&nbsp;{html.escape(a)}&nbsp;</code>'
-                           for a in args)
+    # nowrap: a line may break between the words, never inside one ("--log-" / "every")
+    words = "&nbsp; ".join(f'<code style="background:{background}; white-space:nowrap">&nbsp;{html.escape(a)}'
+                           '&nbsp;</code>' for a in args)
     return f"The script gets {len(args)} argument{'s' if len(args) != 1 else ''}: {words}"
 
 
