@@ -208,7 +208,13 @@ class Tour:
 
         print("Estimate", flush=True)
         window.show_page("estimate")
-        self.wait(6)
+        estimate = window.pages["estimate"]
+        self.wait_until("the machine's detection", lambda: estimate.detection_finished, 60)
+        if not estimate.gpu_mem.text():  # no GPU here: the figure a person would type for a 24 GiB card
+            estimate.gpu_mem.setText("24")
+        self.wait_until("the estimate", lambda: estimate.estimate is not None and estimate.estimate.advice
+                        is not None, 60)
+        self.wait(2)
         self.shot("estimate")
 
         print("Dark theme", flush=True)
