@@ -309,5 +309,5 @@ def note_style(severity: str | None, widget: QWidget) -> str:
     if not severity:
         return ""
     dark = widget.palette().color(QPalette.ColorRole.Window).lightness() < 128
-    colours = {"error": ("#c62828", "#ff8a80"), "warning": ("#b26a00", "#ffcc80")}
+    colours = {"error": ("#c62828", "#ff8a80"), "warning": ("#8f5600", "#ffcc80")}  # 4.5:1 or more
     return f"color: {colours.get(severity, ('', ''))[1 if dark else 0]};"

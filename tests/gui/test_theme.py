@@ -47,3 +47,22 @@ def test_muted_text_follows_a_theme_switch(qapp, qtbot):
         assert contrast(shown, label.palette().color(QPalette.ColorRole.Window)) >= 4.5
     finally:
         qapp.setPalette(saved)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_message_colours_read_on_the_theme_they_are_used_in(qapp, theme):
+    from traindeck.gui.widgets.config_form import note_style
+    from traindeck.gui.widgets.message_list import _STYLE
+
+    palette = theme_palette(theme, qapp)
+    window, base = palette.color(QPalette.ColorRole.Window), palette.color(QPalette.ColorRole.Base)
+    column = 1 if theme == "light" else 2
+    colours = {severity: style[column] for severity, style in _STYLE.items() if style[column]}
+    label = QLabel()
+    label.setPalette(palette)
+    for severity in ("error", "warning"):
+        colours[f"note {severity}"] = note_style(severity, label).removeprefix("color: ").rstrip(";")
+    low = [f"{name} {colour}: {min(contrast(QColor(colour), window), contrast(QColor(colour), base)):.2f}"
+           for name, colour in colours.items()
+           if min(contrast(QColor(colour), window), contrast(QColor(colour), base)) < 4.5]
+    assert not low, low
