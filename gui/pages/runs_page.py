@@ -594,12 +594,12 @@ class RunsPage(Page):
             if seen_stop and event.kind in watch.STOP_EVENTS:
                 lines.append(watch.event_line(event))
         record = self.record
+        if record is not None and record.finished and record.state == "stopped":
+            lines.append(STOPPED_TRACEBACK_NOTE)  # before the confirmation, which stays the story's last word
         if self.remaining is not None:
             lines.append("confirmed: no process of the run remains" if not self.remaining else
                          f"{len(self.remaining)} process(es) of the run are still alive: {self.remaining}")
         done = record is not None and record.finished
-        if done and record is not None and record.state == "stopped":
-            lines.append(STOPPED_TRACEBACK_NOTE)
         self.stop_title.setText("Stopped" if done and record is not None and record.state == "stopped" else
                                 "Stop" if done else "Stopping…")
         self.stop_label.setText("\n".join(lines))
