@@ -204,3 +204,15 @@ def test_compare_shows_the_one_script_argument_that_differs(store):
     assert launch_rows == [("launch.argv --steps", "100", "600")]
     # The unified diff lists one argument a line, so the differing one is its own -/+ pair.
     assert "\n-100\n+600\n" in result.unified_diff
+
+
+def test_a_run_ended_by_a_signal_is_named_by_the_signal(store):
+    from traindeck.backend.runs.compare import figure_rows
+
+    run = make_run(store, "stopped")
+    with RunStore() as other:
+        other.finish_run(run.id, "stopped", exit_code=-2)
+        record = other.get_run(run.id)
+    figures = run_figures(store, record)
+    state = next(row for row in figure_rows(figures, figures) if row.what == "State")
+    assert state.a == "stopped (SIGINT)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,7 +239,15 @@ def _change(a: float | None, b: float | None, describe: bool = True) -> str:
 def figure_rows(a: RunFigures, b: RunFigures) -> list[FigureRow]:
     """The figures people compare, as text, with B's ratio to A."""
     def state(f: RunFigures) -> str:
-        return f.state + (f" (exit code {f.exit_code})" if f.exit_code not in (None, 0) else "")
+        code = f.exit_code
+        if code is None or code == 0:
+            return f.state
+        if code < 0:  # ended by a signal: its name, not "exit code -2"
+            try:
+                return f"{f.state} ({signal.Signals(-code).name})"
+            except ValueError:
+                return f"{f.state} (signal {-code})"
+        return f"{f.state} (exit code {code})"
 
     return [
         FigureRow("State", state(a), state(b)),

@@ -199,12 +199,15 @@ class Tour:
         self.wait_until("History to list both runs", lambda: history.model.rowCount() >= 2, 60)
         history.compare(first, second)
         self.wait_until("the comparison", lambda: "Comparing" not in history.compare_title.text(), 60)
+        history.tabs.setCurrentIndex(1)  # "Config differences": what the two runs were given differently
         self.wait(2)
         self.shot("history")
-        history.tabs.setCurrentIndex(min(2, history.tabs.count() - 1))
+        history.tabs.setCurrentIndex(2)
         self.wait(1)
         self.shot("history-diff")
-        history.tabs.setCurrentIndex(1)
+        history.tabs.setCurrentIndex(0)
+        self.wait(1)
+        self.shot("history-figures")
 
         print("Estimate", flush=True)
         window.show_page("estimate")
