@@ -143,6 +143,11 @@ class Tour:
         self.wait_until("the run to start (Ctrl+Enter)", lambda: started, 120)
         first = started[0]
         self.shot("launch-started")
+        # Open Monitor once now: it samples from its first showing on (and for a minute while hidden), so its
+        # charts have the run's start-up when the tour comes back to them.
+        window.show_page("monitor")
+        self.wait(1)
+        window.show_page("runs")
 
         # The demo trains 100 steps of 0.2 s once DeepSpeed is up: Monitor first, then Runs, then Stop, all while
         # it runs (the first launch on a machine waits minutes for DeepSpeed's CPU Adam build).
