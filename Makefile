@@ -14,7 +14,7 @@ export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
 # DeepSpeed JIT-builds its CPU ops on first use (~90 s); keep them between runs.
 export TORCH_EXTENSIONS_DIR ?= $(HOME)/.cache/torch_extensions
 
-.PHONY: demo test setup setup-core check-setup lint bench clean frozen icons install-desktop uninstall-desktop
+.PHONY: demo test setup setup-core check-setup lint bench clean frozen icons install-desktop uninstall-desktop tour
 
 # Refuses at once, before any set-up, where no window could be seen (no DISPLAY / WAYLAND_DISPLAY) or Qt could not
 # open one (X11 libraries missing: the exact apt-get line is printed). Ctrl+C closes the window.
@@ -52,6 +52,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check backend gui tests
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+
+# The dashboard as a person sees it: the real window under Xvfb (a real X server), the demo driven end to end
+# (launch, live run, stop, a second run, History's comparison, dark theme), one screenshot per step in build/tour.
+# Needs xvfb, xauth and Qt's xcb libraries (see tests/gui/xvfb_tour.py); `make tour README=1` also replaces
+# resources/screenshots/*.png.
+tour: $(STAMP)
+	$(BIN)/python -m tests.gui.xvfb_tour build/tour $(if $(README),--readme,)
 
 bench: $(STAMP)
 	for b in tests/perf/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

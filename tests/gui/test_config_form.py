@@ -110,3 +110,12 @@ def test_an_aliased_key_gets_one_row_under_the_spelling_the_file_uses(qtbot, ds_
     qtbot.addWidget(fresh)
     assert fresh.child("zero_optimization").editor("stage3_max_live_parameters") is not None
     assert "max_live_parameters" not in fresh.child("zero_optimization")._editors
+
+
+def test_keys_are_labelled_in_words_with_the_key_beneath():
+    from traindeck.gui.widgets.config_form import people_words
+
+    assert people_words("train_micro_batch_size_per_gpu") == "Train micro batch size per GPU"
+    assert people_words("nvme_path") == "NVMe path"
+    assert people_words("fp16") == "fp16"
+    assert people_words("stage3_max_live_parameters") == "Stage 3 max live parameters"
