@@ -1,0 +1,298 @@
+"""Reading JSON as people paste it: trailing and missing commas, Python's True/False/None, single quotes, unquoted
+keys, // # and /* */ comments, numbers like .5 or 1.
+
+`TolerantJsonReader(text).read()` gives the repair tree (repair_tree.KeyMap) and records, for each place that is
+not strict JSON, both the edit that makes it strict (`edits`, for `config fix`) and what is wrong there in the
+checker's words (`problems`, for `config check`, which names every such place instead of only the first).
+
+One pass: tokens from one regular expression, positions from a table of line starts; nesting deeper than
+bounded.MAX_DEPTH is refused, so no input makes it recurse without bound.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from traindeck.backend.config.bounded import MAX_DEPTH
+from traindeck.backend.config.messages import PathT
+from traindeck.backend.config.repair_tree import Entry, KeyMap, Unparseable, plain
+
+Edit = tuple[int, int, str, str]  # (start, end, replacement, "line N: what was done")
+
+
+@dataclass(slots=True)
+class Tok:
+    kind: str  # "{", "}", "[", "]", ":", ",", "str", "num", "word", "eof"
+    start: int
+    end: int
+    text: str
+
+
+_TOKEN = re.compile(
+    r"""(?P<ws>[ \t\r\n\ufeff]+)
+      | (?P<punct>[{}\[\]:,])
+      | (?P<line_comment>//[^\n]*|\#[^\n]*)
+      | (?P<block_comment>/\*.*?\*/)
+      | (?P<str>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
+      | (?P<num>-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)
+      | (?P<word>[A-Za-z_$][A-Za-z0-9_$.-]*|-?Infinity)""",
+    re.VERBOSE | re.DOTALL,
+)
+_STRICT_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_LITERALS = {"true": True, "false": False, "null": None, "NaN": float("nan"), "Infinity": float("inf"),
+             "-Infinity": float("-inf")}
+_PYTHON = {"True": ("true", True), "False": ("false", False), "None": ("null", None)}
+
+
+class TolerantJsonReader:
+    """Reads JSON as people paste it, recording the edits that make it strict JSON and the problems they fix."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self.edits: list[Edit] = []
+        # (index, what is wrong there): the checker's message for each place that is not strict JSON.
+        self.problems: list[tuple[int, str]] = []
+        self.tokens: list[Tok] = []
+        self.i = 0
+        self._tokenize()
+
+    # -- positions
+
+    def line_of(self, index: int) -> int:
+        return bisect.bisect_right(self.line_starts, index)
+
+    def column_of(self, index: int) -> int:
+        return index - self.line_starts[self.line_of(index) - 1] + 1
+
+    def _edit(self, start: int, end: int, replacement: str, what: str, problem: str, at: int | None = None) -> None:
+        self.edits.append((start, end, replacement, f"line {self.line_of(start)}: {what}"))
+        self.problems.append((start if at is None else at, problem))
+
+    # -- tokens
+
+    def _tokenize(self) -> None:
+        text, i, n = self.text, 0, len(self.text)
+        append = self.tokens.append
+        match = _TOKEN.match
+        while i < n:
+            m = match(text, i)
+            if m is None:
+                self._bad_character(i)
+            kind, end = m.lastgroup, m.end()  # type: ignore[union-attr]
+            if kind == "punct":
+                append(Tok(text[i], i, end, text[i]))
+            elif kind in ("str", "num", "word"):
+                append(Tok(kind, i, end, m.group()))  # type: ignore[arg-type,union-attr]
+            elif kind == "line_comment":
+                self._remove_comment(i, end, "// comment" if text[i] == "/" else "# comment")
+            elif kind == "block_comment":
+                self._remove_comment(i, end, "/* */ comment")
+            i = end
+        append(Tok("eof", n, n, ""))
+
+    def _bad_character(self, i: int) -> None:
+        c = self.text[i]
+        if self.text.startswith("/*", i):
+            raise Unparseable("a /* comment is never closed", self.line_of(i), self.column_of(i))
+        if c in "\"'":
+            raise Unparseable("a text value is not closed on its line (missing quote)", self.line_of(i),
+                              self.column_of(i))
+        raise Unparseable(f"unexpected character {c!r}", self.line_of(i), self.column_of(i))
+
+    def _remove_comment(self, start: int, end: int, what: str) -> None:
+        problem = (f"a {what.split()[0]} comment: JSON has none (DeepSpeed skips it, but accelerate and the HF "
+                   "Trainer read the file with json and refuse it; `traindeck config fix` removes it)")
+        line_start = self.line_starts[self.line_of(start) - 1]
+        line_end = self.text.find("\n", end)
+        line_end = len(self.text) if line_end < 0 else line_end
+        before = self.text[line_start:start]
+        after = self.text[end:line_end]
+        if not before.strip() and not after.strip():
+            # The comment is all there is on its line(s): remove the line(s).
+            self._edit(line_start, min(line_end + 1, len(self.text)), "", f"removed a {what}", problem, start)
+            return
+        lead = len(before) - len(before.rstrip(" \t"))
+        self._edit(start - lead, end, "", f"removed a {what}", problem, start)
+
+    # -- parsing
+
+    def _peek(self) -> Tok:
+        return self.tokens[self.i]
+
+    def _next(self) -> Tok:
+        tok = self.tokens[self.i]
+        self.i += 1
+        return tok
+
+    def _fail(self, tok: Tok, message: str) -> Unparseable:
+        return Unparseable(f"JSON syntax: {message}", self.line_of(tok.start), self.column_of(tok.start))
+
+    def read(self) -> KeyMap:
+        tok = self._peek()
+        if tok.kind != "{":
+            raise self._fail(tok, "expected '{' at the start of a DeepSpeed JSON config")
+        value, _ = self._value(())
+        tok = self._peek()
+        if tok.kind == ",":
+            self._next()
+            self._edit(tok.start, tok.end, "", "removed a comma after the closing '}'",
+                       "a comma after the closing '}' (`traindeck config fix` removes it)")
+            tok = self._peek()
+        if tok.kind != "eof":
+            raise self._fail(tok, "text after the end of the config")
+        return value  # type: ignore[no-any-return]
+
+    def _value(self, path: PathT) -> tuple[Any, Tok]:
+        """(value, its last token)."""
+        tok = self._next()
+        if tok.kind in "{[" and len(path) >= MAX_DEPTH:
+            raise self._fail(tok, f"nested more than {MAX_DEPTH} levels deep (a config has a few); refused")
+        if tok.kind == "{":
+            return self._object(path, tok)
+        if tok.kind == "[":
+            return self._array(path, tok)
+        if tok.kind == "str":
+            return self._string(tok), tok
+        if tok.kind == "num":
+            return self._number(tok), tok
+        if tok.kind == "word":
+            if tok.text in _LITERALS:
+                return _LITERALS[tok.text], tok
+            if tok.text in _PYTHON:
+                spelled, value = _PYTHON[tok.text]
+                self._edit(tok.start, tok.end, spelled, f"{tok.text} -> {spelled} (JSON spelling)",
+                           f"'{tok.text}' is Python; JSON writes true, false or null")
+                return value, tok
+            raise self._fail(tok, f"{tok.text!r} is not a JSON value (text must be in double quotes)")
+        raise self._fail(tok, f"expected a value, found {tok.text or 'the end of the text'!r}")
+
+    def _number(self, tok: Tok) -> int | float:
+        text = tok.text
+        fixed = text
+        if not _STRICT_NUMBER.fullmatch(text):
+            if fixed.startswith("."):
+                fixed = "0" + fixed
+            if fixed.startswith("-."):
+                fixed = "-0" + fixed[1:]
+            if fixed.endswith("."):
+                fixed += "0"
+            fixed = re.sub(r"\.([eE])", r".0\1", fixed)
+            if re.match(r"-?0\d", fixed):
+                raise self._fail(tok, f"{text} is not a JSON number (no leading zeros)")
+            if fixed != text:
+                self._edit(tok.start, tok.end, fixed, f"{text} -> {fixed} (JSON number spelling)",
+                           f"{text} is not a JSON number: write {fixed}")
+        if "." in fixed or "e" in fixed or "E" in fixed:
+            return float(fixed)
+        return int(fixed)
+
+    def _string(self, tok: Tok) -> str:
+        if tok.text.startswith('"'):
+            if "\\" not in tok.text:
+                return tok.text[1:-1]
+            try:
+                return json.loads(tok.text)  # type: ignore[no-any-return]
+            except json.JSONDecodeError:
+                pass
+        try:
+            value = ast.literal_eval(tok.text)
+        except (ValueError, SyntaxError):
+            raise self._fail(tok, "a text value JSON cannot read") from None
+        if not isinstance(value, str):
+            raise self._fail(tok, "a text value JSON cannot read")
+        spelled = json.dumps(value, ensure_ascii=False)
+        if tok.text.startswith("'"):
+            self._edit(tok.start, tok.end, spelled, f"{tok.text} -> {spelled} (JSON needs double quotes)",
+                       "keys must use double quotes in JSON, not single quotes" if self._peek().kind == ":"
+                       else "text must use double quotes in JSON, not single quotes")
+        return value
+
+    def _object(self, path: PathT, open_tok: Tok) -> tuple[KeyMap, Tok]:
+        out = KeyMap()
+        if self._peek().kind == "}":
+            return out, self._next()
+        while True:
+            tok = self._next()
+            if tok.kind == "str":
+                key = self._string(tok)
+            elif tok.kind in ("word", "num"):
+                key = tok.text
+                self._edit(tok.start, tok.end, json.dumps(key), f"quoted the key {key} (JSON needs double quotes)",
+                           f"the key {key} must be in double quotes")
+            else:
+                raise self._fail(tok, f"expected a key in double quotes, found {tok.text or 'the end of the text'!r}")
+            colon = self._next()
+            if colon.kind != ":":
+                raise self._fail(colon, f"expected ':' after the key \"{key}\"")
+            value_tok = self._peek()
+            value, last = self._value(path + (key,))
+            entry = Entry(key=key, value=value, line=self.line_of(tok.start), key_span=(tok.start, tok.end),
+                          origin=path + (key,))
+            if not isinstance(value, (KeyMap, list)):
+                entry.value_span = (value_tok.start, last.end)
+                entry.quote = '"' if value_tok.kind == "str" else None
+            entry.empty = value is None or (isinstance(value, KeyMap) and not value.entries)
+            out.entries.append(entry)
+            after = self._peek()
+            if after.kind == ",":
+                self._next()
+                if self._peek().kind == "}":
+                    self._edit(after.start, after.end, "", "removed a trailing comma before '}'", _TRAILING)
+                    return out, self._next()
+                continue
+            if after.kind == "}":
+                return out, self._next()
+            if after.kind in ("str", "word"):
+                self._edit(last.end, last.end, ",", f"added a missing comma after the value of \"{key}\"",
+                           _MISSING, after.start)
+                continue
+            if after.kind == "eof":
+                raise self._fail(open_tok, "this '{' is never closed")
+            raise self._fail(after, f"expected ',' or '}}' after the value of \"{key}\"")
+
+    def _array(self, path: PathT, open_tok: Tok) -> tuple[list[Any], Tok]:
+        out: list[Any] = []
+        if self._peek().kind == "]":
+            return out, self._next()
+        while True:
+            value, last = self._value(path + (len(out),))
+            out.append(plain(value))
+            after = self._peek()
+            if after.kind == ",":
+                self._next()
+                if self._peek().kind == "]":
+                    self._edit(after.start, after.end, "", "removed a trailing comma before ']'", _TRAILING)
+                    return out, self._next()
+                continue
+            if after.kind == "]":
+                return out, self._next()
+            if after.kind in ("str", "num", "word", "{", "["):
+                self._edit(last.end, last.end, ",", "added a missing comma between two list items", _MISSING,
+                           after.start)
+                continue
+            if after.kind == "eof":
+                raise self._fail(open_tok, "this '[' is never closed")
+            raise self._fail(after, "expected ',' or ']' in a list")
+
+
+# The checker's words (source.py's json-error wording, kept identical so each place reads the same either way).
+_TRAILING = "a trailing comma before ']' or '}' (JSON allows none; `traindeck config fix` removes it)"
+_MISSING = "a missing comma between two entries (`traindeck config fix` adds it)"
+
+
+def apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
+    """`text` with each (start, end, replacement) applied; edits do not overlap. One pass, whatever their number."""
+    pieces: list[str] = []
+    at = 0
+    for start, end, replacement in sorted(edits, key=lambda e: (e[0], e[1])):
+        pieces.append(text[at:start])
+        pieces.append(replacement)
+        at = max(at, end)
+    pieces.append(text[at:])
+    return "".join(pieces)
