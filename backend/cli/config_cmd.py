@@ -63,7 +63,10 @@ def run_check(args: argparse.Namespace) -> int:
     from traindeck.backend.config.messages import has_errors, sort_messages
     from traindeck.backend.config.validate import check_files
 
-    messages = check_files(args.files, world_size=args.world_size, hf_trainer=args.hf_trainer)
+    try:
+        messages = check_files(args.files, world_size=args.world_size, hf_trainer=args.hf_trainer)
+    except Exception:  # a bug one file triggers must not cost the others their check: each file alone
+        messages = sort_messages(_one_by_one(args))
     if args.native:
         messages = sort_messages(list(dict.fromkeys(messages + _native(args))))
     if args.json:
@@ -80,6 +83,23 @@ def run_check(args: argparse.Namespace) -> int:
     else:
         print(f"traindeck: no problems found in {files}", file=sys.stderr)
     return 1 if has_errors(messages) else 0
+
+
+def _one_by_one(args: argparse.Namespace) -> list[Message]:
+    """Each file checked on its own; a file whose check fails unexpectedly gets one error and a crash report."""
+    from traindeck.backend.config.messages import Message
+    from traindeck.backend.config.validate import check_files
+    from traindeck.backend.crash import one_line, write_crash_report
+
+    out: list[Message] = []
+    for path in args.files:
+        try:
+            out += check_files([path], world_size=args.world_size, hf_trainer=args.hf_trainer)
+        except Exception as exc:
+            report = write_crash_report(exc, ["config", "check", str(path)], context=f"checking {path}")
+            out.append(Message("error", "", f"traindeck could not check this file: {one_line(exc, report)}",
+                               str(path), None, None))
+    return out
 
 
 def _native(args: argparse.Namespace) -> list[Message]:

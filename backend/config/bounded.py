@@ -94,10 +94,18 @@ class BoundedSafeLoader(yaml.SafeLoader):
         self._alias_values = 0  # of which aliases added
         self._sizes: dict[int, int] = {}  # id(finished anchored node) -> values it stands for
 
+    def fetch_flow_collection_start(self, token_class: Any) -> None:
+        # The scanner's simple-key bookkeeping costs its flow depth on every token: a 100,000-deep `[[[[` took
+        # seconds before the composer saw a node. Refuse at the scanner, where the depth is first known.
+        if self.flow_level >= MAX_DEPTH:
+            raise BoundedYamlError(None, None, f"nested more than {MAX_DEPTH} levels deep (a config has a few)",
+                                   self.get_mark())
+        super().fetch_flow_collection_start(token_class)
+
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            node = self.anchors.get(event.anchor)  # type: ignore[attr-defined]
+            node = self.anchors.get(event.anchor)
             if node is not None:
                 size = self._sizes.get(id(node))
                 if size is None:  # registered under its anchor but not finished: the alias is inside it
@@ -108,7 +116,7 @@ class BoundedSafeLoader(yaml.SafeLoader):
                 if self._alias_values > MAX_ALIAS_VALUES:
                     raise BoundedYamlError(None, None, f"YAML aliases expand to more than {MAX_ALIAS_VALUES:,} "
                                            "values (an alias bomb?); no config needs that", event.start_mark)
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         event = self.peek_event()
         self._depth += 1
         if self._depth > MAX_DEPTH:
@@ -122,7 +130,7 @@ class BoundedSafeLoader(yaml.SafeLoader):
             self._depth -= 1
         if getattr(event, "anchor", None) is not None:
             self._sizes[id(node)] = self._expanded - before
-        return node  # type: ignore[no-any-return]
+        return node
 
 
 def yaml_problem_line(exc: yaml.MarkedYAMLError) -> tuple[int | None, int | None]:

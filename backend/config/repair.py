@@ -89,6 +89,7 @@ class _Repairer:
         # Minimal text edits for changes that keep the structure: (start, end, replacement).
         self.edits: list[tuple[int, int, str]] = []
         self.fmt: Format = "yaml"
+        self._moved: list[_Entry] = []  # entries moved out of the level _follow_headers is walking
 
     def change(self, line: int, text: str) -> None:
         self.changes.append((line, f"line {line}: {text}"))
@@ -123,12 +124,19 @@ class _Repairer:
                     self._deprecated(node, entry, section, path, present)
 
     def _follow_headers(self, node: _Map, section: type[Section], path: PathT) -> None:
-        """Keys that follow an empty section header in the text and belong to that section go under it."""
+        """Keys that follow an empty section header in the text and belong to that section go under it.
+
+        A key no description knows (a newer tool's key, say) between two keys that go under the same header goes
+        there too: the text put it among that section's keys. One left after the last of them is named when this
+        level refuses unknown keys (accelerate's top level), since staying there the file would be refused.
+        """
         chain: list[tuple[_Entry, type[Section], PathT]] = []  # open headers, outermost first
         kept: list[_Entry] = []
+        pending: list[tuple[_Entry, _Entry]] = []  # (unknown entry, the innermost open header when it was read)
         for entry in node.entries:
             key = entry.key
             if not chain:
+                self._unplaced(pending, section, path)
                 kept.append(entry)
                 self._maybe_open(entry, section, path, chain)
                 continue
@@ -136,6 +144,7 @@ class _Repairer:
             here = _knows(section, key)
             if len(homes) + here == 1 and homes:
                 i = homes[0]
+                self._place_pending(pending, chain[i], chain)
                 del chain[i + 1:]
                 header, header_section, header_path = chain[i]
                 self._put(header, entry, header_path)
@@ -143,6 +152,7 @@ class _Repairer:
                 continue
             if len(homes) + here == 1:  # the level itself: the headers above are closed
                 chain.clear()
+                self._unplaced(pending, section, path)
                 kept.append(entry)
                 self._maybe_open(entry, section, path, chain)
                 continue
@@ -159,6 +169,7 @@ class _Repairer:
             level_hint = _suggest_key(section, key)
             if len(fixes) == 1 and not level_hint and isinstance(key, str):
                 i, hint = fixes[0]
+                self._place_pending(pending, chain[i], chain)
                 del chain[i + 1:]
                 header, header_section, header_path = chain[i]
                 self.change(entry.line, f"key '{key}' -> '{hint}' (a key of {format_path(header_path)})")
@@ -168,7 +179,36 @@ class _Repairer:
                 self._maybe_open(entry, header_section, header_path, chain)
                 continue
             kept.append(entry)  # left for the next steps (a deeper section, a typo at this level, or unknown)
-        node.entries = kept
+            if isinstance(key, str) and not level_hint and not fixes and key not in _removed(section) \
+                    and not _homes(section, key):
+                pending.append((entry, chain[-1][0]))
+        self._unplaced(pending, section, path)
+        moved = {id(e) for e in self._moved}
+        node.entries = [e for e in kept if id(e) not in moved]
+        self._moved.clear()
+
+    def _place_pending(self, pending: list[tuple[_Entry, _Entry]], target: tuple[_Entry, type[Section], PathT],
+                       chain: list[tuple[_Entry, type[Section], PathT]]) -> None:
+        """The next key goes under `target`: unknown keys read while `target` was the innermost open header sat
+        among its keys, and follow them; others (read under a deeper header) are between two sections: named."""
+        header, _section, header_path = target
+        for entry, open_header in pending:
+            if open_header is header:
+                self._put(header, entry, header_path, unknown=True)
+                self._moved.append(entry)
+            else:
+                self._unplaced([(entry, open_header)], None, header_path)
+        pending.clear()
+
+    def _unplaced(self, pending: list[tuple[_Entry, _Entry]], section: type[Section] | None, path: PathT) -> None:
+        """Unknown keys after the last key of a flattened section: staying at a level that refuses unknown keys
+        the file is refused; moving them would be a guess. Named either way when the level refuses them."""
+        for entry, header in pending:
+            if section is None or section.UNKNOWN == "error":
+                self.problem(entry.line, f"'{entry.key}' is a key traindeck does not know, after the keys of "
+                                         f"{header.key} that lost their indentation; indent it under {header.key} "
+                                         "if it belongs there, or remove it")
+        pending.clear()
 
     def _maybe_open(self, entry: _Entry, section: type[Section], path: PathT,
                     chain: list[tuple[_Entry, type[Section], PathT]]) -> None:
@@ -176,13 +216,14 @@ class _Repairer:
         if entry.empty and child is not None:
             chain.append((entry, child, path + (entry.key,)))
 
-    def _put(self, header: _Entry, entry: _Entry, header_path: PathT) -> None:
+    def _put(self, header: _Entry, entry: _Entry, header_path: PathT, unknown: bool = False) -> None:
         if not isinstance(header.value, _Map):
             header.value = _Map()
         header.value.entries.append(entry)
         header.empty = False
         self.structural = True
-        self.change(entry.line, f"moved {entry.key} under {format_path(header_path)}")
+        self.change(entry.line, f"moved {entry.key} under {format_path(header_path)}" + (
+            " (a key traindeck does not know: it sat among that section's keys)" if unknown else ""))
 
     def _move_down(self, node: _Map, section: type[Section], path: PathT) -> None:
         """A key this level does not know, that exactly one section below it knows, goes there."""

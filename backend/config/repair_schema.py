@@ -8,7 +8,6 @@ section and kept, so repairing a file with many unknown keys stays linear in the
 from __future__ import annotations
 
 import difflib
-from functools import cache
 from typing import Any
 
 import yaml
@@ -34,10 +33,17 @@ def child_section(section: type[Section] | None, key: Any) -> type[Section] | No
 def homes(section: type[Section], key: Any) -> list[PathT]:
     """Paths (below `section`) of the sections that declare `key` (old names accepted as aliases do not count
     here: only a key a section really has says where a stray key belongs)."""
-    return list(_home_index(section).get(key, ())) if isinstance(key, str) else []
+    if not isinstance(key, str):
+        return []
+    index = _HOME_INDEX.get(section)
+    if index is None:
+        index = _HOME_INDEX[section] = _home_index(section)
+    return list(index.get(key, ()))
 
 
-@cache
+_HOME_INDEX: dict[type[Section], dict[str, tuple[PathT, ...]]] = {}
+
+
 def _home_index(section: type[Section]) -> dict[str, tuple[PathT, ...]]:
     """key -> the paths of the sections below `section` declaring it, in the order of the descriptions (built
     once: looking each stray key up is then one dict access instead of a walk of every section)."""

@@ -88,7 +88,7 @@ class TolerantJsonReader:
             if kind == "punct":
                 append(Tok(text[i], i, end, text[i]))
             elif kind in ("str", "num", "word"):
-                append(Tok(kind, i, end, m.group()))  # type: ignore[arg-type,union-attr]
+                append(Tok(kind, i, end, m.group()))  # type: ignore[union-attr]
             elif kind == "line_comment":
                 self._remove_comment(i, end, "// comment" if text[i] == "/" else "# comment")
             elif kind == "block_comment":
@@ -146,7 +146,7 @@ class TolerantJsonReader:
             tok = self._peek()
         if tok.kind != "eof":
             raise self._fail(tok, "text after the end of the config")
-        return value  # type: ignore[no-any-return]
+        return value
 
     def _value(self, path: PathT) -> tuple[Any, Tok]:
         """(value, its last token)."""
@@ -197,7 +197,7 @@ class TolerantJsonReader:
             if "\\" not in tok.text:
                 return tok.text[1:-1]
             try:
-                return json.loads(tok.text)  # type: ignore[no-any-return]
+                return json.loads(tok.text)
             except json.JSONDecodeError:
                 pass
         try:
