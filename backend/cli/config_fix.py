@@ -45,13 +45,16 @@ def run_fix(args: argparse.Namespace) -> int:
     for change in result.changes:
         print(f"{source}: {change}")
     left = _still_refused(result.text_out, source) if result.text_out is not None and not result.problems else []
-    if result.text_out is None or result.problems or left:
+    if result.text_out is None:  # one line: where the text stops being readable, even leniently
+        why = "; ".join(p.removeprefix("cannot repair: ") for p in result.problems)
+        print(f"traindeck: {source} cannot be repaired: {why}; nothing written", file=sys.stderr)
+        return 1
+    if result.problems or left:
         for problem in result.problems:
             print(f"{source}: {problem}", file=sys.stderr)
         for message in left:
             print(f"{source}: still refused after the repair: {message}", file=sys.stderr)
-        what = "cannot be parsed" if result.text_out is None else \
-            f"{len(result.problems)} place(s) need a decision" if result.problems else \
+        what = f"{len(result.problems)} place(s) need a decision" if result.problems else \
             f"`config check` would still refuse it: {len(left)} error(s) left to fix by hand"
         print(f"traindeck: {source} not repaired ({what}); nothing written", file=sys.stderr)
         return 1
@@ -73,7 +76,7 @@ def _still_refused(text: str, source: Path) -> list[str]:
     from traindeck.backend.config.source import parse_text
     from traindeck.backend.config.validate import check_document
 
-    doc = parse_text(text, file=str(source))
+    doc = parse_text(text, file=str(source), locate=False)
     return [f"{m.path}: {m.message}" if m.path else m.message
             for m in check_document(doc) if m.severity == "error"]
 

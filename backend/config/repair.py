@@ -465,6 +465,7 @@ def repair_text(text: str, file: str | None = None, *, kind: Kind | None = None,
     fixer = _Repairer()
     fixer.fmt = fmt
     syntax_edits: list[tuple[int, int, str, str]] = []
+    reader: TolerantJsonReader | None = None
     flattened = False
     try:
         if fmt == "json":
@@ -486,7 +487,7 @@ def repair_text(text: str, file: str | None = None, *, kind: Kind | None = None,
     except _Unparseable as exc:
         return RepairResult(None, [], [f"cannot repair: {exc.describe()}"], fmt, kind)
     for start, _end, _rep, what in syntax_edits:
-        fixer.changes.append((text.count("\n", 0, start) + 1, what))
+        fixer.changes.append((reader.line_of(start) if reader is not None else 1, what))
     data = _plain(tree)
     kind = kind or detect_kind(data, fmt)
     if flattened:

@@ -77,15 +77,17 @@ def load_file(path: str | Path, kind: Kind | None = None) -> SourceDocument:
     return parse_text(text, file=str(p), kind=kind)
 
 
-def parse_text(text: str, file: str | None = None, kind: Kind | None = None, fmt: Format | None = None) -> SourceDocument:
-    """Parse YAML or JSON text (format from the file name, else sniffed from the text)."""
+def parse_text(text: str, file: str | None = None, kind: Kind | None = None, fmt: Format | None = None,
+               *, locate: bool = True) -> SourceDocument:
+    """Parse YAML or JSON text (format from the file name, else sniffed from the text). `locate=False` skips
+    recording where each JSON key sits (a pass in Python over the whole text) when only the verdict is needed."""
     fmt = fmt or _format_for(file or "", text)
     doc = SourceDocument(text, fmt, None, kind, file)
     if len(text) > MAX_BYTES:  # pasted text: the same bound as a file's
         doc.syntax.append(Message("error", "", too_big(len(text.encode("utf-8", "replace"))), file, 1, 1))
         return doc
     if fmt == "json":
-        _parse_json(doc)
+        _parse_json(doc, locate=locate)
     else:
         _parse_yaml(doc)
     if doc.data is not None and not isinstance(doc.data, dict):
@@ -201,7 +203,7 @@ def _index_yaml(node: yaml.Node, path: PathT, doc: SourceDocument, loader: yaml.
 # ----------------------------------------------------------------------------------------------- JSON
 
 
-def _parse_json(doc: SourceDocument) -> None:
+def _parse_json(doc: SourceDocument, *, locate: bool = True) -> None:
     duplicates: list[str] = []
 
     def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -221,7 +223,8 @@ def _parse_json(doc: SourceDocument) -> None:
         doc.syntax += _json_syntax(doc, exc)
         return
     try:
-        _JsonIndexer(doc).index()
+        if locate:
+            _JsonIndexer(doc).index()
     except _TooDeep as deep:
         doc.data = None
         doc.locations.clear()
@@ -258,7 +261,7 @@ def _json_syntax(doc: SourceDocument, exc: json.JSONDecodeError) -> list[Message
         stop = exc_stop
     if reader is not None:
         for at, problem in reader.problems:
-            found.setdefault(line_column(doc.text, at), problem)
+            found.setdefault((reader.line_of(at), reader.column_of(at)), problem)
     problem, at = _json_problem(doc.text, exc)
     first = line_column(doc.text, at)
     found.setdefault(first, problem)  # json's wording, where the reader saw nothing at that place

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from traindeck.backend.config.bounded import MAX_DEPTH
+from traindeck.backend.config.bounded import MAX_DEPTH, json_too_deep
 from traindeck.backend.config.messages import PathT
 from traindeck.backend.config.repair_tree import Entry, KeyMap, Unparseable, plain
 
@@ -34,19 +34,22 @@ class Tok:
 
 
 _TOKEN = re.compile(
-    r"""(?P<ws>[ \t\r\n\ufeff]+)
-      | (?P<punct>[{}\[\]:,])
+    r"""[ \t\r\n\ufeff]*
+    (?:   (?P<punct>[{}\[\]:,])
       | (?P<line_comment>//[^\n]*|\#[^\n]*)
       | (?P<block_comment>/\*.*?\*/)
       | (?P<str>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
       | (?P<num>-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)
-      | (?P<word>[A-Za-z_$][A-Za-z0-9_$.-]*|-?Infinity)""",
+      | (?P<word>[A-Za-z_$][A-Za-z0-9_$.-]*|-?Infinity)
+      | (?P<eof>\Z) )""",
     re.VERBOSE | re.DOTALL,
 )
 _STRICT_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _LITERALS = {"true": True, "false": False, "null": None, "NaN": float("nan"), "Infinity": float("inf"),
              "-Infinity": float("-inf")}
 _PYTHON = {"True": ("true", True), "False": ("false", False), "None": ("null", None)}
+_DECODER = json.JSONDecoder()
+
 
 
 class TolerantJsonReader:
@@ -58,9 +61,8 @@ class TolerantJsonReader:
         self.edits: list[Edit] = []
         # (index, what is wrong there): the checker's message for each place that is not strict JSON.
         self.problems: list[tuple[int, str]] = []
-        self.tokens: list[Tok] = []
-        self.i = 0
-        self._tokenize()
+        self._ahead: Tok | None = None  # the one token looked at but not taken
+        self.pos = 0  # where the next token is read from
 
     # -- positions
 
@@ -76,25 +78,31 @@ class TolerantJsonReader:
 
     # -- tokens
 
-    def _tokenize(self) -> None:
-        text, i, n = self.text, 0, len(self.text)
-        append = self.tokens.append
-        match = _TOKEN.match
-        while i < n:
-            m = match(text, i)
+    def _lex(self) -> Tok:
+        """The next token from self.pos on (comments are removed on the way); tokens are read as the parser asks
+        for them, so a text refused early (too deep) is not read to the end, and a list can be read at once."""
+        text, match = self.text, _TOKEN.match
+        while True:
+            m = match(text, self.pos)
             if m is None:
+                i = self.pos
+                while text[i] in " \t\r\n\ufeff":
+                    i += 1
                 self._bad_character(i)
-            kind, end = m.lastgroup, m.end()  # type: ignore[union-attr]
+            kind = m.lastgroup  # type: ignore[union-attr]
+            start, end = m.start(kind), m.end()  # type: ignore[union-attr]
+            self.pos = end
             if kind == "punct":
-                append(Tok(text[i], i, end, text[i]))
-            elif kind in ("str", "num", "word"):
-                append(Tok(kind, i, end, m.group()))  # type: ignore[union-attr]
-            elif kind == "line_comment":
-                self._remove_comment(i, end, "// comment" if text[i] == "/" else "# comment")
+                return Tok(text[start], start, end, text[start])
+            if kind == "eof":
+                self.pos = start
+                return Tok("eof", start, start, "")
+            if kind == "line_comment":
+                self._remove_comment(start, end, "// comment" if text[start] == "/" else "# comment")
             elif kind == "block_comment":
-                self._remove_comment(i, end, "/* */ comment")
-            i = end
-        append(Tok("eof", n, n, ""))
+                self._remove_comment(start, end, "/* */ comment")
+            else:
+                return Tok(kind, start, end, text[start:end])  # type: ignore[arg-type]
 
     def _bad_character(self, i: int) -> None:
         c = self.text[i]
@@ -123,11 +131,13 @@ class TolerantJsonReader:
     # -- parsing
 
     def _peek(self) -> Tok:
-        return self.tokens[self.i]
+        if self._ahead is None:
+            self._ahead = self._lex()
+        return self._ahead
 
     def _next(self) -> Tok:
-        tok = self.tokens[self.i]
-        self.i += 1
+        tok = self._peek()
+        self._ahead = None
         return tok
 
     def _fail(self, tok: Tok, message: str) -> Unparseable:
@@ -152,10 +162,14 @@ class TolerantJsonReader:
         """(value, its last token)."""
         tok = self._next()
         if tok.kind in "{[" and len(path) >= MAX_DEPTH:
-            raise self._fail(tok, f"nested more than {MAX_DEPTH} levels deep (a config has a few); refused")
+            raise Unparseable(f"JSON refused: nested more than {MAX_DEPTH} levels deep (a config has a few)",
+                              self.line_of(tok.start), self.column_of(tok.start))
         if tok.kind == "{":
             return self._object(path, tok)
         if tok.kind == "[":
+            strict = self._strict_list(tok, path)
+            if strict is not None:
+                return strict
             return self._array(path, tok)
         if tok.kind == "str":
             return self._string(tok), tok
@@ -171,6 +185,21 @@ class TolerantJsonReader:
                 return value, tok
             raise self._fail(tok, f"{tok.text!r} is not a JSON value (text must be in double quotes)")
         raise self._fail(tok, f"expected a value, found {tok.text or 'the end of the text'!r}")
+
+    def _strict_list(self, open_tok: Tok, path: PathT) -> tuple[list[Any], Tok] | None:
+        """A list that is strict JSON already, read by json's C decoder in one call: repairs never edit inside
+        lists, so a long one (a generated config's per-layer table) costs no token-by-token reading. None when it
+        needs the lenient reading (a comma, comment or quote to fix inside) or is nested too deep for json."""
+        if self._ahead is not None:
+            return None
+        try:
+            value, end = _DECODER.raw_decode(self.text, open_tok.start)
+        except (ValueError, RecursionError):
+            return None
+        if json_too_deep(self.text[open_tok.start:end], MAX_DEPTH - len(path)) is not None:
+            return None  # the lenient reading refuses it at the place it gets too deep
+        self.pos = end
+        return value, Tok("]", end - 1, end, "]")
 
     def _number(self, tok: Tok) -> int | float:
         text = tok.text
