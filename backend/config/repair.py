@@ -476,7 +476,7 @@ def repair_text(text: str, file: str | None = None, *, kind: Kind | None = None,
             try:
                 tree = _yaml_tree(text)
             except _Unparseable as first:
-                flat = _flattened(text)
+                flat = None if first.refused else _flattened(text)
                 if flat is None or flat == text:
                     raise first
                 try:

@@ -20,9 +20,11 @@ from traindeck.backend.config.messages import PathT
 class Unparseable(Exception):
     """The text cannot be read even leniently: the message and (1-based) where."""
 
-    def __init__(self, message: str, line: int | None = None, column: int | None = None) -> None:
+    def __init__(self, message: str, line: int | None = None, column: int | None = None, *,
+                 refused: bool = False) -> None:
         super().__init__(message)
         self.line, self.column = line, column
+        self.refused = refused  # not a syntax mistake but a bound passed (bounded.py): nothing to repair
 
     def describe(self) -> str:
         where = f"line {self.line}" + (f", column {self.column}" if self.column else "") + ": " if self.line else ""
@@ -79,7 +81,7 @@ def yaml_tree(text: str) -> KeyMap:
         mark = exc.problem_mark or exc.context_mark
         what = "refused" if isinstance(exc, BoundedYamlError) else "syntax"
         raise Unparseable(f"YAML {what}: {exc.problem or exc}", mark.line + 1 if mark else None,
-                           mark.column + 1 if mark else None) from None
+                          mark.column + 1 if mark else None, refused=what == "refused") from None
     except yaml.YAMLError as exc:
         raise Unparseable(f"YAML syntax: {exc}") from None
     finally:
