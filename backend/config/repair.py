@@ -488,8 +488,8 @@ def repair_text(text: str, file: str | None = None, *, kind: Kind | None = None,
         return RepairResult(None, [], [f"cannot repair: {exc.describe()}"], fmt, kind)
     for start, _end, _rep, what in syntax_edits:
         fixer.changes.append((reader.line_of(start) if reader is not None else 1, what))
-    data = _plain(tree)
-    kind = kind or detect_kind(data, fmt)
+    # The kind is told by the top-level keys alone: no need to turn the whole tree into dicts for it.
+    kind = kind or detect_kind({e.key: None for e in tree.entries}, fmt)
     if flattened:
         fixer.structural = True
         fixer.change(1, "the indentation was inconsistent (YAML could not read it): re-nested every key under "

@@ -89,11 +89,13 @@ class TolerantJsonReader:
                 while text[i] in " \t\r\n\ufeff":
                     i += 1
                 self._bad_character(i)
-            kind = m.lastgroup  # type: ignore[union-attr]
-            start, end = m.start(kind), m.end()  # type: ignore[union-attr]
+            kind, end = m.lastgroup, m.end()  # type: ignore[union-attr]
             self.pos = end
-            if kind == "punct":
-                return Tok(text[start], start, end, text[start])
+            if kind == "punct":  # the commonest: one character, just before the end
+                c = text[end - 1]
+                return Tok(c, end - 1, end, c)
+            word = m.group(kind)  # type: ignore[union-attr]
+            start = end - len(word)
             if kind == "eof":
                 self.pos = start
                 return Tok("eof", start, start, "")
@@ -102,7 +104,7 @@ class TolerantJsonReader:
             elif kind == "block_comment":
                 self._remove_comment(start, end, "/* */ comment")
             else:
-                return Tok(kind, start, end, text[start:end])  # type: ignore[arg-type]
+                return Tok(kind, start, end, word)  # type: ignore[arg-type]
 
     def _bad_character(self, i: int) -> None:
         c = self.text[i]
@@ -196,7 +198,9 @@ class TolerantJsonReader:
             value, end = _DECODER.raw_decode(self.text, open_tok.start)
         except (ValueError, RecursionError):
             return None
-        if json_too_deep(self.text[open_tok.start:end], MAX_DEPTH - len(path)) is not None:
+        nested = self.text.count("[", open_tok.start + 1, end) + self.text.count("{", open_tok.start, end)
+        if nested >= MAX_DEPTH - len(path) and \
+                json_too_deep(self.text[open_tok.start:end], MAX_DEPTH - len(path)) is not None:
             return None  # the lenient reading refuses it at the place it gets too deep
         self.pos = end
         return value, Tok("]", end - 1, end, "]")
