@@ -26,6 +26,7 @@ the config descriptions say about a stray key or a wrong value); this module wal
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -455,6 +456,33 @@ class _Repairer:
 # ------------------------------------------------------------------------------------------ entry point
 
 
+def _undescribed(kind: Kind | None, text: str) -> Callable[[PathT], bool] | None:
+    """For the lenient JSON reader: True for a path below which no description knows any key (an unknown key that
+    is no misspelling of a known one and belongs in no section), where nothing is ever edited in place."""
+    try:
+        root = root_section(kind or ("deepspeed" if text.lstrip("\ufeff \t\r\n").startswith("{") else "accelerate"))
+    except ModuleNotFoundError:
+        return None
+
+    movable: dict[tuple[type[Section], str], bool] = {}  # asked once per key: suggest_key costs a difflib pass
+
+    def plain_below(path: PathT) -> bool:
+        section: type[Section] | None = root
+        for key in path:
+            if section is None or not isinstance(key, str):
+                return True
+            if _knows(section, key):
+                section = _child_section(section, key)
+                continue
+            if (section, key) not in movable:
+                movable[(section, key)] = bool(_suggest_key(section, key) or _homes(section, key))
+            # A key that may be renamed or moved into a section has its keys repaired in place; others not.
+            return not movable[(section, key)]
+        return section is None
+
+    return plain_below
+
+
 def repair_text(text: str, file: str | None = None, *, kind: Kind | None = None, fmt: Format | None = None
                 ) -> RepairResult:
     """Repair a pasted accelerate YAML or DeepSpeed JSON. See the module's description."""
@@ -469,7 +497,7 @@ def repair_text(text: str, file: str | None = None, *, kind: Kind | None = None,
     flattened = False
     try:
         if fmt == "json":
-            reader = TolerantJsonReader(text)
+            reader = TolerantJsonReader(text, plain_below=_undescribed(kind, text))
             tree = reader.read()
             syntax_edits = reader.edits
         else:

@@ -15,6 +15,7 @@ import ast
 import bisect
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,14 +50,44 @@ _LITERALS = {"true": True, "false": False, "null": None, "NaN": float("nan"), "I
              "-Infinity": float("-inf")}
 _PYTHON = {"True": ("true", True), "False": ("false", False), "None": ("null", None)}
 _DECODER = json.JSONDecoder()
+_STRICT_TRIES = 16
+_PAIRS_DECODER = json.JSONDecoder(object_pairs_hook=lambda pairs: _Pairs(pairs))
+
+
+class _Pairs(list):  # type: ignore[type-arg]
+    """A JSON object as decoded for _strict_object: its (key, value) pairs, duplicates kept."""
+
+
+def _tree(pairs: _Pairs, line: int, path: PathT) -> KeyMap:
+    out = KeyMap()
+    for key, value in pairs:
+        here = path + (key,)
+        if isinstance(value, _Pairs):
+            value = _tree(value, line, here)
+        elif isinstance(value, list):
+            value = _plain_list(value)
+        out.entries.append(Entry(key=key, value=value, line=line, origin=here,
+                                 empty=value is None or (isinstance(value, KeyMap) and not value.entries)))
+    return out
+
+
+def _plain_list(items: list[Any]) -> list[Any]:
+    return [plain(_tree(item, 0, ())) if isinstance(item, _Pairs) else _plain_list(item) if isinstance(item, list)
+            else item for item in items]
 
 
 
 class TolerantJsonReader:
     """Reads JSON as people paste it, recording the edits that make it strict JSON and the problems they fix."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, plain_below: Callable[[PathT], bool] | None = None) -> None:
+        """`plain_below(path)`: True where nothing below `path` will be edited in place (no description knows
+        it): a mapping there that is strict JSON already is read by json's C decoder in one call."""
         self.text = text
+        self.plain_below = plain_below
+        # json's error for a miss counts the lines from the start of the text: a few misses are cheap, one per
+        # entry of a long section with a slip in each would make reading quadratic. After this many, no more tries.
+        self._strict_misses = 0
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
         self.edits: list[Edit] = []
         # (index, what is wrong there): the checker's message for each place that is not strict JSON.
@@ -167,6 +198,10 @@ class TolerantJsonReader:
             raise Unparseable(f"JSON refused: nested more than {MAX_DEPTH} levels deep (a config has a few)",
                               self.line_of(tok.start), self.column_of(tok.start))
         if tok.kind == "{":
+            if self.plain_below is not None and path and self.plain_below(path):
+                strict_map = self._strict_object(tok, path)
+                if strict_map is not None:
+                    return strict_map
             return self._object(path, tok)
         if tok.kind == "[":
             strict = self._strict_list(tok, path)
@@ -188,15 +223,37 @@ class TolerantJsonReader:
             raise self._fail(tok, f"{tok.text!r} is not a JSON value (text must be in double quotes)")
         raise self._fail(tok, f"expected a value, found {tok.text or 'the end of the text'!r}")
 
+    def _strict_object(self, open_tok: Tok, path: PathT) -> tuple[KeyMap, Tok] | None:
+        """A mapping no description covers that is strict JSON already, read in one call (duplicate keys kept);
+        its keys all get the line of its opening brace and no text spans (nothing below it is edited in place)."""
+        if self._ahead is not None:
+            return None
+        if self._strict_misses >= _STRICT_TRIES:
+            return None
+        try:
+            pairs, end = _PAIRS_DECODER.raw_decode(self.text, open_tok.start)
+        except (ValueError, RecursionError):
+            self._strict_misses += 1
+            return None
+        nested = self.text.count("[", open_tok.start, end) + self.text.count("{", open_tok.start + 1, end)
+        if nested >= MAX_DEPTH - len(path) and \
+                json_too_deep(self.text[open_tok.start:end], MAX_DEPTH - len(path)) is not None:
+            return None
+        self.pos = end
+        return _tree(pairs, self.line_of(open_tok.start), path), Tok("}", end - 1, end, "}")
+
     def _strict_list(self, open_tok: Tok, path: PathT) -> tuple[list[Any], Tok] | None:
         """A list that is strict JSON already, read by json's C decoder in one call: repairs never edit inside
         lists, so a long one (a generated config's per-layer table) costs no token-by-token reading. None when it
         needs the lenient reading (a comma, comment or quote to fix inside) or is nested too deep for json."""
         if self._ahead is not None:
             return None
+        if self._strict_misses >= _STRICT_TRIES:
+            return None
         try:
             value, end = _DECODER.raw_decode(self.text, open_tok.start)
         except (ValueError, RecursionError):
+            self._strict_misses += 1
             return None
         nested = self.text.count("[", open_tok.start + 1, end) + self.text.count("{", open_tok.start, end)
         if nested >= MAX_DEPTH - len(path) and \

@@ -57,6 +57,8 @@ def main() -> int:
         files = {name: write_case(directory, name) for name in CASES}
         big = directory / "pasted_7mb.json"
         big.write_text(big_pasted_json(7), encoding="utf-8")
+        few = directory / "mostly_strict_7mb.json"
+        few.write_text(big_pasted_json(7, slips=False), encoding="utf-8")
         for name, path in files.items():
             for command, args in (("config check", ["config", "check", str(path)]),
                                   ("config fix", ["config", "fix", str(path), "-o", str(directory / "out")]),
@@ -67,11 +69,12 @@ def main() -> int:
                 if command == "config check":  # the summary line on stderr; the finding is the one stdout line
                     verdict = "ok" if "Traceback" not in err and code == 1 else f"exit {code}"
                 rows.append((name, command, wall, cpu, rss, code, verdict))
-        size = big.stat().st_size / 2**20
-        for command, args in ((f"config fix ({size:.1f} MB)", ["config", "fix", str(big), "-o", str(directory / "o")]),
-                              (f"config check ({size:.1f} MB)", ["config", "check", str(big)])):
-            wall, cpu, rss, code, err = run(args, home)
-            rows.append(("pasted JSON, 262k slips", command, wall, cpu, rss, code, f"exit {code}"))
+        for label, path in (("pasted JSON, 262k slips", big), ("pasted JSON, 3 slips", few)):
+            size = path.stat().st_size / 2**20
+            for command, args in ((f"config fix ({size:.1f} MB)", ["config", "fix", str(path), "-o", str(path) + ".o"]),
+                                  (f"config check ({size:.1f} MB)", ["config", "check", str(path)])):
+                wall, cpu, rss, code, err = run(args, home)
+                rows.append((label, command, wall, cpu, rss, code, f"exit {code}"))
 
     print(f"{'case':<26} {'command':<24} {'wall s':>7} {'cpu s':>6} {'RSS MB':>7} {'exit':>4}  stderr")
     failures = []
