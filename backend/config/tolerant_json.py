@@ -54,7 +54,7 @@ _STRICT_TRIES = 16
 _PAIRS_DECODER = json.JSONDecoder(object_pairs_hook=lambda pairs: _Pairs(pairs))
 
 
-class _Pairs(list):  # type: ignore[type-arg]
+class _Pairs(list):
     """A JSON object as decoded for _strict_object: its (key, value) pairs, duplicates kept."""
 
 
@@ -125,7 +125,7 @@ class TolerantJsonReader:
             if kind == "punct":  # the commonest: one character, just before the end
                 c = text[end - 1]
                 return Tok(c, end - 1, end, c)
-            word = m.group(kind)  # type: ignore[union-attr]
+            word = m.group(kind)  # type: ignore[union-attr,arg-type]
             start = end - len(word)
             if kind == "eof":
                 self.pos = start
