@@ -98,3 +98,9 @@ def test_check_goes_on_to_the_problem_it_cannot_read_past():
     assert [line for line, _ in lines] == [2, 3, 4]
     assert "'True' is Python" in lines[0][1] and "trailing comma" in lines[1][1]
     assert "unexpected character '@'" in lines[2][1]
+
+
+def test_pasted_text_over_the_size_bound_is_refused_before_reading():
+    """The dashboard's Open/Paste repairs text it read itself: the bound applies there too."""
+    result = repair_text('{"a": [' + "1, " * 3_000_000 + "1]}", file="big.json")
+    assert result.text_out is None and "a config file is at most 8.0 MB" in result.problems[0]

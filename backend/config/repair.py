@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from traindeck.backend.config.bounded import MAX_BYTES, too_big
 from traindeck.backend.config.messages import PathT, format_path
 from traindeck.backend.config.repair_schema import NOTHING as _NOTHING
 from traindeck.backend.config.repair_schema import child_section as _child_section
@@ -490,6 +491,8 @@ def repair_text(text: str, file: str | None = None, *, kind: Kind | None = None,
         lower = (file or "").lower()
         fmt = "json" if lower.endswith(".json") else "yaml" if lower.endswith((".yaml", ".yml")) else (
             "json" if text.lstrip("\ufeff \t\r\n").startswith("{") else "yaml")
+    if len(text) > MAX_BYTES:  # pasted or opened text: the bound `config check` and `config fix` read files with
+        return RepairResult(None, [], [f"cannot repair: {too_big(len(text.encode('utf-8', 'replace')))}"], fmt, kind)
     fixer = _Repairer()
     fixer.fmt = fmt
     syntax_edits: list[tuple[int, int, str, str]] = []
