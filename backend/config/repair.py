@@ -45,6 +45,7 @@ from traindeck.backend.config.repair_schema import needs_quotes as _needs_quotes
 from traindeck.backend.config.repair_schema import removed_keys as _removed
 from traindeck.backend.config.repair_schema import show as _show
 from traindeck.backend.config.repair_schema import suggest_key as _suggest_key
+from traindeck.backend.config.repair_schema import undescribed_below
 from traindeck.backend.config.repair_tree import Entry as _Entry
 from traindeck.backend.config.repair_tree import KeyMap as _Map
 from traindeck.backend.config.repair_tree import Unparseable as _Unparseable
@@ -458,30 +459,11 @@ class _Repairer:
 
 
 def _undescribed(kind: Kind | None, text: str) -> Callable[[PathT], bool] | None:
-    """For the lenient JSON reader: True for a path below which no description knows any key (an unknown key that
-    is no misspelling of a known one and belongs in no section), where nothing is ever edited in place."""
     try:
         root = root_section(kind or ("deepspeed" if text.lstrip("\ufeff \t\r\n").startswith("{") else "accelerate"))
     except ModuleNotFoundError:
         return None
-
-    movable: dict[tuple[type[Section], str], bool] = {}  # asked once per key: suggest_key costs a difflib pass
-
-    def plain_below(path: PathT) -> bool:
-        section: type[Section] | None = root
-        for key in path:
-            if section is None or not isinstance(key, str):
-                return True
-            if _knows(section, key):
-                section = _child_section(section, key)
-                continue
-            if (section, key) not in movable:
-                movable[(section, key)] = bool(_suggest_key(section, key) or _homes(section, key))
-            # A key that may be renamed or moved into a section has its keys repaired in place; others not.
-            return not movable[(section, key)]
-        return section is None
-
-    return plain_below
+    return undescribed_below(root)
 
 
 def repair_text(text: str, file: str | None = None, *, kind: Kind | None = None, fmt: Format | None = None

@@ -8,6 +8,7 @@ section and kept, so repairing a file with many unknown keys stays linear in the
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -61,6 +62,29 @@ def _home_index(section: type[Section]) -> dict[str, tuple[PathT, ...]]:
 
     walk(section, (), frozenset())
     return {key: tuple(paths) for key, paths in index.items()}
+
+
+def undescribed_below(root: type[Section]) -> Callable[[PathT], bool]:
+    """For the lenient JSON reader: a test that is True for a path below which no description knows any key (an
+    unknown key that is no misspelling of a known one and belongs in no section), where a repair edits nothing in
+    place, so a strict mapping there can be read in one call."""
+    movable: dict[tuple[type[Section], str], bool] = {}  # asked once per key: suggest_key costs a difflib pass
+
+    def plain_below(path: PathT) -> bool:
+        section: type[Section] | None = root
+        for key in path:
+            if section is None or not isinstance(key, str):
+                return True
+            if knows(section, key):
+                section = child_section(section, key)
+                continue
+            if (section, key) not in movable:
+                movable[(section, key)] = bool(suggest_key(section, key) or homes(section, key))
+            # A key that may be renamed or moved into a section has its keys repaired in place; others not.
+            return not movable[(section, key)]
+        return section is None
+
+    return plain_below
 
 
 def removed_keys(section: type[Section]) -> dict[str, str]:
