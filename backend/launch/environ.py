@@ -6,42 +6,16 @@ Pure functions over mappings: nothing here starts a process or changes os.enviro
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from traindeck.backend.masking import MASK, SECRET_NAMES, is_secret_name, masked_env
 from traindeck.backend.paths import resources_dir
 
-# Substrings that make a variable's value private (matched on the upper-cased name).
-SECRET_NAME_PARTS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "PRIVATE", "COOKIE")
-# Well-known secrets whose names the parts above may not catch in every spelling.
-SECRET_NAMES = frozenset({
-    "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN", "WANDB_API_KEY", "COMET_API_KEY", "NEPTUNE_API_TOKEN",
-    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID",
-    "AZURE_STORAGE_KEY", "AZURE_CLIENT_SECRET", "GOOGLE_APPLICATION_CREDENTIALS", "GITHUB_TOKEN", "GH_TOKEN",
-    "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "DATABRICKS_TOKEN", "KAGGLE_KEY", "PGPASSWORD",
-})
-MASK = "***"
-# user:password@ inside URL-like values (proxies, tracking servers): the password is masked, the rest kept.
-_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)(?P<password>[^@\s]+)(?P<tail>@)")
-
-
-def is_secret_name(name: str) -> bool:
-    upper = name.upper()
-    return upper in SECRET_NAMES or any(part in upper for part in SECRET_NAME_PARTS)
-
-
-def masked_env(env: Mapping[str, str]) -> dict[str, str]:
-    """A copy of `env` safe to write to disk: secret variables become "***", URL passwords in any value too."""
-    masked: dict[str, str] = {}
-    for name, value in env.items():
-        if is_secret_name(name):
-            masked[name] = MASK
-        else:
-            masked[name] = _URL_PASSWORD.sub(lambda m: m["head"] + MASK + m["tail"], value)
-    return masked
+# Which names and values are secrets lives in backend/masking.py; re-exported here for the launch code and the GUI.
+__all__ = ["MASK", "SECRET_NAMES", "is_secret_name", "masked_env"]
 
 
 def is_frozen() -> bool:
