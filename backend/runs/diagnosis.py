@@ -40,6 +40,11 @@ class Evidence:
     min_available_ram: int | None = None
     start_error: str | None = None  # the launcher could not be started at all
     supervisor_lost: bool = False
+    # What the run was launched with, so advice fits it (backend/runs/settings.py): "port_fixed" (bool: the user
+    # chose the port), "train_batch_size" (the DeepSpeed config's value, "auto" included).
+    settings: dict[str, Any] = field(default_factory=dict)
+    # Where the ranks were when the run stalled, if it was still stalled at its end (backend/runs/stacks.py).
+    stall_stacks: str = ""
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,8 @@ def diagnose(ev: Evidence) -> Diagnosis:
     if ev.launcher_returncode is not None:
         facts.append(f"the launcher {_ended(ev.launcher_returncode)}")
     rank = first.rank if first is not None else None
+    if ev.stall_stacks:
+        facts.append(f"stalled; the ranks' stacks then: {ev.stall_stacks}")
 
     if ev.start_error:
         return Diagnosis(f"The launcher could not be started: {ev.start_error}.", "start_failed",
@@ -166,7 +173,8 @@ def diagnose(ev: Evidence) -> Diagnosis:
                          evidence=facts)
     if ev.stop_requested:
         detail = f" {ev.stop_detail}" if ev.stop_detail else ""
-        return Diagnosis(f"Stopped on request{detail}.", "stopped", evidence=facts)
+        hung = f" while stalled: {ev.stall_stacks}" if ev.stall_stacks else ""
+        return Diagnosis(f"Stopped on request{detail}{hung}.", "stopped", evidence=facts)
 
     killed = [e for e in ev.ends if e.returncode == -signal.SIGKILL]
     oom_pids = [e for e in ev.ends if e.pid in ev.kernel_oom_pids]
@@ -215,7 +223,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
             who_rank = line_rank if line_rank is not None else rank
             who = f"Rank {who_rank}" if who_rank is not None else "The run"
             return Diagnosis(f"{who} {summary}.", kind, rank=who_rank, evidence=[hit[1].strip(), *facts],
-                             advice=advice)
+                             advice=_fitting_advice(kind, advice, ev.settings))
 
     missing = _find(_MISSING, lines)
     if missing:
@@ -259,6 +267,18 @@ def diagnose(ev: Evidence) -> Diagnosis:
         return Diagnosis(f"Rank {first.rank} ended before the others without a visible error.", "exit_code",
                          rank=first.rank, evidence=facts)
     return Diagnosis("The run finished successfully.", "succeeded", evidence=facts)
+
+
+def _fitting_advice(kind: str, advice: str, settings: dict[str, Any]) -> str:
+    """The advice for `kind`, worded for what the run was launched with: never "set it to auto" for a value that
+    already is "auto", never "leave the port unset" when traindeck picked it."""
+    if kind == "deepspeed_batch_size" and settings.get("train_batch_size") == "auto":
+        return ("train_batch_size is \"auto\", which only the HF Trainer / accelerate fill in; DeepSpeed dropped it to "
+                "its default here. Set it to micro-batch x gradient accumulation x world size, or remove it.")
+    if kind == "port_in_use" and settings.get("port_fixed") is False:
+        return ("traindeck picked a free port, but another process took it before the launcher listened on it "
+                "(or a second rendezvous of the job uses it): start the run again.")
+    return advice
 
 
 def _following(lines: list[str], index: int, count: int = 3) -> list[str]:
