@@ -10,8 +10,9 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.traindeck-installed
 
 export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
-# DeepSpeed JIT-builds its CPU ops on first use (~90 s); keep them between runs.
-export TORCH_EXTENSIONS_DIR ?= $(HOME)/.cache/torch_extensions
+# DeepSpeed JIT-builds its CPU ops on first use (2-6 min): `setup` builds them once, into the training interpreter's
+# own folder (~/.cache/traindeck/torch_extensions/<interpreter+torch>), where runs and tests find them. A
+# TORCH_EXTENSIONS_DIR you set yourself is used instead.
 
 .PHONY: demo test setup setup-core lint bench clean frozen icons install-desktop uninstall-desktop
 
@@ -29,6 +30,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip "setuptools>=68" wheel
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install -q -e ".[train,test]"
+	$(BIN)/python -m traindeck.backend.launch.prebuild_ops
 	touch $(STAMP)
 
 # The dashboard alone, without torch/accelerate/deepspeed.

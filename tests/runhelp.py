@@ -9,6 +9,7 @@ from pathlib import Path
 
 import psutil
 
+from traindeck.backend.launch.environ import torch_extensions_dir
 from traindeck.backend.launch.plan import LaunchPlan
 from traindeck.backend.runs.control import new_run_dir, run_processes, start_run
 from traindeck.backend.runs.store import RunRecord, RunStore
@@ -23,7 +24,8 @@ def job_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("TRAINDECK_RUN_ID", None)
     env["PYTHONUNBUFFERED"] = "1"
-    env.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
+    # The folder `make setup` built DeepSpeed's ops into, so no test waits minutes on a first-use build.
+    env.setdefault("TORCH_EXTENSIONS_DIR", str(torch_extensions_dir(sys.executable)))
     env.update(extra)
     return env
 

@@ -11,7 +11,8 @@ with secrets) from stdin, so secrets never touch the disk and its own environmen
 - on a second thread follows output.log to parse progress and metrics into the run store (this may lag or skip
   ahead under a flood; the log itself never does);
 - every 0.25 s: reaps children, tracks the run's processes and ranks (exit statuses included), polls for a stop
-  request (the `stop` file, or SIGTERM/SIGINT/SIGHUP sent to the supervisor), warns of stalls;
+  request (the `stop` file, or SIGTERM/SIGINT/SIGHUP sent to the supervisor), warns of stalls (and takes every
+  rank's stack once when one starts, see stacks.py), but not while DeepSpeed/torch ops are being built;
 - at the end makes sure nothing of the run remains and writes the final state with a diagnosis.
 """
 
@@ -35,7 +36,8 @@ from typing import Any
 import psutil
 
 from traindeck.backend.logparse import Line, LineAssembler, Metric, OutputParser, Progress
-from traindeck.backend.runs import procs
+from traindeck.backend.logparse.op_build import OpBuildTracker, build_text
+from traindeck.backend.runs import procs, stacks
 from traindeck.backend.runs.diagnosis import Evidence, ProcessEnd, diagnose, is_success, stall_threshold
 from traindeck.backend.runs.evidence import (
     boot_time_offset,
@@ -46,6 +48,8 @@ from traindeck.backend.runs.evidence import (
 )
 from traindeck.backend.runs.exits import ExitWatcher
 from traindeck.backend.runs.layout import RunDir
+from traindeck.backend.runs.op_builds import ops_being_built
+from traindeck.backend.runs.settings import launch_settings
 from traindeck.backend.runs.store import RunStore
 
 TICK_S = 0.25
@@ -64,6 +68,7 @@ DEFAULT_GRACE_S = 10.0
 LEFTOVER_GRACE_S = 5.0
 CLASSIFY_FOR_S = 10.0
 THOROUGH_SCAN_S = 2.0
+LOG_BUILD_TRUST_S = 600.0
 
 
 @dataclass
@@ -178,6 +183,7 @@ class OutputFollower(threading.Thread):
         self._metrics: list[tuple[str, int | None, float, float, int | None]] = []
         self._metrics_written = 0.0
         self._reported: set[str] = set()
+        self.op_builds = OpBuildTracker()
         self.pump_done = threading.Event()
 
     def run(self) -> None:
@@ -222,7 +228,16 @@ class OutputFollower(threading.Thread):
 
     def _line(self, line: Line) -> None:
         self.lines += 1
+        change = self.op_builds.feed(line.text, time.monotonic())
+        if change is not None:
+            self._op_build_event(change)
         self._items(self.parser.feed(line))
+
+    def _op_build_event(self, change: str) -> None:
+        what, _, op = change.partition(":")  # "building" is announced by the supervisor's own check (processes too)
+        if what == "loaded" and self.op_builds.loaded.get(op) is not None:
+            self.store.add_event(self.run_id, "op_loaded",
+                                 f"{op} loaded after {self.op_builds.loaded[op]:.0f} s (built or found in the cache)")
 
     def _items(self, items: list[Progress | Metric]) -> None:
         progressed = False
@@ -328,6 +343,13 @@ class Supervisor:
         self.stop_signal_received = False
         self.leftover_since: float | None = None
         self.stalled = False
+        self.building: list[str] = []  # ops being built as last shown (no stall is declared meanwhile)
+        self.build_seen_at = 0.0
+        self.build_started_at = 0.0
+        self.stall_stacks = ""  # where the ranks were when the run stalled (summary of stall_stacks.json)
+        self._stacks_taken = False
+        self._progress_at_stall: float | None = None
+        self._stalled_at_stop = False
         self.oom_before = oom_kill_counters()
         self.boot_s_at_start = boot_time_offset()
         self.recorder: Any = None
@@ -423,7 +445,7 @@ class Supervisor:
             elif self.launcher_returncode is not None and alive:
                 self._end_leftovers(alive, now)
             if now - last_stall_check >= 5.0 and self.launcher_returncode is None:
-                self._check_stall(now)
+                self._check_stall(now, alive)
                 last_stall_check = now
             if self.launcher_returncode is not None and not alive:
                 break
@@ -573,6 +595,7 @@ class Supervisor:
         if self.launcher_returncode is not None and self.leftover_since is None:
             return  # the run ended by itself before the request arrived
         self.stop = StopSequence(grace)
+        self._stalled_at_stop = self.stalled
         self._stop_request = request
         self.store.update_run(self.run_id, stop_requested_at=time.time(), state_detail="stopping")
         self.store.add_event(self.run_id, "stop_requested", f"stop requested (grace {grace:g} s)")
@@ -638,8 +661,12 @@ class Supervisor:
         else:
             procs.send(alive, signal.SIGTERM)
 
-    def _check_stall(self, now: float) -> None:
-        quiet_since = max(self.pump.last_output, self.follower.last_progress_change)
+    def _check_stall(self, now: float, alive: list[psutil.Process]) -> None:
+        if self.stop is not None:  # stopping has its own state; its tracebacks are not the run resuming
+            return
+        if self._check_op_build(now, alive):
+            return
+        quiet_since = max(self.pump.last_output, self.follower.last_progress_change, self.build_seen_at)
         quiet = now - quiet_since
         threshold = stall_threshold(self.follower.step_times, self.spec.stall_min_s)
         if not self.stalled and quiet > threshold:
@@ -650,10 +677,58 @@ class Supervisor:
             text = f"stalled: no output or progress for {_duration(quiet)}{typical}"
             self.store.add_event(self.run_id, "stall", text)
             self.store.update_run(self.run_id, state_detail=text)
+            if not self._stacks_taken:
+                self._stacks_taken = True
+                self._progress_at_stall = self.follower.last_progress_change
+                threading.Thread(target=self._take_stall_stacks, args=(text,), name="stall-stacks", daemon=True).start()
         elif self.stalled and quiet < threshold:
             self.stalled = False
             self.store.add_event(self.run_id, "resumed", "output resumed after a stall")
             self.store.update_run(self.run_id, state_detail="")
+
+    def _check_op_build(self, now: float, alive: list[psutil.Process]) -> bool:
+        """While a rank compiles DeepSpeed/torch ops (compilers among the run's processes, or build lines in the
+        log without their "loaded" line yet), the run shows that instead of a stall. True while building."""
+        # A build the log announced counts for LOG_BUILD_TRUST_S at most: torch 2.x logs no "loaded" line, and a
+        # build with no compiler left running is over (or waits on another run's lock, which the log cannot tell).
+        logged = [op for op, since in self.follower.op_builds.building_now.items() if now - since < LOG_BUILD_TRUST_S]
+        building = sorted(set(ops_being_built(alive)) | set(logged))
+        if "ops" in building and len(building) > 1:
+            building.remove("ops")
+        if building:
+            if not self.building:
+                self.build_started_at = now
+            self.build_seen_at = now
+            if building != self.building:
+                if self.stalled:
+                    self.stalled = False
+                    self.store.add_event(self.run_id, "resumed", "not stalled: ops are being built")
+                self.store.update_run(self.run_id, state_detail=build_text(building))
+                self.store.add_event(self.run_id, "op_build", build_text(building))
+            self.building = building
+            return True
+        if self.building:
+            self.store.add_event(self.run_id, "op_built", f"{', '.join(self.building)} built in about "
+                                 f"{_duration(now - self.build_started_at)}")
+            self.building = []
+            if not self.stalled:
+                self.store.update_run(self.run_id, state_detail="")
+        return False
+
+    def _take_stall_stacks(self, stall_text: str) -> None:
+        """Once per run, when it first stalls: every rank's stack, kept as stall_stacks.json and shown with the
+        stall (state detail, event) and in the diagnosis if the run is then stopped or fails."""
+        try:
+            records = [t.to_json() for t in list(self.tracked.values()) if t.role in ("launcher", "rank")]
+            report = stacks.take_run_stacks(self.run_dir.path, records, reason="stall", keep_as="stall_stacks.json")
+            if report is None:
+                return
+            self.stall_stacks = report.summary
+            self.store.add_event(self.run_id, "stacks", f"stacks when the run stalled: {report.summary}")
+            if self.stalled:
+                self.store.update_run(self.run_id, state_detail=f"{stall_text}; {report.summary}")
+        except Exception:  # forensics must never take the supervisor down
+            _log("taking stacks failed:\n" + traceback.format_exc())
 
     # -- the end ----------------------------------------------------------------------------------------------
     def wind_down(self) -> None:
@@ -754,7 +829,17 @@ class Supervisor:
             peak_rank_rss=memory.get("peak_ranks_rss_bytes"),
             total_ram=memory.get("ram_total_bytes") or psutil.virtual_memory().total,
             min_available_ram=memory.get("min_host_available_bytes"),
+            settings=launch_settings(self.run_dir),
+            stall_stacks=self._hang_stacks(),
         )
+
+    def _hang_stacks(self) -> str:
+        """The stall's stacks summary when the run never progressed after it (stopped or failed while hung)."""
+        if not self.stall_stacks:
+            return ""
+        if self.stop is not None:
+            return self.stall_stacks if self._stalled_at_stop else ""
+        return self.stall_stacks if self._progress_at_stall == self.follower.last_progress_change else ""
 
     def _resource_summary(self) -> dict[str, Any]:
         """Memory peaks from the resource recorder (empty when it did not run)."""
