@@ -104,7 +104,8 @@ def metrics(run_id: str) -> dict[str, float]:
 
 
 def launch(script: Path, *args: str, launcher: str, nproc: int | None = None, config: Path | None = None,
-           name: str = "test", env: dict[str, str] | None = None, preset: str | None = None) -> RunRecord:
+           name: str = "test", env: dict[str, str] | None = None, preset: str | None = None,
+           stall_min_s: float = 120.0) -> RunRecord:
     """Start a run the way `traindeck run` does: LaunchRequest -> build_plan -> start_run."""
     from traindeck.backend.launch.builders import LaunchRequest, build_plan
     from traindeck.backend.presets import load_preset
@@ -115,7 +116,7 @@ def launch(script: Path, *args: str, launcher: str, nproc: int | None = None, co
                             preset=load_preset(preset) if preset else None)
     plan = build_plan(request, run_dir.path)
     assert plan.ok, plan.errors
-    return start_run(plan, run_dir, name=name)
+    return start_run(plan, run_dir, name=name, stall_min_s=stall_min_s)
 
 
 def ranks(record: RunRecord) -> dict[int, dict]:  # type: ignore[type-arg]
