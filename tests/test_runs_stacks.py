@@ -135,9 +135,10 @@ def test_stacks_of_a_real_hung_two_rank_run_name_the_stuck_function() -> None:
         text = subprocess.run([*TRAINDECK, "stacks", run.id], capture_output=True, text=True, timeout=60)
         assert "== rank 1" in text.stdout and "load_batch" in text.stdout and "main thread" in text.stdout
 
-        # The supervisor sees the stall (8 s without output) and takes the stacks itself, once.
+        # The supervisor sees the stall (8 s without output) and takes the stacks itself (once per stall: a slow
+        # start-up under load may have stalled, and been dumped, before the hang).
         def stall_stacks() -> str | None:
-            return next((t for k, t in events(run.id) if k == "stacks"), None)
+            return next((t for k, t in events(run.id) if k == "stacks" and "load_batch" in t), None)
         taken = wait_until(stall_stacks, 60)
         assert "rank 1 is in hang_in_load.py:1" in taken and "load_batch" in taken
         assert Path(run.run_dir, "stall_stacks.json").is_file()

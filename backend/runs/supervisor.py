@@ -11,8 +11,8 @@ with secrets) from stdin, so secrets never touch the disk and its own environmen
 - on a second thread follows output.log to parse progress and metrics into the run store (this may lag or skip
   ahead under a flood; the log itself never does);
 - every 0.25 s: reaps children, tracks the run's processes and ranks (exit statuses included), polls for a stop
-  request (the `stop` file, or SIGTERM/SIGINT/SIGHUP sent to the supervisor), warns of stalls (and takes every
-  rank's stack once when one starts, see stacks.py), but not while DeepSpeed/torch ops are being built;
+  request (the `stop` file, or SIGTERM/SIGINT/SIGHUP sent to the supervisor), asks stall_watch.py whether the
+  run is stalled (then every rank's stack is taken once) or building DeepSpeed/torch ops;
 - at the end makes sure nothing of the run remains and writes the final state with a diagnosis.
 """
 
@@ -23,7 +23,6 @@ import json
 import os
 import signal
 import sqlite3
-import statistics
 import subprocess
 import sys
 import threading
@@ -36,9 +35,9 @@ from typing import Any
 import psutil
 
 from traindeck.backend.logparse import Line, LineAssembler, Metric, OutputParser, Progress
-from traindeck.backend.logparse.op_build import OpBuildTracker, build_text
-from traindeck.backend.runs import procs, stacks
-from traindeck.backend.runs.diagnosis import Evidence, ProcessEnd, diagnose, is_success, stall_threshold
+from traindeck.backend.logparse.op_build import OpBuildTracker
+from traindeck.backend.runs import procs
+from traindeck.backend.runs.diagnosis import Evidence, ProcessEnd, diagnose, is_success
 from traindeck.backend.runs.evidence import (
     boot_time_offset,
     kernel_oom_kills,
@@ -48,8 +47,8 @@ from traindeck.backend.runs.evidence import (
 )
 from traindeck.backend.runs.exits import ExitWatcher
 from traindeck.backend.runs.layout import RunDir
-from traindeck.backend.runs.op_builds import ops_being_built
 from traindeck.backend.runs.settings import launch_settings
+from traindeck.backend.runs.stall_watch import Quiet, StallWatch
 from traindeck.backend.runs.store import RunStore
 
 TICK_S = 0.25
@@ -68,7 +67,6 @@ DEFAULT_GRACE_S = 10.0
 LEFTOVER_GRACE_S = 5.0
 CLASSIFY_FOR_S = 10.0
 THOROUGH_SCAN_S = 2.0
-LOG_BUILD_TRUST_S = 600.0
 
 
 @dataclass
@@ -342,14 +340,7 @@ class Supervisor:
         self.stop: StopSequence | None = None
         self.stop_signal_received = False
         self.leftover_since: float | None = None
-        self.stalled = False
-        self.building: list[str] = []  # ops being built as last shown (no stall is declared meanwhile)
-        self.build_seen_at = 0.0
-        self.build_started_at = 0.0
-        self.stall_stacks = ""  # where the ranks were when the run stalled (summary of stall_stacks.json)
-        self._stacks_taken = False
-        self._progress_at_stall: float | None = None
-        self._stalled_at_stop = False
+        self.stall = StallWatch(self.store, spec.run_id, run_dir.path, spec.stall_min_s, _log)
         self.oom_before = oom_kill_counters()
         self.boot_s_at_start = boot_time_offset()
         self.recorder: Any = None
@@ -595,7 +586,7 @@ class Supervisor:
         if self.launcher_returncode is not None and self.leftover_since is None:
             return  # the run ended by itself before the request arrived
         self.stop = StopSequence(grace)
-        self._stalled_at_stop = self.stalled
+        self.stall.stop_requested()
         self._stop_request = request
         self.store.update_run(self.run_id, stop_requested_at=time.time(), state_detail="stopping")
         self.store.add_event(self.run_id, "stop_requested", f"stop requested (grace {grace:g} s)")
@@ -662,73 +653,10 @@ class Supervisor:
             procs.send(alive, signal.SIGTERM)
 
     def _check_stall(self, now: float, alive: list[psutil.Process]) -> None:
-        if self.stop is not None:  # stopping has its own state; its tracebacks are not the run resuming
-            return
-        if self._check_op_build(now, alive):
-            return
-        quiet_since = max(self.pump.last_output, self.follower.last_progress_change, self.build_seen_at)
-        quiet = now - quiet_since
-        threshold = stall_threshold(self.follower.step_times, self.spec.stall_min_s)
-        if not self.stalled and quiet > threshold:
-            self.stalled = True
-            typical = ""
-            if self.follower.step_times:
-                typical = f"; a step usually takes {statistics.median(self.follower.step_times):.1f} s"
-            text = f"stalled: no output or progress for {_duration(quiet)}{typical}"
-            self.store.add_event(self.run_id, "stall", text)
-            self.store.update_run(self.run_id, state_detail=text)
-            if not self._stacks_taken:
-                self._stacks_taken = True
-                self._progress_at_stall = self.follower.last_progress_change
-                threading.Thread(target=self._take_stall_stacks, args=(text,), name="stall-stacks", daemon=True).start()
-        elif self.stalled and quiet < threshold:
-            self.stalled = False
-            self.store.add_event(self.run_id, "resumed", "output resumed after a stall")
-            self.store.update_run(self.run_id, state_detail="")
-
-    def _check_op_build(self, now: float, alive: list[psutil.Process]) -> bool:
-        """While a rank compiles DeepSpeed/torch ops (compilers among the run's processes, or build lines in the
-        log without their "loaded" line yet), the run shows that instead of a stall. True while building."""
-        # A build the log announced counts for LOG_BUILD_TRUST_S at most: torch 2.x logs no "loaded" line, and a
-        # build with no compiler left running is over (or waits on another run's lock, which the log cannot tell).
-        logged = [op for op, since in self.follower.op_builds.building_now.items() if now - since < LOG_BUILD_TRUST_S]
-        building = sorted(set(ops_being_built(alive)) | set(logged))
-        if "ops" in building and len(building) > 1:
-            building.remove("ops")
-        if building:
-            if not self.building:
-                self.build_started_at = now
-            self.build_seen_at = now
-            if building != self.building:
-                if self.stalled:
-                    self.stalled = False
-                    self.store.add_event(self.run_id, "resumed", "not stalled: ops are being built")
-                self.store.update_run(self.run_id, state_detail=build_text(building))
-                self.store.add_event(self.run_id, "op_build", build_text(building))
-            self.building = building
-            return True
-        if self.building:
-            self.store.add_event(self.run_id, "op_built", f"{', '.join(self.building)} built in about "
-                                 f"{_duration(now - self.build_started_at)}")
-            self.building = []
-            if not self.stalled:
-                self.store.update_run(self.run_id, state_detail="")
-        return False
-
-    def _take_stall_stacks(self, stall_text: str) -> None:
-        """Once per run, when it first stalls: every rank's stack, kept as stall_stacks.json and shown with the
-        stall (state detail, event) and in the diagnosis if the run is then stopped or fails."""
-        try:
-            records = [t.to_json() for t in list(self.tracked.values()) if t.role in ("launcher", "rank")]
-            report = stacks.take_run_stacks(self.run_dir.path, records, reason="stall", keep_as="stall_stacks.json")
-            if report is None:
-                return
-            self.stall_stacks = report.summary
-            self.store.add_event(self.run_id, "stacks", f"stacks when the run stalled: {report.summary}")
-            if self.stalled:
-                self.store.update_run(self.run_id, state_detail=f"{stall_text}; {report.summary}")
-        except Exception:  # forensics must never take the supervisor down
-            _log("taking stacks failed:\n" + traceback.format_exc())
+        quiet = Quiet(self.pump.last_output, self.follower.last_progress_change, self.follower.step_times,
+                      self.follower.op_builds.building_now)
+        self.stall.check(now, quiet, alive, lambda: [t.to_json() for t in self.tracked.values()
+                                                     if t.role in ("launcher", "rank")])
 
     # -- the end ----------------------------------------------------------------------------------------------
     def wind_down(self) -> None:
@@ -830,16 +758,8 @@ class Supervisor:
             total_ram=memory.get("ram_total_bytes") or psutil.virtual_memory().total,
             min_available_ram=memory.get("min_host_available_bytes"),
             settings=launch_settings(self.run_dir),
-            stall_stacks=self._hang_stacks(),
+            stall_stacks=self.stall.hang_stacks(self.follower.last_progress_change),
         )
-
-    def _hang_stacks(self) -> str:
-        """The stall's stacks summary when the run never progressed after it (stopped or failed while hung)."""
-        if not self.stall_stacks:
-            return ""
-        if self.stop is not None:
-            return self.stall_stacks if self._stalled_at_stop else ""
-        return self.stall_stacks if self._progress_at_stall == self.follower.last_progress_change else ""
 
     def _resource_summary(self) -> dict[str, Any]:
         """Memory peaks from the resource recorder (empty when it did not run)."""
@@ -885,12 +805,6 @@ def _name(proc: psutil.Process) -> str:
         return proc.name()
     except psutil.Error:
         return str(proc.pid)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min"
 
 
 def _gpu_pids() -> set[int]:
