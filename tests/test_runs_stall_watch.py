@@ -54,6 +54,14 @@ def test_a_build_in_the_log_is_shown_instead_of_a_stall_and_quiet_counts_from_it
         assert watch.stalled
 
 
+def test_a_build_still_shown_when_the_run_ends_is_closed() -> None:
+    with RunStore() as store:
+        watch, run_id = _watch(store)
+        watch.check(10.0, Quiet(5.0, 0.0, [], {"cpu_adam": 5.0}), [], list)
+        watch.run_ended(100.0)  # built, loaded and exited between two checks
+        assert _story(store, run_id)[-1] == ("op_built", "cpu_adam built in about 90 s")
+
+
 def test_a_logged_build_without_its_end_is_trusted_for_ten_minutes_only() -> None:
     with RunStore() as store:
         watch, _run_id = _watch(store)

@@ -79,6 +79,11 @@ class StallWatch:
             self.store.add_event(self.run_id, "resumed", "output resumed after a stall")
             self.store.update_run(self.run_id, state_detail="")
 
+    def run_ended(self, now: float) -> None:
+        """The launcher is gone: a build still shown ended within the last check (the job loaded its op and left)."""
+        if self.building:
+            self._build_ended(now)
+
     def stop_requested(self) -> None:
         self._stalled_at_stop = self.stalled
 
@@ -109,12 +114,15 @@ class StallWatch:
             self.building = building
             return True
         if self.building:
-            self.store.add_event(self.run_id, "op_built", f"{', '.join(self.building)} built in about "
-                                 f"{duration(now - self.build_started_at)}")
-            self.building = []
+            self._build_ended(now)
             if not self.stalled:
                 self.store.update_run(self.run_id, state_detail="")
         return False
+
+    def _build_ended(self, now: float) -> None:
+        self.store.add_event(self.run_id, "op_built", f"{', '.join(self.building)} built in about "
+                             f"{duration(now - self.build_started_at)}")
+        self.building = []
 
     def _take_stall_stacks(self, stall_text: str, records: list[dict[str, Any]]) -> None:
         try:

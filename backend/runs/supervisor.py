@@ -660,6 +660,7 @@ class Supervisor:
 
     # -- the end ----------------------------------------------------------------------------------------------
     def wind_down(self) -> None:
+        self.stall.run_ended(time.monotonic())
         self.pump.join(timeout=10.0)
         if self.pump.is_alive():  # something outside our tree still holds the pipe: stop reading it
             _log("output pipe still open after every process ended; closing it")

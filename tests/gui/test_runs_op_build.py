@@ -54,7 +54,9 @@ def test_a_first_use_build_shows_as_a_build_in_runs_show_and_on_the_runs_page(qt
     assert done.state == "succeeded" and "tiny_op works: [2.0, 2.0]" in log, log
     with RunStore() as store:
         story = {e.kind: e for e in store.events(run.id)}
-    assert "stall" not in story, events(run.id)
+        stalls = [e.t for e in store.events(run.id) if e.kind == "stall"]
+    # No stall while building (`import torch` on a machine shared by 8 jobs may take longer than STALL_S before it).
+    assert not [t for t in stalls if story["op_build"].t <= t <= story["op_built"].t], events(run.id)
     assert story["op_build"].text == "building the torch extension tiny_op (first use, a few minutes)"
     # The build outlasted the stall threshold (so without recognising it the run would have been called stalled).
     assert story["op_built"].t - story["op_build"].t > STALL_S + 5, events(run.id)
