@@ -240,3 +240,14 @@ def test_traindeck_home_does_not_move_the_extensions_folder(tmp_path, monkeypatc
     before = torch_extensions_dir(sys.executable)
     monkeypatch.setenv("TRAINDECK_HOME", str(tmp_path / "elsewhere"))
     assert torch_extensions_dir(sys.executable) == before
+
+
+@pytest.mark.train
+def test_the_probed_interpreter_gets_the_folder_make_setup_built():
+    # The Launch page plans with the probe's site folders, `make setup` and the tests without: one folder for both.
+    pytest.importorskip("torch", reason="needs the train extra")
+    from traindeck.backend.launch.probe import probe_environment
+
+    probed = probe_environment(sys.executable)
+    assert probed.torch and probed.site_dirs
+    assert torch_extensions_dir(sys.executable, probed.site_dirs) == torch_extensions_dir(sys.executable)
