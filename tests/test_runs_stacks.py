@@ -159,3 +159,28 @@ def test_stacks_of_a_real_hung_two_rank_run_name_the_stuck_function() -> None:
     assert done.diagnosis is not None
     assert re.match(r"Stopped on request .* while stalled: rank 1 is in hang_in_load\.py:1[34] load_batch; rank 0 "
                     r"waits in all_reduce", done.diagnosis["summary"]), done.diagnosis
+
+
+@pytest.mark.slow
+def test_without_ranks_the_script_under_a_launcher_process_is_dumped(tmp_path: Path) -> None:
+    # As under accelerate's single-process launcher: no RANK anywhere, the script is the launcher's child.
+    script = tmp_path / "outer.py"
+    script.write_text(textwrap.dedent("""
+        import subprocess, sys
+        inner = "import time\\ndef read_shard():\\n    print('inner ready', flush=True)\\n    time.sleep(120)\\nread_shard()"
+        subprocess.run([sys.executable, "-c", inner])
+    """))
+    run = launch(script, launcher="python", name="outer")
+    try:
+        wait_until(lambda: "inner ready" in Path(run.run_dir, "output.log").read_text(errors="replace"), 60)
+        out = subprocess.run([*TRAINDECK, "stacks", run.id, "--json"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        report = json.loads(out.stdout)
+        wheres = sorted(r["where"] for r in report["ranks"])
+        assert len(wheres) == 2 and wheres[0].startswith("<string>:") and wheres[0].endswith(" read_shard"), wheres
+        assert wheres[1].startswith("outer.py:") and wheres[1].endswith(" <module>"), wheres
+        assert get(run.id).state == "running"
+    finally:
+        with RunStore() as store:
+            stop_run(store, run.id, grace_s=2.0)
+        wait_finished(run.id, 60)

@@ -318,10 +318,31 @@ def stack_targets(processes: Sequence[dict[str, Any]]) -> list[tuple[int, int | 
     return [(int(p["pid"]), None) for p in processes if p.get("role") == "launcher" and living(p)]
 
 
+def armed_processes(run_dir: Path) -> list[tuple[int, int | None]]:
+    """(pid, None) of the run's living processes that armed stack dumps (a file in stacks/, the run's directory in
+    their environment, so a reused pid is never taken): for runs without ranks, e.g. a script under accelerate's
+    single-process launcher, which is the launcher's child."""
+    found = []
+    for path in sorted((run_dir / STACKS_DIR).glob("*.txt")):
+        if not path.stem.isdigit():
+            continue
+        pid = int(path.stem)
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                environ = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if f"TRAINDECK_RUN_DIR={run_dir}".encode() in environ:
+            found.append((pid, None))
+    return found
+
+
 def take_run_stacks(run_dir: Path, processes: Sequence[dict[str, Any]], *, reason: str = "request",
                     keep_as: str = "stacks.json") -> StackReport | None:
-    """Stacks of a run's living ranks, kept in its directory as `keep_as`; None when no rank is alive."""
-    targets = stack_targets(processes)
+    """Stacks of a run's living ranks (without ranks: of every process that armed dumps), kept in its directory
+    as `keep_as`; None when there is nobody to ask."""
+    targets = [t for t in stack_targets(processes) if t[1] is not None] or armed_processes(run_dir) \
+        or stack_targets(processes)
     if not targets:
         return None
     report = take_stacks(run_dir, targets, reason=reason)

@@ -125,13 +125,15 @@ def _arm_stack_dumps():
     if not run_dir or os.environ.get("TRAINDECK_STACKS", "1") == "0":
         return
     rank = os.environ.get("RANK", "")
+    first = os.environ.get("TRAINDECK_STACKS_PID")
     if rank.isdigit():
         if os.environ.get("TRAINDECK_STACKS_RANK") == rank:
             return  # a Python started by this rank (it inherits RANK): only the rank itself is dumped
         os.environ["TRAINDECK_STACKS_RANK"] = rank
-    elif os.environ.get("TRAINDECK_STACKS_PID"):
-        return  # a helper started by the run's first Python (DeepSpeed's launch.py under its runner)
-    os.environ["TRAINDECK_STACKS_PID"] = str(os.getpid())
+    elif first and first != str(os.getppid()):
+        return  # deeper than a child of the run's first Python: not where a script runs
+    if not first:  # the run's first Python (the launcher, or the script); its children are armed too (the script
+        os.environ["TRAINDECK_STACKS_PID"] = str(os.getpid())  # under accelerate's single-process launcher)
     try:
         import faulthandler
         import signal
