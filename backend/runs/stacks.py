@@ -322,7 +322,7 @@ def armed_processes(run_dir: Path) -> list[tuple[int, int | None]]:
     """(pid, None) of the run's living processes that armed stack dumps (a file in stacks/, the run's directory in
     their environment, so a reused pid is never taken): for runs without ranks, e.g. a script under accelerate's
     single-process launcher, which is the launcher's child."""
-    found = []
+    found: list[tuple[int, int | None]] = []
     for path in sorted((run_dir / STACKS_DIR).glob("*.txt")):
         if not path.stem.isdigit():
             continue
