@@ -42,6 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "available RAM, and kept with the run to compare with its measured peaks")
     p.add_argument("--detach", action="store_true", help="start the run and print its id (last line) instead of "
                                                          "following it")
+    p.add_argument("--resume-arg", metavar="TEMPLATE", help="how the script resumes from a checkpoint, e.g. "
+                   "'--load {checkpoint}': kept with the run and remembered for the script (`traindeck resume`)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]")
     p.set_defaults(handler=_run)
 
@@ -178,6 +180,9 @@ def run_summary(store: RunStore, record: RunRecord) -> dict[str, Any]:
             data["resources"] = resource_summary(store.path, record.id)
         except Exception as exc:  # a missing table or an older recorder must not break `runs show`
             data["resources"] = {"error": str(exc)}
+    from traindeck.backend.runs.leftbehind import summary_fields
+
+    data.update(summary_fields(record.run_dir))  # parent, resumed_from, provenance, stop
     from traindeck.backend.estimate.run_estimate import estimate_vs_measured, load_estimate
 
     estimate = load_estimate(record.run_dir) if record.run_dir else None
@@ -212,8 +217,15 @@ def _run(args: argparse.Namespace) -> int:
     environment = _probe(args.python)
     check = _memory_check(args.model_size, preset, config, args.nproc) if args.model_size else None
     name = args.name or Path(script).stem
+    if args.resume_arg:
+        from traindeck.backend.runs.resume import ResumeError, check_template
+
+        try:
+            check_template(args.resume_arg)
+        except ResumeError as exc:
+            raise UserError(str(exc)) from None
     outcome = launch_run(request, name=name, preset_name=args.preset, environment=environment,
-                         memory_check=check)
+                         memory_check=check, resume_arg=args.resume_arg)
     plan = outcome.plan
     for warning in plan.warnings:
         print(f"traindeck: warning: {warning}", file=sys.stderr)
@@ -488,8 +500,22 @@ def _show(args: argparse.Namespace) -> int:
         print(f"{'memory' if i == 0 else '':9} {pair['what']}: estimated {_gib(pair['estimated_bytes'])}, measured "
               + (f"{_gib(measured)} (x{pair['measured_over_estimate']:.2f})" if measured is not None
                  else "not recorded"))
+    _show_left_behind(data)
     print(f"log       {data['log']}")
     return 0
+
+
+def _show_left_behind(data: dict[str, Any]) -> None:
+    print("stop      " + ("save a checkpoint, then stop (the script uses traindeck's companion)"
+                          if data.get("stop") == "save-then-stop" else "signals (SIGINT, SIGTERM, SIGKILL)"))
+    if data.get("parent"):
+        print(f"parent    {data['parent']}" + (f", resumed from {data['resumed_from']}" if data.get("resumed_from")
+                                              else " (rerun)"))
+    git = (data.get("provenance") or {}).get("git")
+    if git:
+        print(f"git       {git.get('commit')} ({git.get('branch')})" + (", uncommitted changes: "
+                                                                      + str(git.get('diff_file'))
+                                                                      if git.get("dirty") else ""))
 
 
 def _gib(n: float | None) -> str:
