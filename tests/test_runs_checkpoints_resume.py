@@ -134,3 +134,20 @@ def test_deepspeed_checkpoints_and_resume_with_a_template(tmp_path: Path) -> Non
     # The template was remembered for the script: the next resume needs none.
     third = started(traindeck("resume", second, "--detach", cwd=tmp_path))
     assert "done at step 12" in (wait_finished(third, 600) and log_of(third, tmp_path))
+
+
+def test_accelerate_save_state_folders_are_listed_and_resumed_with_a_template(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    script = SCRIPTS / "accelerate_save_state.py"
+    first = started(traindeck("run", "--detach", "--resume-arg", "--resume_dir {checkpoint}", str(script),
+                              "--project_dir", str(project), cwd=tmp_path))
+    assert wait_finished(first, 300).state == "succeeded", log_of(first, tmp_path)[-2000:]
+    found = listed(first, tmp_path)
+    # accelerate numbers its save_state folders from 0 (checkpoint_0, checkpoint_1): the number, not the step.
+    assert [(c["kind"], Path(c["path"]).name) for c in found] == [("accelerate", "checkpoint_0"),
+                                                                   ("accelerate", "checkpoint_1")]
+    assert all(c["bytes"] > 0 for c in found)
+    # The template given with `run --resume-arg` is used without being given again.
+    second = started(traindeck("resume", first, "--detach", cwd=tmp_path))
+    assert wait_finished(second, 300).state == "succeeded"
+    assert f"loaded state from {project / 'checkpoints' / 'checkpoint_1'}" in log_of(second, tmp_path)

@@ -80,7 +80,7 @@ def follow_tensorboard(run_dir: Path, store: RunStore, run_id: str, poll_s: floa
         record = store.get_run(run_id)
         finished = record is None or record.finished
         parsed = set(store.last_metrics(run_id)) - reader.written
-        rows = reader.poll(parsed)
+        rows = reader.poll(parsed, final=finished)
         if rows:
             store.add_metrics(run_id, rows)
             written += len(rows)

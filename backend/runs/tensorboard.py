@@ -83,12 +83,20 @@ class TensorBoardReader:
     loaders: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, str | None] = field(default_factory=dict)  # tag -> series name, or None: a parsed series has it
     rows_read: int = 0
+    rescan_s: float = 10.0  # new event files are looked for this often; known ones are read at every poll
+    _files: list[Path] = field(default_factory=list)
+    _scanned_at: float | None = None
 
-    def poll(self, parsed_names: set[str]) -> list[tuple[str, int | None, float, float, int | None]]:
+    def poll(self, parsed_names: set[str], final: bool = False) -> list[tuple[str, int | None, float, float,
+                                                                           int | None]]:
         from tensorboard.backend.event_processing import event_file_loader
 
+        now = time.monotonic()
+        if final or self._scanned_at is None or now - self._scanned_at >= self.rescan_s:
+            self._files = event_files(self.roots, self.since)
+            self._scanned_at = now
         rows: list[tuple[str, int | None, float, float, int | None]] = []
-        for path in event_files(self.roots, self.since):
+        for path in self._files:
             key = str(path)
             if key not in self.loaders:
                 self.loaders[key] = event_file_loader.EventFileLoader(key)
