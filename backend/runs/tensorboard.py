@@ -52,10 +52,12 @@ def available() -> bool:
     return True
 
 
-def scalars(events: Iterable[Any]) -> Iterator[tuple[str, int, float, float]]:
-    """(tag, step, wall time, value) of every scalar in the events (TB1 simple_value or TB2 scalar tensors)."""
+def scalars(events: Iterable[Any], scalar_tags: set[str] | None = None) -> Iterator[tuple[str, int, float, float]]:
+    """(tag, step, wall time, value) of every scalar in the events (TB1 simple_value or TB2 scalar tensors).
+    `scalar_tags`: tags known to be scalars, kept across calls (TB2 writes the plugin metadata only once a tag)."""
     from tensorboard.util import tensor_util
 
+    known = scalar_tags if scalar_tags is not None else set()
     for event in events:
         if not event.HasField("summary"):
             continue
@@ -63,7 +65,9 @@ def scalars(events: Iterable[Any]) -> Iterator[tuple[str, int, float, float]]:
             number: float | None = None
             if value.HasField("simple_value"):
                 number = float(value.simple_value)
-            elif value.HasField("tensor") and value.metadata.plugin_data.plugin_name == SCALARS_PLUGIN:
+            elif value.HasField("tensor") and (value.metadata.plugin_data.plugin_name == SCALARS_PLUGIN
+                                               or value.tag in known):
+                known.add(value.tag)
                 try:
                     array = tensor_util.make_ndarray(value.tensor)
                     if array.size == 1:
@@ -83,6 +87,7 @@ class TensorBoardReader:
     loaders: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, str | None] = field(default_factory=dict)  # tag -> series name, or None: a parsed series has it
     rows_read: int = 0
+    scalar_tags: set[str] = field(default_factory=set)
     rescan_s: float = 10.0  # new event files are looked for this often; known ones are read at every poll
     _files: list[Path] = field(default_factory=list)
     _scanned_at: float | None = None
@@ -99,12 +104,13 @@ class TensorBoardReader:
         for path in self._files:
             key = str(path)
             if key not in self.loaders:
-                self.loaders[key] = event_file_loader.EventFileLoader(key)
+                # The legacy loader yields events as written (simple_value kept); the migrating one cost 4x here.
+                self.loaders[key] = event_file_loader.LegacyEventFileLoader(key)
             try:
                 events = list(self.loaders[key].Load())
             except Exception:  # noqa: BLE001 - a file being written or truncated: read again next time
                 continue
-            for tag, step, wall_time, value in scalars(events):
+            for tag, step, wall_time, value in scalars(events, self.scalar_tags):
                 name = self._series(tag, parsed_names)
                 if name is not None:
                     rows.append((name, step, wall_time, value, None))
