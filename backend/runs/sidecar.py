@@ -6,7 +6,7 @@ started by the launch beside the supervisor. It reads what the run leaves behind
   (then one last read).
 
 It carries no TRAINDECK_RUN_ID marker, so stopping the run never ends it before its last read; it ends itself when
-the run is over (or after MAX_LIFE_S without the run being found). Its messages go to sidecar.log.
+the run is over (or its supervisor is gone). Its messages go to sidecar.log.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ def _provenance(run_dir: Path) -> None:
 def follow_tensorboard(run_dir: Path, store: RunStore, run_id: str, poll_s: float = POLL_S) -> int:
     """Read the run's event files until the run ends; returns the rows written."""
     from traindeck.backend.runs import tensorboard
+    from traindeck.backend.runs.control import supervisor_alive
 
     if not tensorboard.available():
         _log("tensorboard is not installed in traindeck's environment: event files are not read")
@@ -78,7 +79,8 @@ def follow_tensorboard(run_dir: Path, store: RunStore, run_id: str, poll_s: floa
     written = 0
     while True:
         record = store.get_run(run_id)
-        finished = record is None or record.finished
+        # A run whose supervisor vanished stays "running" until a reader marks it lost: do not wait for that.
+        finished = record is None or record.finished or not supervisor_alive(record)
         parsed = set(store.last_metrics(run_id)) - reader.written
         rows = reader.poll(parsed, final=finished)
         if rows:
