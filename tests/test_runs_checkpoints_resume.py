@@ -105,6 +105,7 @@ def test_companion_turns_stop_into_save_then_stop(tmp_path: Path) -> None:
     assert "KeyboardInterrupt" not in log and f"trained to step {step}" in log  # the script ended by itself
     kinds = [kind for kind, _text in events(run_id)]
     assert "stop_signal" not in kinds  # no signal was needed
+    assert "without a signal" in (record.diagnosis or {}).get("summary", "")
     # The companion reported the Trainer's logs exactly: the parsed dict lines did not add a second series.
     assert [c["step"] for c in listed(run_id, tmp_path)] == [step]
 

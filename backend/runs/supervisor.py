@@ -318,6 +318,8 @@ class StopSequence:
 
     @property
     def detail(self) -> str:
+        if self.phase < 0:  # held for the companion, which saved and ended the script: no signal was sent
+            return "without a signal (the script saved and ended itself)"
         return ("gracefully (SIGINT)", "after SIGTERM", "forcefully (SIGKILL)")[max(self.phase, 0)]
 
 
