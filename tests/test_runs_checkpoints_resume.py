@@ -152,3 +152,24 @@ def test_accelerate_save_state_folders_are_listed_and_resumed_with_a_template(tm
     second = started(traindeck("resume", first, "--detach", cwd=tmp_path))
     assert wait_finished(second, 300).state == "succeeded"
     assert f"loaded state from {project / 'checkpoints' / 'checkpoint_1'}" in log_of(second, tmp_path)
+
+
+def test_save_stop_helper_in_a_deepspeed_loop_saves_now_and_saves_then_stops(tmp_path: Path) -> None:
+    save = tmp_path / "ckpt"
+    run_id = started(traindeck("run", "--detach", str(DS_SCRIPT), "--save_dir", str(save), "--steps", "100000",
+                               "--companion", "--step_sleep", "0.1", cwd=tmp_path))
+    wait_until(lambda: show(run_id, tmp_path)["stop"] == "save-then-stop" and "step 3 " in log_of(run_id, tmp_path),
+               600, 1.0)
+    assert not save.exists()
+    asked = traindeck("runs", "save", run_id, cwd=tmp_path)
+    assert asked.returncode == 0, asked.stderr
+    first = wait_until(lambda: listed(run_id, tmp_path), 120, 0.5)
+    assert len(first) == 1 and first[0]["kind"] == "deepspeed"
+    assert show(run_id, tmp_path)["state"] == "running"  # saving now does not stop it
+    stopped = traindeck("stop", run_id, cwd=tmp_path, timeout=300)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    record = wait_finished(run_id, 60)
+    assert record.state == "stopped" and "without a signal" in (record.diagnosis or {})["summary"]
+    found = listed(run_id, tmp_path)
+    assert len(found) == 2 and found[-1]["latest"] and found[-1]["step"] > first[0]["step"]
+    assert f"saved at step {found[-1]['step']} and stopping" in log_of(run_id, tmp_path)
