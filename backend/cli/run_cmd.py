@@ -40,6 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "available RAM, and kept with the run to compare with its measured peaks")
     p.add_argument("--detach", action="store_true", help="start the run and print its id (last line) instead of "
                                                          "following it")
+    p.add_argument("--resume-arg", metavar="TEMPLATE", help="how the script resumes from a checkpoint, e.g. "
+                   "'--load {checkpoint}': kept with the run and remembered for the script (`traindeck resume`)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]")
     p.set_defaults(handler=_run)
 
@@ -101,8 +103,15 @@ def _run(args: argparse.Namespace) -> int:
         # What following needs is loaded now, not while the job starts: on a small machine that CPU is the job's.
         from traindeck.backend.cli import run_follow  # noqa: F401
         from traindeck.backend.runs import follow  # noqa: F401
+    if args.resume_arg:
+        from traindeck.backend.runs.resume import ResumeError, check_template
+
+        try:
+            check_template(args.resume_arg)
+        except ResumeError as exc:
+            raise UserError(str(exc)) from None
     outcome = launch_run(request, name=name, preset_name=args.preset, environment=environment,
-                         memory_check=check)
+                         memory_check=check, resume_arg=args.resume_arg)
     plan = outcome.plan
     for warning in plan.warnings:
         print(f"traindeck: warning: {warning}", file=sys.stderr)

@@ -204,12 +204,20 @@ def stop_run(store: RunStore, run_id: str, grace_s: float = 10.0, report: Callab
         survivors = end_lost_run(store, run_id, "its supervisor is no longer running", report=say)
         return StopOutcome("lost", [p.pid for p in survivors], messages)
     last_event = max((e.id for e in store.events(run_id)), default=0)
+    from traindeck.backend.runs.savestop import save_hold_s
+
+    hold = save_hold_s(record.run_dir, grace_s)
     RunDir(Path(record.run_dir)).request_stop(grace_s)
-    say(f"asked run {run_id} to stop: SIGINT now, SIGTERM after {grace_s:g} s, SIGKILL after "
-        f"{grace_s + min(grace_s, 10.0):g} s if anything is still running")
+    if hold:
+        say(f"asked run {run_id} to save a checkpoint and stop (its script has traindeck's companion); signals "
+            f"only if it is still running after {hold:g} s")
+    else:
+        say(f"asked run {run_id} to stop: SIGINT now, SIGTERM after {grace_s:g} s, SIGKILL after "
+            f"{grace_s + min(grace_s, 10.0):g} s if anything is still running")
     if not wait:
         return StopOutcome("running", [], messages)
-    deadline = time.monotonic() + (timeout_s if timeout_s is not None else grace_s + min(grace_s, 10.0) + 60.0)
+    deadline = time.monotonic() + (timeout_s if timeout_s is not None else
+                                   hold + grace_s + min(grace_s, 10.0) + 60.0)
     while True:
         for event in store.events(run_id, after_id=last_event):
             last_event = event.id

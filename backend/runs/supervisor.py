@@ -55,6 +55,7 @@ from traindeck.backend.runs.evidence import (
 )
 from traindeck.backend.runs.exits import ExitWatcher
 from traindeck.backend.runs.layout import RunDir
+from traindeck.backend.runs.savestop import save_hold_s
 from traindeck.backend.runs.settings import launch_settings
 from traindeck.backend.runs.stall_watch import Quiet, StallWatch
 from traindeck.backend.runs.store import RunStore
@@ -319,6 +320,8 @@ class StopSequence:
 
     def due_phase(self, now: float) -> int:
         elapsed = now - self.started
+        if elapsed < 0:
+            return -1  # held: the script's companion is saving a checkpoint before it stops (savestop.py)
         if elapsed >= self.grace_s + min(self.grace_s, 10.0):
             return 2
         if elapsed >= self.grace_s:
@@ -327,6 +330,8 @@ class StopSequence:
 
     @property
     def detail(self) -> str:
+        if self.phase < 0:  # held for the companion, which saved and ended the script: no signal was sent
+            return "without a signal (the script saved and ended itself)"
         return ("gracefully (SIGINT)", "after SIGTERM", "forcefully (SIGKILL)")[max(self.phase, 0)]
 
 
@@ -623,11 +628,13 @@ class Supervisor:
                 pass
         if self.launcher_returncode is not None and self.leftover_since is None:
             return  # the run ended by itself before the request arrived
-        self.stop = StopSequence(grace)
+        hold = save_hold_s(self.run_dir.path, grace)
+        self.stop = StopSequence(grace, started=time.monotonic() + hold)
         self.stall.stop_requested()
         self._stop_request = request
         self.store.update_run(self.run_id, stop_requested_at=time.time(), state_detail="stopping")
-        self.store.add_event(self.run_id, "stop_requested", f"stop requested (grace {grace:g} s)")
+        self.store.add_event(self.run_id, "stop_requested", f"stop requested (grace {grace:g} s)" + (
+            f"; the script saves a checkpoint and stops; signals only after {hold:g} s" if hold else ""))
 
     def _check_hurry(self) -> None:
         """A later request with a shorter grace period (a second Ctrl+C, Force stop) shortens the stop under way:
@@ -651,6 +658,8 @@ class Supervisor:
         assert self.stop is not None
         stop = self.stop
         due = stop.due_phase(now)
+        if due < 0:
+            return
         if due > stop.phase:
             stop.phase = due
             stop.signalled.clear()
