@@ -1,6 +1,6 @@
 """What a run leaves behind, on the command line: `runs checkpoints|bundle|save`, `resume`, `rerun`.
 
-`runs` itself is registered by run_cmd (ORDER 30); this module (ORDER 31) adds its actions to it.
+`runs` itself is registered by runs_cmd (ORDER 31); this module (ORDER 32) adds its actions to it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from traindeck.backend.cli import UserError
 
-ORDER = 31
+ORDER = 32
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -53,10 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _store_and_record(text: str) -> tuple[Any, Any]:
-    from traindeck.backend.cli.run_cmd import _resolve, _store
+    from traindeck.backend.cli.run_lookup import open_store, resolve_run
 
-    store = _store()
-    return store, _resolve(store, text)
+    store = open_store()
+    return store, resolve_run(store, text)
 
 
 def _checkpoints(args: argparse.Namespace) -> int:
@@ -102,7 +102,7 @@ def _follow_or_print(outcome: Any, detach: bool, what: str) -> int:
     if detach:
         print(record.id)
         return 0
-    from traindeck.backend.cli.run_cmd import follow_run
+    from traindeck.backend.cli.run_follow import follow_run
     from traindeck.backend.runs.store import RunStore
 
     return follow_run(RunStore(), record.id)
@@ -138,7 +138,7 @@ def _rerun(args: argparse.Namespace) -> int:
 def _bundle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from traindeck.backend.cli.run_cmd import run_summary
+    from traindeck.backend.cli.runs_cmd import run_summary
     from traindeck.backend.runs.bundle import write_bundle
 
     store, record = _store_and_record(args.id)
