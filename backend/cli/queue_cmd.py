@@ -356,7 +356,7 @@ def _notify(args: argparse.Namespace) -> int:
     from traindeck.backend.runs import alerts
 
     if args.command is not None:
-        command = [a for a in args.command]
+        command = list(args.command)
         if command and command[0] == "--":
             command = command[1:]
         if not command:
@@ -370,14 +370,15 @@ def _notify(args: argparse.Namespace) -> int:
         alerts.save_command(None)
         print("alerts off")
         return 0
-    command = alerts.notify_command()
+    saved = alerts.notify_command()
     if args.test:
-        if not command:
+        if not saved:
             raise UserError("no notify command set (traindeck notify --command CMD...)")
         thread = alerts.announce("succeeded", "test", "traindeck notify --test", "a test of your notify command")
         if thread is not None:
             thread.join()
-        print(f"ran {command[0]}; see {alerts.log_path()} for what it did")
+        outcome = thread.name.partition(": ")[2] if thread is not None else ""
+        print(f"ran {saved[0]}: {outcome or 'see the log'} (log: {alerts.log_path()})")
         return 0
-    print(f"alerts: {' '.join(command)}" if command else "alerts off (set one with `traindeck notify --command CMD...`)")
+    print(f"alerts: {' '.join(saved)}" if saved else "alerts off (set one with `traindeck notify --command CMD...`)")
     return 0

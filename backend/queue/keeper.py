@@ -139,12 +139,7 @@ class Keeper:
         """A run claimed by a starter that died (a keeper SIGKILLed mid-start) before any supervisor took it
         goes back to its place in the queue: it never ran, so starting it now is its first start."""
         for entry in self.queue.entries():
-            if entry.state != "running" or entry.claimed_by is None or process_alive(*entry.claimed_by):
-                continue
-            record = self.queue.runs.get_run(entry.run_id)
-            if record is None or record.supervisor_pid is not None or _supervisor_of(record.run_dir):
-                continue
-            if self.queue.requeue_interrupted(entry.run_id):
+            if _interrupted(self.queue, entry) and self.queue.requeue_interrupted(entry.run_id):
                 self.queue.runs.add_event(entry.run_id, "requeued", "its start was interrupted (the process "
                                           "starting it died); back in the queue")
                 _log(f"run {entry.run_id} ({entry.name}): start interrupted; back in the queue")
@@ -162,6 +157,14 @@ class Keeper:
             time.sleep(max(0.0, next_t - time.monotonic()))
             next_t = max(next_t, time.monotonic() - TICK_S)
         _log("nothing left to start; the keeper exits")
+
+
+def _interrupted(queue: QueueStore, entry: QueueEntry) -> bool:
+    """Claimed by a starter that died before any supervisor took the run."""
+    if entry.state != "running" or entry.claimed_by is None or process_alive(*entry.claimed_by):
+        return False
+    record = queue.runs.get_run(entry.run_id)
+    return record is not None and record.supervisor_pid is None and not _supervisor_of(record.run_dir)
 
 
 def _supervisor_of(run_dir: str) -> bool:
@@ -198,7 +201,9 @@ def keeper_argv() -> list[str]:
 def ensure_keeper(queue: QueueStore) -> bool:
     """Start a keeper unless one is running or there is nothing to start; True when one was started."""
     settings = queue.settings()
-    if settings.paused or not any(e.state == QUEUED and not e.held for e in queue.entries()):
+    entries = queue.entries()
+    startable = not settings.paused and any(e.state == QUEUED and not e.held for e in entries)
+    if not startable and not any(_interrupted(queue, e) for e in entries):
         return False
     if keeper_running(queue):
         return False

@@ -110,6 +110,7 @@ def _run(argv: list[str], env: dict[str, str], limit: float, event: str, run_id:
             proc.communicate()
             outcome = f"killed after {limit:g} s (time limit)"
     _log(f"{event} run {run_id}: {argv[0]}: {outcome} ({time.monotonic() - started:.2f} s)")
+    threading.current_thread().name = f"notify-{event}: {outcome}"  # what `notify --test` reports
     return outcome
 
 
