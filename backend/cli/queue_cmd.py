@@ -169,40 +169,14 @@ def run_gpus(text: str | None) -> tuple[int, ...] | None:
 
 
 # ---- list / settings / actions ------------------------------------------------------------------------------
-def queue_rows(queue: QueueStore, include_finished: bool = False) -> list[dict[str, Any]]:
-    """What `queue list --json` prints: one row per run of the queue, in order (also for the dashboard)."""
-    from traindeck.backend.queue.keeper import plan_starts, running_gpus
-
-    entries = queue.entries(include_finished=include_finished)
-    waiting = [e for e in entries if e.state == "queued"]
-    running = queue.runs.list_runs(state="running")
-    try:
-        from traindeck.backend.queue.gpus import sample_gpus
-
-        gpus = sample_gpus()
-    except Exception:  # noqa: BLE001 - the list must show even if NVML misbehaves
-        gpus = ()
-    decisions = {d.entry.run_id: d for d in plan_starts(waiting, len(running), running_gpus(queue),
-                                                         queue.settings(), gpus)}
-    rows = []
-    for entry in entries:
-        decision = decisions.get(entry.run_id)
-        position = waiting.index(entry) + 1 if entry in waiting else None
-        waiting_for = ""
-        if decision is not None:
-            waiting_for = decision.waiting_for or "its turn (starting)"
-        rows.append({"id": entry.run_id, "name": entry.name, "position": position, "waiting_for": waiting_for,
-                     "state": entry.state, "held": entry.held, "gpus": entry.gpus,
-                     "assigned_gpus": entry.assigned_gpus})
-    return rows
-
-
 def _list(args: argparse.Namespace) -> int:
     from traindeck.backend.queue.keeper import ensure_keeper, keeper_running
 
     queue = _queue()
     try:
         ensure_keeper(queue)  # a keeper that was killed comes back as soon as anyone looks
+        from traindeck.backend.queue.listing import queue_rows
+
         rows = queue_rows(queue, args.all)
         settings = queue.settings()
         alive = keeper_running(queue)
@@ -305,8 +279,12 @@ def _by_id(args: argparse.Namespace) -> int:
             ensure_keeper(queue)
             print(f"run {run_id} ({entry.name}) " + ("held" if action == "hold" else "released"))
         else:
-            gpus = _gpus_now(queue, entry.gpus)
-            from traindeck.backend.queue.starting import start_queued
+            from traindeck.backend.queue.starting import gpus_now, start_queued
+
+            try:
+                gpus = gpus_now(queue, entry.gpus)
+            except ValueError as exc:
+                raise UserError(str(exc)) from None
 
             if not start_queued(queue, entry, gpus):
                 raise UserError(f"run {run_id} started meanwhile")
@@ -319,22 +297,6 @@ def _by_id(args: argparse.Namespace) -> int:
     finally:
         queue.close()
     return 0
-
-
-def _gpus_now(queue: QueueStore, text: str) -> list[int] | None:
-    """`queue start ID`: chosen GPUs as they are; any:N from the GPUs free now."""
-    if not text:
-        return None
-    from traindeck.backend.queue.gpus import choose_gpus, parse_gpus, sample_gpus
-    from traindeck.backend.queue.keeper import running_gpus
-
-    request = parse_gpus(text)
-    if request.ids:
-        return list(request.ids)
-    choice = choose_gpus(request, sample_gpus(), running_gpus(queue))
-    if choice.gpus is None:
-        raise UserError(f"cannot start it now: waiting for {choice.waiting_for}")
-    return choice.gpus
 
 
 def _move(args: argparse.Namespace) -> int:

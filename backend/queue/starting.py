@@ -81,3 +81,20 @@ def start_queued(queue: QueueStore, entry: QueueEntry, gpus: list[int] | None) -
 
             alerts.announce("failed", entry.run_id, entry.name, text)
     return True
+
+
+def gpus_now(queue: QueueStore, text: str) -> list[int] | None:
+    """For a start now (`queue start ID`): chosen GPUs as they are; any:N from the GPUs free now (ValueError
+    saying what it waits for when there are not enough)."""
+    if not text:
+        return None
+    from traindeck.backend.queue.gpus import choose_gpus, parse_gpus, sample_gpus
+    from traindeck.backend.queue.keeper import running_gpus
+
+    request = parse_gpus(text)
+    if request.ids:
+        return list(request.ids)
+    choice = choose_gpus(request, sample_gpus(), running_gpus(queue))
+    if choice.gpus is None:
+        raise ValueError(f"cannot start it now: waiting for {choice.waiting_for}")
+    return choice.gpus
