@@ -206,6 +206,10 @@ def stop_run(store: RunStore, run_id: str, grace_s: float = 10.0, report: Callab
     record = store.get_run(run_id)
     if record is None:
         raise KeyError(run_id)
+    if record.state == "queued":  # nothing runs yet: taking it out of the queue is the stop
+        say(f"run {run_id} is waiting in the queue and has not started: remove it with `traindeck queue remove "
+            f"{run_id}`")
+        return StopOutcome(record.state, [], messages)
     if record.finished:
         say(f"run {run_id} already ended ({record.state})")
         left = run_processes(run_id, record)
