@@ -109,3 +109,25 @@ def test_a_hanging_or_failing_notify_command_never_affects_the_run(tmp_path: Pat
     assert cli("notify", "--command", "/nonexistent/tool").returncode == 0
     assert "could not start" in cli("notify", "--test").stdout + alerts.log_path().read_text()
     assert cli("notify", "--off").returncode == 0 and "alerts off" in cli("notify").stdout
+
+
+def test_stalled_and_lost_runs_are_announced(tmp_path: Path):
+    import os
+    import signal
+
+    from runhelp import start
+
+    out = tmp_path / "events.jsonl"
+    assert cli("notify", "--command", sys.executable, "-c", RECORDER, str(out)).returncode == 0
+    # Quiet for 8 s with a 2 s stall threshold (checked every 5 s): stalled, then it ends by itself.
+    quiet = start([sys.executable, str(JOB), "--steps", "1", "--step-time", "8"], cwd=JOB.parent, name="quiet",
+                  stall_min_s=2.0)
+    # Its supervisor SIGKILLed: the sentinel marks it lost.
+    doomed = start([sys.executable, str(JOB), "--steps", "300", "--step-time", "0.1"], cwd=JOB.parent, name="doomed")
+    with RunStore() as store:  # started for real (its sentinel is up once the launcher is)
+        record = wait_until(lambda: (lambda r: r if r.launcher_pid else None)(store.get_run(doomed.id)), 30)
+    os.kill(record.supervisor_pid, signal.SIGKILL)
+    assert wait_finished(doomed.id).state == "lost"
+    assert wait_finished(quiet.id).state == "succeeded"
+    seen = {(e["TRAINDECK_RUN_NAME"], e["TRAINDECK_EVENT"]) for e in _events(out, 3)}
+    assert {("quiet", "stalled"), ("doomed", "lost"), ("quiet", "succeeded")} <= seen
