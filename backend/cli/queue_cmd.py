@@ -103,13 +103,15 @@ def enqueue(args: argparse.Namespace, held: bool = False) -> list[RunRecord]:
         raise UserError(f"script not found: {script} (in {Path.cwd()})")
     if args.nproc is not None and args.nproc < 1:
         raise UserError("--nproc must be at least 1")
-    if args.preset:
-        from traindeck.backend.cli.run_cmd import _load_preset
+    from traindeck.backend.cli.run_cmd import _load_preset, _memory_check
 
-        _load_preset(args.preset)  # a wrong name is said now, not when the run's turn comes
+    preset = _load_preset(args.preset) if args.preset else None  # a wrong name is said now, not at its turn
     config = str(Path(args.config).expanduser().absolute()) if args.config else None
     if config is not None and not Path(config).is_file():
         raise UserError(f"config file not found: {config}")
+    if getattr(args, "model_size", None):  # advice for now; the GPUs free at its turn are not known yet
+        _memory_check(args.model_size, preset, Path(config) if config else None, args.nproc)
+        print("traindeck: note: the memory check is not kept with a queued run", file=sys.stderr)
     gpus = getattr(args, "gpus", None) or ""
     try:
         if gpus:
