@@ -9,13 +9,18 @@ BIN    := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.traindeck-installed
 
+# Tests, benchmarks and `make icons` draw offscreen where there is no display (`make demo` refuses instead).
 export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
 # DeepSpeed JIT-builds its CPU ops on first use (~90 s); keep them between runs.
 export TORCH_EXTENSIONS_DIR ?= $(HOME)/.cache/torch_extensions
 
-.PHONY: demo test setup setup-core lint bench clean frozen icons install-desktop uninstall-desktop
+.PHONY: demo test setup setup-core check-setup lint bench clean frozen icons install-desktop uninstall-desktop tour
 
-demo: $(STAMP)
+# Refuses at once, before any set-up, where no window could be seen (no DISPLAY / WAYLAND_DISPLAY) or Qt could not
+# open one (X11 libraries missing: the exact apt-get line is printed). Ctrl+C closes the window.
+demo:
+	@$(PYTHON) backend/system_check.py demo
+	@$(MAKE) --no-print-directory $(STAMP)
 	$(BIN)/traindeck gui --demo
 
 # tests/perf holds benchmarks (they print tables; speed goals are read there, not asserted): `make bench`.
@@ -24,7 +29,14 @@ test: $(STAMP)
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# python3 with venv and a C++ compiler (DeepSpeed's ops), said with the apt-get line before anything downloads.
+check-setup:
+	@$(PYTHON) backend/system_check.py setup
+
+# setuptools prints an "Editable installation ... folders with the same name as your package" notice on every
+# editable install of a layout like ours (the repository root is the package): information, not a problem here.
+$(STAMP): export PYTHONWARNINGS = ignore:Editable installation:UserWarning
+$(STAMP): pyproject.toml | check-setup
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip "setuptools>=68" wheel
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
@@ -40,6 +52,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check backend gui tests
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+
+# The dashboard as a person sees it: the real window under Xvfb (a real X server), the demo driven end to end
+# (launch, live run, stop, a second run, History's comparison, dark theme), one screenshot per step in build/tour.
+# Needs xvfb, xauth and Qt's xcb libraries (see tests/gui/xvfb_tour.py); `make tour README=1` also replaces
+# resources/screenshots/*.png.
+tour: $(STAMP)
+	$(BIN)/python -m tests.gui.xvfb_tour build/tour $(if $(README),--readme,)
 
 bench: $(STAMP)
 	for b in tests/perf/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

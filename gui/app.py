@@ -3,18 +3,32 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+
+# Platforms that draw without a screen: chosen on purpose (tests, screenshots), so no display is needed.
+HEADLESS_PLATFORMS = ("offscreen", "minimal", "vnc", "eglfs", "linuxfb", "vkkhrdisplay")
 
 
 def run_app(demo: bool = False, screenshot_dir: str | None = None) -> int:
     # Qt is imported here, not at module level, so `traindeck --help` never loads it.
     if screenshot_dir and not os.environ.get("QT_QPA_PLATFORM"):
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    problem = display_problem()
+    if problem:
+        print(f"traindeck: {problem}", file=sys.stderr)
+        return 1
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
     app, window = create_window(demo=demo or bool(screenshot_dir))
     window.show()
+    # Ctrl+C in the terminal closes the window (runs keep running, as when the window is closed): Qt's event loop
+    # runs in C++, so a timer lets Python look at its signals a few times a second.
+    signal.signal(signal.SIGINT, lambda *_: app.exit(130))
+    wake = QTimer(app)
+    wake.timeout.connect(lambda: None)
+    wake.start(200)
     if screenshot_dir:
         from traindeck.gui.main_window import take_screenshots
 
@@ -27,6 +41,38 @@ def run_app(demo: bool = False, screenshot_dir: str | None = None) -> int:
         QTimer.singleShot(100, grab)
     assert isinstance(app, QApplication)
     return app.exec()
+
+
+def display_problem() -> str | None:
+    """Why no window could be seen or opened here, in one message with what to do; None when it can.
+
+    Without DISPLAY / WAYLAND_DISPLAY Qt would either abort or, with an offscreen platform left in the
+    environment, open a window nobody sees that runs until killed. On X11, Qt's xcb plugin needs libraries that
+    pip's Qt does not bring; without them Qt aborts with a message that does not say which to install.
+    """
+    from traindeck.backend.system_check import NO_DISPLAY, has_display, install_line, missing_qt_libraries
+
+    platform = os.environ.get("QT_QPA_PLATFORM", "").split(":")[0]
+    if platform in HEADLESS_PLATFORMS:
+        return None
+    if not has_display():
+        return NO_DISPLAY
+    plugin = _xcb_plugin()  # (a frozen app's Qt lies elsewhere: then Qt's own message has to do)
+    if plugin and platform in ("", "xcb") and not os.environ.get("WAYLAND_DISPLAY"):
+        missing = missing_qt_libraries(plugin)
+        if missing:
+            return f"Qt's X11 (xcb) plugin needs libraries this machine lacks: {install_line(missing)}"
+    return None
+
+
+def _xcb_plugin() -> str | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec("PySide6")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0], "Qt", "plugins", "platforms", "libqxcb.so")
+    return path if os.path.exists(path) else None
 
 
 def create_window(demo: bool = False):  # type: ignore[no-untyped-def]

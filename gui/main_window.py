@@ -10,8 +10,8 @@ import gc
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtCore import QByteArray, QSize, Qt, QUrl
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDesktopServices, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QListWidget,
@@ -28,6 +28,36 @@ from traindeck.gui.pages import discover_entries
 from traindeck.gui.pages.base import Page
 from traindeck.gui.theme import THEMES, apply_theme
 
+# The shortcuts each page offers (its own tooltips and menus say the same); Help > Keyboard shortcuts lists them.
+SHORTCUTS = (
+    ("Ctrl+N / Ctrl+S / Ctrl+Shift+S", "Configure: new preset / save it / save it as"),
+    ("Ctrl+O / Ctrl+Shift+V", "Configure: open / paste a config"),
+    ("Ctrl+Enter", "Launch: start the run"),
+    ("Ctrl+.", "Runs: stop the run (asks first)"),
+    ("Ctrl+F / F3", "Runs: search the console / next match"),
+    ("Ctrl+U", "Estimate: use the advised preset"),
+    ("Ctrl+D", "History: compare the two selected runs"),
+    ("F5", "Monitor, History: refresh"),
+    ("F1", "this list"),
+)
+
+
+def readme_path() -> Path | None:
+    """The README shipped beside the package (a source checkout or an editable install); None when absent."""
+    path = Path(__file__).resolve().parent.parent / "README.md"
+    return path if path.is_file() else None
+
+
+def page_icon(key: str) -> QIcon:
+    """A standard icon for each page in the navigation list (from the style: no image files to ship)."""
+    from PySide6.QtWidgets import QStyle
+
+    names = {"configure": "SP_FileDialogDetailedView", "launch": "SP_MediaPlay", "runs": "SP_ComputerIcon",
+             "monitor": "SP_DriveHDIcon", "estimate": "SP_FileDialogInfoView", "history": "SP_FileDialogListView"}
+    style = QApplication.style()
+    pixmap = getattr(QStyle.StandardPixmap, names.get(key, "SP_FileIcon"), QStyle.StandardPixmap.SP_FileIcon)
+    return style.standardIcon(pixmap)
+
 
 class MainWindow(QMainWindow):
     def __init__(self, ctx: AppContext):
@@ -43,9 +73,11 @@ class MainWindow(QMainWindow):
         self.nav = QListWidget()
         self.nav.setObjectName("navigation")
         self.nav.setFixedWidth(150)
+        self.nav.setIconSize(QSize(20, 20))
+        self.nav.setSpacing(2)
         self.stack = QStackedWidget()
         for index, page_type in enumerate(self.page_types):
-            item = QListWidgetItem(page_type.title)
+            item = QListWidgetItem(page_icon(page_type.key), page_type.title)
             item.setData(Qt.ItemDataRole.UserRole, page_type.key)
             if index < 9:
                 item.setToolTip(f"Ctrl+{index + 1}")
@@ -145,12 +177,27 @@ class MainWindow(QMainWindow):
             self.addAction(action)
         view.addSeparator()
         theme_menu = view.addMenu("&Theme")
+        self.theme_actions = QActionGroup(self)  # exclusive: the current theme carries the check mark
+        current = str(self.ctx.settings.value("theme", "system"))
         for theme in THEMES:
-            action = QAction(theme.capitalize(), self)
+            action = QAction(theme.capitalize(), self, checkable=True)
+            action.setData(theme)
+            action.setChecked(theme == current)
             action.triggered.connect(lambda _=False, t=theme: self.set_theme(t))
+            self.theme_actions.addAction(action)
             theme_menu.addAction(action)
 
         help_menu = self.menuBar().addMenu("&Help")
+        shortcuts = QAction("&Keyboard shortcuts", self)
+        shortcuts.setShortcut(QKeySequence("F1"))
+        shortcuts.triggered.connect(self.show_shortcuts)
+        help_menu.addAction(shortcuts)
+        self.readme_action = QAction("&Read the README", self)
+        self.readme_action.setToolTip("The guide that comes with traindeck (opens in your viewer for Markdown)")
+        self.readme_action.triggered.connect(self._open_readme)
+        self.readme_action.setEnabled(readme_path() is not None)
+        help_menu.addAction(self.readme_action)
+        help_menu.addSeparator()
         about = QAction("&About traindeck", self)
         about.triggered.connect(self._about)
         help_menu.addAction(about)
@@ -160,6 +207,27 @@ class MainWindow(QMainWindow):
         if isinstance(app, QApplication):
             apply_theme(app, theme)
         self.ctx.settings.setValue("theme", theme)
+        for action in self.theme_actions.actions():
+            action.setChecked(action.data() == theme)
+
+    def shortcut_rows(self) -> list[tuple[str, str]]:
+        """(keys, what they do) for the shortcuts people use most, pages first."""
+        rows = [(f"Ctrl+{i + 1}", f"show {p.title}") for i, p in enumerate(self.page_types[:9])]
+        return rows + list(SHORTCUTS)
+
+    def show_shortcuts(self) -> None:
+        rows = "".join(f"<tr><td style='padding-right:16px'><b>{keys}</b></td><td>{what}</td></tr>"
+                       for keys, what in self.shortcut_rows())
+        box = QMessageBox(self)
+        box.setWindowTitle("Keyboard shortcuts")
+        box.setTextFormat(Qt.TextFormat.RichText)
+        box.setText(f"<table>{rows}</table>")
+        box.open()
+
+    def _open_readme(self) -> None:
+        path = readme_path()
+        if path is None or not QDesktopServices.openUrl(QUrl.fromLocalFile(str(path))):
+            self.ctx.status.emit(f"No viewer opened the README: it is {path}" if path else "The README is not installed")
 
     def _about(self) -> None:
         from traindeck.backend import paths

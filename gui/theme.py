@@ -1,41 +1,65 @@
-"""Light and dark themes: Qt's Fusion style with a palette, and pyqtgraph's colours to match."""
+"""Light and dark themes: Qt's Fusion style with a palette, and pyqtgraph's colours to match.
+
+Every text colour of both palettes reads at WCAG AA (contrast >= 4.5:1) on the backgrounds it is drawn on:
+tests/gui/test_theme.py computes it from these tables. Secondary text (a run's subtitle, metric names) uses the
+PlaceholderText role through `set_muted`, never a style sheet: Qt resolves `palette(...)` in a style sheet once,
+so after a theme switch such text kept the other theme's colour (black at half opacity on a dark window).
+"""
 
 from __future__ import annotations
 
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QWidget
 
 THEMES = ("system", "light", "dark")
+Role = QPalette.ColorRole
 
 _DARK = {
-    QPalette.ColorRole.Window: "#202124", QPalette.ColorRole.WindowText: "#e8eaed",
-    QPalette.ColorRole.Base: "#171717", QPalette.ColorRole.AlternateBase: "#26272b",
-    QPalette.ColorRole.ToolTipBase: "#2d2e31", QPalette.ColorRole.ToolTipText: "#e8eaed",
-    QPalette.ColorRole.Text: "#e8eaed", QPalette.ColorRole.Button: "#2d2e31",
-    QPalette.ColorRole.ButtonText: "#e8eaed", QPalette.ColorRole.BrightText: "#ff6b6b",
-    QPalette.ColorRole.Highlight: "#3b78e7", QPalette.ColorRole.HighlightedText: "#ffffff",
-    QPalette.ColorRole.Link: "#8ab4f8", QPalette.ColorRole.PlaceholderText: "#9aa0a6",
+    Role.Window: "#202124", Role.WindowText: "#e8eaed",
+    Role.Base: "#171717", Role.AlternateBase: "#26272b",
+    Role.ToolTipBase: "#2d2e31", Role.ToolTipText: "#e8eaed",
+    Role.Text: "#e8eaed", Role.Button: "#2d2e31",
+    Role.ButtonText: "#e8eaed", Role.BrightText: "#ff6b6b",
+    Role.Highlight: "#2c63c9", Role.HighlightedText: "#ffffff",
+    Role.Link: "#8ab4f8", Role.PlaceholderText: "#a8adb3",
 }
+# Over Qt's own light palette: its placeholder text is black at half opacity (3.9:1 on white), its selection
+# blue under white text 3.7:1.
+_LIGHT = {Role.PlaceholderText: "#5f6368", Role.Link: "#1a5fc8", Role.Highlight: "#2470c0"}
+
+# (text role, background role) pairs people read: each must reach 4.5:1 in both themes.
+READ_PAIRS = (
+    (Role.WindowText, Role.Window), (Role.Text, Role.Base), (Role.Text, Role.AlternateBase),
+    (Role.ButtonText, Role.Button), (Role.PlaceholderText, Role.Window), (Role.PlaceholderText, Role.Base),
+    (Role.Link, Role.Window), (Role.Link, Role.Base), (Role.HighlightedText, Role.Highlight),
+    (Role.ToolTipText, Role.ToolTipBase),
+)
 
 
 def is_dark(app: QApplication) -> bool:
     return app.palette().color(QPalette.ColorRole.Window).lightness() < 128
 
 
-def apply_theme(app: QApplication, theme: str) -> str:
-    """Apply "light", "dark" or "system"; returns the theme now shown ("light" or "dark")."""
-    app.setStyle("Fusion")
+def theme_palette(theme: str, app: QApplication) -> QPalette:
+    """The palette a theme shows ("system": the platform's, with the light fixes when it is a light one)."""
     if theme == "dark":
         palette = QPalette()
         for role, colour in _DARK.items():
             palette.setColor(role, QColor(colour))
-        palette.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text, QColor("#6f7378"))
-        palette.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.ButtonText, QColor("#6f7378"))
-        app.setPalette(palette)
-    elif theme == "light":
-        app.setPalette(app.style().standardPalette())
-    else:
-        app.setPalette(QPalette())
+        palette.setColor(QPalette.ColorGroup.Disabled, Role.Text, QColor("#80868b"))
+        palette.setColor(QPalette.ColorGroup.Disabled, Role.ButtonText, QColor("#80868b"))
+        return palette
+    palette = app.style().standardPalette() if theme == "light" else QPalette()
+    if palette.color(Role.Window).lightness() >= 128:
+        for role, colour in _LIGHT.items():
+            palette.setColor(role, QColor(colour))
+    return palette
+
+
+def apply_theme(app: QApplication, theme: str) -> str:
+    """Apply "light", "dark" or "system"; returns the theme now shown ("light" or "dark")."""
+    app.setStyle("Fusion")
+    app.setPalette(theme_palette(theme, app))
     shown = "dark" if is_dark(app) else "light"
     try:  # charts follow the theme; pyqtgraph is imported here only when a page already uses it
         import sys
@@ -48,3 +72,27 @@ def apply_theme(app: QApplication, theme: str) -> str:
     except Exception:
         pass
     return shown
+
+
+def set_muted(widget: QWidget) -> None:
+    """Secondary text: the palette's placeholder colour, which follows theme switches (a style sheet would not)."""
+    widget.setForegroundRole(Role.PlaceholderText)
+
+
+def luminance(colour: QColor) -> float:
+    """WCAG relative luminance of an sRGB colour (alpha ignored)."""
+    def channel(value: float) -> float:
+        return value / 12.92 if value <= 0.03928 else ((value + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * channel(colour.redF()) + 0.7152 * channel(colour.greenF()) + 0.0722 * channel(colour.blueF())
+
+
+def contrast(foreground: QColor, background: QColor) -> float:
+    """WCAG contrast ratio; a translucent foreground is blended over the background first, as it is painted."""
+    if foreground.alphaF() < 1.0:
+        a = foreground.alphaF()
+        foreground = QColor.fromRgbF(foreground.redF() * a + background.redF() * (1 - a),
+                                     foreground.greenF() * a + background.greenF() * (1 - a),
+                                     foreground.blueF() * a + background.blueF() * (1 - a))
+    high, low = sorted((luminance(foreground), luminance(background)), reverse=True)
+    return (high + 0.05) / (low + 0.05)

@@ -144,8 +144,8 @@ CASES: dict[str, tuple[tuple[str, ...], set[tuple[str, str, str, str]]]] = {
         ("legacy_keys.yaml",),
         {("legacy_keys.yaml", W, "fp16", "write mixed_precision: fp16"),
          ("legacy_keys.yaml", W, "dynamo_backend", "move it into dynamo_config"),
-         ("legacy_keys.yaml", W, "fsdp_config.fsdp_backward_prefetch_policy", "rename it to fsdp_backward_prefetch"),
-         ("legacy_keys.yaml", W, "fsdp_config.offload_params", "use 'fsdp_offload_params'")}),
+         # offload_params is accepted as is: accelerate launch adds the "fsdp_" prefix itself (an alias).
+         ("legacy_keys.yaml", W, "fsdp_config.fsdp_backward_prefetch_policy", "rename it to fsdp_backward_prefetch")}),
     "distributed_type typo": (
         ("typo_distributed_type.yaml",),
         {("typo_distributed_type.yaml", E, "distributed_type", "did you mean 'DEEPSPEED'?")}),
@@ -318,19 +318,18 @@ def test_home_section_of_flattened_keys() -> None:
     assert schema.home_section("num_proceses") is None
 
 
-def test_short_fsdp_and_dynamo_names_are_reported_with_the_canonical_name() -> None:
+def test_short_fsdp_and_dynamo_names_are_accepted_spellings() -> None:
+    # accelerate launch adds the "fsdp_" / "dynamo_" prefix to a key written without it (commands/launch.py): the
+    # short names are other spellings of the same keys (snapshot aliases), not deprecated names to rewrite.
     doc = parse_text("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  version: 2\n  auto_wrap_policy: "
                      "TRANSFORMER_BASED_WRAP\n  transformer_layer_cls_to_wrap: Block\ndynamo_config:\n  backend: "
                      "INDUCTOR\n", file="a.yaml")
-    found = {(m.severity, m.path, m.message) for m in check_document(doc)}
-    assert found == {
-        ("warning", "fsdp_config.version", "'version' is deprecated: use 'fsdp_version' (same meaning)"),
-        ("warning", "fsdp_config.auto_wrap_policy",
-         "'auto_wrap_policy' is deprecated: use 'fsdp_auto_wrap_policy' (same meaning)"),
-        ("warning", "fsdp_config.transformer_layer_cls_to_wrap",
-         "'transformer_layer_cls_to_wrap' is deprecated: use 'fsdp_transformer_layer_cls_to_wrap' (same meaning)"),
-        ("warning", "dynamo_config.backend", "'backend' is deprecated: use 'dynamo_backend' (same meaning)"),
-    }
+    assert check_document(doc) == []
+    both = parse_text("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n  version: 1\n",
+                      file="a.yaml")
+    found = {(m.severity, m.path, m.message) for m in check_document(both)}
+    assert ("warning", "fsdp_config.version", "'version' and 'fsdp_version' are two spellings of one key: only one of "
+            "them is used; keep one") in found
 
 
 def test_no_layer_class_is_named_only_for_a_script_of_your_own() -> None:
@@ -391,3 +390,27 @@ def test_unknown_keys_inside_sections_are_ignored_by_accelerate(tmp_path: Path) 
     load_config_from_file(str(path))
     unknown = [m for m in check_files([path]) if "unknown key" in m.message]
     assert len(unknown) == 7 and {m.severity for m in unknown} == {"warning"}
+
+
+# ------------------------------------------------------------------------------------------ seen in real configs
+
+
+def _errors(tmp_path: Path, text: str) -> list[str]:
+    path = tmp_path / "acc.yaml"
+    path.write_text(text)
+    return [m.message for m in check_files([path]) if m.severity == "error"]
+
+
+def test_num_processes_auto_is_one_process_per_gpu_on_one_machine(tmp_path: Path) -> None:
+    # LLaMA-Factory's deepspeed_zero2_dpo.yaml: accelerate hands "auto" to torchrun as --nproc_per_node auto.
+    base = "distributed_type: DEEPSPEED\nnum_processes: auto\ndeepspeed_config:\n  zero_stage: 2\n"
+    assert _errors(tmp_path, base + "num_machines: 1\n") == []
+    errors = _errors(tmp_path, base + "num_machines: 2\nmain_process_ip: 127.0.0.2\n")
+    assert any("one machine only" in e for e in errors)
+
+
+def test_a_deepspeed_file_in_a_section_accelerate_ignores_is_not_looked_for(tmp_path: Path) -> None:
+    # accelerate's tests/test_configs/validate_launch_cmd.yaml: distributed_type NO never opens deepspeed_config_file.
+    text = "distributed_type: {}\nnum_processes: 1\ndeepspeed_config:\n  deepspeed_config_file: path/to/be/ignored\n"
+    assert _errors(tmp_path, text.format("'NO'")) == []
+    assert any("path/to/be/ignored" in e for e in _errors(tmp_path, text.format("DEEPSPEED")))

@@ -62,7 +62,8 @@ MODELS = {
 
 
 def deepspeed_keys(model) -> dict:
-    return {(info.alias or name): info for name, info in model.model_fields.items()}
+    """Every spelling DeepSpeed accepts: the field name and its alias (populate_by_name)."""
+    return {spelling: info for name, info in model.model_fields.items() for spelling in {name, info.alias or name}}
 
 
 @pytest.mark.parametrize("section", list(MODELS), ids=lambda s: s.__name__)

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 import time
 
+import psutil
 from fixtures.monitor_run_tree import run_tree
 
 from traindeck.backend.cli import main as cli_main
-from traindeck.backend.paths import run_store_path
+from traindeck.backend.runs.store import RunRecord, RunStore
 
 
 def _traindeck(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -46,25 +46,24 @@ def test_run_as_a_pid_lists_its_processes_with_ranks():
 
 
 def test_run_id_is_looked_up_in_the_run_store(traindeck_home):
-    with run_tree(ranks=1, mib=1) as tree:
-        store = run_store_path()
-        store.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(store)
-        db.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, launcher_pid INTEGER)")
-        db.execute("INSERT INTO runs VALUES ('20260101-120000-ab12', ?)", (tree["launcher"],))
-        db.execute("INSERT INTO runs VALUES ('20260101-130000-cd34', NULL)")
-        db.commit()
-        db.close()
+    me = psutil.Process()
+    with run_tree(ranks=1, mib=1) as tree, RunStore() as store:
+        # A running run (its "supervisor" is this test process, alive) whose launcher is the tree's; one ended.
+        store.add_run(RunRecord(id="20260101-120000-ab12", run_dir="/nonexistent/a", created_at=time.time(),
+                                name="first", supervisor_pid=me.pid, supervisor_started=me.create_time(),
+                                launcher_pid=tree["launcher"]))
+        store.add_run(RunRecord(id="20260101-130000-cd34", run_dir="/nonexistent/b", created_at=time.time(),
+                                state="succeeded", exit_code=0))
         result = _traindeck("monitor", "--once", "--json", "--run", "20260101-12")  # a unique prefix will do
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout)["root_pid"] == tree["launcher"]
 
     finished = _traindeck("monitor", "--once", "--run", "20260101-130000-cd34")
-    assert finished.returncode == 2 and "no launcher process" in finished.stderr
+    assert finished.returncode == 2 and "has ended (succeeded)" in finished.stderr
     ambiguous = _traindeck("monitor", "--once", "--run", "20260101")
-    assert ambiguous.returncode == 2 and "matches 2 runs" in ambiguous.stderr
+    assert ambiguous.returncode == 2 and "'20260101' matches 2 runs" in ambiguous.stderr  # not taken as a PID
     unknown = _traindeck("monitor", "--once", "--run", "nope")
-    assert unknown.returncode == 2 and "no run 'nope'" in unknown.stderr
+    assert unknown.returncode == 2 and "no run matches 'nope'" in unknown.stderr
 
 
 def test_human_output_is_a_compact_table(capsys):

@@ -1,5 +1,5 @@
-"""GPU sampling: NVML value handling against recordings from real GPUs (a stand-in pynvml answers from them,
-swapped in at `NvmlLibrary` only), and the real no-driver path on this machine."""
+"""GPU sampling: NVML value handling against recordings from real GPUs (the real pynvml wrappers over a fake
+driver answering from them), and the real no-driver path on this machine."""
 
 from __future__ import annotations
 
@@ -10,17 +10,19 @@ import time
 import pynvml
 import pytest
 from fixtures.monitor_run_tree import run_tree
-from fixtures.nvml.fake_pynvml import MIB, FakePynvml, recording
+from fixtures.nvml.fake_driver import MIB, FakePynvml, recording
 
-from traindeck.backend.monitor.nvml import GpuSampler, NvmlLibrary, gpu_memory_by_pid
+from traindeck.backend.monitor.gpu_processes import gpu_memory_by_pid
+from traindeck.backend.monitor.gpu_sampler import GpuSampler
+from traindeck.backend.monitor.nvml import NvmlLibrary
 from traindeck.backend.monitor.sampler import ResourceSampler
 
 KIB = 1024
 
 
-def _sampler(name: str, **fake_options) -> tuple[GpuSampler, FakePynvml]:
+def _sampler(name: str, **fake_options):
     fake = FakePynvml(recording(name), **fake_options)
-    return GpuSampler(NvmlLibrary(fake), pcie_interval_s=0.1), fake
+    return GpuSampler(NvmlLibrary(fake, host_pid_namespace=True), pcie_interval_s=0.1), fake.driver
 
 
 def test_dual_a5000_values_come_through_in_our_units():
@@ -67,7 +69,8 @@ def test_not_supported_metrics_are_none_and_the_rest_still_read():
     assert a100.pcie_d2h_bytes_per_s == 4000 * KIB and a100.pcie_h2d_bytes_per_s == 0.0
     assert a100.processes == ()
 
-    # GeForce GT 1030: no power reading, but a power limit, and a desktop's worth of graphics processes.
+    # GeForce GT 1030 (driver 470: no _v3 process lists, listed through _v2): no power reading, but a power
+    # limit, and a desktop's worth of graphics processes.
     sampler, _ = _sampler("gt_1030")
     with sampler:
         (gt,) = sampler.sample().gpus
@@ -78,6 +81,13 @@ def test_not_supported_metrics_are_none_and_the_rest_still_read():
 
 
 def test_a_driver_without_memory_info_v2_falls_back_to_v1():
+    # The GT 1030's driver 470 predates nvmlDeviceGetMemoryInfo_v2 (R510): the library does not export it.
+    sampler, driver = _sampler("gt_1030")
+    with sampler:
+        (gt,) = sampler.sample().gpus
+    assert gt.memory_used_bytes == (1998 - 1123) * MIB
+    assert "nvmlDeviceGetMemoryInfo_v2" not in driver.calls
+
     sampler, _ = _sampler("a100_sxm4_80gb_mig", memory_v2=False)
     with sampler:
         (a100,) = sampler.sample().gpus
@@ -87,14 +97,12 @@ def test_a_driver_without_memory_info_v2_falls_back_to_v1():
 
 def test_every_nvml_metric_call_failing_gives_none_not_an_exception():
     fake = FakePynvml(recording("dual_rtx_a5000"))
-    lib = NvmlLibrary(fake)
-    assert lib.open() is None
-    lost = pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+    lib = NvmlLibrary(fake, host_pid_namespace=True)
 
     def fail(*args):
-        raise lost
+        raise RuntimeError("a wrapper failing in a way pynvml does not declare")
 
-    for name in dir(FakePynvml):
+    for name in dir(fake):
         if name.startswith("nvmlDeviceGet") and name not in ("nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex"):
             setattr(fake, name, fail)
     sampler = GpuSampler(lib, pcie_interval_s=0.1)
@@ -105,7 +113,8 @@ def test_every_nvml_metric_call_failing_gives_none_not_an_exception():
         sampler.stop()
     gpu = readout.gpus[0]
     assert (gpu.name, gpu.utilization_percent, gpu.memory_used_bytes, gpu.power_w, gpu.temperature_c) == (None,) * 5
-    assert gpu.processes == ()
+    # The process lists are read through the C function table, which still answers.
+    assert [p.pid for p in gpu.processes] == [100477]
 
 
 def test_the_slow_pcie_call_does_not_delay_the_other_metrics():
@@ -127,7 +136,7 @@ def test_the_slow_pcie_call_does_not_delay_the_other_metrics():
 
 def test_driver_not_loaded_is_an_empty_gpu_list_with_the_reason():
     fake = FakePynvml(recording("dual_rtx_a5000"), init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
-    with GpuSampler(NvmlLibrary(fake)) as sampler:
+    with GpuSampler(NvmlLibrary(fake, host_pid_namespace=True)) as sampler:
         readout = sampler.sample()
     assert readout.gpus == ()
     assert readout.error == "the NVIDIA driver is installed but not loaded"
@@ -156,7 +165,7 @@ def test_rank_processes_get_their_gpu_memory_by_pid():
         rank0, rank1 = tree["ranks"]
         # The recorded llama-server PID stands in for rank 0; rank 1 holds nothing on a GPU.
         fake = FakePynvml(recording("dual_rtx_a5000"), pid_map={100477: rank0}, pcie_delay_s=0)
-        with ResourceSampler(tree["launcher"], gpu_library=NvmlLibrary(fake)) as sampler:
+        with ResourceSampler(tree["launcher"], gpu_library=NvmlLibrary(fake, host_pid_namespace=True)) as sampler:
             sample = sampler.sample()
     by_pid = {p.pid: p for p in sample.run.processes}
     assert by_pid[rank0].gpu_memory_bytes == (22430 + 17246) * MIB

@@ -11,7 +11,7 @@ import pynvml
 import pytest
 from fixtures.monitor_run_tree import run_tree
 from fixtures.monitor_samples import GIB, T0, phase, training_sample
-from fixtures.nvml.fake_pynvml import MIB, FakePynvml, recording
+from fixtures.nvml.fake_driver import MIB, FakePynvml, recording
 
 from traindeck.backend.monitor import store as store_module
 from traindeck.backend.monitor.nvml import NvmlLibrary
@@ -93,7 +93,7 @@ def test_recorder_with_gpus_stores_per_gpu_series_and_the_runs_gpu_memory(tmp_pa
     store = tmp_path / "runs.sqlite3"
     with run_tree(ranks=2, mib=1) as tree:
         fake = FakePynvml(recording("dual_rtx_a5000"), pid_map={100477: tree["ranks"][0]}, pcie_delay_s=0.01)
-        recorder = RunResourceRecorder(store, "run-g", lambda: tree["launcher"], interval_s=0.2, gpu_library=NvmlLibrary(fake))
+        recorder = RunResourceRecorder(store, "run-g", lambda: tree["launcher"], interval_s=0.2, gpu_library=NvmlLibrary(fake, host_pid_namespace=True))
         with recorder:
             _wait_for(lambda: resource_summary(store, "run-g")["samples"] >= 4)
     series = read_series(store, "run-g")
@@ -112,7 +112,7 @@ def test_recorder_with_gpus_stores_per_gpu_series_and_the_runs_gpu_memory(tmp_pa
     summary = resource_summary(store, "run-g")
     assert summary["peak_gpu_mem_bytes"] == 22437 * MIB and summary["gpu_count"] == 2
     assert summary["peak_run_gpu_mem_bytes"] == (22430 + 17246) * MIB
-    assert fake.initialised == 0
+    assert fake.driver.initialised == 0
 
 
 def _write(store, run_id: str, count: int, **kwargs) -> list:

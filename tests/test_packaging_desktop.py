@@ -93,13 +93,16 @@ def test_install_script_installs_and_removes_per_user(tmp_path: Path) -> None:
 def test_spec_ships_the_files_read_at_run_time() -> None:
     spec = (PACKAGING / "traindeck.spec").read_text()
     # Read as files (not imported) by the app or by the training interpreter it starts.
-    for needed in ('"resources"', '"site_hook"', '"native_probe.py"', '"count_worker.py"', '"*_page.py"'):
+    for needed in ('"resources"', '"site_hook"', '"native_probe.py"', '"count_worker.py"', '"*_page.py"',
+                   '"snapshot" / "*.json"'):
         assert needed in spec, needed
     for heavy in ("torch", "deepspeed", "accelerate", "transformers"):
         assert f'"{heavy}"' in spec.split("HEAVY = [", 1)[1].split("]", 1)[0]
     assert (REPO / "backend" / "config" / "native_probe.py").is_file()
     assert (REPO / "backend" / "estimate" / "count_worker.py").is_file()
     assert list((REPO / "backend" / "launch" / "site_hook").glob("*.py"))
+    assert sorted(p.name for p in (REPO / "backend" / "config" / "snapshot").glob("*.json")) == [
+        "accelerate.json", "deepspeed.json"]
 
 
 def _project_version() -> str:

@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from fixtures.nvml.fake_pynvml import MIB, FakePynvml, recording
+from fixtures.nvml.fake_driver import MIB, FakePynvml, recording
 
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
-from traindeck.backend.monitor.nvml import GpuSampler, NvmlLibrary
+from traindeck.backend.monitor.gpu_sampler import GpuSampler
+from traindeck.backend.monitor.nvml import NvmlLibrary
 from traindeck.backend.monitor.snapshots import GpuSnapshot
 from traindeck.backend.queue.entries import QueuedLaunch, QueueEntry, QueueSettings
 from traindeck.backend.queue.gpus import GpuRequest, choose_gpus, free_gpus, gpu_is_free, parse_gpus
@@ -19,7 +20,8 @@ from traindeck.backend.queue.keeper import plan_starts
 
 
 def snapshots(name: str, **options: object) -> tuple[GpuSnapshot, ...]:
-    with GpuSampler(NvmlLibrary(FakePynvml(recording(name), **options)), pcie_interval_s=0.1) as sampler:
+    library = NvmlLibrary(FakePynvml(recording(name), **options), host_pid_namespace=True)
+    with GpuSampler(library, pcie_interval_s=0.1) as sampler:
         return sampler.sample().gpus
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import psutil
 import pytest
@@ -14,6 +15,7 @@ from fixtures.monitor_samples import training_sample
 from traindeck.backend.runs.compare import (
     RUN_DIR_MARK,
     RunNotFound,
+    argv_changes,
     compare_runs,
     config_snapshot,
     flatten,
@@ -165,3 +167,52 @@ def test_figures_read_final_metrics_and_throughput(store):
     assert figures.final_metrics == {"loss": 1.5, "train_samples_per_second": 812.5}
     assert (figures.throughput, figures.throughput_unit) == (812.5, "samples/s")
     assert json.dumps(figures.final_metrics)
+
+
+def test_argv_changes_name_the_option_whose_value_differs():
+    a = ["deepspeed", "--num_gpus", "2", "train.py", "--deepspeed_config", "<run dir>/ds_config.json",
+         "--steps", "100", "--batch-size", "4"]
+    b = a[:7] + ["600"] + a[8:]
+    changes = argv_changes(a, b)
+    assert [(c.option, c.a, c.b, c.position) for c in changes] == [("--steps", ("100",), ("600",), 7)]
+    assert changes[0].key == "launch.argv --steps"
+
+
+def test_argv_changes_of_an_inserted_flag_and_of_option_equals_value():
+    a = ["python", "train.py", "--lr=1e-4", "--epochs", "3"]
+    b = ["python", "train.py", "--lr=3e-4", "--fp16", "--epochs", "3"]
+    changes = argv_changes(a, b)
+    # The inserted flag does not make "--epochs 3" look different: a sequence match, not a position-wise zip.
+    assert [(c.key, c.a, c.b) for c in changes] == [("launch.argv --lr", ("--lr=1e-4",), ("--lr=3e-4",)),
+                                                    ("launch.argv[3]", (), ("--fp16",))]
+    assert argv_changes(a, a) == []
+    removed = argv_changes(a, a[:2])
+    assert [(c.a, c.b) for c in removed] == [(("--lr=1e-4", "--epochs", "3"), ())]
+
+
+def test_compare_shows_the_one_script_argument_that_differs(store):
+    a = make_run(store, "demo", port=29501)
+    b = make_run(store, "demo", started=T0 + 60, port=29502)
+    for run, steps in ((a, "100"), (b, "600")):
+        path = Path(run.run_dir) / "command.json"
+        command = json.loads(path.read_text())
+        command["argv"] = list(command["argv"]) + ["--steps", steps, "--log-every", "5"]
+        command["command_line"] = " ".join(command["argv"])
+        path.write_text(json.dumps(command))
+    result = compare_runs(store, a.id, b.id)
+    launch_rows = [(d.key, d.text("a"), d.text("b")) for d in result.differences if d.key.startswith("launch.")]
+    assert launch_rows == [("launch.argv --steps", "100", "600")]
+    # The unified diff lists one argument a line, so the differing one is its own -/+ pair.
+    assert "\n-100\n+600\n" in result.unified_diff
+
+
+def test_a_run_ended_by_a_signal_is_named_by_the_signal(store):
+    from traindeck.backend.runs.compare import figure_rows
+
+    run = make_run(store, "stopped")
+    with RunStore() as other:
+        other.finish_run(run.id, "stopped", exit_code=-2)
+        record = other.get_run(run.id)
+    figures = run_figures(store, record)
+    state = next(row for row in figure_rows(figures, figures) if row.what == "State")
+    assert state.a == "stopped (SIGINT)"

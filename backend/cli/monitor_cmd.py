@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between samples (0.1-5, default 1)")
     p.add_argument("--once", action="store_true", help="print one sample and exit")
     p.add_argument("--json", action="store_true", help="one JSON object per sample and line")
-    p.add_argument("--run", metavar="ID", help="also show the processes of this run (a run id, or a launcher PID)")
+    p.add_argument("--run", metavar="ID", help="also show the processes of this run (its id, a unique part of it or its name, as for `runs show`; or a PID)")
     p.set_defaults(handler=_run)
 
 
@@ -52,33 +52,27 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _launcher_pid(text: str) -> int:
-    """The launcher PID of run `text` from the run store; a plain number is taken as a PID when no run matches."""
-    import sqlite3
+    """The launcher PID of the run `text` names (as every run command reads it: id, unique prefix, suffix or
+    name); a number that names no run is taken as a PID."""
+    from traindeck.backend.cli.run_lookup import AmbiguousRun, open_store, resolve_run
 
-    from traindeck.backend.paths import run_store_path
-
-    store = run_store_path()
-    if store.exists():
-        db = sqlite3.connect(str(store), timeout=5)
-        try:
-            columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
-            if {"id", "launcher_pid"} <= columns:
-                rows = db.execute("SELECT id, launcher_pid FROM runs WHERE id = ?", (text,)).fetchall()
-                if not rows:
-                    pattern = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-                    rows = db.execute("SELECT id, launcher_pid FROM runs WHERE id LIKE ? ESCAPE '\\'", (pattern,)).fetchall()
-                if len(rows) == 1:
-                    run_id, pid = rows[0]
-                    if pid is None:
-                        raise UserError(f"run {run_id} has no launcher process (not started, or already finished)")
-                    return int(pid)
-                if len(rows) > 1:
-                    raise UserError(f"{text!r} matches {len(rows)} runs; give more of the id")
-        finally:
-            db.close()
-    if text.isdigit():
-        return int(text)
-    raise UserError(f"no run {text!r} in {store}")
+    store = open_store()
+    try:
+        record = resolve_run(store, text)
+    except AmbiguousRun:
+        raise
+    except UserError:
+        if text.isdigit():
+            return int(text)
+        raise
+    finally:
+        store.close()
+    if record.finished:
+        raise UserError(f"run {record.id} has ended ({record.state}); its recorded samples: traindeck runs show "
+                        f"{record.id}")
+    if record.launcher_pid is None:
+        raise UserError(f"run {record.id} has no launcher process yet; try again in a moment")
+    return int(record.launcher_pid)
 
 
 # --- the human table ---
@@ -121,13 +115,21 @@ def format_sample(sample: Any) -> str:
         )
     if sample.gpu_error:
         lines.append(f"  GPUs: none ({sample.gpu_error})")
+    versions = getattr(sample, "gpu_versions", None) or {}
+    if versions:
+        lines.append("  " + ", ".join(f"{k} {v}" for k, v in versions.items() if v))
     for g in sample.gpus:
+        if g.error is not None:  # a GPU NVML could not read at all (no permission, lost)
+            lines.append(f"  GPU{g.index} {g.name or '?'}: {g.error}")
+            continue
+        processes = f"unknown ({g.processes_unknown})" if g.processes_unknown else str(len(g.processes))
         lines.append(
             f"  GPU{g.index} {g.name or '?'}: util {_num(g.utilization_percent, '3.0f', '%')}  "
             f"mem {_bytes(g.memory_used_bytes)} / {_bytes(g.memory_total_bytes)}  "
             f"power {_num(g.power_w, '.0f')}/{_num(g.power_limit_w, '.0f')} W  {_num(g.temperature_c, '.0f', ' C')}  "
             f"SM {_num(g.sm_clock_mhz, 'd', ' MHz')}  PCIe H2D {_rate(g.pcie_h2d_bytes_per_s)} "
-            f"D2H {_rate(g.pcie_d2h_bytes_per_s)}  processes {len(g.processes)}"
+            f"D2H {_rate(g.pcie_d2h_bytes_per_s)}{' (est.)' if g.pcie_source == 'sampled' else ''}  "
+            f"processes {processes}"
         )
     run = sample.run
     if run is not None:

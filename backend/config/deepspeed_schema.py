@@ -14,16 +14,23 @@ How DeepSpeed treats a key it does not know decides each section's UNKNOWN polic
     activation_checkpointing, flops_profiler, checkpoint, data_types, torch_autocast, timers): an unknown key is
     never looked at -> "warning" (DeepSpeed ignores it). An "auto" there reaches DeepSpeed as the text "auto".
 Keys DeepSpeed 0.19.8 removed are refused with DeepSpeedConfigError (`_reject_removed_config_keys`) -> REMOVED.
+
+The key snapshot (snapshot/deepspeed.json, generated from the installed DeepSpeed by snapshot_gen.py) is bound to
+these classes at the bottom of this module: it decides the key names and their aliases (both spellings accepted),
+each section's UNKNOWN policy, and in the pydantic sections the types, allowed values, ranges and defaults. So the
+pydantic sections declare their keys `Any` with only what DeepSpeed's models do not say: the help, "auto", stages,
+applies, and a narrowing DeepSpeed enforces outside the field's type (a field_validator's range such as
+fp16.loss_scale >= 0, comet's mode values). A key only the snapshot knows is checked from the snapshot alone.
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from traindeck.backend.config.schema import Section
+from traindeck.backend.config.snapshot_merge import bind_snapshot
 
 Auto = Literal["auto"]
 Device = Literal["none", "cpu", "nvme"]
@@ -81,18 +88,16 @@ class OffloadParam(Section):
     UNKNOWN: ClassVar = "error"
     UNKNOWN_WHY: ClassVar = _REFUSES.format("offload_param")
 
-    device: Device = _f("none", "Where parameters live between uses: 'cpu' memory or an 'nvme' drive "
-                                "(ZeRO-Infinity); 'none' keeps them on the GPU")
+    device: Any = _f(help="Where parameters live between uses: 'cpu' memory or an 'nvme' drive "
+                          "(ZeRO-Infinity); 'none' keeps them on the GPU")
     nvme_path: str | None = _f(None, "Folder on the NVMe drive for the parameter swap files (required for 'nvme')",
                                applies="device nvme")
-    buffer_count: int = _f(5, "Number of buffers in the pool for swapping parameters to NVMe", applies="device nvme",
-                           ge=0)
-    buffer_size: int = _f(100_000_000, "Size of each NVMe parameter swap buffer, in elements", applies="device nvme",
-                          ge=0)
-    max_in_cpu: int = _f(1_000_000_000, "Parameter elements kept in CPU memory while offloading to NVMe",
-                         applies="device nvme", ge=0)
-    pin_memory: bool = _f(True, "Use page-locked CPU memory: faster GPU<->CPU copies; turn off only under a tight "
-                                "memlock limit (ulimit -l)")
+    buffer_count: Any = _f(help="Number of buffers in the pool for swapping parameters to NVMe", applies="device nvme")
+    buffer_size: Any = _f(help="Size of each NVMe parameter swap buffer, in elements", applies="device nvme")
+    max_in_cpu: Any = _f(help="Parameter elements kept in CPU memory while offloading to NVMe",
+                         applies="device nvme")
+    pin_memory: Any = _f(help="Use page-locked CPU memory: faster GPU<->CPU copies; turn off only under a tight "
+                              "memlock limit (ulimit -l)")
 
 
 class OffloadOptimizer(Section):
@@ -101,24 +106,24 @@ class OffloadOptimizer(Section):
     UNKNOWN: ClassVar = "error"
     UNKNOWN_WHY: ClassVar = _REFUSES.format("offload_optimizer")
 
-    device: Device = _f("none", "Where the optimizer state lives and the optimizer step runs: 'cpu' (ZeRO-Offload) "
-                                "or 'nvme' (ZeRO-Infinity, stage 3); 'none' keeps it on the GPU")
+    device: Any = _f(help="Where the optimizer state lives and the optimizer step runs: 'cpu' (ZeRO-Offload) "
+                          "or 'nvme' (ZeRO-Infinity, stage 3); 'none' keeps it on the GPU")
     nvme_path: str | None = _f(None, "Folder on the NVMe drive for the optimizer-state swap files (required for "
                                      "'nvme')", applies="device nvme")
-    buffer_count: int = _f(4, "Buffers for swapping optimizer state to NVMe: at least the states per parameter "
-                              "(Adam: 4)", applies="device nvme", ge=0)
-    pin_memory: bool = _f(True, "Use page-locked CPU memory: faster GPU<->CPU copies; turn off only under a tight "
-                                "memlock limit (ulimit -l)")
-    pipeline_read: bool = _f(False, "Overlap reading the next optimizer tile from NVMe with the current step",
+    buffer_count: Any = _f(help="Buffers for swapping optimizer state to NVMe: at least the states per parameter "
+                                "(Adam: 4)", applies="device nvme")
+    pin_memory: Any = _f(help="Use page-locked CPU memory: faster GPU<->CPU copies; turn off only under a tight "
+                              "memlock limit (ulimit -l)")
+    pipeline_read: Any = _f(help="Overlap reading the next optimizer tile from NVMe with the current step",
+                            applies="device nvme")
+    pipeline_write: Any = _f(help="Overlap writing the previous optimizer tile to NVMe with the current step",
                              applies="device nvme")
-    pipeline_write: bool = _f(False, "Overlap writing the previous optimizer tile to NVMe with the current step",
-                              applies="device nvme")
-    fast_init: bool = _f(False, "Faster optimizer initialisation when offloading to NVMe", applies="device nvme")
-    ratio: float = _f(1.0, "Fraction of the optimizer state offloaded (partial offload below 1.0 needs stage 3)",
-                      stages=(3,), ge=0.0, le=1.0)
-    super_offload: bool = _f(False, "High-performance CPU offload for superchips (e.g. GH200)", stages=(3,))
-    cpuadam_cores_perc: float = _f(0.8, "Fraction of CPU cores the CPU Adam step uses with super_offload",
-                                   stages=(3,), applies="super_offload", ge=0.0, le=1.0)
+    fast_init: Any = _f(help="Faster optimizer initialisation when offloading to NVMe", applies="device nvme")
+    ratio: Any = _f(help="Fraction of the optimizer state offloaded (partial offload below 1.0 needs stage 3)",
+                    stages=(3,))
+    super_offload: Any = _f(help="High-performance CPU offload for superchips (e.g. GH200)", stages=(3,))
+    cpuadam_cores_perc: Any = _f(help="Fraction of CPU cores the CPU Adam step uses with super_offload",
+                                 stages=(3,), applies="super_offload")
 
 
 # zero/leaf_module_config.py DEFAULT_LEAF_MODULE_CLASSES
@@ -135,11 +140,10 @@ class LeafModule(Section):
     UNKNOWN: ClassVar = "error"
     UNKNOWN_WHY: ClassVar = _REFUSES.format("leaf_module")
 
-    classes: list[str] = _f(help="Module classes (with package) ZeRO-3 fetches as a whole; the default lists the "
-                                 "Mixtral / Qwen2-MoE / Qwen3-MoE sparse MoE blocks",
-                            factory=lambda: list(DEFAULT_LEAF_MODULE_CLASSES))
-    names: list[str] = _f(help="Module names ZeRO-3 fetches as a whole", factory=list)
-    name_suffixes: list[str] = _f(help="Module name endings ZeRO-3 fetches as a whole", factory=list)
+    classes: Any = _f(help="Module classes (with package) ZeRO-3 fetches as a whole; the default lists the "
+                           "Mixtral / Qwen2-MoE / Qwen3-MoE sparse MoE blocks")
+    names: Any = _f(help="Module names ZeRO-3 fetches as a whole")
+    name_suffixes: Any = _f(help="Module name endings ZeRO-3 fetches as a whole")
 
 
 class ZeroOptimization(Section):
@@ -165,28 +169,28 @@ class ZeroOptimization(Section):
                              "gradients without LoCo error feedback",
     }
 
-    stage: Literal[0, 1, 2, 3] = _f(0, "ZeRO stage: 0 off, 1 partitions optimizer state, 2 also gradients, 3 also "
-                                       "parameters")
-    contiguous_gradients: bool = _f(True, "Copy gradients into one contiguous buffer as they are produced: less "
-                                          "memory fragmentation in backward", stages=(1, 2, 3))
-    reduce_scatter: bool = _f(True, "Average gradients with reduce / reduce-scatter instead of all-reduce",
-                              stages=(1, 2, 3))
-    reduce_bucket_size: int | Auto = _f(500_000_000, "Elements reduced at a time: larger is faster, costs more GPU "
-                                                     "memory", auto=True, stages=(1, 2, 3), gt=0)
-    use_multi_rank_bucket_allreduce: bool = _f(True, "Combine the reduce buckets of all ranks into one all-reduce "
-                                                     "(helps small models on many GPUs)", stages=(1, 2))
-    allgather_partitions: bool = _f(True, "Legacy switch between allgather and broadcasts: DeepSpeed 0.19.8 reads "
-                                          "it but no code uses it")
-    allgather_bucket_size: int = _f(500_000_000, "Elements all-gathered at a time after the step: larger is faster, "
-                                                 "costs more GPU memory", stages=(1, 2), ge=0)
-    overlap_comm: bool | None = _f(None, "Overlap gradient reduction with the backward pass (unset: on at stage 3, "
-                                         "off at stages 1-2); uses more GPU memory", stages=(1, 2, 3))
-    compute_grad_norm: bool = _f(True, "Compute the global gradient norm each step; false (stages 1-2 only) needs "
-                                       "gradient_clipping 0 and no optimizer offload", stages=(1, 2))
-    load_from_fp32_weights: bool = _f(True, "Restore fp32 master weights from the checkpoint's fp32 copy (no "
-                                            "precision loss) rather than from the 16-bit model", stages=(1, 2, 3))
-    elastic_checkpoint: bool = _f(False, "Legacy elastic checkpoints (stages 1-2); use Universal Checkpointing "
-                                         "instead", stages=(1, 2))
+    stage: Any = _f(help="ZeRO stage: 0 off, 1 partitions optimizer state, 2 also gradients, 3 also "
+                         "parameters")
+    contiguous_gradients: Any = _f(help="Copy gradients into one contiguous buffer as they are produced: less "
+                                        "memory fragmentation in backward", stages=(1, 2, 3))
+    reduce_scatter: Any = _f(help="Average gradients with reduce / reduce-scatter instead of all-reduce",
+                             stages=(1, 2, 3))
+    reduce_bucket_size: Any = _f(help="Elements reduced at a time: larger is faster, costs more GPU "
+                                      "memory", auto=True, stages=(1, 2, 3))
+    use_multi_rank_bucket_allreduce: Any = _f(help="Combine the reduce buckets of all ranks into one all-reduce "
+                                                   "(helps small models on many GPUs)", stages=(1, 2))
+    allgather_partitions: Any = _f(help="Legacy switch between allgather and broadcasts: DeepSpeed 0.19.8 reads "
+                                        "it but no code uses it")
+    allgather_bucket_size: Any = _f(help="Elements all-gathered at a time after the step: larger is faster, "
+                                         "costs more GPU memory", stages=(1, 2))
+    overlap_comm: Any = _f(help="Overlap gradient reduction with the backward pass (unset: on at stage 3, "
+                                "off at stages 1-2); uses more GPU memory", stages=(1, 2, 3))
+    compute_grad_norm: Any = _f(help="Compute the global gradient norm each step; false (stages 1-2 only) needs "
+                                     "gradient_clipping 0 and no optimizer offload", stages=(1, 2))
+    load_from_fp32_weights: Any = _f(help="Restore fp32 master weights from the checkpoint's fp32 copy (no "
+                                          "precision loss) rather than from the 16-bit model", stages=(1, 2, 3))
+    elastic_checkpoint: Any = _f(help="Legacy elastic checkpoints (stages 1-2); use Universal Checkpointing "
+                                      "instead", stages=(1, 2))
     offload_param: OffloadParam | None = _f(None, "Move parameters to CPU memory or NVMe between uses (stage 3 "
                                                   "only)", stages=(3,))
     offload_optimizer: OffloadOptimizer | None = _f(None, "Move optimizer state and the optimizer step to the "
@@ -194,56 +198,56 @@ class ZeroOptimization(Section):
     zenflow: dict[str, Any] | None = _f(None, "ZenFlow: asynchronous CPU updates of less important gradients "
                                               "(DeepSpeed's ZenFlowConfig; checked by DeepSpeed's own check)",
                                         stages=(1, 2, 3))
-    sub_group_size: int = _f(1_000_000_000, "Parameter elements per optimizer-step tile (ZeRO-3 offload / "
-                                            "Infinity): smaller uses less CPU/NVMe buffer memory", stages=(3,), ge=0)
-    cpu_offload: bool | None = _f(None, 'replaced by "offload_optimizer": {"device": "cpu"} (true offloaded the '
-                                        'optimizer state and step to the CPU)')
-    cpu_offload_param: bool | None = _f(None, 'replaced by "offload_param": {"device": "cpu"} (true offloaded '
-                                              'the parameters to the CPU)')
-    stage3_prefetch_bucket_size: int | Auto = _f(50_000_000, "Parameter elements fetched ahead of use: larger hides "
-                                                             "more latency, costs more GPU memory", auto=True,
-                                                 stages=(3,), ge=0)
-    stage3_param_persistence_threshold: int | Auto = _f(100_000, "Parameters smaller than this stay whole on every "
-                                                                 "GPU: less communication, more memory", auto=True,
-                                                        stages=(3,), ge=0)
-    stage3_model_persistence_threshold: int = _f(sys.maxsize, "Upper bound on the elements kept whole by "
-                                                              "stage3_param_persistence_threshold", stages=(3,), ge=0)
-    stage3_max_live_parameters: int = _f(1_000_000_000, "Parameter elements kept on a GPU before releasing: smaller "
-                                                        "uses less memory, communicates more", stages=(3,), ge=0)
-    stage3_max_reuse_distance: int = _f(1_000_000_000, "Keep a parameter if it is used again within this many "
-                                                       "elements: smaller uses less memory, communicates more",
-                                        stages=(3,), ge=0)
-    stage3_gather_16bit_weights_on_model_save: bool | Auto = _f(False, "Gather the partitioned weights into one "
-                                                                       "16-bit state dict when saving the model",
-                                                                auto=True, stages=(3,))
-    stage3_module_granularity_threshold: int = _f(0, "Fetch fine-grained modules (parameters per submodule below "
-                                                     "this) as one unit: fewer hooks and allgathers", stages=(3,))
-    stage3_use_all_reduce_for_fetch_params: bool = _f(False, "Fetch module parameters with one all-reduce instead "
-                                                             "of allgathers", stages=(3,))
-    stage3_allgather_sequential: bool = _f(False, "Gather parameters one by one without bucketing: less copying "
-                                                  "and peak memory", stages=(3,))
-    ignore_unused_parameters: bool = _f(True, "Carry on when some parameters get no gradient (dynamic networks); "
-                                              "false stops with an error", stages=(1, 2))
-    legacy_stage1: bool = _f(False, "The pre-0.5.9 ZeRO-1 implementation: gone, true stops DeepSpeed at start-up",
-                             stages=(1, 2))
-    round_robin_gradients: bool = _f(False, "Spread gradient copies to CPU across ranks (helps CPU offload with "
-                                            "many accumulation steps or GPUs)", stages=(1, 2))
-    parameter_alignment: bool = _f(False, "Pad flat buffers so each parameter starts 16-byte aligned (costs "
-                                          "memory)", stages=(1, 2))
-    zero_hpz_partition_size: int = _f(1, "ZeRO++ hpZ: ranks in the secondary parameter partition (e.g. GPUs per "
-                                         "node); 1 is off", stages=(3,), ge=0)
-    zero_quantized_weights: bool = _f(False, "ZeRO++ qwZ: quantize weights for the allgather", stages=(3,))
-    zero_quantized_nontrainable_weights: bool = _f(False, "Store frozen weights quantized (saves memory, e.g. for "
-                                                          "LoRA)", stages=(3,))
-    zero_quantized_gradients: bool = _f(False, "ZeRO++ qgZ: quantized gradient reduction (needs reduce_scatter)",
+    sub_group_size: Any = _f(help="Parameter elements per optimizer-step tile (ZeRO-3 offload / "
+                                  "Infinity): smaller uses less CPU/NVMe buffer memory", stages=(3,))
+    cpu_offload: Any = _f(help='replaced by "offload_optimizer": {"device": "cpu"} (true offloaded the '
+                          'optimizer state and step to the CPU)')
+    cpu_offload_param: Any = _f(help='replaced by "offload_param": {"device": "cpu"} (true offloaded '
+                                'the parameters to the CPU)')
+    stage3_prefetch_bucket_size: Any = _f(help="Parameter elements fetched ahead of use: larger hides "
+                                               "more latency, costs more GPU memory", auto=True,
+                                          stages=(3,))
+    stage3_param_persistence_threshold: Any = _f(help="Parameters smaller than this stay whole on every "
+                                                      "GPU: less communication, more memory", auto=True,
+                                                 stages=(3,))
+    stage3_model_persistence_threshold: Any = _f(help="Upper bound on the elements kept whole by "
+                                                      "stage3_param_persistence_threshold", stages=(3,))
+    stage3_max_live_parameters: Any = _f(help="Parameter elements kept on a GPU before releasing: smaller "
+                                              "uses less memory, communicates more", stages=(3,))
+    stage3_max_reuse_distance: Any = _f(help="Keep a parameter if it is used again within this many "
+                                             "elements: smaller uses less memory, communicates more",
                                         stages=(3,))
-    memory_efficient_linear: bool = _f(True, "Memory-efficient linear layers under zero.Init", stages=(3,))
-    pipeline_loading_checkpoint: bool = _f(False, "Force loading the checkpoint in pipeline mode", stages=(3,))
-    override_module_apply: bool = _f(True, "Make nn.Module.apply gather partitioned parameters", stages=(3,))
-    log_trace_cache_warnings: bool = _f(False, "Log warnings from the parameter-fetch trace cache", stages=(3,))
-    enable_sanity_checks: bool = _f(False, "Internal ZeRO-3 sanity checks (slow; for debugging)", stages=(3,))
-    save_muon_momentum_buffer_in_memory: bool = _f(False, "Muon + NVMe offload: keep the momentum buffer in memory "
-                                                          "instead of swapping it", stages=(3,))
+    stage3_gather_16bit_weights_on_model_save: Any = _f(help="Gather the partitioned weights into one "
+                                                             "16-bit state dict when saving the model",
+                                                        auto=True, stages=(3,))
+    stage3_module_granularity_threshold: Any = _f(help="Fetch fine-grained modules (parameters per submodule below "
+                                                       "this) as one unit: fewer hooks and allgathers", stages=(3,))
+    stage3_use_all_reduce_for_fetch_params: Any = _f(help="Fetch module parameters with one all-reduce instead "
+                                                          "of allgathers", stages=(3,))
+    stage3_allgather_sequential: Any = _f(help="Gather parameters one by one without bucketing: less copying "
+                                               "and peak memory", stages=(3,))
+    ignore_unused_parameters: Any = _f(help="Carry on when some parameters get no gradient (dynamic networks); "
+                                            "false stops with an error", stages=(1, 2))
+    legacy_stage1: Any = _f(help="The pre-0.5.9 ZeRO-1 implementation: gone, true stops DeepSpeed at start-up",
+                            stages=(1, 2))
+    round_robin_gradients: Any = _f(help="Spread gradient copies to CPU across ranks (helps CPU offload with "
+                                         "many accumulation steps or GPUs)", stages=(1, 2))
+    parameter_alignment: Any = _f(help="Pad flat buffers so each parameter starts 16-byte aligned (costs "
+                                       "memory)", stages=(1, 2))
+    zero_hpz_partition_size: Any = _f(help="ZeRO++ hpZ: ranks in the secondary parameter partition (e.g. GPUs per "
+                                           "node); 1 is off", stages=(3,))
+    zero_quantized_weights: Any = _f(help="ZeRO++ qwZ: quantize weights for the allgather", stages=(3,))
+    zero_quantized_nontrainable_weights: Any = _f(help="Store frozen weights quantized (saves memory, e.g. for "
+                                                       "LoRA)", stages=(3,))
+    zero_quantized_gradients: Any = _f(help="ZeRO++ qgZ: quantized gradient reduction (needs reduce_scatter)",
+                                       stages=(3,))
+    memory_efficient_linear: Any = _f(help="Memory-efficient linear layers under zero.Init", stages=(3,))
+    pipeline_loading_checkpoint: Any = _f(help="Force loading the checkpoint in pipeline mode", stages=(3,))
+    override_module_apply: Any = _f(help="Make nn.Module.apply gather partitioned parameters", stages=(3,))
+    log_trace_cache_warnings: Any = _f(help="Log warnings from the parameter-fetch trace cache", stages=(3,))
+    enable_sanity_checks: Any = _f(help="Internal ZeRO-3 sanity checks (slow; for debugging)", stages=(3,))
+    save_muon_momentum_buffer_in_memory: Any = _f(help="Muon + NVMe offload: keep the momentum buffer in memory "
+                                                       "instead of swapping it", stages=(3,))
     leaf_module: LeafModule = _f(help="Modules ZeRO-3 treats as leaves (fetched whole)", stages=(3,),
                                  factory=LeafModule)
 
@@ -257,17 +261,17 @@ class FP16(Section):
     UNKNOWN: ClassVar = "error"
     UNKNOWN_WHY: ClassVar = _REFUSES.format("fp16")
 
-    enabled: bool | Auto = _f(False, "Train in fp16 mixed precision with loss scaling", auto=True)
-    auto_cast: bool = _f(False, "Cast the model's floating-point inputs to fp16 automatically")
-    loss_scale: float = _f(0, "0: dynamic loss scaling (recommended); a number > 0: that fixed (static) loss scale",
-                           ge=0)
-    initial_scale_power: int = _f(16, "Dynamic loss scaling starts at 2**initial_scale_power")
-    loss_scale_window: int = _f(1000, "Steps without overflow before the dynamic loss scale is raised", gt=0)
-    hysteresis: int = _f(2, "Overflows tolerated before the dynamic loss scale is lowered")
-    consecutive_hysteresis: bool = _f(False, "Refill the hysteresis after every step without overflow")
-    min_loss_scale: int = _f(1, "Lowest value the dynamic loss scale may fall to", gt=0)
-    fp16_master_weights_and_grads: bool = _f(False, "Keep master weights in fp16 instead of fp32 (ZeRO 1-3 with "
-                                                    "DeepSpeedCPUAdam only)")
+    enabled: Any = _f(help="Train in fp16 mixed precision with loss scaling", auto=True)
+    auto_cast: Any = _f(help="Cast the model's floating-point inputs to fp16 automatically")
+    loss_scale: Any = _f(help="0: dynamic loss scaling (recommended); a number > 0: that fixed (static) loss scale",
+                         ge=0)
+    initial_scale_power: Any = _f(help="Dynamic loss scaling starts at 2**initial_scale_power")
+    loss_scale_window: Any = _f(help="Steps without overflow before the dynamic loss scale is raised", gt=0)
+    hysteresis: Any = _f(help="Overflows tolerated before the dynamic loss scale is lowered")
+    consecutive_hysteresis: Any = _f(help="Refill the hysteresis after every step without overflow")
+    min_loss_scale: Any = _f(help="Lowest value the dynamic loss scale may fall to", gt=0)
+    fp16_master_weights_and_grads: Any = _f(help="Keep master weights in fp16 instead of fp32 (ZeRO 1-3 with "
+                                                 "DeepSpeedCPUAdam only)")
 
 
 class BF16(Section):
@@ -276,11 +280,11 @@ class BF16(Section):
     UNKNOWN: ClassVar = "error"
     UNKNOWN_WHY: ClassVar = _REFUSES.format("bf16")
 
-    enabled: bool | Auto = _f(False, "Train in bfloat16 mixed precision (no loss scaling needed)", auto=True)
-    immediate_grad_update: bool = _f(False, "Apply gradient updates immediately instead of delayed")
-    check_grad_overflow: bool = _f(True, "Skip the optimizer step when gradients overflow (inf/NaN)")
-    bf16_master_weights_and_grads: bool = _f(False, "Keep master weights and gradients in bf16 (ZeRO 1-3)")
-    bf16_optimizer_states: bool = _f(False, "Keep optimizer states in bf16 (needs bf16_master_weights_and_grads)")
+    enabled: Any = _f(help="Train in bfloat16 mixed precision (no loss scaling needed)", auto=True)
+    immediate_grad_update: Any = _f(help="Apply gradient updates immediately instead of delayed")
+    check_grad_overflow: Any = _f(help="Skip the optimizer step when gradients overflow (inf/NaN)")
+    bf16_master_weights_and_grads: Any = _f(help="Keep master weights and gradients in bf16 (ZeRO 1-3)")
+    bf16_optimizer_states: Any = _f(help="Keep optimizer states in bf16 (needs bf16_master_weights_and_grads)")
 
 
 class TorchAutocast(Section):
@@ -302,6 +306,7 @@ class Optimizer(Section):
 
     UNKNOWN: ClassVar = "warning"
     UNKNOWN_WHY: ClassVar = _IGNORES
+    OUTSIDE_SNAPSHOT: ClassVar = {"params": "read only when type is set (get_optimizer_params)"}
 
     type: Literal["Adam", "AdamW", "Adagrad", "Lamb", "Lion", "Muon", "MuAdam", "MuAdamW", "MuSGD"] | str | None = _f(
         None, "Optimizer DeepSpeed builds: its own (Adam, AdamW, Lamb, Lion, Adagrad, Muon...; any case) or a "
@@ -314,6 +319,7 @@ class Optimizer(Section):
 class Scheduler(Section):
     UNKNOWN: ClassVar = "warning"
     UNKNOWN_WHY: ClassVar = _IGNORES
+    OUTSIDE_SNAPSHOT: ClassVar = {"params": "read only when type is set (get_scheduler_params)"}
 
     type: Literal["WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", "LRRangeTest"] | str | None = _f(
         None, "Learning-rate schedule: DeepSpeed's own or a torch.optim.lr_scheduler class name (exact case)")
@@ -376,42 +382,42 @@ class TensorBoard(Section):
     UNKNOWN: ClassVar = "error"
     UNKNOWN_WHY: ClassVar = _REFUSES.format("tensorboard")
 
-    enabled: bool = _f(False, "Log training metrics to TensorBoard (needs the tensorboard package)")
-    output_path: str = _f("", "Folder for the logs (empty: under the launch directory)")
-    job_name: str = _f("DeepSpeedJobName", "Sub-folder name for this run inside output_path")
+    enabled: Any = _f(help="Log training metrics to TensorBoard (needs the tensorboard package)")
+    output_path: Any = _f(help="Folder for the logs (empty: under the launch directory)")
+    job_name: Any = _f(help="Sub-folder name for this run inside output_path")
 
 
 class Wandb(Section):
     UNKNOWN: ClassVar = "error"
     UNKNOWN_WHY: ClassVar = _REFUSES.format("wandb")
 
-    enabled: bool = _f(False, "Log training metrics to Weights & Biases (needs the wandb package)")
-    group: str | None = _f(None, "W&B group the run belongs to")
-    team: str | None = _f(None, "W&B team (entity)")
-    project: str = _f("deepspeed", "W&B project")
+    enabled: Any = _f(help="Log training metrics to Weights & Biases (needs the wandb package)")
+    group: Any = _f(help="W&B group the run belongs to")
+    team: Any = _f(help="W&B team (entity)")
+    project: Any = _f(help="W&B project")
 
 
 class CsvMonitor(Section):
     UNKNOWN: ClassVar = "error"
     UNKNOWN_WHY: ClassVar = _REFUSES.format("csv_monitor")
 
-    enabled: bool = _f(False, "Write training metrics to local CSV files")
-    output_path: str = _f("", "Folder for the CSV files (empty: under the launch directory)")
-    job_name: str = _f("DeepSpeedJobName", "Sub-folder name for this run inside output_path")
+    enabled: Any = _f(help="Write training metrics to local CSV files")
+    output_path: Any = _f(help="Folder for the CSV files (empty: under the launch directory)")
+    job_name: Any = _f(help="Sub-folder name for this run inside output_path")
 
 
 class Comet(Section):
     UNKNOWN: ClassVar = "error"
     UNKNOWN_WHY: ClassVar = _REFUSES.format("comet")
 
-    enabled: bool = _f(False, "Log training metrics to Comet (needs the comet_ml package)")
-    samples_log_interval: int = _f(100, "Send metrics every this many samples")
-    project: str | None = _f(None, "Comet project (else COMET_PROJECT_NAME)")
-    workspace: str | None = _f(None, "Comet workspace (else COMET_WORKSPACE)")
-    api_key: str | None = _f(None, "Comet API key: a secret, better given as COMET_API_KEY than in the file")
-    experiment_name: str | None = _f(None, "Name of the Comet experiment")
-    experiment_key: str | None = _f(None, "Key of an existing experiment (32-50 letters and digits)")
-    online: bool | None = _f(None, "Send to the Comet server (unset: true); false stores the experiment offline")
+    enabled: Any = _f(help="Log training metrics to Comet (needs the comet_ml package)")
+    samples_log_interval: Any = _f(help="Send metrics every this many samples")
+    project: Any = _f(help="Comet project (else COMET_PROJECT_NAME)")
+    workspace: Any = _f(help="Comet workspace (else COMET_WORKSPACE)")
+    api_key: Any = _f(help="Comet API key: a secret, better given as COMET_API_KEY than in the file")
+    experiment_name: Any = _f(help="Name of the Comet experiment")
+    experiment_key: Any = _f(help="Key of an existing experiment (32-50 letters and digits)")
+    online: Any = _f(help="Send to the Comet server (unset: true); false stores the experiment offline")
     mode: Literal["get", "create", "get_or_create"] | None = _f(None, "Continue an experiment ('get'), always start "
                                                                       "one ('create'), or either (unset)")
 
@@ -420,19 +426,19 @@ class CommsLogger(Section):
     UNKNOWN: ClassVar = "error"
     UNKNOWN_WHY: ClassVar = _REFUSES.format("comms_logger")
 
-    enabled: bool = _f(False, "Log every collective communication call")
-    prof_all: bool = _f(True, "Profile all collective operations")
-    prof_ops: list[str] = _f(help="Only these operations when prof_all is false (e.g. all_reduce)", factory=list)
-    verbose: bool = _f(False, "Print each operation as it happens")
-    debug: bool = _f(False, "Add the calling function's name to each entry")
+    enabled: Any = _f(help="Log every collective communication call")
+    prof_all: Any = _f(help="Profile all collective operations")
+    prof_ops: Any = _f(help="Only these operations when prof_all is false (e.g. all_reduce)")
+    verbose: Any = _f(help="Print each operation as it happens")
+    debug: Any = _f(help="Add the calling function's name to each entry")
 
 
 class TimersThroughput(Section):
     UNKNOWN: ClassVar = "error"
     UNKNOWN_WHY: ClassVar = _REFUSES.format("timers.throughput")
 
-    enabled: bool = _f(True, "Measure training throughput (samples/s)")
-    synchronized: bool = _f(True, "Synchronise the device for exact timings (costs some speed)")
+    enabled: Any = _f(help="Measure training throughput (samples/s)")
+    synchronized: Any = _f(help="Synchronise the device for exact timings (costs some speed)")
 
 
 class Timers(Section):
@@ -481,13 +487,13 @@ class HybridEngine(Section):
     UNKNOWN: ClassVar = "error"
     UNKNOWN_WHY: ClassVar = _REFUSES.format("hybrid_engine")
 
-    enabled: bool = _f(False, "DeepSpeed-Chat hybrid engine: switch between training and fast generation (RLHF)")
-    max_out_tokens: int = _f(512, "Longest generation the inference cache holds", gt=0)
-    inference_tp_size: int = _f(1, "Tensor-parallel degree for generation")
-    release_inference_cache: bool = _f(False, "Free the inference cache after each generation")
-    pin_parameters: bool = _f(True, "Pin the gathered parameters in memory during generation")
-    tp_gather_partition_size: int = _f(8, "Layers gathered at once for tensor-parallel generation")
-    enable_cuda_graph: bool = _f(False, "Capture generation in CUDA graphs")
+    enabled: Any = _f(help="DeepSpeed-Chat hybrid engine: switch between training and fast generation (RLHF)")
+    max_out_tokens: Any = _f(help="Longest generation the inference cache holds")
+    inference_tp_size: Any = _f(help="Tensor-parallel degree for generation")
+    release_inference_cache: Any = _f(help="Free the inference cache after each generation")
+    pin_parameters: Any = _f(help="Pin the gathered parameters in memory during generation")
+    tp_gather_partition_size: Any = _f(help="Layers gathered at once for tensor-parallel generation")
+    enable_cuda_graph: Any = _f(help="Capture generation in CUDA graphs")
 
 
 # ------------------------------------------------------------------------------------------ the whole file
@@ -501,6 +507,10 @@ class DeepSpeedConfig(Section):
     UNKNOWN_WHY: ClassVar = _IGNORES
     # precision_config.get_bfloat16_config: "bfloat16" is read only when "bf16" is absent.
     DEPRECATED: ClassVar = {"bfloat16": "bf16"}
+    OUTSIDE_SNAPSHOT: ClassVar = {
+        "sequence_parallel_size": "read by DeepSpeedConfig only once torch.distributed is initialised, and by the "
+                                  "engine (the snapshot's probe runs without a process group)",
+    }
     # runtime/config.py _REMOVED_TOP_LEVEL_CONFIG_KEYS: DeepSpeedConfigError at start-up.
     REMOVED: ClassVar = {
         "amp": "NVIDIA Apex AMP was removed from DeepSpeed; use fp16, bf16 or torch_autocast (DeepSpeed refuses "
@@ -612,3 +622,7 @@ class DeepSpeedConfig(Section):
 # Sections parsed by a DeepSpeedConfigModel: unknown keys refused and "auto" values dropped (default used).
 PYDANTIC_SECTIONS = (ZeroOptimization, OffloadParam, OffloadOptimizer, LeafModule, FP16, BF16, TensorBoard, Wandb,
                      CsvMonitor, Comet, CommsLogger, TimersThroughput, HybridEngine)
+
+# Key names, aliases, the unknown-key policy and (in DeepSpeed's pydantic sections) types and defaults come from the
+# snapshot of the installed DeepSpeed (snapshot/deepspeed.json, regenerated by snapshot_gen.py).
+bind_snapshot(DeepSpeedConfig, "deepspeed")

@@ -14,6 +14,11 @@ Class-level settings:
   - DEPRECATED_CLASH: "" when the new key silently wins over its old name set beside it; otherwise the reason the
     tool refuses the two together (an error)
   - REMOVED: keys the tool no longer supports and refuses outright: key -> why (an error)
+  - SNAPSHOT: (tool, path) of the section in the key snapshot (snapshot/*.json, generated from the installed tools
+    by snapshot_gen.py). Set by `bind_snapshot`. The snapshot then decides the key names and their other spellings
+    (aliases: both accepted), UNKNOWN (the tool's `extra` policy) and, in sections the tool validates itself,
+    types, allowed values, ranges and defaults; the hand-written fields add what the tool's models do not say
+    (help, "auto", stages, applies). Keys the snapshot has and the class does not are described from the snapshot.
 """
 
 from __future__ import annotations
@@ -40,6 +45,9 @@ class Section(BaseModel):
     DEPRECATED: ClassVar[dict[str, str]] = {}
     DEPRECATED_CLASH: ClassVar[str] = ""
     REMOVED: ClassVar[dict[str, str]] = {}
+    SNAPSHOT: ClassVar[tuple[str, str] | None] = None
+    # Declared keys the snapshot does not list, each with why (the probe cannot see the tool read them).
+    OUTSIDE_SNAPSHOT: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def unknown_key_hint(cls, key: str) -> str | None:
@@ -70,6 +78,7 @@ class FieldSpec:
     item_section: type[Section] | None = None  # a list of sections (e.g. FSDP... none yet, kept for forms)
     applies: str = ""
     stages: tuple[int, ...] = ()
+    alias_of: str = ""  # another spelling of the key `alias_of` (the tool accepts both; forms show one)
 
     def describe(self) -> str:
         """What values are allowed, in words: used in messages and tooltips."""
@@ -101,12 +110,30 @@ def _num(value: float) -> str:
 
 
 def fields_of(section: type[Section]) -> dict[str, FieldSpec]:
-    """The keys of a section, in declaration order, keyed as written in files."""
+    """The keys of a section, in declaration order, keyed as written in files (every accepted spelling: the
+    other spellings of a key have `alias_of` set)."""
     cached = _CACHE.get(section)
     if cached is None:
         cached = {spec.key: spec for spec in (_spec(name, info) for name, info in section.model_fields.items())}
+        if section.SNAPSHOT is not None:
+            from traindeck.backend.config.snapshot_merge import merge
+
+            cached = merge(section, cached)
         _CACHE[section] = cached
     return cached
+
+
+def form_keys(specs: dict[str, FieldSpec], present: Any) -> list[str]:
+    """The keys a form shows: one spelling per key, the one the file uses (else the declared one)."""
+    keys = present if isinstance(present, dict) else {}
+    shown: list[str] = []
+    for key, spec in specs.items():
+        if spec.alias_of:
+            continue
+        others = [k for k, s in specs.items() if s.alias_of == key]
+        used = [k for k in others if k in keys]
+        shown.append(key if key in keys or not used else used[0])
+    return shown
 
 
 _CACHE: dict[type[Section], dict[str, FieldSpec]] = {}

@@ -72,9 +72,15 @@ def rule(kind: Kind) -> Callable[[Rule], Rule]:
     return register
 
 
-def root_section(kind: Kind) -> type[Section]:
+def root_section(kind: Kind, data: Any = None) -> type[Section]:
+    """The description of a whole config of `kind`; given the data, the one the tool reads it with (accelerate
+    reads a SageMaker config with another set of keys)."""
     module_name, attr = _ROOTS[kind]
-    section: type[Section] = getattr(importlib.import_module(module_name), attr)
+    module = importlib.import_module(module_name)
+    if data is not None and hasattr(module, "root_for"):
+        chosen: type[Section] = module.root_for(data)
+        return chosen
+    section: type[Section] = getattr(module, attr)
     return section
 
 
@@ -105,6 +111,7 @@ def check_values(data: dict[str, Any], section: type[Section], path: PathT = ())
             if not new:
                 findings.append(("warning", here, f"'{key}' is deprecated and has no effect any more"))
                 continue
+            new = _spelling_in(new, data, specs)
             if new in data and section.DEPRECATED_CLASH:
                 findings.append(("error", here, f"'{key}' is the old name of '{new}', which is also set: "
                                                 f"{section.DEPRECATED_CLASH}"))
@@ -128,8 +135,44 @@ def check_values(data: dict[str, Any], section: type[Section], path: PathT = ())
             hint = suggest(str(key), list(specs) + list(section.DEPRECATED))
             findings.append((section.UNKNOWN, here, text + (f"; did you mean '{hint}'?" if hint else "")))
             continue
+        twin = _other_spelling(str(key), spec, data, specs)
+        if twin is not None:
+            findings.append(_spelling_clash(section, str(key), twin, here))
+            continue
         findings += check_value(spec, value, here)
     return findings
+
+
+def _spelling_in(key: str, data: dict[str, Any], specs: dict[str, FieldSpec]) -> str:
+    """The spelling of `key` that `data` uses (DeepSpeed's max_live_parameters for stage3_max_live_parameters)."""
+    spec = specs.get(key)
+    if spec is None or key in data:
+        return key
+    main = spec.alias_of or key
+    for other in data:
+        other_spec = specs.get(str(other))
+        if other_spec is not None and (other_spec.alias_of or str(other)) == main:
+            return str(other)
+    return key
+
+
+def _other_spelling(key: str, spec: FieldSpec, data: dict[str, Any], specs: dict[str, FieldSpec]) -> str | None:
+    """Another spelling of the same key set beside `key` (reported once, on the alias)."""
+    if not spec.alias_of:
+        return None
+    for other in data:
+        other_spec = specs.get(str(other))
+        if other != key and other_spec is not None and (other_spec.alias_of or str(other)) == spec.alias_of:
+            return str(other)
+    return None
+
+
+def _spelling_clash(section: type[Section], key: str, twin: str, here: PathT) -> Finding:
+    if section.UNKNOWN == "error":  # pydantic reads one spelling and refuses the other as an unknown key
+        tool = {"deepspeed": "DeepSpeed"}.get(section.SNAPSHOT[0] if section.SNAPSHOT else "", "the tool")
+        return ("error", here, f"'{key}' and '{twin}' are two spellings of one key; {tool} refuses them together: "
+                               "keep one")
+    return ("warning", here, f"'{key}' and '{twin}' are two spellings of one key: only one of them is used; keep one")
 
 
 def check_value(spec: FieldSpec, value: Any, path: PathT) -> list[Finding]:
@@ -270,7 +313,7 @@ def check_document(
             context.deepspeed_file = deepspeed_doc.file
     else:
         context.deepspeed = data
-    messages += [_locate(doc, deepspeed_doc, f) for f in check_values(data, root_section(doc.kind))]
+    messages += [_locate(doc, deepspeed_doc, f) for f in check_values(data, root_section(doc.kind, data))]
     for fn in _load_rules(doc.kind):
         messages += [_locate(doc, deepspeed_doc, f) for f in fn(context)]
     return sort_messages(_dedupe(messages))

@@ -44,30 +44,20 @@ class GpuInfo:
 
 
 def detect_gpus() -> list[GpuInfo] | None:
-    """The node's NVIDIA GPUs via NVML, or None when NVML or a driver is missing."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except Exception:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...: no GPU to report
-        return None
-    try:
+    """The node's NVIDIA GPUs via NVML (traindeck's one NVML wrapper), or None when NVML or a driver is missing.
+    GPUs NVML cannot open (another job's, a lost one) are left out."""
+    from traindeck.backend.monitor.nvml import NvmlLibrary
+
+    library = NvmlLibrary()
+    with library:
+        if not library.is_open:
+            return None
         gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            name = pynvml.nvmlDeviceGetName(handle)
-            gpus.append(GpuInfo(i, name.decode() if isinstance(name, bytes) else str(name), int(mem.total), int(mem.free)))
+        for i in range(library.device_count):
+            memory, name = library.memory_free(i), library.name(i)
+            if memory is not None:
+                gpus.append(GpuInfo(i, name or "NVIDIA GPU", memory[1], memory[0]))
         return gpus
-    except Exception:  # noqa: BLE001
-        return None
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def host_memory() -> tuple[int, int] | None:

@@ -3,7 +3,11 @@
 Modules, each usable alone:
 - `snapshots`: the frozen, timestamped values every sampler returns (`None` where a device cannot tell).
 - `loop`: `Collector`, the start/stop/context-manager base with a drift-free sampling loop.
-- `nvml`: `NvmlLibrary` (the only code that calls pynvml) and `GpuSampler` (PCIe read on its own thread).
+- `nvml`: `NvmlLibrary`, the only code that calls pynvml (per-GPU handles and errors, versions, retried start).
+- `gpu_processes`: process lists by the ABI the driver exports (v3 / v2 / v1, entry size), and the three answers
+  (none, these PIDs, unknown with the reason) used by the end-of-run check.
+- `gpu_sampler`: `GpuSampler` (placeholder per unreadable GPU; PCIe from counters, else sampled off-phase).
+- `run_gpus`: the run's GPUs by UUID (CUDA_VISIBLE_DEVICES mapped in PCI bus order).
 - `host`: `HostSampler` (CPU, RAM, swap, disks, network) and `block_device_for_path`.
 - `processes`: `RunProcessSampler` (every process under a run's launcher, with ranks found by environment).
 - `sampler`: `ResourceSampler`, one call that takes all three and ties GPU memory to the run's processes.

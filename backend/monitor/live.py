@@ -9,6 +9,7 @@ can run them on a worker thread and a test can call them directly.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +80,11 @@ def run_choices(limit: int = 30, store_path: Path | str | None = None) -> list[R
     out = []
     for run in runs:
         name = run.name or run.script or run.id
-        label = f"{name} ({run.id[:8]}, {run.state})" if name != run.id else f"{run.id} ({run.state})"
+        # The name first, then what tells two runs of one script apart: state, start time and the id's suffix
+        # (the id's first characters are only its date).
+        when = time.strftime("%d %b %H:%M", time.localtime(run.started_at or run.created_at or 0.0))
+        label = (f"{name} · {run.state} · {when} · {run.id[-4:]}" if name != run.id
+                 else f"{run.id} · {run.state}")
         out.append(RunChoice(run.id, label, run.state, run.launcher_pid, run.started_at))
     return out
 

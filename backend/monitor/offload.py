@@ -60,7 +60,8 @@ def offload_view(
     figures cover the steps between them: "seconds_per_step", and per step the bytes moved over PCIe each way,
     NVMe and disk read/write ("*_bytes_per_step", None where the samples do not cover that stretch), with the
     peak ranks' host memory and mean GPU utilisation in it. Bytes are the rates integrated over time, each rate
-    standing for the interval that ends at its sample.
+    standing for the interval that ends at its sample: exact for PCIe where the GPU keeps byte counters
+    ("pcie_source": "counter"), an estimate where NVML only samples ("pcie_per_step_is_estimate").
     """
     raw = read_series(store_path, run_id)
     shown = raw if max_points is None else read_series(store_path, run_id, max_points=max_points)
@@ -73,6 +74,10 @@ def offload_view(
     view["gpu_mem_total_bytes"] = sum(totals) if totals and None not in totals else None
     view["nvme_devices"] = info.get("watched_devices", [])
     view["gpu_error"] = info.get("gpu_error")
+    # PCIe bytes per step are exact only from NVML's cumulative counters; a sampled 20 ms window stands for the
+    # whole interval, so those figures are an estimate and say so.
+    view["pcie_source"] = info.get("pcie_source")
+    view["pcie_per_step_is_estimate"] = info.get("pcie_source") != "counter"
     view["steps"] = _per_step(raw, steps) if steps else []
     return view
 

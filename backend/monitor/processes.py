@@ -37,6 +37,8 @@ class _Tracked:
     rank: int | None  # set only on the process that *is* the rank, not on its children
     local_rank: int | None
     role: str
+    cuda_visible_devices: str | None = None
+    cuda_device_order: str | None = None
     last_cpu: tuple[float, float] | None = None  # (monotonic time, CPU seconds) at the previous sample
     slow_read_at: float = -float("inf")  # when VmLck and the I/O counters were last read
     locked: int | None = None
@@ -233,6 +235,8 @@ class RunProcessSampler:
             rank=env_rank if is_rank else None,
             local_rank=_int_or_none(env.get("LOCAL_RANK")) if is_rank else None,
             role=role,
+            cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
+            cuda_device_order=env.get("CUDA_DEVICE_ORDER"),
         )
         self._tracked[pid] = tracked
         return tracked
@@ -279,4 +283,6 @@ class RunProcessSampler:
             locked_bytes=locked,
             read_bytes=read_bytes,
             write_bytes=write_bytes,
+            cuda_visible_devices=tracked.cuda_visible_devices,
+            cuda_device_order=tracked.cuda_device_order,
         )

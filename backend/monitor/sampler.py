@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Sequence
 
+from traindeck.backend.monitor.gpu_processes import describe, gpu_memory_by_pid
+from traindeck.backend.monitor.gpu_sampler import GpuSampler
 from traindeck.backend.monitor.host import HostSampler
-from traindeck.backend.monitor.nvml import GpuSampler, NvmlLibrary, gpu_memory_by_pid
+from traindeck.backend.monitor.nvml import NvmlLibrary
 from traindeck.backend.monitor.processes import RunProcessSampler
-from traindeck.backend.monitor.snapshots import ResourceSample, RunSnapshot
+from traindeck.backend.monitor.run_gpus import run_gpus
+from traindeck.backend.monitor.snapshots import GpuReadout, ResourceSample, RunSnapshot
+
+logger = logging.getLogger(__name__)
 
 RootPidGetter = Callable[[], "int | None"]
 
@@ -39,9 +45,16 @@ class ResourceSampler:
         self._run: RunProcessSampler | None = None
 
     def start(self) -> None:
-        self.gpus.start()
+        # Each part on its own: a GPU that fails must not cost the host's or the run's samples.
+        try:
+            self.gpus.start()
+        except Exception:  # noqa: BLE001
+            logger.warning("GPU sampler did not start", exc_info=True)
         self.host.prime()
-        self._sample_run()
+        try:
+            self._sample_run()
+        except Exception:  # noqa: BLE001
+            logger.warning("run sampler did not start", exc_info=True)
 
     def stop(self) -> None:
         self.gpus.stop()
@@ -56,14 +69,23 @@ class ResourceSampler:
     def sample(self) -> ResourceSample:
         t = time.time()
         host = self.host.sample()
-        readout = self.gpus.sample()
-        run = self._sample_run()
+        try:
+            readout = self.gpus.sample()
+        except Exception as exc:  # noqa: BLE001
+            logger.warning("GPU sample failed", exc_info=True)
+            readout = GpuReadout(t, (), f"GPU sampling failed: {describe(exc)}")
+        try:
+            run = self._sample_run()
+        except Exception:  # noqa: BLE001
+            logger.warning("run sample failed", exc_info=True)
+            run = None
         if run is not None and readout.gpus:
             by_pid = gpu_memory_by_pid(readout.gpus)
             run = dataclasses.replace(
                 run, processes=tuple(dataclasses.replace(p, gpu_memory_bytes=by_pid.get(p.pid)) for p in run.processes)
             )
-        return ResourceSample(t=t, host=host, gpus=readout.gpus, gpu_error=readout.error, run=run)
+        return ResourceSample(t=t, host=host, gpus=readout.gpus, gpu_error=readout.error, run=run,
+                              run_gpus=run_gpus(readout.gpus, run), gpu_versions=dict(readout.versions))
 
     def _sample_run(self) -> RunSnapshot | None:
         root = self._root_pid()

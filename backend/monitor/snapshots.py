@@ -39,6 +39,12 @@ class GpuSnapshot:
     pcie_d2h_bytes_per_s: float | None  # NVML "TX": sent by the GPU
     pcie_t: float | None
     processes: tuple[GpuProcess, ...] = ()
+    # Why `processes` is not known to be the whole list (NVML closed, the list refused, PIDs of another PID
+    # namespace); None: the list is complete, and empty means nothing runs there.
+    processes_unknown: str | None = None
+    error: str | None = None  # the GPU could not be read at all (no permission, lost): a placeholder
+    pci_bus_id: str | None = None
+    pcie_source: str | None = None  # "counter": NVML's cumulative byte counters; "sampled": a 20 ms window (estimate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +54,7 @@ class GpuReadout:
     t: float
     gpus: tuple[GpuSnapshot, ...]
     error: str | None
+    versions: dict[str, str | None] = dataclasses.field(default_factory=dict)  # driver, cuda, nvml
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +102,8 @@ class RunProcess:
     read_bytes: int | None  # cumulative storage I/O since the process started
     write_bytes: int | None
     gpu_memory_bytes: int | None = None  # over all GPUs, from NVML's process lists
+    cuda_visible_devices: str | None = None  # as found in the environment (None: not set)
+    cuda_device_order: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +154,8 @@ class ResourceSample:
     gpus: tuple[GpuSnapshot, ...]
     gpu_error: str | None
     run: RunSnapshot | None = None
+    run_gpus: tuple[str, ...] | None = None  # UUIDs of the GPUs the run uses; None: cannot tell (all count)
+    gpu_versions: dict[str, str | None] = dataclasses.field(default_factory=dict)
 
     def to_json_dict(self) -> dict[str, Any]:
         """The `traindeck monitor --json` shape: host, gpus (possibly empty), gpu_error, and processes with a run."""
@@ -153,6 +164,8 @@ class ResourceSample:
             "host": dataclasses.asdict(self.host),
             "gpus": [dataclasses.asdict(g) for g in self.gpus],
             "gpu_error": self.gpu_error,
+            "gpu_versions": self.gpu_versions,
+            "run_gpus": None if self.run_gpus is None else list(self.run_gpus),
         }
         if self.run is not None:
             out["root_pid"] = self.run.root_pid

@@ -197,6 +197,7 @@ class ResourceWriter:
         assert found is not None
         self.series_id = found[0]
         self._info_written = False
+        self._info_run_gpus: tuple[str, ...] | None = None
         self._known_pids: set[int] = set()
         self._gpu_indexes: set[int] = {
             int(r[0]) for r in self.conn.execute(
@@ -230,6 +231,9 @@ class ResourceWriter:
         nvme = [d for d in host.disks if d.device in watched]
         run_pids = {p.pid for p in run.processes} if run is not None else set()
         ranks = run.ranks if run is not None else ()
+        if sample.run_gpus != self._info_run_gpus and sample.run_gpus is not None:
+            self._write_info(sample)  # the run's GPUs became known (or changed): totals below count only those
+        counted = [g for g in gpus if g.uuid in sample.run_gpus] if sample.run_gpus else list(gpus)
         conn.execute(
             self._insert_sample,
             (
@@ -245,10 +249,10 @@ class ResourceWriter:
                 sum(d.write_bytes_per_s for d in nvme) if nvme else None,
                 host.net_rx_bytes_per_s,
                 host.net_tx_bytes_per_s,
-                _mean(g.utilization_percent for g in gpus),
-                _total(g.memory_used_bytes for g in gpus),
-                _total(g.pcie_h2d_bytes_per_s for g in gpus),
-                _total(g.pcie_d2h_bytes_per_s for g in gpus),
+                _mean(g.utilization_percent for g in counted),
+                _total(g.memory_used_bytes for g in counted),
+                _total(g.pcie_h2d_bytes_per_s for g in counted),
+                _total(g.pcie_d2h_bytes_per_s for g in counted),
                 len(ranks),
                 run.ranks_rss_bytes if run is not None and ranks else None,
                 run.max_rank_rss_bytes if run is not None else None,
@@ -259,7 +263,8 @@ class ResourceWriter:
             ),
         )
         for gpu in gpus:
-            run_mem = _total(p.used_memory_bytes for p in gpu.processes if p.pid in run_pids) if run_pids else None
+            trusted = run_pids and gpu.processes_unknown is None  # host PIDs in a container are not ours
+            run_mem = _total(p.used_memory_bytes for p in gpu.processes if p.pid in run_pids) if trusted else None
             conn.execute(
                 self._insert_gpu,
                 (
@@ -358,11 +363,20 @@ class ResourceWriter:
                     "uuid": g.uuid,
                     "memory_total_bytes": g.memory_total_bytes,
                     "power_limit_w": g.power_limit_w,
+                    "error": g.error,
+                    "processes_unknown": g.processes_unknown,
                 }
                 for g in sample.gpus
             ],
             "process_fields": list(PROCESS_FIELDS),
+            # Driver, CUDA (the driver's) and NVML versions: what a GPU reading depends on.
+            "gpu_versions": dict(sample.gpu_versions),
+            # UUIDs of the GPUs the run uses; absent or null: it could not be told, and totals cover every GPU.
+            "run_gpus": None if sample.run_gpus is None else list(sample.run_gpus),
+            # "counter": PCIe bytes from NVML's cumulative counters; "sampled": a 20 ms window, an estimate.
+            "pcie_source": _pcie_source(sample.gpus),
         }
+        self._info_run_gpus = sample.run_gpus
         self.conn.execute(
             "UPDATE resource_series SET info = ?, gpu_error = ? WHERE series_id = ?",
             (json.dumps(info), sample.gpu_error, self.series_id),
@@ -637,6 +651,13 @@ def read_series(
     return out
 
 
+def _pcie_source(gpus: Any) -> str | None:
+    sources = {g.pcie_source for g in gpus if g.pcie_source is not None}
+    if not sources:
+        return None
+    return "counter" if sources == {"counter"} else "sampled"
+
+
 def _peak(values: np.ndarray, low: bool = False) -> float | int | None:
     if values.size == 0 or np.all(np.isnan(values)):
         return None
@@ -655,7 +676,10 @@ def resource_summary(store_path: Path | str, run_id: str) -> dict[str, Any]:
     """
     whole = read_series(store_path, run_id, max_points=1)
     info = whole["info"]
-    gpus = whole["gpus"].values()
+    run_gpus = info.get("run_gpus")
+    indexes = ({g["index"] for g in info.get("gpus", ()) if g.get("uuid") in run_gpus} if run_gpus
+               else set(whole["gpus"]))
+    gpus = [table for index, table in whole["gpus"].items() if index in indexes]  # only the run's own GPUs
     return {
         "samples": int(info.get("samples", 0)),
         "first_t": info.get("first_t"),
@@ -674,6 +698,9 @@ def resource_summary(store_path: Path | str, run_id: str) -> dict[str, Any]:
         "ram_total_bytes": info.get("ram_total_bytes"),
         "gpu_count": len(info.get("gpus", ())),
         "gpu_error": info.get("gpu_error"),
+        "gpu_versions": info.get("gpu_versions") or {},
+        "run_gpus": run_gpus,  # None: which GPUs the run used could not be told; the GPU peaks cover them all
+        "pcie_source": info.get("pcie_source"),
     }
 
 

@@ -55,14 +55,18 @@ def parse_gpus(text: str) -> GpuRequest:
 
 def gpu_is_free(gpu: GpuSnapshot, threshold_bytes: int = FREE_MEMORY_THRESHOLD_BYTES) -> bool:
     # Memory NVML cannot read (None) is not taken as free: we would start a run on a card we know nothing about.
-    return (not gpu.processes and gpu.memory_used_bytes is not None
-            and gpu.memory_used_bytes < _threshold(gpu, threshold_bytes))
+    return (gpu.error is None and gpu.processes_unknown is None and not gpu.processes
+            and gpu.memory_used_bytes is not None and gpu.memory_used_bytes < _threshold(gpu, threshold_bytes))
 
 
 def busy_reason(gpu: GpuSnapshot, threshold_bytes: int = FREE_MEMORY_THRESHOLD_BYTES) -> str:
+    if gpu.error is not None:
+        return f"GPU {gpu.index} cannot be read ({gpu.error})"
     if gpu.processes:
         pids = ", ".join(str(p.pid) for p in gpu.processes[:3])
         return f"GPU {gpu.index} busy ({len(gpu.processes)} process(es): {pids})"
+    if gpu.processes_unknown is not None:  # a process we cannot see may be on it
+        return f"GPU {gpu.index}: its processes are not known ({gpu.processes_unknown})"
     if gpu.memory_used_bytes is None:
         return f"GPU {gpu.index}: used memory unknown"
     if gpu.memory_used_bytes >= _threshold(gpu, threshold_bytes):
@@ -114,7 +118,7 @@ def choose_gpus(request: GpuRequest | None, gpus: Sequence[GpuSnapshot], reserve
 
 def sample_gpus() -> tuple[GpuSnapshot, ...]:
     """Every GPU now, through the monitor's sampler; none where there is no NVIDIA driver."""
-    from traindeck.backend.monitor.nvml import GpuSampler
+    from traindeck.backend.monitor.gpu_sampler import GpuSampler
 
     sampler = GpuSampler()
     try:

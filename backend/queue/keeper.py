@@ -101,7 +101,7 @@ class Keeper:
 
     def gpus(self) -> tuple[GpuSnapshot, ...]:
         if self._sampler is None:
-            from traindeck.backend.monitor.nvml import GpuSampler
+            from traindeck.backend.monitor.gpu_sampler import GpuSampler
 
             self._sampler = GpuSampler()
         return tuple(self._sampler.sample().gpus)  # type: ignore[attr-defined]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping
+import signal
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,44 @@ class ConfigDifference:
 
 
 @dataclass(frozen=True)
+class ArgvChange:
+    """One place where two commands' argument lists differ: A's elements there and B's (either may be empty), and
+    the option they are the value of ("--steps" for "--steps 100" vs "--steps 600"; "" when there is none)."""
+
+    position: int  # 0-based index of the first differing element in A's argv
+    a: tuple[str, ...]
+    b: tuple[str, ...]
+    option: str = ""
+
+    @property
+    def key(self) -> str:
+        """The name this change goes by in a list of config differences: "launch.argv --steps" or "launch.argv[7]"."""
+        return f"launch.argv {self.option}" if self.option else f"launch.argv[{self.position}]"
+
+
+def argv_changes(a: Sequence[str], b: Sequence[str]) -> list[ArgvChange]:
+    """Two argument lists compared element by element (a sequence match, so an inserted flag does not make every
+    later element differ). An element that is an option's value is named by that option; "--k=v" by "--k"."""
+    out: list[ArgvChange] = []
+    matcher = difflib.SequenceMatcher(a=list(a), b=list(b), autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        paired = min(i2 - i1, j2 - j1)  # a replaced stretch: element by element, then what is left over
+        for k in range(paired):
+            old, new = a[i1 + k], b[j1 + k]
+            option = ""
+            if i1 + k > 0 and a[i1 + k - 1] == b[j1 + k - 1] and a[i1 + k - 1].startswith("-"):
+                option = a[i1 + k - 1]  # "--steps", then its value
+            elif old.startswith("-") and "=" in old and old.split("=", 1)[0] == new.split("=", 1)[0]:
+                option = old.split("=", 1)[0]  # "--steps=100" vs "--steps=600"
+            out.append(ArgvChange(i1 + k, (old,), (new,), option))
+        if i2 - i1 > paired or j2 - j1 > paired:
+            out.append(ArgvChange(i1 + paired, tuple(a[i1 + paired:i2]), tuple(b[j1 + paired:j2])))
+    return out
+
+
+@dataclass(frozen=True)
 class FigureRow:
     """One line of the figures table: what, A and B as text, and B relative to A where both are numbers."""
 
@@ -71,7 +110,7 @@ class FigureRow:
 class RunComparison:
     a: RunFigures
     b: RunFigures
-    differences: list[ConfigDifference]
+    differences: list[ConfigDifference]  # the command's arguments compared element by element (launch.argv ...)
     same: int  # keys set to the same value in both
     unified_diff: str  # of the normalised config files; "" when they are the same
     figures: list[FigureRow]
@@ -131,11 +170,17 @@ def config_snapshot(run_dir: str | Path) -> ConfigSnapshot:
         values.update(flatten(data, prefix))
     if command:
         line = _normalise(str(command.get("command_line") or " ".join(command.get("argv") or [])), str(root), port)
-        texts["command"] = line + "\n"
+        argv = [PORT_MARK if isinstance(port, int) and str(arg) == str(port) else _normalise(str(arg), str(root), port)
+                for arg in command.get("argv") or []]
+        # One argument a line: a diff of two long command lines then shows the argument that differs, not two
+        # lines that look the same up to where a window cuts them.
+        texts["command"] = "".join(arg + "\n" for arg in argv) if argv else line + "\n"
         for key in ("launcher", "nproc", "python"):
             if command.get(key) is not None:
                 values[f"launch.{key}"] = command[key]
         values["launch.command"] = line
+        if argv:
+            values["launch.argv"] = argv
     return ConfigSnapshot(texts=texts, values=values, problems=tuple(problems))
 
 
@@ -149,11 +194,20 @@ def config_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[list
     def rank(key: str) -> tuple[int, int, str]:
         return (0 if key in a and key in b else 1, order.get(key.split(".")[0], 3), key)
 
+    argv_a, argv_b = a.get("launch.argv"), b.get("launch.argv")
+    by_argument = isinstance(argv_a, list) and isinstance(argv_b, list)
     for key in sorted(set(a) | set(b), key=rank):
         if key in a and key in b and a[key] == b[key]:
             same += 1
             continue
+        if by_argument and key in ("launch.command", "launch.argv"):
+            continue  # the whole line differs where one argument does: the arguments are listed one by one below
         out.append(ConfigDifference(key, a.get(key), b.get(key), key in a, key in b))
+    if by_argument and argv_a != argv_b:
+        assert isinstance(argv_a, list) and isinstance(argv_b, list)
+        for change in argv_changes(argv_a, argv_b):
+            out.append(ConfigDifference(change.key, " ".join(change.a), " ".join(change.b),
+                                        bool(change.a), bool(change.b)))
     return out, same
 
 
@@ -185,7 +239,15 @@ def _change(a: float | None, b: float | None, describe: bool = True) -> str:
 def figure_rows(a: RunFigures, b: RunFigures) -> list[FigureRow]:
     """The figures people compare, as text, with B's ratio to A."""
     def state(f: RunFigures) -> str:
-        return f.state + (f" (exit code {f.exit_code})" if f.exit_code not in (None, 0) else "")
+        code = f.exit_code
+        if code is None or code == 0:
+            return f.state
+        if code < 0:  # ended by a signal: its name, not "exit code -2"
+            try:
+                return f"{f.state} ({signal.Signals(-code).name})"
+            except ValueError:
+                return f"{f.state} (signal {-code})"
+        return f"{f.state} (exit code {code})"
 
     return [
         FigureRow("State", state(a), state(b)),

@@ -227,7 +227,7 @@ def stop_run(store: RunStore, run_id: str, grace_s: float = 10.0, report: Callab
     while True:
         for event in store.events(run_id, after_id=last_event):
             last_event = event.id
-            if event.kind in ("stop_signal", "leftovers", "confirmed", "finished", "lost", "rank_exit",
+            if event.kind in ("stop_signal", "leftovers", "confirmed", "unconfirmed", "finished", "lost", "rank_exit",
                               "launcher_exit"):
                 say(event.text)
         record = store.get_run(run_id)

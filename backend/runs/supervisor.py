@@ -477,9 +477,22 @@ class Supervisor:
         tracked.returncode = code
         if tracked.role == "rank":
             how = procs.describe_returncode(code) if code is not None else "ended"
-            self.store.add_event(self.run_id, "rank_exit", f"rank {tracked.rank} (pid {pid}) {how}")
+            self.store.add_event(self.run_id, "rank_exit", f"rank {tracked.rank} (pid {pid}) {how}"
+                                 + self._not_our_signal(code))
         if tracked.role != "helper":
             self._save_processes()
+
+    def _not_our_signal(self, code: int | None) -> str:
+        """During a stop, a rank killed by a signal traindeck has not sent (yet) got it from its launcher: the
+        DeepSpeed launcher and torchrun pass a SIGINT on to their ranks as SIGTERM. Said, so that "killed by
+        SIGTERM" and the run's "stopped gracefully (SIGINT)" do not read as a contradiction."""
+        if self.stop is None or code is None or code >= 0:
+            return ""
+        sent = [int(s) for s in self.stop.PHASES[: max(self.stop.phase, 0) + 1]]
+        if -code in sent:
+            return ""
+        names = "/".join(procs.signal_name(s) for s in sent)
+        return f" (not sent by traindeck, which had sent {names}: its launcher passed the stop on)"
 
     def _track(self, proc: psutil.Process, role: str | None = None) -> None:
         try:
@@ -732,18 +745,18 @@ class Supervisor:
             self.store.add_event(self.run_id, "leftovers",
                                  f"{len(leftovers)} process(es) of the run outside its tree: ending them")
             leftovers = procs.end_processes(find, grace_s=3.0, reap=self._reap)
-        ours = set(self.tracked)
-        gpu_holders = _gpu_pids() & ours
-        deadline = time.monotonic() + 10.0
-        while gpu_holders and time.monotonic() < deadline:  # the driver lists a process a moment after it ended
-            time.sleep(0.5)
-            gpu_holders = _gpu_pids() & ours
+        gpus = _gpu_holders(set(self.tracked))  # none, these PIDs, or cannot tell (and why)
         text = f"nothing of the run remains ({len(self.tracked)} process(es) seen in all)"
-        if gpu_holders:
-            text = f"GPUs still list pids {sorted(gpu_holders)} of the run"
+        kind = "confirmed"
+        if gpus.pids:
+            text, kind = f"GPUs still list pids {sorted(gpus.pids)} of the run", "leftovers"
         elif leftovers:
-            text = f"{len(leftovers)} process(es) of the run are still alive"
-        self.store.add_event(self.run_id, "confirmed" if not (leftovers or gpu_holders) else "leftovers", text)
+            text, kind = f"{len(leftovers)} process(es) of the run are still alive", "leftovers"
+        elif gpus.pids is None:
+            text = (f"no process of the run remains ({len(self.tracked)} seen in all); whether GPUs still hold "
+                    f"memory for it is unknown: {gpus.unknown}")
+            kind = "unconfirmed"
+        self.store.add_event(self.run_id, kind, text)
         return leftovers
 
     def _name_ranks_from_launcher_log(self) -> None:
@@ -863,19 +876,17 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min"
 
 
-def _gpu_pids() -> set[int]:
-    """PIDs any GPU lists as using it (NVML); empty where there is no NVIDIA GPU or driver."""
+def _gpu_holders(pids: set[int]) -> Any:
+    """Which of `pids` GPUs still list (NVML, one session polled up to 10 s); never raises."""
     try:
-        from traindeck.backend.monitor.nvml import NvmlLibrary
-    except ImportError:
-        return set()
-    library = NvmlLibrary()
-    if library.open() is not None:
-        return set()
+        from traindeck.backend.monitor.gpu_processes import GpuHolders, wait_for_gpus_to_let_go
+    except ImportError as exc:
+        from types import SimpleNamespace
+        return SimpleNamespace(pids=None, unknown=f"the GPU check is unavailable: {exc}")
     try:
-        return {proc.pid for index in range(library.device_count) for proc in library.processes(index)}
-    finally:
-        library.close()
+        return wait_for_gpus_to_let_go(pids)
+    except Exception as exc:  # noqa: BLE001 - the end-of-run check reports, it never fails a run
+        return GpuHolders(None, f"the GPU check failed: {exc!r}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ from traindeck.backend.runs.control import reconcile, run_processes, stop_run
 from traindeck.backend.runs.store import RunEvent, RunRecord, RunStore
 
 # Events that tell the story of a stop: shown as the escalation happens.
-STOP_EVENTS = frozenset({"stop_requested", "stop_signal", "leftovers", "confirmed", "finished", "lost"})
+STOP_EVENTS = frozenset({"stop_requested", "stop_signal", "leftovers", "confirmed", "unconfirmed", "finished", "lost"})
 # Metric names shown on the other chart by default, best first (the loss chart takes every "*loss*" series).
 PREFERRED_OTHER = ("learning_rate", "lr", "grad_norm", "throughput", "samples_per_second", "epoch")
 

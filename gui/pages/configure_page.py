@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -76,6 +77,9 @@ class ConfigurePage(Page):
         self._preview_generation = 0
         self._edits = 0  # edits so far: a save tells whether the user went on typing while it was written
         self._demo_edits: int | None = None  # the demo's deliberate error is not "unsaved work"
+        # The preset's content as loaded or last saved: an edit that puts every value back is no change (quitting
+        # asked to save a built-in preset whose one edited value had been put back).
+        self._clean = preset_content(ctx.draft.preset)
         self._user_names: list[str] = []  # the user's preset names, from the last listing
 
         self.presets = PresetList()
@@ -95,6 +99,12 @@ class ConfigurePage(Page):
         self.native_button.setToolTip("Ask DeepSpeed's and accelerate's own parsers about this preset, in the "
                                       "training interpreter (a few seconds: they import torch)")
         self.native_button.clicked.connect(self.check_natively)
+        # What the tools said, kept in view (a status-bar line vanished after seconds, and "accept" said nothing
+        # about which tool had been asked).
+        self.native_result = QLabel()
+        self.native_result.setWordWrap(True)
+        self.native_result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.native_result.hide()
         self.preview = ConfigPreview((ACCELERATE_CONFIG, DS_CONFIG))
 
         self._build_actions()
@@ -211,6 +221,7 @@ class ConfigurePage(Page):
         head.addWidget(self.findings.header, 1)
         head.addWidget(self.native_button)
         right_layout.addLayout(head)
+        right_layout.addWidget(self.native_result)
         right_layout.addWidget(self.findings)  # as tall as its messages: the preview gets the rest
         right_layout.addWidget(self.preview, 1)
 
@@ -291,6 +302,9 @@ class ConfigurePage(Page):
         self._edits += 1
         with self._owning():
             self.ctx.draft.mark_edited()
+            if preset_content(self.ctx.draft.preset) == self._clean:
+                self.ctx.draft.dirty = False
+                self.ctx.draft.changed.emit()
         self._update_title()
         self._schedule_check()
 
@@ -307,6 +321,7 @@ class ConfigurePage(Page):
         if draft.preset is None:
             return
         self._demo_edits = None
+        self._clean = preset_content(draft.preset)
         self.presets.select(draft.saved_as)
         if draft.saved_as:
             self.ctx.settings.setValue(SETTINGS_KEY, draft.saved_as)
@@ -374,6 +389,7 @@ class ConfigurePage(Page):
         messages = self.ctx.draft.messages
         if self.editor is not None:
             self.editor.show_messages(messages)
+            self.preview.set_not_applied([f"{m.path}: {m.message}" for m in self.editor.input_errors()])
         self.findings.set_messages(messages, pending=self._timer.isActive())
 
     def jump_to(self, path: str) -> None:
@@ -400,15 +416,37 @@ class ConfigurePage(Page):
                 return
             self.ctx.draft.set_messages(list(dict.fromkeys(self.ctx.draft.messages + messages)))
             errors = sum(1 for m in messages if m.severity == "error")
+            self.show_native_result(asked, messages)
             self.ctx.status.emit(f"DeepSpeed/accelerate: {errors} problem(s)" if messages else
                                  "DeepSpeed/accelerate accept this preset")
 
         def failed(error: str) -> None:
             finish()
+            self.native_result.hide()
             self._error("The DeepSpeed/accelerate check could not run", error)
+
+        asked = [tool for tool, used in (("DeepSpeed (ds_config.json)", preset.deepspeed is not None),
+                                         ("accelerate (accelerate_config.yaml)",
+                                          preset.accelerate is not None and preset.launcher == "accelerate"))
+                 if used]
 
         self.ctx.tasks.run(native_preset_verdicts, copy.deepcopy(preset), self.ctx.launch_choice.python or None,
                            done=done, failed=failed)
+
+    def show_native_result(self, asked: list[str], messages: list[Message]) -> None:
+        """Which tools were asked and what each said, under the button (the messages are also in the list)."""
+        if not asked:
+            text = "Neither tool applies to this preset (no DeepSpeed config, not launched with accelerate)."
+        elif not messages:
+            text = "✔ " + " and ".join(asked) + " accept this preset as it is."
+        else:
+            said = "\n".join(f"• {m.severity}: {m.path}: {m.message}" for m in messages[:8])
+            more = f"\n… and {len(messages) - 8} more in the list below" if len(messages) > 8 else ""
+            text = f"{' and '.join(asked)} said:\n{said}{more}"
+        self.native_result.setText(text)
+        self.native_result.setToolTip("Asked in a subprocess of the training interpreter, with the files exactly "
+                                      "as a launch writes them")
+        self.native_result.show()
 
     # ------------------------------------------------------------------------------------------------ preview
 
@@ -589,6 +627,8 @@ class ConfigurePage(Page):
                 draft.mark_saved(name)
                 if edits != self._edits:  # typed on while it was written: those edits are not saved yet
                     draft.mark_edited()
+                else:
+                    self._clean = preset_content(target)
             self.ctx.settings.setValue(SETTINGS_KEY, name)
             self._update_title()
             self._schedule_check()  # messages are now located in the saved file
@@ -777,6 +817,14 @@ class ConfigurePage(Page):
     def _error(self, title: str, text: str) -> None:
         self.ctx.status.emit(f"{title}: {text.splitlines()[0] if text else ''}")
         QMessageBox.warning(self, title, text)
+
+
+def preset_content(preset: Preset | None) -> dict[str, object] | None:
+    """What a preset says, without where it lives or what it is called (a copy: the draft goes on changing)."""
+    if preset is None:
+        return None
+    return copy.deepcopy({f.name: getattr(preset, f.name) for f in dataclasses.fields(preset)
+                          if f.name not in ("name", "builtin", "path")})
 
 
 def _html(text: str) -> str:

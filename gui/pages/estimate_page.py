@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
 
 from traindeck.backend.estimate import GIB, EstimateRow, ModelShape, format_count, format_gib
 from traindeck.backend.estimate.advised_preset import AdvisedPreset, preset_from_advice
+from traindeck.backend.estimate.explain import zero2_above_zero1
 from traindeck.backend.estimate.inputs import (
     FIELD_LABELS,
     OPTIMIZERS,
@@ -242,6 +243,7 @@ class EstimatePage(Page):
         self.advice_text.setTextFormat(Qt.TextFormat.RichText)
         self.advice_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         advice_layout.addWidget(self.advice_text)
+        advice_layout.addStretch(1)  # a short advice sits at the top of its box, not in its middle
         shortcut = QShortcut(QKeySequence("Ctrl+U"), self)
         shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         shortcut.activated.connect(self.use_advice)
@@ -262,7 +264,6 @@ class EstimatePage(Page):
         # The strategy keeps a readable width (middle-elided) and the verdict sits beside it, so a narrow window
         # scrolls the figures, never the answer.
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Fixed)
-        self._strategy_min = self.fontMetrics().horizontalAdvance("ZeRO-3 + optimizer offload (NVMe)") + 24
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.table.installEventFilter(self)
         self.table.setWordWrap(False)
@@ -275,10 +276,21 @@ class EstimatePage(Page):
 
         self.units = QLabel("Memory in GiB. Hover a row for why; ★ marks the recommendation.")
         self.units.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-        side.addWidget(advice_box)
-        side.addWidget(self.table, 1)
+        self.stage_note = QLabel()  # why ZeRO-2 can read above ZeRO-1 (backend/estimate/explain.py)
+        self.stage_note.setWordWrap(True)
+        self.stage_note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.stage_note.hide()
+        # The table first, as tall as its rows: it is the answer, and the advice's long text squeezed it (the NVMe
+        # column cut off). The advice takes the rest and scrolls when it is long.
+        advice_scroll = QScrollArea()
+        advice_scroll.setWidget(advice_box)
+        advice_scroll.setWidgetResizable(True)
+        advice_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        side.addWidget(self.table)
         side.addWidget(self.units)
+        side.addWidget(self.stage_note)
         side.addWidget(self.assumptions)
+        side.addWidget(advice_scroll, 1)
 
         splitter = QSplitter()
         splitter.addWidget(scroll)
@@ -463,6 +475,9 @@ class EstimatePage(Page):
             f"{workload.optimizer}, micro batch {workload.micro_batch}, sequence {workload.seq_len:,}"
             f"{', activation checkpointing' if workload.activation_checkpointing else ''}.")
         notes = list(result.notes)
+        explained = zero2_above_zero1(result.rows)
+        self.stage_note.setText(explained or "")
+        self.stage_note.setVisible(bool(explained))
         self.assumptions.setText("Assumed: " + "; ".join(notes) + "." if notes else "")
         self.assumptions.setVisible(bool(notes))
         self._fill_table(result.rows)
@@ -499,6 +514,10 @@ class EstimatePage(Page):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
                 self.table.setItem(r, c, item)
         self._fit_strategy_column()
+        rows_height = sum(self.table.rowHeight(r) for r in range(len(rows)))
+        needed = (self.table.horizontalHeader().height() + rows_height + 2 * self.table.frameWidth()
+                  + self.table.horizontalScrollBar().sizeHint().height())
+        self.table.setFixedHeight(needed)  # every strategy in view; the advice below scrolls instead
 
     def _show_advice(self) -> None:
         result = self.estimate
@@ -540,9 +559,18 @@ class EstimatePage(Page):
         return super().eventFilter(watched, event)
 
     def _fit_strategy_column(self) -> None:
-        """The strategy takes the room the figures leave, but never less than a readable width."""
+        """The strategy takes the room the figures leave; when there is too little, it is elided (its tooltip and
+        the advice name it whole) before any figure column is pushed out of view."""
         others = sum(self.table.columnWidth(c) for c in range(1, self.table.columnCount()))
-        self.table.setColumnWidth(0, max(self._strategy_min, self.table.viewport().width() - others))
+        room = self.table.viewport().width() - others
+        readable = self.fontMetrics().horizontalAdvance("ZeRO-3 + opt…") + 24
+        self.table.setColumnWidth(0, max(readable, room))
+
+    def clipped_columns(self) -> list[str]:
+        """Columns not wholly in view (for tests: none at a usual window size)."""
+        width = self.table.viewport().width()
+        return [COLUMNS[c] for c in range(self.table.columnCount())
+                if self.table.columnViewportPosition(c) + self.table.columnWidth(c) > width]
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)

@@ -8,6 +8,7 @@ draws them.
 from __future__ import annotations
 
 import atexit
+import functools
 import shutil
 import tempfile
 import time
@@ -31,6 +32,7 @@ from PySide6.QtGui import (
     QColor,
     QFont,
     QFontDatabase,
+    QIcon,
     QKeySequence,
     QShortcut,
     QSyntaxHighlighter,
@@ -44,6 +46,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QSplitter,
+    QStyle,
     QTableView,
     QTableWidget,
     QTableWidgetItem,
@@ -65,6 +68,7 @@ from traindeck.backend.runs.store import RunStore
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
 from traindeck.gui.widgets.message_list import tone
+from traindeck.gui.widgets.run_state import state_icon
 
 REFRESH_MS = 3000
 COLUMNS = ("Name", "State", "Started", "Duration", "Preset", "Peak GPU mem", "Peak host RAM", "s/step", "Throughput")
@@ -161,6 +165,8 @@ class RunsModel(QAbstractTableModel):
             return _RIGHT if column in _NUMERIC else None
         if role == Qt.ItemDataRole.ForegroundRole:
             return self._state_brush(self.rows[row].state) if column == 1 else None
+        if role == Qt.ItemDataRole.DecorationRole and column == 1:
+            return _state_icon(self.rows[row].state)  # the state at a glance: the Runs list's icon and colour
         if role == ID_ROLE:
             return self.rows[row].run_id
         if role == Qt.ItemDataRole.ToolTipRole:
@@ -170,6 +176,20 @@ class RunsModel(QAbstractTableModel):
             lines = [f"Run {run.run_id}"] + ([run.summary] if run.summary else []) + [f"Folder: {run.run_dir}"]
             return "\n".join(lines)
         return None
+
+
+def setting_name(key: str) -> str:
+    """A difference's key as the table names it: the command's arguments in words, config keys as written."""
+    if key.startswith("launch.argv["):
+        return f"command: argument {int(key[len('launch.argv['):-1]) + 1}"
+    if key.startswith("launch.argv "):
+        return f"command: {key[len('launch.argv '):]}"
+    return key
+
+
+@functools.lru_cache(maxsize=16)
+def _state_icon(state: str) -> QIcon:
+    return state_icon(state)  # painted once per state, not on every repaint of the table
 
 
 _NUMERIC = frozenset({3, 5, 6, 7, 8})
@@ -328,6 +348,8 @@ class HistoryPage(Page):
         texts = self.model.texts()[:300]
         for column in range(1, len(COLUMNS)):
             widest = max((metrics.horizontalAdvance(t[column]) for t in texts), default=0)
+            if column == 1:  # the state's icon sits before its word
+                widest += self.table.style().pixelMetric(QStyle.PixelMetric.PM_SmallIconSize) + 8
             self.table.setColumnWidth(column, max(widest, header.horizontalAdvance(COLUMNS[column]) + 14) + 14)
         self._sized = bool(texts)
         self._fit_name_column()
@@ -439,7 +461,7 @@ class HistoryPage(Page):
             rows.append(("Final metrics", "", "", ""))
             rows += [(f"  {m.what}", m.a, m.b, m.change) for m in result.metrics]
         self._fill(self.figures_table, rows, bold_rows={len(result.figures)} if result.metrics else set())
-        differing = [(d.key, d.text("a"), d.text("b")) for d in result.differences]
+        differing = [(setting_name(d.key), d.text("a"), d.text("b")) for d in result.differences]
         self._fill(self.config_table, differing)
         self.tabs.setTabText(1, f"Config differences ({len(differing)})")
         self.config_table.setToolTip(f"{result.same} settings are the same in both runs")

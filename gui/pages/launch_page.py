@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication, QKeySequence, QPalette, QShortcut
 from PySide6.QtWidgets import (
+    QApplication,
     QComboBox,
     QFormLayout,
     QFrame,
@@ -80,6 +81,7 @@ class LaunchPage(Page):
         self.memory: LaunchMemoryCheck | None = None  # the latest check for the current inputs
         self.launching = False
         self._said: tuple[str, str] | None = None  # the last launch message (re-coloured when the theme changes)
+        self._blocked_line = ""  # why the Launch button is disabled now ("" when it is not)
         self._preview_gen = self._check_gen = 0
         self._shapes: dict[str, ModelShape] = {}  # model size text -> ModelShape (counting a config.json is slow)
         self._field_problems: list[str] = []
@@ -121,7 +123,10 @@ class LaunchPage(Page):
 
         # --- what to run
         what = QGroupBox("Training script")
-        form = QFormLayout(what)
+        what_column = QVBoxLayout(what)
+        form = QFormLayout()
+        what_column.addLayout(form)
+        what_column.addStretch(1)  # the box is as tall as the environment beside it: rows stay together at the top
         self.script = PathField("file", caption="Choose the training script", name_filter="Python (*.py);;All (*)",
                                 placeholder="train.py")
         self.script.setToolTip("The Python file the launcher runs in every process")
@@ -131,6 +136,7 @@ class LaunchPage(Page):
         self.args.setToolTip("One line, split like a shell would (quotes keep spaces). "
                              f"{DS_CONFIG_PLACEHOLDER} becomes the path of this run's ds_config.json.")
         self.argv_label = QLabel()
+        self.argv_label.setTextFormat(Qt.TextFormat.RichText)
         self.argv_label.setWordWrap(True)
         self.argv_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         self.argv_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -141,6 +147,8 @@ class LaunchPage(Page):
         self.name.setPlaceholderText("the script's name")
         self.name.setToolTip("A name for the run in Runs and History")
         form.addRow("Script", self.script)
+        form.addRow("Working directory", self.cwd)
+        form.addRow("Run name", self.name)
         form.addRow("Arguments", self.args)
         below_args = QWidget()  # one row: a hidden note must not leave an empty form row behind
         below = QVBoxLayout(below_args)
@@ -148,9 +156,9 @@ class LaunchPage(Page):
         below.setSpacing(2)
         below.addWidget(self.argv_label)
         below.addWidget(self.args_note)
+        # Last: a wrapped label's height is worked out for a narrower width than it gets, and the spare lines
+        # opened a gap between the arguments and the fields below them.
         form.addRow("", below_args)
-        form.addRow("Working directory", self.cwd)
-        form.addRow("Run name", self.name)
         columns.addWidget(what, 0, 0)
 
         # --- how to run it
@@ -247,8 +255,10 @@ class LaunchPage(Page):
 
         for sequence in ("Ctrl+Return", "Ctrl+Enter"):
             shortcut = QShortcut(QKeySequence(sequence), self)
-            shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-            shortcut.activated.connect(self.launch)
+            # The whole window, not only where a field has focus: right after Ctrl+2 the focus is still on the
+            # navigation list, and the key did nothing. _shortcut_launch checks that this page is the one shown.
+            shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
+            shortcut.activated.connect(self._shortcut_launch)
 
         self.script.textChanged.connect(self._fields_changed)
         self.script.picked.connect(lambda path: self.ctx.settings.setValue(_S + "last_dir", str(Path(path).parent)))
@@ -370,8 +380,8 @@ class LaunchPage(Page):
         if args is not None:
             note = f"   ({DS_CONFIG_PLACEHOLDER} becomes this run's ds_config.json)" if any(
                 DS_CONFIG_PLACEHOLDER in a for a in args) else ""
-            self.argv_label.setText(f"The script gets {len(args)} argument(s): {args!r}{note}"
-                                    if args else "The script gets no arguments")
+            self.argv_label.setText(argv_html(args, self) + html.escape(note) if args
+                                    else "The script gets no arguments")
         self.plan = None
         self._preview_timer.start()
         self._update_launch_button()
@@ -419,6 +429,21 @@ class LaunchPage(Page):
         self.launch_button.setText("Starting…" if self.launching else "Launch")
         self.launch_button.setToolTip("Start the run (Ctrl+Enter); it keeps running when the window closes"
                                       if not blocked else "Cannot launch yet: " + "; ".join(blocked))
+        # Beside a disabled button, say why it is disabled (a "Run ... started" line alone read as if the button
+        # were broken); the last launch's line stays above it.
+        self._blocked_line = "" if self.launching or not blocked else "To launch: " + "; ".join(blocked)
+        self._show_result()
+
+    def _show_result(self) -> None:
+        lines = [rich_line(*self._said, self)] if self._said else []
+        if self._blocked_line:
+            lines.append(rich_line("warning", self._blocked_line, self))
+        self.result.setText("<br>".join(lines))
+        self.result.setToolTip("\n".join(t for t in ((self._said or ("", ""))[1], self._blocked_line) if t))
+
+    def _shortcut_launch(self) -> None:
+        if self.isVisible():
+            self.launch()
 
     def why_not_launchable(self) -> list[str]:
         reasons: list[str] = []
@@ -588,8 +613,7 @@ class LaunchPage(Page):
 
     def _say(self, severity: str, text: str) -> None:
         self._said = (severity, text)
-        self.result.setText(rich_line(severity, text, self))
-        self.result.setToolTip(text)
+        self._show_result()
         if severity == "error":
             self.ctx.status.emit(text)
 
@@ -602,12 +626,16 @@ class LaunchPage(Page):
 
     def _recolour(self) -> None:
         self._show_draft_state()
-        if self._said:
-            self.result.setText(rich_line(*self._said, self))
+        self._show_result()
 
     # ============================================================================================ hooks
     def page_shown(self) -> None:
         self._preview_timer.start()  # a fixed port may have been taken meanwhile
+        focus = QApplication.focusWidget()
+        if focus is None or not self.isAncestorOf(focus):
+            # Keys typed after Ctrl+2 go to this page (Enter launches, Tab walks the fields), not the page list.
+            (self.launch_button if self.launch_button.isEnabled() else self.script).setFocus(
+                Qt.FocusReason.ShortcutFocusReason)
 
     def load_demo(self) -> None:
         self.fill_demo()
@@ -652,6 +680,16 @@ def _int(value: object) -> int:
         return max(0, int(str(value)))
     except ValueError:
         return 0
+
+
+def argv_html(args: list[str], widget: QWidget) -> str:
+    """The arguments as the script gets them, one framed word each (a Python list's quotes and commas read as
+    part of the values)."""
+    background = widget.palette().color(QPalette.ColorRole.AlternateBase).name()
+    # nowrap: a line may break between the words, never inside one ("--log-" / "every")
+    words = "&nbsp; ".join(f'<code style="background:{background}; white-space:nowrap">&nbsp;{html.escape(a)}'
+                           '&nbsp;</code>' for a in args)
+    return f"The script gets {len(args)} argument{'s' if len(args) != 1 else ''}: {words}"
 
 
 def _escape(text: str) -> str:

@@ -44,6 +44,7 @@ from traindeck.gui.pages.base import Page
 from traindeck.gui.widgets.charts import TimeSeriesChart, format_value
 from traindeck.gui.widgets.core_bars import CoreBars
 from traindeck.gui.widgets.offload_view import OffloadView
+from traindeck.gui.widgets.run_state import state_icon
 from traindeck.gui.widgets.sampler_bridge import SamplerBridge
 
 DAY_AT_1HZ = 86_400
@@ -84,6 +85,20 @@ def _set_row(table: QTableWidget, row: int, cells: Iterable[str], right_from: in
             item.setText(text)
 
 
+def _gpu_note(sample: ResourceSample) -> str:
+    """One line of versions, then what could not be read, GPU by GPU."""
+    v = sample.gpu_versions
+    parts = [f"{label} {v[key]}" for key, label in (("driver", "NVIDIA driver"), ("cuda", "CUDA"), ("nvml", "NVML"))
+             if v.get(key)]
+    lines = ["  ·  ".join(parts)] if parts else []
+    for g in sample.gpus:
+        if g.error is not None:
+            lines.append(f"GPU {g.index}: {g.error}")
+        elif g.processes_unknown is not None:
+            lines.append(f"GPU {g.index}: processes unknown: {g.processes_unknown}")
+    return "\n".join(lines)
+
+
 def _clear_series(chart: TimeSeriesChart) -> None:
     """Remove the data but keep reference lines (the estimate, totals)."""
     for name in chart.series_names():
@@ -104,6 +119,11 @@ class MonitorPage(Page):
         self._demo = False
         self._stopped_by_hiding = False
         self._run_request = 0  # ignores results of reads for a run no longer chosen
+        # Follow the running run unless the person chose one: a pick of theirs holds until a new run starts.
+        self._pinned = False
+        self._known_running: set[str] = set()
+        self._follow_id: str | None = None  # a run launched from this window: watch it as soon as it is listed
+        self._tab_chosen = False  # the person picked a tab: no more switching to Host on a machine without GPUs
 
         self.bridge = SamplerBridge(self)
         self.bridge.interval_s = self._saved_interval()
@@ -117,6 +137,8 @@ class MonitorPage(Page):
         self.offload = OffloadView()
         self.tabs.addTab(self.offload, "&Offload")
         self.tabs.currentChanged.connect(lambda _i: self._refresh_offload())
+        self.tabs.tabBarClicked.connect(lambda _i: setattr(self, "_tab_chosen", True))
+        ctx.run_started.connect(self._run_started)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
@@ -135,11 +157,12 @@ class MonitorPage(Page):
     # -------------------------------------------------------------------------------------------- building
     def _build_toolbar(self) -> None:
         self.run_combo = QComboBox()
-        self.run_combo.setMinimumContentsLength(28)
+        self.run_combo.setMinimumContentsLength(40)  # "name · state · 24 Nov 02:33 · 2835" whole
         self.run_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.run_combo.setToolTip("The run whose processes are charted on the Run tab and whose recording feeds "
                                   "the Offload tab. Running runs are sampled live; finished ones are read back.")
         self.run_combo.addItem(NO_RUN, None)
+        self.run_combo.activated.connect(self._run_picked)  # the person's pick (programmatic changes block signals)
         self.run_combo.currentIndexChanged.connect(self._run_chosen)
         refresh = QPushButton("Refresh")
         refresh.setToolTip("Look for new runs (F5)")
@@ -200,8 +223,18 @@ class MonitorPage(Page):
         self.pcie_d2h_chart = _chart("PCIe GPU -> host (TX)", "B/s")
         self.gpu_charts = (self.gpu_util_chart, self.gpu_mem_chart, self.gpu_power_chart, self.gpu_temp_chart,
                            self.pcie_h2d_chart, self.pcie_d2h_chart)
+        # Driver, CUDA and NVML versions, and what NVML could not read (a GPU it may not open, a lost GPU,
+        # process lists it refused): said here rather than shown as zeros.
+        self.gpu_note = QLabel("")
+        self.gpu_note.setWordWrap(True)
+        self.gpu_note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         content = QWidget()
-        grid = QGridLayout(content)
+        outer = QVBoxLayout(content)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(self.gpu_note)
+        charts = QWidget()
+        outer.addWidget(charts, 1)
+        grid = QGridLayout(charts)
         grid.setContentsMargins(0, 0, 0, 0)
         grid.addWidget(self.gpu_table, 0, 0, 1, 2)
         for index, chart in enumerate(self.gpu_charts):
@@ -310,7 +343,18 @@ class MonitorPage(Page):
         self._hidden_timer.stop()
         if self._stopped_by_hiding:
             self._stopped_by_hiding = False
+            self.break_lines()
             self.start_sampling()
+
+    def break_lines(self, t: float | None = None) -> None:
+        """End every live line here: sampling stopped while the page was hidden, and a line drawn straight across
+        the minutes without samples would claim values nobody measured (the charts draw NaN as a gap)."""
+        at = time.time() if t is None else t
+        for chart in self.gpu_charts + self.host_charts + (self.run_charts if self._run is not None and self._run.live
+                                                           else ()):
+            for name in chart.series_names():
+                if chart.point_count(name):
+                    chart.append(name, [at], [float("nan")])
 
     def _stop_while_hidden(self) -> None:
         if self.bridge.running:
@@ -372,8 +416,11 @@ class MonitorPage(Page):
     def _show_gpus(self, sample: ResourceSample, tables: bool) -> None:
         if not sample.gpus:
             reason = sample.gpu_error or "NVML found no GPU"
+            if self._gpu_state is None and not self._tab_chosen and self.tabs.currentIndex() == 0:
+                self.tabs.setCurrentIndex(1)  # no GPU: open on what there is to see (the GPU tab says why)
             if self._gpu_state != reason:
                 self._gpu_state = reason
+                self.rank_gpu_chart.set_title("Ranks' GPU memory: no NVIDIA GPU")
                 self.no_gpu_label.setText(
                     f"<p style='font-size:14pt'><b>No NVIDIA GPU:</b> {reason}</p>"
                     "<p>Host, run and offload charts work without one. GPU charts appear here when NVML can read "
@@ -382,10 +429,14 @@ class MonitorPage(Page):
             return
         if self._gpu_state != "gpus":
             self._gpu_state = "gpus"
+            self.rank_gpu_chart.set_title("Ranks' GPU memory")
             self.gpu_stack.setCurrentIndex(1)
         for gpu in sample.gpus:
             self._append_gpu(gpu)
         self._gpu_references(sample.gpus)
+        note = _gpu_note(sample)
+        if self.gpu_note.text() != note:
+            self.gpu_note.setText(note)
         if tables:
             self._fill_gpu_table(sample.gpus)
 
@@ -423,16 +474,24 @@ class MonitorPage(Page):
             header = table.horizontalHeader().height()
             table.setFixedHeight(header + sum(table.rowHeight(r) for r in range(len(gpus))) + 6)
         for row, g in enumerate(gpus):
+            if g.error is not None:  # a placeholder: this GPU could not be read at all
+                _set_row(table, row, [str(g.index), f"{g.name or '?'}: {g.error}"] + ["-"] * 8, right_from=2)
+                continue
             memory = (f"{format_value(g.memory_used_bytes, 'B')} / {format_value(g.memory_total_bytes, 'B')}"
                       if g.memory_total_bytes else format_value(g.memory_used_bytes, "B"))
             power = (f"{format_value(g.power_w)} / {format_value(g.power_limit_w, 'W')}"
                      if g.power_limit_w else format_value(g.power_w, "W"))
+            estimate = " (est.)" if g.pcie_source == "sampled" else ""  # a 20 ms window, not a byte count
             _set_row(table, row, [
                 str(g.index), g.name or "?", format_value(g.utilization_percent, "%"), memory, power,
                 format_value(g.temperature_c, "°C"), format_value(g.sm_clock_mhz, "MHz"),
-                format_value(g.pcie_h2d_bytes_per_s, "B/s"), format_value(g.pcie_d2h_bytes_per_s, "B/s"),
-                str(len(g.processes)),
+                format_value(g.pcie_h2d_bytes_per_s, "B/s") + estimate,
+                format_value(g.pcie_d2h_bytes_per_s, "B/s") + estimate,
+                "unknown" if g.processes_unknown is not None else str(len(g.processes)),
             ], right_from=2)
+            processes = table.item(row, 9)
+            if processes is not None:
+                processes.setToolTip(g.processes_unknown or "")
 
     def _show_run(self, run: RunSnapshot, tables: bool) -> None:
         t = run.t
@@ -441,7 +500,8 @@ class MonitorPage(Page):
             name = f"rank {process.rank}" if ranked and process.rank is not None else f"PID {process.pid}"
             self.rank_rss_chart.append(name, t, process.rss_bytes)
             self.rank_cpu_chart.append(name, t, process.cpu_percent)
-            self.rank_gpu_chart.append(name, t, process.gpu_memory_bytes)
+            if self._gpu_state == "gpus":  # no GPU: no empty series whose names promise figures
+                self.rank_gpu_chart.append(name, t, process.gpu_memory_bytes)
             self.rank_locked_chart.append(name, t, process.locked_bytes)
         if run.processes:
             self.rank_rss_chart.append("all ranks", t, run.ranks_rss_bytes)
@@ -482,20 +542,56 @@ class MonitorPage(Page):
             self.run_combo.clear()
             self.run_combo.addItem(NO_RUN, None)
             for choice in choices:
-                self.run_combo.addItem(choice.label, choice)
+                self.run_combo.addItem(state_icon(choice.state), choice.label, choice)
+            follow = self.run_to_follow(choices)
+            if follow is not None:
+                current = follow
             index = next((i for i in range(1, self.run_combo.count())
                           if self.run_combo.itemData(i).id == current), 0)
             self.run_combo.setCurrentIndex(index)
         finally:
             self.run_combo.blockSignals(False)
+        self._known_running = {c.id for c in choices if c.state == "running"}
         chosen = self.run_combo.currentData()
-        if current is not None and chosen is None:
+        if follow is not None and (self._run is None or self._run.id != follow):
+            self.choose_run(chosen)
+        elif current is not None and chosen is None:
             self.choose_run(None)  # the run disappeared from the store
         elif chosen is not None and self._run is not None and chosen.state != self._run.state:
             self.choose_run(chosen)  # it finished (or started): switch between live and recorded
 
     def _run_chosen(self, index: int) -> None:
         self.choose_run(self.run_combo.itemData(index))
+
+    def _run_picked(self, index: int) -> None:
+        choice = self.run_combo.itemData(index)
+        # Picking the running run (or nothing while one runs) is following; picking anything else holds.
+        self._pinned = not (choice is not None and choice.state == "running")
+        self._follow_id = None
+
+    def _run_started(self, run_id: str) -> None:
+        self._pinned = False
+        self._follow_id = run_id
+        self.refresh_runs()
+
+    def run_to_follow(self, choices: list[RunChoice]) -> str | None:
+        """The run to watch now instead of the current one, or None to stay: a run just launched from this window;
+        else, unless the person picked a run, the newest running run while the one watched is not running; and
+        a run that started since the last look even after a pick."""
+        running = [c for c in choices if c.state == "running"]  # newest first
+        if self._follow_id is not None and any(c.id == self._follow_id for c in choices):
+            chosen, self._follow_id = self._follow_id, None
+            return chosen
+        if not running:
+            return None
+        newest = running[0]
+        watched_live = self._run is not None and any(c.id == self._run.id for c in running)
+        if watched_live:
+            return None
+        if not self._pinned or newest.id not in self._known_running:
+            self._pinned = False
+            return newest.id
+        return None
 
     def choose_run(self, choice: RunChoice | None) -> None:
         """Watch `choice` (None: host and GPUs only). A running run is sampled live, a finished one read back."""

@@ -41,6 +41,7 @@ from traindeck.backend.runs.diagnosis import MEMORY_WORDS
 from traindeck.backend.runs.store import RunEvent, RunRecord, RunStore
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
+from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.console import LogConsole
 from traindeck.gui.widgets.run_state import badge_style, panel_style, state_icon
@@ -73,6 +74,11 @@ def _label(text: str = "", *, selectable: bool = False, wrap: bool = False, bold
         label.setFont(font)
     return label
 
+
+# A stopped run's console ends in the launcher's KeyboardInterrupt/SIGTERM traceback (red): that is what a stop
+# looks like from inside, and people took it for a crash.
+STOPPED_TRACEBACK_NOTE = ("A traceback at the end of the console (KeyboardInterrupt, SIGINT or SIGTERM in the "
+                          "launcher) is how a stopped run ends: expected, not a failure.")
 
 class RunsPage(Page):
     key = "runs"
@@ -163,7 +169,7 @@ class RunsPage(Page):
         header.addWidget(self.force_button)
         self.meta_label = _label(selectable=True)
         self.meta_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.meta_label.setStyleSheet("color: palette(placeholder-text);")
+        set_muted(self.meta_label)
 
         # -- progress -----------------------------------------------------------------------------------------
         self.progress_bar = QProgressBar()
@@ -199,6 +205,7 @@ class RunsPage(Page):
         self.loss_chart = TimeSeriesChart("Loss", x_is_time=False)
         self.other_box = QComboBox()
         self.other_box.setToolTip("The metric shown in the second chart")
+        self.other_box.setPlaceholderText("other metrics appear here as the run reports them")
         self.other_box.currentIndexChanged.connect(self._other_chosen)
         self.other_chart = TimeSeriesChart("Metric", x_is_time=False)
         self._other_name: str | None = None
@@ -354,9 +361,18 @@ class RunsPage(Page):
         finally:
             box.blockSignals(False)
 
+    def _update_list_item(self, record: RunRecord) -> None:
+        for row in range(self.run_list.count()):
+            item = self.run_list.item(row)
+            if item.data(_RUN_ID) == record.id:
+                item.setText(self._list_text(record))
+                item.setIcon(state_icon(record.state))
+
     @staticmethod
     def _list_text(record: RunRecord) -> str:
-        started = time.strftime("%b %d %H:%M", time.localtime(record.started_at or record.created_at))
+        when = time.localtime(record.started_at or record.created_at)
+        # Today's runs by the hour only: the list is narrow, and "since Nov 24 02:…" was cut off.
+        started = time.strftime("%H:%M" if when[:3] == time.localtime()[:3] else "%b %d %H:%M", when)
         if record.state == "running":
             progress = watch.progress_text(record.progress)
             done = f" · {100 * progress.fraction:.0f}%" if progress is not None and progress.fraction is not None else ""
@@ -480,6 +496,7 @@ class RunsPage(Page):
 
     # ================================================================================================ showing
     def _show_record(self, record: RunRecord) -> None:
+        self._update_list_item(record)  # the list's line from the same record as the header (same percent)
         self.name_label.setText(record.name or record.id)
         self.name_label.setToolTip(record.id)
         self.state_badge.setText(record.state)
@@ -565,6 +582,10 @@ class RunsPage(Page):
         self.diagnosis_evidence.setText(text)
         self.diagnosis_evidence.setVisible(bool(text))
         advice = str(diagnosis.get("advice") or "")
+        if record.state == "stopped":
+            evidence.append(STOPPED_TRACEBACK_NOTE)
+            self.diagnosis_evidence.setText("\n".join(f"• {e}" for e in evidence))
+            self.diagnosis_evidence.setVisible(True)
         self.diagnosis_advice.setText(f"What to do: {advice}" if advice else "")
         self.diagnosis_advice.setVisible(bool(advice))
         self.diagnosis_panel.setVisible(True)
@@ -581,6 +602,8 @@ class RunsPage(Page):
             if seen_stop and event.kind in watch.STOP_EVENTS:
                 lines.append(watch.event_line(event))
         record = self.record
+        if record is not None and record.finished and record.state == "stopped":
+            lines.append(STOPPED_TRACEBACK_NOTE)  # before the confirmation, which stays the story's last word
         if self.remaining is not None:
             lines.append("confirmed: no process of the run remains" if not self.remaining else
                          f"{len(self.remaining)} process(es) of the run are still alive: {self.remaining}")
@@ -682,7 +705,7 @@ class RunsPage(Page):
             return
         for row, (name, value) in enumerate(shown):
             key = _label(name)
-            key.setStyleSheet("color: palette(placeholder-text);")
+            set_muted(key)
             grid.addWidget(key, row, 0)
             label = self._metric_labels[name] = _label(f"{value:.4g}", selectable=True)
             grid.addWidget(label, row, 1, Qt.AlignmentFlag.AlignRight)

@@ -129,7 +129,10 @@ class UnitAxisItem(pg.AxisItem):
             return [f"{v / unit_scale:.{decimals}f} {suffix}" for v in values]
         suffix = f" {self.unit}" if self.unit else ""
         largest = max(abs(v) for v in values)
-        if spacing > 0 and (spacing < 1e-3 or largest >= 1e6):
+        # One notation per axis, from its range: pyqtgraph asks for major and minor ticks separately, and
+        # deciding by each call's spacing wrote "0.001" beside "1.5e-03" on one axis.
+        extent = max(abs(self.range[0]), abs(self.range[1]), largest)
+        if spacing > 0 and (spacing < 1e-3 or extent < 1e-2 or extent >= 1e6):
             # Learning rates (1e-5) and token counts (1e9): fixed decimals would print 0.0000 or 13 digits.
             digits = min(4, max(0, math.floor(math.log10(largest or spacing)) - math.floor(math.log10(spacing))))
             return [("0" if v == 0 else f"{v:.{digits}e}") + suffix for v in values]
@@ -212,8 +215,10 @@ def peak_decimate(x: np.ndarray, y: np.ndarray, x_low: float, x_high: float, col
     """The points of increasing `x` within [x_low, x_high] (plus one on each side, so lines reach the edges)
     reduced to at most ~2 per column: each bucket of k points becomes its (x, min) and (x, max), so every spike
     stays visible. Buckets start at multiples of k counted from `first_index` (the ring's absolute index of x[0]),
-    so a bucket's content does not shift as new points arrive and live charts do not shimmer. NaN = a gap; a
-    bucket keeps NaN only when all its points are NaN."""
+    so a bucket's content does not shift as new points arrive and live charts do not shimmer. NaN = a gap: a
+    bucket of NaN stays NaN, and a bucket with some NaN is cut off from both neighbours (NaN before and after its
+    min and max), so a gap narrower than a column still breaks the line instead of vanishing into a bucket (a
+    line drawn straight across the minutes a hidden Monitor page did not sample)."""
     n = len(x)
     if n == 0:
         return x, y
@@ -229,12 +234,18 @@ def peak_decimate(x: np.ndarray, y: np.ndarray, x_low: float, x_high: float, col
     head = y[i:i + full * k].reshape(full, k)
     lows, highs = np.fmin.reduce(head, axis=1), np.fmax.reduce(head, axis=1)
     xs = x[i:i + full * k:k]
+    partial = np.isnan(head).any(axis=1) & ~np.isnan(lows)
+    if partial.any():
+        gap = np.full(full, np.nan)
+        keep = np.column_stack((partial, np.ones(full, bool), np.ones(full, bool), partial)).ravel()
+        bucket_x = np.repeat(xs, 4)[keep]
+        bucket_y = np.column_stack((gap, lows, highs, gap)).ravel()[keep]
+    else:
+        bucket_x, bucket_y = np.repeat(xs, 2), np.column_stack((lows, highs)).ravel()
     rest = y[i + full * k:j]
     if len(rest):  # the newest, incomplete bucket: its points as they are
-        out_x = np.concatenate((np.repeat(xs, 2), x[i + full * k:j]))
-        out_y = np.concatenate((np.column_stack((lows, highs)).ravel(), rest))
-        return out_x, out_y
-    return np.repeat(xs, 2), np.column_stack((lows, highs)).ravel()
+        return np.concatenate((bucket_x, x[i + full * k:j])), np.concatenate((bucket_y, rest))
+    return bucket_x, bucket_y
 
 
 def _as_array(values: Any) -> np.ndarray:
@@ -478,6 +489,7 @@ class TimeSeriesChart(QWidget):
         # One min/max pair per device pixel column of the plot area is all a screen can show.
         columns = int(max(view.width(), self.width() * 0.8, 100) * self.devicePixelRatioF())
         y_low, y_high, found = 0.0, 0.0, False
+        data_low, data_high = math.inf, -math.inf
         for series in self._series.values():
             x, y = series.ring.view()
             xd, yd = peak_decimate(x, y, x_low, x_high, columns, series.ring.total - len(series.ring))
@@ -486,10 +498,16 @@ class TimeSeriesChart(QWidget):
                 low, high = float(np.fmin.reduce(yd)), float(np.fmax.reduce(yd))
                 if not math.isnan(low):
                     y_low, y_high, found = min(y_low, low), max(y_high, high), True
+                    data_low, data_high = min(data_low, low), max(data_high, high)
         for value, _ in self._references.values():
             y_low, y_high = min(y_low, value), max(y_high, value)
         if self.unit == "%" and found and y_high > 50:
             y_high = max(y_high, 100.0)  # utilisation reads best against its full scale
+        if found and data_high > 0 and data_high - data_low <= 1e-9 * data_high and y_high == data_high \
+                and self.unit != "%":
+            # One flat positive value (a constant learning rate): the top of the scale would put it on the
+            # chart's top border under the legend; half way up it reads as a level.
+            y_high = 2 * data_high
         if y_high <= y_low:  # nothing but zeros (an idle network): a scale that reads as "nothing"
             y_high = y_low + {"%": 100.0, "B": float(2**20), "B/s": float(2**20)}.get(self.unit, 1.0)
         span = y_high - y_low

@@ -7,6 +7,7 @@ never touched. "Unset" (the tool's default applies) is a state of its own: an em
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -32,7 +33,7 @@ from traindeck.backend.config.editing import (
     value_from_text,
 )
 from traindeck.backend.config.messages import Message, PathT, format_path
-from traindeck.backend.config.schema import FieldSpec, Section, fields_of
+from traindeck.backend.config.schema import FieldSpec, Section, fields_of, form_keys
 
 _UNSET = "(default"  # the first entry of every choice: "(default)" or "(default: VALUE)"
 
@@ -56,8 +57,10 @@ class ConfigForm(QWidget):
         self._input_errors: dict[str, str] = {}  # key -> why the text typed there is not a value (data unchanged)
         layout = QFormLayout(self)
         layout.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        for key, spec in self._specs.items():
-            self._add_row(layout, key, spec)
+        # One row per key, under the spelling the file uses (DeepSpeed accepts stage3_max_live_parameters and
+        # max_live_parameters alike).
+        for key in form_keys(self._specs, get_path(data, path) if path else data):
+            self._add_row(layout, key, self._specs[key])
         self.refresh()
 
     # -------------------------------------------------------------------------------------------- building
@@ -65,7 +68,7 @@ class ConfigForm(QWidget):
     def _add_row(self, layout: QFormLayout, key: str, spec: FieldSpec) -> None:
         tip = f"{spec.help}\nAllowed: {spec.describe()}" + (f"\nApplies to: {spec.applies}" if spec.applies else "")
         if spec.kind == "section" and spec.section is not None:
-            box = QGroupBox(key)
+            box = QGroupBox(f"{people_words(key)}  ({key})" if people_words(key).lower() != key.lower() else key)
             box.setToolTip(tip)
             inner = QVBoxLayout(box)
             child = ConfigForm(spec.section, self._data, self._path + (key,), box)
@@ -102,7 +105,9 @@ class ConfigForm(QWidget):
             editor = line
         editor.setToolTip(tip)
         editor.setObjectName(format_path(self._path + (key,)))
-        label = QLabel(key)
+        # The words people use, with the key as the file writes it beneath (what docs and error messages name).
+        label = QLabel(f"{html.escape(people_words(key))}<br><small><code>{html.escape(key)}</code></small>")
+        label.setTextFormat(Qt.TextFormat.RichText)
         label.setToolTip(tip)
         note = QLabel()
         note.setWordWrap(True)
@@ -178,7 +183,9 @@ class ConfigForm(QWidget):
         for key in self._notes:
             found = by_path.get(format_path(self._path + (key,)), [])
             if key in self._input_errors:  # what was typed is still wrong: that stays in front
-                self._note(key, "error", "\n".join([self._input_errors[key]] + [m.message for m in found]))
+                typed = self._input_errors[key]
+                # The page hands the typed error back among the messages (the list shows it too): once here.
+                self._note(key, "error", "\n".join(dict.fromkeys([typed] + [m.message for m in found])))
             elif found:
                 worst = "error" if any(m.severity == "error" for m in found) else "warning"
                 self._note(key, worst, "\n".join(m.message for m in found))
@@ -279,10 +286,30 @@ class ConfigForm(QWidget):
         return next(c for c in self._children if c._path == path)
 
 
+# Words a key spells in short: written out or in their usual case.
+_WORDS = {"gpu": "GPU", "gpus": "GPUs", "cpu": "CPU", "nvme": "NVMe", "fp16": "fp16", "bf16": "bf16", "fp32": "fp32",
+          "fp8": "fp8", "dtype": "type", "lr": "learning rate", "io": "I/O", "aio": "async I/O", "num": "number of",
+          "max": "max", "min": "min", "fsdp": "FSDP", "zero": "ZeRO", "zero3": "ZeRO-3", "mpi": "MPI", "tpu": "TPU",
+          "ds": "DeepSpeed", "id": "ID", "ip": "IP", "dp": "data-parallel", "mp": "model-parallel", "sdp": "SDP",
+          "nccl": "NCCL", "ep": "expert-parallel", "pp": "pipeline-parallel", "tp": "tensor-parallel",
+          "deepspeed": "DeepSpeed", "stage3": "stage 3", "cuda": "CUDA", "hf": "HF"}
+
+
+def people_words(key: str) -> str:
+    """A key in words: "train_micro_batch_size_per_gpu" -> "Train micro batch size per GPU"."""
+    words = [_WORDS.get(w.lower(), w) for w in key.replace("-", "_").split("_") if w]
+    if not words:
+        return key
+    text = " ".join(words)
+    if words[0] in ("fp16", "bf16", "fp32", "fp8"):  # a precision is written in lower case
+        return text
+    return text[0].upper() + text[1:]
+
+
 def note_style(severity: str | None, widget: QWidget) -> str:
     """Message colours readable on the theme's background (dark red on white is unreadable on dark grey)."""
     if not severity:
         return ""
     dark = widget.palette().color(QPalette.ColorRole.Window).lightness() < 128
-    colours = {"error": ("#c62828", "#ff8a80"), "warning": ("#b26a00", "#ffcc80")}
+    colours = {"error": ("#c62828", "#ff8a80"), "warning": ("#8f5600", "#ffcc80")}  # 4.5:1 or more
     return f"color: {colours.get(severity, ('', ''))[1 if dark else 0]};"

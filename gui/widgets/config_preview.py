@@ -13,6 +13,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from traindeck.gui.widgets.config_form import note_style
+
 
 class ConfigPreview(QWidget):
     COMMAND = "Command"
@@ -42,10 +44,23 @@ class ConfigPreview(QWidget):
                          "them")
         head.addWidget(title, 1)
         head.addWidget(self.copy_button)
+        # Typed text that is not a value never reaches the files: say so above them, or the preview's last valid
+        # value reads as if the typing had been taken.
+        self.not_applied = QLabel()
+        self.not_applied.setWordWrap(True)
+        self.not_applied.hide()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(head)
+        layout.addWidget(self.not_applied)
         layout.addWidget(self.tabs)
+
+    def set_not_applied(self, lines: list[str]) -> None:
+        """Fields whose typed text is not in the files below (each "path: why"); [] hides the note."""
+        self.not_applied.setText("Not in the files below until corrected (they keep the last valid value):\n"
+                                 + "\n".join(f"• {line}" for line in lines) if lines else "")
+        self.not_applied.setStyleSheet(note_style("warning", self.not_applied) if lines else "")
+        self.not_applied.setVisible(bool(lines))
 
     def set_text(self, name: str, text: str | None, copy_text: str | None = None) -> None:
         """Show `text` in tab `name`; None hides the tab (the launch writes no such file)."""

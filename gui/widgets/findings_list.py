@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import QEvent, QRect, Qt, Signal
 from PySide6.QtGui import QColor, QResizeEvent
 from PySide6.QtWidgets import QLabel, QListWidget, QListWidgetItem, QSizePolicy, QStyle, QVBoxLayout, QWidget
 
@@ -99,8 +99,20 @@ class FindingsList(QWidget):
         self.list.setVisible(count > 0)
         if not count:
             return
-        rows = sum(max(self.list.sizeHintForRow(i), 1) for i in range(count))
+        rows = sum(max(self.list.sizeHintForRow(i), self._wrapped_height(i)) for i in range(count))
         self.list.setFixedHeight(min(rows + 2 * self.list.frameWidth() + 4, self.MAX_HEIGHT))
+
+    def _wrapped_height(self, row: int) -> int:
+        """The row's height with its text wrapped at the list's width. The view's own size hint is computed for
+        the width the list had when it was last laid out (one line while it was hidden), which left the list
+        one line tall with the rest of a warning cut off."""
+        item = self.list.item(row)
+        icon = self.list.iconSize().width() or self.style().pixelMetric(QStyle.PixelMetric.PM_SmallIconSize)
+        width = max(60, self.width() - 2 * self.list.frameWidth() - icon - 24
+                    - self.list.verticalScrollBar().sizeHint().width())
+        text = self.list.fontMetrics().boundingRect(QRect(0, 0, width, 100_000), Qt.TextFlag.TextWordWrap,
+                                                    item.text())
+        return text.height() + 6
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QLabel, QWidget
 _STYLE = {
     "error": ("✖", "#c62828", "#ff7b72"),
     "warning": ("⚠", "#9a5b00", "#f0b429"),
-    "ok": ("✔", "#2e7d32", "#81c995"),
+    "ok": ("✔", "#2a7030", "#81c995"),  # each at 4.5:1 or more on its theme (tests/gui/test_theme.py)
     "note": ("•", "", ""),  # the palette's text colour
 }
 

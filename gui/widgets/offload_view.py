@@ -58,12 +58,29 @@ class StepAxisItem(pg.AxisItem):
         span = max(1.0, steps[-1] - steps[0])
         stride = _nice_int(span / wanted)
         chosen = self._t[inside][steps % stride == 0]
-        return [(float(stride), [float(t) for t in chosen])]
+        return [(float(stride), spaced(chosen, minVal, maxVal, size))]
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
         if len(self._t) == 0:
             return ["" for _ in values]
         return [f"{int(round(float(np.interp(v, self._t, self._steps))))}" for v in values]
+
+
+MIN_LABEL_GAP_PX = 56  # room for a 5-digit step number and a space either side
+
+
+def spaced(times: np.ndarray, low: float, high: float, size: float, gap_px: float = MIN_LABEL_GAP_PX) -> list[float]:
+    """The times to label, dropping any that would be drawn closer than gap_px to the previous label. Steps are
+    not evenly spaced in time (start-up, a slow first step, a pause), so a stride alone let labels run into
+    each other ("246800" for 2, 4, 6, 8, 0)."""
+    if high <= low or size <= 0:
+        return []
+    per_px = (high - low) / size
+    out: list[float] = []
+    for t in times:
+        if not out or (float(t) - out[-1]) / per_px >= gap_px:
+            out.append(float(t))
+    return out
 
 
 def _nice_int(raw: float) -> int:
@@ -119,6 +136,7 @@ class OffloadView(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)  # no blank strip when GPU columns are hidden
         self.table.setAlternatingRowColors(True)
         self.table.setWordWrap(False)
         self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 6)
@@ -175,12 +193,31 @@ class OffloadView(QWidget):
         self.pcie.set_series("host -> GPU", t, view["pcie_h2d_bps"])
         self.pcie.set_series("GPU -> host", t, view["pcie_d2h_bps"])
         devices = ", ".join(f"{device} ({path})" for path, device in view.get("nvme_devices") or ())
-        self.nvme.set_title(f"NVMe I/O: {devices}" if nvme else "Disk I/O (all disks; no NVMe offload folder watched)")
+        self.nvme.set_title(f"NVMe I/O: {devices}" if nvme else "Disk I/O (all disks)")
+        self.nvme.setToolTip("" if nvme else "The run has no NVMe offload folder to watch, so all disks are shown")
         self.nvme.set_series("read", t, view["nvme_read_bps"] if nvme else view["disk_read_bps"])
         self.nvme.set_series("write", t, view["nvme_write_bps"] if nvme else view["disk_write_bps"])
-        self.gpu.set_series("GPU util", t, view["gpu_util_pct"], fill=True)
-        self.gpu.set_title(f"GPU utilisation: none recorded ({view['gpu_error']})" if view.get("gpu_error")
-                           else "GPU utilisation (mean over GPUs)")
+        gpu_util = np.asarray(view["gpu_util_pct"], dtype=float)
+        no_gpu = bool(view.get("gpu_error")) or not np.isfinite(gpu_util).any()
+        if no_gpu:
+            # Nothing to draw: no empty series (its legend mark stood alone beside the title), and the reason,
+            # which can be a long NVML sentence, in the tooltip rather than a title cut at the chart's edge.
+            reason = str(view.get("gpu_error") or "no GPU samples in this recording")
+            for chart, title, names in ((self.gpu, "GPU utilisation: none recorded", ("GPU util",)),
+                                        (self.pcie, "PCIe: none recorded", ("host -> GPU", "GPU -> host"))):
+                for name in names:
+                    chart.remove_series(name)
+                chart.set_title(title)
+                chart.setToolTip(reason)
+        else:
+            self.gpu.set_series("GPU util", t, gpu_util, fill=True)
+            self.gpu.set_title("GPU utilisation (mean over GPUs)")
+            self.pcie.set_title("PCIe (all GPUs)")
+            for chart in (self.gpu, self.pcie):
+                chart.setToolTip("")
+        # Columns of GPU figures say nothing on a machine without one: hidden, not a column of dashes.
+        for column in (2, 3, 7):
+            self.table.setColumnHidden(column, no_gpu)
         self.step_axis.set_steps(view.get("step_times") or [])
         self._fill_table(view.get("steps") or [], nvme)
 
@@ -214,6 +251,8 @@ class OffloadView(QWidget):
                  f"{format_value(s['pcie_d2h_bytes_per_step'], 'B')} out")
         disk = (f"{'NVMe' if nvme else 'disk'} {format_value(s[f'{prefix}_read_bytes_per_step'], 'B')} read, "
                 f"{format_value(s[f'{prefix}_write_bytes_per_step'], 'B')} written")
+        gpu = self.table.isColumnHidden(2)  # hidden: no GPU recorded, so no PCIe or utilisation to report
         self.summary.setText(f"Median of the last {int(s['steps'])} steps: "
-                             f"<b>{format_value(s['seconds_per_step'])} s/step</b>; per step {moved}; {disk}; "
-                             f"GPUs busy {format_value(s['mean_gpu_util_pct'], '%')} of the time.")
+                             f"<b>{format_value(s['seconds_per_step'])} s/step</b>; per step "
+                             + (f"{disk}." if gpu else f"{moved}; {disk}; GPUs busy "
+                                f"{format_value(s['mean_gpu_util_pct'], '%')} of the time."))

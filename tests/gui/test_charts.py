@@ -198,3 +198,45 @@ def test_follows_a_dark_palette(chart):
     assert chart.plot_widget.backgroundBrush().color().lightness() < 128
     assert curve.opts["pen"].color() == QColor(DARK_COLOURS[0])
     assert chart.plot_item.getAxis("left").textPen().color() == QColor("#e8eaed")
+
+
+def test_a_flat_learning_rate_is_drawn_half_way_up_not_on_the_top_border(qtbot):
+    """Issue 12: a constant lr's line lay on the chart's top border, under the legend."""
+    widget = TimeSeriesChart("lr", "", x_is_time=False)
+    widget.resize(480, 200)
+    qtbot.addWidget(widget)
+    widget.show()
+    qtbot.waitExposed(widget)
+    widget.set_series("lr", np.arange(50.0), np.full(50, 1e-4))
+    widget.flush()
+    low, high = widget.plot_item.getViewBox().viewRange()[1]
+    position = (1e-4 - low) / (high - low)  # 0 = bottom border, 1 = top border
+    assert 0.3 < position < 0.7, (low, high)
+    # A varying series still uses the scale up to its top (10 % headroom for the legend).
+    widget.set_series("lr", np.arange(50.0), np.linspace(0, 1e-4, 50))
+    widget.flush()
+    low, high = widget.plot_item.getViewBox().viewRange()[1]
+    assert (1e-4 - low) / (high - low) > 0.85
+
+
+def test_an_axis_writes_its_major_and_minor_ticks_in_one_notation():
+    axis = UnitAxisItem("")
+    axis.setRange(0.0, 0.0022)
+    major = axis.tickStrings([0.001, 0.002], 1.0, 0.001)
+    minor = axis.tickStrings([0.0005, 0.0015], 1.0, 0.0005)
+    assert all("e-" in t for t in major + minor), (major, minor)
+    axis.setRange(0.0, 3.0)
+    assert axis.tickStrings([1.0, 2.0], 1.0, 1.0) == ["1", "2"]
+
+
+def test_a_gap_narrower_than_a_column_still_breaks_the_line():
+    """Issue 12: a hidden Monitor page's gap (one NaN among a day of points) vanished into a min/max bucket."""
+    x = np.arange(10_000.0)
+    y = np.full(10_000, 50.0)
+    y[6001] = np.nan  # the only gap, inside a bucket of finite points
+    xd, yd = peak_decimate(x, y, 0.0, 10_000.0, 200)
+    assert len(xd) < 600
+    gaps = np.flatnonzero(np.isnan(yd))
+    assert len(gaps) == 2  # before and after the bucket holding it: no line runs through
+    drawn = [(xd[p], xd[p + 1]) for p in range(len(xd) - 1) if not np.isnan(yd[p]) and not np.isnan(yd[p + 1])]
+    assert not any(a < 6001 < b for a, b in drawn)  # no drawn segment crosses the gap

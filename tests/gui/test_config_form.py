@@ -91,3 +91,31 @@ def test_stage_filter_hides_keys_without_effect_and_keeps_their_values(qtbot, ds
     form.show_only_for_stage(3)
     assert zero.editor(stage3_only[0]).isVisibleTo(form)
     assert data["zero_optimization"][stage3_only[0]] == 10
+
+
+def test_an_aliased_key_gets_one_row_under_the_spelling_the_file_uses(qtbot, ds_schema):
+    from traindeck.gui.widgets.config_form import ConfigForm
+
+    # DeepSpeed accepts max_live_parameters and stage3_max_live_parameters alike: the form edits the one in the file.
+    data = {"zero_optimization": {"stage": 3, "max_live_parameters": 5}}
+    form = ConfigForm(ds_schema, data)
+    qtbot.addWidget(form)
+    zero = form.child("zero_optimization")
+    assert zero.editor("max_live_parameters").text() == "5"
+    assert "stage3_max_live_parameters" not in zero._editors
+    qtbot.keyClicks(zero.editor("max_live_parameters"), "0")
+    assert data["zero_optimization"] == {"stage": 3, "max_live_parameters": 50}
+
+    fresh = ConfigForm(ds_schema, {})
+    qtbot.addWidget(fresh)
+    assert fresh.child("zero_optimization").editor("stage3_max_live_parameters") is not None
+    assert "max_live_parameters" not in fresh.child("zero_optimization")._editors
+
+
+def test_keys_are_labelled_in_words_with_the_key_beneath():
+    from traindeck.gui.widgets.config_form import people_words
+
+    assert people_words("train_micro_batch_size_per_gpu") == "Train micro batch size per GPU"
+    assert people_words("nvme_path") == "NVMe path"
+    assert people_words("fp16") == "fp16"
+    assert people_words("stage3_max_live_parameters") == "Stage 3 max live parameters"

@@ -16,6 +16,7 @@ from PySide6.QtCore import QSettings  # noqa: E402
 from PySide6.QtWidgets import QApplication, QFileDialog, QInputDialog, QMessageBox  # noqa: E402
 
 from traindeck.backend import paths  # noqa: E402
+from traindeck.backend.config.messages import Message  # noqa: E402
 from traindeck.backend.presets import Preset, load_preset, save_preset  # noqa: E402
 from traindeck.gui.context import AppContext  # noqa: E402
 
@@ -135,11 +136,30 @@ def test_an_invalid_value_shows_its_message_inline_and_in_the_list(qtbot, page):
     wait_checked(qtbot, page)
     assert draft.preset.deepspeed["train_micro_batch_size_per_gpu"] == 0
     assert any("expected" in m.message for m in draft.errors())
+    # Issue 12: the same error showed twice beside the field, and the JSON preview silently kept the old value.
+    inline = page.editor.note_text("deepspeed.train_micro_batch_size_per_gpu")
+    assert inline.count("got 'abc'") == 1, inline
+    assert page.preview.not_applied.isVisible()
+    assert "deepspeed.train_micro_batch_size_per_gpu" in page.preview.not_applied.text()
     batch.selectAll()
     qtbot.keyClicks(batch, "4")
     wait_checked(qtbot, page)
     assert not draft.errors() and page.editor.note_text("deepspeed.train_micro_batch_size_per_gpu") == ""
     assert "No problems" in page.findings.header_text()
+    assert not page.preview.not_applied.isVisible()
+
+
+def test_the_message_list_is_as_tall_as_its_wrapped_warnings(qtbot, page):
+    """Issue 12: the list was one line tall, the rest of each warning cut off."""
+    long = ("zero_optimization.offload_optimizer: offloading the optimizer to the CPU with a single process "
+            "gives no memory back to other ranks and slows every step down; remove it or raise the process count")
+    messages = [Message("warning", "deepspeed.zero_optimization.offload_optimizer", long),
+                Message("warning", "deepspeed.gradient_clipping", long)]
+    page.findings.set_messages(messages)
+    qtbot.waitUntil(lambda: page.findings.list.isVisible())
+    line = page.findings.list.fontMetrics().lineSpacing()
+    # Each message wraps to two lines or more at this width: the list shows them whole.
+    assert page.findings.list.height() >= 4 * line, (page.findings.list.height(), line, page.findings.width())
 
 
 def test_stage_switch_hides_stage_3_only_settings(qtbot, page):
@@ -283,6 +303,27 @@ def test_unsaved_changes_are_guarded(qtbot, page, monkeypatch):
     assert page.confirm_close() is True
     assert yaml.safe_load(user_file("kept").read_text())["deepspeed"]["zero_optimization"]["stage"] == 3
     assert not draft.dirty
+
+
+def test_a_value_put_back_is_no_unsaved_change(qtbot, page, monkeypatch):
+    """Issue 12: quitting asked to save a built-in preset whose edited value had been put back."""
+    draft = page.ctx.draft
+    stage = ds_form(page).child("zero_optimization").editor("stage")
+    before = stage.currentText()
+    stage.setCurrentText("1" if before != "1" else "3")
+    assert draft.dirty
+    stage.setCurrentText(before)
+    assert not draft.dirty
+    answer(monkeypatch, question=never)
+    assert page.confirm_close() is True
+
+
+def test_native_check_shows_what_the_tools_said(qtbot, page):
+    page.show_native_result(["DeepSpeed (ds_config.json)"], [])
+    assert page.native_result.isVisible() and "DeepSpeed (ds_config.json) accept" in page.native_result.text()
+    said = Message("error", "deepspeed.zero_optimization.stage", "Input should be 0, 1, 2 or 3")
+    page.show_native_result(["DeepSpeed (ds_config.json)"], [said])
+    assert "Input should be 0, 1, 2 or 3" in page.native_result.text()
 
 
 # -------------------------------------------------------------------------------------------------- paste / open

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("PySide6")
 
 from PySide6.QtCore import Qt  # noqa: E402
-from PySide6.QtWidgets import QMessageBox  # noqa: E402
+from PySide6.QtWidgets import QApplication, QMessageBox  # noqa: E402
 
 from traindeck.backend.estimate import (  # noqa: E402
     GIB,
@@ -184,3 +184,21 @@ def test_demo_is_a_1_5b_model_on_one_24_gib_gpu(qtbot, page):
     _wait_for(qtbot, page, gpus_per_node=1, gpu_mem_bytes=24 * GIB, host_mem_bytes=64 * GIB)
     assert page.estimate.shape.total_params == 1_500_000_000
     assert page.estimate.advice.preset == "zero2-offload" and page.use_button.isEnabled()
+
+
+def test_every_column_is_in_view_and_zero2_above_zero1_is_explained(qtbot, page):
+    """Issue 12: the recommendation's text squeezed the table (NVMe column cut off), and ZeRO-2 above ZeRO-1 on
+    one GPU went unexplained."""
+    page.resize(1280, 760)
+    page.show()
+    qtbot.waitExposed(page)
+    _fill(qtbot, page, params="7B", gpus=1, gpu_mem="80", host_mem="256")
+    _wait_for(qtbot, page, gpus_per_node=1, gpu_mem_bytes=80 * GIB)
+    qtbot.waitUntil(lambda: page.stage_note.isVisible())
+    assert "2 + 18/1" in page.stage_note.text()
+    QApplication.processEvents()
+    assert page.clipped_columns() == []
+    assert page.table.viewport().height() >= 6 * page.table.rowHeight(0)  # the rows are readable, not squeezed
+    page.gpus_per_node.setValue(8)
+    _wait_for(qtbot, page, gpus_per_node=8)
+    assert not page.stage_note.isVisible()

@@ -124,6 +124,28 @@ def test_compare_two_runs_with_different_zero_stages(qtbot, store, make_page):
     assert a.id in page.compare_title.text() and b.id in page.compare_title.text()
 
 
+def test_compare_names_the_one_script_argument_that_differs(qtbot, store, make_page):
+    """Issue 12: both command cells and the unified diff were cut at the same start, hiding --steps 100 vs 600."""
+    import json
+    from pathlib import Path
+
+    a = make_run(store, "demo", port=29501)
+    b = make_run(store, "demo", started=T0 + 60, port=29502)
+    for run, steps in ((a, "100"), (b, "600")):
+        path = Path(run.run_dir) / "command.json"
+        command = json.loads(path.read_text())
+        command["argv"] = [*command["argv"], "--steps", steps]
+        path.write_text(json.dumps(command))
+    page = make_page()
+    page.page_shown()
+    qtbot.waitUntil(lambda: page.proxy.rowCount() == 2, timeout=10000)
+    page.compare(a.id, b.id)
+    qtbot.waitUntil(lambda: page.comparison is not None, timeout=10000)
+    rows = [tuple(page.config_table.item(r, c).text() for c in range(3)) for r in range(page.config_table.rowCount())]
+    assert rows == [("command: --steps", "100", "600")]
+    assert "\n-100\n+600\n" in page.diff_view.toPlainText()
+
+
 def test_an_empty_history_says_so_and_creates_no_store(qtbot, make_page):
     page = make_page()
     page.page_shown()
@@ -140,3 +162,11 @@ def test_demo_writes_its_own_store_and_compares_two_runs(qtbot, make_page):
     assert page.proxy.rowCount() == 4
     assert not run_store_path().exists()  # the user's store is untouched
     assert "deepspeed.zero_optimization.stage" in {d.key for d in page.comparison.differences}
+    # No cell is cut: each figure column holds its widest text, the state column its icon too.
+    from PySide6.QtWidgets import QStyle
+
+    metrics = page.table.fontMetrics()
+    icon = page.table.style().pixelMetric(QStyle.PixelMetric.PM_SmallIconSize)
+    for column in range(1, page.model.columnCount()):
+        widest = max(metrics.horizontalAdvance(t[column]) for t in page.model.texts()) + (icon if column == 1 else 0)
+        assert page.table.columnWidth(column) >= widest + 8, (column, page.table.columnWidth(column), widest)

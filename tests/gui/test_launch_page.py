@@ -97,7 +97,9 @@ def test_fields_set_the_launch_choice_and_the_command_preview(qtbot, make_page, 
     assert (choice.script, choice.cwd, choice.python, choice.launcher, choice.nproc) == (
         str(script), str(tmp_path), sys.executable, "python", 1)
     assert choice.script_args == ["--lr", "1e-4", "--title", "two words"] and choice.env == {"FOO": "bar"}
-    assert "['--lr', '1e-4', '--title', 'two words']" in page.argv_label.text()
+    # One framed word per argument, as the script gets them ("two words" is one argument).
+    assert "gets 4 arguments" in page.argv_label.text()
+    assert all(f"&nbsp;{word}&nbsp;</code>" in page.argv_label.text() for word in ("--lr", "1e-4", "two words"))
 
     plan = _wait_plan(qtbot, page)
     assert plan.ok, plan.errors

@@ -369,3 +369,37 @@ def test_an_empty_page_counts_as_blank(qtbot, qapp, tmp_path: Path, monkeypatch:
     window.close()
     _CLOSED.append(window)
     assert _distinct_colours(shot) < 10
+
+
+def test_ctrl_2_then_ctrl_enter_reaches_the_launch_page_without_clicking_a_field(qtbot, make_window, no_prompt) -> None:  # type: ignore[no-untyped-def]
+    """Issue 12: the key did nothing, with no feedback, until a field of the page had focus."""
+    window = make_window()
+    if "launch" not in {p.key for p in window.page_types}:
+        pytest.skip("no Launch page")
+    _show(qtbot, window)
+    window.show_page("configure" if "configure" in window._holders else window.page_types[0].key)
+    window.nav.setFocus()
+    position = next(i for i, p in enumerate(window.page_types) if p.key == "launch") + 1
+    qtbot.keyClick(window, getattr(Qt.Key, f"Key_{position}"), Qt.KeyboardModifier.ControlModifier)
+    page = window.pages["launch"]
+    qtbot.waitUntil(page.isVisible)
+    focus = QApplication.focusWidget()
+    assert focus is not None and page.isAncestorOf(focus), focus  # keys now go to the page, not the list
+    page.script.setText("")  # a launch that cannot start: the key must say why instead of doing nothing
+    qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert "Not launched: Script: choose the training script" in page.result.toolTip()
+    # The disabled button has its reason beside it, not an old "Run ... started" line alone.
+    assert not page.launch_button.isEnabled()
+    assert "To launch: Script: choose the training script" in page.result.toolTip()
+
+
+def test_theme_menu_marks_the_current_theme_and_help_offers_the_readme(qtbot, make_window, no_prompt) -> None:  # type: ignore[no-untyped-def]
+    window = make_window()
+    checked = [a.data() for a in window.theme_actions.actions() if a.isChecked()]
+    assert checked == [str(window.ctx.settings.value("theme", "system"))]
+    window.set_theme("dark")
+    assert [a.data() for a in window.theme_actions.actions() if a.isChecked()] == ["dark"]
+    assert window.readme_action.isEnabled()  # a source checkout has the README beside the package
+    keys = [keys for keys, _ in window.shortcut_rows()]
+    assert "Ctrl+1" in keys and "Ctrl+Enter" in keys
+    window.set_theme("light")

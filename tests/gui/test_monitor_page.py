@@ -8,13 +8,14 @@ import ctypes.util
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 
 pytest.importorskip("PySide6")
 
 from fixtures.monitor_run_tree import run_tree  # noqa: E402
-from fixtures.nvml.fake_pynvml import MIB, FakePynvml, recording  # noqa: E402
+from fixtures.nvml.fake_driver import MIB, FakePynvml, recording  # noqa: E402
 from PySide6.QtCore import QSettings  # noqa: E402
 
 from traindeck.backend.monitor.live import RunChoice  # noqa: E402
@@ -77,6 +78,9 @@ def test_no_gpu_state_shows_the_real_nvml_reason_while_the_rest_works(page, qtbo
     assert all(chart.series_names() == [] for chart in page.gpu_charts)
     qtbot.waitUntil(lambda: page.ram_chart.point_count("used") >= 2, timeout=WAIT_MS)
     assert "no NVIDIA GPU" in page.summary.text()
+    # Issue 12: the page opened on an empty GPU tab; without a GPU it shows the host (the GPU tab says why).
+    assert page.tabs.currentIndex() == 1
+    assert page.rank_gpu_chart.title.endswith("no NVIDIA GPU")
 
 
 def test_gpu_charts_receive_the_values_of_nvml_snapshots(page, qtbot):
@@ -175,13 +179,48 @@ def test_sampling_stops_when_hidden_for_long_and_restarts_when_shown(page, qtbot
     page._hidden_timer.setInterval(100)
     _start(page, qtbot)
     assert page.bridge.running
+    qtbot.waitUntil(lambda: page.cpu_chart.point_count("CPU") >= 2, timeout=WAIT_MS)
     page.hide()
     qtbot.waitUntil(lambda: not page.bridge.running, timeout=WAIT_MS)
+    hidden_at = time.time()
     page.show()
     page.page_shown()
     assert page.bridge.running
     count = page.cpu_chart.point_count("CPU")
     qtbot.waitUntil(lambda: page.cpu_chart.point_count("CPU") > count, timeout=WAIT_MS)
+    # The minutes without samples are a gap in the line (NaN), not a straight line drawn across them.
+    x, y = page.cpu_chart.data("CPU")
+    gaps = x[np.isnan(y)]
+    assert len(gaps) == 1 and gaps[0] >= hidden_at
+
+
+def _choice(run_id: str, state: str, started: float) -> RunChoice:
+    return RunChoice(run_id, f"train_tiny · {state}", state, 4242 if state == "running" else None, started)
+
+
+def test_watch_run_follows_the_running_run_unless_the_person_picked_one(page):
+    """Issue 12: "Watch run" stayed on None (or on a finished run) while a run was running."""
+    done = _choice("done-1", "succeeded", 100.0)
+    first = _choice("run-1", "running", 200.0)
+    # Nothing watched, one run running: watch it.
+    assert page.run_to_follow([first, done]) == "run-1"
+    page._run = first
+    assert page.run_to_follow([first, done]) is None  # already watching it
+    page._known_running = {"run-1"}
+    # It finished and another started: follow the new one.
+    page._run = _choice("run-1", "succeeded", 200.0)
+    second = _choice("run-2", "running", 300.0)
+    assert page.run_to_follow([second, page._run, done]) == "run-2"
+    # The person picked a finished run while run-2 runs: that holds...
+    page._run, page._pinned, page._known_running = done, True, {"run-2"}
+    assert page.run_to_follow([second, done]) is None
+    # ...until a new run starts.
+    third = _choice("run-3", "running", 400.0)
+    assert page.run_to_follow([third, second, done]) == "run-3"
+    # A run launched from this window is watched as soon as it is listed, even over a pick.
+    page._pinned, page._known_running = True, {"run-3", "run-2"}
+    page._run_started("run-2")
+    assert page.run_to_follow([third, second, done]) == "run-2"
 
 
 def test_interval_setting_restarts_sampling_and_is_remembered(page, qtbot):
@@ -206,3 +245,28 @@ def test_demo_fills_every_chart_including_a_gpu_section(page, qtbot):
     assert page.offload.host.point_count("ranks' RSS") > 100
     page.page_shown()  # showing the page again keeps the demo (no live sampling mixed in)
     assert not page.bridge.running
+
+
+def test_offload_step_labels_keep_their_distance():
+    """Issue 12: steps crowded in time drew their labels into one another ("246800")."""
+    from traindeck.gui.widgets.offload_view import MIN_LABEL_GAP_PX, spaced
+
+    times = np.array([0.0, 0.1, 0.2, 0.3, 0.4, 5.0, 10.0])  # a burst of steps, then steady ones
+    chosen = spaced(times, 0.0, 10.0, 500.0)  # 50 px per second
+    assert chosen == [0.0, 5.0, 10.0]
+    pixels = np.diff(np.array(chosen)) * 50
+    assert (pixels >= MIN_LABEL_GAP_PX).all()
+    assert spaced(times, 5.0, 5.0, 500.0) == []
+
+
+def test_demo_offload_without_gpu_samples_has_no_empty_series(page, qtbot):
+    from traindeck.backend.monitor.demo import demo_offload_view, demo_samples
+
+    view = dict(demo_offload_view(demo_samples()))
+    view["gpu_error"] = "NVML Shared Library Not Found: libnvidia-ml.so.1 is not on this machine (no NVIDIA driver)"
+    page.offload.set_view(view)
+    assert page.offload.gpu.series_names() == []  # no lone legend mark beside "none recorded"
+    assert page.offload.gpu.title == "GPU utilisation: none recorded"
+    assert "libnvidia-ml" in page.offload.gpu.toolTip()
+    assert page.offload.pcie.series_names() == [] and "none recorded" in page.offload.pcie.title
+    assert page.offload.table.isColumnHidden(2) and not page.offload.table.isColumnHidden(4)

@@ -59,6 +59,19 @@ def list_texts(page: RunsPage) -> list[str]:
     return [page.run_list.item(i).text().split("\n")[0] for i in range(page.run_list.count())]
 
 
+def test_a_stopped_runs_traceback_is_called_the_expected_shape_of_a_stop(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    from traindeck.gui.pages.runs_page import STOPPED_TRACEBACK_NOTE
+
+    record = add_run("stopped", log=b"step 1\nTraceback (most recent call last):\nKeyboardInterrupt\n")
+    with RunStore() as store:
+        store.finish_run(record.id, "stopped", exit_code=130, diagnosis={"summary": "Stopped on request."})
+    page = make_page()
+    page.open_run(record.id)
+    qtbot.waitUntil(lambda: page.diagnosis_panel.isVisible(), timeout=10000)
+    assert STOPPED_TRACEBACK_NOTE in page.diagnosis_evidence.text()
+    assert "expected, not a failure" in STOPPED_TRACEBACK_NOTE
+
+
 def test_failed_run_shows_its_diagnosis_prominently(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
     record = add_run("llama", log=b"step 1\n[rank1]: torch.OutOfMemoryError: CUDA out of memory.\n")
     diagnosis = {"summary": "Rank 1 ran out of GPU memory (CUDA out of memory).", "kind": "cuda_oom", "rank": 1,
@@ -141,6 +154,11 @@ def test_progress_metrics_and_charts_of_an_open_run(qtbot, make_page) -> None:  
     qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") == 13, timeout=10000)
     assert page.loss_chart.last("loss") == pytest.approx(1.7)
     qtbot.waitUntil(lambda: page.progress_bar.value() == 325, timeout=10000)
+    # Issue 12: the list said 32% while the header said 38%. The list's line comes from the record the header
+    # shows, at the header's cadence (the list itself refreshes more slowly).
+    item = next(page.run_list.item(i) for i in range(page.run_list.count())
+                if page.run_list.item(i).text().startswith("charts"))
+    assert "(32%)" in page.progress_label.text() and "32%" in item.text(), (page.progress_label.text(), item.text())
     page.other_box.setCurrentText("epoch")
     qtbot.waitUntil(lambda: page.other_chart.point_count("epoch") == 12, timeout=10000)
     assert page.other_chart.title == "epoch"

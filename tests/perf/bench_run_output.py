@@ -10,7 +10,12 @@ Measures, with real supervised runs (plain python launcher, the environment real
             its own wall time under the supervisor vs the same job writing to /dev/null; lines kept in output.log;
             then print() again as rank 1 of 2 (RANK/WORLD_SIZE set as a launcher would), where the run's
             sitecustomize tags each line "[rank1]: ": against /dev/null with and without the tags
+  foreground  the same flood through `traindeck run` in the foreground (what a user types), its output to
+            /dev/null, into `cat > file`, and to a terminal (a pty, read as fast as a terminal would), against
+            `python job | cat > file`; goal: within 1.1x of that, every line kept in output.log
   cpu       the supervisor's own CPU time during the runs above and during a quiet training-like run
+
+    .venv/bin/python tests/perf/bench_run_output.py --only foreground     # just the foreground rows
 """
 
 from __future__ import annotations
@@ -232,6 +237,81 @@ def bench_flood(store: RunStore, lines: int, mode: str) -> list[tuple[str, str]]
     ]
 
 
+def _foreground(script: Path, lines: int, sink: str) -> tuple[float, float, int, bool]:
+    """`traindeck run SCRIPT LINES buffered` in the foreground, its stdout to `sink` (devnull | cat | pty); returns
+    (the job's own wall time, the command's wall time, lines in output.log, whether it said it skipped)."""
+    import pty
+    import subprocess
+
+    argv = [sys.executable, "-m", "traindeck", "run", "--name", "foreground-flood", str(script), str(lines),
+            "buffered"]
+    err = SCRATCH / "foreground.err"
+    t0 = time.monotonic()
+    with open(err, "w") as err_file:
+        if sink == "detached":  # nothing follows the run: the supervisor's own cost
+            out = subprocess.run([*argv[:4], "--detach", *argv[4:]], stdout=subprocess.PIPE, stderr=err_file,
+                                 check=True, cwd=SCRATCH, text=True)
+            store = RunStore()
+            _wait(store, out.stdout.split()[-1])
+            store.close()
+        elif sink == "devnull":
+            subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=err_file, check=True, cwd=SCRATCH)
+        elif sink == "cat":
+            with open(SCRATCH / "fg.out", "wb") as out:
+                cat = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=out)
+                subprocess.run(argv, stdout=cat.stdin, stderr=err_file, check=True, cwd=SCRATCH)
+                assert cat.stdin is not None
+                cat.stdin.close()
+                cat.wait()
+            (SCRATCH / "fg.out").unlink()
+        else:  # a terminal: the pty's other side is read (and dropped) as fast as it comes
+            leader, follower = pty.openpty()
+            proc = subprocess.Popen(argv, stdout=follower, stderr=err_file, cwd=SCRATCH)
+            os.close(follower)
+            while True:
+                try:
+                    if not os.read(leader, 1 << 16):
+                        break
+                except OSError:
+                    break
+            proc.wait()
+            os.close(leader)
+    wall = time.monotonic() - t0
+    store = RunStore()
+    record = store.list_runs()[0]
+    store.close()
+    assert record.name == "foreground-flood" and record.state == "succeeded", (record.name, record.state)
+    data = (Path(record.run_dir) / "output.log").read_bytes()
+    job = float(data.split(b"ELAPSED")[1].split()[0])
+    kept = data.count(b"\nline ") + (1 if data.startswith(b"line ") else 0)
+    return job, wall, kept, "skipped" in err.read_text()
+
+
+def bench_foreground(lines: int, repeat: int = 3) -> list[tuple[str, str]]:
+    """Rounds of: the reference, then each way of running it; each run is compared with the reference of its own
+    round (a shared machine's load drifts within minutes), and the best and median of those ratios reported."""
+    script = _script("flood_job.py", FLOOD_JOB)
+    sinks = (("detached", "--detach, nothing following"), ("devnull", "stdout to /dev/null"),
+             ("cat", "stdout into `cat > file`"), ("pty", "on a terminal (pty)"))
+    references: list[float] = []
+    results: dict[str, list[tuple[float, float, int, bool]]] = {sink: [] for sink, _ in sinks}
+    for _ in range(repeat):
+        references.append(_piped_to_cat(script, lines, "buffered"))
+        for sink, _label in sinks:
+            results[sink].append(_foreground(script, lines, sink))
+    rows = [(f"foreground `traindeck run`, flood {lines:,} lines: reference",
+             f"`python job | cat > file`: {', '.join(f'{r:.2f}' for r in references)} s ({repeat} rounds)")]
+    for sink, label in sinks:
+        ratios = [r[0] / ref for r, ref in zip(results[sink], references, strict=True)]
+        kept = min(r[2] for r in results[sink])
+        rows.append((f"foreground `traindeck run`, flood {lines:,} lines: {label}",
+                     f"job {', '.join(f'{r[0]:.2f}' for r in results[sink])} s = x{min(ratios):.2f} best, "
+                     f"x{statistics.median(ratios):.2f} median of its round's reference (goal <= x1.1); "
+                     f"output.log {kept:,} of {lines:,} lines in every run; said it skipped: "
+                     f"{sum(r[3] for r in results[sink])} of {repeat}"))
+    return rows
+
+
 def bench_rank_tags(store: RunStore, lines: int) -> list[tuple[str, str]]:
     script = _script("flood_job.py", FLOOD_JOB)
     untagged = min(_baseline(script, lines, "print", {**RANK_ENV, "TRAINDECK_RANK_TAGS": "0"}) for _ in range(2))
@@ -266,14 +346,23 @@ def main() -> int:
     parser.add_argument("--print-lines", type=int, default=1_000_000)
     parser.add_argument("--latency-lines", type=int, default=50)
     parser.add_argument("--quick", action="store_true", help="smaller quiet run")
+    parser.add_argument("--only", choices=("latency", "flood", "foreground", "tags", "quiet"), action="append",
+                        help="run only these parts (repeatable)")
     args = parser.parse_args()
     store = RunStore()
     rows: list[tuple[str, str]] = []
-    rows += bench_latency(store, args.latency_lines)
-    rows += bench_flood(store, args.flood_lines, "buffered")
-    rows += bench_flood(store, args.print_lines, "print")
-    rows += bench_rank_tags(store, args.print_lines)
-    rows += bench_quiet(store, 100 if args.quick else 300)
+    wanted = set(args.only or ("latency", "flood", "foreground", "tags", "quiet"))
+    if "latency" in wanted:
+        rows += bench_latency(store, args.latency_lines)
+    if "flood" in wanted:
+        rows += bench_flood(store, args.flood_lines, "buffered")
+        rows += bench_flood(store, args.print_lines, "print")
+    if "foreground" in wanted:
+        rows += bench_foreground(args.flood_lines)
+    if "tags" in wanted:
+        rows += bench_rank_tags(store, args.print_lines)
+    if "quiet" in wanted:
+        rows += bench_quiet(store, 100 if args.quick else 300)
     width = max(len(name) for name, _ in rows)
     print(f"run engine output path ({psutil.cpu_count()} CPUs, python {sys.version.split()[0]})")
     for name, value in rows:

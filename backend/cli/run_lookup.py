@@ -1,0 +1,90 @@
+"""What the run commands (`run`, `runs`, `logs`, `stop`, `monitor --run`) share: opening the run store, finding
+the run a user named, and a run's progress and end as short text.
+
+One resolver for every command, so an id, a unique prefix, the 4-letter suffix or the run's name means the same
+run wherever it is typed (`monitor --run 4821` once took a suffix of digits for a PID).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import TYPE_CHECKING, Any
+
+from traindeck.backend.cli import UserError
+
+if TYPE_CHECKING:
+    from traindeck.backend.runs.store import RunRecord, RunStore
+
+
+def open_store() -> RunStore:
+    """The run store, with runs whose supervisor is gone marked lost first (so no command shows them running)."""
+    from traindeck.backend.runs.control import reconcile
+    from traindeck.backend.runs.store import RunStore
+
+    store = RunStore()
+    reconcile(store, report=lambda text: print(f"traindeck: {text}", file=sys.stderr))
+    return store
+
+
+def resolve_run(store: RunStore, text: str) -> RunRecord:
+    """The run `text` names (full id, unique prefix, unique suffix, or name: the newest run of that name)."""
+    run_id = store.resolve_id(text)
+    record = store.get_run(run_id) if run_id else None
+    if record is None:
+        several = [r.id for r in store.list_runs() if r.id.startswith(text) or r.id.endswith(text)]
+        if len(several) > 1:
+            raise AmbiguousRun(f"{text!r} matches {len(several)} runs ({', '.join(several[:3])}"
+                               f"{', ...' if len(several) > 3 else ''}); give more of the id")
+        raise UserError(f"no run matches {text!r} (see `traindeck runs list`)")
+    return record
+
+
+class AmbiguousRun(UserError):
+    """Part of an id that several runs share."""
+
+
+def iso(t: float | None) -> str | None:
+    if t is None:
+        return None
+    from datetime import datetime
+
+    return datetime.fromtimestamp(t).astimezone().isoformat(timespec="seconds")
+
+
+def clock(seconds: float | None) -> str:
+    from traindeck.backend.runs.watch import duration_text
+
+    return duration_text(seconds) if seconds is not None else "?"
+
+
+def progress_text(progress: dict[str, Any] | None, running: bool = True) -> str:
+    """'40/100 (40%) 3.2 it/s ETA 0:19'; the ETA only while the run is running (an ended run expects nothing)."""
+    if not progress:
+        return ""
+    current, total = progress.get("current") or 0, progress.get("total")
+    unit = progress.get("unit") or "it"
+    text = f"{current:g}/{total:g}" if total else f"{current:g}"
+    if total:
+        text += f" ({100 * current / total:.0f}%)"
+    if progress.get("rate"):
+        text += f" {progress['rate']:.3g} {unit}/s"
+    if running and progress.get("eta_s") is not None:
+        text += f" ETA {clock(progress['eta_s'])}"
+    return text
+
+
+def signal_text(code: int) -> str:
+    """A negative (Python-style) return code as the signal's name: -2 -> 'SIGINT'."""
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def exit_text(record: RunRecord) -> str:
+    """The EXIT column: the exit code, or the signal that ended the launcher ('SIGINT'), blank while running."""
+    code = record.exit_code
+    if code is None:
+        return "" if record.state == "running" else "-"
+    return signal_text(code) if code < 0 else str(code)
