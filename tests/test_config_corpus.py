@@ -40,9 +40,6 @@ needs_corpus = pytest.mark.skipif(
     CORPUS is None, reason="no config corpus: set TRAINDECK_CORPUS to a folder with manifest.tsv "
                            "(or put it at ../shared/corpus); tests/corpus/fetch_corpus.py builds one")
 
-HJSON = ("syntax: a comma missing between two entries, or a trailing comma, is strict-JSON invalid, but DeepSpeed "
-         "loads a config path with hjson, which takes both: DeepSpeed runs it; traindeck reports a syntax error "
-         "(right for the HF Trainer / accelerate, which use json)")
 # relpath -> why traindeck disagrees with the tool today (the lead's list of fixes to land).
 KNOWN: dict[str, str] = {
     "accelerate/huggingface__accelerate__tests__test_configs__0_34_0_fp8.yaml":
@@ -55,9 +52,6 @@ KNOWN: dict[str, str] = {
         "processes: no num_processes: accelerate launch refuses without --num_processes; traindeck only warns",
     "accelerate/hiyouga__LLaMA-Factory__examples__accelerate__fsdp_v2_offload_config.yaml":
         "processes: no num_processes: accelerate launch refuses without --num_processes; traindeck only warns",
-    "deepspeed/microsoft__DeepSpeedExamples__training__imagenet__config__ds_config@ccb2a340.json": HJSON,
-    "deepspeed/microsoft__DeepSpeedExamples__pipeline_parallelism__ds_config.json": HJSON,
-    "deepspeed/microsoft__DeepSpeedExamples__training__imagenet__config__ds_fp16_config@ccb2a340.json": HJSON,
 }
 
 

@@ -120,10 +120,10 @@ _INJECT = """
 import sys
 import traindeck.backend.config.validate as validate
 real = validate.load_file
-def load_file(path, kind=None):
+def load_file(path, kind=None, **options):
     if "boom" in str(path):
         raise RuntimeError("injected fault\\nsecond line")
-    return real(path, kind)
+    return real(path, kind, **options)
 validate.load_file = load_file
 from traindeck.backend.cli import main
 sys.exit(main(sys.argv[1:]))

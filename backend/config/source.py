@@ -45,6 +45,9 @@ class SourceDocument:
     file: str | None = None
     locations: dict[PathT, tuple[int, int]] = field(default_factory=dict)  # path -> (line, column), 1-based
     syntax: list[Message] = field(default_factory=list)
+    # JSON slips DeepSpeed's own reader (hjson) reads past, while strict JSON readers (the HF Trainer, accelerate)
+    # stop on them: whether each is an error depends on who reads the file (validate.check_document decides).
+    lenient: list[Message] = field(default_factory=list)
 
     def where(self, path: PathT) -> tuple[int | None, int | None]:
         """Position of `path`, or of its nearest ancestor that exists in the text (for keys that are missing)."""
@@ -60,9 +63,10 @@ class SourceDocument:
         return Message(severity, format_path(path), text, self.file, line, column)
 
 
-def load_file(path: str | Path, kind: Kind | None = None) -> SourceDocument:
+def load_file(path: str | Path, kind: Kind | None = None, *, as_deepspeed_reads: bool = False) -> SourceDocument:
     """Read and parse a file; unreadable, binary, non-UTF-8 and oversized files become a SourceDocument with one
-    error (bounded.py), not an exception."""
+    error (bounded.py), not an exception. `as_deepspeed_reads`: JSON that strict JSON refuses but DeepSpeed's own
+    reader (hjson) takes is read as DeepSpeed reads it, its slips kept in `lenient` (for `config check`)."""
     p = Path(path)
     try:
         text = read_config_text(p)
@@ -74,11 +78,11 @@ def load_file(path: str | Path, kind: Kind | None = None) -> SourceDocument:
         doc = SourceDocument("", _format_for(p.name, ""), None, kind, str(p))
         doc.syntax.append(Message("error", "", str(exc), str(p), exc.line, exc.column))
         return doc
-    return parse_text(text, file=str(p), kind=kind)
+    return parse_text(text, file=str(p), kind=kind, as_deepspeed_reads=as_deepspeed_reads)
 
 
 def parse_text(text: str, file: str | None = None, kind: Kind | None = None, fmt: Format | None = None,
-               *, locate: bool = True) -> SourceDocument:
+               *, locate: bool = True, as_deepspeed_reads: bool = False) -> SourceDocument:
     """Parse YAML or JSON text (format from the file name, else sniffed from the text). `locate=False` skips
     recording where each JSON key sits (a pass in Python over the whole text) when only the verdict is needed."""
     fmt = fmt or _format_for(file or "", text)
@@ -87,7 +91,7 @@ def parse_text(text: str, file: str | None = None, kind: Kind | None = None, fmt
         doc.syntax.append(Message("error", "", too_big(len(text.encode("utf-8", "replace"))), file, 1, 1))
         return doc
     if fmt == "json":
-        _parse_json(doc, locate=locate)
+        _parse_json(doc, locate=locate, as_deepspeed_reads=as_deepspeed_reads and kind in (None, "deepspeed"))
     else:
         _parse_yaml(doc)
     if doc.data is not None and not isinstance(doc.data, dict):
@@ -203,7 +207,7 @@ def _index_yaml(node: yaml.Node, path: PathT, doc: SourceDocument, loader: yaml.
 # ----------------------------------------------------------------------------------------------- JSON
 
 
-def _parse_json(doc: SourceDocument, *, locate: bool = True) -> None:
+def _parse_json(doc: SourceDocument, *, locate: bool = True, as_deepspeed_reads: bool = False) -> None:
     duplicates: list[str] = []
 
     def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -220,7 +224,11 @@ def _parse_json(doc: SourceDocument, *, locate: bool = True) -> None:
         _too_deep(doc, json_too_deep(doc.text) or 0)
         return
     except json.JSONDecodeError as exc:
-        doc.syntax += _json_syntax(doc, exc)
+        slips = _json_syntax(doc, exc)
+        if not as_deepspeed_reads or not _read_as_deepspeed_does(doc):
+            doc.syntax += slips
+            return
+        doc.lenient += slips
         return
     try:
         if locate:
@@ -236,6 +244,56 @@ def _parse_json(doc: SourceDocument, *, locate: bool = True) -> None:
         where = doc.locations[locs[-1]] if locs else (None, None)
         doc.syntax.append(Message("error", key, f"key '{key}' appears twice; DeepSpeed refuses duplicate keys",
                                   doc.file, *where))
+
+
+def _read_as_deepspeed_does(doc: SourceDocument) -> bool:
+    """DeepSpeedConfig(path) loads the file with hjson (duplicate keys refused): when that reads a mapping, keep its
+    data, located through the tolerant reader's tree. False when hjson refuses the text too, or is not installed."""
+    if not doc.text.strip():
+        return False  # hjson reads nothing as {}; DeepSpeed then stops on the missing batch size: say "empty"
+    try:
+        import hjson
+    except ImportError:
+        return False
+    from traindeck.backend.config.repair_tree import KeyMap, Unparseable
+    from traindeck.backend.config.tolerant_json import TolerantJsonReader
+
+    duplicates: list[str] = []
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                duplicates.append(key)
+            out[key] = value
+        return out
+
+    try:
+        data = hjson.loads(doc.text, object_pairs_hook=pairs_hook)
+    except (hjson.HjsonDecodeError, RecursionError, ValueError):
+        return False
+    if not isinstance(data, dict) or duplicates:
+        return False
+    doc.data = data
+    try:
+        reader = TolerantJsonReader(doc.text)
+        tree = reader.read()
+    except Unparseable:
+        return True
+
+    def walk(node: Any, path: PathT) -> None:
+        if isinstance(node, KeyMap):
+            for entry in node.entries:
+                here = path + (entry.key,)
+                if entry.key_span is not None:
+                    doc.locations[here] = (reader.line_of(entry.key_span[0]), reader.column_of(entry.key_span[0]))
+                walk(entry.value, here)
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, path + (i,))
+
+    walk(tree, ())
+    return True
 
 
 def _too_deep(doc: SourceDocument, index: int) -> None:

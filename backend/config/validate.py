@@ -14,7 +14,7 @@ import difflib
 import importlib
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -297,10 +297,11 @@ def check_document(
     """
     messages = list(doc.syntax)
     if doc.data is None or doc.kind is None:
-        return sort_messages(messages)
+        return sort_messages(messages + list(doc.lenient))
     data = doc.data
     if consumer is None and hf_trainer is not None:
         consumer = "hf_trainer" if hf_trainer else "plain"
+    messages += _lenient_slips(doc, consumer)
     if hf_trainer is None and consumer is not None and (doc.kind == "deepspeed" or consumer == "hf_trainer"):
         # The rules' older flag: accelerate converts the script's optimizer for offload as the Trainer does.
         hf_trainer = consumer != "plain"
@@ -317,6 +318,24 @@ def check_document(
     for fn in _load_rules(doc.kind):
         messages += [_locate(doc, deepspeed_doc, f) for f in fn(context)]
     return sort_messages(_dedupe(messages))
+
+
+def _lenient_slips(doc: SourceDocument, consumer: str | None) -> list[Message]:
+    """JSON slips DeepSpeed's hjson reader takes (source._read_as_deepspeed_does): an error for a file the HF
+    Trainer or accelerate reads (json.load: they stop there), a warning for one DeepSpeed's own launcher reads.
+    Without a word on who reads it, "auto" values say the HF Trainer / accelerate (only they fill them)."""
+    if not doc.lenient:
+        return []
+    from traindeck.backend.config.auto_fill import auto_paths
+
+    if consumer is None:
+        consumer = "integration" if next(auto_paths(doc.data), None) is not None else "plain"
+    if consumer == "plain":
+        return [replace(m, severity="warning", message=m.message + "; DeepSpeed reads the file with hjson, which "
+                        "takes this, but the HF Trainer and accelerate read strict JSON and stop here")
+                for m in doc.lenient]
+    return [replace(m, message=m.message + "; the HF Trainer and accelerate read strict JSON and stop here (only "
+                    "DeepSpeed's own launcher, reading with hjson, takes it)") for m in doc.lenient]
 
 
 def _locate(doc: SourceDocument, other: SourceDocument | None, finding: Finding) -> Message:
@@ -364,7 +383,7 @@ def check_files(paths: Sequence[str | Path], *, world_size: int | None = None, h
     here = Path(cwd) if cwd is not None else Path.cwd()
     if consumer is None and hf_trainer is not None:
         consumer = "hf_trainer" if hf_trainer else "plain"
-    docs = [load_file(p) for p in paths]
+    docs = [load_file(p, as_deepspeed_reads=True) for p in paths]
     accelerate_docs = [d for d in docs if d.kind == "accelerate"]
     deepspeed_docs = [d for d in docs if d.kind != "accelerate"]
     messages: list[Message] = []
@@ -405,7 +424,7 @@ def _deepspeed_doc_for(doc: SourceDocument, deepspeed_docs: list[SourceDocument]
     for candidate in deepspeed_docs:
         if candidate.file and Path(candidate.file).resolve() == ref.resolve():
             return candidate
-    loaded = load_file(os.path.normpath(ref), kind="deepspeed")  # messages name 'a/c', not 'a/b/../c'
+    loaded = load_file(os.path.normpath(ref), kind="deepspeed", as_deepspeed_reads=True)  # messages name 'a/c', not 'a/b/../c'
     deepspeed_docs.append(loaded)
     return loaded
 def _world_size(accelerate: Any) -> int | None:

@@ -85,7 +85,7 @@ def check_corpus(corpus: Path, verdicts: list[dict[str, str]] | None = None) -> 
                 os.chdir(file.parent if judge.FROM_CONFIG_FOLDER in outcome.row["message"]
                          else judge.repo_root(file, r["path"]))
                 messages = [m for m in check_files([str(file)]) if m.file and Path(m.file) == file]
-                outcome.kind = load_file(file).kind
+                outcome.kind = load_file(file, as_deepspeed_reads=True).kind  # as config check reads it
                 if outcome.row.get("route") == "hf-trainer":
                     outcome.hf_trainer_warnings = sum(
                         m.severity == "warning" and m.file is not None and Path(m.file) == file
