@@ -48,10 +48,13 @@ setup-core:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -e ".[test]"
 
+# mypy names modules after folders and the repository root is the package `traindeck`: a checkout named otherwise
+# (a worktree, traindeck-main) is type-checked through a link named traindeck under build/.
 lint: $(STAMP)
 	$(BIN)/ruff check backend gui tests
 	$(BIN)/lint-imports
-	$(BIN)/mypy
+	@mkdir -p build/typecheck && ln -sfn "$(CURDIR)" build/typecheck/traindeck
+	cd build/typecheck && "$(CURDIR)/$(BIN)/mypy" --config-file traindeck/pyproject.toml traindeck/backend traindeck/gui
 
 # The dashboard as a person sees it: the real window under Xvfb (a real X server), the demo driven end to end
 # (launch, live run, stop, a second run, History's comparison, dark theme), one screenshot per step in build/tour.

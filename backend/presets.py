@@ -31,6 +31,7 @@ import yaml
 
 from traindeck.backend import paths
 from traindeck.backend.fileio import atomic_write_text
+from traindeck.backend.launch.config_files import INLINE_DEEPSPEED_KEYS, render_sections
 
 if TYPE_CHECKING:
     from traindeck.backend.config.messages import Message
@@ -503,9 +504,7 @@ def import_accelerate_default(name: str, **kwargs: Any) -> Preset:
 def render_files(preset: Preset, directory: Path) -> dict[str, str]:
     """The files a preset becomes in `directory` ({file name: text}): the launcher's own renderer, so an exported
     preset and a launched one are the same files."""
-    from traindeck.backend.launch.builders import render_config_files
-
-    return render_config_files(preset, Path(directory).absolute())
+    return render_sections(preset.accelerate, preset.deepspeed, Path(directory).absolute())
 
 
 def export_preset(name_or_preset: str | Preset, directory: Path | str) -> list[Path]:
@@ -660,8 +659,6 @@ def _preset_checks(preset: Preset, located: Callable[[tuple[str | int, ...]], tu
     if preset.accelerate is not None and preset.deepspeed is not None:
         inline = (preset.accelerate.get("deepspeed_config") or {})
         if isinstance(inline, dict):
-            from traindeck.backend.launch.builders import INLINE_DEEPSPEED_KEYS
-
             for key in INLINE_DEEPSPEED_KEYS:
                 if key in inline:
                     add("warning", ("accelerate", "deepspeed_config", key),

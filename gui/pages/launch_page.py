@@ -656,7 +656,7 @@ class LaunchPage(Page):
 # Worker-side functions: the backend modules they use (run store, psutil, the estimator) are imported on the worker
 # thread the first time, so their import time never stalls the UI.
 def _preview(request: LaunchRequest, environment: TrainingEnvironment | None) -> LaunchPlan:
-    from traindeck.backend.runs.launch import preview_plan
+    from traindeck.backend.launch.preview import preview_plan
 
     return preview_plan(request, environment)
 
