@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import signal
 import sqlite3
@@ -39,6 +40,7 @@ from traindeck.backend.logparse import Line, LineAssembler, Metric, OutputParser
 from traindeck.backend.runs import procs
 from traindeck.backend.runs.cgroups import MemoryLimit, memory_limit, process_cgroup
 from traindeck.backend.runs.diagnosis import (
+    Diagnosis,
     Evidence,
     ProcessEnd,
     diagnose,
@@ -91,8 +93,22 @@ class Instructions:
                    env=dict(data["env"]), stall_min_s=float(data.get("stall_min_s", 120.0)))
 
 
-def _log(message: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+# The supervisor's own diary: stderr is supervisor.log in the run directory (control.start_run opens it), set up in
+# main() as "HH:MM:SS message" lines. Library code logs through `logger`; nothing here prints.
+logger = logging.getLogger("traindeck.supervisor")
+
+
+def _log(message: str, level: int = logging.INFO) -> None:
+    """Kept for callers on other branches; new code calls `logger` directly."""
+    logger.log(level, message)
+
+
+def _log_to_stderr() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 class SafeStore:
@@ -108,7 +124,7 @@ class SafeStore:
             try:
                 return method(*args, **kwargs)
             except sqlite3.Error as exc:
-                _log(f"run store {name} failed: {exc}")
+                logger.warning("run store %s failed: %s", name, exc)
                 return None
 
         return call
@@ -136,7 +152,7 @@ class OutputPump(threading.Thread):
                 except OSError as exc:
                     if exc.errno == errno.ENOSPC:
                         write_failed = True
-                        _log(f"writing output.log failed: {exc}; draining the output so the job never blocks")
+                        logger.warning("writing output.log failed: %s; draining the output so the job never blocks", exc)
                     else:  # a kernel or filesystem without splice into this file: plain reads and writes
                         splice = None
                     continue
@@ -163,7 +179,7 @@ class OutputPump(threading.Thread):
             try:
                 view = view[os.write(self.log_fd, view):]
             except OSError as exc:  # disk full: keep draining so the job never blocks; say so once
-                _log(f"writing output.log failed: {exc}; draining the output so the job never blocks")
+                logger.warning("writing output.log failed: %s; draining the output so the job never blocks", exc)
                 return False
         return True
 
@@ -193,7 +209,7 @@ class OutputFollower(threading.Thread):
         try:
             self._follow()
         except Exception:  # parsing must never take the supervisor down; the log is complete regardless
-            _log("output follower failed:\n" + traceback.format_exc())
+            logger.exception("output follower failed:")
 
     def _follow(self) -> None:
         with open(self.path, "rb") as handle:
@@ -347,7 +363,7 @@ class Supervisor:
         me = psutil.Process()
         self.store.update_run(self.run_id, supervisor_pid=me.pid, supervisor_started=me.create_time())
         if not procs.become_child_subreaper():
-            _log("could not become a child subreaper; orphaned ranks are found by their environment marker")
+            logger.warning("could not become a child subreaper; orphaned ranks are found by their environment marker")
         self._start_sentinel()
         read_fd, write_fd = os.pipe()
         try:
@@ -399,7 +415,7 @@ class Supervisor:
                 stdin=read_fd, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), start_new_session=True)
             self.sentinel_fd = write_fd
         except OSError as exc:
-            _log(f"could not start the sentinel: {exc}")
+            logger.warning("could not start the sentinel: %s", exc)
             os.close(write_fd)
         finally:
             os.close(read_fd)
@@ -412,10 +428,10 @@ class Supervisor:
         except ImportError:
             return
         try:
-            self.recorder = RunResourceRecorder(self.spec.store, self.run_id, self._root_pid, interval_s=1.0)
+            self.recorder = RunResourceRecorder(Path(self.spec.store), self.run_id, self._root_pid, interval_s=1.0)
             self.recorder.start()
         except Exception as exc:  # resource sampling is a nice-to-have; never let it end the run
-            _log(f"resource recorder did not start: {exc!r}")
+            logger.warning("resource recorder did not start: %r", exc)
             self.recorder = None
 
     def _root_pid(self) -> int | None:
@@ -455,7 +471,7 @@ class Supervisor:
                 self.store.add_event(self.run_id, "launcher_exit", f"launcher {procs.describe_returncode(code)}")
             elif self.sentinel is not None and pid == self.sentinel.pid:
                 self.sentinel.returncode = code
-                _log(f"sentinel ended ({procs.describe_returncode(code)})")
+                logger.info("sentinel ended (%s)", procs.describe_returncode(code))
             self._ended(pid, code)
 
     def _ended(self, pid: int, code: int | None) -> None:
@@ -698,7 +714,7 @@ class Supervisor:
     def wind_down(self) -> None:
         self.pump.join(timeout=10.0)
         if self.pump.is_alive():  # something outside our tree still holds the pipe: stop reading it
-            _log("output pipe still open after every process ended; closing it")
+            logger.warning("output pipe still open after every process ended; closing it")
             os.close(self.pump.read_fd)
             self.pump.join(timeout=2.0)
         self.follower.pump_done.set()
@@ -712,7 +728,7 @@ class Supervisor:
             try:
                 self.recorder.stop()
             except Exception as exc:
-                _log(f"resource recorder did not stop cleanly: {exc!r}")
+                logger.warning("resource recorder did not stop cleanly: %r", exc)
         remaining = self._confirm_nothing_remains()
         evidence = self._evidence()
         self.exits.close()
@@ -820,7 +836,7 @@ class Supervisor:
 
             return resource_summary(self.spec.store, self.run_id)
         except Exception as exc:  # evidence is best-effort; the diagnosis works without it
-            _log(f"resource summary unavailable: {exc!r}")
+            logger.warning("resource summary unavailable: %r", exc)
             return {}
 
     def _finish(self, evidence: Evidence, state: str) -> None:
@@ -829,7 +845,7 @@ class Supervisor:
             atomic_write_text(self.run_dir.evidence, json.dumps(
                 {"evidence": evidence_to_json(evidence), "diagnosis": diagnosis.to_json()}, indent=1))
         except OSError as exc:
-            _log(f"could not write {self.run_dir.evidence}: {exc}")
+            logger.warning("could not write %s: %s", self.run_dir.evidence, exc)
         detail = ""
         if state == "stopped" and self.stop is not None:
             detail = f"stopped {self.stop.detail}"
@@ -838,7 +854,7 @@ class Supervisor:
         self.store.finish_run(self.run_id, state, exit_code=self.launcher_returncode,
                               diagnosis=None if state == "succeeded" else diagnosis.to_json(), state_detail=detail)
         self.store.add_event(self.run_id, "finished", f"{state}: {diagnosis.summary}")
-        _log(f"run {self.run_id} {state}: {diagnosis.summary}")
+        logger.info("run %s %s: %s", self.run_id, state, diagnosis.summary)
 
     def release_sentinel(self) -> None:
         if self.sentinel_fd is not None:
@@ -886,6 +902,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m traindeck.backend.runs.supervisor RUN_DIR  (instructions on stdin)", file=sys.stderr)
         return 2
+    _log_to_stderr()
     run_dir = RunDir(Path(args[0]))
     spec = Instructions.read(sys.stdin)
     # Nothing more comes on stdin; holding the pipe open would tie us to whoever started us.
@@ -909,7 +926,7 @@ def main(argv: list[str] | None = None) -> int:
             supervisor.loop()
             supervisor.wind_down()
     except BaseException:
-        _log("supervisor failed:\n" + traceback.format_exc())
+        logger.exception("supervisor failed:")
         # Do not leave the job unsupervised: end it and say why; the sentinel covers us if even this fails.
         try:
             supervisor.stop = supervisor.stop or StopSequence(0.0)
@@ -919,10 +936,9 @@ def main(argv: list[str] | None = None) -> int:
             supervisor.store.finish_run(spec.run_id, "failed", only_if_running=True,
                                         exit_code=supervisor.launcher_returncode,
                                         state_detail="the supervisor failed; see supervisor.log",
-                                        diagnosis={"summary": "traindeck's supervisor failed; the run was ended.",
-                                                   "kind": "lost", "rank": None,
-                                                   "evidence": [traceback.format_exc().strip().splitlines()[-1]],
-                                                   "advice": ""})
+                                        diagnosis=Diagnosis(
+                                            summary="traindeck's supervisor failed; the run was ended.", kind="lost",
+                                            evidence=[traceback.format_exc().strip().splitlines()[-1]]).to_json())
         finally:
             supervisor.release_sentinel()
         return 1
