@@ -400,9 +400,9 @@ def diagnose(ev: Evidence) -> Diagnosis:
         who = _who(rank)
         if error.kind == "collective_timeout":
             summary = f"{who} timed out in a collective operation (NCCL/gloo): another rank stopped answering."
-            silent = _silent_survivors(rank, ev.ends, own)
-            if silent:
-                quoted.append(f"rank(s) {', '.join(map(str, silent))} printed no error and were still running "
+            survivors = _silent_survivors(rank, ev.ends, own)
+            if survivors:
+                quoted.append(f"rank(s) {', '.join(map(str, survivors))} printed no error and were still running "
                               f"when rank {rank} timed out: the likely one(s) that stopped answering (hung or slow)")
             advice = "Look at the rank that ended first or hung; raise the timeout only if a step is truly slow."
         else:
