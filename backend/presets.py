@@ -54,7 +54,7 @@ BUILTIN_NAMES = (
     "cpu-demo",
 )
 
-LAUNCHERS = ("accelerate", "deepspeed", "python")
+LAUNCHERS: tuple[Literal["accelerate", "deepspeed", "python"], ...] = ("accelerate", "deepspeed", "python")
 
 # The nvme_path the zero-infinity-nvme preset ships with: the user must replace it (validation says so).
 NVME_PLACEHOLDER = "/path/to/nvme"

@@ -117,8 +117,9 @@ class MainWindow(QMainWindow):
         page = self.page_types[index](self.ctx)
         old = self.stack.widget(index)
         self.stack.insertWidget(index, page)
-        self.stack.removeWidget(old)
-        old.deleteLater()
+        if old is not None:
+            self.stack.removeWidget(old)
+            old.deleteLater()
         self.pages[key] = page
         # The page and the modules it imported live as long as the window: keep them out of the cyclic GC's full
         # passes, which otherwise walk ~100k objects (30-60 ms, GIL held) about once a second while a run floods

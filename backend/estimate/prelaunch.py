@@ -252,9 +252,9 @@ def _int(value: Any, default: int) -> int:
 
 def _offload(section: Any) -> Offload:
     device = str(_mapping(section).get("device", "none")).lower()
-    if device == "cpu" or device == "nvme":
-        return device
-    return "none"
+    if device == "cpu":
+        return "cpu"
+    return "nvme" if device == "nvme" else "none"
 
 
 def _enabled(section: Any) -> bool:

@@ -7,6 +7,7 @@ and transformers never load in the window), and NVML is asked for the GPUs off t
 
 from __future__ import annotations
 
+import functools
 import html
 from dataclasses import dataclass
 from typing import Any
@@ -407,13 +408,15 @@ class EstimatePage(Page):
                                                "on the meta device; this can take a while)…")])
             if self._counting != config:
                 self._counting = config
-                self.ctx.tasks.run(_count, config, done=lambda result, c=config: self._config_counted(c, result),
-                                   failed=lambda error, c=config: self._config_counted(
-                                       c, InputProblem("model_config", f"Model config: {error}")))
+                self.ctx.tasks.run(_count, config, done=functools.partial(self._config_counted, config),
+                                   failed=functools.partial(self._config_not_counted, config))
             return
         self.ctx.tasks.run(_estimate, form, counted, done=lambda outcome: self._estimated(generation, outcome),
                            failed=lambda error: self._estimated(
                                generation, _Outcome(problem=InputProblem("", f"The estimate failed: {error}"))))
+
+    def _config_not_counted(self, config: str, error: str) -> None:
+        self._config_counted(config, InputProblem("model_config", f"Model config: {error}"))
 
     def _config_counted(self, config: str, result: ModelShape | InputProblem) -> None:
         if self._counting == config:
@@ -444,9 +447,9 @@ class EstimatePage(Page):
                 widget.setProperty("invalid", mark)
                 widget.setStyleSheet("border: 1px solid #d93025;" if mark and isinstance(widget, QLineEdit) else "")
         for problem in problems:
-            widget = self.fields.get(problem.field)
-            if widget is not None:
-                widget.setToolTip(problem.message)
+            field = self.fields.get(problem.field)
+            if field is not None:
+                field.setToolTip(problem.message)
         for name, widget in self.fields.items():
             if name not in bad:
                 widget.setToolTip(TIPS.get(name, ""))

@@ -12,6 +12,7 @@ import functools
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -467,7 +468,7 @@ class HistoryPage(Page):
         self.config_table.setToolTip(f"{result.same} settings are the same in both runs")
         self.diff_view.setPlainText(result.unified_diff or "The two runs' config files are the same.")
 
-    def _fill(self, table: QTableWidget, rows: list[tuple[str, ...]], bold_rows: set[int] | None = None) -> None:
+    def _fill(self, table: QTableWidget, rows: Sequence[tuple[str, ...]], bold_rows: set[int] | None = None) -> None:
         table.setRowCount(len(rows))
         for r, values in enumerate(rows):
             for c, text in enumerate(values):

@@ -14,7 +14,7 @@ import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication, QKeySequence, QPalette, QShortcut
@@ -51,6 +51,7 @@ from traindeck.gui.widgets.path_field import PathField
 if TYPE_CHECKING:  # the estimator is imported when a check runs, not with the page
     from traindeck.backend.estimate.model_shape import ModelShape
     from traindeck.backend.estimate.prelaunch import LaunchMemoryCheck
+    from traindeck.backend.launch.plan import Launcher
     from traindeck.backend.launch.probe import TrainingEnvironment
     from traindeck.backend.presets import Preset
     from traindeck.backend.runs.launch import LaunchOutcome
@@ -350,7 +351,7 @@ class LaunchPage(Page):
         preset = copy.deepcopy(self.ctx.draft.preset)
         return LaunchRequest(script=str(Path(choice.script).expanduser()) if choice.script else "",
                              script_args=choice.script_args, preset=preset,
-                             launcher=choice.launcher or None,
+                             launcher=cast("Launcher | None", choice.launcher or None),  # build_plan names a wrong one
                              nproc=choice.nproc, python=choice.python or None,
                              cwd=Path(choice.cwd) if choice.cwd else None, env=dict(choice.env))
 
@@ -669,7 +670,7 @@ def _memory_check(text: str, shape: ModelShape | None, preset: Preset, nproc: in
     return found, check_preset(preset, found, nproc, env=env)
 
 
-def _launch(request: LaunchRequest, **kwargs: object) -> LaunchOutcome:
+def _launch(request: LaunchRequest, **kwargs: Any) -> LaunchOutcome:
     from traindeck.backend.runs.launch import launch_run
 
     return launch_run(request, **kwargs)
