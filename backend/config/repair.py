@@ -502,13 +502,14 @@ def repair_text(text: str, file: str | None = None, *, kind: Kind | None = None,
     for start, _end, _rep, what in syntax_edits:
         fixer.changes.append((reader.line_of(start) if reader is not None else 1, what))
     # The kind is told by the top-level keys alone: no need to turn the whole tree into dicts for it.
-    kind = kind or detect_kind({e.key: None for e in tree.entries}, fmt)
+    top = {e.key: e.value if not isinstance(e.value, (_Map, list)) else None for e in tree.entries}
+    kind = kind or detect_kind(top, fmt)
     if flattened:
         fixer.structural = True
         fixer.change(1, "the indentation was inconsistent (YAML could not read it): re-nested every key under "
                         "the section it belongs to")
     try:
-        section: type[Section] | None = root_section(kind, data)
+        section: type[Section] | None = root_section(kind, top)  # top-level scalars tell a SageMaker config
     except ModuleNotFoundError:
         section = None
         fixer.problems.append((0, f"the {kind} config description is not available: only syntax was repaired"))

@@ -112,7 +112,8 @@ def build_plan(
         errors.append(f"the number of processes must be at least 1, not {nproc}")
         nproc = 1
 
-    env = training_env(request.env, base=base_env, helpers=helpers)
+    env = training_env(request.env, base=base_env, helpers=helpers, python=python,
+                       site_dirs=environment.site_dirs if environment is not None else ())
     args = _script_args(request.script_args, ds_path, errors)
     if not (Path(cwd) / request.script).is_file():
         errors.append(f"script not found: {request.script} (in {cwd})")
@@ -161,8 +162,9 @@ def build_plan(
         errors += problems_for(environment, launcher, needs_deepspeed=ds_path is not None)
         warnings += _hardware_notes(environment, launcher, nproc, request)
 
-    return LaunchPlan(launcher=launcher, argv=argv, env=env, cwd=cwd, nproc=nproc, master_port=port, files=files,
-                      errors=errors, warnings=warnings, python=python, run_dir=str(run_dir), ds_config_path=ds_path)
+    return LaunchPlan(launcher=launcher, argv=argv, env=env, cwd=cwd, nproc=nproc, master_port=port,
+                      port_fixed=port is not None and fixed_port is not None, files=files, errors=errors,
+                      warnings=warnings, python=python, run_dir=str(run_dir), ds_config_path=ds_path)
 
 
 def _config_files(request: LaunchRequest, run_dir: Path, cwd: str, errors: list[str], warnings: list[str]

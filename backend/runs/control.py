@@ -56,7 +56,8 @@ def start_run(plan: LaunchPlan, run_dir: RunDir, *, name: str = "", preset: str 
         secrets = [value for key, value in plan.env.items() if is_secret_name(key)]
         argv = mask_argv(plan.argv, secrets)
         command = {"argv": argv, "command_line": shlex.join(argv), "cwd": plan.cwd, "launcher": plan.launcher,
-                   "nproc": plan.nproc, "master_port": plan.master_port, "python": plan.python,
+                   "nproc": plan.nproc, "master_port": plan.master_port,
+                   "port_fixed": plan.port_fixed, "python": plan.python,
                    "env": masked_env(plan.env)}
         atomic_write_text(run_dir.command, json.dumps(command, indent=2, sort_keys=True) + "\n")
         run_dir.output.touch(mode=0o600)

@@ -11,7 +11,8 @@ with secrets) from stdin, so secrets never touch the disk and its own environmen
 - on a second thread follows output.log to parse progress and metrics into the run store (this may lag or skip
   ahead under a flood; the log itself never does);
 - every 0.25 s: reaps children, tracks the run's processes and ranks (exit statuses included), polls for a stop
-  request (the `stop` file, or SIGTERM/SIGINT/SIGHUP sent to the supervisor), warns of stalls;
+  request (the `stop` file, or SIGTERM/SIGINT/SIGHUP sent to the supervisor), asks stall_watch.py whether the
+  run is stalled (then every rank's stack is taken once) or building DeepSpeed/torch ops;
 - at the end makes sure nothing of the run remains and writes the final state with a diagnosis.
 """
 
@@ -23,7 +24,6 @@ import logging
 import os
 import signal
 import sqlite3
-import statistics
 import subprocess
 import sys
 import threading
@@ -37,6 +37,7 @@ import psutil
 
 from traindeck.backend.fileio import atomic_write_text
 from traindeck.backend.logparse import Line, LineAssembler, Metric, OutputParser, Progress
+from traindeck.backend.logparse.op_build import OpBuildTracker
 from traindeck.backend.runs import procs
 from traindeck.backend.runs.cgroups import MemoryLimit, memory_limit, process_cgroup
 from traindeck.backend.runs.diagnosis import (
@@ -46,7 +47,6 @@ from traindeck.backend.runs.diagnosis import (
     diagnose,
     evidence_to_json,
     is_success,
-    stall_threshold,
 )
 from traindeck.backend.runs.evidence import (
     boot_time_offset,
@@ -57,6 +57,8 @@ from traindeck.backend.runs.evidence import (
 )
 from traindeck.backend.runs.exits import ExitWatcher
 from traindeck.backend.runs.layout import RunDir
+from traindeck.backend.runs.settings import launch_settings
+from traindeck.backend.runs.stall_watch import Quiet, StallWatch
 from traindeck.backend.runs.store import RunStore
 
 TICK_S = 0.25
@@ -203,6 +205,7 @@ class OutputFollower(threading.Thread):
         self._metrics: list[tuple[str, int | None, float, float, int | None]] = []
         self._metrics_written = 0.0
         self._reported: set[str] = set()
+        self.op_builds = OpBuildTracker()
         self.pump_done = threading.Event()
 
     def run(self) -> None:
@@ -247,7 +250,16 @@ class OutputFollower(threading.Thread):
 
     def _line(self, line: Line) -> None:
         self.lines += 1
+        change = self.op_builds.feed(line.text, time.monotonic())
+        if change is not None:
+            self._op_build_event(change)
         self._items(self.parser.feed(line))
+
+    def _op_build_event(self, change: str) -> None:
+        what, _, op = change.partition(":")  # "building" is announced by the supervisor's own check (processes too)
+        if what == "loaded" and self.op_builds.loaded.get(op) is not None:
+            self.store.add_event(self.run_id, "op_loaded",
+                                 f"{op} loaded after {self.op_builds.loaded[op]:.0f} s (built or found in the cache)")
 
     def _items(self, items: list[Progress | Metric]) -> None:
         progressed = False
@@ -352,7 +364,7 @@ class Supervisor:
         self.stop: StopSequence | None = None
         self.stop_signal_received = False
         self.leftover_since: float | None = None
-        self.stalled = False
+        self.stall = StallWatch(self.store, spec.run_id, run_dir.path, spec.stall_min_s, _log)
         self.oom_before = oom_kill_counters()
         self.cgroups: dict[tuple[int, str], int | None] = {}  # the ranks' memory cgroups -> OOM kills at first sight
         self.boot_s_at_start = boot_time_offset()
@@ -450,7 +462,7 @@ class Supervisor:
             elif self.launcher_returncode is not None and alive:
                 self._end_leftovers(alive, now)
             if now - last_stall_check >= 5.0 and self.launcher_returncode is None:
-                self._check_stall(now)
+                self._check_stall(now, alive)
                 last_stall_check = now
             if self.launcher_returncode is not None and not alive:
                 break
@@ -628,6 +640,7 @@ class Supervisor:
         if self.launcher_returncode is not None and self.leftover_since is None:
             return  # the run ended by itself before the request arrived
         self.stop = StopSequence(grace)
+        self.stall.stop_requested()
         self._stop_request = request
         self.store.update_run(self.run_id, stop_requested_at=time.time(), state_detail="stopping")
         self.store.add_event(self.run_id, "stop_requested", f"stop requested (grace {grace:g} s)")
@@ -693,25 +706,15 @@ class Supervisor:
         else:
             procs.send(alive, signal.SIGTERM)
 
-    def _check_stall(self, now: float) -> None:
-        quiet_since = max(self.pump.last_output, self.follower.last_progress_change)
-        quiet = now - quiet_since
-        threshold = stall_threshold(self.follower.step_times, self.spec.stall_min_s)
-        if not self.stalled and quiet > threshold:
-            self.stalled = True
-            typical = ""
-            if self.follower.step_times:
-                typical = f"; a step usually takes {statistics.median(self.follower.step_times):.1f} s"
-            text = f"stalled: no output or progress for {_duration(quiet)}{typical}"
-            self.store.add_event(self.run_id, "stall", text)
-            self.store.update_run(self.run_id, state_detail=text)
-        elif self.stalled and quiet < threshold:
-            self.stalled = False
-            self.store.add_event(self.run_id, "resumed", "output resumed after a stall")
-            self.store.update_run(self.run_id, state_detail="")
+    def _check_stall(self, now: float, alive: list[psutil.Process]) -> None:
+        quiet = Quiet(self.pump.last_output, self.follower.last_progress_change, self.follower.step_times,
+                      self.follower.op_builds.building_now)
+        self.stall.check(now, quiet, alive, lambda: [t.to_json() for t in self.tracked.values()
+                                                     if t.role in ("launcher", "rank")])
 
     # -- the end ----------------------------------------------------------------------------------------------
     def wind_down(self) -> None:
+        self.stall.run_ended(time.monotonic())
         self.pump.join(timeout=10.0)
         if self.pump.is_alive():  # something outside our tree still holds the pipe: stop reading it
             logger.warning("output pipe still open after every process ended; closing it")
@@ -812,6 +815,8 @@ class Supervisor:
             min_available_ram=memory.get("min_host_available_bytes"),
             memory_limit=limit,
             cgroup_oom_kills_during_run=cgroup_kills,
+            settings=launch_settings(self.run_dir),
+            stall_stacks=self.stall.hang_stacks(self.follower.last_progress_change),
         )
 
     def _memory_limit(self) -> tuple[MemoryLimit | None, int | None]:
@@ -876,12 +881,6 @@ def _name(proc: psutil.Process) -> str:
         return proc.name()
     except psutil.Error:
         return str(proc.pid)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min"
 
 
 def _gpu_holders(pids: set[int]) -> Any:
