@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -832,7 +833,7 @@ class Supervisor:
                 best = (limit, kills)
         return best if best is not None else (None, None)
 
-    def _resource_summary(self) -> dict[str, Any]:
+    def _resource_summary(self) -> Mapping[str, Any]:  # a ResourceSummary, or {}
         """Memory peaks from the resource recorder (empty when it did not run)."""
         if self.recorder is None:
             return {}
