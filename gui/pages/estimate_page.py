@@ -133,7 +133,7 @@ class EstimatePage(Page):
         self.problems: list[InputProblem] = []
         self.detected: DetectedMachine | None = None
         self.detection_finished = False
-        self._generation = 0
+        self._estimates = ctx.tasks.lane()  # only the newest edit's estimate is shown
         self._model_config = ""  # the committed model config (typing a path does not count at every key)
         self._counted: dict[str, ModelShape] = {}
         self._count_failed: dict[str, InputProblem] = {}
@@ -392,8 +392,7 @@ class EstimatePage(Page):
     def recompute(self) -> None:
         """Check the form now; estimate in the background (counting a model config first when needed)."""
         self._debounce.stop()
-        self._generation += 1
-        generation = self._generation
+        self._estimates.invalidate()  # an older edit's estimate still on its way is dropped
         form = self.form()
         _, problems = check_form(form)
         config = form.model_config.strip()
@@ -411,9 +410,7 @@ class EstimatePage(Page):
                 self.ctx.tasks.run(_count, config, done=functools.partial(self._config_counted, config),
                                    failed=functools.partial(self._config_not_counted, config))
             return
-        self.ctx.tasks.run(_estimate, form, counted, done=lambda outcome: self._estimated(generation, outcome),
-                           failed=lambda error: self._estimated(
-                               generation, _Outcome(problem=InputProblem("", f"The estimate failed: {error}"))))
+        self._estimates.run(_estimate, form, counted, done=self._estimated, failed=self._estimate_failed)
 
     def _config_not_counted(self, config: str, error: str) -> None:
         self._config_counted(config, InputProblem("model_config", f"Model config: {error}"))
@@ -428,9 +425,10 @@ class EstimatePage(Page):
         if config == self._model_config:
             self.recompute()
 
-    def _estimated(self, generation: int, outcome: _Outcome) -> None:
-        if generation != self._generation:
-            return  # an older edit's answer: a newer one is on its way
+    def _estimate_failed(self, error: str) -> None:
+        self._estimated(_Outcome(problem=InputProblem("", f"The estimate failed: {error}")))
+
+    def _estimated(self, outcome: _Outcome) -> None:
         if outcome.problem is not None:
             self._show_problems([outcome.problem])
             return
