@@ -15,6 +15,9 @@ Layout, chosen so that charting a day of 1 Hz samples reads in well under 200 ms
   role, rank).
 
 Other tables in the same file belong to the run supervisor; this module creates and touches only its own.
+
+Size (~775 lines): the resource store's schema, writer, rollups and readers share one table layout; split
+candidate: the readers (read_series, resource_summary) into their own module.
 """
 
 from __future__ import annotations

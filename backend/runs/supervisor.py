@@ -14,6 +14,9 @@ with secrets) from stdin, so secrets never touch the disk and its own environmen
   request (the `stop` file, or SIGTERM/SIGINT/SIGHUP sent to the supervisor), asks stall_watch.py whether the
   run is stalled (then every rank's stack is taken once) or building DeepSpeed/torch ops;
 - at the end makes sure nothing of the run remains and writes the final state with a diagnosis.
+
+Size (~950 lines): one process's whole life (pump, follower, sentinel, end check, wind-down) around one
+shared state; split candidates: the output pump/follower and the end-of-run evidence.
 """
 
 from __future__ import annotations

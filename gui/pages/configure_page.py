@@ -4,6 +4,9 @@ with the files and the command a launch will use previewed.
 The page edits `ctx.draft.preset` in place (PresetEditor) and marks every edit; checks, previews and writes run on
 ctx.tasks (validate_preset costs ~5-15 ms a call, saving fsyncs), and a result that arrives after a newer edit is
 dropped. Presets are read, written, renamed, imported and exported only through traindeck.backend.presets.
+
+Size (~840 lines): the editor's file actions (open, paste, import, export, save) and their dialogs; split
+candidate: the file actions into a module of their own.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 The page only presents `traindeck.backend.estimate`: the form's text goes to `check_form` (instant, names the bad
 field), the estimate runs on the thread pool, a model config is counted by the backend in a child process (torch
 and transformers never load in the window), and NVML is asked for the GPUs off the UI thread.
+
+Size (~640 lines): the form's many fields and their tooltips; the arithmetic is backend/estimate.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 The list is `traindeck.backend.runs.history.RunHistory` read on the thread pool every few seconds while the page is
 shown; a comparison is `traindeck.backend.runs.compare.compare_runs`, also off the UI thread. This module only
 draws them.
+
+Size (~520 lines): the page's layout, its two tables and the comparison's drawing; the comparison itself is
+backend/runs/compare.py.
 """
 
 from __future__ import annotations

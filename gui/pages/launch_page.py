@@ -4,6 +4,9 @@ Launch button (Ctrl+Enter).
 The page only gathers choices: the plan comes from backend.runs.launch (build_plan with the same LaunchRequest
 `traindeck run` builds), the memory check from backend.estimate.prelaunch, the interpreter's packages from
 backend.launch.probe, all on ctx.tasks. Secrets typed here reach the run through the supervisor's pipe only.
+
+Size (~700 lines): the launch form, its memory check and its settings; the plan is backend/launch. Split
+candidate: the memory-check panel.
 """
 
 from __future__ import annotations

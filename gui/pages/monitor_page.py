@@ -7,6 +7,9 @@ and a process table), plus the run's offload view from its recording. Samples co
 only appends numbers to charts.
 
 Sampling stops when the page has been hidden for a while (or on shutdown) and restarts when it is shown.
+
+Size (~700 lines): four panels (host, GPUs, processes, offload) over one sampler; split candidate: a module
+per panel.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Everything the page shows is read off the UI thread: the run store through `ctx.tasks` (a view every 0.5 s, the
 list every 2 s), the log by the console's own reading thread. Opening the page while runs are running shows the
 newest one and follows it: closing and reopening the window reattaches to a run, which never noticed either.
+
+Size (~800 lines): layout and drawing only; the watched run's state is backend/runs/watched.py (WatchedRun).
+Split candidate: the run list and the stop/diagnosis panels as widgets.
 """
 
 from __future__ import annotations
