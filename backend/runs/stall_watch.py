@@ -41,8 +41,9 @@ class Quiet:
 
 class StallWatch:
     def __init__(self, store: Any, run_id: str, run_dir: Path, stall_min_s: float,
-                 log: Callable[[str], None]) -> None:
+                 log: Callable[[str], None], on_stall: Callable[[str], None] | None = None) -> None:
         self.store, self.run_id, self.run_dir, self.stall_min_s, self._log = store, run_id, run_dir, stall_min_s, log
+        self._on_stall = on_stall  # told each stall's text (the watchdog's alert)
         self.stalled = False
         self.building: list[str] = []  # ops being built as last shown (no stall is declared meanwhile)
         self.build_seen_at = 0.0
@@ -68,6 +69,8 @@ class StallWatch:
             text = f"stalled: no output or progress for {duration(quiet_s)}{typical}"
             self.store.add_event(self.run_id, "stall", text)
             self.store.update_run(self.run_id, state_detail=text)
+            if self._on_stall is not None:
+                self._on_stall(text)
             if not self._taking_stacks.is_set():
                 self._taking_stacks.set()
                 self._progress_at_stall = quiet.last_progress

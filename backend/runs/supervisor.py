@@ -61,9 +61,11 @@ from traindeck.backend.runs.evidence import (
 )
 from traindeck.backend.runs.exits import ExitWatcher
 from traindeck.backend.runs.layout import RunDir
+from traindeck.backend.runs.savestop import save_hold_s
 from traindeck.backend.runs.settings import launch_settings
 from traindeck.backend.runs.stall_watch import Quiet, StallWatch
 from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.watchdog import Watchdog
 
 TICK_S = 0.25
 PROGRESS_EVERY_S = 0.25
@@ -193,9 +195,11 @@ class OutputPump(threading.Thread):
 class OutputFollower(threading.Thread):
     """Follows output.log behind the pump: lines -> progress and metrics -> run store, at a bounded rate."""
 
-    def __init__(self, path: Path, pump: OutputPump, store: SafeStore, run_id: str) -> None:
+    def __init__(self, path: Path, pump: OutputPump, store: SafeStore, run_id: str,
+                 watchdog: Watchdog | None = None) -> None:
         super().__init__(name="output-follower", daemon=True)
         self.path, self.pump, self.store, self.run_id = path, pump, store, run_id
+        self.watchdog = watchdog
         self.assembler = LineAssembler()
         self.parser = OutputParser()
         self.lines = 0
@@ -275,6 +279,8 @@ class OutputFollower(threading.Thread):
                 elif item.name in self._reported:
                     continue
                 self._metrics.append((item.name, item.step, time.time(), float(item.value), item.rank))
+                if self.watchdog is not None:
+                    self.watchdog.feed(item.name, item.step, float(item.value), self.parser.progress)
             else:
                 progressed = True
         if progressed:
@@ -339,6 +345,8 @@ class StopSequence:
 
     def due_phase(self, now: float) -> int:
         elapsed = now - self.started
+        if elapsed < 0:
+            return -1  # held: the script's companion is saving a checkpoint before it stops (savestop.py)
         if elapsed >= self.grace_s + min(self.grace_s, 10.0):
             return 2
         if elapsed >= self.grace_s:
@@ -347,6 +355,8 @@ class StopSequence:
 
     @property
     def detail(self) -> str:
+        if self.phase < 0:  # held for the companion, which saved and ended the script: no signal was sent
+            return "without a signal (the script saved and ended itself)"
         return ("gracefully (SIGINT)", "after SIGTERM", "forcefully (SIGKILL)")[max(self.phase, 0)]
 
 
@@ -368,11 +378,13 @@ class Supervisor:
         self.stop: StopSequence | None = None
         self.stop_signal_received = False
         self.leftover_since: float | None = None
-        self.stall = StallWatch(self.store, spec.run_id, run_dir.path, spec.stall_min_s, _log)
         self.oom_before = oom_kill_counters()
         self.cgroups: dict[tuple[int, str], int | None] = {}  # the ranks' memory cgroups -> OOM kills at first sight
         self.boot_s_at_start = boot_time_offset()
         self.recorder: Any = None
+        self.watchdog = Watchdog(self.store, self.run_id, run_dir, spec.env)
+        self.stall = StallWatch(self.store, spec.run_id, run_dir.path, spec.stall_min_s, _log,
+                                on_stall=self.watchdog.stalled)
 
     # -- start ------------------------------------------------------------------------------------------------
     def start(self) -> bool:
@@ -415,7 +427,7 @@ class Supervisor:
         self.store.update_run(self.run_id, started_at=time.time(), launcher_pid=self.launcher.pid)
         self.store.add_event(self.run_id, "started", f"launcher started (pid {self.launcher.pid})")
         self.pump = OutputPump(read_fd, self.log_fd)
-        self.follower = OutputFollower(self.run_dir.output, self.pump, self.store, self.run_id)
+        self.follower = OutputFollower(self.run_dir.output, self.pump, self.store, self.run_id, self.watchdog)
         self.pump.start()
         self.follower.start()
         self._start_recorder()
@@ -643,11 +655,13 @@ class Supervisor:
                 pass
         if self.launcher_returncode is not None and self.leftover_since is None:
             return  # the run ended by itself before the request arrived
-        self.stop = StopSequence(grace)
+        hold = save_hold_s(self.run_dir.path, grace)
+        self.stop = StopSequence(grace, started=time.monotonic() + hold)
         self.stall.stop_requested()
         self._stop_request = request
         self.store.update_run(self.run_id, stop_requested_at=time.time(), state_detail="stopping")
-        self.store.add_event(self.run_id, "stop_requested", f"stop requested (grace {grace:g} s)")
+        self.store.add_event(self.run_id, "stop_requested", f"stop requested (grace {grace:g} s)" + (
+            f"; the script saves a checkpoint and stops; signals only after {hold:g} s" if hold else ""))
 
     def _check_hurry(self) -> None:
         """A later request with a shorter grace period (a second Ctrl+C, Force stop) shortens the stop under way:
@@ -671,6 +685,8 @@ class Supervisor:
         assert self.stop is not None
         stop = self.stop
         due = stop.due_phase(now)
+        if due < 0:
+            return
         if due > stop.phase:
             stop.phase = due
             stop.signalled.clear()
@@ -849,7 +865,7 @@ class Supervisor:
             return {}
 
     def _finish(self, evidence: Evidence, state: str) -> None:
-        diagnosis = diagnose(evidence)
+        diagnosis = self.watchdog.explain(state, diagnose(evidence))
         try:  # kept for whoever wants to know why the diagnosis says what it says (and for replays)
             atomic_write_text(self.run_dir.evidence, json.dumps(
                 {"evidence": evidence_to_json(evidence), "diagnosis": diagnosis.to_json()}, indent=1))
@@ -863,6 +879,7 @@ class Supervisor:
         self.store.finish_run(self.run_id, state, exit_code=self.launcher_returncode,
                               diagnosis=None if state == "succeeded" else diagnosis.to_json(), state_detail=detail)
         self.store.add_event(self.run_id, "finished", f"{state}: {diagnosis.summary}")
+        self.watchdog.announce_end(state, diagnosis)
         logger.info("run %s %s: %s", self.run_id, state, diagnosis.summary)
 
     def release_sentinel(self) -> None:
@@ -944,8 +961,10 @@ def main(argv: list[str] | None = None) -> int:
                                             evidence=[traceback.format_exc().strip().splitlines()[-1]]).to_json())
         finally:
             supervisor.release_sentinel()
+            supervisor.watchdog.close()
         return 1
     supervisor.release_sentinel()
+    supervisor.watchdog.close()
     return 0
 
 
