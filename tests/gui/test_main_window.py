@@ -319,7 +319,7 @@ def test_close_without_running_runs_does_not_ask(qtbot, make_window, monkeypatch
 
 
 # ---- screenshots (a real `traindeck gui --screenshot DIR` process) ------------------------------------------
-SHIPPED_PAGES = {"configure", "launch", "runs", "monitor", "estimate", "history"}
+SHIPPED_PAGES = {"configure", "launch", "runs", "queue", "monitor", "estimate", "history"}
 
 
 def _distinct_colours(path: Path) -> int:
