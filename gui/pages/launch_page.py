@@ -366,8 +366,7 @@ class LaunchPage(Page):
         if self._loading:
             return
         self._recheck()
-        self.ctx.launch_choice = self.choice()
-        self.ctx.launch_choice_changed.emit()
+        self.ctx.set_launch_choice(self.choice())
         self._save_timer.start()
         if self.sender() in (self.nproc, self.env) and self.model_size.text():
             self._check_timer.start()
