@@ -50,10 +50,15 @@ setup-core:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -e ".[test]"
 
+# mypy names modules after folders and the repository root is the package `traindeck`: a checkout named otherwise
+# (a worktree, traindeck-main) is type-checked through a link named traindeck in a folder outside the checkout
+# (inside it, mypy follows the link back to the real folder name).
+TYPECHECK_DIR ?= $(or $(TMPDIR),/tmp)/traindeck-typecheck-$(shell printf %s "$(CURDIR)" | cksum | cut -d" " -f1)
 lint: $(STAMP)
 	$(BIN)/ruff check backend gui tests
 	$(BIN)/lint-imports
-	$(BIN)/mypy
+	@mkdir -p "$(TYPECHECK_DIR)" && ln -sfn "$(CURDIR)" "$(TYPECHECK_DIR)/traindeck"
+	cd "$(TYPECHECK_DIR)" && "$(CURDIR)/$(BIN)/mypy" --cache-dir "$(CURDIR)/.mypy_cache" --config-file traindeck/pyproject.toml traindeck/backend traindeck/gui
 
 # The dashboard as a person sees it: the real window under Xvfb (a real X server), the demo driven end to end
 # (launch, live run, stop, a second run, History's comparison, dark theme), one screenshot per step in build/tour.

@@ -20,7 +20,7 @@ from traindeck.backend.presets import Preset, render_files
 
 def native_preset_verdicts(preset: Preset, python: str | None = None, timeout: float = 120) -> list[Message]:
     from traindeck.backend.config.native import native_verdicts
-    from traindeck.backend.launch.builders import ACCELERATE_CONFIG, DS_CONFIG
+    from traindeck.backend.launch.config_files import ACCELERATE_CONFIG, DS_CONFIG
 
     out: list[Message] = []
     with tempfile.TemporaryDirectory(prefix="traindeck-native-") as tmp:

@@ -5,6 +5,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:  # Qt and the window are imported when the app starts, not with this module
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+
+    from traindeck.gui.context import AppContext
+    from traindeck.gui.main_window import MainWindow
 
 # Platforms that draw without a screen: chosen on purpose (tests, screenshots), so no display is needed.
 HEADLESS_PLATFORMS = ("offscreen", "minimal", "vnc", "eglfs", "linuxfb", "vkkhrdisplay")
@@ -75,7 +83,7 @@ def _xcb_plugin() -> str | None:
     return path if os.path.exists(path) else None
 
 
-def create_window(demo: bool = False):  # type: ignore[no-untyped-def]
+def create_window(demo: bool = False) -> tuple[QApplication, MainWindow]:
     """The application (created if needed) and a main window, not yet shown. Tests use this."""
     from PySide6.QtCore import QCoreApplication, Qt
     from PySide6.QtGui import QGuiApplication
@@ -91,7 +99,7 @@ def create_window(demo: bool = False):  # type: ignore[no-untyped-def]
     # the same places as the backend's XDG paths (TRAINDECK_HOME moves the settings along with the data).
     QCoreApplication.setOrganizationName("")
     QCoreApplication.setApplicationName("traindeck")
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = cast(QApplication, QApplication.instance() or QApplication(sys.argv[:1]))  # never a bare QCoreApplication here
     app.setApplicationDisplayName("traindeck")
     # Wayland app id / X11 class: the desktop shows packaging/traindeck.desktop's icon and name for the window.
     app.setDesktopFileName("traindeck")
@@ -103,7 +111,7 @@ def create_window(demo: bool = False):  # type: ignore[no-untyped-def]
     return app, window
 
 
-def _settings():  # type: ignore[no-untyped-def]
+def _settings() -> QSettings:
     """Window state and page choices in the backend's config dir (XDG, or TRAINDECK_HOME): one place for all of
     traindeck's settings, private like the rest (QSettings' own default would be ~/.config/Unknown Organization)."""
     from PySide6.QtCore import QSettings
@@ -114,7 +122,7 @@ def _settings():  # type: ignore[no-untyped-def]
     return QSettings(str(directory / "window.ini"), QSettings.Format.IniFormat)
 
 
-def _load_draft(ctx, name) -> None:  # type: ignore[no-untyped-def]
+def _load_draft(ctx: AppContext, name: object) -> None:
     """The preset edited last time (or the CPU demo preset on first start and with --demo)."""
     from traindeck.backend.presets import PresetError, load_preset
     from traindeck.gui.context import DEFAULT_PRESET

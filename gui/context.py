@@ -6,7 +6,9 @@ window shows the Runs page, which opens the run. That keeps each page testable a
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from PySide6.QtCore import QObject, QSettings, Signal
 
@@ -80,3 +82,9 @@ class AppContext(QObject):
         self.draft = Draft(parent=self)
         self.launch_choice = LaunchChoice()
         self.settings = settings if settings is not None else QSettings()
+
+    def set_launch_choice(self, choice: LaunchChoice | None = None, **changes: Any) -> None:
+        """Publish the Launch page's choice (whole, or these fields changed) and tell the pages that read it:
+        nobody has to remember to emit launch_choice_changed after assigning."""
+        self.launch_choice = dataclasses.replace(choice if choice is not None else self.launch_choice, **changes)
+        self.launch_choice_changed.emit()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import logging
 import os
 from pathlib import Path
 
@@ -27,6 +28,8 @@ from traindeck.gui.context import AppContext
 from traindeck.gui.pages import discover_entries
 from traindeck.gui.pages.base import Page
 from traindeck.gui.theme import THEMES, apply_theme
+
+logger = logging.getLogger(__name__)
 
 # The shortcuts each page offers (its own tooltips and menus say the same); Help > Keyboard shortcuts lists them.
 SHORTCUTS = (
@@ -114,8 +117,9 @@ class MainWindow(QMainWindow):
         page = self.page_types[index](self.ctx)
         old = self.stack.widget(index)
         self.stack.insertWidget(index, page)
-        self.stack.removeWidget(old)
-        old.deleteLater()
+        if old is not None:
+            self.stack.removeWidget(old)
+            old.deleteLater()
         self.pages[key] = page
         # The page and the modules it imported live as long as the window: keep them out of the cyclic GC's full
         # passes, which otherwise walk ~100k objects (30-60 ms, GIL held) about once a second while a run floods
@@ -326,7 +330,8 @@ def _running_run_ids() -> list[str]:
 
         with RunStore() as store:
             return [r.id for r in store.list_runs(state="running")]
-    except Exception:
+    except Exception:  # closing the window must never fail on the store: say nothing runs, but leave a trace
+        logger.warning("could not read the running runs from the run store", exc_info=True)
         return []
 
 

@@ -2,11 +2,16 @@
 a thread pool and hand their result back to the UI thread through a queued signal.
 
 Pages never call a blocking backend function directly from a slot; they call `tasks.run(fn, ..., done=slot)`.
+Work where only the newest answer counts (a check of the draft as it is now, a preview, an estimate) goes through a
+`Lane` (`tasks.lane()`): an answer overtaken by a newer request, or asked before `lane.invalidate()`, is dropped
+there, so no page counts generations itself. A failure reaches `failed` as a TaskError: the one-line text pages
+show (it is a str) with the exception object kept (`.exception`) for those that tell kinds apart.
 """
 
 from __future__ import annotations
 
 import traceback
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -14,9 +19,23 @@ import shiboken6
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
 
 
+class TaskError(str):
+    """A job's failure: its text (what pages show; a str, so existing `failed` slots take it as before) and the
+    exception object itself."""
+
+    exception: BaseException
+
+    def __new__(cls, exception: BaseException) -> TaskError:
+        text = str(exception) or f"{type(exception).__name__}\n\n" + "".join(
+            traceback.format_exception(exception, limit=6))
+        error = super().__new__(cls, text)
+        error.exception = exception
+        return error
+
+
 class _Relay(QObject):
     # Emitted from the worker thread; the receiver lives in the UI thread, so Qt queues the call there.
-    finished = Signal(object, object)  # (result, error text or None)
+    finished = Signal(object, object)  # (result, exception or None)
 
 
 class _Job(QRunnable):
@@ -26,10 +45,11 @@ class _Job(QRunnable):
         self._fn, self._args, self._kwargs, self._relay = fn, args, kwargs, relay
 
     def run(self) -> None:
+        error: BaseException | None
         try:
             result, error = self._fn(*self._args, **self._kwargs), None
-        except Exception as exc:  # reported to the page, never a crash of the window
-            result, error = None, f"{exc}\n\n{traceback.format_exc(limit=6)}" if not str(exc) else str(exc)
+        except Exception as exc:  # reported to the page as the object, never a crash of the window
+            result, error = None, exc
         try:
             self._relay.finished.emit(result, error)
         except RuntimeError:  # the page (and its relay) was deleted while the job ran
@@ -45,8 +65,12 @@ class Tasks(QObject):
         self.pool.setMaxThreadCount(max_threads)
         self._relays: set[_Relay] = set()
 
+    def lane(self) -> Lane:
+        """Jobs where only the newest answer counts (see Lane)."""
+        return Lane(self)
+
     def run(self, fn: Callable[..., Any], *args: Any, done: Callable[[Any], None] | None = None,
-            failed: Callable[[str], None] | None = None, **kwargs: Any) -> None:
+            failed: Callable[[TaskError], None] | None = None, **kwargs: Any) -> None:
         relay = _Relay()
         self._relays.add(relay)
 
@@ -58,7 +82,7 @@ class Tasks(QObject):
                 return  # the page (or window) that asked was closed while the job ran: nobody to tell
             if error is not None:
                 if failed is not None:
-                    failed(str(error))
+                    failed(TaskError(error))
             elif done is not None:
                 done(result)
 
@@ -68,6 +92,51 @@ class Tasks(QObject):
     def wait(self, timeout_ms: int = 30000) -> bool:
         """Tests and shutdown: wait for running jobs (never called from a slot during normal use)."""
         return self.pool.waitForDone(timeout_ms)
+
+
+class Lane:
+    """A line of requests about one changing thing: only the newest request's answer is delivered; `invalidate()`
+    drops the answers of everything asked so far (the thing changed). Jobs already running are not interrupted
+    (a thread cannot be stopped safely): their answers are dropped when they arrive."""
+
+    def __init__(self, tasks: Tasks) -> None:
+        self._tasks = tasks
+        self._ticket = 0  # the newest request (or invalidation)
+
+    @property
+    def ticket(self) -> int:
+        """The lane's current ticket: `current(ticket)` tells later whether nothing newer happened since."""
+        return self._ticket
+
+    def current(self, ticket: int) -> bool:
+        return ticket == self._ticket
+
+    def invalidate(self) -> None:
+        self._ticket += 1
+
+    def run(self, fn: Callable[..., Any], *args: Any, done: Callable[[Any], None] | None = None,
+            failed: Callable[[TaskError], None] | None = None, **kwargs: Any) -> None:
+        self._ticket += 1
+        ticket = self._ticket
+
+        def deliver_done(result: Any) -> None:
+            if ticket == self._ticket and done is not None:
+                done(result)
+
+        def deliver_failed(error: TaskError) -> None:
+            if ticket == self._ticket and failed is not None:
+                failed(error)
+
+        # The owner check (a closed page's slots are never called) looks at the callbacks given, not at ours.
+        self._tasks.run(fn, *args, done=_owned(deliver_done, done), failed=_owned(deliver_failed, failed), **kwargs)
+
+
+def _owned(wrapper: Callable[[Any], None], callback: Callable[..., Any] | None) -> Callable[[Any], None]:
+    """`wrapper`, dropped like `callback` would be when the Qt object owning `callback` is deleted."""
+    owner = getattr(callback, "__self__", None)
+    if not isinstance(owner, QObject):
+        return wrapper
+    return types.MethodType(lambda _self, value: wrapper(value), owner)
 
 
 def _owner_alive(callback: Callable[..., Any] | None) -> bool:

@@ -8,8 +8,12 @@ so after a theme switch such text kept the other theme's colour (black at half o
 
 from __future__ import annotations
 
+import logging
+
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QWidget
+
+logger = logging.getLogger(__name__)
 
 THEMES = ("system", "light", "dark")
 Role = QPalette.ColorRole
@@ -69,8 +73,8 @@ def apply_theme(app: QApplication, theme: str) -> str:
 
             pyqtgraph.setConfigOptions(background="#171717" if shown == "dark" else "w",
                                        foreground="#e8eaed" if shown == "dark" else "#303030")
-    except Exception:
-        pass
+    except Exception:  # the palette is applied; charts keep their colours until the next switch
+        logger.warning("charts could not follow the %s theme", shown, exc_info=True)
     return shown
 
 

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
-from traindeck.backend.launch.ports import busy_port_message, pick_free_port, port_in_use
+from traindeck.backend.launch.ports import busy_port_message, pick_free_port, port_holder, port_in_use
+
+# A separate process holds the port, so the holder named must be that process (its pid and its command line),
+# not merely "some pid": a port_holder that names the test's own process, or any process, fails here.
+_HOLDER = ("import socket, sys, time\n"
+           "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+           "print(s.getsockname()[1], flush=True)\n"
+           "sys.stdin.read()\n")
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1", "0.0.0.0"])
@@ -62,4 +71,25 @@ def test_unset_port_is_picked_free_for_each_plan(tmp_path: Path):
 
 
 def test_busy_message_for_a_free_port_has_no_holder():
-    assert busy_port_message(pick_free_port()).endswith("or leave the port unset so traindeck picks a free one")
+    port = pick_free_port()
+    message = busy_port_message(port)
+    assert message.endswith("or leave the port unset so traindeck picks a free one")
+    assert message.startswith(f"port {port} is already in use: ")  # no " by pid ...": nobody holds it
+    assert port_holder(port) is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="psutil sees other processes' sockets on Linux")
+def test_the_holder_named_is_the_process_that_listens(tmp_path: Path):
+    marker = f"holder-{os.getpid()}-{time.monotonic_ns()}"
+    with subprocess.Popen([sys.executable, "-c", f"# {marker}\n" + _HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          text=True) as holder:
+        try:
+            assert holder.stdout is not None
+            port = int(holder.stdout.readline())
+            named = port_holder(port)
+            assert named is not None and named.startswith(f"pid {holder.pid} (")
+            assert marker in named  # its own command line, not some other process's
+            assert f"by pid {holder.pid} (" in busy_port_message(port)
+        finally:
+            holder.communicate("")
+    assert port_holder(port) is None

@@ -101,10 +101,10 @@ def test_the_loop_does_not_drift_when_each_tick_takes_time():
         time.sleep(1.25)
     assert ticker.primed and ticker.finished
     # Deadlines are absolute: ticks land every 0.10 s, not every 0.14 s (interval + work) as a sleep(interval)
-    # loop would. The median ignores a stall or two on a busy machine.
-    assert len(ticker.times) >= 8
-    spans = sorted(b - a for a, b in zip(ticker.times, ticker.times[1:], strict=False))
-    assert abs(spans[len(spans) // 2] - 0.1) < 0.015
+    # loop would. Counted, not timed: in 1.25 s that is 12 ticks against 8 for a drifting loop; 10 leaves room for
+    # a stall or two on a busy machine (each one restarts the schedule, costing at most a tick). The cadence
+    # itself is measured in tests/perf/bench_monitor_cadence.py, not asserted.
+    assert 10 <= len(ticker.times) <= 13, len(ticker.times)
 
 
 def test_a_failing_tick_is_logged_and_the_loop_goes_on(caplog):

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -127,7 +126,7 @@ def test_stop_command_reports_and_confirms(tmp_path: Path) -> None:
 def test_logs_follow_reattaches_to_a_running_run(tmp_path: Path) -> None:
     run_id = traindeck("run", "--detach", str(BEHAVE), "--steps", "30", "--step-time", "0.05",
                        cwd=tmp_path).stdout.split()[-1]
-    time.sleep(0.5)
+    wait_until(lambda: get(run_id).launcher_pid, timeout=30)  # reattach to a run that has started, not a fixed wait
     follow = traindeck("logs", run_id, "--follow", timeout=60)
     lines = follow.stdout.splitlines()
     assert lines[0] == "behave: rank 0 starting" and lines[-1] == "behave: rank 0 done"

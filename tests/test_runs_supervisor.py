@@ -69,7 +69,8 @@ def test_hostile_arguments_reach_the_script_verbatim_and_secrets_reach_no_file(t
     assert seen["argv"][seen["argv"].index("--") + 1:] == hostile
     assert seen["HF_TOKEN"] == token and seen["WANDB_API_KEY"] == wandb  # the job gets them...
     assert seen["marker"] == run.id
-    time.sleep(0.5)
+    # The supervisor writes its last lines (log, events) after the state turns final: scan once it is gone.
+    wait_until(lambda: not _alive(done.supervisor_pid), timeout=30)  # type: ignore[arg-type]
     written = [p for p in Path(done.run_dir).rglob("*") if p.is_file()]
     written += [Path(str(RunStore().path) + suffix) for suffix in ("", "-wal", "-shm")]
     for path in written:  # ...but no file traindeck writes has them
@@ -282,14 +283,19 @@ def test_processes_record_the_launchers_exit() -> None:
     assert len(launcher) == 1 and launcher[0]["returncode"] == 4 and launcher[0]["pid"] == done.launcher_pid
 
 
-def test_frozen_app_starts_supervisor_and_sentinel_through_its_own_executable(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_frozen_app_starts_supervisor_and_sentinel_through_its_own_executable(monkeypatch: pytest.MonkeyPatch,
+                                                                             tmp_path: Path) -> None:
     from traindeck.backend.runs import control
 
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     assert control.internal_command("sentinel", "ID", "S")[1:] == ["_sentinel", "ID", "S"]
-    monkeypatch.delattr(sys, "frozen")
-    # What the frozen app would run, through the real CLI entry point.
-    monkeypatch.setattr(control, "supervisor_argv",
-                        lambda run_dir: [sys.executable, "-m", "traindeck", "_supervise", str(run_dir)])
-    run = python_job("--steps", "2", "--step-time", "0")
+    # A stand-in for the frozen executable: like the bundle, it is traindeck's CLI (argv[1] is the command). The
+    # real supervisor_argv/internal_command build the commands, so a wrong hidden command name fails the run here.
+    python = sys.executable
+    app = tmp_path / "traindeck-frozen"
+    app.write_text(f"#!/bin/sh\nexec '{python}' -m traindeck \"$@\"\n")
+    app.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(app))
+    assert control.supervisor_argv(tmp_path / "r") == [str(app), "_supervise", str(tmp_path / "r")]
+    run = start([python, str(BEHAVE), "--steps", "2", "--step-time", "0"])
     assert wait_finished(run.id, 60).state == "succeeded"

@@ -120,8 +120,9 @@ def follow_run(store: RunStore, run_id: str, stream: Any = None) -> int:
     from traindeck.backend.runs.layout import RunDir
 
     console = Console(stream or sys.stdout)
-    record = store.get_run(run_id)
-    assert record is not None
+    found = store.get_run(run_id)
+    assert found is not None
+    record: RunRecord = found  # narrowed for the handlers below, which mypy does not follow
     reader = LogReader(record.log_path)
     notes = SkipNotes(run_id, console)
     interrupts = 0

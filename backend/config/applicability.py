@@ -149,7 +149,7 @@ class Applicability:
         if top in ("gpu_ids", "enable_cpu_affinity") and distributed in ("MULTI_CPU", "XLA"):
             return "used only with GPUs"
         if top == "deepspeed_config" and len(path) == 2 and self.deepspeed is not None:
-            from traindeck.backend.launch.builders import INLINE_DEEPSPEED_KEYS
+            from traindeck.backend.launch.config_files import INLINE_DEEPSPEED_KEYS
 
             if path[1] in INLINE_DEEPSPEED_KEYS:
                 return "set in the DeepSpeed config (this preset has one; it wins)"

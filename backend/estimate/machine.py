@@ -6,9 +6,12 @@ driver), host RAM through psutil, free disk through shutil. Given values always 
 
 from __future__ import annotations
 
+import logging
 import shutil
 from dataclasses import dataclass, field
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -67,14 +70,16 @@ def host_memory() -> tuple[int, int] | None:
 
         vm = psutil.virtual_memory()
         return int(vm.total), int(vm.available)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - the estimate is advice: it goes on without host figures
+        logger.warning("host memory unreadable", exc_info=True)
         return None
 
 
 def disk_free(path: str) -> int | None:
     try:
         return int(shutil.disk_usage(path).free)
-    except OSError:
+    except OSError as exc:
+        logger.info("free space of %s unreadable: %s", path, exc)
         return None
 
 

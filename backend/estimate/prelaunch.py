@@ -252,7 +252,9 @@ def _int(value: Any, default: int) -> int:
 
 def _offload(section: Any) -> Offload:
     device = str(_mapping(section).get("device", "none")).lower()
-    return device if device in ("cpu", "nvme") else "none"
+    if device == "cpu":
+        return "cpu"
+    return "nvme" if device == "nvme" else "none"
 
 
 def _enabled(section: Any) -> bool:

@@ -6,8 +6,6 @@ file given directly, whether the script exists) and, through the functions passe
 
 from __future__ import annotations
 
-import copy
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +17,13 @@ import yaml
 from traindeck.backend.config import referenced
 from traindeck.backend.config.source import load_file
 from traindeck.backend.config.validate import referenced_deepspeed_file
+from traindeck.backend.launch.config_files import (  # noqa: F401  (re-exported: the builder's callers use them)
+    ACCELERATE_CONFIG,
+    DS_CONFIG,
+    INLINE_DEEPSPEED_KEYS,
+    accelerate_pointing_at,
+    render_sections,
+)
 from traindeck.backend.launch.environ import (
     python_problem,
     resolve_python,
@@ -30,18 +35,8 @@ from traindeck.backend.launch.ports import busy_port_message, pick_free_port, po
 from traindeck.backend.launch.probe import TrainingEnvironment, problems_for
 from traindeck.backend.presets import Preset
 
-ACCELERATE_CONFIG = "accelerate_config.yaml"
-DS_CONFIG = "ds_config.json"
 DS_CONFIG_PLACEHOLDER = "{ds_config}"
 LAUNCHERS: tuple[Launcher, ...] = ("accelerate", "deepspeed", "python")
-
-# What accelerate refuses beside a deepspeed_config_file ("When using `deepspeed_config_file`, the following
-# accelerate config variables will be ignored"): these belong in the DeepSpeed JSON.
-INLINE_DEEPSPEED_KEYS = (
-    "gradient_accumulation_steps", "gradient_clipping", "zero_stage", "offload_optimizer_device",
-    "offload_param_device", "offload_param_nvme_path", "offload_optimizer_nvme_path", "zero3_save_16bit_model",
-)
-_PRECISION_KEYS = ("fp16", "bf16", "bfloat16")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,40 +62,8 @@ class LaunchRequest:
 
 
 def render_config_files(preset: Preset, run_dir: Path) -> dict[str, str]:
-    """A preset's config files as they are written into `run_dir`: {"accelerate_config.yaml": ..., "ds_config.json": ...}.
-
-    When the preset has both sections, the accelerate YAML points `deepspeed_config.deepspeed_config_file` at
-    `run_dir/ds_config.json` and carries none of the keys accelerate refuses beside it (inline ZeRO settings,
-    gradient accumulation/clipping, mixed_precision); a mixed_precision of fp16/bf16 moves into the DeepSpeed
-    config when that has no precision section of its own, so the preset means the same thing.
-    """
-    files: dict[str, str] = {}
-    deepspeed = copy.deepcopy(preset.deepspeed) if preset.deepspeed is not None else None
-    accelerate = copy.deepcopy(preset.accelerate) if preset.accelerate is not None else None
-    if accelerate is not None and deepspeed is not None:
-        precision = accelerate.get("mixed_precision")
-        if precision in ("fp16", "bf16") and not any(key in deepspeed for key in _PRECISION_KEYS):
-            deepspeed[precision] = {"enabled": True}
-        accelerate = accelerate_pointing_at(accelerate, Path(run_dir) / DS_CONFIG)
-    if deepspeed is not None:
-        files[DS_CONFIG] = json.dumps(deepspeed, indent=2) + "\n"
-    if accelerate is not None:
-        files[ACCELERATE_CONFIG] = yaml.safe_dump(accelerate, sort_keys=False)
-    return files
-
-
-def accelerate_pointing_at(accelerate: Mapping[str, Any], ds_config: Path) -> dict[str, Any]:
-    """A copy of an accelerate config that takes its DeepSpeed settings from `ds_config` and nowhere else."""
-    data = copy.deepcopy(dict(accelerate))
-    data.pop("mixed_precision", None)
-    data.pop("fp16", None)  # the old spelling of mixed_precision
-    section = data.get("deepspeed_config")
-    section = dict(section) if isinstance(section, dict) else {}
-    for key in INLINE_DEEPSPEED_KEYS:
-        section.pop(key, None)
-    section["deepspeed_config_file"] = str(ds_config)
-    data["deepspeed_config"] = section
-    return data
+    """A preset's config files as they are written into `run_dir` (config_files.render_sections says how)."""
+    return render_sections(preset.accelerate, preset.deepspeed, run_dir)
 
 
 def build_plan(

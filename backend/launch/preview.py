@@ -1,5 +1,5 @@
 """What a launch of a preset would run, before there is a run: the command line and the config files, from the
-same plan the launch builds (backend.runs.launch.preview_plan -> build_plan), with the two things only a real launch
+same plan the launch builds (preview_plan -> build_plan), with the two things only a real launch
 decides left as placeholders: the run directory's id (RUN_ID) and a free rendezvous port (FREE_PORT).
 
 Starts nothing. It looks at the file system (does the script exist, which interpreter is on PATH) and may test
@@ -8,12 +8,18 @@ whether a fixed port is free, so call it off a UI thread.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
+from traindeck.backend.launch.builders import LaunchRequest, build_plan
 from traindeck.backend.launch.environ import masked_env
+from traindeck.backend.launch.plan import Launcher, LaunchPlan
+from traindeck.backend.launch.probe import TrainingEnvironment
+from traindeck.backend.paths import runs_dir
 from traindeck.backend.presets import Preset
 
 RUN_ID = "RUN_ID"  # stands for the run directory's name, chosen at launch
@@ -38,14 +44,30 @@ def preview_launch(preset: Preset, *, script: str = "", script_args: Sequence[st
                    env: Mapping[str, str] | None = None) -> LaunchPreview:
     """The command and files a launch of `preset` with these choices would use. With no `script`,
     PLACEHOLDER_SCRIPT stands for it (and its absence is not reported)."""
-    from traindeck.backend.launch.builders import LaunchRequest
-    from traindeck.backend.runs.launch import preview_plan
-
     request = LaunchRequest(script=str(Path(script).expanduser()) if script else PLACEHOLDER_SCRIPT,
-                            script_args=list(script_args), preset=preset, launcher=launcher or None,
+                            script_args=list(script_args), preset=preset,
+                            launcher=cast("Launcher | None", launcher or None),  # build_plan names a wrong one
                             nproc=nproc, python=python or None, cwd=Path(cwd) if cwd else None, env=dict(env or {}))
     plan = preview_plan(request)
     errors = [e for e in plan.errors if script or not e.startswith("script not found")]
     return LaunchPreview(command=shlex.join(plan.argv), argv=list(plan.argv), cwd=plan.cwd,
                          env=masked_env(dict(env or {})), files=dict(plan.files), errors=errors,
                          warnings=list(plan.warnings), run_dir=plan.run_dir)
+
+
+def preview_plan(request: LaunchRequest, environment: TrainingEnvironment | None = None) -> LaunchPlan:
+    """The plan a launch would build for `request`, to show before launch. The two things only the launch
+    decides are placeholders: the run directory is runs_dir()/RUN_ID and a picked port is FREE_PORT (a fixed port is
+    checked for real). Starts nothing, creates nothing; may test a port, so keep it off a UI thread."""
+    picked: list[int] = []
+
+    def free_port() -> int:
+        picked.append(0)
+        return 0
+
+    plan = build_plan(request, runs_dir() / RUN_ID, environment=environment, free_port=free_port)
+    if not picked:
+        return plan
+    argv = [FREE_PORT if arg == "0" and i and plan.argv[i - 1] in ("--main_process_port", "--master_port") else arg
+            for i, arg in enumerate(plan.argv)]
+    return dataclasses.replace(plan, argv=argv)

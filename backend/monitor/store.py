@@ -15,6 +15,9 @@ Layout, chosen so that charting a day of 1 Hz samples reads in well under 200 ms
   role, rank).
 
 Other tables in the same file belong to the run supervisor; this module creates and touches only its own.
+
+Size (~775 lines): the resource store's schema, writer, rollups and readers share one table layout; split
+candidate: the readers (read_series, resource_summary) into their own module.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -665,7 +668,32 @@ def _peak(values: np.ndarray, low: bool = False) -> float | int | None:
     return int(value) if value.is_integer() else value
 
 
-def resource_summary(store_path: Path | str, run_id: str) -> dict[str, Any]:
+class ResourceSummary(TypedDict):
+    """What resource_summary returns (and `runs show --json` prints under "resources"); None: not recorded."""
+
+    samples: int
+    first_t: float | None
+    last_t: float | None
+    interval_s: float | None
+    peak_rank_rss_bytes: float | None
+    peak_ranks_rss_bytes: float | None
+    peak_ranks_locked_bytes: float | None
+    peak_tree_rss_bytes: float | None
+    mean_ranks_cpu_percent: float | None
+    peak_gpu_mem_bytes: float | None
+    peak_run_gpu_mem_bytes: float | None
+    peak_host_used_bytes: float | None
+    min_host_available_bytes: float | None
+    peak_swap_used_bytes: float | None
+    ram_total_bytes: int | None
+    gpu_count: int
+    gpu_error: str | None
+    gpu_versions: dict[str, Any]
+    run_gpus: list[str] | None  # None: which GPUs the run used could not be told
+    pcie_source: str | None
+
+
+def resource_summary(store_path: Path | str, run_id: str) -> ResourceSummary:
     """Counts and peaks over the whole run, for `traindeck runs show ID --json` (`resources`) and run history.
 
     Always has `samples` (0 when nothing was recorded), `peak_rank_rss_bytes` (the largest single rank),

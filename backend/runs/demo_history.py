@@ -24,6 +24,7 @@ from traindeck.backend.monitor.snapshots import (
 from traindeck.backend.monitor.store import ResourceWriter
 from traindeck.backend.presets import load_builtin
 from traindeck.backend.runs.diagnosis import Diagnosis
+from traindeck.backend.runs.kinds import DiagnosisKind
 from traindeck.backend.runs.store import RunRecord, RunStore
 
 GIB = 1024**3
@@ -46,7 +47,7 @@ class DemoRun:
     loss_end: float
     ended_hours_ago: float
     summary: str = ""
-    kind: str = "succeeded"
+    kind: DiagnosisKind = "succeeded"
 
 
 DEMO_RUNS = (

@@ -7,6 +7,9 @@ here touches the system, so every rule is unit-tested with hand-made evidence.
 First failure wins: the run is explained by the rank that ended first and by that rank's own output (its lines
 carry "[rankN]: " tags); what the other ranks and the launcher said after it (a peer lost, a collective timed
 out, SIGTERM from the launcher) is listed as follow-ons, never as the cause.
+
+Size (~510 lines): one decision table (which rank, which cause, which follow-ons) read top to bottom; the
+failure patterns (failures.py), evidence (evidence.py) and kinds (kinds.py) are already out.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 from traindeck.backend.runs import failures
 from traindeck.backend.runs.cgroups import MemoryLimit
 from traindeck.backend.runs.failures import ErrorLine
+from traindeck.backend.runs.kinds import KINDS, DiagnosisKind, MemoryKind  # noqa: F401  (KINDS: re-exported)
 
 
 @dataclass(frozen=True)
@@ -78,12 +82,12 @@ def evidence_from_json(data: dict[str, Any], log_tail: list[str]) -> Evidence:
 @dataclass(frozen=True)
 class Diagnosis:
     summary: str  # one plain sentence
-    kind: str  # see KINDS
+    kind: DiagnosisKind
     rank: int | None = None
     evidence: list[str] = field(default_factory=list)
     advice: str = ""
     follow_ons: list[str] = field(default_factory=list)  # what failed after the cause, because of it
-    memory: str = ""  # which memory ran out: "host" (RAM), "cgroup" (the run's limit), "cuda"; "" = not memory
+    memory: MemoryKind = ""  # which memory ran out: "host" (RAM), "cgroup" (the run's limit), "cuda"; "" = not memory
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,11 +96,6 @@ class Diagnosis:
 # Which memory ran out (the "memory" field), in words for `runs show` and the Runs page.
 MEMORY_WORDS = {"host": "host RAM", "cgroup": "the run's cgroup memory limit", "cuda": "GPU memory"}
 
-KINDS = (
-    "succeeded", "stopped", "start_failed", "lost", "host_oom", "cgroup_oom", "cpu_alloc", "cuda_oom",
-    "collective_timeout", "peer_lost", "port_in_use", "missing_module", "deepspeed_batch_size", "config_error",
-    "exception", "killed", "exit_code",
-)
 
 
 def _ended(code: int | None) -> str:
@@ -400,7 +399,8 @@ def diagnose(ev: Evidence) -> Diagnosis:
             "lost its connection to it (NCCL/gloo)"
         how = _ended(blamed_end.returncode) if blamed_end is not None else "ended"
         return Diagnosis(f"{_who(rank)} {how} first without printing an error of its own; rank {other} then {what}.",
-                         seen.kind, rank=rank, evidence=[verbatim(other, seen), *facts],
+                         "collective_timeout" if seen.kind == "collective_timeout" else "peer_lost", rank=rank,
+                         evidence=[verbatim(other, seen), *facts],
                          follow_ons=follow_ons,
                          advice="The first rank's end is the cause: look at its output and at the kernel log "
                                 "(dmesg) for why it stopped.")
@@ -408,9 +408,9 @@ def diagnose(ev: Evidence) -> Diagnosis:
         who = _who(rank)
         if error.kind == "collective_timeout":
             summary = f"{who} timed out in a collective operation (NCCL/gloo): another rank stopped answering."
-            silent = _silent_survivors(rank, ev.ends, own)
-            if silent:
-                quoted.append(f"rank(s) {', '.join(map(str, silent))} printed no error and were still running "
+            survivors = _silent_survivors(rank, ev.ends, own)
+            if survivors:
+                quoted.append(f"rank(s) {', '.join(map(str, survivors))} printed no error and were still running "
                               f"when rank {rank} timed out: the likely one(s) that stopped answering (hung or slow)")
             advice = "Look at the rank that ended first or hung; raise the timeout only if a step is truly slow."
         else:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from traindeck.backend.runs.kinds import ErrorKind
+
 _TAG = re.compile(r"^\[rank(\d+)\]:\s?")
 
 # Specific causes, most telling first: (kind, pattern).
@@ -47,18 +49,18 @@ LAUNCHER_SUMMARY = re.compile(r"ChildFailedError|torch\.distributed\.elastic\.mu
                               r"|SignalException: Process \d+ got signal|exits with return code = -?\d+"
                               r"|Killing subprocess \d+|^KeyboardInterrupt$|^SystemExit\b")
 
-SPECIFIC: tuple[tuple[str, re.Pattern[str]], ...] = (
+SPECIFIC: tuple[tuple[ErrorKind, re.Pattern[str]], ...] = (
     ("cuda_oom", CUDA_OOM), ("cpu_alloc", HOST_ALLOC), ("deepspeed_batch_size", DS_BATCH),
     ("port_in_use", PORT), ("missing_module", MISSING), ("config_error", CONFIG),
 )
-CONSEQUENCES: tuple[tuple[str, re.Pattern[str]], ...] = (
+CONSEQUENCES: tuple[tuple[ErrorKind, re.Pattern[str]], ...] = (
     ("collective_timeout", TIMEOUT), ("peer_lost", PEER_LOST), ("launcher_summary", LAUNCHER_SUMMARY),
 )
 
 
 @dataclass(frozen=True)
 class ErrorLine:
-    kind: str  # a SPECIFIC or CONSEQUENCES kind, or "exception"
+    kind: ErrorKind  # a SPECIFIC or CONSEQUENCES kind, or "exception"
     text: str  # the line without its rank tag, stripped
     index: int  # position among the lines it was found in
     consequence: bool

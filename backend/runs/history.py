@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,7 @@ def throughput(record: RunRecord, last: dict[str, float]) -> tuple[float | None,
     return None, ""
 
 
-def _resources(store: RunStore, run_id: str) -> dict[str, Any]:
+def _resources(store: RunStore, run_id: str) -> Mapping[str, Any]:  # a ResourceSummary, or {} without the monitor's tables
     try:
         from traindeck.backend.monitor.store import resource_summary  # numpy: optional for the run engine
 

@@ -6,7 +6,6 @@ nothing is left half-made: a plan with errors, or a failure before the run is re
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +14,8 @@ from typing import TYPE_CHECKING
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
 from traindeck.backend.launch.environ import python_problem, resolve_python
 from traindeck.backend.launch.plan import LaunchPlan
+from traindeck.backend.launch.preview import preview_plan  # noqa: F401  (re-exported: planned here before)
 from traindeck.backend.launch.probe import TrainingEnvironment, probe_environment
-from traindeck.backend.paths import runs_dir
 from traindeck.backend.runs.control import new_run_dir, start_run
 from traindeck.backend.runs.store import RunRecord, RunStore
 
@@ -44,26 +43,6 @@ def probe_for(python: str | None) -> TrainingEnvironment | None:
         return probe_environment(interpreter)
     except Exception:  # noqa: BLE001
         return None
-
-
-def preview_plan(request: LaunchRequest, environment: TrainingEnvironment | None = None) -> LaunchPlan:
-    """The plan `launch_run` would build for `request`, to show before launch. The two things only the launch
-    decides are placeholders: the run directory is runs_dir()/RUN_ID and a picked port is FREE_PORT (a fixed port is
-    checked for real). Starts nothing, creates nothing; may test a port, so keep it off a UI thread."""
-    from traindeck.backend.launch.preview import FREE_PORT, RUN_ID
-
-    picked: list[int] = []
-
-    def free_port() -> int:
-        picked.append(0)
-        return 0
-
-    plan = build_plan(request, runs_dir() / RUN_ID, environment=environment, free_port=free_port)
-    if not picked:
-        return plan
-    argv = [FREE_PORT if arg == "0" and i and plan.argv[i - 1] in ("--main_process_port", "--master_port") else arg
-            for i, arg in enumerate(plan.argv)]
-    return dataclasses.replace(plan, argv=argv)
 
 
 def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | None = None,

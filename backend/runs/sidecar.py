@@ -12,12 +12,12 @@ the run is over (or its supervisor is gone). Its messages go to sidecar.log.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
 import threading
 import time
-import traceback
 from pathlib import Path
 
 from traindeck.backend.runs.store import RunStore
@@ -27,8 +27,16 @@ POLL_S = 2.0
 PROVENANCE_WAIT_S = 120.0
 
 
-def _log(message: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+# The sidecar's diary: its stderr is sidecar.log in the run directory, set up in main() as "HH:MM:SS message".
+logger = logging.getLogger("traindeck.sidecar")
+
+
+def _log_to_stderr() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 def start_sidecar(run_dir: Path, store_path: Path) -> int | None:
@@ -56,9 +64,9 @@ def _provenance(run_dir: Path) -> None:
         from traindeck.backend.runs.provenance import capture
 
         data = capture(run_dir)
-        _log(f"provenance captured in {data.get('took_s')} s")
+        logger.info("provenance captured in %s s", data.get("took_s"))
     except Exception:  # noqa: BLE001 - provenance is a record, never a reason to disturb the run
-        _log("provenance failed:\n" + traceback.format_exc())
+        logger.exception("provenance failed:")
 
 
 def follow_tensorboard(run_dir: Path, store: RunStore, run_id: str, poll_s: float = POLL_S) -> int:
@@ -67,7 +75,7 @@ def follow_tensorboard(run_dir: Path, store: RunStore, run_id: str, poll_s: floa
     from traindeck.backend.runs.control import supervisor_alive
 
     if not tensorboard.available():
-        _log("tensorboard is not installed in traindeck's environment: event files are not read")
+        logger.info("tensorboard is not installed in traindeck's environment: event files are not read")
         return 0
     command = json.loads((run_dir / "command.json").read_text(encoding="utf-8"))
     record = store.get_run(run_id)
@@ -96,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2:
         print("usage: python -m traindeck.backend.runs.sidecar RUN_DIR STORE", file=sys.stderr)
         return 2
+    _log_to_stderr()
     run_dir = Path(args[0])
     thread = threading.Thread(target=_provenance, args=(run_dir,), name="provenance", daemon=True)
     thread.start()
@@ -103,9 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         with RunStore(args[1]) as store:
             written = follow_tensorboard(run_dir, store, run_dir.name)
             if written:
-                _log(f"{written} TensorBoard values recorded")
+                logger.info("%s TensorBoard values recorded", written)
     except Exception:  # noqa: BLE001
-        _log("TensorBoard reading failed:\n" + traceback.format_exc())
+        logger.exception("TensorBoard reading failed:")
     thread.join(PROVENANCE_WAIT_S)
     return 0
 

@@ -14,12 +14,16 @@ with secrets) from stdin, so secrets never touch the disk and its own environmen
   request (the `stop` file, or SIGTERM/SIGINT/SIGHUP sent to the supervisor), asks stall_watch.py whether the
   run is stalled (then every rank's stack is taken once) or building DeepSpeed/torch ops;
 - at the end makes sure nothing of the run remains and writes the final state with a diagnosis.
+
+Size (~950 lines): one process's whole life (pump, follower, sentinel, end check, wind-down) around one
+shared state; split candidates: the output pump/follower and the end-of-run evidence.
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import signal
 import sqlite3
@@ -28,6 +32,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +45,7 @@ from traindeck.backend.logparse.op_build import OpBuildTracker
 from traindeck.backend.runs import procs
 from traindeck.backend.runs.cgroups import MemoryLimit, memory_limit, process_cgroup
 from traindeck.backend.runs.diagnosis import (
+    Diagnosis,
     Evidence,
     ProcessEnd,
     diagnose,
@@ -95,8 +101,22 @@ class Instructions:
                    env=dict(data["env"]), stall_min_s=float(data.get("stall_min_s", 120.0)))
 
 
-def _log(message: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+# The supervisor's own diary: stderr is supervisor.log in the run directory (control.start_run opens it), set up in
+# main() as "HH:MM:SS message" lines. Library code logs through `logger`; nothing here prints.
+logger = logging.getLogger("traindeck.supervisor")
+
+
+def _log(message: str, level: int = logging.INFO) -> None:
+    """Kept for callers on other branches; new code calls `logger` directly."""
+    logger.log(level, message)
+
+
+def _log_to_stderr() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 class SafeStore:
@@ -112,7 +132,7 @@ class SafeStore:
             try:
                 return method(*args, **kwargs)
             except sqlite3.Error as exc:
-                _log(f"run store {name} failed: {exc}")
+                logger.warning("run store %s failed: %s", name, exc)
                 return None
 
         return call
@@ -140,7 +160,7 @@ class OutputPump(threading.Thread):
                 except OSError as exc:
                     if exc.errno == errno.ENOSPC:
                         write_failed = True
-                        _log(f"writing output.log failed: {exc}; draining the output so the job never blocks")
+                        logger.warning("writing output.log failed: %s; draining the output so the job never blocks", exc)
                     else:  # a kernel or filesystem without splice into this file: plain reads and writes
                         splice = None
                     continue
@@ -167,7 +187,7 @@ class OutputPump(threading.Thread):
             try:
                 view = view[os.write(self.log_fd, view):]
             except OSError as exc:  # disk full: keep draining so the job never blocks; say so once
-                _log(f"writing output.log failed: {exc}; draining the output so the job never blocks")
+                logger.warning("writing output.log failed: %s; draining the output so the job never blocks", exc)
                 return False
         return True
 
@@ -200,7 +220,7 @@ class OutputFollower(threading.Thread):
         try:
             self._follow()
         except Exception:  # parsing must never take the supervisor down; the log is complete regardless
-            _log("output follower failed:\n" + traceback.format_exc())
+            logger.exception("output follower failed:")
 
     def _follow(self) -> None:
         with open(self.path, "rb") as handle:
@@ -371,7 +391,7 @@ class Supervisor:
         me = psutil.Process()
         self.store.update_run(self.run_id, supervisor_pid=me.pid, supervisor_started=me.create_time())
         if not procs.become_child_subreaper():
-            _log("could not become a child subreaper; orphaned ranks are found by their environment marker")
+            logger.warning("could not become a child subreaper; orphaned ranks are found by their environment marker")
         self._start_sentinel()
         read_fd, write_fd = os.pipe()
         try:
@@ -423,7 +443,7 @@ class Supervisor:
                 stdin=read_fd, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), start_new_session=True)
             self.sentinel_fd = write_fd
         except OSError as exc:
-            _log(f"could not start the sentinel: {exc}")
+            logger.warning("could not start the sentinel: %s", exc)
             os.close(write_fd)
         finally:
             os.close(read_fd)
@@ -436,10 +456,10 @@ class Supervisor:
         except ImportError:
             return
         try:
-            self.recorder = RunResourceRecorder(self.spec.store, self.run_id, self._root_pid, interval_s=1.0)
+            self.recorder = RunResourceRecorder(Path(self.spec.store), self.run_id, self._root_pid, interval_s=1.0)
             self.recorder.start()
         except Exception as exc:  # resource sampling is a nice-to-have; never let it end the run
-            _log(f"resource recorder did not start: {exc!r}")
+            logger.warning("resource recorder did not start: %r", exc)
             self.recorder = None
 
     def _root_pid(self) -> int | None:
@@ -479,7 +499,7 @@ class Supervisor:
                 self.store.add_event(self.run_id, "launcher_exit", f"launcher {procs.describe_returncode(code)}")
             elif self.sentinel is not None and pid == self.sentinel.pid:
                 self.sentinel.returncode = code
-                _log(f"sentinel ended ({procs.describe_returncode(code)})")
+                logger.info("sentinel ended (%s)", procs.describe_returncode(code))
             self._ended(pid, code)
 
     def _ended(self, pid: int, code: int | None) -> None:
@@ -717,7 +737,7 @@ class Supervisor:
         self.stall.run_ended(time.monotonic())
         self.pump.join(timeout=10.0)
         if self.pump.is_alive():  # something outside our tree still holds the pipe: stop reading it
-            _log("output pipe still open after every process ended; closing it")
+            logger.warning("output pipe still open after every process ended; closing it")
             os.close(self.pump.read_fd)
             self.pump.join(timeout=2.0)
         self.follower.pump_done.set()
@@ -731,7 +751,7 @@ class Supervisor:
             try:
                 self.recorder.stop()
             except Exception as exc:
-                _log(f"resource recorder did not stop cleanly: {exc!r}")
+                logger.warning("resource recorder did not stop cleanly: %r", exc)
         remaining = self._confirm_nothing_remains()
         evidence = self._evidence()
         self.exits.close()
@@ -832,7 +852,7 @@ class Supervisor:
                 best = (limit, kills)
         return best if best is not None else (None, None)
 
-    def _resource_summary(self) -> dict[str, Any]:
+    def _resource_summary(self) -> Mapping[str, Any]:  # a ResourceSummary, or {}
         """Memory peaks from the resource recorder (empty when it did not run)."""
         if self.recorder is None:
             return {}
@@ -841,7 +861,7 @@ class Supervisor:
 
             return resource_summary(self.spec.store, self.run_id)
         except Exception as exc:  # evidence is best-effort; the diagnosis works without it
-            _log(f"resource summary unavailable: {exc!r}")
+            logger.warning("resource summary unavailable: %r", exc)
             return {}
 
     def _finish(self, evidence: Evidence, state: str) -> None:
@@ -850,7 +870,7 @@ class Supervisor:
             atomic_write_text(self.run_dir.evidence, json.dumps(
                 {"evidence": evidence_to_json(evidence), "diagnosis": diagnosis.to_json()}, indent=1))
         except OSError as exc:
-            _log(f"could not write {self.run_dir.evidence}: {exc}")
+            logger.warning("could not write %s: %s", self.run_dir.evidence, exc)
         detail = ""
         if state == "stopped" and self.stop is not None:
             detail = f"stopped {self.stop.detail}"
@@ -860,7 +880,7 @@ class Supervisor:
                               diagnosis=None if state == "succeeded" else diagnosis.to_json(), state_detail=detail)
         self.store.add_event(self.run_id, "finished", f"{state}: {diagnosis.summary}")
         self.watchdog.announce_end(state, diagnosis)
-        _log(f"run {self.run_id} {state}: {diagnosis.summary}")
+        logger.info("run %s %s: %s", self.run_id, state, diagnosis.summary)
 
     def release_sentinel(self) -> None:
         if self.sentinel_fd is not None:
@@ -902,6 +922,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m traindeck.backend.runs.supervisor RUN_DIR  (instructions on stdin)", file=sys.stderr)
         return 2
+    _log_to_stderr()
     run_dir = RunDir(Path(args[0]))
     spec = Instructions.read(sys.stdin)
     # Nothing more comes on stdin; holding the pipe open would tie us to whoever started us.
@@ -925,7 +946,7 @@ def main(argv: list[str] | None = None) -> int:
             supervisor.loop()
             supervisor.wind_down()
     except BaseException:
-        _log("supervisor failed:\n" + traceback.format_exc())
+        logger.exception("supervisor failed:")
         # Do not leave the job unsupervised: end it and say why; the sentinel covers us if even this fails.
         try:
             supervisor.stop = supervisor.stop or StopSequence(0.0)
@@ -935,10 +956,9 @@ def main(argv: list[str] | None = None) -> int:
             supervisor.store.finish_run(spec.run_id, "failed", only_if_running=True,
                                         exit_code=supervisor.launcher_returncode,
                                         state_detail="the supervisor failed; see supervisor.log",
-                                        diagnosis={"summary": "traindeck's supervisor failed; the run was ended.",
-                                                   "kind": "lost", "rank": None,
-                                                   "evidence": [traceback.format_exc().strip().splitlines()[-1]],
-                                                   "advice": ""})
+                                        diagnosis=Diagnosis(
+                                            summary="traindeck's supervisor failed; the run was ended.", kind="lost",
+                                            evidence=[traceback.format_exc().strip().splitlines()[-1]]).to_json())
         finally:
             supervisor.release_sentinel()
             supervisor.watchdog.close()

@@ -47,7 +47,7 @@ class PageEntry:
     module: str
 
     def load(self) -> type[Page]:
-        return importlib.import_module(self.module).PAGE  # type: ignore[no-any-return]
+        return importlib.import_module(self.module).PAGE
 
     def __call__(self, ctx: AppContext) -> Page:
         return self.load()(ctx)

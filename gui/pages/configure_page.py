@@ -4,6 +4,9 @@ with the files and the command a launch will use previewed.
 The page edits `ctx.draft.preset` in place (PresetEditor) and marks every edit; checks, previews and writes run on
 ctx.tasks (validate_preset costs ~5-15 ms a call, saving fsyncs), and a result that arrives after a newer edit is
 dropped. Presets are read, written, renamed, imported and exported only through traindeck.backend.presets.
+
+Size (~840 lines): the editor's file actions (open, paste, import, export, save) and their dialogs; split
+candidate: the file actions into a module of their own.
 """
 
 from __future__ import annotations
@@ -73,8 +76,11 @@ class ConfigurePage(Page):
     def __init__(self, ctx: AppContext):
         super().__init__(ctx)
         self._own = 0  # > 0 while this page changes the draft itself (its signals then need no refresh)
-        self._generation = 0  # bumped by every change; a check started for an older one is dropped
-        self._preview_generation = 0
+        # Answers about an older draft are dropped by the lanes: checks and previews deliver only the newest
+        # answer, and `_changes` tells whether the draft changed while a DeepSpeed/accelerate check ran.
+        self._checks = ctx.tasks.lane()
+        self._previews = ctx.tasks.lane()
+        self._changes = ctx.tasks.lane()
         self._edits = 0  # edits so far: a save tells whether the user went on typing while it was written
         self._demo_edits: int | None = None  # the demo's deliberate error is not "unsaved work"
         # The preset's content as loaded or last saved: an edit that puts every value back is no change (quitting
@@ -361,7 +367,8 @@ class ConfigurePage(Page):
     # ------------------------------------------------------------------------------------------------ checks
 
     def _schedule_check(self) -> None:
-        self._generation += 1
+        self._checks.invalidate()
+        self._changes.invalidate()
         self.findings.set_pending(True)
         self._timer.start()
 
@@ -369,19 +376,16 @@ class ConfigurePage(Page):
         preset = self.ctx.draft.preset
         if preset is None or self.editor is None:
             return
-        generation = self._generation
         snapshot = copy.deepcopy(preset)  # the editor goes on changing the original while this runs
         typed = self.editor.input_errors()
 
         def done(messages: list[Message]) -> None:
-            if generation == self._generation:
-                self.ctx.draft.set_messages(typed + list(messages))
+            self.ctx.draft.set_messages(typed + list(messages))
 
         def failed(error: str) -> None:
-            if generation == self._generation:
-                self.ctx.draft.set_messages(typed + [Message("error", "", f"the checks could not run: {error}")])
+            self.ctx.draft.set_messages(typed + [Message("error", "", f"the checks could not run: {error}")])
 
-        self.ctx.tasks.run(validate_preset, snapshot, world_size=self.ctx.launch_choice.nproc,
+        self._checks.run(validate_preset, snapshot, world_size=self.ctx.launch_choice.nproc,
                            script=self.ctx.launch_choice.script or None, done=done, failed=failed)
         self._start_preview(snapshot)
 
@@ -401,7 +405,7 @@ class ConfigurePage(Page):
         preset = self.ctx.draft.preset
         if preset is None:
             return
-        generation = self._generation
+        edit = self._changes.ticket
         self.native_button.setEnabled(False)
         self.native_button.setText("Checking…")
 
@@ -411,7 +415,7 @@ class ConfigurePage(Page):
 
         def done(messages: list[Message]) -> None:
             finish()
-            if generation != self._generation:
+            if not self._changes.current(edit):
                 self.ctx.status.emit("The preset changed during the DeepSpeed/accelerate check: run it again")
                 return
             self.ctx.draft.set_messages(list(dict.fromkeys(self.ctx.draft.messages + messages)))
@@ -456,22 +460,15 @@ class ConfigurePage(Page):
             return
         if snapshot is None:
             preset = copy.deepcopy(preset)
-        self._preview_generation += 1
-        generation = self._preview_generation
         choice = self.ctx.launch_choice
 
-        def done(result: LaunchPreview) -> None:
-            if generation == self._preview_generation:
-                self._show_preview(result)
-
         def failed(error: str) -> None:
-            if generation == self._preview_generation:
-                self.preview.set_text(self.preview.COMMAND, f"# the command cannot be built: {error}", "")
+            self.preview.set_text(self.preview.COMMAND, f"# the command cannot be built: {error}", "")
 
-        self.ctx.tasks.run(preview_launch, preset, script=choice.script, script_args=list(choice.script_args),
+        self._previews.run(preview_launch, preset, script=choice.script, script_args=list(choice.script_args),
                            cwd=choice.cwd or None, python=choice.python or None, nproc=choice.nproc,
-                           launcher=getattr(choice, "launcher", "") or None, env=dict(choice.env), done=done,
-                           failed=failed)
+                           launcher=getattr(choice, "launcher", "") or None, env=dict(choice.env),
+                           done=self._show_preview, failed=failed)
 
     def _show_preview(self, result: LaunchPreview) -> None:
         self.preview.set_text(ACCELERATE_CONFIG, result.files.get(ACCELERATE_CONFIG))

@@ -3,10 +3,13 @@
 The page only presents `traindeck.backend.estimate`: the form's text goes to `check_form` (instant, names the bad
 field), the estimate runs on the thread pool, a model config is counted by the backend in a child process (torch
 and transformers never load in the window), and NVML is asked for the GPUs off the UI thread.
+
+Size (~640 lines): the form's many fields and their tooltips; the arithmetic is backend/estimate.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 from dataclasses import dataclass
 from typing import Any
@@ -132,7 +135,7 @@ class EstimatePage(Page):
         self.problems: list[InputProblem] = []
         self.detected: DetectedMachine | None = None
         self.detection_finished = False
-        self._generation = 0
+        self._estimates = ctx.tasks.lane()  # only the newest edit's estimate is shown
         self._model_config = ""  # the committed model config (typing a path does not count at every key)
         self._counted: dict[str, ModelShape] = {}
         self._count_failed: dict[str, InputProblem] = {}
@@ -391,8 +394,7 @@ class EstimatePage(Page):
     def recompute(self) -> None:
         """Check the form now; estimate in the background (counting a model config first when needed)."""
         self._debounce.stop()
-        self._generation += 1
-        generation = self._generation
+        self._estimates.invalidate()  # an older edit's estimate still on its way is dropped
         form = self.form()
         _, problems = check_form(form)
         config = form.model_config.strip()
@@ -407,13 +409,13 @@ class EstimatePage(Page):
                                                "on the meta device; this can take a while)…")])
             if self._counting != config:
                 self._counting = config
-                self.ctx.tasks.run(_count, config, done=lambda result, c=config: self._config_counted(c, result),
-                                   failed=lambda error, c=config: self._config_counted(
-                                       c, InputProblem("model_config", f"Model config: {error}")))
+                self.ctx.tasks.run(_count, config, done=functools.partial(self._config_counted, config),
+                                   failed=functools.partial(self._config_not_counted, config))
             return
-        self.ctx.tasks.run(_estimate, form, counted, done=lambda outcome: self._estimated(generation, outcome),
-                           failed=lambda error: self._estimated(
-                               generation, _Outcome(problem=InputProblem("", f"The estimate failed: {error}"))))
+        self._estimates.run(_estimate, form, counted, done=self._estimated, failed=self._estimate_failed)
+
+    def _config_not_counted(self, config: str, error: str) -> None:
+        self._config_counted(config, InputProblem("model_config", f"Model config: {error}"))
 
     def _config_counted(self, config: str, result: ModelShape | InputProblem) -> None:
         if self._counting == config:
@@ -425,9 +427,10 @@ class EstimatePage(Page):
         if config == self._model_config:
             self.recompute()
 
-    def _estimated(self, generation: int, outcome: _Outcome) -> None:
-        if generation != self._generation:
-            return  # an older edit's answer: a newer one is on its way
+    def _estimate_failed(self, error: str) -> None:
+        self._estimated(_Outcome(problem=InputProblem("", f"The estimate failed: {error}")))
+
+    def _estimated(self, outcome: _Outcome) -> None:
         if outcome.problem is not None:
             self._show_problems([outcome.problem])
             return
@@ -444,9 +447,9 @@ class EstimatePage(Page):
                 widget.setProperty("invalid", mark)
                 widget.setStyleSheet("border: 1px solid #d93025;" if mark and isinstance(widget, QLineEdit) else "")
         for problem in problems:
-            widget = self.fields.get(problem.field)
-            if widget is not None:
-                widget.setToolTip(problem.message)
+            field = self.fields.get(problem.field)
+            if field is not None:
+                field.setToolTip(problem.message)
         for name, widget in self.fields.items():
             if name not in bad:
                 widget.setToolTip(TIPS.get(name, ""))

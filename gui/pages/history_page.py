@@ -3,6 +3,9 @@
 The list is `traindeck.backend.runs.history.RunHistory` read on the thread pool every few seconds while the page is
 shown; a comparison is `traindeck.backend.runs.compare.compare_runs`, also off the UI thread. This module only
 draws them.
+
+Size (~520 lines): the page's layout, its two tables and the comparison's drawing; the comparison itself is
+backend/runs/compare.py.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import functools
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -467,7 +471,7 @@ class HistoryPage(Page):
         self.config_table.setToolTip(f"{result.same} settings are the same in both runs")
         self.diff_view.setPlainText(result.unified_diff or "The two runs' config files are the same.")
 
-    def _fill(self, table: QTableWidget, rows: list[tuple[str, ...]], bold_rows: set[int] | None = None) -> None:
+    def _fill(self, table: QTableWidget, rows: Sequence[tuple[str, ...]], bold_rows: set[int] | None = None) -> None:
         table.setRowCount(len(rows))
         for r, values in enumerate(rows):
             for c, text in enumerate(values):

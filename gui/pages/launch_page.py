@@ -4,6 +4,9 @@ Launch button (Ctrl+Enter).
 The page only gathers choices: the plan comes from backend.runs.launch (build_plan with the same LaunchRequest
 `traindeck run` builds), the memory check from backend.estimate.prelaunch, the interpreter's packages from
 backend.launch.probe, all on ctx.tasks. Secrets typed here reach the run through the supervisor's pipe only.
+
+Size (~700 lines): the launch form, its memory check and its settings; the plan is backend/launch. Split
+candidate: the memory-check panel.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication, QKeySequence, QPalette, QShortcut
@@ -51,6 +54,7 @@ from traindeck.gui.widgets.path_field import PathField
 if TYPE_CHECKING:  # the estimator is imported when a check runs, not with the page
     from traindeck.backend.estimate.model_shape import ModelShape
     from traindeck.backend.estimate.prelaunch import LaunchMemoryCheck
+    from traindeck.backend.launch.plan import Launcher
     from traindeck.backend.launch.probe import TrainingEnvironment
     from traindeck.backend.presets import Preset
     from traindeck.backend.runs.launch import LaunchOutcome
@@ -350,7 +354,7 @@ class LaunchPage(Page):
         preset = copy.deepcopy(self.ctx.draft.preset)
         return LaunchRequest(script=str(Path(choice.script).expanduser()) if choice.script else "",
                              script_args=choice.script_args, preset=preset,
-                             launcher=choice.launcher or None,
+                             launcher=cast("Launcher | None", choice.launcher or None),  # build_plan names a wrong one
                              nproc=choice.nproc, python=choice.python or None,
                              cwd=Path(choice.cwd) if choice.cwd else None, env=dict(choice.env))
 
@@ -362,8 +366,7 @@ class LaunchPage(Page):
         if self._loading:
             return
         self._recheck()
-        self.ctx.launch_choice = self.choice()
-        self.ctx.launch_choice_changed.emit()
+        self.ctx.set_launch_choice(self.choice())
         self._save_timer.start()
         if self.sender() in (self.nproc, self.env) and self.model_size.text():
             self._check_timer.start()
@@ -656,7 +659,7 @@ class LaunchPage(Page):
 # Worker-side functions: the backend modules they use (run store, psutil, the estimator) are imported on the worker
 # thread the first time, so their import time never stalls the UI.
 def _preview(request: LaunchRequest, environment: TrainingEnvironment | None) -> LaunchPlan:
-    from traindeck.backend.runs.launch import preview_plan
+    from traindeck.backend.launch.preview import preview_plan
 
     return preview_plan(request, environment)
 
@@ -669,7 +672,7 @@ def _memory_check(text: str, shape: ModelShape | None, preset: Preset, nproc: in
     return found, check_preset(preset, found, nproc, env=env)
 
 
-def _launch(request: LaunchRequest, **kwargs: object) -> LaunchOutcome:
+def _launch(request: LaunchRequest, **kwargs: Any) -> LaunchOutcome:
     from traindeck.backend.runs.launch import launch_run
 
     return launch_run(request, **kwargs)

@@ -7,6 +7,9 @@ and a process table), plus the run's offload view from its recording. Samples co
 only appends numbers to charts.
 
 Sampling stops when the page has been hidden for a while (or on shutdown) and restarts when it is shown.
+
+Size (~700 lines): four panels (host, GPUs, processes, offload) over one sampler; split candidate: a module
+per panel.
 """
 
 from __future__ import annotations
@@ -167,7 +170,7 @@ class MonitorPage(Page):
         refresh = QPushButton("Refresh")
         refresh.setToolTip("Look for new runs (F5)")
         refresh.clicked.connect(self.refresh_runs)
-        QShortcut(QKeySequence("F5"), self, activated=self.refresh_runs)
+        QShortcut(QKeySequence("F5"), self, self.refresh_runs)
 
         self.interval_spin = QDoubleSpinBox()
         self.interval_spin.setRange(MIN_INTERVAL_S, MAX_INTERVAL_S)
@@ -201,8 +204,8 @@ class MonitorPage(Page):
         for widget in (QLabel("Watch run:"), self.run_combo, refresh):
             self.toolbar.addWidget(widget)
         self.toolbar.addSpacing(16)
-        for widget in (QLabel("Sample every"), self.interval_spin, QLabel("Show"), self.window_combo):
-            self.toolbar.addWidget(widget)
+        for setting in (QLabel("Sample every"), self.interval_spin, QLabel("Show"), self.window_combo):
+            self.toolbar.addWidget(setting)
         self.toolbar.addStretch(1)
         self.toolbar.addWidget(self.demo_label)
         self.summary = QLabel("Starting the sampler...")
@@ -299,7 +302,7 @@ class MonitorPage(Page):
     # -------------------------------------------------------------------------------------------- settings
     def _saved_interval(self) -> float:
         try:
-            value = float(self.ctx.settings.value("monitor/interval", 1.0))
+            value = float(self.ctx.settings.value("monitor/interval", 1.0))  # type: ignore[arg-type]  # str or float
         except (TypeError, ValueError):
             value = 1.0
         return min(MAX_INTERVAL_S, max(MIN_INTERVAL_S, value))
@@ -522,7 +525,9 @@ class MonitorPage(Page):
             self.process_table.setRowCount(len(rows))
         for row, cells in enumerate(rows):
             _set_row(self.process_table, row, cells, right_from=2)
-            self.process_table.item(row, 9).setTextAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+            command = self.process_table.item(row, 9)
+            if command is not None:  # _set_row has just filled the row
+                command.setTextAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
 
     # ------------------------------------------------------------------------------------------------- runs
     def refresh_runs(self) -> None:

@@ -68,7 +68,7 @@ class QueuePage(Page):
             bar.addWidget(button)
             self.buttons[action] = button
         bar.addStretch(1)
-        QShortcut(QKeySequence("F5"), self, activated=self.refresh)
+        QShortcut(QKeySequence("F5"), self, self.refresh)
         layout = QVBoxLayout(self)
         layout.addWidget(self.summary)
         layout.addLayout(bar)

@@ -3,6 +3,9 @@
 Everything the page shows is read off the UI thread: the run store through `ctx.tasks` (a view every 0.5 s, the
 list every 2 s), the log by the console's own reading thread. Opening the page while runs are running shows the
 newest one and follows it: closing and reopening the window reattaches to a run, which never noticed either.
+
+Size (~800 lines): layout and drawing only; the watched run's state is backend/runs/watched.py (WatchedRun).
+Split candidate: the run list and the stop/diagnosis panels as widgets.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from PySide6.QtWidgets import (
 from traindeck.backend.runs import watch
 from traindeck.backend.runs.diagnosis import MEMORY_WORDS
 from traindeck.backend.runs.store import RunEvent, RunRecord, RunStore
+from traindeck.backend.runs.watched import STOPPED_TRACEBACK_NOTE, ViewChange, WatchedRun
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
 from traindeck.gui.theme import set_muted
@@ -75,11 +79,6 @@ def _label(text: str = "", *, selectable: bool = False, wrap: bool = False, bold
     return label
 
 
-# A stopped run's console ends in the launcher's KeyboardInterrupt/SIGTERM traceback (red): that is what a stop
-# looks like from inside, and people took it for a crash.
-STOPPED_TRACEBACK_NOTE = ("A traceback at the end of the console (KeyboardInterrupt, SIGINT or SIGTERM in the "
-                          "launcher) is how a stopped run ends: expected, not a failure.")
-
 class RunsPage(Page):
     key = "runs"
     title = "Runs"
@@ -95,26 +94,13 @@ class RunsPage(Page):
         self._demo_dir: str | None = None
         self._closing = False
 
-        self.run_id: str | None = None
-        self.record: RunRecord | None = None
+        # The watched run's state (what was read, what is on its way, the stop story) lives in a model without
+        # widgets (backend/runs/watched.py, tested on its own); this page draws it.
+        self.watched = WatchedRun()
         self.records: list[RunRecord] = []
-        self._generation = 0  # bumped when another run is opened: late answers about the previous one are dropped
-        self._polling = False
         self._listing = False
-        self._poll_again = False
         self._opened_by_user = False
-        self._after_event = 0
-        self.events: list[RunEvent] = []
-        self.stop_lines: list[str] = []
-        self._stop_pending = False  # our stop request is on its way (before the supervisor records it)
-        self._metric_mark: int | None = None  # the store's metric rows seen so far (None: none yet)
-        self._metrics: dict[str, float] = {}  # latest value of every series
-        self._metric_names: tuple[str, ...] = ()
-        self._charted: set[str] = set()  # series whose history is in a chart (newer points are appended)
-        self._last_t: dict[str, float] = {}  # newest point charted per series
         self._metric_labels: dict[str, QLabel] = {}
-        self._end_seen = False
-        self.remaining: list[int] | None = None
 
         self._build()
         ctx.open_run.connect(self.open_run)
@@ -215,7 +201,6 @@ class RunsPage(Page):
         self.other_box.setPlaceholderText("other metrics appear here as the run reports them")
         self.other_box.currentIndexChanged.connect(self._other_chosen)
         self.other_chart = TimeSeriesChart("Metric", x_is_time=False)
-        self._other_name: str | None = None
         other = QWidget()
         other_layout = QVBoxLayout(other)
         other_layout.setContentsMargins(0, 0, 0, 0)
@@ -282,6 +267,31 @@ class RunsPage(Page):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(split)
+
+    # The watched run, as the page's callers and tests know it.
+    @property
+    def run_id(self) -> str | None:
+        return self.watched.run_id
+
+    @property
+    def record(self) -> RunRecord | None:
+        return self.watched.record
+
+    @property
+    def events(self) -> list[RunEvent]:
+        return self.watched.events
+
+    @property
+    def stop_lines(self) -> list[str]:
+        return self.watched.stop_lines
+
+    @property
+    def remaining(self) -> list[int] | None:
+        return self.watched.remaining
+
+    @property
+    def _other_name(self) -> str | None:
+        return self.watched.other
 
     # ================================================================================================ store calls
     def _call(self, fn: Callable[..., Any], *args: Any, done: Callable[[Any], None] | None = None,
@@ -399,23 +409,8 @@ class RunsPage(Page):
 
     def _open(self, run_id: str, by_user: bool, poll: bool = True) -> None:
         self._opened_by_user = self._opened_by_user or by_user
-        if run_id == self.run_id:
+        if not self.watched.open(run_id):
             return
-        self._generation += 1
-        self.run_id = run_id
-        self.record = None
-        self._after_event = 0
-        self.events = []
-        self.stop_lines = []
-        self._stop_pending = False
-        self._metric_mark = None
-        self._metrics = {}
-        self._metric_names = ()
-        self._charted = set()
-        self._last_t = {}
-        self._end_seen = False
-        self.remaining = None
-        self._polling = False
         self.console.close_log()
         self._new_loss_chart()
         self._set_other(None)
@@ -448,58 +443,41 @@ class RunsPage(Page):
 
     def poll(self) -> None:
         """Ask for the open run's news (the timer calls this every POLL_MS)."""
-        if self.run_id is None or self._closing:
+        if self._closing:
             return
-        if self._polling:
-            self._poll_again = True
-            return
-        self._polling = True
-        self._poll_again = False
-        generation = self._generation
-        arguments = self._view_arguments()
+        generation = self.watched.begin_poll()
+        if generation is None:
+            return  # nothing open, or a read is on its way (another follows it)
+        arguments = self.watched.read_arguments()
         self._call(watch.read_view, self.run_id, **arguments,
                    done=lambda view: self._view_arrived(generation, view, arguments["whole_series"]),
                    failed=lambda text: self._view_failed(generation, text))
 
-    def _view_arguments(self) -> dict[str, Any]:
-        return {"after_event": self._after_event, "metric_mark": self._metric_mark,
-                "whole_series": [name for name in self._chart_series() if name not in self._charted],
-                "check_remaining": self.record is not None and self.record.finished and self.remaining is None}
-
     def _view_failed(self, generation: int, text: str) -> None:
-        if generation == self._generation:
-            self._polling = False
+        self.watched.poll_failed(generation)
         self._report_failure(text)
 
     def _view_arrived(self, generation: int, view: watch.RunView | None, whole: list[str]) -> None:
-        if generation != self._generation or self._closing:
-            return  # about a run no longer open
-        self._polling = False
-        if view is None:
-            self.poll_timer.stop()
-            self.name_label.setText(f"{self.run_id}: no such run")
+        if self._closing:
             return
-        first = self.record is None
-        record = self.record = view.record
-        if first:
+        change = self.watched.apply(generation, view, whole)
+        if change is None:
+            if self.watched.current(generation) and view is None:
+                self.poll_timer.stop()
+                self.name_label.setText(f"{self.run_id}: no such run")
+            return  # or about a run no longer open
+        record = change.record
+        if change.first:
             self.console.open_log(record.log_path, ended=record.finished)
         self._show_record(record)
-        if view.events:
-            self.events.extend(view.events)
-            self._after_event = view.events[-1].id
         self._show_stop_story()
         self._show_diagnosis(record)
-        self._update_metrics(view, whole)
-        if record.finished and not self._end_seen:
-            self._end_seen = True
+        self._update_metrics(change)
+        if change.ended_now:
             self.console.run_ended()
-            self._poll_again = True  # once more: whether anything of the run remains
-        if view.remaining is not None:
-            self.remaining = view.remaining
-            self._show_stop_story()
-        if record.finished and self.remaining is not None and not self._poll_again:
+        if change.done:
             self.poll_timer.stop()  # nothing more will change
-        if self._poll_again:
+        if change.poll_again:
             QTimer.singleShot(0, self.poll)
 
     # ================================================================================================ showing
@@ -518,7 +496,7 @@ class RunsPage(Page):
         self.meta_label.setToolTip(" ".join(record.argv))
         self._update_duration()
         running = record.state == "running"
-        stopping = running and (record.stop_requested_at is not None or self._stop_pending)
+        stopping = running and (record.stop_requested_at is not None or self.watched.stop_pending)
         self.stop_button.setVisible(running)
         self.force_button.setVisible(running)
         self.stacks_button.setVisible(running)
@@ -605,59 +583,28 @@ class RunsPage(Page):
 
     def _show_stop_story(self) -> None:
         """The stop as it happens: our request, the supervisor's signals, and whether anything remains."""
-        lines = list(self.stop_lines)
-        stop_started = bool(lines) or any(e.kind == "stop_requested" for e in self.events)
-        if not stop_started:
+        story = self.watched.stop_story()
+        if story is None:
             return
-        seen_stop = False
-        for event in self.events:
-            seen_stop = seen_stop or event.kind == "stop_requested"
-            if seen_stop and event.kind in watch.STOP_EVENTS:
-                lines.append(watch.event_line(event))
-        record = self.record
-        if record is not None and record.finished and record.state == "stopped":
-            lines.append(STOPPED_TRACEBACK_NOTE)  # before the confirmation, which stays the story's last word
-        if self.remaining is not None:
-            lines.append("confirmed: no process of the run remains" if not self.remaining else
-                         f"{len(self.remaining)} process(es) of the run are still alive: {self.remaining}")
-        done = record is not None and record.finished
-        self.stop_title.setText("Stopped" if done and record is not None and record.state == "stopped" else
-                                "Stop" if done else "Stopping…")
+        title, lines = story
+        self.stop_title.setText(title)
         self.stop_label.setText("\n".join(lines))
         self.stop_panel.setVisible(True)
 
     # ================================================================================================ metrics
-    def _chart_series(self) -> list[str]:
-        losses, _others = watch.chart_names(self._metric_names)
-        return losses + ([self._other_name] if self._other_name else [])
-
-    def _update_metrics(self, view: watch.RunView, whole: list[str]) -> None:
-        self._metric_mark = view.metric_mark
-        self._metrics.update(view.metrics)
-        names = tuple(sorted(self._metrics))
-        if names != self._metric_names:
-            self._metric_names = names
-            _losses, others = watch.chart_names(names)
+    def _update_metrics(self, change: ViewChange) -> None:
+        if change.other_changed:
+            self._new_other_chart()
+        if change.names_changed:
+            _losses, others = watch.chart_names(self.watched.metric_names)
             box = self.other_box
             box.blockSignals(True)
             box.clear()
             box.addItems(others)
             box.setEnabled(bool(others))
-            if self._other_name is None:
-                self._set_other(watch.default_other(others))
             box.setCurrentIndex(max(0, box.findText(self._other_name or "")))
             box.blockSignals(False)
-        wanted = set(self._chart_series())
-        for name, points in view.series.items():
-            if name in whole:
-                self._charted.add(name)
-            if name not in self._charted or name not in wanted:
-                continue  # newer points of a series not (yet) charted: its whole history comes first
-            last = self._last_t.get(name)
-            if last is not None:
-                points = [p for p in points if p[1] > last]  # a whole read may repeat what a mark read gave
-            if not points:
-                continue
+        for name, points in change.points.items():
             chart = self.loss_chart if "loss" in name.lower() else self.other_chart
             steps = [p[0] for p in points]
             if all(s is not None for s in steps):
@@ -666,12 +613,9 @@ class RunsPage(Page):
                 chart.x_is_time = True
                 xs = [p[1] for p in points]
             chart.append(name, xs, [p[2] for p in points])
-            self._last_t[name] = points[-1][1]
-        if any(name not in self._charted for name in wanted):
-            self._poll_again = True  # fetch the newly shown series now rather than in POLL_MS
-        if view.metrics:
-            self._fill_metrics(self._metrics)
-        elif not self._metrics and view.record.finished:
+        if change.new_metrics:
+            self._fill_metrics(self.watched.metrics)
+        elif not self.watched.metrics and change.record.finished:
             self._fill_metrics({}, empty="none recorded")
 
     def _other_chosen(self, index: int) -> None:
@@ -682,11 +626,11 @@ class RunsPage(Page):
 
     def _set_other(self, name: str | None) -> None:
         """Show `name` in the second chart (a fresh chart: its title is the metric's name)."""
-        if self._other_name is not None:
-            self._charted.discard(self._other_name)
-            self._last_t.pop(self._other_name, None)
-        self._other_name = name
-        chart = TimeSeriesChart(name or "Metric", x_is_time=False)
+        self.watched.set_other(name)
+        self._new_other_chart()
+
+    def _new_other_chart(self) -> None:
+        chart = TimeSeriesChart(self._other_name or "Metric", x_is_time=False)
         self._other_layout.replaceWidget(self.other_chart, chart)
         self.other_chart.hide()
         self.other_chart.deleteLater()
@@ -731,14 +675,11 @@ class RunsPage(Page):
             return
         if self.confirm_stop and not self._confirm(record, force):
             return
-        self.stop_lines.append(f"{time.strftime('%H:%M:%S')}  "
-                               + ("force stop: SIGKILL to every process of the run" if force else
-                                  f"asked the run to stop (grace {STOP_GRACE_S:g} s)"))
-        self._stop_pending = True
+        self.watched.stop_asked(force, STOP_GRACE_S)
         self.stop_button.setEnabled(False)
         self.stop_button.setText("Stopping…")
         self._show_stop_story()
-        generation = self._generation
+        generation = self.watched.generation
         fn = watch.force_stop if force else watch.request_stop
         args = (record.id,) if force else (record.id, STOP_GRACE_S)
         self._call(fn, *args, done=lambda _messages: self._stop_sent(generation),
@@ -787,14 +728,12 @@ class RunsPage(Page):
         return box.clickedButton() is yes
 
     def _stop_sent(self, generation: int) -> None:
-        if generation == self._generation:
+        if self.watched.current(generation):
             self.poll()
 
     def _stop_failed(self, generation: int, text: str) -> None:
-        if generation != self._generation:
+        if not self.watched.stop_failed(generation, text):
             return
-        self.stop_lines.append(f"the stop request failed: {text}")
-        self._stop_pending = False
         self.stop_button.setEnabled(True)
         self.stop_button.setText("Stop")
         self._show_stop_story()
@@ -822,10 +761,11 @@ class RunsPage(Page):
         # Screenshots are grabbed right after this returns: read the demo's own store here (a private file, no
         # lock to wait for) and put everything on screen now instead of on the next timer ticks.
         for _ in range(2):  # the second read fetches the chart series the first one named
-            arguments = self._view_arguments()
+            generation = self.watched.begin_poll()
+            assert generation is not None  # opened just above, nothing on its way
+            arguments = self.watched.read_arguments()
             view = self._in_store(store_path, watch.read_view, run_id, **arguments)
-            self._polling = True
-            self._view_arrived(self._generation, view, arguments["whole_series"])
+            self._view_arrived(generation, view, arguments["whole_series"])
         self.console.catch_up()
         self.loss_chart.flush()
         self.other_chart.flush()
@@ -834,9 +774,7 @@ class RunsPage(Page):
 
     def use_store(self, path: Path | None, mark_lost: bool = True) -> None:
         """Read runs from another store (the demo's); closes the current run view."""
-        self.run_id = None
-        self.record = None
-        self._generation += 1
+        self.watched.close()
         self.console.close_log()
         self.poll_timer.stop()
         self._store_path = path

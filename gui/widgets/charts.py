@@ -12,6 +12,9 @@ Why it is built this way:
   x by mouse stops following; the "A" button in the corner resumes it.
 - Units are formatted on the y axis ("B" and "B/s" in binary steps: GiB, MiB/s) and in the legend, which shows each
   series' latest value. Colours follow the application's light or dark palette, also when it changes.
+
+Size (~650 lines): one widget whose speed matters (ring buffers, decimation, drawing only when visible);
+benchmarked in tests/perf/bench_gui_charts.py.
 """
 
 from __future__ import annotations

@@ -131,7 +131,9 @@ class OffloadView(QWidget):
                 "Bytes per step written to the NVMe offload disk", "The ranks' peak host memory (RSS) in the step",
                 "Mean GPU utilisation in the step"]
         for index, tip in enumerate(tips):
-            self.table.horizontalHeaderItem(index).setToolTip(tip)
+            header = self.table.horizontalHeaderItem(index)
+            if header is not None:  # set by setHorizontalHeaderLabels above
+                header.setToolTip(tip)
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -223,8 +225,10 @@ class OffloadView(QWidget):
 
     def _fill_table(self, figures: list[dict[str, Any]], nvme: bool) -> None:
         prefix = "nvme" if nvme else "disk"
-        self.table.horizontalHeaderItem(4).setText("NVMe read" if nvme else "Disk read")
-        self.table.horizontalHeaderItem(5).setText("NVMe write" if nvme else "Disk write")
+        for column, what in ((4, "read"), (5, "write")):
+            header = self.table.horizontalHeaderItem(column)
+            if header is not None:
+                header.setText(f"{'NVMe' if nvme else 'Disk'} {what}")
         rows = list(reversed(figures[-TABLE_ROWS:]))
         self.table.setRowCount(len(rows))
         for row, entry in enumerate(rows):
@@ -252,7 +256,7 @@ class OffloadView(QWidget):
         disk = (f"{'NVMe' if nvme else 'disk'} {format_value(s[f'{prefix}_read_bytes_per_step'], 'B')} read, "
                 f"{format_value(s[f'{prefix}_write_bytes_per_step'], 'B')} written")
         gpu = self.table.isColumnHidden(2)  # hidden: no GPU recorded, so no PCIe or utilisation to report
-        self.summary.setText(f"Median of the last {int(s['steps'])} steps: "
+        self.summary.setText(f"Median of the last {int(s['steps'] or 0)} steps: "
                              f"<b>{format_value(s['seconds_per_step'])} s/step</b>; per step "
                              + (f"{disk}." if gpu else f"{moved}; {disk}; GPUs busy "
                                 f"{format_value(s['mean_gpu_util_pct'], '%')} of the time."))

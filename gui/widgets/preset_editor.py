@@ -37,6 +37,7 @@ from traindeck.backend.config.deepspeed_schema import DeepSpeedConfig
 from traindeck.backend.config.editing import get_path
 from traindeck.backend.config.messages import Message, PathT, format_path
 from traindeck.backend.config.schema import FieldSpec
+from traindeck.backend.config.source import Kind
 from traindeck.backend.preset_sources import blank_accelerate, blank_deepspeed
 from traindeck.backend.presets import LAUNCHERS, Preset
 from traindeck.gui.widgets.config_form import ConfigForm, note_style
@@ -180,7 +181,7 @@ class PresetEditor(QWidget):
         filter_row.addWidget(self.show_mode)
 
         # ---- the two config forms (built once; a new preset rebinds them)
-        self.forms = {
+        self.forms: dict[Kind, ConfigForm] = {
             "accelerate": ConfigForm(AccelerateConfig, self._spare["accelerate"]),
             "deepspeed": ConfigForm(DeepSpeedConfig, self._spare["deepspeed"]),
         }
@@ -374,7 +375,7 @@ class PresetEditor(QWidget):
         parts = parse_path(path)
         if not parts or parts[0] not in self.forms:
             return ""
-        form = self.forms[str(parts[0])]
+        form = self.forms["accelerate" if parts[0] == "accelerate" else "deepspeed"]
         for depth in range(1, len(parts) - 1):  # down to the section holding the key
             form = form.child(str(parts[depth]))
         return form.note_text(str(parts[-1]))
@@ -420,19 +421,20 @@ class PresetEditor(QWidget):
     def locate(self, path: str) -> QWidget | None:
         """Bring the setting at `path` into view and give it the focus; the widget, or None when not shown."""
         if path in ("launcher", "num_processes", "description"):
-            widget = {"launcher": self.launcher, "num_processes": self.processes, "description": self.description}[path]
-            widget.setFocus(Qt.FocusReason.OtherFocusReason)
-            return widget
+            own: QWidget = {"launcher": self.launcher, "num_processes": self.processes,
+                            "description": self.description}[path]
+            own.setFocus(Qt.FocusReason.OtherFocusReason)
+            return own
         parts = parse_path(path)
         if not parts or parts[0] not in self.forms:
             return None
-        section = str(parts[0])
+        section: Kind = "accelerate" if parts[0] == "accelerate" else "deepspeed"
         tab = self.section_tabs[section]
         self.tabs.setCurrentWidget(tab)
         widget = self.forms[section].locate(parts[1:])
         if widget is None:
             return None
-        if not widget.isVisibleTo(tab.scroller.widget()) and self.search.text():
+        if not widget.isVisibleTo(tab.scroller.widget() or tab) and self.search.text():
             self.search.clear()  # the search hid it
         tab.scroller.ensureWidgetVisible(widget, 40, 80)
         widget.setFocus(Qt.FocusReason.OtherFocusReason)

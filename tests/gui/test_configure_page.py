@@ -378,9 +378,7 @@ def test_preview_shows_the_files_and_the_command_for_the_launch_choice(qtbot, pa
     qtbot.waitUntil(lambda: "deepspeed.launcher.runner" in page.preview.text("Command"))
     script = tmp_path / "train_me.py"
     script.write_text("")
-    page.ctx.launch_choice.script = str(script)
-    page.ctx.launch_choice.script_args = ["--deepspeed_config", "{ds_config}"]
-    page.ctx.launch_choice_changed.emit()
+    page.ctx.set_launch_choice(script=str(script), script_args=["--deepspeed_config", "{ds_config}"])
     qtbot.waitUntil(lambda: str(script) in page.preview.text("Command"))
     assert "RUN_ID/ds_config.json" in page.preview.text("Command")
     page.preview.tabs.setCurrentIndex(page.preview.tabs.indexOf(page.preview._views["Command"]))

@@ -6,7 +6,7 @@ import threading
 
 from PySide6.QtWidgets import QLabel
 
-from traindeck.gui.tasks import Tasks
+from traindeck.gui.tasks import TaskError, Tasks
 
 
 def test_result_arrives_on_the_ui_thread_and_errors_go_to_failed(qtbot):
@@ -35,3 +35,58 @@ def test_a_result_for_a_deleted_widget_is_dropped(qtbot):
     gate.set()
     assert tasks.wait(5000)
     qtbot.wait(100)  # the queued delivery runs here; calling the deleted label's slot would raise RuntimeError
+
+
+def test_a_failure_keeps_the_exception_object_and_reads_as_its_text(qtbot):
+    tasks = Tasks()
+    seen: list[TaskError] = []
+
+    def boom() -> None:
+        raise FileNotFoundError(2, "No such file or directory", "/nope.yaml")
+
+    tasks.run(boom, failed=seen.append)
+    qtbot.waitUntil(lambda: bool(seen), timeout=5000)
+    assert isinstance(seen[0].exception, FileNotFoundError) and seen[0].exception.filename == "/nope.yaml"
+    assert seen[0] == "[Errno 2] No such file or directory: '/nope.yaml'"  # the text pages show, as before
+
+
+def test_a_lane_delivers_only_the_newest_answer(qtbot):
+    tasks = Tasks()
+    lane = tasks.lane()
+    slow, answers = threading.Event(), []
+    lane.run(lambda: (slow.wait(5), "old")[1], done=answers.append)  # overtaken while it runs
+    lane.run(lambda: "new", done=answers.append)
+    qtbot.waitUntil(lambda: answers == ["new"], timeout=5000)
+    slow.set()
+    assert tasks.wait(5000)
+    qtbot.wait(100)  # the old answer's delivery runs here and is dropped
+    assert answers == ["new"]
+
+
+def test_invalidate_drops_answers_and_failures_asked_before_it(qtbot):
+    tasks = Tasks()
+    lane = tasks.lane()
+    gate, seen = threading.Event(), []
+    lane.run(lambda: (gate.wait(5), 1 / 0), done=seen.append, failed=seen.append)
+    ticket = lane.ticket
+    lane.invalidate()  # the thing asked about changed
+    assert not lane.current(ticket)
+    gate.set()
+    assert tasks.wait(5000)
+    qtbot.wait(100)
+    assert seen == []
+    lane.run(lambda: 1 / 0, failed=seen.append)
+    qtbot.waitUntil(lambda: bool(seen), timeout=5000)
+    assert isinstance(seen[0].exception, ZeroDivisionError)
+
+
+def test_a_lane_answer_for_a_deleted_widget_is_dropped(qtbot):
+    tasks = Tasks()
+    gate = threading.Event()
+    label = QLabel()
+    tasks.lane().run(lambda: (gate.wait(5), "late")[1], done=label.setText)
+    label.deleteLater()
+    qtbot.waitUntil(lambda: not __import__("shiboken6").isValid(label), timeout=5000)
+    gate.set()
+    assert tasks.wait(5000)
+    qtbot.wait(100)  # calling the deleted label's slot would raise RuntimeError here
