@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
@@ -207,8 +208,9 @@ def _index_yaml(node: yaml.Node, path: PathT, doc: SourceDocument, loader: yaml.
 # ----------------------------------------------------------------------------------------------- JSON
 
 
-def _parse_json(doc: SourceDocument, *, locate: bool = True, as_deepspeed_reads: bool = False) -> None:
-    duplicates: list[str] = []
+def _noting_duplicates(duplicates: list[str]) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """An object_pairs_hook that builds the dict as json does (the last value wins) and notes each repeated key
+    (DeepSpeed loads its config with a hook that refuses them)."""
 
     def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -218,8 +220,13 @@ def _parse_json(doc: SourceDocument, *, locate: bool = True, as_deepspeed_reads:
             out[key] = value
         return out
 
+    return pairs_hook
+
+
+def _parse_json(doc: SourceDocument, *, locate: bool = True, as_deepspeed_reads: bool = False) -> None:
+    duplicates: list[str] = []
     try:
-        doc.data = json.loads(doc.text, object_pairs_hook=pairs_hook)
+        doc.data = json.loads(doc.text, object_pairs_hook=_noting_duplicates(duplicates))
     except RecursionError:  # json's C decoder gives up near 1000 levels: say where our own bound is passed
         _too_deep(doc, json_too_deep(doc.text) or 0)
         return
@@ -259,17 +266,8 @@ def _read_as_deepspeed_does(doc: SourceDocument) -> bool:
     from traindeck.backend.config.tolerant_json import TolerantJsonReader
 
     duplicates: list[str] = []
-
-    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in out:
-                duplicates.append(key)
-            out[key] = value
-        return out
-
     try:
-        data = hjson.loads(doc.text, object_pairs_hook=pairs_hook)
+        data = hjson.loads(doc.text, object_pairs_hook=_noting_duplicates(duplicates))
     except (hjson.HjsonDecodeError, RecursionError, ValueError):
         return False
     if not isinstance(data, dict) or duplicates:
