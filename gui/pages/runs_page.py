@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
@@ -38,6 +39,7 @@ from PySide6.QtWidgets import (
 
 from traindeck.backend.runs import watch
 from traindeck.backend.runs.diagnosis import MEMORY_WORDS
+from traindeck.backend.runs.series import BoundedSeries
 from traindeck.backend.runs.store import RunEvent, RunRecord, RunStore
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
@@ -46,7 +48,10 @@ from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.console import LogConsole
 from traindeck.gui.widgets.run_state import badge_style, panel_style, state_icon
 
-POLL_MS = 500  # the open run: record, events, metrics
+POLL_MS = 1000  # the open run: record, events, metrics
+POLL_MAX_MS = 4000  # ... backing off (doubling) while nothing changes
+CHART_MS = 3000  # charts redrawn at most this often: a new point every 20 ms moves no pixel column in between
+HIDDEN_POLL_MS = 10_000  # ... while the page is hidden or the window minimised: data only, nothing drawn
 LIST_MS = 2000  # the list of runs (and marking runs whose supervisor is gone as lost)
 STOP_GRACE_S = 10.0
 MAX_METRICS_SHOWN = 14
@@ -94,6 +99,7 @@ class RunsPage(Page):
         self._mark_lost = True
         self._demo_dir: str | None = None
         self._closing = False
+        self._listed: list[tuple[str, str, str, str, bool]] = []  # what the run list shows (see _fill_list)
 
         self.run_id: str | None = None
         self.record: RunRecord | None = None
@@ -110,8 +116,13 @@ class RunsPage(Page):
         self._metric_mark: int | None = None  # the store's metric rows seen so far (None: none yet)
         self._metrics: dict[str, float] = {}  # latest value of every series
         self._metric_names: tuple[str, ...] = ()
-        self._charted: set[str] = set()  # series whose history is in a chart (newer points are appended)
-        self._last_t: dict[str, float] = {}  # newest point charted per series
+        # Charted series, bounded (recent points whole, older ones min/max folded): memory stays flat for a run
+        # of days; newer points are added as polls bring them, and drawn only while the page is on screen.
+        self._series: dict[str, BoundedSeries] = {}
+        self._undrawn: set[str] = set()  # series changed since last drawn
+        self._drawn: set[str] = set()  # series in a chart (one not yet drawn is drawn at once)
+        self._stale = False  # news arrived while off screen: shown on return
+        self._drawn_at = 0.0  # monotonic time the charts were last drawn
         self._metric_labels: dict[str, QLabel] = {}
         self._end_seen = False
         self.remaining: list[int] | None = None
@@ -312,7 +323,7 @@ class RunsPage(Page):
                    failed=self._list_failed)
 
     def _list_tick(self) -> None:
-        if self.isVisible():
+        if self.on_screen():
             self.refresh_list()
 
     def _list_failed(self, text: str) -> None:
@@ -334,6 +345,10 @@ class RunsPage(Page):
                 self._open(newest.id, by_user=False)  # reattach: the window was closed while it ran
 
     def _fill_list(self, records: list[RunRecord]) -> None:
+        shown = [(r.id, r.state, self._list_text(r), r.state_detail, r.id == self.run_id) for r in records]
+        if shown == self._listed:
+            return  # every 2 s: rebuilding an unchanged list cost a relayout and a repaint each time
+        self._listed = shown
         box = self.run_list
         box.blockSignals(True)
         try:
@@ -404,8 +419,10 @@ class RunsPage(Page):
         self._metric_mark = None
         self._metrics = {}
         self._metric_names = ()
-        self._charted = set()
-        self._last_t = {}
+        self._series = {}
+        self._undrawn = set()
+        self._drawn = set()
+        self._stale = False
         self._end_seen = False
         self.remaining = None
         self._polling = False
@@ -455,7 +472,7 @@ class RunsPage(Page):
 
     def _view_arguments(self) -> dict[str, Any]:
         return {"after_event": self._after_event, "metric_mark": self._metric_mark,
-                "whole_series": [name for name in self._chart_series() if name not in self._charted],
+                "whole_series": [name for name in self._chart_series() if name not in self._series],
                 "check_remaining": self.record is not None and self.record.finished and self.remaining is None}
 
     def _view_failed(self, generation: int, text: str) -> None:
@@ -472,16 +489,20 @@ class RunsPage(Page):
             self.name_label.setText(f"{self.run_id}: no such run")
             return
         first = self.record is None
+        changed = first or view.events or view.series or view.whole or view.record != self.record
         record = self.record = view.record
         if first:
             self.console.open_log(record.log_path, ended=record.finished)
-        self._show_record(record)
+            self.console.set_paused(not self.on_screen())
         if view.events:
             self.events.extend(view.events)
             self._after_event = view.events[-1].id
-        self._show_stop_story()
-        self._show_diagnosis(record)
         self._update_metrics(view, whole)
+        if self.on_screen():
+            self._show_run_state()
+        else:
+            self._stale = True  # drawn when the page is back on screen
+        self._pace_polling(bool(changed))
         if record.finished and not self._end_seen:
             self._end_seen = True
             self.console.run_ended()
@@ -493,6 +514,63 @@ class RunsPage(Page):
             self.poll_timer.stop()  # nothing more will change
         if self._poll_again:
             QTimer.singleShot(0, self.poll)
+
+    def _pace_polling(self, changed: bool) -> None:
+        """Poll often while the run reports and the page is seen; back off while nothing changes; rarely off screen."""
+        if not self.on_screen():
+            interval = HIDDEN_POLL_MS
+        elif changed:
+            interval = POLL_MS
+        else:
+            interval = min(POLL_MAX_MS, 2 * self.poll_timer.interval())
+        if interval != self.poll_timer.interval():
+            self.poll_timer.setInterval(interval)
+
+    def _show_run_state(self) -> None:
+        """Everything drawn from the state read so far (after each poll on screen, and on return to the screen)."""
+        self._stale = False
+        record = self.record
+        if record is None:
+            return
+        self._show_record(record)
+        self._show_stop_story()
+        self._show_diagnosis(record)
+        self._draw_series()
+        if self._metrics:
+            self._fill_metrics(self._metrics)
+        elif record.finished:
+            self._fill_metrics({}, empty="none recorded")
+
+    def _back_on_screen(self) -> None:
+        """The page is shown again or the window restored: draw what came meanwhile, then poll at the live pace."""
+        if not self.on_screen():
+            return
+        self.console.set_paused(False)
+        if self._stale:
+            self._show_run_state()
+            self._draw_series(force=True)
+        self._update_duration()
+        self.poll_timer.setInterval(POLL_MS)
+        self.poll()
+
+    def _off_screen(self) -> None:
+        self.console.set_paused(True)
+        self.poll_timer.setInterval(HIDDEN_POLL_MS)
+
+    def showEvent(self, event: Any) -> None:  # noqa: N802
+        super().showEvent(event)
+        QTimer.singleShot(0, self._back_on_screen)  # after the show: on_screen() is true then
+
+    def hideEvent(self, event: Any) -> None:  # noqa: N802
+        super().hideEvent(event)
+        if not event.spontaneous():  # another page shown (a minimised window comes through window_minimised)
+            self._off_screen()
+
+    def window_minimised(self, minimised: bool) -> None:
+        if minimised:
+            self._off_screen()
+        else:
+            self._back_on_screen()
 
     # ================================================================================================ showing
     def _show_record(self, record: RunRecord) -> None:
@@ -530,6 +608,8 @@ class RunsPage(Page):
         return []
 
     def _update_duration(self) -> None:
+        if not self.on_screen() and self.record is not None:
+            return  # the clock ticks every second: nobody sees it now (updated on return)
         record = self.record
         if record is None:
             self.duration_label.clear()
@@ -635,31 +715,39 @@ class RunsPage(Page):
             box.setCurrentIndex(max(0, box.findText(self._other_name or "")))
             box.blockSignals(False)
         wanted = set(self._chart_series())
+        for name, series in view.whole.items():
+            if name in wanted:
+                self._series[name] = series  # read after this view's newer rows: holds them too
+                self._undrawn.add(name)
         for name, points in view.series.items():
-            if name in whole:
-                self._charted.add(name)
-            if name not in self._charted or name not in wanted:
-                continue  # newer points of a series not (yet) charted: its whole history comes first
-            last = self._last_t.get(name)
-            if last is not None:
-                points = [p for p in points if p[1] > last]  # a whole read may repeat what a mark read gave
-            if not points:
+            if name in self._series and name not in view.whole:
+                self._series[name].add_rows(points)  # skips rows already in (a whole read may overlap)
+                self._undrawn.add(name)
+        if any(name not in self._series for name in wanted):
+            self._poll_again = True  # fetch the newly shown series now rather than in POLL_MS
+
+    def _draw_series(self, force: bool = False) -> None:
+        """Hand the charts the series that changed: each a bounded set of points, whatever the run's length; at
+        most every CHART_MS unless forced (a series newly shown, the page back on screen)."""
+        wanted = set(self._chart_series())
+        now = time.monotonic()
+        if not force and now - self._drawn_at < CHART_MS / 1000 and all(
+                name in self._drawn for name in wanted if name in self._series):
+            return
+        self._drawn_at = now
+        for name in sorted(self._undrawn):
+            series = self._series.get(name)
+            if series is None or name not in wanted:
+                continue
+            xs, ys = series.points()
+            if not xs:
                 continue
             chart = self.loss_chart if "loss" in name.lower() else self.other_chart
-            steps = [p[0] for p in points]
-            if all(s is not None for s in steps):
-                xs: list[float] = [float(s) for s in steps if s is not None]
-            else:
+            if series.x_is_time:
                 chart.x_is_time = True
-                xs = [p[1] for p in points]
-            chart.append(name, xs, [p[2] for p in points])
-            self._last_t[name] = points[-1][1]
-        if any(name not in self._charted for name in wanted):
-            self._poll_again = True  # fetch the newly shown series now rather than in POLL_MS
-        if view.metrics:
-            self._fill_metrics(self._metrics)
-        elif not self._metrics and view.record.finished:
-            self._fill_metrics({}, empty="none recorded")
+            chart.set_series(name, np.frombuffer(xs, dtype=np.float64), np.frombuffer(ys, dtype=np.float64))
+            self._drawn.add(name)
+        self._undrawn.clear()
 
     def _other_chosen(self, index: int) -> None:
         name = self.other_box.itemText(index) if index >= 0 else None
@@ -670,8 +758,8 @@ class RunsPage(Page):
     def _set_other(self, name: str | None) -> None:
         """Show `name` in the second chart (a fresh chart: its title is the metric's name)."""
         if self._other_name is not None:
-            self._charted.discard(self._other_name)
-            self._last_t.pop(self._other_name, None)
+            self._series.pop(self._other_name, None)
+            self._drawn.discard(self._other_name)
         self._other_name = name
         chart = TimeSeriesChart(name or "Metric", x_is_time=False)
         self._other_layout.replaceWidget(self.other_chart, chart)
@@ -790,6 +878,7 @@ class RunsPage(Page):
             view = self._in_store(store_path, watch.read_view, run_id, **arguments)
             self._polling = True
             self._view_arrived(self._generation, view, arguments["whole_series"])
+        self._show_run_state()  # also when the page is not on screen yet (screenshots grab it anyway)
         self.console.catch_up()
         self.loss_chart.flush()
         self.other_chart.flush()

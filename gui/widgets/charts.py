@@ -470,8 +470,9 @@ class TimeSeriesChart(QWidget):
         self._timer.stop()
         if not self._dirty:
             return
-        if not self.isVisible() and self.window().isVisible():
-            return  # hidden page: showEvent redraws when it is shown again
+        window = self.window()
+        if (not self.isVisible() and window.isVisible()) or window.isMinimized():
+            return  # hidden page or minimised window: showEvent (or the window's restore) redraws
         self._dirty = False
         view = self.plot_item.getViewBox()
         if self._follow_x:
