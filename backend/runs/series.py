@@ -53,7 +53,7 @@ class BoundedSeries:
         self._open_count = 0  # points in the newest bucket, still filling (0: none open)
         self.count = 0  # every point ever added
         self.last_x: float | None = None
-        self.last_t: float | None = None  # the newest point's time (add_rows): what a later read must be newer than
+        self.last_t: float | None = None  # the newest point's time (add_rows)
         self.x_is_time = False  # x is the time, not the step (a series recorded without steps)
 
     def __len__(self) -> int:
@@ -85,12 +85,10 @@ class BoundedSeries:
             self._fold(len(self._x) - self.recent)
 
     def add_rows(self, rows: Iterable[tuple[int | None, float, float]]) -> None:
-        """Append store rows (step, t, value) newer than `last_t`; x is the step, or t once the series has none."""
+        """Append store rows (step, t, value); x is the step, or t for a series recorded without steps."""
         xs, ys = array("d"), array("d")
         last_t = self.last_t
         for step, t, value in rows:
-            if last_t is not None and t <= last_t:
-                continue  # a whole read may repeat what an incremental read gave
             if step is None and not self.x_is_time and self.count + len(xs) == 0:
                 self.x_is_time = True
             xs.append(t if self.x_is_time or step is None else float(step))

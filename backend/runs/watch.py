@@ -43,8 +43,8 @@ def read_view(store: RunStore, run_id: str, *, after_event: int = 0, metric_mark
     Metrics are read incrementally: the first read (metric_mark None) gives every series' last value and a mark;
     later reads give the points recorded after the mark, grouped by series, so a poll costs what is new, not the
     run's whole history. `whole_series` are read entirely (a chart shown for the first time) into BoundedSeries
-    (recent points whole, older ones min/max folded: bounded memory for a run of any length); rows a later read
-    returns again are skipped by BoundedSeries.add_rows (it keeps what is newer than its last time).
+    (recent points whole, older ones min/max folded: bounded memory for a run of any length), up to the
+    returned mark: a later read's new rows continue them, none repeated.
     """
     record = store.get_run(run_id)
     if record is None:
@@ -60,7 +60,9 @@ def read_view(store: RunStore, run_id: str, *, after_event: int = 0, metric_mark
             view.metrics[name] = value
             view.series.setdefault(name, []).append((step, t, value))
     for name in whole_series:
-        view.whole[name] = load_series(functools.partial(store.metric_series_chunks, run_id, name))
+        # Up to this view's mark: the next read (rows after the mark) continues exactly where this one stops.
+        view.whole[name] = load_series(functools.partial(store.metric_series_chunks, run_id, name,
+                                                         up_to_mark=view.metric_mark))
     if check_remaining and record.finished:
         view.remaining = [p.pid for p in run_processes(run_id, record)]
     return view

@@ -721,7 +721,7 @@ class RunsPage(Page):
                 self._undrawn.add(name)
         for name, points in view.series.items():
             if name in self._series and name not in view.whole:
-                self._series[name].add_rows(points)  # skips rows already in (a whole read may overlap)
+                self._series[name].add_rows(points)  # rows after the whole read's mark: none repeated
                 self._undrawn.add(name)
         if any(name not in self._series for name in wanted):
             self._poll_again = True  # fetch the newly shown series now rather than in POLL_MS
