@@ -68,6 +68,18 @@ def read_view(store: RunStore, run_id: str, *, after_event: int = 0, metric_mark
     return view
 
 
+ZOOM_RECENT = 20_000  # a zoomed range: this many points whole (more than any screen has columns) ...
+ZOOM_BUCKETS = 4_000  # ... and any earlier points of the range min/max folded
+
+
+def read_range(store: RunStore, run_id: str, name: str, low: float, high: float, x_is_time: bool) -> BoundedSeries:
+    """One series between x = low and high (steps, or times for a series without steps) at the resolution a zoomed
+    chart needs: the dashboard's own copy holds only a reduced history of the older part of a long run."""
+    bounds: dict[str, Any] = {"after_t": low, "before_t": high} if x_is_time else {"steps": (low, high)}
+    return load_series(functools.partial(store.metric_series_chunks, run_id, name, **bounds), ZOOM_RECENT,
+                       ZOOM_BUCKETS)
+
+
 def runs_for_list(store: RunStore, limit: int = 50, mark_lost: bool = True) -> list[RunRecord]:
     """Running runs (newest first), then the most recent others. With mark_lost, runs whose supervisor is gone
     are first ended and marked lost (what any look at the runs does)."""

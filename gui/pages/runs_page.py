@@ -121,6 +121,9 @@ class RunsPage(Page):
         self._series: dict[str, BoundedSeries] = {}
         self._undrawn: set[str] = set()  # series changed since last drawn
         self._drawn: set[str] = set()  # series in a chart (one not yet drawn is drawn at once)
+        # A chart zoomed into the folded (reduced) part of a series: that range re-read from the store at full
+        # resolution, {name: (low, high, points)}; dropped when the chart follows the newest data again.
+        self._detail: dict[str, tuple[float, float, BoundedSeries]] = {}
         self._stale = False  # news arrived while off screen: shown on return
         self._drawn_at = 0.0  # monotonic time the charts were last drawn
         self._metric_labels: dict[str, QLabel] = {}
@@ -213,12 +216,12 @@ class RunsPage(Page):
 
         # -- console and charts -------------------------------------------------------------------------------
         self.console = LogConsole()
-        self.loss_chart = TimeSeriesChart("Loss", x_is_time=False)
+        self.loss_chart = self._make_chart("Loss")
         self.other_box = QComboBox()
         self.other_box.setToolTip("The metric shown in the second chart")
         self.other_box.setPlaceholderText("other metrics appear here as the run reports them")
         self.other_box.currentIndexChanged.connect(self._other_chosen)
-        self.other_chart = TimeSeriesChart("Metric", x_is_time=False)
+        self.other_chart = self._make_chart("Metric")
         self._other_name: str | None = None
         other = QWidget()
         other_layout = QVBoxLayout(other)
@@ -422,6 +425,7 @@ class RunsPage(Page):
         self._series = {}
         self._undrawn = set()
         self._drawn = set()
+        self._detail = {}
         self._stale = False
         self._end_seen = False
         self.remaining = None
@@ -742,12 +746,60 @@ class RunsPage(Page):
             xs, ys = series.points()
             if not xs:
                 continue
-            chart = self.loss_chart if "loss" in name.lower() else self.other_chart
+            chart = self._chart_of(name)
             if series.x_is_time:
                 chart.x_is_time = True
-            chart.set_series(name, np.frombuffer(xs, dtype=np.float64), np.frombuffer(ys, dtype=np.float64))
+            x, y = np.frombuffer(xs, dtype=np.float64), np.frombuffer(ys, dtype=np.float64)
+            detail = self._detail.get(name)
+            if detail is not None:  # the zoomed range in full, the rest as held
+                low, high, points = detail
+                dx, dy = (np.frombuffer(a, dtype=np.float64) for a in points.points())
+                before, after = x < low, x > high
+                x = np.concatenate((x[before], dx, x[after]))
+                y = np.concatenate((y[before], dy, y[after]))
+            chart.set_series(name, x, y)
             self._drawn.add(name)
         self._undrawn.clear()
+
+    def _chart_of(self, name: str) -> TimeSeriesChart:
+        return self.loss_chart if "loss" in name.lower() else self.other_chart
+
+    def _make_chart(self, title: str) -> TimeSeriesChart:
+        chart = TimeSeriesChart(title, x_is_time=False)
+        chart.x_range_chosen.connect(lambda low, high: self._zoomed(chart, low, high))
+        chart.follow_resumed.connect(lambda: self._unzoomed(chart))
+        return chart
+
+    def _zoomed(self, chart: TimeSeriesChart, low: float, high: float) -> None:
+        """The user zoomed or panned a chart: a range reaching into a series' folded part is read again from the
+        store at full resolution (the page holds only min/max buckets of it)."""
+        if chart is not self.loss_chart and chart is not self.other_chart:
+            return  # replaced meanwhile
+        generation = self._generation
+        for name, series in self._series.items():
+            if self._chart_of(name) is not chart or name not in self._drawn:
+                continue
+            first = series.first_recent_x
+            if not series.folded or first is None or low >= first:
+                if self._detail.pop(name, None) is not None:  # the held points cover this range whole
+                    self._undrawn.add(name)
+                continue
+            self._call(watch.read_range, self.run_id, name, low, high, series.x_is_time,
+                       done=lambda points, n=name: self._detail_arrived(generation, n, low, high, points))
+        self._draw_series(force=True)
+
+    def _detail_arrived(self, generation: int, name: str, low: float, high: float, points: BoundedSeries) -> None:
+        if generation != self._generation or name not in self._series or self._chart_of(name).following:
+            return  # another run, series or zoom since
+        self._detail[name] = (low, high, points)
+        self._undrawn.add(name)
+        self._draw_series(force=True)
+
+    def _unzoomed(self, chart: TimeSeriesChart) -> None:
+        for name in [n for n in self._detail if self._chart_of(n) is chart]:
+            del self._detail[name]
+            self._undrawn.add(name)
+        self._draw_series(force=True)
 
     def _other_chosen(self, index: int) -> None:
         name = self.other_box.itemText(index) if index >= 0 else None
@@ -760,15 +812,16 @@ class RunsPage(Page):
         if self._other_name is not None:
             self._series.pop(self._other_name, None)
             self._drawn.discard(self._other_name)
+            self._detail.pop(self._other_name, None)
         self._other_name = name
-        chart = TimeSeriesChart(name or "Metric", x_is_time=False)
+        chart = self._make_chart(name or "Metric")
         self._other_layout.replaceWidget(self.other_chart, chart)
         self.other_chart.hide()
         self.other_chart.deleteLater()
         self.other_chart = chart
 
     def _new_loss_chart(self) -> None:
-        chart = TimeSeriesChart("Loss", x_is_time=False)  # fresh: no axis range left from the previous run
+        chart = self._make_chart("Loss")  # fresh: no axis range left from the previous run
         self._charts_layout.replaceWidget(self.loss_chart, chart)
         self.loss_chart.hide()  # at once: deleteLater() waits for the event loop
         self.loss_chart.deleteLater()
