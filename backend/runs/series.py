@@ -55,6 +55,9 @@ class BoundedSeries:
         self.last_x: float | None = None
         self.last_t: float | None = None  # the newest point's time (add_rows)
         self.x_is_time = False  # x is the time, not the step (a series recorded without steps)
+        self.first_x: float | None = None
+        self.low = math.inf  # lowest and highest value ever added (NaN skipped): a chart fitted to the data
+        self.high = -math.inf  # needs a redraw when a new point falls outside what it drew
 
     def __len__(self) -> int:
         """Entries held (recent points + buckets): the memory bound is on this."""
@@ -80,7 +83,12 @@ class BoundedSeries:
         self._x.extend(x_new)
         self._y.extend(y_new)
         self.count += len(x_new)
+        if self.first_x is None:
+            self.first_x = x_new[0]
         self.last_x = x_new[-1]
+        finite = [y for y in y_new if y == y]
+        if finite:
+            self.low, self.high = min(self.low, min(finite)), max(self.high, max(finite))
         if len(self._x) > 2 * self.recent:
             self._fold(len(self._x) - self.recent)
 

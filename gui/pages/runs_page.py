@@ -50,7 +50,11 @@ from traindeck.gui.widgets.run_state import badge_style, panel_style, state_icon
 
 POLL_MS = 1000  # the open run: record, events, metrics
 POLL_MAX_MS = 4000  # ... backing off (doubling) while nothing changes
-CHART_MS = 3000  # charts redrawn at most this often: a new point every 20 ms moves no pixel column in between
+# Charts are redrawn for what the screen can show: at most every CHART_MS, and only once the new points reach a
+# new pixel column or leave the drawn value range, or CHART_MAX_MS passed (the legend's latest value). Late in a
+# long run a pixel column is minutes of steps: a redraw every poll moved nothing on screen and cost ~8 ms.
+CHART_MS = 3000
+CHART_MAX_MS = 30_000
 HIDDEN_POLL_MS = 10_000  # ... while the page is hidden or the window minimised: data only, nothing drawn
 LIST_MS = 2000  # the list of runs (and marking runs whose supervisor is gone as lost)
 STOP_GRACE_S = 10.0
@@ -121,6 +125,7 @@ class RunsPage(Page):
         self._series: dict[str, BoundedSeries] = {}
         self._undrawn: set[str] = set()  # series changed since last drawn
         self._drawn: set[str] = set()  # series in a chart (one not yet drawn is drawn at once)
+        self._drawn_extent: dict[str, tuple[float, float, float]] = {}  # name: (last x, low, high) when drawn
         # A chart zoomed into the folded (reduced) part of a series: that range re-read from the store at full
         # resolution, {name: (low, high, points)}; dropped when the chart follows the newest data again.
         self._detail: dict[str, tuple[float, float, BoundedSeries]] = {}
@@ -425,6 +430,7 @@ class RunsPage(Page):
         self._series = {}
         self._undrawn = set()
         self._drawn = set()
+        self._drawn_extent = {}
         self._detail = {}
         self._stale = False
         self._end_seen = False
@@ -582,7 +588,9 @@ class RunsPage(Page):
         self.name_label.setText(record.name or record.id)
         self.name_label.setToolTip(record.id)
         self.state_badge.setText(record.state)
-        self.state_badge.setStyleSheet(badge_style(record.state))
+        style = badge_style(record.state)
+        if self.state_badge.styleSheet() != style:  # every poll: setting a style sheet re-polishes, even the same
+            self.state_badge.setStyleSheet(style)
         self.state_badge.setToolTip(record.state_detail or record.state)
         parts = [record.id, record.launcher]
         if record.preset:
@@ -735,9 +743,11 @@ class RunsPage(Page):
         most every CHART_MS unless forced (a series newly shown, the page back on screen)."""
         wanted = set(self._chart_series())
         now = time.monotonic()
-        if not force and now - self._drawn_at < CHART_MS / 1000 and all(
-                name in self._drawn for name in wanted if name in self._series):
-            return
+        if not force and all(name in self._drawn for name in wanted if name in self._series):
+            since = now - self._drawn_at
+            if since < CHART_MS / 1000 or (since < CHART_MAX_MS / 1000 and not any(
+                    self._shows_more(name) for name in self._undrawn if name in wanted)):
+                return
         self._drawn_at = now
         for name in sorted(self._undrawn):
             series = self._series.get(name)
@@ -759,7 +769,22 @@ class RunsPage(Page):
                 y = np.concatenate((y[before], dy, y[after]))
             chart.set_series(name, x, y)
             self._drawn.add(name)
+            if series.last_x is not None:
+                self._drawn_extent[name] = (series.last_x, series.low, series.high)
         self._undrawn.clear()
+
+    def _shows_more(self, name: str) -> bool:
+        """Whether drawing the series now would change the chart: new points past the last pixel column drawn,
+        or values outside the range drawn (the y axis is fitted to them)."""
+        series, drawn = self._series.get(name), self._drawn_extent.get(name)
+        if series is None or drawn is None or series.last_x is None or series.first_x is None:
+            return True
+        last_x, low, high = drawn
+        if series.low < low or series.high > high:
+            return True
+        span = series.last_x - series.first_x
+        columns = max(1, self._chart_of(name).width())
+        return span <= 0 or (series.last_x - last_x) * columns >= span
 
     def _chart_of(self, name: str) -> TimeSeriesChart:
         return self.loss_chart if "loss" in name.lower() else self.other_chart
