@@ -11,8 +11,9 @@ STAMP  := $(VENV)/.traindeck-installed
 
 # Tests, benchmarks and `make icons` draw offscreen where there is no display (`make demo` refuses instead).
 export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
-# DeepSpeed JIT-builds its CPU ops on first use (~90 s); keep them between runs.
-export TORCH_EXTENSIONS_DIR ?= $(HOME)/.cache/torch_extensions
+# DeepSpeed JIT-builds its CPU ops on first use (2-6 min): `setup` builds them once, into the training interpreter's
+# own folder (~/.cache/traindeck/torch_extensions/<interpreter+torch>), where runs and tests find them. A
+# TORCH_EXTENSIONS_DIR you set yourself is used instead.
 
 .PHONY: demo test setup setup-core check-setup lint bench soak clean frozen icons install-desktop uninstall-desktop tour
 
@@ -41,6 +42,7 @@ $(STAMP): pyproject.toml | check-setup
 	$(BIN)/python -m pip install -q --upgrade pip "setuptools>=68" wheel
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install -q -e ".[train,test]"
+	$(BIN)/python -m traindeck.backend.launch.prebuild_ops
 	touch $(STAMP)
 
 # The dashboard alone, without torch/accelerate/deepspeed.

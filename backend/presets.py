@@ -450,6 +450,7 @@ def import_preset(files: Sequence[Path | str], name: str, *, save: bool = True, 
         path = Path(file).expanduser()
         if not path.is_file():
             raise PresetError(f"no such file: {path}")
+        _refuse_big_import(path)
         doc = load_file(path)
         if doc.data is None:
             first = doc.syntax[0].format() if doc.syntax else f"{path}: cannot be read"
@@ -468,6 +469,7 @@ def import_preset(files: Sequence[Path | str], name: str, *, save: bool = True, 
     if accelerate_doc is not None:
         ref = referenced_deepspeed_file(accelerate_doc)
         if ref is not None and deepspeed is None:
+            _refuse_big_import(ref)
             ref_doc = load_file(ref, kind="deepspeed")
             if ref_doc.data is None:
                 why = ref_doc.syntax[0].format() if ref_doc.syntax else "cannot be read"
@@ -486,6 +488,22 @@ def import_preset(files: Sequence[Path | str], name: str, *, save: bool = True, 
     if save:
         save_preset(preset, overwrite=overwrite)
     return preset
+
+
+# A preset is read at every `presets list` and dashboard start: an imported config is kept far below what
+# `config check` accepts (bounded.MAX_BYTES), so a wrong file given to import cannot slow every later start.
+MAX_IMPORT_BYTES = 1024 * 1024
+
+
+def _refuse_big_import(path: Path) -> None:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return  # load_file says why it cannot be read
+    if size > MAX_IMPORT_BYTES:
+        raise PresetError(f"cannot import {path}: it is {size / 2**20:.1f} MB; a preset takes a config of at most "
+                          f"{MAX_IMPORT_BYTES / 2**20:.0f} MB (accelerate and DeepSpeed configs are a few KB): "
+                          "is this the right file?")
 
 
 def import_accelerate_default(name: str, **kwargs: Any) -> Preset:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import psutil
 
+from traindeck.backend.launch.environ import torch_extensions_dir
 from traindeck.backend.launch.plan import LaunchPlan
 from traindeck.backend.runs.control import new_run_dir, run_processes, start_run
 from traindeck.backend.runs.store import RunRecord, RunStore
@@ -23,7 +24,8 @@ def job_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("TRAINDECK_RUN_ID", None)
     env["PYTHONUNBUFFERED"] = "1"
-    env.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
+    # The folder `make setup` built DeepSpeed's ops into, so no test waits minutes on a first-use build.
+    env.setdefault("TORCH_EXTENSIONS_DIR", str(torch_extensions_dir(sys.executable)))
     env.update(extra)
     return env
 
@@ -102,7 +104,8 @@ def metrics(run_id: str) -> dict[str, float]:
 
 
 def launch(script: Path, *args: str, launcher: str, nproc: int | None = None, config: Path | None = None,
-           name: str = "test", env: dict[str, str] | None = None, preset: str | None = None) -> RunRecord:
+           name: str = "test", env: dict[str, str] | None = None, preset: str | None = None,
+           stall_min_s: float = 120.0) -> RunRecord:
     """Start a run the way `traindeck run` does: LaunchRequest -> build_plan -> start_run."""
     from traindeck.backend.launch.builders import LaunchRequest, build_plan
     from traindeck.backend.presets import load_preset
@@ -113,7 +116,7 @@ def launch(script: Path, *args: str, launcher: str, nproc: int | None = None, co
                             preset=load_preset(preset) if preset else None)
     plan = build_plan(request, run_dir.path)
     assert plan.ok, plan.errors
-    return start_run(plan, run_dir, name=name)
+    return start_run(plan, run_dir, name=name, stall_min_s=stall_min_s)
 
 
 def ranks(record: RunRecord) -> dict[int, dict]:  # type: ignore[type-arg]

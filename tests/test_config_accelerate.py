@@ -390,3 +390,27 @@ def test_unknown_keys_inside_sections_are_ignored_by_accelerate(tmp_path: Path) 
     load_config_from_file(str(path))
     unknown = [m for m in check_files([path]) if "unknown key" in m.message]
     assert len(unknown) == 7 and {m.severity for m in unknown} == {"warning"}
+
+
+# ------------------------------------------------------------------------------------------ seen in real configs
+
+
+def _errors(tmp_path: Path, text: str) -> list[str]:
+    path = tmp_path / "acc.yaml"
+    path.write_text(text)
+    return [m.message for m in check_files([path]) if m.severity == "error"]
+
+
+def test_num_processes_auto_is_one_process_per_gpu_on_one_machine(tmp_path: Path) -> None:
+    # LLaMA-Factory's deepspeed_zero2_dpo.yaml: accelerate hands "auto" to torchrun as --nproc_per_node auto.
+    base = "distributed_type: DEEPSPEED\nnum_processes: auto\ndeepspeed_config:\n  zero_stage: 2\n"
+    assert _errors(tmp_path, base + "num_machines: 1\n") == []
+    errors = _errors(tmp_path, base + "num_machines: 2\nmain_process_ip: 127.0.0.2\n")
+    assert any("one machine only" in e for e in errors)
+
+
+def test_a_deepspeed_file_in_a_section_accelerate_ignores_is_not_looked_for(tmp_path: Path) -> None:
+    # accelerate's tests/test_configs/validate_launch_cmd.yaml: distributed_type NO never opens deepspeed_config_file.
+    text = "distributed_type: {}\nnum_processes: 1\ndeepspeed_config:\n  deepspeed_config_file: path/to/be/ignored\n"
+    assert _errors(tmp_path, text.format("'NO'")) == []
+    assert any("path/to/be/ignored" in e for e in _errors(tmp_path, text.format("DEEPSPEED")))

@@ -49,12 +49,6 @@ KNOWN: dict[str, str] = {
         "judge limit: accelerate stops at 'FP8 is not available on this machine' before it reads "
         "override_linear_precision; traindeck's error is probably right (the string '(false, false, false)' "
         "gives ACCELERATE_FP8_OVERRIDE_FPROP='(' which str_to_bool refuses in TERecipeKwargs)",
-    "accelerate/huggingface__accelerate__tests__test_configs__validate_launch_cmd.yaml":
-        "paths: traindeck errors on a missing deepspeed_config_file in a deepspeed_config section that "
-        "distributed_type makes accelerate ignore",
-    "accelerate/hiyouga__LLaMA-Factory__examples__deepspeed__deepspeed_zero2_dpo.yaml":
-        "\"auto\": num_processes: auto is passed on to torchrun as --nproc_per_node auto (one per GPU); "
-        "traindeck wants a whole number",
     "accelerate/huggingface__accelerate__examples__slurm__fsdp_config.yaml":
         "processes: no num_processes: accelerate launch refuses without --num_processes; traindeck only warns",
     "accelerate/hiyouga__LLaMA-Factory__examples__accelerate__fsdp_v1_config.yaml":

@@ -21,7 +21,7 @@ from traindeck.backend.launch.builders import (
     build_plan,
     render_config_files,
 )
-from traindeck.backend.launch.environ import line_buffering_dir, masked_env
+from traindeck.backend.launch.environ import line_buffering_dir, masked_env, torch_extensions_dir
 from traindeck.backend.launch.probe import TrainingEnvironment
 from traindeck.backend.presets import Preset
 
@@ -311,7 +311,7 @@ def test_environment_inherited_overridden_unbuffered_helpers(workdir, run_dir):
     env = plan.env
     assert env["PYTHONUNBUFFERED"] == "1"
     assert env["PYTHONPATH"] == os.pathsep.join([str(line_buffering_dir()), "/opt/td/pyhelpers", "/mine"])
-    assert env["TORCH_EXTENSIONS_DIR"] == str(Path.home() / ".cache" / "torch_extensions")
+    assert env["TORCH_EXTENSIONS_DIR"] == str(torch_extensions_dir(plan.python))  # the interpreter's own folder
     assert (env["KEEP"], env["HF_TOKEN"], env["WANDB_API_KEY"]) == ("2", "hf_secret_value", "wandb-secret")
     shown = masked_env(env)
     assert shown["HF_TOKEN"] == shown["WANDB_API_KEY"] == "***"

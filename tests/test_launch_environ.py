@@ -14,10 +14,12 @@ from conftest import pretend_frozen
 
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
 from traindeck.backend.launch.environ import (
+    installed_torch_version,
     is_secret_name,
     masked_env,
     python_problem,
     resolve_python,
+    torch_extensions_dir,
     training_env,
     unfrozen_environ,
 )
@@ -196,4 +198,56 @@ def test_training_env_does_not_touch_os_environ():
 def test_line_buffering_hook_is_plain_stdlib():
     hook = Path(__file__).resolve().parent.parent / "backend" / "launch" / "site_hook" / "sitecustomize.py"
     imports = set(re.findall(r"^\s*(?:import|from)\s+([\w.]+)", hook.read_text(), flags=re.M))
-    assert imports <= {"io", "os", "sys", "importlib.util"}  # io: already loaded by every interpreter
+    # io: already loaded by every interpreter; faulthandler and signal are built into the interpreter (stack dumps)
+    assert imports <= {"io", "os", "sys", "importlib.util", "faulthandler", "signal"}
+
+
+# ---- JIT-built ops: one folder per training interpreter ------------------------------------------------------------
+
+def _venv(root: Path, torch_version: str | None) -> str:
+    site = root / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    if torch_version:
+        (site / f"torch-{torch_version}.dist-info").mkdir()
+    (root / "bin").mkdir()
+    python = root / "bin" / "python"
+    python.symlink_to(sys.executable)  # a venv's python is a symlink: its own path counts, not the target's
+    return str(python)
+
+
+def test_each_interpreter_gets_its_own_extensions_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    a = _venv(tmp_path / "a", "2.13.0+cpu")
+    b = _venv(tmp_path / "b", "2.13.0+cpu")
+    c = _venv(tmp_path / "c", "2.12.1")
+    assert installed_torch_version(a) == "2.13.0+cpu" and installed_torch_version(c) == "2.12.1"
+    folders = {torch_extensions_dir(p) for p in (a, b, c)}
+    assert len(folders) == 3 and all(f.parent == tmp_path / "cache" / "traindeck" / "torch_extensions" for f in folders)
+    assert torch_extensions_dir(a) == torch_extensions_dir(a), "stable for one interpreter"
+    # The probe's site folders give the same answer as the venv guess.
+    assert torch_extensions_dir(a, [str(tmp_path / "a" / "lib" / "python3.11" / "site-packages")]) \
+        == torch_extensions_dir(a)
+    assert training_env(base={}, python=a)["TORCH_EXTENSIONS_DIR"] == str(torch_extensions_dir(a))
+
+
+def test_a_user_set_extensions_folder_is_kept(tmp_path):
+    python = _venv(tmp_path / "v", "2.13.0")
+    assert training_env(base={"TORCH_EXTENSIONS_DIR": "/fast/ext"}, python=python)["TORCH_EXTENSIONS_DIR"] == "/fast/ext"
+
+
+def test_traindeck_home_does_not_move_the_extensions_folder(tmp_path, monkeypatch):
+    # Every test (and every traindeck home) shares the built ops: rebuilding per home would cost minutes each.
+    before = torch_extensions_dir(sys.executable)
+    monkeypatch.setenv("TRAINDECK_HOME", str(tmp_path / "elsewhere"))
+    assert torch_extensions_dir(sys.executable) == before
+
+
+@pytest.mark.train
+def test_the_probed_interpreter_gets_the_folder_make_setup_built():
+    # The Launch page plans with the probe's site folders, `make setup` and the tests without: one folder for both.
+    pytest.importorskip("torch", reason="needs the train extra")
+    from traindeck.backend.launch.probe import probe_environment
+
+    probed = probe_environment(sys.executable)
+    assert probed.torch and probed.site_dirs
+    assert torch_extensions_dir(sys.executable, probed.site_dirs) == torch_extensions_dir(sys.executable)

@@ -1,7 +1,8 @@
 """The `traindeck` command: the headless twin of the dashboard.
 
 Each command group lives in its own module with `register(subparsers)`; a command's handler returns the exit
-code. Bad input is reported as one clear line on stderr, never as a traceback.
+code. Bad input is reported as one clear line on stderr, never as a traceback; so is an exception nobody expected
+(exit 70, EX_SOFTWARE), whose traceback goes to a private crash report file named in that line (backend/crash.py).
 """
 
 from __future__ import annotations
@@ -49,6 +50,16 @@ GuiOpener = Callable[[bool, "str | None"], int]
 def main(argv: Sequence[str] | None = None, open_gui: GuiOpener | None = None) -> int:
     """Run one command; `open_gui` is how the `gui` command opens the window (passed in: backend never imports Qt)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(args_list, open_gui)
+    except BrokenPipeError:  # the reader of our output went away (`traindeck ... | head`): not a crash
+        _silence_stdout()
+        return 141
+    except Exception as exc:  # a bug, or input no check foresaw: one line and a report, never a traceback
+        return _crashed(exc, args_list)
+
+
+def _run(args_list: list[str], open_gui: GuiOpener | None) -> int:
     parser = build_parser()
     args = parser.parse_args(args_list or ["gui"])
     args.open_gui = open_gui
@@ -58,21 +69,17 @@ def main(argv: Sequence[str] | None = None, open_gui: GuiOpener | None = None) -
         return 2
     try:
         code = int(handler(args) or 0)
-        sys.stdout.flush()  # here, not at exit: a reader that went away (`| head`) is handled below
+        sys.stdout.flush()  # here, not at exit: a reader that went away (`| head`) is handled in main()
         return code
     except UserError as exc:
         print(f"traindeck: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        _reader_gone()
-        return 0
 
 
-def _reader_gone() -> None:
-    """stdout's reader has gone (`traindeck runs list | head`): what is left unread is dropped, without the
-    traceback Python would print when flushing stdout at exit."""
+def _silence_stdout() -> None:
+    # Python flushes stdout again at exit; pointing it at /dev/null keeps that from printing a second error.
     import os
 
     try:
@@ -81,3 +88,14 @@ def _reader_gone() -> None:
         os.close(devnull)
     except (OSError, ValueError):  # stdout has no descriptor (captured in a test): nothing will be flushed to it
         pass
+
+
+INTERNAL_ERROR = 70  # sysexits' EX_SOFTWARE: distinct from 1 (findings) and 2 (bad input)
+
+
+def _crashed(exc: BaseException, argv: list[str]) -> int:
+    from traindeck.backend.crash import one_line, write_crash_report
+
+    report = write_crash_report(exc, argv)
+    print(f"traindeck: {one_line(exc, report)}", file=sys.stderr)
+    return INTERNAL_ERROR

@@ -72,7 +72,10 @@ def run_check(args: argparse.Namespace) -> int:
     from traindeck.backend.config.validate import check_files
 
     consumer, why = _consumer(args)
-    messages = check_files(args.files, world_size=args.world_size, consumer=consumer, consumer_why=why)
+    try:
+        messages = check_files(args.files, world_size=args.world_size, consumer=consumer, consumer_why=why)
+    except Exception:  # a bug one file triggers must not cost the others their check: each file alone
+        messages = sort_messages(_one_by_one(args, consumer, why))
     if args.native:
         messages = sort_messages(list(dict.fromkeys(messages + _native(args))))
     if args.json:
@@ -101,6 +104,23 @@ def _consumer(args: argparse.Namespace) -> tuple[str | None, str]:
 
         return script_consumer(args.script)
     return None, ""
+
+
+def _one_by_one(args: argparse.Namespace, consumer: str | None, why: str) -> list[Message]:
+    """Each file checked on its own; a file whose check fails unexpectedly gets one error and a crash report."""
+    from traindeck.backend.config.messages import Message
+    from traindeck.backend.config.validate import check_files
+    from traindeck.backend.crash import one_line, write_crash_report
+
+    out: list[Message] = []
+    for path in args.files:
+        try:
+            out += check_files([path], world_size=args.world_size, consumer=consumer, consumer_why=why)
+        except Exception as exc:
+            report = write_crash_report(exc, ["config", "check", str(path)], context=f"checking {path}")
+            out.append(Message("error", "", f"traindeck could not check this file: {one_line(exc, report)}",
+                               str(path), None, None))
+    return out
 
 
 def _native(args: argparse.Namespace) -> list[Message]:

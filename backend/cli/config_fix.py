@@ -1,8 +1,10 @@
 """`traindeck config fix FILE -o OUT`: repair a pasted config (lost indentation, JSON punctuation, typos).
 
 Registered into the `config` group by backend/cli/config_cmd.py: `register_fix(config_subparsers)`.
-Exit 0: OUT written (the changes are printed, or that there was nothing to repair). Exit 1: nothing written, because
-the text cannot be parsed even after the fixes or a fix would be a guess (each such place is printed).
+Exit 0: OUT written (the changes are printed, or that there was nothing to repair), and `config check` accepts it.
+Exit 1: nothing written, because the text cannot be parsed even after the fixes, a fix would be a guess, or the
+repaired config would still be refused by `config check` (each such place is printed). Files too big, binary or
+not UTF-8 are refused in one line (exit 2), as `config check` refuses them.
 """
 
 from __future__ import annotations
@@ -27,26 +29,32 @@ def register_fix(config_subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_fix(args: argparse.Namespace) -> int:
+    from traindeck.backend.config.bounded import BoundsError, read_config_text
     from traindeck.backend.config.repair import repair_text
     from traindeck.backend.fileio import atomic_write_text
 
     source = Path(args.file)
     try:
-        raw = source.read_bytes()
+        text = read_config_text(source)
     except OSError as exc:
         raise UserError(f"cannot read {source}: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise UserError(f"{source} is not UTF-8 text") from None
+    except BoundsError as exc:
+        where = f":{exc.line}" + (f":{exc.column}" if exc.column else "") if exc.line else ""
+        raise UserError(f"{source}{where}: {exc}") from None
     result = repair_text(text, file=str(source))
-    for change in result.changes:
-        print(f"{source}: {change}")
-    if result.text_out is None or result.problems:
+    sys.stdout.write("".join(f"{source}: {change}\n" for change in result.changes))
+    left = _still_refused(result.text_out, source) if result.text_out is not None and not result.problems else []
+    if result.text_out is None:  # one line: where the text stops being readable, even leniently
+        why = "; ".join(p.removeprefix("cannot repair: ") for p in result.problems)
+        print(f"traindeck: {source} cannot be repaired: {why}; nothing written", file=sys.stderr)
+        return 1
+    if result.problems or left:
         for problem in result.problems:
             print(f"{source}: {problem}", file=sys.stderr)
-        what = "cannot be parsed" if result.text_out is None else \
-            f"{len(result.problems)} place(s) need a decision"
+        for message in left:
+            print(f"{source}: still refused after the repair: {message}", file=sys.stderr)
+        what = f"{len(result.problems)} place(s) need a decision" if result.problems else \
+            f"`config check` would still refuse it: {len(left)} error(s) left to fix by hand"
         print(f"traindeck: {source} not repaired ({what}); nothing written", file=sys.stderr)
         return 1
     out = Path(args.output)
@@ -59,6 +67,17 @@ def run_fix(args: argparse.Namespace) -> int:
     else:
         print(f"wrote {out} ({len(result.changes)} change(s))")
     return 0
+
+
+def _still_refused(text: str, source: Path) -> list[str]:
+    """The errors `config check` would still report in the repaired text (path and message: the lines of a
+    re-nested text are not the source's)."""
+    from traindeck.backend.config.source import parse_text
+    from traindeck.backend.config.validate import check_document
+
+    doc = parse_text(text, file=str(source), locate=False)
+    return [f"{m.path}: {m.message}" if m.path else m.message
+            for m in check_document(doc) if m.severity == "error"]
 
 
 def _mode_for(out: Path, source: Path) -> int:

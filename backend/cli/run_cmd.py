@@ -38,8 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model-size", metavar="N|CONFIG", help="the model's parameter count (1.5B, 350M) or its "
                    "config.json: before launch, the preset's memory estimate is compared with free GPU memory and "
                    "available RAM, and kept with the run to compare with its measured peaks")
+    p.add_argument("--gpus", metavar="LIST|any:N", help="run on these GPUs (0,2) or on N free ones (any:2)")
+    p.add_argument("--stop-on-nan", action="store_true", help="stop the run gracefully when its loss becomes NaN/inf")
+    p.add_argument("--sweep", action="append", metavar="NAME=V1,V2", help="queue one run per combination of values "
+                   "(a script option --NAME, or a preset value: zero_stage, deepspeed.KEY.PATH); repeatable")
     p.add_argument("--detach", action="store_true", help="start the run and print its id (last line) instead of "
                                                          "following it")
+    p.add_argument("--resume-arg", metavar="TEMPLATE", help="how the script resumes from a checkpoint, e.g. "
+                   "'--load {checkpoint}': kept with the run and remembered for the script (`traindeck resume`)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]")
     p.set_defaults(handler=_run)
 
@@ -79,9 +85,18 @@ def _run(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise UserError("which script? usage: traindeck run [options] SCRIPT [ARGS...]")
+    if args.sweep:  # a sweep is several runs: they wait in the queue
+        from traindeck.backend.cli.queue_cmd import enqueue
+
+        enqueue(args)
+        return 0
     script, script_args = command[0], command[1:]
     if args.nproc is not None and args.nproc < 1:
         raise UserError("--nproc must be at least 1")
+    from traindeck.backend.cli.queue_cmd import run_gpus
+    from traindeck.backend.runs.watchdog import STOP_ON_NAN_ENV
+
+    gpus = run_gpus(args.gpus)
 
     from traindeck.backend.launch.builders import LaunchRequest
     from traindeck.backend.runs.launch import launch_run
@@ -93,7 +108,8 @@ def _run(args: argparse.Namespace) -> int:
     if config is not None and not config.is_file():
         raise UserError(f"config file not found: {config}")
     request = LaunchRequest(script=script, script_args=script_args, preset=preset, config_file=config,
-                            launcher=args.launcher, nproc=args.nproc, python=args.python, cwd=Path.cwd())
+                            launcher=args.launcher, nproc=args.nproc, python=args.python, cwd=Path.cwd(),
+                            gpus=gpus, env={STOP_ON_NAN_ENV: "1"} if args.stop_on_nan else {})
     environment = _probe(args.python)
     check = _memory_check(args.model_size, preset, config, args.nproc) if args.model_size else None
     name = args.name or Path(script).stem
@@ -101,8 +117,15 @@ def _run(args: argparse.Namespace) -> int:
         # What following needs is loaded now, not while the job starts: on a small machine that CPU is the job's.
         from traindeck.backend.cli import run_follow  # noqa: F401
         from traindeck.backend.runs import follow  # noqa: F401
+    if args.resume_arg:
+        from traindeck.backend.runs.resume import ResumeError, check_template
+
+        try:
+            check_template(args.resume_arg)
+        except ResumeError as exc:
+            raise UserError(str(exc)) from None
     outcome = launch_run(request, name=name, preset_name=args.preset, environment=environment,
-                         memory_check=check)
+                         memory_check=check, resume_arg=args.resume_arg)
     plan = outcome.plan
     for warning in plan.warnings:
         print(f"traindeck: warning: {warning}", file=sys.stderr)

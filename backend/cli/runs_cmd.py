@@ -76,6 +76,9 @@ def run_summary(store: RunStore, record: RunRecord) -> dict[str, Any]:
             data["resources"] = resource_summary(store.path, record.id)
         except Exception as exc:  # a missing table or an older recorder must not break `runs show`
             data["resources"] = {"error": str(exc)}
+    from traindeck.backend.runs.leftbehind import summary_fields
+
+    data.update(summary_fields(record.run_dir))  # parent, resumed_from, provenance, stop
     # The end-of-run check: nothing remains, these PIDs remain (leftovers), or unknown with the reason.
     checks = [e for e in store.events(record.id) if e.kind in ("confirmed", "unconfirmed", "leftovers")]
     data["end_check"] = {"kind": checks[-1].kind, "text": checks[-1].text} if checks else None
@@ -198,8 +201,22 @@ def _show(args: argparse.Namespace) -> int:
               + (f"; the run's GPUs: {', '.join(resources['run_gpus'])}" if resources.get("run_gpus") else ""))
     if data["end_check"]:
         print(f"end       {data['end_check']['kind']}: {data['end_check']['text']}")
+    _show_left_behind(data)
     print(f"log       {data['log']}")
     return 0
+
+
+def _show_left_behind(data: dict[str, Any]) -> None:
+    print("stop      " + ("save a checkpoint, then stop (the script uses traindeck's companion)"
+                          if data.get("stop") == "save-then-stop" else "signals (SIGINT, SIGTERM, SIGKILL)"))
+    if data.get("parent"):
+        print(f"parent    {data['parent']}" + (f", resumed from {data['resumed_from']}" if data.get("resumed_from")
+                                              else " (rerun)"))
+    git = (data.get("provenance") or {}).get("git")
+    if git:
+        print(f"git       {git.get('commit')} ({git.get('branch')})" + (", uncommitted changes: "
+                                                                      + str(git.get('diff_file'))
+                                                                      if git.get("dirty") else ""))
 
 
 def resources_text(resources: dict[str, Any] | None) -> str:

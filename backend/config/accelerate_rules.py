@@ -123,6 +123,11 @@ def processes_and_machines(ctx: RuleContext) -> Iterable[Finding]:
         yield ("warning", ("distributed_type",),
                "num_processes is not set: accelerate launch refuses to start (\"You need to manually pass in "
                "`--num_processes` using this config yaml\") unless you give --num_processes")
+    if data.get("num_processes") == "auto" and m > 1:
+        # utils/launch.py: nproc_per_node = num_processes // num_machines, which "auto" cannot take part in.
+        yield ("error", ("num_processes",),
+               f"\"auto\" works on one machine only (torchrun starts one process per GPU): with "
+               f"{m} machines accelerate divides it by num_machines and stops; give the whole job's process count")
     if n is not None and "num_machines" in data and m > 1 and n % m:
         per = n // m
         yield ("error", ("num_processes",),

@@ -326,9 +326,10 @@ class AccelerateConfig(Section):
     distributed_type: Literal[DISTRIBUTED_TYPES] = _f(  # type: ignore[valid-type]
         None, description="How training is distributed: NO (one process), MULTI_GPU (DDP), DEEPSPEED, FSDP, "
         "MULTI_CPU, ... (required)")
-    num_processes: int = _f(
+    num_processes: int | Literal["auto"] = _f(
         None, ge=1, description="Processes in the whole job, all machines together (usually one per GPU); "
-        "default 1 with NO")
+        "default 1 with NO; \"auto\" (one machine): torchrun starts one per GPU",
+        json_schema_extra={"auto": True})
     num_machines: int = _f(1, ge=1, description="Machines (nodes) taking part in the job")
     machine_rank: int = _f(0, ge=0, description="This machine's index, 0 for the main machine "
                               "(each machine needs its own)", json_schema_extra={"applies": "num_machines > 1"})

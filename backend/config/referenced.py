@@ -48,6 +48,10 @@ def references(data: Any, file: str | None, cwd: Path) -> list[Reference]:
     if not isinstance(data, dict):
         return out
     for section_name, key, _ in PATH_KEYS:
+        # _validate_launch_command copies every section's keys into the launch args, but only the DeepSpeed launch
+        # (distributed_type DEEPSPEED: utils/launch.py prepare_deepspeed_cmd_env) opens these files.
+        if section_name == "deepspeed_config" and data.get("distributed_type") != "DEEPSPEED":
+            continue
         section = data.get(section_name)
         text = section.get(key) if isinstance(section, dict) else None
         if not isinstance(text, str) or not text.strip() or text == "none":

@@ -17,6 +17,17 @@ from typing import Any, Literal
 
 import yaml
 
+from traindeck.backend.config.bounded import (
+    MAX_BYTES,
+    MAX_DEPTH,
+    BoundedSafeLoader,
+    BoundedYamlError,
+    BoundsError,
+    json_too_deep,
+    line_column,
+    read_config_text,
+    too_big,
+)
 from traindeck.backend.config.messages import Message, PathT, Severity, format_path
 
 Kind = Literal["accelerate", "deepspeed"]
@@ -50,30 +61,33 @@ class SourceDocument:
 
 
 def load_file(path: str | Path, kind: Kind | None = None) -> SourceDocument:
-    """Read and parse a file; unreadable files become a SourceDocument with one error, not an exception."""
+    """Read and parse a file; unreadable, binary, non-UTF-8 and oversized files become a SourceDocument with one
+    error (bounded.py), not an exception."""
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        text = read_config_text(p)
     except OSError as exc:
         doc = SourceDocument("", _format_for(p.name, ""), None, kind, str(p))
         doc.syntax.append(Message("error", "", f"cannot read the file: {exc.strerror or exc}", str(p), None, None))
         return doc
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
+    except BoundsError as exc:
         doc = SourceDocument("", _format_for(p.name, ""), None, kind, str(p))
-        doc.syntax.append(Message("error", "", "the file is not UTF-8 text", str(p), line, None))
+        doc.syntax.append(Message("error", "", str(exc), str(p), exc.line, exc.column))
         return doc
     return parse_text(text, file=str(p), kind=kind)
 
 
-def parse_text(text: str, file: str | None = None, kind: Kind | None = None, fmt: Format | None = None) -> SourceDocument:
-    """Parse YAML or JSON text (format from the file name, else sniffed from the text)."""
+def parse_text(text: str, file: str | None = None, kind: Kind | None = None, fmt: Format | None = None,
+               *, locate: bool = True) -> SourceDocument:
+    """Parse YAML or JSON text (format from the file name, else sniffed from the text). `locate=False` skips
+    recording where each JSON key sits (a pass in Python over the whole text) when only the verdict is needed."""
     fmt = fmt or _format_for(file or "", text)
     doc = SourceDocument(text, fmt, None, kind, file)
+    if len(text) > MAX_BYTES:  # pasted text: the same bound as a file's
+        doc.syntax.append(Message("error", "", too_big(len(text.encode("utf-8", "replace"))), file, 1, 1))
+        return doc
     if fmt == "json":
-        _parse_json(doc)
+        _parse_json(doc, locate=locate)
     else:
         _parse_yaml(doc)
     if doc.data is not None and not isinstance(doc.data, dict):
@@ -131,7 +145,7 @@ class _DuplicateKey(Exception):
 
 
 def _parse_yaml(doc: SourceDocument) -> None:
-    loader = yaml.SafeLoader(doc.text)
+    loader = BoundedSafeLoader(doc.text)
     try:
         node = loader.get_single_node()
         if node is None:  # empty document
@@ -144,6 +158,10 @@ def _parse_yaml(doc: SourceDocument) -> None:
         problem = " ".join(p for p in (exc.problem, exc.context and f"({exc.context})") if p) or str(exc)
         line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
         hint = " (tabs cannot indent YAML: use spaces)" if "\\t" in problem or "'\t'" in problem else ""
+        if isinstance(exc, BoundedYamlError):  # not a syntax mistake: a file refused for what it would become
+            doc.syntax.append(Message("error", "", f"YAML refused: {problem}", doc.file, line, column))
+            doc.data = None
+            return
         if "mapping values are not allowed here" in problem:
             hint = " (this line is indented differently from the keys beside it, or a value with ': ' needs quotes)"
         start = exc.context_mark
@@ -185,7 +203,7 @@ def _index_yaml(node: yaml.Node, path: PathT, doc: SourceDocument, loader: yaml.
 # ----------------------------------------------------------------------------------------------- JSON
 
 
-def _parse_json(doc: SourceDocument) -> None:
+def _parse_json(doc: SourceDocument, *, locate: bool = True) -> None:
     duplicates: list[str] = []
 
     def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -198,19 +216,59 @@ def _parse_json(doc: SourceDocument) -> None:
 
     try:
         doc.data = json.loads(doc.text, object_pairs_hook=pairs_hook)
-    except json.JSONDecodeError as exc:
-        problem, at = _json_problem(doc.text, exc)
-        line = doc.text.count("\n", 0, at) + 1
-        column = at - (doc.text.rfind("\n", 0, at) + 1) + 1
-        doc.syntax.append(Message("error", "", f"JSON syntax: {problem}", doc.file, line, column))
+    except RecursionError:  # json's C decoder gives up near 1000 levels: say where our own bound is passed
+        _too_deep(doc, json_too_deep(doc.text) or 0)
         return
-    _JsonIndexer(doc).index()
+    except json.JSONDecodeError as exc:
+        doc.syntax += _json_syntax(doc, exc)
+        return
+    try:
+        if locate:
+            _JsonIndexer(doc).index()
+    except _TooDeep as deep:
+        doc.data = None
+        doc.locations.clear()
+        _too_deep(doc, deep.index)
+        return
     for key in dict.fromkeys(duplicates):
         # DeepSpeed loads its config with a duplicate-key check and refuses such a file at start-up.
         locs = [p for p in doc.locations if p and p[-1] == key]
         where = doc.locations[locs[-1]] if locs else (None, None)
         doc.syntax.append(Message("error", key, f"key '{key}' appears twice; DeepSpeed refuses duplicate keys",
                                   doc.file, *where))
+
+
+def _too_deep(doc: SourceDocument, index: int) -> None:
+    line, column = line_column(doc.text, index)
+    doc.syntax.append(Message("error", "", f"JSON refused: nested more than {MAX_DEPTH} levels deep (a config has a "
+                                           "few)", doc.file, line, column))
+
+
+def _json_syntax(doc: SourceDocument, exc: json.JSONDecodeError) -> list[Message]:
+    """Every syntax problem in the text, not only the first json stops at: the tolerant reader (shared with
+    `config fix`) reads on past trailing and missing commas, comments, single quotes and Python literals, naming
+    each, until a problem it cannot read past (also named). json's own first error is always among them."""
+    from traindeck.backend.config.repair_tree import Unparseable
+    from traindeck.backend.config.tolerant_json import TolerantJsonReader
+
+    found: dict[tuple[int, int], str] = {}
+    reader: TolerantJsonReader | None = None
+    stop: Unparseable | None = None
+    try:
+        reader = TolerantJsonReader(doc.text)
+        reader.read()
+    except Unparseable as exc_stop:
+        stop = exc_stop
+    if reader is not None:
+        for at, problem in reader.problems:
+            found.setdefault((reader.line_of(at), reader.column_of(at)), problem)
+    problem, at = _json_problem(doc.text, exc)
+    first = line_column(doc.text, at)
+    found.setdefault(first, problem)  # json's wording, where the reader saw nothing at that place
+    if stop is not None and stop.line is not None:
+        found.setdefault((stop.line, stop.column or 1), str(stop).removeprefix("JSON syntax: "))
+    return [Message("error", "", f"JSON syntax: {text}", doc.file, line, column)
+            for (line, column), text in sorted(found.items())]
 
 
 def _json_problem(text: str, exc: json.JSONDecodeError) -> tuple[str, int]:
@@ -228,6 +286,12 @@ def _json_problem(text: str, exc: json.JSONDecodeError) -> tuple[str, int]:
         word = re.match(r"\w+", after).group(0)  # type: ignore[union-attr]
         return f"'{word}' is Python; JSON writes true, false or null", exc.pos
     return exc.msg, exc.pos
+
+
+class _TooDeep(Exception):
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.index = index
 
 
 class _JsonIndexer:
@@ -252,6 +316,8 @@ class _JsonIndexer:
 
     def _value(self, i: int, path: PathT) -> int:
         c = self.text[i]
+        if c in "{[" and len(path) >= MAX_DEPTH:
+            raise _TooDeep(i)
         if c == "{":
             i = self._skip(i + 1)
             if self.text[i] == "}":

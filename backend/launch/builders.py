@@ -62,6 +62,8 @@ class LaunchRequest:
     num_nodes: int | None = None
     include: str | None = None  # e.g. "localhost:0,2"; replaces --num_gpus
     hostfile: Path | None = None
+    # GPUs to run on, by NVML index (`--gpus 0,2`); None: the launcher's default (every visible GPU).
+    gpus: tuple[int, ...] | None = None
 
 
 def render_config_files(preset: Preset, run_dir: Path) -> dict[str, str]:
@@ -141,6 +143,8 @@ def build_plan(
 
     if request.nproc is not None:
         nproc = request.nproc
+    elif request.gpus and launcher != "python":  # one rank per chosen GPU
+        nproc = len(request.gpus)
     elif request.preset is not None:  # its num_processes (deepspeed/python presets), else the accelerate config's
         nproc = request.preset.process_count()
     else:
@@ -149,7 +153,10 @@ def build_plan(
         errors.append(f"the number of processes must be at least 1, not {nproc}")
         nproc = 1
 
-    env = training_env(request.env, base=base_env, helpers=helpers)
+    env = training_env(request.env, base=base_env, helpers=helpers, python=python,
+                       site_dirs=environment.site_dirs if environment is not None else ())
+    if request.gpus is not None:
+        _pin_gpus(env, launcher, request.gpus, errors)
     args = _script_args(request.script_args, ds_path, errors)
     if not (Path(cwd) / request.script).is_file():
         errors.append(f"script not found: {request.script} (in {cwd})")
@@ -169,7 +176,9 @@ def build_plan(
                             "directory)")
         argv = [python, "-m", "accelerate.commands.launch", "--config_file", str(run_dir / ACCELERATE_CONFIG),
                 "--main_process_port", str(port)]
-        if request.nproc is not None:
+        if request.gpus:
+            argv += ["--gpu_ids", ",".join(map(str, request.gpus))]
+        if request.nproc is not None or request.gpus:
             argv += ["--num_processes", str(nproc)]
         if fixed_port is None and _int_or(accelerate, "num_machines", 1) > 1:
             warnings.append("several machines: set main_process_port in the accelerate config (or a fixed port) so "
@@ -198,8 +207,9 @@ def build_plan(
         errors += problems_for(environment, launcher, needs_deepspeed=ds_path is not None)
         warnings += _hardware_notes(environment, launcher, nproc, request)
 
-    return LaunchPlan(launcher=launcher, argv=argv, env=env, cwd=cwd, nproc=nproc, master_port=port, files=files,
-                      errors=errors, warnings=warnings, python=python, run_dir=str(run_dir), ds_config_path=ds_path)
+    return LaunchPlan(launcher=launcher, argv=argv, env=env, cwd=cwd, nproc=nproc, master_port=port,
+                      port_fixed=port is not None and fixed_port is not None, files=files, errors=errors,
+                      warnings=warnings, python=python, run_dir=str(run_dir), ds_config_path=ds_path)
 
 
 def _config_files(request: LaunchRequest, run_dir: Path, cwd: str, errors: list[str], warnings: list[str]
@@ -292,9 +302,27 @@ def _minimal_accelerate(nproc: int, ds_path: str | None, environment: TrainingEn
             "machine_rank": 0, "num_processes": nproc, "use_cpu": cpu_only and not ds_path, **extra}
 
 
+def _pin_gpus(env: dict[str, str], launcher: Launcher, gpus: Sequence[int], errors: list[str]) -> None:
+    """Pin a run to GPUs by NVML index. CUDA numbers GPUs fastest first unless told PCI bus order, which is
+    NVML's: without CUDA_DEVICE_ORDER, "GPU 2" could be another card. accelerate (--gpu_ids) and deepspeed
+    (--include) set CUDA_VISIBLE_DEVICES themselves, from physical indexes: an inherited one is dropped."""
+    if not gpus or any(g < 0 for g in gpus):
+        errors.append("--gpus: give at least one GPU index (0 or more)")
+        return
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    if launcher == "python":
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+    else:
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+
+
 def _deepspeed_argv(request: LaunchRequest, python: str, nproc: int, port: int | None, env: Mapping[str, str],
                     errors: list[str], warnings: list[str]) -> tuple[list[str], int]:
     include = request.include
+    if request.gpus:
+        if include is not None:
+            errors.append("give --gpus or an --include filter, not both")
+        include = "localhost:" + ",".join(map(str, request.gpus))
     multi_node = request.hostfile is not None or (request.num_nodes or 1) > 1
     visible = env.get("CUDA_VISIBLE_DEVICES", "").strip()
     if include is None and not multi_node and visible:

@@ -5,43 +5,19 @@ Pure functions over mappings: nothing here starts a process or changes os.enviro
 
 from __future__ import annotations
 
+import hashlib
 import os
-import re
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+# Which names and values are secrets is decided in backend/masking.py; re-exported for the launch code and the GUI.
+from traindeck.backend.masking import MASK as MASK
+from traindeck.backend.masking import SECRET_NAMES as SECRET_NAMES
+from traindeck.backend.masking import is_secret_name as is_secret_name
+from traindeck.backend.masking import masked_env as masked_env
 from traindeck.backend.paths import resources_dir
-
-# Substrings that make a variable's value private (matched on the upper-cased name).
-SECRET_NAME_PARTS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "PRIVATE", "COOKIE")
-# Well-known secrets whose names the parts above may not catch in every spelling.
-SECRET_NAMES = frozenset({
-    "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN", "WANDB_API_KEY", "COMET_API_KEY", "NEPTUNE_API_TOKEN",
-    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID",
-    "AZURE_STORAGE_KEY", "AZURE_CLIENT_SECRET", "GOOGLE_APPLICATION_CREDENTIALS", "GITHUB_TOKEN", "GH_TOKEN",
-    "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "DATABRICKS_TOKEN", "KAGGLE_KEY", "PGPASSWORD",
-})
-MASK = "***"
-# user:password@ inside URL-like values (proxies, tracking servers): the password is masked, the rest kept.
-_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)(?P<password>[^@\s]+)(?P<tail>@)")
-
-
-def is_secret_name(name: str) -> bool:
-    upper = name.upper()
-    return upper in SECRET_NAMES or any(part in upper for part in SECRET_NAME_PARTS)
-
-
-def masked_env(env: Mapping[str, str]) -> dict[str, str]:
-    """A copy of `env` safe to write to disk: secret variables become "***", URL passwords in any value too."""
-    masked: dict[str, str] = {}
-    for name, value in env.items():
-        if is_secret_name(name):
-            masked[name] = MASK
-        else:
-            masked[name] = _URL_PASSWORD.sub(lambda m: m["head"] + MASK + m["tail"], value)
-    return masked
 
 
 def is_frozen() -> bool:
@@ -130,15 +106,46 @@ def pyhelpers_dir() -> Path:
     return resources_dir() / "pyhelpers"
 
 
+def torch_extensions_root() -> Path:
+    """<user cache>/traindeck/torch_extensions. The XDG cache, not TRAINDECK_HOME: built ops are expensive and are
+    keyed by interpreter, so every traindeck home (each test has its own) shares them."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "traindeck" / "torch_extensions"
+
+
+def installed_torch_version(python: str, site_dirs: Sequence[str] = ()) -> str | None:
+    """torch's version from its dist-info folder in `site_dirs` (from the probe) or, without them, in the
+    interpreter's own prefix (a venv's lib/pythonX.Y/site-packages): no process is started, torch is not imported."""
+    folders = [Path(d) for d in site_dirs]
+    if not folders:
+        prefix = Path(os.path.abspath(python)).parent.parent  # <venv>/bin/python -> <venv>, not the symlink target
+        folders = sorted(prefix.glob("lib/python*/site-packages")) + sorted(prefix.glob("lib/python3/dist-packages"))
+    for folder in folders:
+        for info in sorted(folder.glob("torch-*.dist-info")):
+            return info.name[len("torch-"):-len(".dist-info")]
+    return None
+
+
+def torch_extensions_dir(python: str, site_dirs: Sequence[str] = ()) -> Path:
+    """The JIT-built ops folder for one training interpreter: torch_extensions_root()/<hash of the interpreter's
+    path + torch version>. One folder per interpreter, because two interpreters sharing one folder rebuild each
+    other's ops on every switch (torch keys a build on its sources and flags, not on the Python that built it)."""
+    version = installed_torch_version(python, site_dirs) or "unknown"
+    key = hashlib.sha256(f"{os.path.abspath(python)}\0{version}".encode()).hexdigest()[:16]
+    return torch_extensions_root() / key
+
+
 def training_env(overrides: Mapping[str, str] | None = None, *, base: Mapping[str, str] | None = None,
-                 helpers: Path | None = None) -> dict[str, str]:
+                 helpers: Path | None = None, python: str | None = None,
+                 site_dirs: Sequence[str] = ()) -> dict[str, str]:
     """The complete environment for the launcher: `base` (default os.environ, un-frozen) + `overrides`, then:
 
     - PYTHONUNBUFFERED=1: every rank's prints reach the log within a second even if the script never flushes;
     - first on PYTHONPATH: a sitecustomize that makes stdout/stderr line-buffered (each line one write, so ranks
       sharing a pipe do not cut into each other's lines) and tags each rank's lines `[rankN]: `, then the
       pyhelpers folder (`import traindeck_report`);
-    - TORCH_EXTENSIONS_DIR defaulted to ~/.cache/torch_extensions so DeepSpeed's JIT-built ops are kept.
+    - TORCH_EXTENSIONS_DIR, unless the user set it, defaulted to the folder of the training interpreter `python`
+      (torch_extensions_dir), so DeepSpeed's JIT-built ops are kept and no other interpreter rebuilds them.
     """
     env = unfrozen_environ(os.environ if base is None else base)
     env.update(overrides or {})
@@ -147,5 +154,5 @@ def training_env(overrides: Mapping[str, str] | None = None, *, base: Mapping[st
     theirs = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in ours]
     env["PYTHONPATH"] = os.pathsep.join([*ours, *theirs])
     if not env.get("TORCH_EXTENSIONS_DIR"):
-        env["TORCH_EXTENSIONS_DIR"] = str(Path.home() / ".cache" / "torch_extensions")
+        env["TORCH_EXTENSIONS_DIR"] = str(torch_extensions_dir(python or sys.executable, site_dirs))
     return env

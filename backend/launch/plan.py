@@ -24,6 +24,8 @@ class LaunchPlan:
     cwd: str
     nproc: int = 1
     master_port: int | None = None
+    # True when the user (or the accelerate config) fixed the port; False when traindeck picked a free one.
+    port_fixed: bool = False
     files: dict[str, str] = field(default_factory=dict)
     # Problems found while building (missing module in the training interpreter, busy fixed port...): shown
     # before launch; a plan with any error must not be started.

@@ -14,9 +14,13 @@ from __future__ import annotations
 import ast
 import json
 import math
+import re
 from typing import Any
 
 MAX_CHARS = 16384
+# The Trainer's repr of a NaN/inf loss is a bare name (`{'loss': nan}`), which literal_eval refuses: quoted, it
+# reads as the number it is (the loss watchdog needs exactly these).
+_BARE_NONFINITE = re.compile(r"(:\s*)(-?inf|nan)(?=\s*[,}])")
 STEP_KEYS = ("step", "global_step")
 _TRAINER_KEYS = frozenset(
     {"loss", "learning_rate", "grad_norm", "epoch", "train_runtime", "train_loss", "eval_loss", "total_flos"}
@@ -51,7 +55,13 @@ def parse_dict_text(s: str) -> dict[str, Any] | None:
             except ValueError:
                 obj = None
         if obj is None:
-            obj = ast.literal_eval(s)
+            try:
+                obj = ast.literal_eval(s)
+            except ValueError:
+                quoted = _BARE_NONFINITE.sub(r"\1'\2'", s)
+                if quoted == s:
+                    raise
+                obj = ast.literal_eval(quoted)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
     if not isinstance(obj, dict) or not obj:

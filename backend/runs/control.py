@@ -39,8 +39,11 @@ def new_run_dir() -> RunDir:
 
 
 def start_run(plan: LaunchPlan, run_dir: RunDir, *, name: str = "", preset: str | None = None,
-              script: str = "", store: RunStore | None = None, stall_min_s: float = 120.0) -> RunRecord:
+              script: str = "", store: RunStore | None = None, stall_min_s: float = 120.0,
+              recorded: bool = False) -> RunRecord:
     """Write the run directory, record the run and start its detached supervisor; returns at once.
+
+    `recorded`: the run is in the store already (a queued run, claimed): its row is completed, not added.
 
     The plan's environment (secrets included) reaches the supervisor through a pipe, never a file: command.json
     and the store get it masked.
@@ -56,14 +59,19 @@ def start_run(plan: LaunchPlan, run_dir: RunDir, *, name: str = "", preset: str 
         secrets = [value for key, value in plan.env.items() if is_secret_name(key)]
         argv = mask_argv(plan.argv, secrets)
         command = {"argv": argv, "command_line": shlex.join(argv), "cwd": plan.cwd, "launcher": plan.launcher,
-                   "nproc": plan.nproc, "master_port": plan.master_port, "python": plan.python,
+                   "nproc": plan.nproc, "master_port": plan.master_port,
+                   "port_fixed": plan.port_fixed, "python": plan.python,
                    "env": masked_env(plan.env)}
         atomic_write_text(run_dir.command, json.dumps(command, indent=2, sort_keys=True) + "\n")
         run_dir.output.touch(mode=0o600)
         record = RunRecord(id=run_dir.run_id, run_dir=str(run_dir.path), created_at=time.time(), name=name,
                            preset=preset, launcher=plan.launcher, script=script or _script_of(plan), argv=argv,
                            cwd=plan.cwd)
-        store.add_run(record)
+        if recorded:
+            store.update_run(record.id, name=name, preset=preset, launcher=plan.launcher, script=record.script,
+                             argv=argv, cwd=plan.cwd, run_dir=record.run_dir, created_at=record.created_at)
+        else:
+            store.add_run(record)
         instructions = {"run_id": run_dir.run_id, "store": str(store.path), "argv": plan.argv, "cwd": plan.cwd,
                         "env": plan.env, "stall_min_s": stall_min_s}
         with open(run_dir.supervisor_log, "ab") as log:
@@ -164,6 +172,10 @@ def end_lost_run(store: RunStore, run_id: str, reason: str, report: Callable[[st
     if store.finish_run(run_id, "lost", only_if_running=True, diagnosis=diagnosis.to_json(),
                         state_detail=f"lost: {reason}"):
         store.add_event(run_id, "lost", f"marked lost: {reason}")
+        from traindeck.backend.runs import alerts
+
+        alerts.announce("lost", run_id, record.name, diagnosis.summary)
+        alerts.wait_all()  # the sentinel or CLI exits right after this; the alert is time-limited
         store.add_event(run_id, "confirmed" if not survivors else "leftovers",
                         "nothing of the run remains" if not survivors else
                         f"{len(survivors)} process(es) still alive")
@@ -195,6 +207,10 @@ def stop_run(store: RunStore, run_id: str, grace_s: float = 10.0, report: Callab
     record = store.get_run(run_id)
     if record is None:
         raise KeyError(run_id)
+    if record.state == "queued":  # nothing runs yet: taking it out of the queue is the stop
+        say(f"run {run_id} is waiting in the queue and has not started: remove it with `traindeck queue remove "
+            f"{run_id}`")
+        return StopOutcome(record.state, [], messages)
     if record.finished:
         say(f"run {run_id} already ended ({record.state})")
         left = run_processes(run_id, record)
@@ -203,12 +219,20 @@ def stop_run(store: RunStore, run_id: str, grace_s: float = 10.0, report: Callab
         survivors = end_lost_run(store, run_id, "its supervisor is no longer running", report=say)
         return StopOutcome("lost", [p.pid for p in survivors], messages)
     last_event = max((e.id for e in store.events(run_id)), default=0)
+    from traindeck.backend.runs.savestop import save_hold_s
+
+    hold = save_hold_s(record.run_dir, grace_s)
     RunDir(Path(record.run_dir)).request_stop(grace_s)
-    say(f"asked run {run_id} to stop: SIGINT now, SIGTERM after {grace_s:g} s, SIGKILL after "
-        f"{grace_s + min(grace_s, 10.0):g} s if anything is still running")
+    if hold:
+        say(f"asked run {run_id} to save a checkpoint and stop (its script has traindeck's companion); signals "
+            f"only if it is still running after {hold:g} s")
+    else:
+        say(f"asked run {run_id} to stop: SIGINT now, SIGTERM after {grace_s:g} s, SIGKILL after "
+            f"{grace_s + min(grace_s, 10.0):g} s if anything is still running")
     if not wait:
         return StopOutcome("running", [], messages)
-    deadline = time.monotonic() + (timeout_s if timeout_s is not None else grace_s + min(grace_s, 10.0) + 60.0)
+    deadline = time.monotonic() + (timeout_s if timeout_s is not None else
+                                   hold + grace_s + min(grace_s, 10.0) + 60.0)
     while True:
         for event in store.events(run_id, after_id=last_event):
             last_event = event.id

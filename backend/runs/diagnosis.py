@@ -50,6 +50,11 @@ class Evidence:
     supervisor_lost: bool = False
     memory_limit: MemoryLimit | None = None  # the ranks' cgroup and its limit, where readable
     cgroup_oom_kills_during_run: int | None = None  # delta of that cgroup's own OOM-kill counter
+    # What the run was launched with, so advice fits it (backend/runs/settings.py): "port_fixed" (bool: the user
+    # chose the port), "train_batch_size" (the DeepSpeed config's value, "auto" included).
+    settings: dict[str, Any] = field(default_factory=dict)
+    # Where the ranks were when the run stalled, if it was still stalled at its end (backend/runs/stacks.py).
+    stall_stacks: str = ""
 
 
 def evidence_to_json(ev: Evidence) -> dict[str, Any]:
@@ -344,6 +349,8 @@ def diagnose(ev: Evidence) -> Diagnosis:
                      f"{time.strftime('%H:%M:%S', time.localtime(first.t))}, before the other ranks")
     if ev.launcher_returncode is not None:
         facts.append(f"the launcher {_ended(ev.launcher_returncode)}")
+    if ev.stall_stacks:
+        facts.append(f"stalled; the ranks' stacks then: {ev.stall_stacks}")
 
     if ev.start_error:
         return Diagnosis(f"The launcher could not be started: {ev.start_error}.", "start_failed",
@@ -353,7 +360,8 @@ def diagnose(ev: Evidence) -> Diagnosis:
                          evidence=facts)
     if ev.stop_requested:
         detail = f" {ev.stop_detail}" if ev.stop_detail else ""
-        return Diagnosis(f"Stopped on request{detail}.", "stopped", evidence=facts)
+        hung = f" while stalled: {ev.stall_stacks}" if ev.stall_stacks else ""
+        return Diagnosis(f"Stopped on request{detail}{hung}.", "stopped", evidence=facts)
 
     own, positions = _split(lines)
     blame = _blame(first, ev.ends, lines, own, positions)
@@ -450,11 +458,13 @@ def _from_cause(error: ErrorLine, rank: int | None, evidence: list[str], own_lin
     if kind == "deepspeed_batch_size":
         return Diagnosis(f"{who} stopped on DeepSpeed's batch-size check: train_batch_size must equal micro-batch x "
                          "gradient accumulation x world size.", kind, rank=rank, evidence=evidence,
-                         advice="Fix train_batch_size (or set it to \"auto\" with the HF Trainer) for this world size.")
+                         advice=_fitting_advice(kind, "Fix train_batch_size (or set it to \"auto\" with the HF "
+                                                      "Trainer) for this world size.", ev.settings))
     if kind == "port_in_use":
         return Diagnosis(f"{who} could not open its rendezvous port: the address is already in use.", kind, rank=rank,
-                         evidence=evidence, advice="Another job holds the port: leave the port unset so traindeck "
-                                                   "picks a free one, or stop the other job.")
+                         evidence=evidence, advice=_fitting_advice(
+                             kind, "Another job holds the port: leave the port unset so traindeck picks a free one, "
+                                   "or stop the other job.", ev.settings))
     if kind == "missing_module":
         match = failures.MISSING.search(error.text)
         assert match is not None
@@ -470,6 +480,18 @@ def _from_cause(error: ErrorLine, rank: int | None, evidence: list[str], own_lin
         return Diagnosis(f"{_who(rank, 'The script')} raised {error.text}".rstrip(".") + ".", "exception", rank=rank,
                          evidence=evidence)
     return None
+
+
+def _fitting_advice(kind: str, advice: str, settings: dict[str, Any]) -> str:
+    """The advice for `kind`, worded for what the run was launched with: never "set it to auto" for a value that
+    already is "auto", never "leave the port unset" when traindeck picked it."""
+    if kind == "deepspeed_batch_size" and settings.get("train_batch_size") == "auto":
+        return ("train_batch_size is \"auto\", which only the HF Trainer / accelerate fill in; DeepSpeed dropped it to "
+                "its default here. Set it to micro-batch x gradient accumulation x world size, or remove it.")
+    if kind == "port_in_use" and settings.get("port_fixed") is False:
+        return ("traindeck picked a free port, but another process took it before the launcher listened on it "
+                "(or a second rendezvous of the job uses it): start the run again.")
+    return advice
 
 
 def _following(lines: list[str], index: int, count: int = 3) -> list[str]:

@@ -68,12 +68,13 @@ def preview_plan(request: LaunchRequest, environment: TrainingEnvironment | None
 
 def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | None = None,
                environment: TrainingEnvironment | None = None, store: RunStore | None = None,
-               memory_check: LaunchMemoryCheck | None = None) -> LaunchOutcome:
+               memory_check: LaunchMemoryCheck | None = None, resume_arg: str | None = None) -> LaunchOutcome:
     """Build the plan for a new run directory and start the run (returns at once; the run outlives the caller).
 
     `environment`: the training interpreter's probe (None: probed here, from the cache when fresh). A plan with
     errors is not started and its run directory is removed. `memory_check`: the pre-launch estimate, kept in the
-    run directory so the run's peaks can be set beside it afterwards. Raises only when starting itself fails (the run is
+    run directory so the run's peaks can be set beside it afterwards. `resume_arg`: how the script resumes from a
+    checkpoint (`--load {checkpoint}`), kept with the run and remembered for the script. Raises only when starting itself fails (the run is
     then recorded as failed, with its supervisor log kept as evidence) or the run directory cannot be written.
     """
     if environment is None or environment.python != resolve_python(request.python):
@@ -92,6 +93,8 @@ def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | Non
             recorded = True
             if memory_check is not None:
                 _keep_estimate(run_dir.path, memory_check)
+            _keep_request(run_dir.path, request, plan, preset_name, resume_arg)
+            _start_sidecar(run_dir.path, store)
         except BaseException:
             recorded = store.get_run(run_dir.run_id) is not None
             raise
@@ -111,6 +114,27 @@ def _keep_estimate(run_dir: Path, check: LaunchMemoryCheck) -> None:
         save_estimate(run_dir, check)
     except OSError:  # advice only: the run is started and must not be reported as failed for this
         pass
+
+
+def _keep_request(run_dir: Path, request: LaunchRequest, plan: LaunchPlan, preset_name: str | None,
+                  resume_arg: str | None) -> None:
+    """request.json, for `rerun` and `resume`; a failure to write it costs only those."""
+    from traindeck.backend.launch.environ import is_secret_name
+    from traindeck.backend.runs.resume import ResumeError, save_request
+
+    secrets = [value for key, value in plan.env.items() if is_secret_name(key)]
+    try:
+        save_request(run_dir, request, preset_name=preset_name, argv_secrets=secrets, resume_arg=resume_arg)
+    except (OSError, ResumeError, ValueError, TypeError):
+        pass
+
+
+def _start_sidecar(run_dir: Path, store: RunStore) -> None:
+    """Provenance and TensorBoard series are read by a detached process of their own (see sidecar.py), so the
+    launch returns at once and the supervisor loop stays as it is."""
+    from traindeck.backend.runs.sidecar import start_sidecar
+
+    start_sidecar(run_dir, store.path)
 
 
 def _default_name(script: str) -> str:

@@ -15,24 +15,21 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from traindeck.backend.fileio import atomic_write_text
+from traindeck.backend.masking import mask_argv
 from traindeck.backend.paths import ensure_private_dir, runs_dir
 
 COMMAND = "command.json"
 OUTPUT = "output.log"
 SUPERVISOR_LOG = "supervisor.log"
 STOP = "stop"
-
-# Options whose value is a secret when written on the command line (`--hub_token X`, `--wandb-key=X`).
-_SECRET_OPTION = re.compile(r"^--?[\w-]*(token|secret|password|passwd|api[_-]?key|credential)[\w-]*$", re.I)
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -106,25 +103,4 @@ def create_run_dir(run_id: str | None = None) -> RunDir:
     raise RuntimeError("could not find a free run id")
 
 
-def mask_argv(argv: Sequence[str], secret_values: Sequence[str] = ()) -> list[str]:
-    """argv fit to be written down: values of token/password options and any known secret value become ***."""
-    values = sorted({v for v in secret_values if len(v) >= 6}, key=len, reverse=True)
-    masked: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            masked.append("***")
-            hide_next = False
-            continue
-        name, eq, _value = arg.partition("=")
-        if _SECRET_OPTION.match(name):
-            if eq:
-                masked.append(f"{name}=***")
-            else:
-                masked.append(arg)
-                hide_next = True
-            continue
-        for value in values:
-            arg = arg.replace(value, "***")
-        masked.append(arg)
-    return masked
+__all__ = ["RunDir", "create_run_dir", "mask_argv", "new_run_id"]

@@ -244,8 +244,9 @@ class RunStore:
 
     # -- metrics --------------------------------------------------------------------------------------------
     def add_metrics(self, run_id: str, rows: Iterable[tuple[str, int | None, float, float, int | None]]) -> None:
-        """rows: (name, step, t, value, rank)."""
-        batch = [(run_id, *row) for row in rows]
+        """rows: (name, step, t, value, rank). A NaN value is left out: SQLite stores NaN as NULL, which the
+        column refuses, and one such row would lose the whole batch (the loss watchdog records NaN as an event)."""
+        batch = [(run_id, *row) for row in rows if row[3] == row[3]]
         if not batch:
             return
         with self._write() as db:

@@ -11,7 +11,8 @@ with secrets) from stdin, so secrets never touch the disk and its own environmen
 - on a second thread follows output.log to parse progress and metrics into the run store (this may lag or skip
   ahead under a flood; the log itself never does);
 - every 0.25 s: reaps children, tracks the run's processes and ranks (exit statuses included), polls for a stop
-  request (the `stop` file, or SIGTERM/SIGINT/SIGHUP sent to the supervisor), warns of stalls;
+  request (the `stop` file, or SIGTERM/SIGINT/SIGHUP sent to the supervisor), asks stall_watch.py whether the
+  run is stalled (then every rank's stack is taken once) or building DeepSpeed/torch ops;
 - at the end makes sure nothing of the run remains and writes the final state with a diagnosis.
 """
 
@@ -22,7 +23,6 @@ import json
 import os
 import signal
 import sqlite3
-import statistics
 import subprocess
 import sys
 import threading
@@ -36,6 +36,7 @@ import psutil
 
 from traindeck.backend.fileio import atomic_write_text
 from traindeck.backend.logparse import Line, LineAssembler, Metric, OutputParser, Progress
+from traindeck.backend.logparse.op_build import OpBuildTracker
 from traindeck.backend.runs import procs
 from traindeck.backend.runs.cgroups import MemoryLimit, memory_limit, process_cgroup
 from traindeck.backend.runs.diagnosis import (
@@ -44,7 +45,6 @@ from traindeck.backend.runs.diagnosis import (
     diagnose,
     evidence_to_json,
     is_success,
-    stall_threshold,
 )
 from traindeck.backend.runs.evidence import (
     boot_time_offset,
@@ -55,7 +55,11 @@ from traindeck.backend.runs.evidence import (
 )
 from traindeck.backend.runs.exits import ExitWatcher
 from traindeck.backend.runs.layout import RunDir
+from traindeck.backend.runs.savestop import save_hold_s
+from traindeck.backend.runs.settings import launch_settings
+from traindeck.backend.runs.stall_watch import Quiet, StallWatch
 from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.watchdog import Watchdog
 
 TICK_S = 0.25
 PROGRESS_EVERY_S = 0.25
@@ -171,9 +175,11 @@ class OutputPump(threading.Thread):
 class OutputFollower(threading.Thread):
     """Follows output.log behind the pump: lines -> progress and metrics -> run store, at a bounded rate."""
 
-    def __init__(self, path: Path, pump: OutputPump, store: SafeStore, run_id: str) -> None:
+    def __init__(self, path: Path, pump: OutputPump, store: SafeStore, run_id: str,
+                 watchdog: Watchdog | None = None) -> None:
         super().__init__(name="output-follower", daemon=True)
         self.path, self.pump, self.store, self.run_id = path, pump, store, run_id
+        self.watchdog = watchdog
         self.assembler = LineAssembler()
         self.parser = OutputParser()
         self.lines = 0
@@ -187,6 +193,7 @@ class OutputFollower(threading.Thread):
         self._metrics: list[tuple[str, int | None, float, float, int | None]] = []
         self._metrics_written = 0.0
         self._reported: set[str] = set()
+        self.op_builds = OpBuildTracker()
         self.pump_done = threading.Event()
 
     def run(self) -> None:
@@ -231,7 +238,16 @@ class OutputFollower(threading.Thread):
 
     def _line(self, line: Line) -> None:
         self.lines += 1
+        change = self.op_builds.feed(line.text, time.monotonic())
+        if change is not None:
+            self._op_build_event(change)
         self._items(self.parser.feed(line))
+
+    def _op_build_event(self, change: str) -> None:
+        what, _, op = change.partition(":")  # "building" is announced by the supervisor's own check (processes too)
+        if what == "loaded" and self.op_builds.loaded.get(op) is not None:
+            self.store.add_event(self.run_id, "op_loaded",
+                                 f"{op} loaded after {self.op_builds.loaded[op]:.0f} s (built or found in the cache)")
 
     def _items(self, items: list[Progress | Metric]) -> None:
         progressed = False
@@ -243,6 +259,8 @@ class OutputFollower(threading.Thread):
                 elif item.name in self._reported:
                     continue
                 self._metrics.append((item.name, item.step, time.time(), float(item.value), item.rank))
+                if self.watchdog is not None:
+                    self.watchdog.feed(item.name, item.step, float(item.value), self.parser.progress)
             else:
                 progressed = True
         if progressed:
@@ -307,6 +325,8 @@ class StopSequence:
 
     def due_phase(self, now: float) -> int:
         elapsed = now - self.started
+        if elapsed < 0:
+            return -1  # held: the script's companion is saving a checkpoint before it stops (savestop.py)
         if elapsed >= self.grace_s + min(self.grace_s, 10.0):
             return 2
         if elapsed >= self.grace_s:
@@ -315,6 +335,8 @@ class StopSequence:
 
     @property
     def detail(self) -> str:
+        if self.phase < 0:  # held for the companion, which saved and ended the script: no signal was sent
+            return "without a signal (the script saved and ended itself)"
         return ("gracefully (SIGINT)", "after SIGTERM", "forcefully (SIGKILL)")[max(self.phase, 0)]
 
 
@@ -336,11 +358,13 @@ class Supervisor:
         self.stop: StopSequence | None = None
         self.stop_signal_received = False
         self.leftover_since: float | None = None
-        self.stalled = False
         self.oom_before = oom_kill_counters()
         self.cgroups: dict[tuple[int, str], int | None] = {}  # the ranks' memory cgroups -> OOM kills at first sight
         self.boot_s_at_start = boot_time_offset()
         self.recorder: Any = None
+        self.watchdog = Watchdog(self.store, self.run_id, run_dir, spec.env)
+        self.stall = StallWatch(self.store, spec.run_id, run_dir.path, spec.stall_min_s, _log,
+                                on_stall=self.watchdog.stalled)
 
     # -- start ------------------------------------------------------------------------------------------------
     def start(self) -> bool:
@@ -383,7 +407,7 @@ class Supervisor:
         self.store.update_run(self.run_id, started_at=time.time(), launcher_pid=self.launcher.pid)
         self.store.add_event(self.run_id, "started", f"launcher started (pid {self.launcher.pid})")
         self.pump = OutputPump(read_fd, self.log_fd)
-        self.follower = OutputFollower(self.run_dir.output, self.pump, self.store, self.run_id)
+        self.follower = OutputFollower(self.run_dir.output, self.pump, self.store, self.run_id, self.watchdog)
         self.pump.start()
         self.follower.start()
         self._start_recorder()
@@ -434,7 +458,7 @@ class Supervisor:
             elif self.launcher_returncode is not None and alive:
                 self._end_leftovers(alive, now)
             if now - last_stall_check >= 5.0 and self.launcher_returncode is None:
-                self._check_stall(now)
+                self._check_stall(now, alive)
                 last_stall_check = now
             if self.launcher_returncode is not None and not alive:
                 break
@@ -611,10 +635,13 @@ class Supervisor:
                 pass
         if self.launcher_returncode is not None and self.leftover_since is None:
             return  # the run ended by itself before the request arrived
-        self.stop = StopSequence(grace)
+        hold = save_hold_s(self.run_dir.path, grace)
+        self.stop = StopSequence(grace, started=time.monotonic() + hold)
+        self.stall.stop_requested()
         self._stop_request = request
         self.store.update_run(self.run_id, stop_requested_at=time.time(), state_detail="stopping")
-        self.store.add_event(self.run_id, "stop_requested", f"stop requested (grace {grace:g} s)")
+        self.store.add_event(self.run_id, "stop_requested", f"stop requested (grace {grace:g} s)" + (
+            f"; the script saves a checkpoint and stops; signals only after {hold:g} s" if hold else ""))
 
     def _check_hurry(self) -> None:
         """A later request with a shorter grace period (a second Ctrl+C, Force stop) shortens the stop under way:
@@ -638,6 +665,8 @@ class Supervisor:
         assert self.stop is not None
         stop = self.stop
         due = stop.due_phase(now)
+        if due < 0:
+            return
         if due > stop.phase:
             stop.phase = due
             stop.signalled.clear()
@@ -677,25 +706,15 @@ class Supervisor:
         else:
             procs.send(alive, signal.SIGTERM)
 
-    def _check_stall(self, now: float) -> None:
-        quiet_since = max(self.pump.last_output, self.follower.last_progress_change)
-        quiet = now - quiet_since
-        threshold = stall_threshold(self.follower.step_times, self.spec.stall_min_s)
-        if not self.stalled and quiet > threshold:
-            self.stalled = True
-            typical = ""
-            if self.follower.step_times:
-                typical = f"; a step usually takes {statistics.median(self.follower.step_times):.1f} s"
-            text = f"stalled: no output or progress for {_duration(quiet)}{typical}"
-            self.store.add_event(self.run_id, "stall", text)
-            self.store.update_run(self.run_id, state_detail=text)
-        elif self.stalled and quiet < threshold:
-            self.stalled = False
-            self.store.add_event(self.run_id, "resumed", "output resumed after a stall")
-            self.store.update_run(self.run_id, state_detail="")
+    def _check_stall(self, now: float, alive: list[psutil.Process]) -> None:
+        quiet = Quiet(self.pump.last_output, self.follower.last_progress_change, self.follower.step_times,
+                      self.follower.op_builds.building_now)
+        self.stall.check(now, quiet, alive, lambda: [t.to_json() for t in self.tracked.values()
+                                                     if t.role in ("launcher", "rank")])
 
     # -- the end ----------------------------------------------------------------------------------------------
     def wind_down(self) -> None:
+        self.stall.run_ended(time.monotonic())
         self.pump.join(timeout=10.0)
         if self.pump.is_alive():  # something outside our tree still holds the pipe: stop reading it
             _log("output pipe still open after every process ended; closing it")
@@ -796,6 +815,8 @@ class Supervisor:
             min_available_ram=memory.get("min_host_available_bytes"),
             memory_limit=limit,
             cgroup_oom_kills_during_run=cgroup_kills,
+            settings=launch_settings(self.run_dir),
+            stall_stacks=self.stall.hang_stacks(self.follower.last_progress_change),
         )
 
     def _memory_limit(self) -> tuple[MemoryLimit | None, int | None]:
@@ -824,7 +845,7 @@ class Supervisor:
             return {}
 
     def _finish(self, evidence: Evidence, state: str) -> None:
-        diagnosis = diagnose(evidence)
+        diagnosis = self.watchdog.explain(state, diagnose(evidence))
         try:  # kept for whoever wants to know why the diagnosis says what it says (and for replays)
             atomic_write_text(self.run_dir.evidence, json.dumps(
                 {"evidence": evidence_to_json(evidence), "diagnosis": diagnosis.to_json()}, indent=1))
@@ -838,6 +859,7 @@ class Supervisor:
         self.store.finish_run(self.run_id, state, exit_code=self.launcher_returncode,
                               diagnosis=None if state == "succeeded" else diagnosis.to_json(), state_detail=detail)
         self.store.add_event(self.run_id, "finished", f"{state}: {diagnosis.summary}")
+        self.watchdog.announce_end(state, diagnosis)
         _log(f"run {self.run_id} {state}: {diagnosis.summary}")
 
     def release_sentinel(self) -> None:
@@ -860,12 +882,6 @@ def _name(proc: psutil.Process) -> str:
         return proc.name()
     except psutil.Error:
         return str(proc.pid)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min"
 
 
 def _gpu_holders(pids: set[int]) -> Any:
@@ -925,8 +941,10 @@ def main(argv: list[str] | None = None) -> int:
                                                    "advice": ""})
         finally:
             supervisor.release_sentinel()
+            supervisor.watchdog.close()
         return 1
     supervisor.release_sentinel()
+    supervisor.watchdog.close()
     return 0
 
 

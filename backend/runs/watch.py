@@ -11,6 +11,7 @@ import functools
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from traindeck.backend.runs.control import reconcile, run_processes, stop_run
@@ -183,6 +184,20 @@ def stall_warning(record: RunRecord) -> str | None:
     if record.state == "running" and record.state_detail.startswith("stalled"):
         return record.state_detail
     return None
+
+
+def op_build_note(record: RunRecord) -> str | None:
+    """While the supervisor sees DeepSpeed/torch ops being built: "building DeepSpeed's cpu_adam (first use, ...)"."""
+    if record.state == "running" and record.state_detail.startswith("building "):
+        return record.state_detail
+    return None
+
+
+def take_stacks(record: RunRecord) -> Any:
+    """Every living rank's stack now (a StackReport, kept as the run's stacks.json), or None without ranks."""
+    from traindeck.backend.runs.stacks import take_run_stacks
+
+    return take_run_stacks(Path(record.run_dir), record.processes)
 
 
 def event_line(event: RunEvent) -> str:

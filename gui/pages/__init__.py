@@ -13,7 +13,7 @@ from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
 
 # Listed for frozen builds, where walking the package may not see modules PyInstaller did not collect.
-KNOWN = ("configure_page", "launch_page", "runs_page", "monitor_page", "estimate_page", "history_page")
+KNOWN = ("configure_page", "launch_page", "runs_page", "monitor_page", "estimate_page", "history_page", "queue_page")
 
 
 def discover() -> list[type[Page]]:

@@ -179,11 +179,18 @@ class RunsPage(Page):
         self.force_button = QPushButton("Force stop")
         self.force_button.setToolTip("Kill every process of the run now (SIGKILL): nothing gets to save or clean up")
         self.force_button.clicked.connect(lambda: self.force_stop())
+        self.stacks_button = QPushButton("Stacks")
+        self.stacks_button.setToolTip("Dump every rank's Python stack (all threads) without stopping the run, and "
+                                      "see which rank is not where the others are (a hang)")
+        self.stacks_button.clicked.connect(lambda: self.take_stacks())
+        self.last_stacks: Any = None  # the last StackReport taken from this page
+        self.stacks_box: QMessageBox | None = None
         header = QHBoxLayout()
         header.addWidget(self.name_label)
         header.addWidget(self.state_badge)
         header.addWidget(self.duration_label)
         header.addStretch(1)
+        header.addWidget(self.stacks_button)
         header.addWidget(self.stop_button)
         header.addWidget(self.force_button)
         self.meta_label = _label(selectable=True)
@@ -452,6 +459,7 @@ class RunsPage(Page):
         self.progress_bar.setValue(0)
         self.stop_button.setVisible(False)
         self.force_button.setVisible(False)
+        self.stacks_button.setVisible(False)
         self.views.setCurrentIndex(1)
         for row in range(self.run_list.count()):
             item = self.run_list.item(row)
@@ -603,12 +611,17 @@ class RunsPage(Page):
         stopping = running and (record.stop_requested_at is not None or self._stop_pending)
         self.stop_button.setVisible(running)
         self.force_button.setVisible(running)
+        self.stacks_button.setVisible(running)
         self.stop_button.setEnabled(running and not stopping)
         self.stop_button.setText("Stopping…" if stopping else "Stop")
         self._show_progress(record)
         stall = watch.stall_warning(record)
-        self.stall_panel.setVisible(stall is not None)
-        if stall is not None:
+        build = watch.op_build_note(record)
+        self.stall_panel.setVisible(stall is not None or build is not None)
+        if build is not None:  # not a hang: a first use compiles ops for minutes, often without a line of output
+            self.stall_label.setText(f"⚙ {build[0].upper()}{build[1:]}: not a hang; the run goes on by itself "
+                                     "once they are built (kept for later runs).")
+        elif stall is not None:
             self.stall_label.setText(f"⚠ The run looks stalled: {stall.removeprefix('stalled: ')}. It may be "
                                      "waiting on another rank (a hang) or on slow I/O; the console shows its last "
                                      "output.")
@@ -899,6 +912,29 @@ class RunsPage(Page):
 
     def force_stop(self) -> None:
         self.stop_run(force=True)
+
+    def take_stacks(self) -> None:
+        record = self.record
+        if record is None or record.state != "running":
+            return
+        self.stacks_button.setEnabled(False)
+        self.ctx.tasks.run(watch.take_stacks, record, done=self._show_stacks,
+                           failed=lambda text: self._show_stacks(None, text))
+
+    def _show_stacks(self, report: Any, error: str = "") -> None:
+        from traindeck.backend.runs.stacks import report_text
+
+        self.stacks_button.setEnabled(True)
+        self.last_stacks = report
+        box = QMessageBox(self)
+        box.setWindowTitle("Stacks")
+        box.setText(report.summary if report is not None else (error or "no living rank to dump (yet)"))
+        if report is not None:
+            box.setInformativeText("Every rank's stack, main thread first (kept as stacks.json in the run directory).")
+            box.setDetailedText(report_text(report))
+        box.setModal(False)
+        box.show()
+        self.stacks_box = box
 
     def _confirm(self, record: RunRecord, force: bool) -> bool:
         box = QMessageBox(self)

@@ -18,6 +18,24 @@ Only the process with rank 0 prints (RANK, else LOCAL_RANK; a process with neith
 Python numbers, numpy scalars or one-element tensors (anything float() or .item() accepts); others are skipped.
 While a tqdm bar is on screen the line goes through tqdm.write, so it does not land in the middle of the bar.
 Nothing here ever raises into the training script.
+
+Save, then stop (optional; needs nothing the script does not already import). With it, traindeck's Stop becomes
+"save a checkpoint, then stop", and "Save now" (`traindeck runs save ID`) saves one at the next step:
+
+    trainer.add_callback(td.hf_callback())           # HF Trainer: also reports its logs as exact metrics
+
+    guard = td.SaveStop()                            # an accelerate / DeepSpeed loop
+    for step, batch in enumerate(loader):
+        ...
+        action = guard.check()                       # None, "save" or "stop": the same answer on every rank
+        if action:
+            engine.save_checkpoint(save_dir)         # or accelerator.save_state(...)
+            guard.saved(save_dir, step)
+            if action == "stop":
+                break
+
+The companion announces itself in the run directory (companion.json); traindeck then holds its signals for up to
+`hold_s` seconds after a stop request, while the script saves and ends. Force stop is not held.
 """
 
 from __future__ import annotations
@@ -29,7 +47,7 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["progress", "metrics", "report", "metric", "enabled", "MARKER"]
+__all__ = ["progress", "metrics", "report", "metric", "enabled", "MARKER", "SaveStop", "hf_callback", "event"]
 
 MARKER = "@traindeck "
 _VERSION = 1
@@ -141,3 +159,137 @@ def _metrics(step: Any, all_ranks: bool, values: dict[str, Any]) -> None:
 
 # The demo script (resources/demo/train_tiny.py) and older scripts call it report(step=..., loss=...).
 report = metrics
+
+
+def event(kind: str, text: str, **values: Any) -> None:
+    """A one-off fact for the run's event list (a checkpoint saved, a phase begun)."""
+    if not enabled():
+        return
+    _emit({"kind": "event", "event": str(kind), "text": str(text), **values})
+
+
+# ---- save, then stop -----------------------------------------------------------------------------------------
+_COMPANION = "companion.json"
+_STOP = "stop"
+_SAVE_NOW = "save_now"
+
+
+def _run_file(name: str) -> str | None:
+    run_dir = os.environ.get("TRAINDECK_RUN_DIR", "").strip()
+    return os.path.join(run_dir, name) if run_dir else None
+
+
+def _mtime(path: str | None) -> float | None:
+    if path is None:
+        return None
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
+def _agree(value: int) -> int:
+    """The largest value over all ranks when torch.distributed is running (so every rank saves and stops at the
+    same step: a checkpoint save is collective); the value itself otherwise."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return value
+    try:
+        dist = torch.distributed
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+            return value
+        device = f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"
+        tensor = torch.tensor([value], dtype=torch.int32, device=device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return int(tensor.item())
+    except Exception:  # noqa: BLE001 - without agreement each rank decides alone
+        return value
+
+
+class SaveStop:
+    """Turns traindeck's stop request into "save, then stop" and its save request into "save now".
+
+    check() reads two files of the run directory (a stat each) and, under torch.distributed, agrees with the other
+    ranks (one tiny all_reduce); `every` > 1 checks only every n-th call.
+    """
+
+    def __init__(self, hold_s: float = 300.0, every: int = 1, kind: str = "loop") -> None:
+        self.hold_s = float(hold_s)
+        self.every = max(1, int(every))
+        self._calls = 0
+        self._save_seen = _mtime(_run_file(_SAVE_NOW))
+        self._stopping = False
+        self._announce(kind)
+
+    def _announce(self, kind: str) -> None:
+        path = _run_file(_COMPANION)
+        if path is None or _env_rank() not in (None, 0):
+            return
+        try:
+            temporary = f"{path}.{os.getpid()}.tmp"
+            with open(temporary, "w", encoding="utf-8") as handle:
+                json.dump({"save_on_stop": True, "save_now": True, "hold_s": self.hold_s, "kind": kind,
+                           "pid": os.getpid(), "t": time.time()}, handle)
+            os.replace(temporary, path)
+        except OSError:
+            pass
+
+    def check(self) -> str | None:
+        """None, "save" (a Save now request) or "stop" (save, then stop)."""
+        self._calls += 1
+        if self._stopping or self._calls % self.every:
+            return None
+        local = 0
+        if _mtime(_run_file(_STOP)) is not None:
+            local = 2
+        else:
+            seen = _mtime(_run_file(_SAVE_NOW))
+            if seen is not None and seen != self._save_seen:
+                self._save_seen = seen
+                local = 1
+        action = {0: None, 1: "save", 2: "stop"}.get(_agree(local))
+        if action == "stop":
+            self._stopping = True
+            event("save_stop", "stop requested: saving a checkpoint before stopping")
+        elif action == "save":
+            event("save_now", "save requested: saving a checkpoint")
+        return action
+
+    def saved(self, path: Any = None, step: Any = None) -> None:
+        """Say that a checkpoint was written (shown in the run's events)."""
+        event("checkpoint", f"checkpoint saved{f' at step {_int(step)}' if step is not None else ''}"
+              f"{f': {path}' if path is not None else ''}", path=None if path is None else str(path),
+              step=_int(step) if step is not None else None)
+
+
+def hf_callback(hold_s: float = 300.0, every: int = 1) -> Any:
+    """A transformers TrainerCallback: save-then-stop, save now, and the Trainer's logs as exact metrics."""
+    from transformers import TrainerCallback  # the script uses the Trainer, so transformers is there
+
+    guard_args = (hold_s, every)
+
+    class TraindeckCallback(TrainerCallback):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            self.guard = SaveStop(*guard_args, kind="hf-trainer")
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            action = self.guard.check()
+            if action:
+                control.should_save = True
+            if action == "stop":
+                control.should_training_stop = True
+            return control
+
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            path = os.path.join(str(args.output_dir), f"checkpoint-{state.global_step}")
+            self.guard.saved(path, state.global_step)
+            return control
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> Any:
+            if logs:
+                metrics(step=state.global_step, **{k: v for k, v in logs.items() if k != "step"})
+            if state.max_steps:
+                progress(state.global_step, state.max_steps)
+            return control
+
+    return TraindeckCallback()

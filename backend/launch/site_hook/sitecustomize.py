@@ -7,7 +7,12 @@ alone does (print() writes every argument separately).
 In a rank of a multi-rank run (RANK and WORLD_SIZE > 1 set by the launcher) it also starts each line with
 "[rankN]: ", the tag torch itself puts on a rank's traceback: DeepSpeed's launcher passes every rank's output through
 one pipe untagged, so without it nobody (the console's rank filter, the diagnosis) can tell whose line is whose.
-TRAINDECK_RANK_TAGS=0 turns that off. Then runs the sitecustomize this file shadows, if any.
+TRAINDECK_RANK_TAGS=0 turns that off.
+
+In each rank (and in the run's first Python process, the launcher or a single-process script) it arms faulthandler
+on SIGUSR2: `traindeck stacks` (and the supervisor, once, when the run stalls) sends it to dump every thread's
+Python stack into <run dir>/stacks/<pid>.txt without stopping the process, even while it is stuck in C code
+holding the GIL (the dump is written by a C signal handler). Then runs the sitecustomize this file shadows, if any.
 
 Kept to the standard library and old-Python syntax: it runs inside whatever interpreter the user trains with.
 """
@@ -111,6 +116,38 @@ def _tag_ranks():
         setattr(sys, name, tagged)
 
 
+_STACK_FILE = None  # kept open for faulthandler, which writes to its descriptor from a signal handler
+
+
+def _arm_stack_dumps():
+    global _STACK_FILE
+    run_dir = os.environ.get("TRAINDECK_RUN_DIR")
+    if not run_dir or os.environ.get("TRAINDECK_STACKS", "1") == "0":
+        return
+    rank = os.environ.get("RANK", "")
+    first = os.environ.get("TRAINDECK_STACKS_PID")
+    if rank.isdigit():
+        if os.environ.get("TRAINDECK_STACKS_RANK") == rank:
+            return  # a Python started by this rank (it inherits RANK): only the rank itself is dumped
+        os.environ["TRAINDECK_STACKS_RANK"] = rank
+    elif first and first != str(os.getppid()):
+        return  # deeper than a child of the run's first Python: not where a script runs
+    if not first:  # the run's first Python (the launcher, or the script); its children are armed too (the script
+        os.environ["TRAINDECK_STACKS_PID"] = str(os.getpid())  # under accelerate's single-process launcher)
+    try:
+        import faulthandler
+        import signal
+
+        folder = os.path.join(run_dir, "stacks")
+        if not os.path.isdir(folder):
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        _STACK_FILE = open(os.path.join(folder, str(os.getpid()) + ".txt"), "a")
+        # SIGUSR2: torch elastic and DeepSpeed's launchers handle SIGINT/SIGTERM/SIGHUP/SIGQUIT, none handles it.
+        faulthandler.register(signal.SIGUSR2, file=_STACK_FILE, all_threads=True, chain=False)
+    except (ImportError, AttributeError, OSError, ValueError, RuntimeError):
+        _STACK_FILE = None  # no dumps for this process; `traindeck stacks` says so instead of signalling it
+
+
 def _run_shadowed_sitecustomize():
     here = os.path.dirname(os.path.abspath(__file__))
     for entry in sys.path:
@@ -130,4 +167,5 @@ def _run_shadowed_sitecustomize():
 
 _line_buffered()
 _tag_ranks()
+_arm_stack_dumps()
 _run_shadowed_sitecustomize()

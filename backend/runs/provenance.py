@@ -1,0 +1,203 @@
+"""Where a run came from, captured at launch into its run directory (W&B keeps the same: diff.patch,
+requirements.txt, metadata):
+
+    provenance.json     git {commit, branch, dirty, diff_file} or null, packages_file, versions, host, command
+    git.diff            `git diff HEAD` of the script's repository (uncommitted changes; untracked files listed)
+    requirements.txt    `python -m pip freeze` of the training interpreter (time-limited)
+
+Run by the sidecar process (never the supervisor loop, never the launching process): each step is time-limited and
+a failing step leaves its field null with the reason, never the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from traindeck.backend.fileio import atomic_write_text
+
+PROVENANCE = "provenance.json"
+DIFF = "git.diff"
+PACKAGES = "requirements.txt"
+GIT_TIMEOUT_S = 10.0
+FREEZE_TIMEOUT_S = 60.0
+MAX_DIFF_BYTES = 20 << 20
+
+# Asked of the training interpreter: what the probe asks, plus NCCL and the driver torch sees.
+_VERSIONS_CODE = r"""
+import json, platform, sys
+out = {"python": platform.python_version(), "executable": sys.executable}
+def version(name):
+    try:
+        from importlib.metadata import version as v
+        return v(name)
+    except Exception:
+        return None
+for name in ("torch", "deepspeed", "accelerate", "transformers", "tensorboard", "numpy"):
+    out[name] = version(name)
+try:
+    import torch
+    out["cuda"] = torch.version.cuda
+    try:
+        out["nccl"] = ".".join(str(p) for p in torch.cuda.nccl.version()) if torch.cuda.is_available() else None
+    except Exception:
+        out["nccl"] = None
+    out["cuda_available"] = torch.cuda.is_available()
+except Exception as exc:
+    out["torch_error"] = str(exc)[:200]
+print(json.dumps(out))
+"""
+
+
+def _run(argv: list[str], cwd: str | None, timeout: float) -> subprocess.CompletedProcess[bytes] | None:
+    try:
+        return subprocess.run(argv, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout,
+                              check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def git_state(script: str, cwd: str, run_dir: Path) -> dict[str, Any] | None:
+    """The script's repository: commit, branch, dirty, and the uncommitted diff written to git.diff; None when the
+    script is not in a git repository (or git is missing)."""
+    folder = str(Path(cwd, script).resolve().parent)
+    top = _run(["git", "-C", folder, "rev-parse", "--show-toplevel"], None, GIT_TIMEOUT_S)
+    if top is None or top.returncode != 0:
+        return None
+    root = top.stdout.decode(errors="replace").strip()
+    commit = _run(["git", "-C", root, "rev-parse", "HEAD"], None, GIT_TIMEOUT_S)
+    branch = _run(["git", "-C", root, "rev-parse", "--abbrev-ref", "HEAD"], None, GIT_TIMEOUT_S)
+    status = _run(["git", "-C", root, "status", "--porcelain", "--untracked-files=normal"], None, GIT_TIMEOUT_S)
+    state: dict[str, Any] = {
+        "root": root,
+        "commit": commit.stdout.decode().strip() if commit is not None and commit.returncode == 0 else None,
+        "branch": branch.stdout.decode().strip() if branch is not None and branch.returncode == 0 else None,
+        "dirty": bool(status.stdout.strip()) if status is not None and status.returncode == 0 else None,
+        "diff_file": None,
+    }
+    if state["dirty"]:
+        diff = _run(["git", "-C", root, "diff", "HEAD", "--no-color", "--no-ext-diff"], None, GIT_TIMEOUT_S)
+        text = diff.stdout[:MAX_DIFF_BYTES].decode(errors="replace") if diff is not None else ""
+        untracked = [line[3:] for line in (status.stdout.decode(errors="replace").splitlines() if status else [])
+                     if line.startswith("?? ")]
+        if untracked:
+            text += "".join(f"# untracked: {name}\n" for name in untracked)
+        atomic_write_text(run_dir / DIFF, text)
+        state["diff_file"] = str(run_dir / DIFF)
+    return state
+
+
+def freeze(python: str, run_dir: Path, timeout: float = FREEZE_TIMEOUT_S) -> tuple[str | None, str | None]:
+    """(requirements.txt path, None) or (None, why not)."""
+    result = _run([python, "-m", "pip", "freeze", "--disable-pip-version-check"], None, timeout)
+    if result is None:
+        return None, f"pip freeze did not finish in {timeout:g} s (or could not start)"
+    if result.returncode != 0:
+        lines = result.stderr.decode(errors="replace").strip().splitlines()
+        return None, lines[-1] if lines else f"pip freeze ended with exit code {result.returncode}"
+    atomic_write_text(run_dir / PACKAGES, result.stdout.decode(errors="replace"))
+    return str(run_dir / PACKAGES), None
+
+
+def versions(python: str, timeout: float = 60.0) -> dict[str, Any]:
+    result = _run([python, "-c", _VERSIONS_CODE], None, timeout)
+    data: dict[str, Any] = {}
+    if result is not None and result.returncode == 0:
+        try:
+            data = json.loads(result.stdout.decode().strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            data = {}
+    if not data:
+        data["error"] = "the training interpreter could not be asked"
+    data["nvidia_driver"] = _driver_version()
+    return data
+
+
+def _driver_version() -> str | None:
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for word in text.split():
+        if word.count(".") in (1, 2) and word.replace(".", "").isdigit():
+            return word
+    return None
+
+
+def host() -> dict[str, Any]:
+    import psutil
+
+    gpus: list[dict[str, Any]] = []
+    try:
+        from traindeck.backend.monitor.nvml import NvmlLibrary
+
+        library = NvmlLibrary()
+        if library.open() is None:
+            try:
+                for index in range(library.device_count):
+                    memory = library.memory(index)
+                    gpus.append({"index": index, "name": library.name(index), "uuid": library.uuid(index),
+                                 "memory_bytes": memory[1] if memory else None})
+            finally:
+                library.close()
+    except Exception:  # noqa: BLE001 - no NVIDIA library is the common case on a laptop
+        pass
+    return {"hostname": socket.gethostname(), "os": platform.platform(), "cpus": os.cpu_count(),
+            "ram_bytes": psutil.virtual_memory().total, "gpus": gpus}
+
+
+def capture(run_dir: Path) -> dict[str, Any]:
+    """Write provenance.json (and git.diff, requirements.txt) for the run in `run_dir`; returns what it wrote."""
+    run_dir = Path(run_dir)
+    command = json.loads((run_dir / "command.json").read_text(encoding="utf-8"))
+    try:
+        request = json.loads((run_dir / "request.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        request = {}
+    python = str(command.get("python") or "python3")
+    cwd = str(command.get("cwd") or ".")
+    script = str(request.get("script") or _script_in(command.get("argv") or []))
+    started = time.time()
+    data: dict[str, Any] = {"captured_at": started, "command": {k: command.get(k) for k in
+                                                                 ("argv", "command_line", "cwd", "launcher", "env")},
+                            "config_files": sorted(p.name for p in run_dir.iterdir()
+                                                   if p.suffix in (".json", ".yaml") and p.name.startswith(
+                                                       ("ds_config", "accelerate_config")))}
+    try:
+        data["git"] = git_state(script, cwd, run_dir) if script else None
+    except OSError as exc:
+        data["git"] = None
+        data["git_error"] = str(exc)
+    data["versions"] = versions(python)
+    data["host"] = host()
+    data["packages_file"], why = freeze(python, run_dir)
+    if why:
+        data["packages_error"] = why
+    data["took_s"] = round(time.time() - started, 2)
+    atomic_write_text(run_dir / PROVENANCE, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return data
+
+
+def _script_in(argv: list[str]) -> str:
+    return next((a for a in argv[1:] if a.endswith(".py")), "")
+
+
+def load(run_dir: Path | str) -> dict[str, Any] | None:
+    """What `runs show` prints as `provenance`; None while it is being captured (or for older runs)."""
+    try:
+        data = json.loads((Path(run_dir) / PROVENANCE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    git = data.get("git")
+    return {"git": {k: git.get(k) for k in ("commit", "branch", "dirty", "diff_file")} if isinstance(git, dict)
+            else None,
+            "packages_file": data.get("packages_file"), "versions": data.get("versions") or {},
+            "host": data.get("host") or {}, "captured_at": data.get("captured_at"), "took_s": data.get("took_s")}

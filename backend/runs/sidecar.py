@@ -1,0 +1,114 @@
+"""The sidecar: one small detached process per run, `python -m traindeck.backend.runs.sidecar RUN_DIR STORE`,
+started by the launch beside the supervisor. It reads what the run leaves behind without being part of it:
+
+- provenance (git, pip freeze, versions, host) once, in a thread: the launch returns at once;
+- the run's TensorBoard event files every POLL_S, into the run store as metric series, until the run has ended
+  (then one last read).
+
+It carries no TRAINDECK_RUN_ID marker, so stopping the run never ends it before its last read; it ends itself when
+the run is over (or its supervisor is gone). Its messages go to sidecar.log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from traindeck.backend.runs.store import RunStore
+
+LOG = "sidecar.log"
+POLL_S = 2.0
+PROVENANCE_WAIT_S = 120.0
+
+
+def _log(message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+
+
+def start_sidecar(run_dir: Path, store_path: Path) -> int | None:
+    """Start the sidecar for a run just started; its pid, or None when it could not start (the run goes on)."""
+    if getattr(sys, "frozen", False):
+        return None  # a frozen app has no `python -m`; provenance and TensorBoard series are then not read
+    from traindeck.backend.runs import procs
+
+    env = {k: v for k, v in os.environ.items() if k != procs.MARKER}
+    try:
+        with open(Path(run_dir) / LOG, "ab") as log:
+            os.fchmod(log.fileno(), 0o600)
+            proc = subprocess.Popen([sys.executable, "-m", "traindeck.backend.runs.sidecar", str(run_dir),
+                                     str(store_path)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                    cwd=run_dir, env=env, start_new_session=True)
+    except OSError:
+        return None
+    # Reaped by a thread so a long-lived dashboard collects no zombie.
+    threading.Thread(target=proc.wait, name="sidecar-reaper", daemon=True).start()
+    return proc.pid
+
+
+def _provenance(run_dir: Path) -> None:
+    try:
+        from traindeck.backend.runs.provenance import capture
+
+        data = capture(run_dir)
+        _log(f"provenance captured in {data.get('took_s')} s")
+    except Exception:  # noqa: BLE001 - provenance is a record, never a reason to disturb the run
+        _log("provenance failed:\n" + traceback.format_exc())
+
+
+def follow_tensorboard(run_dir: Path, store: RunStore, run_id: str, poll_s: float = POLL_S) -> int:
+    """Read the run's event files until the run ends; returns the rows written."""
+    from traindeck.backend.runs import tensorboard
+    from traindeck.backend.runs.control import supervisor_alive
+
+    if not tensorboard.available():
+        _log("tensorboard is not installed in traindeck's environment: event files are not read")
+        return 0
+    command = json.loads((run_dir / "command.json").read_text(encoding="utf-8"))
+    record = store.get_run(run_id)
+    if record is None:
+        return 0
+    reader = tensorboard.TensorBoardReader(tensorboard.default_roots(list(command.get("argv") or []),
+                                                                     str(command.get("cwd") or ".")),
+                                           since=record.created_at - 1.0)
+    written = 0
+    while True:
+        record = store.get_run(run_id)
+        # A run whose supervisor vanished stays "running" until a reader marks it lost: do not wait for that.
+        finished = record is None or record.finished or not supervisor_alive(record)
+        parsed = set(store.last_metrics(run_id)) - reader.written
+        rows = reader.poll(parsed, final=finished)
+        if rows:
+            store.add_metrics(run_id, rows)
+            written += len(rows)
+        if finished:
+            return written
+        time.sleep(poll_s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m traindeck.backend.runs.sidecar RUN_DIR STORE", file=sys.stderr)
+        return 2
+    run_dir = Path(args[0])
+    thread = threading.Thread(target=_provenance, args=(run_dir,), name="provenance", daemon=True)
+    thread.start()
+    try:
+        with RunStore(args[1]) as store:
+            written = follow_tensorboard(run_dir, store, run_dir.name)
+            if written:
+                _log(f"{written} TensorBoard values recorded")
+    except Exception:  # noqa: BLE001
+        _log("TensorBoard reading failed:\n" + traceback.format_exc())
+    thread.join(PROVENANCE_WAIT_S)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""The Runs page on a real hung 2-rank run (tests/fixtures/scripts/hang_in_load.py under torchrun): the stall banner
+shows where the ranks were (the supervisor's automatic stacks), and the Stacks button dumps them again on request
+without stopping the run."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QSettings
+from runhelp import SCRIPTS, get, launch, wait_finished
+
+from traindeck.backend import paths
+from traindeck.backend.runs.control import stop_run
+from traindeck.backend.runs.store import RunStore
+from traindeck.gui.context import AppContext
+from traindeck.gui.pages.runs_page import RunsPage
+
+pytestmark = [pytest.mark.slow, pytest.mark.train]
+
+
+def test_stall_banner_and_stacks_button_name_the_stuck_rank(qtbot) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("torch", reason="needs the train extra")
+    run = launch(SCRIPTS / "hang_in_load.py", launcher="python", nproc=2, name="hang", stall_min_s=6.0)
+    page = RunsPage(AppContext(settings=QSettings(str(paths.config_dir() / "w.ini"), QSettings.Format.IniFormat)))
+    qtbot.addWidget(page)
+    page.show()
+    try:
+        page.open_run(run.id)
+        qtbot.waitUntil(lambda: "rank 1 is in hang_in_load.py:1" in page.stall_label.text(), timeout=120000)
+        assert page.stall_panel.isVisible()
+        assert page.stall_label.text().startswith("⚠ The run looks stalled: no output or progress for ")
+        assert "load_batch; rank 0 waits in all_reduce" in page.stall_label.text()
+
+        assert page.stacks_button.isVisible()
+        page.stacks_button.click()
+        qtbot.waitUntil(lambda: page.last_stacks is not None, timeout=60000)
+        assert page.last_stacks.summary.startswith("rank 1 is in hang_in_load.py:1")
+        assert page.stacks_box is not None and "load_batch" in page.stacks_box.detailedText()
+        page.stacks_box.close()
+        assert get(run.id).state == "running", "taking stacks never stops the run"
+    finally:
+        with RunStore() as store:
+            stop_run(store, run.id, grace_s=2.0)
+        page.shutdown()
+        page.ctx.tasks.wait(30000)
+    assert wait_finished(run.id, 60).state == "stopped"

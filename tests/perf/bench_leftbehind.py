@@ -1,0 +1,107 @@
+"""What reading what a run leaves behind costs (issue 14), printed as a table; nothing is asserted.
+
+    .venv/bin/python tests/perf/bench_leftbehind.py
+
+- the launch's share: writing request.json and starting the sidecar (what launch_run adds to a launch);
+- provenance: the sidecar's capture (git, versions from the training interpreter, pip freeze), wall time;
+- `runs checkpoints`: a working directory with 200 HF Trainer checkpoints and 5,000 other files;
+- TensorBoard: reading 20,000 scalars (4 tags x 5,000 steps) the first time, and a poll with nothing new.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def main() -> int:
+    work = Path(tempfile.mkdtemp(prefix="bench-leftbehind-"))
+    os.environ["TRAINDECK_HOME"] = str(work / "home")
+    from traindeck.backend.launch.builders import LaunchRequest
+    from traindeck.backend.runs.checkpoints import find_checkpoints
+    from traindeck.backend.runs.layout import create_run_dir
+    from traindeck.backend.runs.provenance import capture
+    from traindeck.backend.runs.resume import save_request
+    from traindeck.backend.runs.sidecar import start_sidecar
+    from traindeck.backend.runs.store import RunStore
+
+    rows: list[tuple[str, str]] = []
+    script = work / "train.py"
+    script.write_text("print('hi')\n")
+    store = RunStore()
+    launch_costs = []
+    for _ in range(5):
+        run_dir = create_run_dir()
+        (run_dir.path / "command.json").write_text(json.dumps({"argv": [sys.executable, str(script)],
+                                                               "cwd": str(work), "python": sys.executable}))
+        t0 = time.perf_counter()
+        save_request(run_dir.path, LaunchRequest(script=str(script), cwd=work), preset_name=None)
+        start_sidecar(run_dir.path, store.path)  # the run is unknown to the store: it reads once and ends
+        launch_costs.append(time.perf_counter() - t0)
+    rows.append(("launch: request.json + start the sidecar (5 launches)",
+                 f"median {ms(statistics.median(launch_costs))}, max {ms(max(launch_costs))}"))
+
+    t0 = time.perf_counter()
+    data = capture(run_dir.path)
+    rows.append(("provenance capture (versions + pip freeze of this venv; no git here)",
+                 f"{time.perf_counter() - t0:.1f} s ({len(Path(data['packages_file']).read_text().splitlines())} "
+                 "packages)"))
+
+    tree = work / "tree"
+    for step in range(1, 201):
+        folder = tree / "out" / f"checkpoint-{step}"
+        folder.mkdir(parents=True)
+        for name in ("trainer_state.json", "model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth"):
+            (folder / name).write_bytes(b"x" * 64)
+    for i in range(5000):
+        (tree / "data" / f"d{i // 500}").mkdir(parents=True, exist_ok=True)
+        (tree / "data" / f"d{i // 500}" / f"f{i}.txt").write_text("x")
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        found = find_checkpoints([tree])
+        times.append(time.perf_counter() - t0)
+    rows.append((f"runs checkpoints: {len(found)} checkpoints among 6,000 files",
+                 f"median {ms(statistics.median(times))}"))
+
+    logdir = work / "tb"
+    subprocess.run([sys.executable, "-c", (
+        "import sys\nfrom torch.utils.tensorboard import SummaryWriter\n"
+        f"w = SummaryWriter({str(logdir)!r})\n"
+        "for s in range(5000):\n"
+        "    for t in ('train/loss', 'train/lr', 'eval/loss', 'grad_norm'):\n"
+        "        w.add_scalar(t, s * 0.001, s)\n"
+        "w.close()\n")], check=True)
+    from traindeck.backend.runs.tensorboard import TensorBoardReader
+
+    t0 = time.perf_counter()
+    reader = TensorBoardReader([logdir], since=0.0)
+    first = reader.poll(set())
+    rows.append((f"TensorBoard: first read of {len(first):,} scalars (import included)",
+                 ms(time.perf_counter() - t0)))
+    t0 = time.perf_counter()
+    again = reader.poll(set())
+    rows.append((f"TensorBoard: a poll with nothing new ({len(again)} rows)", ms(time.perf_counter() - t0)))
+    store.close()
+
+    width = max(len(what) for what, _ in rows)
+    print(f"{'what'.ljust(width)}  measured")
+    for what, value in rows:
+        print(f"{what.ljust(width)}  {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Issue 14, points 4-5 on real runs: provenance (git commit, dirty state and diff, pip freeze, versions, host),
+`rerun`, the bug-report bundle (logs in, a secret planted in the environment out), and TensorBoard scalars of a
+script that prints nothing becoming the run's metric series."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from runhelp import SCRIPTS, wait_finished, wait_until
+
+from traindeck.backend.runs.store import RunStore
+
+pytestmark = pytest.mark.timeout(600)
+SECRET = "hf_PlantedSecretValue_8d1c2"
+
+
+def traindeck(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "traindeck", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=timeout)
+
+
+def started(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().splitlines()[-1]
+
+
+def show(run_id: str, cwd: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads(traindeck("runs", "show", run_id, "--json", cwd=cwd).stdout)  # type: ignore[no-any-return]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_provenance_from_a_dirty_git_repo_rerun_and_a_bundle_without_the_secret(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "project"
+    repo.mkdir()
+    script = repo / "train.py"
+    script.write_text("import os\nprint('step 1 loss 0.5')\nprint('token is', os.environ.get('HF_TOKEN'))\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "train.py")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
+    commit = git(repo, "rev-parse", "HEAD")
+    script.write_text(script.read_text() + "print('an uncommitted line')\n")
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+
+    run_id = started(traindeck("run", "--detach", str(script), cwd=repo))
+    assert wait_finished(run_id, 120).state == "succeeded"
+    provenance = wait_until(lambda: show(run_id, repo)["provenance"], 240, 1.0)
+    assert provenance["git"]["commit"] == commit and provenance["git"]["branch"] == "main"
+    assert provenance["git"]["dirty"] is True
+    assert "+print('an uncommitted line')" in Path(provenance["git"]["diff_file"]).read_text()
+    assert "torch==" in Path(provenance["packages_file"]).read_text()
+    versions = provenance["versions"]
+    assert versions["python"].count(".") == 2 and versions["torch"] and versions["deepspeed"]
+    assert versions["accelerate"] and versions["transformers"] and "nccl" in versions and "cuda" in versions
+    assert provenance["host"]["cpus"] >= 1 and provenance["host"]["ram_bytes"] > 0
+    assert "git" in traindeck("runs", "show", run_id, cwd=repo).stdout
+
+    again = started(traindeck("rerun", run_id, "--detach", cwd=repo))
+    assert wait_finished(again, 120).state == "succeeded"
+    shown = show(again, repo)
+    assert shown["parent"] == run_id and shown["resumed_from"] is None
+    assert shown["argv"] == show(run_id, repo)["argv"] and shown["cwd"] == str(repo)
+
+    target = tmp_path / "report.zip"
+    result = traindeck("runs", "bundle", run_id, "-o", str(target), cwd=repo)
+    assert result.returncode == 0, result.stderr
+    assert f"{target.stat().st_size} bytes" in result.stdout
+    with zipfile.ZipFile(target) as archive:
+        names = {Path(n).name: n for n in archive.namelist()}
+        for needed in ("output.log", "command.json", "provenance.json", "git.diff", "requirements.txt",
+                       "summary.json"):
+            assert needed in names, needed
+        assert "step 1 loss 0.5" in archive.read(names["output.log"]).decode()
+        assert "token is ***" in archive.read(names["output.log"]).decode()
+        for name in archive.namelist():
+            assert SECRET.encode() not in archive.read(name), name
+        summary = json.loads(archive.read(names["summary.json"]))
+        assert summary["id"] == run_id and "diagnosis" in summary and "resources" in summary
+    bad = traindeck("runs", "bundle", run_id, "-o", str(tmp_path / "report.txt"), cwd=repo)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_tensorboard_scalars_of_a_silent_script_become_its_metrics(tmp_path: Path) -> None:
+    run_id = started(traindeck("run", "--detach", str(SCRIPTS / "tb_only.py"), "--logdir", "runs/exp1",
+                               cwd=tmp_path))
+    assert wait_finished(run_id, 240).state == "succeeded"
+    assert traindeck("logs", run_id, cwd=tmp_path).stdout.strip() == ""  # it printed nothing
+
+    def charted() -> dict[str, float] | None:
+        metrics = show(run_id, tmp_path)["metrics"]
+        return metrics if {"train/loss", "eval/accuracy"} <= set(metrics) else None
+
+    metrics = wait_until(charted, 120, 1.0)
+    assert metrics["train/loss"] == pytest.approx(0.2) and metrics["eval/accuracy"] == pytest.approx(0.5)
+    with RunStore() as store:
+        series = store.metric_series(run_id, "train/loss")
+    assert [step for step, _t, _v in series] == [1, 2, 3, 4, 5]  # once each
+
+
+def test_a_tag_the_script_also_reports_is_not_counted_twice(tmp_path: Path) -> None:
+    script = tmp_path / "both.py"
+    script.write_text(
+        "import sys, time\n"
+        "import traindeck_report as td\n"
+        "from torch.utils.tensorboard import SummaryWriter\n"
+        "td.metrics(step=1, loss=1.0)\n"
+        "time.sleep(3)\n"
+        "w = SummaryWriter(log_dir='runs/x')\n"
+        "for s in range(1, 4):\n"
+        "    td.metrics(step=s, loss=1.0 / s)\n"
+        "    w.add_scalar('train/loss', 1.0 / s, s)\n"
+        "    w.add_scalar('train/grad_norm', 2.0 * s, s)\n"
+        "w.close()\n")
+    run_id = started(traindeck("run", "--detach", str(script), cwd=tmp_path))
+    assert wait_finished(run_id, 240).state == "succeeded"
+    wait_until(lambda: "train/grad_norm" in show(run_id, tmp_path)["metrics"], 120, 1.0)
+    metrics = show(run_id, tmp_path)["metrics"]
+    assert "train/loss" not in metrics and metrics["loss"] == pytest.approx(1 / 3)
+    assert metrics["train/grad_norm"] == pytest.approx(6.0)
