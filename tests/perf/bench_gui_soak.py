@@ -129,6 +129,7 @@ def main() -> int:
         phase.end = phase.start + span
     after_warmup: list[tuple[float, float]] = []
     state = {"phase": -1}
+    held: dict[str, int] = {}
 
     def cpu() -> float:
         times = me.cpu_times()
@@ -149,16 +150,21 @@ def main() -> int:
         index = state["phase"]
         if index >= 0:
             phase = phases[index]
-            if phase.cpu_start == 0.0 and now - phase.start >= SETTLE_S:
+            if phase.cpu_start == 0.0 and now - phase.start >= min(SETTLE_S, span / 3):
                 phase.cpu_start, phase.start = cpu(), now
             phase.samples.append((now, rss))
             phase.loads.append(os.getloadavg()[0])
             after_warmup.append((now, rss))
             if now >= phase.end:
+                if phase.cpu_start == 0.0:  # a phase shorter than the sampling: all of it
+                    phase.cpu_start = phase.cpu_end = cpu()
                 phase.cpu_end, phase.end = cpu(), now
                 index += 1
                 state["phase"] = index
                 if index >= len(phases):
+                    page = window.page("runs")  # read before quitting: the window's shutdown closes the console
+                    held.update({name: len(series) for name, series in getattr(page, "_series", {}).items()})
+                    held["console lines"] = page.console.total_lines if page is not None else 0  # type: ignore
                     app.quit()
                     return
                 enter(phases[index])
@@ -176,9 +182,7 @@ def main() -> int:
     timer.start()
     app.exec()
 
-    page = window.page("runs")
-    held = {name: len(series) for name, series in getattr(page, "_series", {}).items()}
-    console_lines = page.console.total_lines if page is not None else 0  # type: ignore[attr-defined]
+    console_lines = held.pop("console lines", 0)
     rows = store._db.execute("SELECT count(*) FROM run_metrics WHERE run_id = ?", (run.id,)).fetchone()[0]
     force_stop(store, run.id)
     window.close()
