@@ -156,8 +156,8 @@ def main() -> int:
             phase.loads.append(os.getloadavg()[0])
             after_warmup.append((now, rss))
             if now >= phase.end:
-                if phase.cpu_start == 0.0:  # a phase shorter than the sampling: all of it
-                    phase.cpu_start = phase.cpu_end = cpu()
+                if phase.cpu_start == 0.0:  # never settled (shorter than the sampling): no figure
+                    phase.cpu_start = float("nan")
                 phase.cpu_end, phase.end = cpu(), now
                 index += 1
                 state["phase"] = index
