@@ -11,6 +11,7 @@ Split candidate: the run list and the stop/diagnosis panels as widgets.
 from __future__ import annotations
 
 import atexit
+import functools
 import shutil
 import tempfile
 import threading
@@ -772,7 +773,7 @@ class RunsPage(Page):
                     self._undrawn.add(name)
                 continue
             self._call(watch.read_range, self.run_id, name, low, high, series.x_is_time,
-                       done=lambda points, n=name: self._detail_arrived(generation, n, low, high, points))
+                       done=functools.partial(self._detail_arrived, generation, name, low, high))
         self._draw_series(force=True)
 
     def _detail_arrived(self, generation: int, name: str, low: float, high: float, points: BoundedSeries) -> None:
