@@ -15,7 +15,7 @@ export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
 # own folder (~/.cache/traindeck/torch_extensions/<interpreter+torch>), where runs and tests find them. A
 # TORCH_EXTENSIONS_DIR you set yourself is used instead.
 
-.PHONY: demo test setup setup-core check-setup lint bench clean frozen icons install-desktop uninstall-desktop tour
+.PHONY: demo test setup setup-core check-setup lint bench soak clean frozen icons install-desktop uninstall-desktop tour
 
 # Refuses at once, before any set-up, where no window could be seen (no DISPLAY / WAYLAND_DISPLAY) or Qt could not
 # open one (X11 libraries missing: the exact apt-get line is printed). Ctrl+C closes the window.
@@ -67,8 +67,12 @@ lint: $(STAMP)
 tour: $(STAMP)
 	$(BIN)/python -m tests.gui.xvfb_tour build/tour $(if $(README),--readme,)
 
+# The soak (a window watching a run for 30 min) is not part of `make bench`: `make soak`, or with --minutes.
 bench: $(STAMP)
-	for b in tests/perf/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	for b in tests/perf/bench_*.py; do case $$b in *soak*) continue;; esac; echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+soak: $(STAMP)
+	$(BIN)/python tests/perf/bench_gui_soak.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

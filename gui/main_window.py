@@ -11,7 +11,7 @@ import logging
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSize, Qt, QUrl
+from PySide6.QtCore import QByteArray, QEvent, QSize, Qt, QUrl
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDesktopServices, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -143,6 +143,19 @@ class MainWindow(QMainWindow):
         self.stack.setCurrentIndex(row)
         if page is not None:
             page.page_shown()
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.WindowStateChange:
+            minimised = self.isMinimized()
+            page = self.stack.currentWidget()
+            if isinstance(page, Page):
+                page.window_minimised(minimised)
+                if not minimised:  # charts skip redraws while minimised: draw what came meanwhile
+                    # (imported here: pyqtgraph is loaded with the first page that charts, not at start)
+                    from traindeck.gui.widgets.charts import TimeSeriesChart
+                    for chart in page.findChildren(TimeSeriesChart):
+                        chart.flush()
 
     def _show_run(self, run_id: str) -> None:
         built = "runs" in self.pages

@@ -4,6 +4,7 @@ progress, duration and stalls (a real store, no processes)."""
 from __future__ import annotations
 
 import time
+from array import array
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,9 @@ def test_read_view_returns_only_what_is_new(tmp_path: Path) -> None:
     assert first is not None
     assert [e.kind for e in first.events] == ["started"]
     assert first.metrics == {"loss": 1.5, "lr": 0.1}  # every series' latest value
-    assert first.series == {"loss": [(1, 10.0, 2.0), (2, 11.0, 1.5)]}
+    assert first.series == {}
+    assert list(first.whole) == ["loss"] and first.whole["loss"].recent_points() == (array("d", [1, 2]),
+                                                                                      array("d", [2.0, 1.5]))
     assert first.remaining is None
     store.add_event("r1", "stop_requested", "stop requested (grace 10 s)")
     store.add_metrics("other", [("loss", 1, 11.5, 9.0, None)])  # another run's rows are not this one's
@@ -83,7 +86,9 @@ def test_read_view_returns_only_what_is_new(tmp_path: Path) -> None:
     assert second is not None
     assert [e.kind for e in second.events] == ["stop_requested"]
     assert second.metrics == {"loss": 1.2, "acc": 0.5}  # only what changed
-    assert second.series == {"loss": [(3, 12.0, 1.2)], "acc": [(3, 12.0, 0.5)], "lr": [(1, 10.0, 0.1)]}
+    assert second.series == {"loss": [(3, 12.0, 1.2)], "acc": [(3, 12.0, 0.5)]}
+    assert second.whole["lr"].recent_points() == (array("d", [1]), array("d", [0.1]))
+    assert second.whole["lr"].last_t == 10.0
     third = watch.read_view(store, "r1", after_event=second.events[-1].id, metric_mark=second.metric_mark)
     assert third is not None and third.metrics == {} and third.series == {} and third.events == []
     assert third.metric_mark == second.metric_mark

@@ -31,7 +31,7 @@ def _read(model: WatchedRun, store: RunStore):  # type: ignore[no-untyped-def]
     assert generation is not None
     arguments = model.read_arguments()
     view = watch.read_view(store, model.run_id, **arguments)  # type: ignore[arg-type]
-    return model.apply(generation, view, arguments["whole_series"])
+    return model.apply(generation, view)
 
 
 def test_a_late_answer_about_the_previous_run_is_dropped(store: RunStore, tmp_path: Path) -> None:
@@ -42,7 +42,7 @@ def test_a_late_answer_about_the_previous_run_is_dropped(store: RunStore, tmp_pa
     assert generation is not None
     late = watch.read_view(store, first, **model.read_arguments())
     assert model.open(second) and not model.open(second)  # opening the same run twice does nothing
-    assert model.apply(generation, late, []) is None  # about `a`: dropped
+    assert model.apply(generation, late) is None  # about `a`: dropped
     assert model.record is None and model.run_id == second
     change = _read(model, store)
     assert change is not None and change.first and change.record.id == second
@@ -54,8 +54,13 @@ def test_a_poll_asked_while_one_is_on_its_way_follows_it(store: RunStore, tmp_pa
     generation = model.begin_poll()
     assert generation is not None and model.begin_poll() is None  # on its way: noted, not doubled
     view = watch.read_view(store, "r1", **model.read_arguments())
-    change = model.apply(generation, view, [])
+    change = model.apply(generation, view)
     assert change is not None and change.poll_again and not change.done
+
+
+def _points(model: WatchedRun, name: str) -> list[tuple[float, float]]:
+    xs, ys = model.series[name].points()
+    return list(zip(xs, ys, strict=True))
 
 
 def test_metrics_choose_the_other_series_then_chart_only_new_points(store: RunStore, tmp_path: Path) -> None:
@@ -67,18 +72,39 @@ def test_metrics_choose_the_other_series_then_chart_only_new_points(store: RunSt
     change = _read(model, store)
     assert change is not None and change.names_changed and change.other_changed and change.new_metrics
     assert model.other == "learning_rate" and model.metrics == {"loss": 2.0, "learning_rate": 1e-4}
-    assert change.poll_again and not change.points  # the charts' whole series are read next
+    assert change.poll_again and not change.series and not model.series  # the charts' whole series come next
     assert model.read_arguments()["whole_series"] == ["loss", "learning_rate"]
     whole = _read(model, store)
-    assert whole is not None and whole.points == {"loss": [(1, t0, 2.0)], "learning_rate": [(1, t0, 1e-4)]}
+    assert whole is not None and whole.series == {"loss", "learning_rate"}
+    assert _points(model, "loss") == [(1.0, 2.0)] and _points(model, "learning_rate") == [(1.0, 1e-4)]
     assert not whole.poll_again and model.read_arguments()["whole_series"] == []
     store.add_metrics(run_id, [("loss", 2, t0 + 1, 1.5, 0)])
     newer = _read(model, store)
-    assert newer is not None and newer.points == {"loss": [(2, t0 + 1, 1.5)]} and not newer.names_changed
+    assert newer is not None and newer.series == {"loss"} and not newer.names_changed and newer.news
+    assert _points(model, "loss") == [(1.0, 2.0), (2.0, 1.5)]  # appended once, not read whole again
     again = _read(model, store)
-    assert again is not None and again.points == {} and not again.new_metrics  # nothing new: nothing drawn
-    model.set_other("loss_scale")  # a series shown for the first time is read whole
-    assert model.read_arguments()["whole_series"] == ["loss_scale"]
+    assert again is not None and again.series == set() and not again.new_metrics  # nothing new: nothing drawn
+    assert not again.news  # the page backs its polling off
+    model.set_other("loss_scale")  # a series shown for the first time is read whole; the previous one forgotten
+    assert model.read_arguments()["whole_series"] == ["loss_scale"] and "learning_rate" not in model.series
+
+
+def test_points_sharing_a_timestamp_are_all_kept(store: RunStore, tmp_path: Path) -> None:
+    """Steps logged in one batch share a time: a de-duplication by time dropped those read after the first poll."""
+    model = WatchedRun()
+    run_id = _run(store, tmp_path)
+    t0 = time.time()
+    store.add_metrics(run_id, [("loss", 1, t0, 3.0, 0)])
+    model.open(run_id)
+    _read(model, store)
+    _read(model, store)  # the loss chart's whole series
+    store.add_metrics(run_id, [("loss", 2, t0 + 1, 2.8, 0)])
+    _read(model, store)
+    store.add_metrics(run_id, [("loss", step, t0 + 1, 3.0 - step / 10, 0) for step in (3, 4)])  # same time
+    change = _read(model, store)
+    assert change is not None and change.series == {"loss"}
+    assert [x for x, _y in _points(model, "loss")] == [1.0, 2.0, 3.0, 4.0]
+    assert model.series["loss"].count == 4
 
 
 def test_the_end_is_seen_once_then_polling_stops_when_nothing_remains(store: RunStore, tmp_path: Path) -> None:
@@ -131,6 +157,6 @@ def test_closing_drops_answers_and_an_unknown_run_says_so(store: RunStore, tmp_p
     generation = model.begin_poll()
     model.close()
     assert model.run_id is None and model.begin_poll() is None
-    assert model.apply(generation or 0, watch.read_view(store, "r1"), []) is None and model.record is None
+    assert model.apply(generation or 0, watch.read_view(store, "r1")) is None and model.record is None
     model.open("nope")
     assert _read(model, store) is None and model.missing

@@ -10,6 +10,7 @@ creates and migrates the tables it owns.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -289,6 +290,32 @@ class RunStore:
         with self._lock:
             rows = self._db.execute(query + " ORDER BY rowid", params).fetchall()
         return [(r["step"], float(r["t"]), float(r["value"])) for r in rows]
+
+    def metric_series_chunks(self, run_id: str, name: str, chunk: int = 20_000, after_t: float | None = None,
+                             before_t: float | None = None, up_to_mark: int | None = None,
+                             steps: tuple[float, float] | None = None
+                             ) -> Iterator[list[tuple[int | None, float, float]]]:
+        """metric_series() (ordered by time) in lists of at most `chunk` rows, the lock held per chunk only: a reader
+        folds a run's whole history without holding it all, and writers are not kept waiting meanwhile.
+        `up_to_mark`: only rows up to that metrics_mark(), so that reads after the mark continue without overlap.
+        `steps`: only rows whose step is within (low, high), inclusive (a chart zoomed into part of a run)."""
+        # Keyset paging along the (run_id, name, t) index: each chunk is a seek, not a rescan of the series.
+        query = ("SELECT rowid, step, t, value FROM run_metrics WHERE run_id = ? AND name = ? AND (t, rowid) > (?, ?)"
+                 + (" AND t < ?" if before_t is not None else "")
+                 + (" AND rowid <= ?" if up_to_mark is not None else "")
+                 + (" AND step BETWEEN ? AND ?" if steps is not None else "") + " ORDER BY t, rowid LIMIT ?")
+        key: tuple[float, int] = (-math.inf if after_t is None else after_t, 2**62 if after_t is not None else -1)
+        while True:
+            params: list[Any] = [run_id, name, *key] + ([before_t] if before_t is not None else []) + (
+                [up_to_mark] if up_to_mark is not None else []) + (list(steps) if steps is not None else []) + [chunk]
+            with self._lock:
+                rows = self._db.execute(query, params).fetchall()
+            if not rows:
+                return
+            key = (float(rows[-1]["t"]), int(rows[-1]["rowid"]))
+            yield [(r["step"], float(r["t"]), float(r["value"])) for r in rows]
+            if len(rows) < chunk:
+                return
 
     def metric_step_spans(self, run_id: str) -> dict[str, tuple[int, int, float, float, int]]:
         """{name: (first step, last step, first t, last t, rows)} of every series recorded with steps: how fast

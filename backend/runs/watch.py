@@ -7,6 +7,7 @@ and any other client say the same thing.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from traindeck.backend.runs.control import reconcile, run_processes, stop_run
+from traindeck.backend.runs.series import BoundedSeries, load_series
 from traindeck.backend.runs.store import RunEvent, RunRecord, RunStore
 
 # Events that tell the story of a stop: shown as the escalation happens.
@@ -29,6 +31,8 @@ class RunView:
     metrics: dict[str, float] = field(default_factory=dict)  # latest values: of every series on a first read,
     #                                                          of the series with new points afterwards
     series: dict[str, list[tuple[int | None, float, float]]] = field(default_factory=dict)  # (step, t, value)
+    #                                                          recorded after metric_mark
+    whole: dict[str, BoundedSeries] = field(default_factory=dict)  # the `whole_series` asked for, bounded
     metric_mark: int = 0  # pass back as `metric_mark` to get only newer metric rows next time
     remaining: list[int] | None = None  # pids of the run still alive; only when asked (after the run ended)
 
@@ -39,8 +43,9 @@ def read_view(store: RunStore, run_id: str, *, after_event: int = 0, metric_mark
 
     Metrics are read incrementally: the first read (metric_mark None) gives every series' last value and a mark;
     later reads give the points recorded after the mark, grouped by series, so a poll costs what is new, not the
-    run's whole history. `whole_series` are read entirely (a chart shown for the first time); their points may
-    repeat ones a later read returns again: keep what is newer than the last time seen.
+    run's whole history. `whole_series` are read entirely (a chart shown for the first time) into BoundedSeries
+    (recent points whole, older ones min/max folded: bounded memory for a run of any length), up to the
+    returned mark: a later read's new rows continue them, none repeated.
     """
     record = store.get_run(run_id)
     if record is None:
@@ -56,10 +61,24 @@ def read_view(store: RunStore, run_id: str, *, after_event: int = 0, metric_mark
             view.metrics[name] = value
             view.series.setdefault(name, []).append((step, t, value))
     for name in whole_series:
-        view.series[name] = store.metric_series(run_id, name)
+        # Up to this view's mark: the next read (rows after the mark) continues exactly where this one stops.
+        view.whole[name] = load_series(functools.partial(store.metric_series_chunks, run_id, name,
+                                                         up_to_mark=view.metric_mark))
     if check_remaining and record.finished:
         view.remaining = [p.pid for p in run_processes(run_id, record)]
     return view
+
+
+ZOOM_RECENT = 20_000  # a zoomed range: this many points whole (more than any screen has columns) ...
+ZOOM_BUCKETS = 4_000  # ... and any earlier points of the range min/max folded
+
+
+def read_range(store: RunStore, run_id: str, name: str, low: float, high: float, x_is_time: bool) -> BoundedSeries:
+    """One series between x = low and high (steps, or times for a series without steps) at the resolution a zoomed
+    chart needs: the dashboard's own copy holds only a reduced history of the older part of a long run."""
+    bounds: dict[str, Any] = {"after_t": low, "before_t": high} if x_is_time else {"steps": (low, high)}
+    return load_series(functools.partial(store.metric_series_chunks, run_id, name, **bounds), ZOOM_RECENT,
+                       ZOOM_BUCKETS)
 
 
 def runs_for_list(store: RunStore, limit: int = 50, mark_lost: bool = True) -> list[RunRecord]:

@@ -1,5 +1,6 @@
 """The run a viewer is watching, as state without widgets: what has been read of it so far (record, events,
-metrics, chart points), whether a read is on its way, and the story of a stop.
+metrics, the charted series as BoundedSeries: bounded memory for a run of days), whether a read is on its way,
+and the story of a stop.
 
 The Runs page is a view of this model: it asks `begin_poll()` whether to read, reads with `read_arguments()` off
 the UI thread (watch.read_view), hands the answer to `apply()` and draws what the returned `ViewChange` says.
@@ -18,11 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from traindeck.backend.runs.series import BoundedSeries
 from traindeck.backend.runs.store import RunEvent, RunRecord
 from traindeck.backend.runs.watch import STOP_EVENTS, RunView, chart_names, default_other, event_line
 
 Change = Literal["opened", "record", "ended", "stop"]
-Point = tuple[int | None, float, float]  # (step, t, value) as the store keeps them
 
 # A stopped run's console ends in the launcher's KeyboardInterrupt/SIGTERM traceback (red): that is what a stop
 # looks like from inside, and people took it for a crash.
@@ -38,7 +39,8 @@ class ViewChange:
     first: bool  # the run's record arrived for the first time (the view opens its console log)
     names_changed: bool  # the set of metric names grew: the view refills its series chooser
     other_changed: bool = False  # the model chose the series beside the losses: the view gives it a new chart
-    points: dict[str, list[Point]] = field(default_factory=dict)  # new chart points per shown series
+    series: set[str] = field(default_factory=set)  # shown series that changed (read whole, or new points)
+    news: bool = False  # anything new at all (record, events, metrics): the view polls at its live pace
     ended_now: bool = False  # the run's end was seen in this read
     new_metrics: bool = False  # a metric value changed
     poll_again: bool = False  # read once more at once (a series to fetch whole, or the end to confirm)
@@ -64,8 +66,10 @@ class WatchedRun:
         self.metrics: dict[str, float] = {}  # latest value of every series
         self.metric_names: tuple[str, ...] = ()
         self.other: str | None = None  # the series shown beside the losses
-        self.charted: set[str] = set()  # series whose history has been read whole (newer points are appended)
-        self.last_t: dict[str, float] = {}  # newest point handed out per series
+        # Shown series read whole so far, bounded (recent points whole, older ones min/max folded); each read's
+        # rows after the metric mark continue them. No de-duplication by time: a whole read stops at its view's
+        # mark, so nothing is repeated, and points sharing a timestamp (several steps logged at once) all count.
+        self.series: dict[str, BoundedSeries] = {}
         self.end_seen = False
         self.remaining: list[int] | None = None  # pids of the run still alive after it ended (None: not asked)
         self.polling = False
@@ -108,8 +112,7 @@ class WatchedRun:
     def set_other(self, name: str | None) -> None:
         """Show `name` beside the losses; the previous one's points are forgotten (its chart is new)."""
         if self.other is not None:
-            self.charted.discard(self.other)
-            self.last_t.pop(self.other, None)
+            self.series.pop(self.other, None)
         self.other = name
 
     def begin_poll(self) -> int | None:
@@ -126,14 +129,14 @@ class WatchedRun:
     def read_arguments(self) -> dict[str, Any]:
         """Keyword arguments for watch.read_view: only what is new since the last read."""
         return {"after_event": self.after_event, "metric_mark": self.metric_mark,
-                "whole_series": [name for name in self.chart_series() if name not in self.charted],
+                "whole_series": [name for name in self.chart_series() if name not in self.series],
                 "check_remaining": self.record is not None and self.record.finished and self.remaining is None}
 
     def poll_failed(self, generation: int) -> None:
         if self.current(generation):
             self.polling = False
 
-    def apply(self, generation: int, view: RunView | None, whole: list[str]) -> ViewChange | None:
+    def apply(self, generation: int, view: RunView | None) -> ViewChange | None:
         """Take a read's answer. None: it was about a run no longer open, or the run is unknown (`missing`)."""
         if not self.current(generation):
             return None
@@ -142,12 +145,13 @@ class WatchedRun:
             self.missing = True
             return None
         first = self.record is None
+        news = first or bool(view.events or view.series or view.whole) or view.record != self.record
         record = self.record = view.record
         if view.events:
             self.events.extend(view.events)
             self.after_event = view.events[-1].id
-        change = ViewChange(record, first=first, names_changed=False)
-        self._take_metrics(view, whole, change)
+        change = ViewChange(record, first=first, names_changed=False, news=news)
+        self._take_metrics(view, change)
         if self.wants_whole_series():
             self.poll_again = True  # fetch the newly shown series now rather than at the next tick
         if record.finished and not self.end_seen:
@@ -165,7 +169,7 @@ class WatchedRun:
             self._emit("stop")
         return change
 
-    def _take_metrics(self, view: RunView, whole: list[str], change: ViewChange) -> None:
+    def _take_metrics(self, view: RunView, change: ViewChange) -> None:
         self.metric_mark = view.metric_mark
         self.metrics.update(view.metrics)
         change.new_metrics = bool(view.metrics)
@@ -179,21 +183,19 @@ class WatchedRun:
                     self.set_other(chosen)
                     change.other_changed = True
         wanted = set(self.chart_series())
+        for name, series in view.whole.items():
+            if name in wanted:  # (the other series may have changed while this read was on its way)
+                self.series[name] = series  # read up to this view's mark: holds its newer rows too
+                change.series.add(name)
         for name, points in view.series.items():
-            if name in whole:
-                self.charted.add(name)
-            if name not in self.charted or name not in wanted:
-                continue  # newer points of a series not (yet) charted: its whole history comes first
-            last = self.last_t.get(name)
-            if last is not None:
-                points = [p for p in points if p[1] > last]  # a whole read may repeat what a mark read gave
-            if points:
-                change.points[name] = points
-                self.last_t[name] = points[-1][1]
+            if name in self.series and name not in view.whole:
+                self.series[name].add_rows(points)  # rows after the whole read's mark: none repeated
+                change.series.add(name)
+            # a series not (yet) charted: its whole history is read first, these rows are in it
 
     def wants_whole_series(self) -> bool:
         """A shown series has not been read whole yet: read again now rather than at the next tick."""
-        return any(name not in self.charted for name in self.chart_series())
+        return any(name not in self.series for name in self.chart_series())
 
     # ---------------------------------------------------------------------------------------------- stopping
     def stop_asked(self, force: bool, grace_s: float) -> None:

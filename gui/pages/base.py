@@ -21,6 +21,14 @@ class Page(QWidget):
     def page_shown(self) -> None:
         """Called each time the page becomes the visible one (refresh cheap things here, off the UI thread)."""
 
+    def on_screen(self) -> bool:
+        """Shown and its window not minimised: only then is drawing worth the CPU (a window left open for days)."""
+        return self.isVisible() and not self.window().isMinimized()
+
+    def window_minimised(self, minimised: bool) -> None:
+        """The window was minimised (True) or restored (False) while this page was the visible one: pause work done
+        for the screen, catch up on restore. (A minimised window's widgets still report isVisible().)"""
+
     def load_demo(self) -> None:
         """Fill the page with demo data for `traindeck gui --screenshot` (no real run needed)."""
 

@@ -385,6 +385,12 @@ class HistoryPage(Page):
         self._timer.stop()
         super().hideEvent(event)
 
+    def window_minimised(self, minimised: bool) -> None:  # nor one in a minimised window
+        if minimised:
+            self._timer.stop()
+        else:
+            self.page_shown()
+
     def refresh(self) -> None:
         if self._refreshing:
             return  # the previous read is still running (a slow disk): skip this tick

@@ -337,12 +337,26 @@ class MonitorPage(Page):
 
     def hideEvent(self, event: Any) -> None:  # noqa: N802
         super().hideEvent(event)
+        self._off_screen()
+
+    def showEvent(self, event: Any) -> None:  # noqa: N802
+        super().showEvent(event)
+        self._back_on_screen()
+
+    def window_minimised(self, minimised: bool) -> None:
+        # A minimised window is as good as a hidden page: the same pause (sampling stops after HIDDEN_STOP_MS).
+        if minimised:
+            self._off_screen()
+        else:
+            self._back_on_screen()
+            self.page_shown()
+
+    def _off_screen(self) -> None:
         self._hidden_timer.start()
         self._runs_timer.stop()
         self._offload_timer.stop()
 
-    def showEvent(self, event: Any) -> None:  # noqa: N802
-        super().showEvent(event)
+    def _back_on_screen(self) -> None:
         self._hidden_timer.stop()
         if self._stopped_by_hiding:
             self._stopped_by_hiding = False
@@ -383,6 +397,7 @@ class MonitorPage(Page):
 
     # ---------------------------------------------------------------------------------------------- samples
     def _on_sample(self, sample: ResourceSample, *, tables: bool = True) -> None:
+        tables = tables and not self.window().isMinimized()  # charts keep their points; tables wait for a restore
         self._show_host(sample)
         self._show_gpus(sample, tables)
         if sample.run is not None and self._run is not None and (self._run.live or self._demo):

@@ -80,6 +80,16 @@ class QueuePage(Page):
         self.refresh()
         self._timer.start()
 
+    def hideEvent(self, event: Any) -> None:  # noqa: N802 - only a shown (or soon shown) queue is read
+        self._timer.stop()
+        super().hideEvent(event)
+
+    def window_minimised(self, minimised: bool) -> None:
+        if minimised:
+            self._timer.stop()
+        else:
+            self.page_shown()
+
     def refresh(self) -> None:
         if self._busy or self.ctx.demo:
             return

@@ -11,6 +11,7 @@ Split candidate: the run list and the stop/diagnosis panels as widgets.
 from __future__ import annotations
 
 import atexit
+import functools
 import shutil
 import tempfile
 import threading
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
@@ -41,6 +43,7 @@ from PySide6.QtWidgets import (
 
 from traindeck.backend.runs import watch
 from traindeck.backend.runs.diagnosis import MEMORY_WORDS
+from traindeck.backend.runs.series import BoundedSeries
 from traindeck.backend.runs.store import RunEvent, RunRecord, RunStore
 from traindeck.backend.runs.watched import STOPPED_TRACEBACK_NOTE, ViewChange, WatchedRun
 from traindeck.gui.context import AppContext
@@ -50,7 +53,14 @@ from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.console import LogConsole
 from traindeck.gui.widgets.run_state import badge_style, panel_style, state_icon
 
-POLL_MS = 500  # the open run: record, events, metrics
+POLL_MS = 1000  # the open run: record, events, metrics
+POLL_MAX_MS = 4000  # ... backing off (doubling) while nothing changes
+# Charts are redrawn for what the screen can show: at most every CHART_MS, and only once the new points reach a
+# new pixel column or leave the drawn value range, or CHART_MAX_MS passed (the legend's latest value). Late in a
+# long run a pixel column is minutes of steps: a redraw every poll moved nothing on screen and cost ~8 ms.
+CHART_MS = 3000
+CHART_MAX_MS = 30_000
+HIDDEN_POLL_MS = 10_000  # ... while the page is hidden or the window minimised: data only, nothing drawn
 LIST_MS = 2000  # the list of runs (and marking runs whose supervisor is gone as lost)
 STOP_GRACE_S = 10.0
 MAX_METRICS_SHOWN = 14
@@ -93,6 +103,7 @@ class RunsPage(Page):
         self._mark_lost = True
         self._demo_dir: str | None = None
         self._closing = False
+        self._listed: list[tuple[str, str, str, str, bool]] = []  # what the run list shows (see _fill_list)
 
         # The watched run's state (what was read, what is on its way, the stop story) lives in a model without
         # widgets (backend/runs/watched.py, tested on its own); this page draws it.
@@ -100,6 +111,16 @@ class RunsPage(Page):
         self.records: list[RunRecord] = []
         self._listing = False
         self._opened_by_user = False
+        # What the page has drawn (the series themselves are the model's, watched.series): drawn only while
+        # the page is on screen, and only when the screen would change.
+        self._undrawn: set[str] = set()  # series changed since last drawn
+        self._drawn: set[str] = set()  # series in a chart (one not yet drawn is drawn at once)
+        self._drawn_extent: dict[str, tuple[float, float, float]] = {}  # name: (last x, low, high) when drawn
+        # A chart zoomed into the folded (reduced) part of a series: that range re-read from the store at full
+        # resolution, {name: (low, high, points)}; dropped when the chart follows the newest data again.
+        self._detail: dict[str, tuple[float, float, BoundedSeries]] = {}
+        self._stale = False  # news arrived while off screen: shown on return
+        self._drawn_at = 0.0  # monotonic time the charts were last drawn
         self._metric_labels: dict[str, QLabel] = {}
 
         self._build()
@@ -195,12 +216,12 @@ class RunsPage(Page):
 
         # -- console and charts -------------------------------------------------------------------------------
         self.console = LogConsole()
-        self.loss_chart = TimeSeriesChart("Loss", x_is_time=False)
+        self.loss_chart = self._make_chart("Loss")
         self.other_box = QComboBox()
         self.other_box.setToolTip("The metric shown in the second chart")
         self.other_box.setPlaceholderText("other metrics appear here as the run reports them")
         self.other_box.currentIndexChanged.connect(self._other_chosen)
-        self.other_chart = TimeSeriesChart("Metric", x_is_time=False)
+        self.other_chart = self._make_chart("Metric")
         other = QWidget()
         other_layout = QVBoxLayout(other)
         other_layout.setContentsMargins(0, 0, 0, 0)
@@ -329,7 +350,7 @@ class RunsPage(Page):
                    failed=self._list_failed)
 
     def _list_tick(self) -> None:
-        if self.isVisible():
+        if self.on_screen():
             self.refresh_list()
 
     def _list_failed(self, text: str) -> None:
@@ -351,6 +372,10 @@ class RunsPage(Page):
                 self._open(newest.id, by_user=False)  # reattach: the window was closed while it ran
 
     def _fill_list(self, records: list[RunRecord]) -> None:
+        shown = [(r.id, r.state, self._list_text(r), r.state_detail, r.id == self.run_id) for r in records]
+        if shown == self._listed:
+            return  # every 2 s: rebuilding an unchanged list cost a relayout and a repaint each time
+        self._listed = shown
         box = self.run_list
         box.blockSignals(True)
         try:
@@ -411,6 +436,11 @@ class RunsPage(Page):
         self._opened_by_user = self._opened_by_user or by_user
         if not self.watched.open(run_id):
             return
+        self._undrawn = set()
+        self._drawn = set()
+        self._drawn_extent = {}
+        self._detail = {}
+        self._stale = False
         self.console.close_log()
         self._new_loss_chart()
         self._set_other(None)
@@ -450,17 +480,17 @@ class RunsPage(Page):
             return  # nothing open, or a read is on its way (another follows it)
         arguments = self.watched.read_arguments()
         self._call(watch.read_view, self.run_id, **arguments,
-                   done=lambda view: self._view_arrived(generation, view, arguments["whole_series"]),
+                   done=lambda view: self._view_arrived(generation, view),
                    failed=lambda text: self._view_failed(generation, text))
 
     def _view_failed(self, generation: int, text: str) -> None:
         self.watched.poll_failed(generation)
         self._report_failure(text)
 
-    def _view_arrived(self, generation: int, view: watch.RunView | None, whole: list[str]) -> None:
+    def _view_arrived(self, generation: int, view: watch.RunView | None) -> None:
         if self._closing:
             return
-        change = self.watched.apply(generation, view, whole)
+        change = self.watched.apply(generation, view)
         if change is None:
             if self.watched.current(generation) and view is None:
                 self.poll_timer.stop()
@@ -469,10 +499,13 @@ class RunsPage(Page):
         record = change.record
         if change.first:
             self.console.open_log(record.log_path, ended=record.finished)
-        self._show_record(record)
-        self._show_stop_story()
-        self._show_diagnosis(record)
+            self.console.set_paused(not self.on_screen())
         self._update_metrics(change)
+        if self.on_screen():
+            self._show_run_state()
+        else:
+            self._stale = True  # drawn when the page is back on screen
+        self._pace_polling(change.news)
         if change.ended_now:
             self.console.run_ended()
         if change.done:
@@ -480,13 +513,72 @@ class RunsPage(Page):
         if change.poll_again:
             QTimer.singleShot(0, self.poll)
 
+    def _pace_polling(self, changed: bool) -> None:
+        """Poll often while the run reports and the page is seen; back off while nothing changes; rarely off screen."""
+        if not self.on_screen():
+            interval = HIDDEN_POLL_MS
+        elif changed:
+            interval = POLL_MS
+        else:
+            interval = min(POLL_MAX_MS, 2 * self.poll_timer.interval())
+        if interval != self.poll_timer.interval():
+            self.poll_timer.setInterval(interval)
+
+    def _show_run_state(self) -> None:
+        """Everything drawn from the state read so far (after each poll on screen, and on return to the screen)."""
+        self._stale = False
+        record = self.record
+        if record is None:
+            return
+        self._show_record(record)
+        self._show_stop_story()
+        self._show_diagnosis(record)
+        self._draw_series()
+        if self.watched.metrics:
+            self._fill_metrics(self.watched.metrics)
+        elif record.finished:
+            self._fill_metrics({}, empty="none recorded")
+
+    def _back_on_screen(self) -> None:
+        """The page is shown again or the window restored: draw what came meanwhile, then poll at the live pace."""
+        if not self.on_screen():
+            return
+        self.console.set_paused(False)
+        if self._stale:
+            self._show_run_state()
+            self._draw_series(force=True)
+        self._update_duration()
+        self.poll_timer.setInterval(POLL_MS)
+        self.poll()
+
+    def _off_screen(self) -> None:
+        self.console.set_paused(True)
+        self.poll_timer.setInterval(HIDDEN_POLL_MS)
+
+    def showEvent(self, event: Any) -> None:  # noqa: N802
+        super().showEvent(event)
+        QTimer.singleShot(0, self._back_on_screen)  # after the show: on_screen() is true then
+
+    def hideEvent(self, event: Any) -> None:  # noqa: N802
+        super().hideEvent(event)
+        if not event.spontaneous():  # another page shown (a minimised window comes through window_minimised)
+            self._off_screen()
+
+    def window_minimised(self, minimised: bool) -> None:
+        if minimised:
+            self._off_screen()
+        else:
+            self._back_on_screen()
+
     # ================================================================================================ showing
     def _show_record(self, record: RunRecord) -> None:
         self._update_list_item(record)  # the list's line from the same record as the header (same percent)
         self.name_label.setText(record.name or record.id)
         self.name_label.setToolTip(record.id)
         self.state_badge.setText(record.state)
-        self.state_badge.setStyleSheet(badge_style(record.state))
+        style = badge_style(record.state)
+        if self.state_badge.styleSheet() != style:  # every poll: setting a style sheet re-polishes, even the same
+            self.state_badge.setStyleSheet(style)
         self.state_badge.setToolTip(record.state_detail or record.state)
         parts = [record.id, record.launcher]
         if record.preset:
@@ -521,6 +613,8 @@ class RunsPage(Page):
         return []
 
     def _update_duration(self) -> None:
+        if not self.on_screen() and self.record is not None:
+            return  # the clock ticks every second: nobody sees it now (updated on return)
         record = self.record
         if record is None:
             self.duration_label.clear()
@@ -604,19 +698,96 @@ class RunsPage(Page):
             box.setEnabled(bool(others))
             box.setCurrentIndex(max(0, box.findText(self._other_name or "")))
             box.blockSignals(False)
-        for name, points in change.points.items():
-            chart = self.loss_chart if "loss" in name.lower() else self.other_chart
-            steps = [p[0] for p in points]
-            if all(s is not None for s in steps):
-                xs: list[float] = [float(s) for s in steps if s is not None]
-            else:
+        self._undrawn |= change.series
+        # (the metric values are filled by _show_run_state, with the rest, while the page is on screen)
+
+    def _draw_series(self, force: bool = False) -> None:
+        """Hand the charts the series that changed: each a bounded set of points, whatever the run's length; at
+        most every CHART_MS unless forced (a series newly shown, the page back on screen)."""
+        wanted = set(self.watched.chart_series())
+        now = time.monotonic()
+        if not force and all(name in self._drawn for name in wanted if name in self.watched.series):
+            since = now - self._drawn_at
+            if since < CHART_MS / 1000 or (since < CHART_MAX_MS / 1000 and not any(
+                    self._shows_more(name) for name in self._undrawn if name in wanted)):
+                return
+        self._drawn_at = now
+        for name in sorted(self._undrawn):
+            series = self.watched.series.get(name)
+            if series is None or name not in wanted:
+                continue
+            xs, ys = series.points()
+            if not xs:
+                continue
+            chart = self._chart_of(name)
+            if series.x_is_time:
                 chart.x_is_time = True
-                xs = [p[1] for p in points]
-            chart.append(name, xs, [p[2] for p in points])
-        if change.new_metrics:
-            self._fill_metrics(self.watched.metrics)
-        elif not self.watched.metrics and change.record.finished:
-            self._fill_metrics({}, empty="none recorded")
+            x, y = np.frombuffer(xs, dtype=np.float64), np.frombuffer(ys, dtype=np.float64)
+            detail = self._detail.get(name)
+            if detail is not None:  # the zoomed range in full, the rest as held
+                low, high, points = detail
+                dx, dy = (np.frombuffer(a, dtype=np.float64) for a in points.points())
+                before, after = x < low, x > high
+                x = np.concatenate((x[before], dx, x[after]))
+                y = np.concatenate((y[before], dy, y[after]))
+            chart.set_series(name, x, y)
+            self._drawn.add(name)
+            if series.last_x is not None:
+                self._drawn_extent[name] = (series.last_x, series.low, series.high)
+        self._undrawn.clear()
+
+    def _shows_more(self, name: str) -> bool:
+        """Whether drawing the series now would change the chart: new points past the last pixel column drawn,
+        or values outside the range drawn (the y axis is fitted to them)."""
+        series, drawn = self.watched.series.get(name), self._drawn_extent.get(name)
+        if series is None or drawn is None or series.last_x is None or series.first_x is None:
+            return True
+        last_x, low, high = drawn
+        if series.low < low or series.high > high:
+            return True
+        span = series.last_x - series.first_x
+        columns = max(1, self._chart_of(name).width())
+        return span <= 0 or (series.last_x - last_x) * columns >= span
+
+    def _chart_of(self, name: str) -> TimeSeriesChart:
+        return self.loss_chart if "loss" in name.lower() else self.other_chart
+
+    def _make_chart(self, title: str) -> TimeSeriesChart:
+        chart = TimeSeriesChart(title, x_is_time=False)
+        chart.x_range_chosen.connect(lambda low, high: self._zoomed(chart, low, high))
+        chart.follow_resumed.connect(lambda: self._unzoomed(chart))
+        return chart
+
+    def _zoomed(self, chart: TimeSeriesChart, low: float, high: float) -> None:
+        """The user zoomed or panned a chart: a range reaching into a series' folded part is read again from the
+        store at full resolution (the page holds only min/max buckets of it)."""
+        if chart is not self.loss_chart and chart is not self.other_chart:
+            return  # replaced meanwhile
+        generation = self.watched.generation
+        for name, series in self.watched.series.items():
+            if self._chart_of(name) is not chart or name not in self._drawn:
+                continue
+            first = series.first_recent_x
+            if not series.folded or first is None or low >= first:
+                if self._detail.pop(name, None) is not None:  # the held points cover this range whole
+                    self._undrawn.add(name)
+                continue
+            self._call(watch.read_range, self.run_id, name, low, high, series.x_is_time,
+                       done=functools.partial(self._detail_arrived, generation, name, low, high))
+        self._draw_series(force=True)
+
+    def _detail_arrived(self, generation: int, name: str, low: float, high: float, points: BoundedSeries) -> None:
+        if generation != self.watched.generation or name not in self.watched.series or self._chart_of(name).following:
+            return  # another run, series or zoom since
+        self._detail[name] = (low, high, points)
+        self._undrawn.add(name)
+        self._draw_series(force=True)
+
+    def _unzoomed(self, chart: TimeSeriesChart) -> None:
+        for name in [n for n in self._detail if self._chart_of(n) is chart]:
+            del self._detail[name]
+            self._undrawn.add(name)
+        self._draw_series(force=True)
 
     def _other_chosen(self, index: int) -> None:
         name = self.other_box.itemText(index) if index >= 0 else None
@@ -626,18 +797,23 @@ class RunsPage(Page):
 
     def _set_other(self, name: str | None) -> None:
         """Show `name` in the second chart (a fresh chart: its title is the metric's name)."""
+        if self._other_name is not None:  # the model forgets its points; the page what it drew of them
+            self._drawn.discard(self._other_name)
+            self._drawn_extent.pop(self._other_name, None)
+            self._detail.pop(self._other_name, None)
+            self._undrawn.discard(self._other_name)
         self.watched.set_other(name)
         self._new_other_chart()
 
     def _new_other_chart(self) -> None:
-        chart = TimeSeriesChart(self._other_name or "Metric", x_is_time=False)
+        chart = self._make_chart(self._other_name or "Metric")
         self._other_layout.replaceWidget(self.other_chart, chart)
         self.other_chart.hide()
         self.other_chart.deleteLater()
         self.other_chart = chart
 
     def _new_loss_chart(self) -> None:
-        chart = TimeSeriesChart("Loss", x_is_time=False)  # fresh: no axis range left from the previous run
+        chart = self._make_chart("Loss")  # fresh: no axis range left from the previous run
         self._charts_layout.replaceWidget(self.loss_chart, chart)
         self.loss_chart.hide()  # at once: deleteLater() waits for the event loop
         self.loss_chart.deleteLater()
@@ -765,7 +941,8 @@ class RunsPage(Page):
             assert generation is not None  # opened just above, nothing on its way
             arguments = self.watched.read_arguments()
             view = self._in_store(store_path, watch.read_view, run_id, **arguments)
-            self._view_arrived(generation, view, arguments["whole_series"])
+            self._view_arrived(generation, view)
+        self._show_run_state()  # also when the page is not on screen yet (screenshots grab it anyway)
         self.console.catch_up()
         self.loss_chart.flush()
         self.other_chart.flush()

@@ -25,11 +25,12 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPalette, QPen
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 REDRAW_MS = 50  # at most 20 curve refreshes a second per chart
+ZOOM_SETTLE_MS = 300  # x_range_chosen is emitted this long after the last wheel step or drag of a gesture
 DEFAULT_MAX_POINTS = 200_000
 
 # Colour-blind-friendly-ish sets, one tuned for white and one for near-black backgrounds.
@@ -277,6 +278,11 @@ class TimeSeriesChart(QWidget):
     label)` draws a dashed horizontal line (e.g. the estimate; the same label moves it), `clear()` removes all.
     """
 
+    # The user zoomed or panned x (once the gesture settled): (low, high) in x units. A page holding a reduced
+    # history may fetch the range at full resolution. follow_resumed: back to following the newest data.
+    x_range_chosen = Signal(float, float)
+    follow_resumed = Signal()
+
     def __init__(self, title: str, unit: str = "", parent: QWidget | None = None, *, x_is_time: bool = True,
                  max_points: int = DEFAULT_MAX_POINTS) -> None:
         super().__init__(parent)
@@ -320,6 +326,10 @@ class TimeSeriesChart(QWidget):
         self._timer.setSingleShot(True)
         self._timer.setInterval(REDRAW_MS)
         self._timer.timeout.connect(self.flush)
+        self._zoom_timer = QTimer(self)
+        self._zoom_timer.setSingleShot(True)
+        self._zoom_timer.setInterval(ZOOM_SETTLE_MS)
+        self._zoom_timer.timeout.connect(self._zoom_settled)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -340,6 +350,11 @@ class TimeSeriesChart(QWidget):
         self.plot_item.setAxisItems({"bottom": self._make_x_axis()})
         self._apply_theme()
         self._schedule()
+
+    @property
+    def following(self) -> bool:
+        """x follows the newest data (False after the user zoomed or panned, until "A" or follow())."""
+        return self._follow_x if self._leader is None else self._leader.following
 
     @property
     def x_window(self) -> float | None:
@@ -473,8 +488,9 @@ class TimeSeriesChart(QWidget):
         self._timer.stop()
         if not self._dirty:
             return
-        if not self.isVisible() and self.window().isVisible():
-            return  # hidden page: showEvent redraws when it is shown again
+        window = self.window()
+        if (not self.isVisible() and window.isVisible()) or window.isMinimized():
+            return  # hidden page or minimised window: showEvent (or the window's restore) redraws
         self._dirty = False
         view = self.plot_item.getViewBox()
         if self._follow_x:
@@ -545,11 +561,15 @@ class TimeSeriesChart(QWidget):
         for follower in self._followers:
             follower.plot_item.disableAutoRange()
             follower.plot_item.hideButtons()
+        resumed = not self._follow_x
         self._follow_x = True
+        self._zoom_timer.stop()
         self.plot_item.disableAutoRange()  # the "A" button turned pyqtgraph's own autorange on
         self.plot_item.hideButtons()
         self._dirty = True
         self.flush()
+        if resumed:
+            self.follow_resumed.emit()
 
     def _x_extent(self) -> tuple[float, float] | None:
         lows, highs = [], []
@@ -574,6 +594,12 @@ class TimeSeriesChart(QWidget):
             self._leader._range_changed_by_user()
         self._follow_x = False
         self.plot_item.showButtons()
+        self._zoom_timer.start()
+
+    def _zoom_settled(self) -> None:
+        if not self._follow_x:
+            low, high = self.plot_item.getViewBox().viewRange()[0]
+            self.x_range_chosen.emit(float(low), float(high))
 
     def _x_range_changed(self, *_: Any) -> None:
         if not self._setting_range:  # the user zoomed or panned: decimate for the new range, refit y

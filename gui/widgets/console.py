@@ -28,6 +28,11 @@ from traindeck.gui.widgets.log_view import LogView
 
 DEFAULT_MAX_LINES = 20_000
 TICK_MS = 80  # how often batches are applied: often enough to look live, rarely enough to batch a flood
+# ... while lines keep coming (every tick had some): a stream scrolls by faster than anyone reads it, and each
+# apply is a repaint; a window watching a run for days spent most of its CPU here (tests/perf/bench_gui_soak.py)
+STREAM_TICK_MS = 500
+FEED_POLL_S = 0.25  # how often the feed's thread looks for new output when the log is quiet
+PAUSED_POLL_S = 1.0  # the feed's reading pace while the console is paused (it keeps at most max_lines pending)
 MAX_LINE_CHARS = 4_000  # longer lines are cut for display (the whole line is in output.log)
 
 
@@ -65,6 +70,8 @@ class LogConsole(QWidget):
         self.lines_inserted = 0  # display lines put into the document (benchmarks, tests)
         self.total_lines = 0  # display lines of the log so far (the feed's count)
         self.ended = False
+        self.paused = False
+        self._feed_poll_s = 0.05
 
         self.view = LogView(max_lines)
         self.view.setObjectName("console")
@@ -131,11 +138,31 @@ class LogConsole(QWidget):
         """Show this log from its start and keep following it (until run_ended() when `ended` is False)."""
         self.close_log()
         self.log_path = Path(path)
-        self.feed = ConsoleFeed(self.log_path, max_lines=self.max_lines, render=display_text).start()
+        self.feed = ConsoleFeed(self.log_path, max_lines=self.max_lines, render=display_text,
+                                poll_s=FEED_POLL_S).start()
+        self._feed_poll_s = self.feed.poll_s
+        if self.paused:
+            self.feed.poll_s = PAUSED_POLL_S
         if ended:
             self.feed.run_ended()
         self.open_button.setEnabled(True)
-        self.timer.start()
+        if not self.paused:
+            self.timer.start()
+
+    def set_paused(self, paused: bool) -> None:
+        """Stop applying batches while nobody sees the console (hidden page, minimised window); the feed keeps
+        reading and holds at most max_lines pending, so resuming shows the newest lines at once."""
+        if paused == self.paused:
+            return
+        self.paused = paused
+        if self.feed is not None:
+            self.feed.poll_s = PAUSED_POLL_S if paused else self._feed_poll_s
+        if paused:
+            self.timer.stop()
+        elif self.feed is not None and not self.ended:
+            self.drain()
+            if not self.ended:
+                self.timer.start()
 
     def catch_up(self, timeout_s: float = 2.0) -> None:
         """Wait (blocking, at most timeout_s) until the log read so far is on screen: for demos and screenshots,
@@ -175,7 +202,12 @@ class LogConsole(QWidget):
         feed = self.feed
         if feed is None:
             return
-        self._apply(feed.take())
+        batch = feed.take()
+        self._apply(batch)
+        # A stream: apply it in fewer, larger batches; quiet again: the next line shows within TICK_MS.
+        interval = TICK_MS if batch.empty else STREAM_TICK_MS
+        if self.timer.interval() != interval:
+            self.timer.setInterval(interval)
         if feed.error:
             self.earlier_label.setText(feed.error)
             self.earlier_label.setVisible(True)

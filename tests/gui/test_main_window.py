@@ -406,3 +406,21 @@ def test_theme_menu_marks_the_current_theme_and_help_offers_the_readme(qtbot, ma
     keys = [keys for keys, _ in window.shortcut_rows()]
     assert "Ctrl+1" in keys and "Ctrl+Enter" in keys
     window.set_theme("light")
+
+
+def test_minimising_the_window_pauses_the_page_in_front_and_restoring_resumes_it(qtbot, make_window) -> None:  # type: ignore[no-untyped-def]
+    window = make_window()
+    qtbot.addWidget(window)
+    window.show()
+    window.show_page("runs")
+    page = window.page("runs")
+    calls: list[bool] = []
+    original = page.window_minimised
+    page.window_minimised = lambda minimised: (calls.append(minimised), original(minimised))  # type: ignore[method-assign]
+    qtbot.waitUntil(page.on_screen, timeout=5000)
+    window.showMinimized()
+    qtbot.waitUntil(lambda: calls[-1:] == [True], timeout=5000)
+    assert not page.on_screen() and page.console.paused  # a minimised window's widgets still say isVisible()
+    window.showNormal()
+    qtbot.waitUntil(lambda: calls[-1:] == [False], timeout=5000)
+    qtbot.waitUntil(lambda: page.on_screen() and not page.console.paused, timeout=5000)

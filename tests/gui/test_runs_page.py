@@ -284,3 +284,78 @@ def test_force_stop_kills_a_run_at_once(qtbot, make_page) -> None:  # type: igno
         assert page.record.state_detail == "stopped forcefully (SIGKILL)"
     finally:
         make_sure_it_ends(record.id)
+
+
+def test_off_screen_the_page_reads_but_draws_nothing_and_catches_up_on_return(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    from traindeck.gui.pages.runs_page import HIDDEN_POLL_MS, POLL_MAX_MS
+
+    record = add_run("hidden", log=b"line 1\n")
+    with RunStore() as store:
+        store.add_metrics(record.id, [("loss", step, 1000.0 + step, 1.0 / step, None) for step in range(1, 11)])
+    page = make_page()
+    page.open_run(record.id)
+    qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") == 10 and "line 1" in page.console.shown_lines(),
+                    timeout=10000)
+    for leave, back in ((page.hide, page.show),
+                        (lambda: (page.showMinimized(), page.window_minimised(True)),
+                         lambda: (page.showNormal(), page.window_minimised(False)))):
+        leave()
+        qtbot.waitUntil(lambda: not page.on_screen(), timeout=5000)
+        assert page.console.paused and page.poll_timer.interval() == HIDDEN_POLL_MS
+        drawn = page.loss_chart.point_count("loss")
+        lines = len(page.console.shown_lines())
+        with record.log_path.open("ab") as log:
+            log.write(b"".join(f"more {drawn} {i}\n".encode() for i in range(5)))
+        with RunStore() as store:
+            store.add_metrics(record.id, [("loss", step, 1000.0 + step, 1.0 / step, None)
+                                          for step in range(drawn + 1, drawn + 11)])
+        page.poll()  # a poll off screen reads the news into the page's series, and draws none of it
+        qtbot.waitUntil(lambda d=drawn: page.watched.series["loss"].count == d + 10, timeout=10000)
+        qtbot.wait(1500)
+        assert page.loss_chart.point_count("loss") == drawn
+        assert len(page.console.shown_lines()) == lines
+        back()
+        qtbot.waitUntil(lambda d=drawn: page.loss_chart.point_count("loss") == d + 10, timeout=10000)
+        qtbot.waitUntil(lambda d=drawn: f"more {d} 4" in page.console.shown_lines(), timeout=10000)
+        assert not page.console.paused and page.poll_timer.interval() <= POLL_MAX_MS  # live pace again
+
+
+def test_polling_backs_off_while_nothing_changes(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    from traindeck.gui.pages.runs_page import POLL_MAX_MS, POLL_MS
+
+    record = add_run("quiet", log=b"waiting\n")
+    with RunStore() as store:
+        store.add_metrics(record.id, [("loss", 1, 1000.0, 2.0, None)])
+    page = make_page()
+    page.open_run(record.id)
+    qtbot.waitUntil(lambda: page.poll_timer.interval() == POLL_MAX_MS, timeout=20000)
+    with RunStore() as store:
+        store.add_metrics(record.id, [("loss", 2, 1001.0, 1.5, None)])
+    qtbot.waitUntil(lambda: page.poll_timer.interval() == POLL_MS, timeout=10000)
+    qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") == 2, timeout=10000)
+
+
+def test_a_zoom_into_the_reduced_history_reads_that_range_again_at_full_resolution(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    from traindeck.backend.runs.series import DEFAULT_RECENT
+
+    record = add_run("long", log=b"training\n")
+    total = 3 * DEFAULT_RECENT  # the oldest two thirds are held as min/max buckets only
+    with RunStore() as store:
+        store.add_metrics(record.id, [("loss", step, 1000.0 + step, 1.0 + (step % 7) / 10, None)
+                                      for step in range(1, total + 1)])
+    page = make_page()
+    page.open_run(record.id)
+    chart = page.loss_chart
+    qtbot.waitUntil(lambda: chart.point_count("loss") > 0, timeout=20000)
+
+    def shown_between(low: float, high: float) -> int:
+        xs, _ys = chart.data("loss")
+        return int(((xs >= low) & (xs <= high)).sum())
+
+    assert chart.point_count("loss") < total  # bounded: the old part folded
+    assert shown_between(100, 300) < 201
+    chart.plot_item.getViewBox().setXRange(100, 300, padding=0)
+    chart._range_changed_by_user()  # what a wheel zoom or a drag calls
+    qtbot.waitUntil(lambda: shown_between(100, 300) == 201, timeout=20000)  # every step of the range
+    chart.follow()  # "A": back to the newest data, and to the bounded history
+    qtbot.waitUntil(lambda: shown_between(100, 300) < 201, timeout=20000)

@@ -1,0 +1,101 @@
+"""BoundedSeries: a metric series in bounded memory (recent points whole, older ones min/max folded), and the
+chunked whole-series read from a real run store that feeds it."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+from traindeck.backend.runs.series import BoundedSeries, load_series
+from traindeck.backend.runs.store import RunRecord, RunStore
+
+
+def test_memory_is_bounded_whatever_the_length() -> None:
+    series = BoundedSeries(recent=1000, max_buckets=200)
+    sizes = []
+    for start in range(0, 1_000_000, 5_000):
+        xs = range(start, start + 5_000)
+        series.add(xs, (math.sin(x / 100) for x in xs))
+        sizes.append(len(series))
+    assert series.count == 1_000_000
+    assert max(sizes) <= 2 * 1000 + 200 + 1  # before a fold the recent part may reach twice its size
+    assert len(series) <= 1000 + 200 + 1
+    assert series.nbytes() < 2 * (2 * 1000 * 2 + 3 * 201) * 8  # arrays may over-allocate, never grow with count
+    assert series.bucket_size > 1000  # the folded part doubled its buckets many times over
+
+
+def test_recent_points_are_whole_and_older_ones_keep_their_extremes() -> None:
+    rng = random.Random(7)
+    ys = [rng.gauss(0, 1) for _ in range(50_000)]
+    ys[1234] = 99.0  # a spike long folded away: must still be drawn
+    ys[20_000] = -50.0
+    ys[30_000] = float("nan")  # a gap the recorder could not fill: not a min or a max
+    series = BoundedSeries(recent=2_000, max_buckets=100)
+    for start in range(0, len(ys), 777):
+        chunk = range(start, min(start + 777, len(ys)))
+        series.add([float(i) for i in chunk], [ys[i] for i in chunk])
+    recent_x, recent_y = series.recent_points()
+    assert len(recent_x) >= 2_000
+    assert list(recent_x) == [float(i) for i in range(len(ys) - len(recent_x), len(ys))]
+    assert list(recent_y) == ys[-len(recent_x):]
+    xs, drawn = series.points()
+    finite = [y for y in ys if not math.isnan(y)]
+    assert max(drawn) == 99.0 and min(drawn) == min(finite) == -50.0
+    assert all(a <= b for a, b in zip(xs, xs[1:], strict=False))  # in x order: a chart draws it as a line
+    assert len(xs) <= 2 * 101 + len(recent_x)
+
+
+def test_add_rows_uses_steps_or_time_without_steps() -> None:
+    series = BoundedSeries()
+    series.add_rows([(1, 10.0, 2.0), (2, 11.0, 1.5)])
+    series.add_rows([(3, 12.0, 1.2), (4, 12.0, 1.1)])  # two lines read in one go share their time: both kept
+    assert list(series.recent_points()[0]) == [1.0, 2.0, 3.0, 4.0]
+    assert list(series.recent_points()[1]) == [2.0, 1.5, 1.2, 1.1]
+    assert series.last_t == 12.0 and not series.x_is_time
+    timed = BoundedSeries()
+    timed.add_rows([(None, 100.0, 0.5), (None, 101.0, 0.4)])
+    assert timed.x_is_time and list(timed.recent_points()[0]) == [100.0, 101.0]
+
+
+def _store_with_series(tmp_path: Path, n: int) -> RunStore:
+    store = RunStore(tmp_path / "runs.sqlite3")
+    store.add_run(RunRecord(id="r1", run_dir=str(tmp_path / "r1"), created_at=0.0))
+    store.add_run(RunRecord(id="r2", run_dir=str(tmp_path / "r2"), created_at=0.0))
+    rows = []
+    for i in range(n):
+        rows.append(("loss", i, 1000.0 + i * 0.02, 1.0 / (i + 1), None))
+        rows.append(("lr", i, 1000.0 + i * 0.02, 1e-4, None))
+    store.add_metrics("r1", rows)
+    store.add_metrics("r2", [("loss", 0, 1000.0, 7.0, None)])  # another run's row is never read for r1
+    store.add_metrics("r1", [("loss", n, 1000.0 + (n - 1) * 0.02, 0.0, None)])  # same t as the row before: kept
+    return store
+
+
+def test_chunked_read_equals_the_whole_read(tmp_path: Path) -> None:
+    store = _store_with_series(tmp_path, 5_000)
+    whole = store.metric_series("r1", "loss")
+    chunks = list(store.metric_series_chunks("r1", "loss", chunk=333))
+    assert [len(c) for c in chunks[:-1]] == [333] * (len(chunks) - 1)
+    assert [row for chunk in chunks for row in chunk] == whole
+    later = [row for chunk in store.metric_series_chunks("r1", "loss", chunk=100, after_t=1050.0, before_t=1060.0)
+             for row in chunk]
+    assert later == [row for row in whole if 1050.0 < row[1] < 1060.0]
+    mark = store.metrics_mark()
+    store.add_metrics("r1", [("loss", 9_999, 5000.0, 0.5, None)])
+    upto = [row for chunk in store.metric_series_chunks("r1", "loss", up_to_mark=mark) for row in chunk]
+    assert upto == whole  # the row after the mark is left to the next incremental read
+    store.close()
+
+
+def test_load_series_from_the_store_is_bounded(tmp_path: Path) -> None:
+    store = _store_with_series(tmp_path, 60_000)
+    series = load_series(lambda: store.metric_series_chunks("r1", "loss", chunk=4_096), recent=1_000,
+                         max_buckets=300)
+    assert series.count == 60_001
+    assert len(series) <= 1_000 + 300 + 1
+    xs, ys = series.recent_points()
+    assert xs[-1] == 60_000.0 and ys[-1] == 0.0
+    _, drawn = series.points()
+    assert max(drawn) == 1.0  # the first step's loss, folded long ago
+    store.close()
