@@ -70,7 +70,9 @@ def _read_int(path: Path) -> int | None:
     return None if value >= UNLIMITED else value
 
 
-def _field(path: Path, name: str) -> int | None:
+def counter_field(path: Path, name: str) -> int | None:
+    """The number after `name` in a "key value" file (memory.events, memory.oom_control, /proc/vmstat); None when
+    unreadable or absent."""
     try:
         for line in path.read_text().splitlines():
             key, _, value = line.partition(" ")
@@ -102,7 +104,7 @@ def memory_limit(version: int, path: str, root: Path = CGROUP_ROOT) -> MemoryLim
         limit = _read_int(_directory(version, sub, root) / limit_file)
         if limit is not None and (best is None or limit < best[0]):
             best = (limit, sub)
-    oom = _field(here / counter[0], counter[1])
+    oom = counter_field(here / counter[0], counter[1])
     return MemoryLimit(cgroup=path, version=version, limit_bytes=best[0] if best else None,
                        set_by=best[1] if best else "", owner=owner_of(best[1]) if best else "", oom_kills=oom)
 

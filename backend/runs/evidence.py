@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from traindeck.backend.logparse import LineAssembler, collapse_transient
+from traindeck.backend.runs.cgroups import counter_field
 
 
 def oom_kill_counters() -> dict[str, int]:
@@ -19,24 +20,13 @@ def oom_kill_counters() -> dict[str, int]:
     or v1 memory.oom_control) counts kills inside this container's memory limit, which /proc/vmstat may miss.
     """
     counters: dict[str, int] = {}
-    value = _field(Path("/proc/vmstat"), "oom_kill")
+    value = counter_field(Path("/proc/vmstat"), "oom_kill")
     if value is not None:
         counters["vmstat"] = value
     cgroup = _cgroup_oom_kills()
     if cgroup is not None:
         counters["cgroup"] = cgroup
     return counters
-
-
-def _field(path: Path, name: str) -> int | None:
-    try:
-        for line in path.read_text().splitlines():
-            key, _, value = line.partition(" ")
-            if key == name:
-                return int(value.strip())
-    except (OSError, ValueError):
-        return None
-    return None
 
 
 def _cgroup_oom_kills() -> int | None:
@@ -47,12 +37,12 @@ def _cgroup_oom_kills() -> int | None:
     for line in lines:
         _id, controllers, path = line.split(":", 2)
         if controllers == "":
-            found = _field(Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.events", "oom_kill")
+            found = counter_field(Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.events", "oom_kill")
             if found is not None:
                 return found
         elif "memory" in controllers.split(","):
             for base in (Path("/sys/fs/cgroup/memory") / path.lstrip("/"), Path("/sys/fs/cgroup/memory")):
-                found = _field(base / "memory.oom_control", "oom_kill")
+                found = counter_field(base / "memory.oom_control", "oom_kill")
                 if found is not None:
                     return found
     return None

@@ -20,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 
+from traindeck.backend.runs.diary import log_to_stderr
 from traindeck.backend.runs.store import RunStore
 
 LOG = "sidecar.log"
@@ -29,14 +30,6 @@ PROVENANCE_WAIT_S = 120.0
 
 # The sidecar's diary: its stderr is sidecar.log in the run directory, set up in main() as "HH:MM:SS message".
 logger = logging.getLogger("traindeck.sidecar")
-
-
-def _log_to_stderr() -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
 
 
 def start_sidecar(run_dir: Path, store_path: Path) -> int | None:
@@ -104,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2:
         print("usage: python -m traindeck.backend.runs.sidecar RUN_DIR STORE", file=sys.stderr)
         return 2
-    _log_to_stderr()
+    log_to_stderr(logger)
     run_dir = Path(args[0])
     thread = threading.Thread(target=_provenance, args=(run_dir,), name="provenance", daemon=True)
     thread.start()

@@ -52,6 +52,7 @@ from traindeck.backend.runs.diagnosis import (
     evidence_to_json,
     is_success,
 )
+from traindeck.backend.runs.diary import log_to_stderr
 from traindeck.backend.runs.evidence import (
     boot_time_offset,
     kernel_oom_kills,
@@ -109,14 +110,6 @@ logger = logging.getLogger("traindeck.supervisor")
 def _log(message: str, level: int = logging.INFO) -> None:
     """Kept for callers on other branches; new code calls `logger` directly."""
     logger.log(level, message)
-
-
-def _log_to_stderr() -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
 
 
 class SafeStore:
@@ -922,7 +915,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m traindeck.backend.runs.supervisor RUN_DIR  (instructions on stdin)", file=sys.stderr)
         return 2
-    _log_to_stderr()
+    log_to_stderr(logger)
     run_dir = RunDir(Path(args[0]))
     spec = Instructions.read(sys.stdin)
     # Nothing more comes on stdin; holding the pipe open would tie us to whoever started us.
