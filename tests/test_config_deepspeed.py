@@ -394,3 +394,17 @@ def test_deprecated_old_key_with_its_own_form_is_checked_against_it() -> None:
 )
 def test_optimizer_names_as_deepspeed_matches_them(name: str, kind: str | None) -> None:
     assert deepspeed_rules.optimizer_kind(name) == kind
+
+
+def test_comment_keys_are_notes_where_deepspeed_ignores_them_and_never_get_a_spelling_guess() -> None:
+    found = check_values({"_comment": "ZeRO-2 for 8 GPUs", "//": "x", "comment_zero": "y", "train_batch_size": 8,
+                          "zero_optimization": {"stage": 2, "_comment": "z"}}, DeepSpeedConfig)
+    by_path = {".".join(map(str, path)): (severity, text) for severity, path, text in found}
+    assert by_path["_comment"][0] == "note" and "comment" in by_path["_comment"][1]
+    assert by_path["//"][0] == "note" and by_path["comment_zero"][0] == "note"
+    # zero_optimization is a pydantic model with extra="forbid": DeepSpeed stops, so it stays an error
+    assert by_path["zero_optimization._comment"][0] == "error"
+    assert not any("did you mean" in text for _, text in by_path.values())
+    # a real misspelling still gets its guess
+    (typo,) = check_values({"train_batch_sise": 8}, DeepSpeedConfig)
+    assert "did you mean 'train_batch_size'" in typo[2]

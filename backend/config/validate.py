@@ -132,6 +132,14 @@ def check_values(data: dict[str, Any], section: type[Section], path: PathT = ())
             if placed:
                 findings.append((section.UNKNOWN, here, f"{text}; {placed}"))
                 continue
+            if looks_like_comment(str(key)):
+                # People annotate JSON with "_comment" / "//" keys. Where the tool ignores unknown keys that is
+                # exactly what the author meant: a note, never a spelling guess ("did you mean 'comet'?").
+                if section.UNKNOWN == "warning":
+                    findings.append(("note", here, f"'{key}' reads as a comment: kept, and {section.UNKNOWN_WHY}"))
+                else:
+                    findings.append((section.UNKNOWN, here, f"{text}: a comment key is not allowed here"))
+                continue
             hint = suggest(str(key), list(specs) + list(section.DEPRECATED))
             findings.append((section.UNKNOWN, here, text + (f"; did you mean '{hint}'?" if hint else "")))
             continue
@@ -245,6 +253,17 @@ def _nearest_hint(value: Any, spec: FieldSpec) -> str:
         nearest = min(numbers, key=lambda c: abs(c - value))
         return f" (nearest valid: {nearest})"
     return ""
+
+
+_COMMENT_WORDS = {"comment", "comments", "note", "notes", "description", "desc", "doc", "remark", "remarks"}
+
+
+def looks_like_comment(key: str) -> bool:
+    """A key written as an annotation: "_comment", "__note__", "//", "#", "comment_zero" ..."""
+    stripped = key.strip()
+    if stripped.startswith(("//", "#", "_")) or not stripped:
+        return True
+    return stripped.lower().replace("-", "_").split("_")[0] in _COMMENT_WORDS
 
 
 def suggest(word: str, candidates: Iterable[str]) -> str | None:
