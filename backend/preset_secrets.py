@@ -4,39 +4,19 @@ preset holding one is refused before it reaches disk.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from traindeck.backend.masking import is_secret_name, looks_like_secret_value
 from traindeck.backend.preset_model import Preset, PresetError, preset_to_mapping
 
 # ------------------------------------------------------------------------------------------ secrets
 
 
-_SECRET_WORDS = {"token", "secret", "secrets", "password", "passwd", "pwd", "passphrase", "apikey", "credential",
-                 "credentials", "privatekey", "accesskey", "secretkey", "authtoken", "bearer", "cookie"}
-_SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("auth", "token"),
-                 ("client", "secret"), ("session", "key"), ("signing", "key"), ("encryption", "key"),
-                 ("auth", "key"), ("license", "key"), ("wandb", "key"), ("hf", "key"), ("openai", "key")}
-# Values that are credentials whatever key holds them: Hugging Face, OpenAI-style, GitHub, AWS, Slack tokens.
-_SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|"
-                           r"AKIA[0-9A-Z]{16}|xox[abposr]-[A-Za-z0-9-]{10,})")
-
-
-def _words(key: str) -> list[str]:
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", key)
-    return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
-
-
 def looks_like_secret_key(key: str) -> bool:
     """hub_token, wandb_api_key, HF_TOKEN, password, aws_secret_access_key, apiKey ... but not tokenizer_name,
-    max_tokens, calculate_per_token_loss, private_key_path or experiment_key."""
-    words = _words(key)
-    if not words:
-        return False
-    # The key names a secret when it ends in one (calculate_per_token_loss and private_key_path do not).
-    if words[-1] in _SECRET_WORDS or tuple(words[-2:]) in _SECRET_PAIRS:
-        return True
-    return words == ["key"]
+    max_tokens, pad_token, calculate_per_token_loss, private_key_path or experiment_key: the same word rules that mask
+    environments and command lines (masking.is_secret_name, read as a key=value key), so a preset and a run agree."""
+    return is_secret_name(key, option=True)
 
 
 def find_secrets(data: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str, str]]:
@@ -55,7 +35,7 @@ def find_secrets(data: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str,
     elif isinstance(data, list):
         for i, item in enumerate(data):
             found += find_secrets(item, path + (i,))
-    elif isinstance(data, str) and _SECRET_VALUE.search(data):
+    elif isinstance(data, str) and looks_like_secret_value(data):
         found.append((format_path(path), "the value looks like an access token"))
     return found
 

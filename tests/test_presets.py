@@ -208,7 +208,8 @@ def test_secret_values_are_refused_under_any_key_and_harmless_keys_pass():
     with pytest.raises(PresetError, match="'note' looks like a secret .*access token"):
         save_preset(preset)
     harmless = {"tokenizer_name": "gpt2", "max_tokens": 5, "megatron_lm_calculate_per_token_loss": True,
-                "hub_token": None, "comet": {"experiment_key": "abc"}, "private_key_path": "/x"}
+                "hub_token": None, "comet": {"experiment_key": "abc"}, "private_key_path": "/x",
+                "pad_token": "<pad>", "eos_token": "</s>"}
     assert find_secrets(harmless) == []
 
 
