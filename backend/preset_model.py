@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 import yaml
 
+from traindeck.backend.config.bounded import BoundedSafeLoader, BoundsError, read_config_text
+
 SCHEMA_VERSION = 1
 
 # Names of the built-in presets (resources/presets/NAME.yaml). The advisor and the demo refer to them by name.
@@ -172,13 +174,15 @@ def dump_preset(preset: Preset) -> str:
 def read_preset_file(path: Path, *, builtin: bool = False) -> Preset:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_config_text(path)  # the bounds of any config: size, binary, encoding
     except OSError as exc:
         raise PresetError(f"cannot read the preset file {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise PresetError(f"the preset file {path} is not UTF-8 text") from None
+    except BoundsError as exc:
+        at = f":{exc.line}" if exc.line else ""
+        raise PresetError(f"{path}{at}: the preset file cannot be read: {exc}") from None
     try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        # Depth and alias expansion bounded: a shared preset is as hostile as any config file.
+        data = yaml.load(text, Loader=BoundedSafeLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         at = f":{mark.line + 1}:{mark.column + 1}" if mark else ""

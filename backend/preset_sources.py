@@ -18,6 +18,7 @@ from typing import Any
 
 from traindeck.backend.config.messages import Message
 from traindeck.backend.config.repair import RepairResult, repair_text
+from traindeck.backend.config.bounded import BoundsError, read_config_text
 from traindeck.backend.config.source import SourceDocument, load_file, parse_text
 from traindeck.backend.presets import Preset, PresetError, preset_from_mapping
 
@@ -102,13 +103,12 @@ def read_config_file(path: str | Path) -> ConfigText:
     """`examine_text` on a file; PresetError when it cannot be read as text."""
     p = Path(path).expanduser()
     try:
-        raw = p.read_bytes()
+        text = read_config_text(p)  # bounded: a FIFO or /dev/zero picked by mistake cannot fill the memory
     except OSError as exc:
         raise PresetError(f"cannot read {p}: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise PresetError(f"{p} is not UTF-8 text") from None
+    except BoundsError as exc:
+        at = f":{exc.line}" if exc.line else ""
+        raise PresetError(f"{p}{at}: {exc}") from None
     return examine_text(text, file=str(p))
 
 

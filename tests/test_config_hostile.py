@@ -180,3 +180,25 @@ def test_crash_reports_mask_secret_looking_options(tmp_path):
     assert report is not None
     text = report.read_text()
     assert "hf_secretvalue" not in text and "abc123" not in text and "--hub-token ***" in text
+
+
+@pytest.mark.parametrize("case", ["alias bomb (YAML)", "deep YAML block (150)", "binary", "UTF-16"])
+def test_preset_files_and_opened_configs_have_the_same_bounds(hostile_dir, tmp_path, case):
+    """A preset shared as a file (`presets list`, the dashboard's Open) is read with a config's bounds: one
+    PresetError naming the file, quickly, instead of a YAML alias bomb walked in memory."""
+    from traindeck.backend.preset_sources import read_config_file
+    from traindeck.backend.presets import PresetError, read_preset_file
+
+    preset_file = tmp_path / "shared.yaml"
+    preset_file.write_bytes(hostile_dir[case].read_bytes())
+    with pytest.raises(PresetError) as caught:
+        read_preset_file(preset_file)
+    assert str(preset_file) in str(caught.value) and "\n" not in str(caught.value)
+    try:
+        opened = read_config_file(preset_file)
+    except PresetError as exc:  # not text at all
+        assert case in ("binary", "UTF-16") and str(preset_file) in str(exc)
+    else:  # text refused by the parser's bounds: said as the file's syntax problem, nothing loaded
+        assert not opened.readable and opened.syntax
+        words = opened.syntax[0].format()
+        assert "levels deep" in words or "aliases expand" in words
