@@ -53,6 +53,11 @@ def test_cpu_demo_preset_trains_two_deepspeed_ranks_with_optimizer_offload() -> 
     # loaded machine the launcher can win that race (None). Never a non-zero code, though.
     assert set(ranks(done)) == {0, 1} and all(p["returncode"] in (0, None) for p in ranks(done).values())
     assert leftovers(done) == []
+    # DeepSpeed's CPU all-reduce buffers (64 MiB a rank in /dev/shm, never unlinked by DeepSpeed) are freed
+    port = next(arg.split("=", 1)[1] for arg in Path(done.run_dir, "output.log").read_text(errors="replace").split()
+                if arg.startswith("--master_port="))
+    assert not [p.name for p in Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_*_{port}_*")]
+    assert any("shared-memory buffer" in text for kind, text in events(run.id) if kind == "shm_freed"), events(run.id)
     # The supervisor recorded the ranks' resources at 1 Hz; `runs show --json` reports them (real CLI).
     shown = subprocess.run([sys.executable, "-m", "traindeck", "runs", "show", run.id, "--json"],
                            capture_output=True, text=True, check=True)

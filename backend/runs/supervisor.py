@@ -64,6 +64,7 @@ from traindeck.backend.runs.exits import ExitWatcher
 from traindeck.backend.runs.layout import RunDir
 from traindeck.backend.runs.savestop import save_hold_s
 from traindeck.backend.runs.settings import launch_settings
+from traindeck.backend.runs.shm_leftovers import free_buffers
 from traindeck.backend.runs.stall_watch import Quiet, StallWatch
 from traindeck.backend.runs.store import RunStore
 from traindeck.backend.runs.watchdog import Watchdog
@@ -373,6 +374,7 @@ class Supervisor:
         self.leftover_since: float | None = None
         self.oom_before = oom_kill_counters()
         self.cgroups: dict[tuple[int, str], int | None] = {}  # the ranks' memory cgroups -> OOM kills at first sight
+        self.rendezvous: set[tuple[str, str]] = set()  # the ranks' (MASTER_ADDR, MASTER_PORT): their /dev/shm buffers
         self.boot_s_at_start = boot_time_offset()
         self.recorder: Any = None
         self.watchdog = Watchdog(self.store, self.run_id, run_dir, spec.env)
@@ -561,6 +563,9 @@ class Supervisor:
         except psutil.Error:
             pass
         self._note_cgroup(proc.pid)
+        addr, port = procs.environ_value(proc.pid, "MASTER_ADDR"), procs.environ_value(proc.pid, "MASTER_PORT")
+        if addr and port:
+            self.rendezvous.add((addr, port))
         self._save_processes()
 
     def _note_cgroup(self, pid: int) -> None:
@@ -755,7 +760,16 @@ class Supervisor:
         if remaining:
             self.store.add_event(self.run_id, "leftovers", f"{len(remaining)} process(es) could not be ended: "
                                  + ", ".join(str(p.pid) for p in remaining))
+        else:
+            self._free_shared_memory()
         self._finish(evidence, state)
+
+    def _free_shared_memory(self) -> None:
+        """DeepSpeed's CPU collectives never unlink their /dev/shm buffers (shm_leftovers.py): free this run's."""
+        removed, freed = free_buffers(self.rendezvous)
+        if removed:
+            self.store.add_event(self.run_id, "shm_freed", f"removed {removed} shared-memory buffer(s) DeepSpeed's "
+                                 f"CPU collectives leave in /dev/shm ({freed / 2**20:.0f} MiB of RAM)")
 
     def _confirm_nothing_remains(self) -> list[psutil.Process]:
         def find() -> list[psutil.Process]:

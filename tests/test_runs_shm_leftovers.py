@@ -1,0 +1,48 @@
+"""Freeing the /dev/shm buffers DeepSpeed's CPU collectives leave behind: real files in /dev/shm, a real process
+mapping one of them (which must be kept). The end-to-end check is in test_runs_launchers (a real 2-rank run)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from traindeck.backend.runs.shm_leftovers import PREFIX, SHM_DIR, free_buffers
+
+pytestmark = pytest.mark.skipif(not SHM_DIR.is_dir(), reason="no /dev/shm on this system")
+
+
+def _buffer(port: str, rank: int, addr: str = "127.0.0.1") -> Path:
+    path = SHM_DIR / f"{PREFIX}_{os.getuid()}_{addr}_{port}_{rank}"
+    path.write_bytes(b"\0" * 4096)
+    return path
+
+
+def test_only_this_runs_unmapped_buffers_are_removed() -> None:
+    port, other = str(40000 + os.getpid() % 20000), str(39999 - os.getpid() % 20000)
+    mine = [_buffer(port, 0), _buffer(port, 1)]
+    theirs = _buffer(other, 0)  # another run's rendezvous
+    mapped = _buffer(port, 2)  # still mapped by a live process: never removed
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import mmap, sys, time\n"
+        f"f = open({str(mapped)!r}, 'r+b'); m = mmap.mmap(f.fileno(), 4096)\n"
+        "print('mapped', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "mapped"
+        removed, freed = free_buffers([("127.0.0.1", port)])
+        assert (removed, freed) == (2, 8192)
+        assert not any(p.exists() for p in mine)
+        assert theirs.exists() and mapped.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+        for path in (theirs, mapped, *mine):
+            path.unlink(missing_ok=True)
+
+
+def test_nothing_to_free_is_quiet() -> None:
+    assert free_buffers([]) == (0, 0)
+    assert free_buffers([("127.0.0.1", "1")]) == (0, 0)
