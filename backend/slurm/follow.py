@@ -116,6 +116,11 @@ class JobFollower:
                 time.sleep(0.3)
         self._copy_output(job, flush_partial=True)
         end = read_end(job, self._tail)
+        for _ in range(3):  # a busy controller may not answer at once; an unread end would hide the job's state
+            if end.source:
+                break
+            time.sleep(2.0)
+            end = read_end(job, self._tail)
         self.info.update(state=end.effective_state, reason=end.reason, end=end.to_json(), ended_at=time.time())
         if end.nodes and not self.info["nodes"]:
             self.info["nodes"] = [{"host": host} for host in commands.hostnames(end.nodes)]

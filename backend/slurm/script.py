@@ -106,7 +106,7 @@ def batch_script(plan: LaunchPlan, options: SlurmOptions, run_dir: Path, run_id:
     body += [
         f"cd {shlex.quote(plan.cwd)} || exit 1",
         "# One task per node; --kill-on-bad-exit ends every node's launcher when one fails.",
-        "srun --kill-on-bad-exit=1 \\\n    " + " \\\n    ".join(words),
+        "srun --kill-on-bad-exit=1 " + " ".join(words),
         "",
     ]
     return "\n".join(body)
