@@ -507,8 +507,9 @@ def _following(lines: list[str], index: int, count: int = 3) -> list[str]:
 def _scheduler_diagnosis(end: dict[str, Any], facts: list[str]) -> Diagnosis | None:
     """The scheduler's own explanation (out of memory at the job's limit, time limit, node failure), when it gave
     one: its words beat a guess from the log, where the job was simply killed."""
-    kind, memory = end.get("kind"), end.get("memory") or ""
-    if not end.get("summary") or kind not in KINDS or memory not in MEMORY_WORDS and memory != "":
+    kind = next((k for k in KINDS if k == end.get("kind")), None)
+    memory: MemoryKind = next((m for m in ("host", "cgroup", "cuda") if m == end.get("memory")), "")
+    if not end.get("summary") or kind is None:
         return None
     return Diagnosis(str(end["summary"]), kind, evidence=facts, advice=str(end.get("advice") or ""), memory=memory)
 
