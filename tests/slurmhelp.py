@@ -143,3 +143,20 @@ class OneHostSlurm:
                 time.sleep(0.2)
             else:
                 os.kill(pid, signal.SIGKILL)
+        self._remove_cgroups()
+
+    def _remove_cgroups(self) -> None:
+        """slurmd's empty cgroup folders (slurm_<host>/...), deepest first; a folder still in use stays."""
+        for controller in Path("/sys/fs/cgroup").iterdir() if self.cgroup else []:
+            top = controller / f"slurm_{self.host}"
+            if not top.is_dir():
+                continue
+            for folder in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                try:
+                    folder.rmdir()
+                except OSError:
+                    pass
+            try:
+                top.rmdir()
+            except OSError:
+                pass
