@@ -125,7 +125,8 @@ def _run(args: argparse.Namespace) -> int:
         except ResumeError as exc:
             raise UserError(str(exc)) from None
     outcome = launch_run(request, name=name, preset_name=args.preset, environment=environment,
-                         memory_check=check, resume_arg=args.resume_arg)
+                         memory_check=check, resume_arg=args.resume_arg,
+                         wrap=getattr(args, "wrap_plan", None))  # --slurm (slurm_cmd) sets it
     plan = outcome.plan
     for warning in plan.warnings:
         print(f"traindeck: warning: {warning}", file=sys.stderr)

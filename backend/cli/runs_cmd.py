@@ -79,6 +79,9 @@ def run_summary(store: RunStore, record: RunRecord) -> dict[str, Any]:
     from traindeck.backend.runs.leftbehind import summary_fields
 
     data.update(summary_fields(record.run_dir))  # parent, resumed_from, provenance, stop
+    from traindeck.backend.slurm.jobinfo import slurm_fields
+
+    data.update(slurm_fields(record.run_dir))  # a Slurm run's slurm_job_id, slurm_state, nodes
     # The end-of-run check: nothing remains, these PIDs remain (leftovers), or unknown with the reason.
     checks = [e for e in store.events(record.id) if e.kind in ("confirmed", "unconfirmed", "leftovers")]
     data["end_check"] = {"kind": checks[-1].kind, "text": checks[-1].text} if checks else None

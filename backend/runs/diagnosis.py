@@ -59,6 +59,8 @@ class Evidence:
     settings: dict[str, Any] = field(default_factory=dict)
     # Where the ranks were when the run stalled, if it was still stalled at its end (backend/runs/stacks.py).
     stall_stacks: str = ""
+    # A batch scheduler's account of the job's end (scheduler_end.py; Slurm runs): evidence, or a whole diagnosis.
+    scheduler_end: dict[str, Any] = field(default_factory=dict)
 
 
 def evidence_to_json(ev: Evidence) -> dict[str, Any]:
@@ -351,6 +353,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
     if ev.stall_stacks:
         facts.append(f"stalled; the ranks' stacks then: {ev.stall_stacks}")
 
+    facts[:0] = [str(line) for line in ev.scheduler_end.get("evidence") or []]
     if ev.start_error:
         return Diagnosis(f"The launcher could not be started: {ev.start_error}.", "start_failed",
                          evidence=[ev.start_error], advice="Check the Python interpreter and the launcher command.")
@@ -361,6 +364,9 @@ def diagnose(ev: Evidence) -> Diagnosis:
         detail = f" {ev.stop_detail}" if ev.stop_detail else ""
         hung = f" while stalled: {ev.stall_stacks}" if ev.stall_stacks else ""
         return Diagnosis(f"Stopped on request{detail}{hung}.", "stopped", evidence=facts)
+    scheduled = _scheduler_diagnosis(ev.scheduler_end, facts)
+    if scheduled is not None:
+        return scheduled
 
     own, positions = _split(lines)
     blame = _blame(first, ev.ends, lines, own, positions)
@@ -496,6 +502,16 @@ def _fitting_advice(kind: str, advice: str, settings: dict[str, Any]) -> str:
 
 def _following(lines: list[str], index: int, count: int = 3) -> list[str]:
     return [line.strip() for line in lines[index + 1:index + 1 + count] if line.strip()]
+
+
+def _scheduler_diagnosis(end: dict[str, Any], facts: list[str]) -> Diagnosis | None:
+    """The scheduler's own explanation (out of memory at the job's limit, time limit, node failure), when it gave
+    one: its words beat a guess from the log, where the job was simply killed."""
+    kind = next((k for k in KINDS if k == end.get("kind")), None)
+    memory: MemoryKind = next((m for m in ("host", "cgroup", "cuda") if m == end.get("memory")), "")
+    if not end.get("summary") or kind is None:
+        return None
+    return Diagnosis(str(end["summary"]), kind, evidence=facts, advice=str(end.get("advice") or ""), memory=memory)
 
 
 def is_success(ev: Evidence) -> bool:

@@ -7,6 +7,7 @@ nothing is left half-made: a plan with errors, or a failure before the run is re
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,13 +48,15 @@ def probe_for(python: str | None) -> TrainingEnvironment | None:
 
 def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | None = None,
                environment: TrainingEnvironment | None = None, store: RunStore | None = None,
-               memory_check: LaunchMemoryCheck | None = None, resume_arg: str | None = None) -> LaunchOutcome:
+               memory_check: LaunchMemoryCheck | None = None, resume_arg: str | None = None,
+               wrap: Callable[[LaunchPlan], LaunchPlan] | None = None) -> LaunchOutcome:
     """Build the plan for a new run directory and start the run (returns at once; the run outlives the caller).
 
     `environment`: the training interpreter's probe (None: probed here, from the cache when fresh). A plan with
     errors is not started and its run directory is removed. `memory_check`: the pre-launch estimate, kept in the
     run directory so the run's peaks can be set beside it afterwards. `resume_arg`: how the script resumes from a
-    checkpoint (`--load {checkpoint}`), kept with the run and remembered for the script. Raises only when starting itself fails (the run is
+    checkpoint (`--load {checkpoint}`), kept with the run and remembered for the script. `wrap`: turns the plan into
+    another way of running it (a Slurm batch job: backend/slurm/script.py) before anything starts. Raises only when starting itself fails (the run is
     then recorded as failed, with its supervisor log kept as evidence) or the run directory cannot be written.
     """
     if environment is None or environment.python != resolve_python(request.python):
@@ -62,6 +65,8 @@ def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | Non
     recorded = False
     try:
         plan = build_plan(request, run_dir.path, environment=environment)
+        if wrap is not None and not plan.errors:
+            plan = wrap(plan)
         if plan.errors:
             return LaunchOutcome(plan, None)
         own_store = store is None

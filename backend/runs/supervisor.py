@@ -63,6 +63,7 @@ from traindeck.backend.runs.evidence import (
 from traindeck.backend.runs.exits import ExitWatcher
 from traindeck.backend.runs.layout import RunDir
 from traindeck.backend.runs.savestop import save_hold_s
+from traindeck.backend.runs.scheduler_end import read_scheduler_end
 from traindeck.backend.runs.settings import launch_settings
 from traindeck.backend.runs.shm_leftovers import free_buffers
 from traindeck.backend.runs.stall_watch import Quiet, StallWatch
@@ -844,6 +845,7 @@ class Supervisor:
             cgroup_oom_kills_during_run=cgroup_kills,
             settings=launch_settings(self.run_dir),
             stall_stacks=self.stall.hang_stacks(self.follower.last_progress_change),
+            scheduler_end=read_scheduler_end(self.run_dir.path),
         )
 
     def _memory_limit(self) -> tuple[MemoryLimit | None, int | None]:
