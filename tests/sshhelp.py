@@ -6,6 +6,7 @@ command: sshd does not pass our environment), so a test sees data that really ca
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -66,6 +67,20 @@ def sshd() -> Iterator[Remote]:
     why = _why_not()
     if why:
         pytest.skip(f"remote-machine tests skipped: {why}")
+    try:
+        with running_sshd() as remote:
+            yield remote
+    except SshdNotStarted as exc:
+        pytest.skip(f"remote-machine tests skipped: {exc}")
+
+
+class SshdNotStarted(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def running_sshd() -> Iterator[Remote]:
+    """The sshd (started here, stopped by its pid file at the end) and how to reach the traindeck behind it."""
     tmp = Path(tempfile.mkdtemp(prefix="traindeck-sshd-"))
     os.chmod(tmp, 0o700)
     for key in ("host_key", "user_key"):
@@ -98,8 +113,8 @@ StrictModes no
                              capture_output=True, text=True)
     if started.returncode != 0 or not _listening(10):
         shutil.rmtree(tmp, ignore_errors=True)
-        pytest.skip(f"remote-machine tests skipped: sshd did not start on {ADDRESS}:{PORT} "
-                    f"({(started.stderr or '').strip() or 'not listening'})")
+        raise SshdNotStarted(f"sshd did not start on {ADDRESS}:{PORT} "
+                             f"({(started.stderr or '').strip() or 'not listening'})")
     home = tmp / "remote-home"
     home.mkdir()
     traindeck = f"env TRAINDECK_HOME={home} PYTHONUNBUFFERED=1 {VENV_TRAINDECK}"

@@ -16,6 +16,8 @@ from sshhelp import VENV_TRAINDECK, Remote, remote_processes, sshd  # noqa: F401
 from traindeck.backend.remote.ssh import AUTH_REFUSED, MISSING, UNREACHABLE, Target, remote_command, ssh_argv
 
 pytestmark = pytest.mark.ssh
+# The runs are tiny scripts: an interpreter without torch, so `run` does not wait on its probe importing torch.
+PLAIN_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 
 
 def td(remote: Remote, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
@@ -48,10 +50,10 @@ def test_remote_command_quotes_each_word() -> None:
 
 def test_runs_list_shows_the_remote_runs_not_the_local_ones(sshd: Remote, tmp_path: Path) -> None:  # noqa: F811
     script = tiny_script(tmp_path, "remote_only.py", 2, 0.01)
-    started = td(sshd, "run", "--name", "from-the-remote", "--detach", str(script))
+    started = td(sshd, "run", "--name", "from-the-remote", "--detach", "--python", PLAIN_PYTHON, str(script))
     assert started.returncode == 0, started.stderr
     run_id = started.stdout.split()[-1]
-    local = local_td("run", "--name", "local-one", "--detach", str(script))
+    local = local_td("run", "--name", "local-one", "--detach", "--python", PLAIN_PYTHON, str(script))
     assert local.returncode == 0, local.stderr
 
     listed = td(sshd, "runs", "list", "--json")
@@ -66,7 +68,7 @@ def test_runs_list_shows_the_remote_runs_not_the_local_ones(sshd: Remote, tmp_pa
 
 def test_run_detach_logs_follow_and_stop_leave_nothing(sshd: Remote, tmp_path: Path) -> None:  # noqa: F811
     script = tiny_script(tmp_path, "slow_remote.py", 10_000, 0.2)
-    started = td(sshd, "run", "--detach", str(script))
+    started = td(sshd, "run", "--detach", "--python", PLAIN_PYTHON, str(script))
     assert started.returncode == 0, started.stderr
     run_id = started.stdout.split()[-1]
 
@@ -87,7 +89,7 @@ def test_run_detach_logs_follow_and_stop_leave_nothing(sshd: Remote, tmp_path: P
 
 def test_ctrl_c_ends_the_remote_command(sshd: Remote, tmp_path: Path) -> None:  # noqa: F811
     script = tiny_script(tmp_path, "quiet_remote.py", 1, 600)  # prints once, then silent: a follow that waits
-    run_id = td(sshd, "run", "--detach", str(script)).stdout.split()[-1]
+    run_id = td(sshd, "run", "--detach", "--python", PLAIN_PYTHON, str(script)).stdout.split()[-1]
     follow = subprocess.Popen([str(VENV_TRAINDECK), "--host", sshd.host, "logs", run_id, "--follow"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sshd.env(),
                               stdin=subprocess.DEVNULL)
