@@ -114,7 +114,7 @@ class RemoteConnector(QObject):
         self.launch_action = QAction("&Launch on the machine…", self.window)
         self.launch_action.triggered.connect(self.ask_and_launch)
         self.back_action = QAction("&Back to this machine", self.window)
-        self.back_action.triggered.connect(self.disconnect)
+        self.back_action.triggered.connect(self.back_to_local)
         for action in (self.connect_action, self.launch_action, self.back_action):
             menu.addAction(action)
         menu.addSeparator()
@@ -127,7 +127,7 @@ class RemoteConnector(QObject):
 
     def recent_hosts(self) -> list[str]:
         value = self.ctx.settings.value(RECENT_KEY, [])
-        hosts = [value] if isinstance(value, str) else list(value or [])
+        hosts = [value] if isinstance(value, str) else list(value) if isinstance(value, list | tuple) else []
         return [str(h) for h in hosts if h]
 
     def ask_and_connect(self) -> None:
@@ -172,7 +172,7 @@ class RemoteConnector(QObject):
         box.setModal(False)
         box.show()
 
-    def disconnect(self) -> None:
+    def back_to_local(self) -> None:
         remote, self.remote = self.remote, None
         self.timer.stop()
         self.resources_label.clear()

@@ -16,8 +16,8 @@ from sshhelp import VENV_TRAINDECK, Remote, remote_processes, sshd  # noqa: F401
 from traindeck.backend.remote.ssh import AUTH_REFUSED, MISSING, UNREACHABLE, Target, remote_command, ssh_argv
 
 pytestmark = pytest.mark.ssh
-# The runs are tiny scripts: an interpreter without torch, so `run` does not wait on its probe importing torch.
-PLAIN_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+# The runs' interpreter: this one (`run` checks it has torch; under load that probe is the slow part).
+PLAIN_PYTHON = sys.executable
 
 
 def td(remote: Remote, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:

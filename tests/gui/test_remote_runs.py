@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ (the sshd
 from sshhelp import VENV_TRAINDECK, Remote, remote_processes, sshd  # noqa: E402, F401 (the fixture)
 
 pytestmark = pytest.mark.ssh
-# The runs are tiny scripts: an interpreter without torch, so `run` does not wait on its probe importing torch.
-PLAIN_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+# The runs' interpreter: this one (`run` checks it has torch; under load that probe is the slow part).
+PLAIN_PYTHON = sys.executable
 
 
 def script(tmp: Path, name: str, steps: int, pause: float) -> Path:
@@ -86,7 +86,7 @@ def test_runs_page_shows_the_remote_run_and_its_log_then_stops_it(window, sshd: 
         qtbot.waitUntil(lambda: page.record is not None and page.record.name == "launched-from-gui", timeout=90000)
         qtbot.waitUntil(lambda: "remote step 2" in page.console.text(), timeout=60000)
 
-        connector.disconnect()
+        connector.back_to_local()
         assert window.windowTitle() == "traindeck"
         qtbot.waitUntil(lambda: "only-here" in [page.run_list.item(i).text().split("\n")[0]
                                                 for i in range(page.run_list.count())], timeout=60000)
