@@ -60,7 +60,7 @@ def test_runs_page_shows_the_remote_run_and_its_log_then_stops_it(window, sshd: 
     try:
         connector = window.remote
         connector.connect_to(sshd.host, sshd.traindeck)
-        qtbot.waitUntil(lambda: connector.remote is not None or connector.last_error, timeout=60000)
+        qtbot.waitUntil(lambda: connector.remote is not None or bool(connector.last_error), timeout=60000)
         assert connector.last_error == ""
         assert sshd.host in window.windowTitle()
         assert connector.recent_hosts()[0] == sshd.host
@@ -92,9 +92,11 @@ def test_runs_page_shows_the_remote_run_and_its_log_then_stops_it(window, sshd: 
                                                 for i in range(page.run_list.count())], timeout=60000)
         qtbot.waitUntil(lambda: not control_dir.exists(), timeout=30000)  # connection and log mirror ended
         assert remote_processes(f"logs {run_id}") == []
-    finally:
+    finally:  # whatever failed above, neither run is left going
         subprocess.run([str(VENV_TRAINDECK), "stop", local_id, "--grace", "1"], capture_output=True, timeout=120,
                        stdin=subprocess.DEVNULL)
+        subprocess.run([str(VENV_TRAINDECK), "--host", sshd.host, "stop", run_id, "--grace", "1"],
+                       capture_output=True, timeout=120, env=sshd.env(), stdin=subprocess.DEVNULL)
 
 
 def test_unreachable_machine_is_one_line_and_stays_local(window, qtbot, monkeypatch) -> None:  # type: ignore[no-untyped-def]
