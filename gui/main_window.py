@@ -180,6 +180,10 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------------------------------------ menus
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
+        from traindeck.gui.remote_connect import RemoteConnector  # (File > Connect to machine...)
+
+        self.remote = RemoteConnector(self, self.ctx, lambda: self.page("runs"))
+        self.remote.add_actions(file_menu)
         quit_action = QAction("&Quit", self)
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)
         quit_action.triggered.connect(self.close)
@@ -297,6 +301,7 @@ class MainWindow(QMainWindow):
         self._save_state()
         for page in self.pages.values():
             page.shutdown()
+        self.remote.shutdown()
         self.ctx.tasks.wait(5000)
         self._closed = True
         event.accept()

@@ -35,6 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Configure, launch and watch Accelerate/DeepSpeed training runs.",
     )
     parser.add_argument("--version", action="version", version=f"traindeck {__version__}")
+    # Handled before parsing (main(): the rest of the line is the remote's to parse); listed here for --help.
+    parser.add_argument("--host", metavar="USER@MACHINE", help="run the command with that machine's traindeck "
+                        "over SSH (exit 68: unreachable, 77: authentication refused, 127: no traindeck there)")
+    parser.add_argument("--remote-traindeck", metavar="PATH", help="with --host: the traindeck command there "
+                        "(default: TRAINDECK_REMOTE, else `traindeck` on the remote PATH)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     import importlib
 
@@ -50,7 +55,16 @@ GuiOpener = Callable[[bool, "str | None"], int]
 def main(argv: Sequence[str] | None = None, open_gui: GuiOpener | None = None) -> int:
     """Run one command; `open_gui` is how the `gui` command opens the window (passed in: backend never imports Qt)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    import os
+
+    if os.environ.get("TRAINDECK_END_WITH_STDIN") == "1":  # we are the remote side of `traindeck --host`
+        from traindeck.backend.remote.forward import start_stdin_watch
+
+        start_stdin_watch()
     try:
+        remote, rest = _remote_options(args_list)
+        if remote is not None:
+            return _forward(remote, rest)
         return _run(args_list, open_gui)
     except BrokenPipeError:  # the reader of our output went away (`traindeck ... | head`): not a crash
         _silence_stdout()
@@ -76,6 +90,41 @@ def _run(args_list: list[str], open_gui: GuiOpener | None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _remote_options(args: list[str]) -> tuple[tuple[str, str | None] | None, list[str]]:
+    """(host, remote traindeck) from `--host`/`--remote-traindeck` before the command, and the rest; None when
+    there is no --host. Only leading options count: after the command name everything is the command's."""
+    found: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        name, eq, value = args[i].partition("=")
+        if name not in ("--host", "--remote-traindeck"):
+            break
+        if not eq:
+            if i + 1 >= len(args):
+                print(f"traindeck: {name} needs a value", file=sys.stderr)
+                raise SystemExit(2)
+            value, i = args[i + 1], i + 1
+        found[name] = value
+        i += 1
+    if "--host" not in found:
+        if "--remote-traindeck" in found:
+            print("traindeck: --remote-traindeck goes with --host USER@MACHINE", file=sys.stderr)
+            raise SystemExit(2)
+        return None, args
+    return (found["--host"], found.get("--remote-traindeck")), args[i:]
+
+
+def _forward(remote: tuple[str, str | None], rest: list[str]) -> int:
+    from traindeck.backend.remote.forward import forward
+    from traindeck.backend.remote.ssh import RemoteError, Target
+
+    try:
+        return forward(Target.make(*remote), rest)
+    except RemoteError as exc:
+        print(f"traindeck: {exc}", file=sys.stderr)
+        return exc.code
 
 
 def _silence_stdout() -> None:

@@ -41,6 +41,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from traindeck.backend.remote.runs import RemoteRuns, in_source
 from traindeck.backend.runs import watch
 from traindeck.backend.runs.diagnosis import MEMORY_WORDS
 from traindeck.backend.runs.series import BoundedSeries
@@ -98,6 +99,7 @@ class RunsPage(Page):
         super().__init__(ctx)
         self.confirm_stop = True  # ask before stopping (tests of the stop itself turn this off)
         self._store_path: Path | None = None  # None: the user's run store; load_demo() uses a store of its own
+        self.remote: RemoteRuns | None = None  # another machine's runs instead (use_source; gui/remote_connect.py)
         self._stores: dict[Path | None, RunStore] = {}  # by path; opened and used on worker threads only
         self._store_lock = threading.Lock()
         self._mark_lost = True
@@ -318,10 +320,15 @@ class RunsPage(Page):
     def _call(self, fn: Callable[..., Any], *args: Any, done: Callable[[Any], None] | None = None,
               failed: Callable[[str], None] | None = None, **kwargs: Any) -> None:
         """fn(store, *args) on a worker thread, with the page's store connection (opened there on first use)."""
-        self.ctx.tasks.run(self._in_store, self._store_path, fn, *args, done=done,
+        self.ctx.tasks.run(self._in_store, self._where(), fn, *args, done=done,
                            failed=failed or self._report_failure, **kwargs)
 
-    def _in_store(self, path: Path | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _where(self) -> Path | RemoteRuns | None:
+        return self.remote if self.remote is not None else self._store_path
+
+    def _in_store(self, path: Path | RemoteRuns | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if isinstance(path, RemoteRuns):  # the remote machine's counterpart of the same call, over SSH
+            return in_source(path, fn, *args, **kwargs)
         # The lock is never taken on the UI thread: opening a store may wait for SQLite's write lock.
         with self._store_lock:
             store = self._stores.get(path)
@@ -344,7 +351,7 @@ class RunsPage(Page):
         if self._listing:
             return
         self._listing = True
-        path = self._store_path
+        path = self._where()
         self._call(watch.runs_for_list, mark_lost=self._mark_lost,
                    done=lambda records: self._list_arrived(records, reattach, path),
                    failed=self._list_failed)
@@ -357,11 +364,11 @@ class RunsPage(Page):
         self._listing = False
         self._report_failure(text)
 
-    def _list_arrived(self, records: list[RunRecord], reattach: bool, path: Path | None) -> None:
+    def _list_arrived(self, records: list[RunRecord], reattach: bool, path: Path | RemoteRuns | None) -> None:
         self._listing = False
         if self._closing:
             return
-        if path != self._store_path:  # read from the store used before load_demo(): ask the current one
+        if path is not self._where() and path != self._where():  # read from the store used before load_demo(): ask the current one
             self.refresh_list(reattach)
             return
         self.records = records
@@ -591,7 +598,7 @@ class RunsPage(Page):
         stopping = running and (record.stop_requested_at is not None or self.watched.stop_pending)
         self.stop_button.setVisible(running)
         self.force_button.setVisible(running)
-        self.stacks_button.setVisible(running)
+        self.stacks_button.setVisible(running and self.remote is None)  # stacks: not over SSH yet
         self.stop_button.setEnabled(running and not stopping)
         self.stop_button.setText("Stopping…" if stopping else "Stop")
         self._show_progress(record)
@@ -866,7 +873,7 @@ class RunsPage(Page):
 
     def take_stacks(self) -> None:
         record = self.record
-        if record is None or record.state != "running":
+        if record is None or record.state != "running" or self.remote is not None:  # not over SSH (yet)
             return
         self.stacks_button.setEnabled(False)
         self.ctx.tasks.run(watch.take_stacks, record, done=self._show_stacks,
@@ -948,6 +955,15 @@ class RunsPage(Page):
         self.other_chart.flush()
         self.records = self._in_store(store_path, watch.runs_for_list, mark_lost=False)
         self._fill_list(self.records)
+
+    def use_source(self, remote: RemoteRuns | None) -> None:
+        """Show another machine's runs (None: this machine's again); closes the current run view."""
+        self.use_store(None)
+        self.remote = remote
+        self.records, self._listed, self._opened_by_user = [], [], False
+        self._fill_list([])
+        self.views.setCurrentIndex(0)
+        self.refresh_list(reattach=True)
 
     def use_store(self, path: Path | None, mark_lost: bool = True) -> None:
         """Read runs from another store (the demo's); closes the current run view."""

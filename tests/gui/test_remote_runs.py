@@ -1,0 +1,108 @@
+"""The dashboard watching another machine over SSH (a real sshd on 127.0.0.4:2224, tests/sshhelp.py): File >
+Connect to machine... through the window's connector; the Runs page lists the remote's runs (not the local ones),
+follows a run's log, stops it (nothing left), launches one there; the title names the machine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ (the sshd helper)
+from sshhelp import VENV_TRAINDECK, Remote, remote_processes, sshd  # noqa: E402, F401 (the fixture)
+
+pytestmark = pytest.mark.ssh
+# The runs' interpreter: this one (`run` checks it has torch; under load that probe is the slow part).
+PLAIN_PYTHON = sys.executable
+
+
+def script(tmp: Path, name: str, steps: int, pause: float) -> Path:
+    path = tmp / name
+    path.write_text("import time\n"
+                    f"for i in range({steps}):\n"
+                    f"    print(f'remote step {{i}}', flush=True)\n"
+                    f"    time.sleep({pause})\n")
+    return path
+
+
+@pytest.fixture
+def window(qapp, sshd: Remote, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:  # type: ignore[no-untyped-def]  # noqa: F811
+    from traindeck.gui.app import create_window
+
+    monkeypatch.setenv("TRAINDECK_SSH_CONFIG", str(sshd.ssh_config))
+    monkeypatch.setenv("TRAINDECK_NO_CLOSE_PROMPT", "1")
+    _app, win = create_window()
+    win.resize(1200, 800)
+    win.show()
+    yield win
+    win.close()
+    win.ctx.tasks.wait(30000)
+    qapp.processEvents()
+
+
+def test_runs_page_shows_the_remote_run_and_its_log_then_stops_it(window, sshd: Remote, tmp_path: Path,  # type: ignore[no-untyped-def]  # noqa: F811
+                                                                   qtbot) -> None:
+    slow = script(tmp_path, "gui_remote.py", 10_000, 0.2)
+    started = subprocess.run([str(VENV_TRAINDECK), "--host", sshd.host, "run", "--name", "over-ssh", "--detach",
+                              "--python", PLAIN_PYTHON, str(slow)], capture_output=True, text=True, env=sshd.env(), timeout=120,
+                             stdin=subprocess.DEVNULL)
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.split()[-1]
+    local = subprocess.run([str(VENV_TRAINDECK), "run", "--name", "only-here", "--detach", "--python", PLAIN_PYTHON,
+                            str(script(tmp_path, "local_only.py", 10_000, 0.2))],
+                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert local.returncode == 0, local.stderr
+    local_id = local.stdout.split()[-1]
+    try:
+        connector = window.remote
+        connector.connect_to(sshd.host, sshd.traindeck)
+        qtbot.waitUntil(lambda: connector.remote is not None or bool(connector.last_error), timeout=60000)
+        assert connector.last_error == ""
+        assert sshd.host in window.windowTitle()
+        assert connector.recent_hosts()[0] == sshd.host
+        control_dir = connector.remote.session.dir
+        assert oct(control_dir.stat().st_mode & 0o777) == "0o700"
+
+        page = window.page("runs")
+        page.confirm_stop = False
+        qtbot.waitUntil(lambda: "over-ssh" in [page.run_list.item(i).text().split("\n")[0]
+                                               for i in range(page.run_list.count())], timeout=60000)
+        names = [page.run_list.item(i).text().split("\n")[0] for i in range(page.run_list.count())]
+        assert "only-here" not in names  # this machine's run is not listed while connected
+        qtbot.waitUntil(lambda: page.run_id == run_id, timeout=30000)  # the running run, reattached
+        qtbot.waitUntil(lambda: "remote step 2" in page.console.text(), timeout=60000)  # its log, followed
+        qtbot.waitUntil(lambda: connector.resources.startswith(sshd.host + ": CPU"), timeout=60000)
+
+        page.stop_run()
+        qtbot.waitUntil(lambda: page.record is not None and page.record.finished, timeout=90000)
+        assert remote_processes(str(slow)) == []  # nothing of the remote run is left
+
+        connector.launch(f"--name launched-from-gui --python {PLAIN_PYTHON} {script(tmp_path, 'short.py', 3, 0.01)}")
+        qtbot.waitUntil(lambda: page.record is not None and page.record.name == "launched-from-gui", timeout=90000)
+        qtbot.waitUntil(lambda: "remote step 2" in page.console.text(), timeout=60000)
+
+        connector.back_to_local()
+        assert window.windowTitle() == "traindeck"
+        qtbot.waitUntil(lambda: "only-here" in [page.run_list.item(i).text().split("\n")[0]
+                                                for i in range(page.run_list.count())], timeout=60000)
+        qtbot.waitUntil(lambda: not control_dir.exists(), timeout=30000)  # connection and log mirror ended
+        assert remote_processes(f"logs {run_id}") == []
+    finally:  # whatever failed above, neither run is left going
+        subprocess.run([str(VENV_TRAINDECK), "stop", local_id, "--grace", "1"], capture_output=True, timeout=120,
+                       stdin=subprocess.DEVNULL)
+        subprocess.run([str(VENV_TRAINDECK), "--host", sshd.host, "stop", run_id, "--grace", "1"],
+                       capture_output=True, timeout=120, env=sshd.env(), stdin=subprocess.DEVNULL)
+
+
+def test_unreachable_machine_is_one_line_and_stays_local(window, qtbot, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TRAINDECK_SSH_CONFIG", os.devnull)  # port 22 on 127.0.0.4: nothing listens
+    connector = window.remote
+    connector.connect_to("root@127.0.0.4")
+    qtbot.waitUntil(lambda: connector.connecting is None, timeout=60000)
+    assert connector.remote is None
+    assert "host unreachable" in connector.last_error and "\n" not in connector.last_error
+    assert window.windowTitle() == "traindeck"
