@@ -26,7 +26,7 @@ from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.monitor_runs import MonitorRuns
 from traindeck.gui.pages.monitor_samples import MonitorSamples
-from traindeck.gui.pages.monitor_widgets import DAY_AT_1HZ, NO_RUN, WINDOWS, MonitorLayout  # noqa: F401  (re-exported)
+from traindeck.gui.pages.monitor_widgets import NO_RUN, WINDOWS, MonitorLayout
 from traindeck.gui.widgets.offload_view import OffloadView
 from traindeck.gui.widgets.sampler_bridge import SamplerBridge
 
