@@ -33,7 +33,10 @@ from traindeck.gui.pages.base import Page
 from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.core_bars import CoreBars
 
-_Base = Page if TYPE_CHECKING else object  # a part of MonitorPage: typed as the page it is part of
+if TYPE_CHECKING:  # a part of MonitorPage: typed as the page it is part of
+    _Base = Page
+else:
+    _Base = object
 
 # Each chart series: the last hour whole (at the default 1 s sampling; the 1 min-1 hour windows), older samples
 # folded into min/max buckets (the 6 and 24 hour windows, ~2 a pixel column): about 0.2 MB a series whatever
