@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from traindeck.gui.pages.monitor_samples import MonitorSamples
     from traindeck.gui.widgets.offload_view import OffloadView
+    from traindeck.gui.widgets.sampler_bridge import SamplerBridge
 
     _Base = MonitorSamples
 else:
@@ -34,6 +35,7 @@ class MonitorRuns(_Base):
         _run_request: int
         _offload_timer: QTimer
         offload: OffloadView
+        bridge: SamplerBridge
 
     def refresh_runs(self) -> None:
         if self._demo:

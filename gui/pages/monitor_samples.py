@@ -25,6 +25,8 @@ class MonitorSamples(_Base):
     """Shows samples (see MonitorPage)."""
 
     if TYPE_CHECKING:
+        from PySide6.QtWidgets import QTabWidget
+
         from traindeck.backend.monitor.live import RunChoice
 
         _run: RunChoice | None
@@ -32,6 +34,7 @@ class MonitorSamples(_Base):
         _gpu_state: str | None
         _gpu_refs: dict[str, float]
         _tab_chosen: bool
+        tabs: QTabWidget
 
     def _on_sample(self, sample: ResourceSample, *, tables: bool = True) -> None:
         tables = tables and not self.window().isMinimized()  # charts keep their points; tables wait for a restore
