@@ -2,7 +2,10 @@
 
 Why it is built this way:
 - Each series lives in a numpy ring buffer (`max_points`, default 200,000), stored twice as long as it is so the
-  visible window is always one contiguous slice that pyqtgraph can draw without a copy.
+  visible window is always one contiguous slice that pyqtgraph can draw without a copy. A chart fed for days
+  (the Monitor page's) passes `older_buckets`: points pushed out of the ring are folded into a min/max
+  `BoundedSeries` (the Runs page's, backend/runs/series.py) instead of dropped, so its memory stays bounded
+  (ring + that many buckets) whatever the run's length, and a long window still shows the whole time.
 - Appends only mark the chart dirty; curves are refreshed at most every `REDRAW_MS` by one timer, and not at all
   while the chart is hidden, so a flood of appends costs numpy copies, not repaints.
 - Curves use pyqtgraph's clip-to-view and "peak" downsampling (min/max per pixel column): 86,400 points become
@@ -28,6 +31,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPalette, QPen
 from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from traindeck.backend.runs.series import BoundedSeries
 
 REDRAW_MS = 50  # at most 20 curve refreshes a second per chart
 ZOOM_SETTLE_MS = 300  # x_range_chosen is emitted this long after the last wheel step or drag of a gesture
@@ -262,12 +267,46 @@ def _as_array(values: Any) -> np.ndarray:
 
 
 class _Series:
-    def __init__(self, name: str, capacity: int, curve: pg.PlotDataItem, colour: str | None) -> None:
+    def __init__(self, name: str, capacity: int, curve: pg.PlotDataItem, colour: str | None,
+                 older_buckets: int = 0) -> None:
         self.name = name
         self.ring = _Ring(capacity)
         self.curve = curve
         self.colour = colour  # None: from the theme's palette by position
         self.fill = False
+        # Points pushed out of the ring, folded to min/max buckets (None: dropped; see the module's doc).
+        self.older = BoundedSeries(recent=1, max_buckets=older_buckets) if older_buckets else None
+
+    def replace(self, x: np.ndarray, y: np.ndarray) -> None:
+        if self.older is not None:
+            self.older = BoundedSeries(recent=1, max_buckets=self.older.max_buckets)
+            cut = max(0, len(x) - self.ring.capacity)
+            if cut:
+                self.older.add(x[:cut].tolist(), y[:cut].tolist())
+        self.ring.replace(x, y)
+
+    def extend(self, x: np.ndarray, y: np.ndarray) -> None:
+        if self.older is not None:
+            ring_x, ring_y = self.ring.view()
+            pushed = len(ring_x) + len(x) - self.ring.capacity  # the oldest this many leave the ring
+            if pushed > 0:
+                old = min(pushed, len(ring_x))
+                self.older.add(ring_x[:old].tolist() + x[:pushed - old].tolist(),
+                               ring_y[:old].tolist() + y[:pushed - old].tolist())
+        self.ring.extend(x, y)
+
+    def older_points(self) -> tuple[np.ndarray, np.ndarray]:
+        """The folded part as points to draw ((x, min) and (x, max) a bucket); empty when nothing was folded."""
+        if self.older is None or not self.older.count:
+            return np.empty(0), np.empty(0)
+        xs, ys = self.older.points()
+        return np.frombuffer(xs, dtype=np.float64), np.frombuffer(ys, dtype=np.float64)
+
+    def view(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every point held, oldest first (folded ones as min/max pairs): a copy."""
+        x, y = self.ring.view()
+        ox, oy = self.older_points()
+        return np.concatenate((ox, x)), np.concatenate((oy, y))
 
 
 # ------------------------------------------------------------------------------------------------ the chart
@@ -284,11 +323,12 @@ class TimeSeriesChart(QWidget):
     follow_resumed = Signal()
 
     def __init__(self, title: str, unit: str = "", parent: QWidget | None = None, *, x_is_time: bool = True,
-                 max_points: int = DEFAULT_MAX_POINTS) -> None:
+                 max_points: int = DEFAULT_MAX_POINTS, older_buckets: int = 0) -> None:
         super().__init__(parent)
         self.title = title
         self.unit = unit
         self.max_points = int(max_points)
+        self.older_buckets = int(older_buckets)  # > 0: points beyond max_points folded, not dropped
         self._x_is_time = bool(x_is_time)
         self._x_window: float | None = None
         self._series: dict[str, _Series] = {}
@@ -387,15 +427,16 @@ class TimeSeriesChart(QWidget):
         xs, ys = _as_array(x), _as_array(y)
         if len(xs) != len(ys):
             raise ValueError(f"{self.title}: series {name!r} has {len(xs)} x values but {len(ys)} y values")
-        self._get(name, colour, fill).ring.replace(xs, ys)
+        self._get(name, colour, fill).replace(xs, ys)
         self._schedule()
 
     def append(self, name: str, x: Any, y: Any, *, colour: str | None = None, fill: bool = False) -> None:
-        """Add one point (scalars) or many (arrays); the oldest beyond `max_points` are dropped. y None = a gap."""
+        """Add one point (scalars) or many (arrays); the oldest beyond `max_points` are dropped (folded with
+        `older_buckets`). y None = a gap."""
         xs, ys = _as_array(x), _as_array(y)
         if len(xs) != len(ys):
             raise ValueError(f"{self.title}: series {name!r} got {len(xs)} x values but {len(ys)} y values")
-        self._get(name, colour, fill).ring.extend(xs, ys)
+        self._get(name, colour, fill).extend(xs, ys)
         self._schedule()
 
     def remove_series(self, name: str) -> None:
@@ -449,12 +490,11 @@ class TimeSeriesChart(QWidget):
         return len(series.ring) if series is not None else 0
 
     def data(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """Copies of the series' x and y (empty arrays for an unknown name)."""
+        """Copies of the series' x and y (folded points as min/max pairs; empty arrays for an unknown name)."""
         series = self._series.get(name)
         if series is None:
             return np.empty(0), np.empty(0)
-        x, y = series.ring.view()
-        return x.copy(), y.copy()
+        return series.view()
 
     def last(self, name: str) -> float | None:
         series = self._series.get(name)
@@ -472,7 +512,7 @@ class TimeSeriesChart(QWidget):
         if series is None:
             curve = pg.PlotDataItem(name=name)
             self.plot_item.addItem(curve)
-            series = _Series(name, self.max_points, curve, colour)
+            series = _Series(name, self.max_points, curve, colour, self.older_buckets)
             series.fill = fill
             self._series[name] = series
             self._style_curve(series, len(self._series) - 1)
@@ -512,6 +552,11 @@ class TimeSeriesChart(QWidget):
         for series in self._series.values():
             x, y = series.ring.view()
             xd, yd = peak_decimate(x, y, x_low, x_high, columns, series.ring.total - len(series.ring))
+            if series.older is not None and series.older.count and len(x) and x_low < x[0]:
+                # The window reaches back into the folded part: its buckets (already ~2 a column), then the ring.
+                ox, oy = series.older_points()
+                oxd, oyd = peak_decimate(ox, oy, x_low, min(x_high, x[0]), columns)
+                xd, yd = np.concatenate((oxd, xd)), np.concatenate((oyd, yd))
             series.curve.setData(xd, yd, connect="finite")
             if len(yd):
                 low, high = float(np.fmin.reduce(yd)), float(np.fmax.reduce(yd))
@@ -576,7 +621,8 @@ class TimeSeriesChart(QWidget):
         for series in self._series.values():
             x = series.ring.view()[0]
             if len(x):
-                lows.append(x[0])
+                first = series.older.first_x if series.older is not None and series.older.count else None
+                lows.append(x[0] if first is None else first)
                 highs.append(x[-1])
         if not lows:
             return None

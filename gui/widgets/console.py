@@ -32,7 +32,11 @@ TICK_MS = 80  # how often batches are applied: often enough to look live, rarely
 # apply is a repaint; a window watching a run for days spent most of its CPU here (tests/perf/bench_gui_soak.py)
 STREAM_TICK_MS = 500
 FEED_POLL_S = 0.25  # how often the feed's thread looks for new output when the log is quiet
-PAUSED_POLL_S = 1.0  # the feed's reading pace while the console is paused (it keeps at most max_lines pending)
+PAUSED_POLL_S = 1.0  # the feed's reading pace while the console is paused
+# ... and how often its batches still go into the view then: a hidden view costs no repaint, and lines left pending
+# in the feed instead were a second copy of up to max_lines texts (~4 MB at 20,000 lines), grown each time the
+# page was hidden (the Monitor page in front: +37 MB/h in tests/perf/bench_gui_soak.py, flat once applied)
+PAUSED_TICK_MS = 2_000
 MAX_LINE_CHARS = 4_000  # longer lines are cut for display (the whole line is in output.log)
 
 
@@ -146,19 +150,19 @@ class LogConsole(QWidget):
         if ended:
             self.feed.run_ended()
         self.open_button.setEnabled(True)
-        if not self.paused:
-            self.timer.start()
+        self.timer.setInterval(PAUSED_TICK_MS if self.paused else TICK_MS)
+        self.timer.start()
 
     def set_paused(self, paused: bool) -> None:
-        """Stop applying batches while nobody sees the console (hidden page, minimised window); the feed keeps
-        reading and holds at most max_lines pending, so resuming shows the newest lines at once."""
+        """Apply batches rarely while nobody sees the console (hidden page, minimised window): every
+        PAUSED_TICK_MS into the view, which draws nothing while hidden; resuming applies what is left at once."""
         if paused == self.paused:
             return
         self.paused = paused
         if self.feed is not None:
             self.feed.poll_s = PAUSED_POLL_S if paused else self._feed_poll_s
         if paused:
-            self.timer.stop()
+            self.timer.setInterval(PAUSED_TICK_MS)
         elif self.feed is not None and not self.ended:
             self.drain()
             if not self.ended:
@@ -205,7 +209,7 @@ class LogConsole(QWidget):
         batch = feed.take()
         self._apply(batch)
         # A stream: apply it in fewer, larger batches; quiet again: the next line shows within TICK_MS.
-        interval = TICK_MS if batch.empty else STREAM_TICK_MS
+        interval = PAUSED_TICK_MS if self.paused else TICK_MS if batch.empty else STREAM_TICK_MS
         if self.timer.interval() != interval:
             self.timer.setInterval(interval)
         if feed.error:

@@ -73,6 +73,26 @@ def test_max_points_bounds_each_series(qtbot):
     assert small.data("total")[0][0] == 70.0
 
 
+def test_older_buckets_fold_what_leaves_the_ring_into_a_bounded_min_max_history(qtbot):
+    """A chart fed for days (the Monitor page's): points beyond max_points are folded, not dropped, and what it holds
+    stays at most max_points + older_buckets entries whatever it was fed; spikes survive the folding."""
+    folded = TimeSeriesChart("CPU", "%", max_points=100, older_buckets=50)
+    qtbot.addWidget(folded)
+    for start in range(0, 20_000, 7):  # appends of a few points, as samples come
+        xs = np.arange(start, min(start + 7, 20_000), dtype=float)
+        folded.append("total", xs, np.where(xs == 1234, 99.0, 10.0))
+    folded.append("total", [20_000.0, 20_001.0], [None, 5.0])  # a gap
+    series = folded._series["total"]
+    assert len(series.ring) == 100 and series.older is not None
+    assert len(series.older) <= 50 + 2 and series.older.count == 20_002 - 100
+    x, y = folded.data("total")
+    assert x[0] == 0.0 and x[-1] == 20_001.0 and np.all(np.diff(x) >= 0)  # the whole time, oldest first
+    assert np.nanmax(y) == 99.0 and len(x) <= 2 * 52 + 100
+    # Replacing a series with a long recording folds it the same way.
+    folded.set_series("total", np.arange(50_000, dtype=float), np.zeros(50_000))
+    assert len(series.ring) == 100 and len(folded._series["total"].older) <= 52
+
+
 def test_peak_decimation_keeps_every_spike_and_bounds_the_points():
     n = 86_400
     x = np.arange(n, dtype=float)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from traindeck.gui.widgets.console import LogConsole
+from traindeck.gui.widgets.console import PAUSED_TICK_MS, LogConsole
 
 
 def append(path: Path, data: bytes) -> None:
@@ -151,3 +151,20 @@ def test_text_can_be_selected_with_the_mouse_and_copied(qtbot, console: LogConso
     assert view.selected_text() == "beta"
     qtbot.keyClick(view, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
     assert view.selected_text() == "alpha one\n[1] beta two\ngamma three"
+
+
+def test_a_paused_console_still_moves_lines_into_its_view_so_none_pile_up_in_the_feed(qtbot, console: LogConsole,
+                                                                                    log: Path) -> None:  # type: ignore[no-untyped-def]
+    """Hidden page or minimised window: batches still go into the (undrawn) view every PAUSED_TICK_MS; lines left
+    pending in the feed were a second copy of up to max_lines texts, grown every time the page was hidden."""
+    console.open_log(log)
+    console.set_paused(True)
+    assert console.timer.isActive() and console.timer.interval() == PAUSED_TICK_MS
+    with log.open("a") as out:
+        out.write("".join(f"line {i}\n" for i in range(3000)))
+    qtbot.waitUntil(lambda: console.feed is not None and console.feed.lines_read == 3000, timeout=10_000)
+    qtbot.waitUntil(lambda: len(console.shown_lines()) == 3000, timeout=PAUSED_TICK_MS * 3)
+    assert console.feed is not None and not console.feed._pending  # nothing held for a return
+    assert console.timer.interval() == PAUSED_TICK_MS  # still the slow pace while paused
+    console.set_paused(False)
+    assert console.timer.interval() < PAUSED_TICK_MS

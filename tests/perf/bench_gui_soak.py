@@ -18,6 +18,9 @@ Measured (this process is the window; the run and its supervisor are other proce
              load on the machine distorts this much less than wall-clock timings; the load average is printed
   rss MB/h   RSS growth per hour: least-squares slope of RSS samples (every 5 s) over the phase, and over
              everything after the warm-up (the figure the goal is about: under 2 MB/h)
+  anon MB/h  the same for the process's anonymous memory (/proc/self/smaps_rollup): its heap, without the
+             shared libraries' file pages, which a machine short of memory evicts and reloads (RSS then
+             falls and rises with the machine, not with the window)
 The event loop is the application's own (app.exec()): the benchmark only adds a 5 s sampling timer.
 """
 
@@ -81,6 +84,7 @@ class Phase:
     cpu_start: float = 0.0
     cpu_end: float = 0.0
     samples: list[tuple[float, float]] = field(default_factory=list)  # (monotonic s, rss MB)
+    anon: list[tuple[float, float]] = field(default_factory=list)  # (monotonic s, anonymous MB)
     loads: list[float] = field(default_factory=list)
 
 
@@ -92,6 +96,17 @@ def _slope_per_hour(samples: list[tuple[float, float]]) -> float:
     mr = sum(r for _, r in samples) / n
     var = sum((t - mt) ** 2 for t, _ in samples)
     return 3600 * sum((t - mt) * (r - mr) for t, r in samples) / var if var else float("nan")
+
+
+def _anon_mb() -> float:
+    try:
+        with open("/proc/self/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Anonymous:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
 
 
 def main() -> int:
@@ -128,6 +143,7 @@ def main() -> int:
         phase.start = warm_end + i * span
         phase.end = phase.start + span
     after_warmup: list[tuple[float, float]] = []
+    anon_after_warmup: list[tuple[float, float]] = []
     state = {"phase": -1}
     held: dict[str, int] = {}
 
@@ -153,6 +169,8 @@ def main() -> int:
             if phase.cpu_start == 0.0 and now - phase.start >= min(SETTLE_S, span / 3):
                 phase.cpu_start, phase.start = cpu(), now
             phase.samples.append((now, rss))
+            phase.anon.append((now, _anon_mb()))
+            anon_after_warmup.append(phase.anon[-1])
             phase.loads.append(os.getloadavg()[0])
             after_warmup.append((now, rss))
             if now >= phase.end:
@@ -196,8 +214,10 @@ def main() -> int:
                         "rss MB start": phase.samples[0][1] if phase.samples else float("nan"),
                         "rss MB end": phase.samples[-1][1] if phase.samples else float("nan"),
                         "rss MB/h": _slope_per_hour(phase.samples),
+                        "anon MB/h": _slope_per_hour(phase.anon),
                         "load avg": sum(phase.loads) / len(phase.loads) if phase.loads else float("nan")})
     growth = _slope_per_hour(after_warmup)
+    anon_growth = _slope_per_hour(anon_after_warmup)
     print(f"\nmachine: {os.cpu_count()} cpus; {args.minutes:g} min at {args.rate:g} lines/s (4 metrics a line, a bar "
           f"redraw every 10 lines), first {args.warmup:g} min warm-up on the Runs page")
     columns = list(results[0])
@@ -205,11 +225,12 @@ def main() -> int:
     print("  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True)))
     for r in results:
         print("  ".join(_fmt(r[c]).rjust(w) for c, w in zip(columns, widths, strict=True)))
-    print(f"RSS growth after the warm-up: {growth:.2f} MB/h (goal < 2); metric rows in the store: {rows:,}; "
+    print(f"RSS growth after the warm-up: {growth:.2f} MB/h (goal < 2), anonymous memory {anon_growth:.2f} MB/h; metric rows in the store: {rows:,}; "
           f"points held by the Runs page's series: {held}; display lines the console took in: {console_lines:,}")
     if args.json:
         args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "phases": results,
-                                         "rss_growth_mb_per_h": growth, "store_rows": rows, "held": held}, indent=1))
+                                         "rss_growth_mb_per_h": growth,
+                                         "anon_growth_mb_per_h": anon_growth, "store_rows": rows, "held": held}, indent=1))
     shutil.rmtree(SCRATCH, ignore_errors=True)
     return 0
 
