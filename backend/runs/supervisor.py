@@ -15,8 +15,9 @@ with secrets) from stdin, so secrets never touch the disk and its own environmen
   run is stalled (then every rank's stack is taken once) or building DeepSpeed/torch ops;
 - at the end makes sure nothing of the run remains and writes the final state with a diagnosis.
 
-Size (~950 lines): one process's whole life (pump, follower, sentinel, end check, wind-down) around one
-shared state; split candidates: the output pump/follower and the end-of-run evidence.
+Size (~770 lines): one process's whole life (sentinel, process tracking, stop, end check, wind-down) around one
+shared state; the output pump and follower are in output_drain.py; the next split candidate is the end-of-run
+evidence.
 """
 
 from __future__ import annotations
