@@ -25,6 +25,10 @@ from traindeck.backend.runs.store import RunStore
 
 LOG = "sidecar.log"
 POLL_S = 2.0
+# The sidecar's work (importing torch to ask versions, pip freeze, TensorBoard) is a record, not the run: at a lower
+# priority, so that on a small machine it never takes a core from the job or its supervisor (unniced, its torch
+# import alone took ~4 s of CPU during the first seconds of a run). Its children (the probes) inherit it.
+NICE = 10
 PROVENANCE_WAIT_S = 120.0
 
 
@@ -98,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m traindeck.backend.runs.sidecar RUN_DIR STORE", file=sys.stderr)
         return 2
     log_to_stderr(logger)
+    try:
+        os.nice(NICE)
+    except OSError as exc:
+        logger.warning("could not lower the sidecar's priority: %s", exc)
     run_dir = Path(args[0])
     thread = threading.Thread(target=_provenance, args=(run_dir,), name="provenance", daemon=True)
     thread.start()

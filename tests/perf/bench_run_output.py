@@ -293,6 +293,11 @@ def bench_foreground(lines: int, repeat: int = 3) -> list[tuple[str, str]]:
     script = _script("flood_job.py", FLOOD_JOB)
     sinks = (("detached", "--detach, nothing following"), ("devnull", "stdout to /dev/null"),
              ("cat", "stdout into `cat > file`"), ("pty", "on a terminal (pty)"))
+    # `traindeck run` asks the interpreter what it has (importing torch, cached afterwards): asked once here with
+    # a patient timeout, so that on a loaded machine the first round does not fail on the probe's 60 s limit.
+    from traindeck.backend.launch.probe import probe_environment
+
+    probe_environment(sys.executable, timeout=900)
     references: list[float] = []
     results: dict[str, list[tuple[float, float, int, bool]]] = {sink: [] for sink, _ in sinks}
     for _ in range(repeat):
@@ -346,6 +351,7 @@ def main() -> int:
     parser.add_argument("--print-lines", type=int, default=1_000_000)
     parser.add_argument("--latency-lines", type=int, default=50)
     parser.add_argument("--quick", action="store_true", help="smaller quiet run")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the foreground comparison")
     parser.add_argument("--only", choices=("latency", "flood", "foreground", "tags", "quiet"), action="append",
                         help="run only these parts (repeatable)")
     args = parser.parse_args()
@@ -358,7 +364,7 @@ def main() -> int:
         rows += bench_flood(store, args.flood_lines, "buffered")
         rows += bench_flood(store, args.print_lines, "print")
     if "foreground" in wanted:
-        rows += bench_foreground(args.flood_lines)
+        rows += bench_foreground(args.flood_lines, args.rounds)
     if "tags" in wanted:
         rows += bench_rank_tags(store, args.print_lines)
     if "quiet" in wanted:
