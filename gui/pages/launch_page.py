@@ -16,7 +16,7 @@ import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtGui import QFont, QKeySequence, QPalette, QShortcut
@@ -41,14 +41,19 @@ from PySide6.QtWidgets import (
 from traindeck.backend.launch.builders import DS_CONFIG_PLACEHOLDER, LAUNCHERS, LaunchRequest
 from traindeck.backend.launch.plan import LaunchPlan
 from traindeck.backend.paths import resources_dir
+from traindeck.backend.runs.watchdog import STOP_ON_NAN_ENV
 from traindeck.gui.context import DEFAULT_PRESET, AppContext, LaunchChoice
 from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.launch_command import CommandBox, argv_html
 from traindeck.gui.pages.launch_memory import MemoryCheckBox
+from traindeck.gui.pages.launch_unattended import launch_on_gpus, queue_sweep
+from traindeck.gui.widgets.alert_settings import AlertSettings
 from traindeck.gui.widgets.env_table import EnvTable
+from traindeck.gui.widgets.gpu_picker import GpuPicker
 from traindeck.gui.widgets.interpreter_picker import InterpreterPicker
 from traindeck.gui.widgets.message_list import MessageList, rich_line
 from traindeck.gui.widgets.path_field import PathField
+from traindeck.gui.widgets.sweep_editor import SweepEditor
 
 if TYPE_CHECKING:  # the estimator is imported when a check runs, not with the page
     from traindeck.backend.estimate.prelaunch import LaunchMemoryCheck
@@ -56,6 +61,7 @@ if TYPE_CHECKING:  # the estimator is imported when a check runs, not with the p
     from traindeck.backend.launch.probe import TrainingEnvironment
     from traindeck.backend.presets import Preset
     from traindeck.backend.runs.launch import LaunchOutcome
+    from traindeck.backend.runs.store import RunRecord
 
 DEMO_SCRIPT = "demo/train_tiny.py"  # under resources_dir()
 # The cpu-demo preset's DeepSpeed config is handed to the script; 4 samples per rank match its micro batch, and
@@ -196,6 +202,15 @@ class LaunchPage(Page):
         self.memory_result = self.memory_box.memory_result
         columns.addWidget(self.memory_box, 1, 1)
 
+        # --- unattended runs (issue 13): which GPUs, a sweep, what to watch and whom to tell
+        self.gpu_picker = GpuPicker(self.ctx.tasks)
+        self.sweep = SweepEditor()
+        self.alert_settings = AlertSettings(self.ctx.tasks)
+        self.stop_on_nan = self.alert_settings.stop_on_nan
+        columns.addWidget(self.gpu_picker, 2, 0)
+        columns.addWidget(self.sweep, 2, 1)
+        columns.addWidget(self.alert_settings, 3, 0, 1, 2)
+
         # --- the command
         self.command_box = CommandBox()
         self.command_box.copied.connect(lambda: self.ctx.status.emit("Command copied"))
@@ -248,6 +263,8 @@ class LaunchPage(Page):
         self.interpreter.changed.connect(self._fields_changed)
         self.interpreter.probed.connect(lambda _env: self._preview_timer.start())
         self.env.changed.connect(self._fields_changed)
+        for signal in (self.gpu_picker.changed, self.sweep.changed, self.stop_on_nan.toggled):
+            signal.connect(self._fields_changed)
 
     # ============================================================================================ choices
     def _restore(self) -> None:
@@ -263,6 +280,7 @@ class LaunchPage(Page):
         self._set_launcher(str(s.value(_S + "launcher", "")))
         self.nproc.setValue(_int(s.value(_S + "nproc", 0)))
         self.model_size.setText(str(s.value(_S + "model_size", "")))
+        self._restore_unattended()
         try:
             rows = json.loads(str(s.value(_S + "env", "[]")))
             self.env.set_env({str(n): str(v) for n, v in rows})
@@ -293,6 +311,18 @@ class LaunchPage(Page):
         s.setValue(_S + "model_size", self.model_size.text())
         # Secret values never reach the settings file: savable() keeps only their names.
         s.setValue(_S + "env", json.dumps(self.env.savable()))
+        s.setValue(_S + "gpus", self.gpu_picker.gpus_text())
+        s.setValue(_S + "sweep", json.dumps(self.sweep.axes()))
+        s.setValue(_S + "stop_on_nan", self.stop_on_nan.isChecked())
+
+    def _restore_unattended(self) -> None:
+        s = self.ctx.settings
+        self.gpu_picker.set_gpus_text(str(s.value(_S + "gpus", "") or ""))
+        try:
+            self.sweep.set_axes([str(a) for a in json.loads(str(s.value(_S + "sweep", "[]")))])
+        except (ValueError, TypeError):
+            self.sweep.set_axes([])
+        self.stop_on_nan.setChecked(str(s.value(_S + "stop_on_nan", "false")).lower() == "true")
 
     def _set_launcher(self, launcher: str) -> None:
         index = self.launcher.findData(launcher)
@@ -329,7 +359,23 @@ class LaunchPage(Page):
                              script_args=choice.script_args, preset=preset,
                              launcher=cast("Launcher | None", choice.launcher or None),  # build_plan names a wrong one
                              nproc=choice.nproc, python=choice.python or None,
-                             cwd=Path(choice.cwd) if choice.cwd else None, env=dict(choice.env))
+                             cwd=Path(choice.cwd) if choice.cwd else None,
+                             env=dict(choice.env) | ({STOP_ON_NAN_ENV: "1"} if self.stop_on_nan.isChecked() else {}),
+                             gpus=self._gpus_for_preview())
+
+    def _gpus_for_preview(self) -> tuple[int, ...] | None:
+        """The chosen GPUs; for `any:N`, the ones free now (the launch asks NVML again when it starts)."""
+        from traindeck.backend.queue.gpus import parse_gpus
+
+        text = self.gpu_picker.gpus_text()
+        try:
+            request = parse_gpus(text) if text else None
+        except ValueError:
+            return None
+        if request is None:
+            return None
+        free = self.gpu_picker.free_now()
+        return request.ids or (tuple(free[: request.count]) if len(free) >= request.count else None)
 
     def run_name(self) -> str:
         return self.name.text().strip() or (Path(self.script.text()).stem if self.script.text() else "")
@@ -350,6 +396,9 @@ class LaunchPage(Page):
         problems = ([problem] if problem else []) + self.env.problems()
         if not self.script.text():
             problems.insert(0, "Script: choose the training script")
+        preset = self.ctx.draft.preset
+        self.sweep.update_summary(args or [], preset is not None, self.run_name() or "run")
+        problems += [p for p in (self.gpu_picker.problem(), self.sweep.error) if p]
         self._field_problems = problems
         self.args_note.set_items([("error", problem)] if problem else [])
         self.env_problems.set_items([("error", p) for p in self.env.problems()])
@@ -402,7 +451,9 @@ class LaunchPage(Page):
     def _update_launch_button(self) -> None:
         blocked = self.why_not_launchable()
         self.launch_button.setEnabled(not blocked)
-        self.launch_button.setText("Starting…" if self.launching else "Launch")
+        count = len(self.sweep.points)
+        self.launch_button.setText("Starting…" if self.launching else f"Queue {count} runs" if count > 1
+                                   else "Queue 1 run" if count else "Launch")
         self.launch_button.setToolTip("Start the run (Ctrl+Enter); it keeps running when the window closes"
                                       if not blocked else "Cannot launch yet: " + "; ".join(blocked))
         # Beside a disabled button, say why it is disabled (a "Run ... started" line alone read as if the button
@@ -428,6 +479,9 @@ class LaunchPage(Page):
         if self.ctx.draft.errors():
             reasons.append("the preset has errors (see the Configure page)")
         reasons += self._field_problems
+        draft = self.ctx.draft
+        if self.sweep.active and draft.preset is not None and (draft.dirty or not draft.saved_as):
+            reasons.append("save the preset first: queued runs read it by name when they start")
         if self.plan is not None:
             reasons += self.plan.errors
         return reasons
@@ -509,9 +563,23 @@ class LaunchPage(Page):
             preset_name += " (edited)"
         # The latest memory check goes with the run (estimate.json), to be set beside its measured peaks.
         memory = self.memory if self.model_size.text().strip() else None
-        self.ctx.tasks.run(_launch, self.request(), name=self.run_name(), preset_name=preset_name,
-                           environment=self._environment(), memory_check=memory, done=self._launched,
-                           failed=self._launch_failed)
+        gpus_text = self.gpu_picker.gpus_text()
+        if self.sweep.active:
+            self.ctx.tasks.run(queue_sweep, self.request(), preset_name=draft.saved_as if draft.preset else None,
+                               name=self.run_name(), sweep=self.sweep.axes(), gpus_text=gpus_text,
+                               done=self._queued, failed=self._launch_failed)
+            return
+        library = self.gpu_picker.gpu_library_factory() if self.gpu_picker.gpu_library_factory else None
+        self.ctx.tasks.run(launch_on_gpus, self.request(), gpus_text, library, name=self.run_name(),
+                           preset_name=preset_name, environment=self._environment(), memory_check=memory,
+                           done=self._launched, failed=self._launch_failed)
+
+    def _queued(self, records: list[RunRecord]) -> None:
+        self.launching = False
+        self._say("ok", f"Queued {len(records)} run{'s' if len(records) != 1 else ''}: "
+                  + ", ".join(r.name for r in records) + " (see the Queue page).")
+        self._update_launch_button()
+        self.ctx.status.emit(f"Queued {len(records)} run(s)")
 
     def _launched(self, outcome: LaunchOutcome) -> None:
         self.launching = False
@@ -551,6 +619,7 @@ class LaunchPage(Page):
     # ============================================================================================ hooks
     def page_shown(self) -> None:
         self._preview_timer.start()  # a fixed port may have been taken meanwhile
+        self.gpu_picker.refresh()  # who is on which GPU changes while the page is away
         focus = QApplication.focusWidget()
         if focus is None or not self.isAncestorOf(focus):
             # Keys typed after Ctrl+2 go to this page (Enter launches, Tab walks the fields), not the page list.
@@ -579,12 +648,6 @@ def _preview(request: LaunchRequest, environment: TrainingEnvironment | None) ->
     from traindeck.backend.launch.preview import preview_plan
 
     return preview_plan(request, environment)
-
-
-def _launch(request: LaunchRequest, **kwargs: Any) -> LaunchOutcome:
-    from traindeck.backend.runs.launch import launch_run
-
-    return launch_run(request, **kwargs)
 
 
 def _int(value: object) -> int:
