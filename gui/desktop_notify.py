@@ -106,7 +106,8 @@ def _bus():  # type: ignore[no-untyped-def]  # a QDBusConnection, or None withou
     address = os.environ.get("DBUS_SESSION_BUS_ADDRESS")
     if not address:
         return None
-    bus = QDBusConnection.connectToBus(address, _BUS_NAME)
+    # Named after the address: a connection name is kept per process, and a new bus must get a new connection.
+    bus = QDBusConnection.connectToBus(address, f"{_BUS_NAME} {address}")
     return bus if bus.isConnected() else None
 
 
