@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtWidgets import QSystemTrayIcon, QWidget
@@ -72,9 +73,9 @@ def send_notification(alert: Alert, actions: bool) -> Delivery:
         sender = shutil.which("notify-send")
         if sender:
             try:
-                done = subprocess.run([sender, "--app-name", APP_NAME, alert.summary, alert.diagnosis],
+                sent = subprocess.run([sender, "--app-name", APP_NAME, alert.summary, alert.diagnosis],
                                       capture_output=True, timeout=_CALL_TIMEOUT_S, stdin=subprocess.DEVNULL)
-                if done.returncode == 0:
+                if sent.returncode == 0:
                     return Delivery("notify-send")
             except (OSError, subprocess.TimeoutExpired):
                 pass
@@ -98,7 +99,7 @@ def server_has_actions() -> bool:
 _BUS_NAME = "traindeck-notifications"
 
 
-def _bus():  # type: ignore[no-untyped-def]  # a QDBusConnection, or None without a session bus
+def _bus() -> Any:  # a QDBusConnection, or None without a session bus
     """Our own connection to the session bus named by the environment now (not Qt's cached sessionBus(): a bus
     started after the app, as in the tests, is then still found)."""
     from PySide6.QtDBus import QDBusConnection
@@ -199,12 +200,16 @@ class DesktopNotifier(QObject):
             return
         if self._tray is None:
             self._tray = QSystemTrayIcon(self.window.windowIcon(), self)
-            self._tray.messageClicked.connect(lambda: self._last_tray and self.clicked.emit(self._last_tray))
+            self._tray.messageClicked.connect(self._tray_clicked)
         self._last_tray = alert.run_id
         self._tray.show()
         self._tray.showMessage(alert.summary, alert.diagnosis)
 
     _last_tray = ""
+
+    def _tray_clicked(self) -> None:
+        if self._last_tray:
+            self.clicked.emit(self._last_tray)
 
     def _open(self, run_id: str) -> None:
         self.ctx.open_run.emit(run_id)

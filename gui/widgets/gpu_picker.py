@@ -82,7 +82,7 @@ class GpuPicker(QGroupBox):
         row.addWidget(self.refresh_button)
         layout.addWidget(self.choices)
         layout.addStretch(1)
-        self.modes.buttonToggled.connect(lambda _b, on: on and self._changed())
+        self.modes.buttonToggled.connect(self._mode_toggled)
         self.any_count.valueChanged.connect(self._changed)
         self.table.hide()
         self.choices.hide()
@@ -110,8 +110,9 @@ class GpuPicker(QGroupBox):
         self.uses = uses
         while self.grid.count():
             item = self.grid.takeAt(0)
-            if item is not None and item.widget() is not None:
-                item.widget().deleteLater()
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.deleteLater()
         self.checks = {}
         if not uses:
             self.note.setText(NO_GPU_NOTE)
@@ -187,6 +188,10 @@ class GpuPicker(QGroupBox):
 
     def free_now(self) -> list[int]:
         return [u.index for u in self.uses or [] if u.free]
+
+    def _mode_toggled(self, _button: object, on: bool) -> None:
+        if on:
+            self._changed()
 
     def _ticked(self) -> None:
         if any(c.isChecked() for c in self.checks.values()):
