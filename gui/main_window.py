@@ -12,7 +12,15 @@ import os
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QEvent, QSize, Qt, QUrl
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDesktopServices, QIcon, QKeySequence
+from PySide6.QtGui import (
+    QAction,
+    QActionGroup,
+    QCloseEvent,
+    QDesktopServices,
+    QIcon,
+    QKeySequence,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
     QApplication,
     QListWidget,
@@ -25,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from traindeck.gui.context import AppContext
+from traindeck.gui.desktop_notify import DesktopNotifier
 from traindeck.gui.pages import discover_entries
 from traindeck.gui.pages.base import Page
 from traindeck.gui.theme import THEMES, apply_theme
@@ -103,6 +112,8 @@ class MainWindow(QMainWindow):
         ctx.status.connect(lambda text: self.statusBar().showMessage(text, 8000))
         self.statusBar().showMessage("Ready")
         self._restore_state()
+        # Desktop notifications of run ends, stalls and NaN losses: only while this window is open.
+        self.notifier = DesktopNotifier(ctx, self)
         if not ctx.demo:  # runs that kept going while the window was closed: go back to them
             ctx.tasks.run(_running_run_ids, done=self._reattach)
 
@@ -143,6 +154,11 @@ class MainWindow(QMainWindow):
         self.stack.setCurrentIndex(row)
         if page is not None:
             page.page_shown()
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
+        super().showEvent(event)
+        if not self._closed:
+            self.notifier.start()
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802
         super().changeEvent(event)
@@ -299,6 +315,7 @@ class MainWindow(QMainWindow):
             event.ignore()
             return
         self._save_state()
+        self.notifier.stop()
         for page in self.pages.values():
             page.shutdown()
         self.remote.shutdown()

@@ -88,9 +88,8 @@ def _queue() -> QueueStore:
 
 def enqueue(args: argparse.Namespace, held: bool = False) -> list[RunRecord]:
     """Queue what `run`/`queue add` was given (one run, or one per sweep combination); prints the ids."""
+    from traindeck.backend.queue.adding import queue_launches
     from traindeck.backend.queue.entries import QueuedLaunch
-    from traindeck.backend.queue.gpus import parse_gpus
-    from traindeck.backend.queue.sweep import expand, parse_axis
     from traindeck.backend.runs.watchdog import STOP_ON_NAN_ENV
 
     command = list(args.command)
@@ -112,31 +111,16 @@ def enqueue(args: argparse.Namespace, held: bool = False) -> list[RunRecord]:
     if getattr(args, "model_size", None):  # advice for now; the GPUs free at its turn are not known yet
         _memory_check(args.model_size, preset, Path(config) if config else None, args.nproc)
         print("traindeck: note: the memory check is not kept with a queued run", file=sys.stderr)
-    gpus = getattr(args, "gpus", None) or ""
+    env = {STOP_ON_NAN_ENV: "1"} if getattr(args, "stop_on_nan", False) else {}
+    launch = QueuedLaunch(script=script, script_args=script_args, preset=args.preset, config_file=config,
+                          launcher=args.launcher, nproc=args.nproc, python=args.python, cwd=os.getcwd(), env=env)
+    queue = _queue()
     try:
-        if gpus:
-            gpus = parse_gpus(gpus).text
-        axes = [parse_axis(text) for text in (getattr(args, "sweep", None) or [])]
-        points = expand(axes, script_args)
+        records = queue_launches(queue, launch, name=args.name or Path(script).stem,
+                                 sweep=getattr(args, "sweep", None) or [], gpus=getattr(args, "gpus", None) or "",
+                                 held=held)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-    if any(a.preset_path for a in axes) and not args.preset:
-        raise UserError("--sweep over a preset value needs --preset NAME")
-    env = {STOP_ON_NAN_ENV: "1"} if getattr(args, "stop_on_nan", False) else {}
-    base = args.name or Path(script).stem
-    queue = _queue()
-    records = []
-    try:
-        for point in points:
-            launch = QueuedLaunch(script=script, script_args=point.script_args, preset=args.preset,
-                                  preset_overrides=point.preset_overrides, config_file=config,
-                                  launcher=args.launcher, nproc=args.nproc, python=args.python, cwd=os.getcwd(),
-                                  env=env)
-            name = f"{base}-{point.label}" if point.label else base
-            records.append(queue.add(launch, name=name, gpus=gpus, held=held))
-        from traindeck.backend.queue.keeper import ensure_keeper
-
-        ensure_keeper(queue)
     finally:
         queue.close()
     for record in records:
@@ -155,19 +139,13 @@ def run_gpus(text: str | None) -> tuple[int, ...] | None:
     """`run --gpus`: chosen GPUs as they are; `any:N` picks N free GPUs now (or says how many are free)."""
     if not text:
         return None
-    from traindeck.backend.queue.gpus import choose_gpus, parse_gpus, sample_gpus
+    from traindeck.backend.queue.gpus import gpus_for_launch_now, parse_gpus, sample_gpus
 
     try:
         request = parse_gpus(text)
+        return request.ids if request.ids else gpus_for_launch_now(text, sample_gpus())  # chosen ones: no NVML
     except ValueError as exc:
-        raise UserError(str(exc)) from exc
-    if request.ids:
-        return request.ids
-    choice = choose_gpus(request, sample_gpus())
-    if choice.gpus is None:
-        raise UserError(f"--gpus {text}: waiting for {choice.waiting_for}; queue the run to wait for them: "
-                        "traindeck queue add --gpus ...")
-    return tuple(choice.gpus)
+        raise UserError(str(exc) + (": traindeck queue add --gpus ..." if "waiting" in str(exc) else "")) from exc
 
 
 # ---- list / settings / actions ------------------------------------------------------------------------------
@@ -338,10 +316,7 @@ def _notify(args: argparse.Namespace) -> int:
     if args.test:
         if not saved:
             raise UserError("no notify command set (traindeck notify --command CMD...)")
-        thread = alerts.announce("succeeded", "test", "traindeck notify --test", "a test of your notify command")
-        if thread is not None:
-            thread.join()
-        outcome = thread.name.partition(": ")[2] if thread is not None else ""
+        outcome = alerts.run_test_alert()
         print(f"ran {saved[0]}: {outcome or 'see the log'} (log: {alerts.log_path()})")
         return 0
     print(f"alerts: {' '.join(saved)}" if saved else "alerts off (set one with `traindeck notify --command CMD...`)")

@@ -42,9 +42,9 @@ _SCHEMA = (
 
 @dataclass
 class QueuedLaunch:
-    """What `traindeck run` was asked, kept until the run starts. No environment values: secrets never go on
-    disk; a queued run inherits the environment of the process that keeps the queue going, plus `env` (which holds
-    only traindeck's own switches, such as TRAINDECK_STOP_ON_NAN)."""
+    """What `traindeck run` was asked, kept until the run starts. Secrets never go on disk: a queued run inherits
+    the environment of the process that keeps the queue going, plus `env`: traindeck's own switches (such as
+    TRAINDECK_STOP_ON_NAN) and variables set on the Launch page that are not secret (adding.check_queued_env)."""
 
     script: str
     script_args: list[str] = field(default_factory=list)

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from traindeck.backend.monitor.snapshots import GpuSnapshot
+
+if TYPE_CHECKING:
+    from traindeck.backend.monitor.nvml import NvmlLibrary
 
 FREE_MEMORY_THRESHOLD_BYTES = 512 * 2**20
 # Drivers older than R510 count the driver's reservation as used (921 MiB on an idle A100 80GB): the threshold
@@ -116,11 +120,24 @@ def choose_gpus(request: GpuRequest | None, gpus: Sequence[GpuSnapshot], reserve
     return GpuChoice(None, f"{request.count} free GPUs ({len(free)} free of {len(gpus)})")
 
 
-def sample_gpus() -> tuple[GpuSnapshot, ...]:
-    """Every GPU now, through the monitor's sampler; none where there is no NVIDIA driver."""
+def gpus_for_launch_now(text: str, gpus: Sequence[GpuSnapshot]) -> tuple[int, ...]:
+    """`run --gpus` and the Launch page's Launch: chosen GPUs as they are; `any:N` picks N free ones now. Raises
+    ValueError saying what it would wait for (then the run belongs in the queue)."""
+    request = parse_gpus(text)
+    if request.ids:
+        return request.ids
+    choice = choose_gpus(request, gpus)
+    if choice.gpus is None:
+        raise ValueError(f"--gpus {text}: waiting for {choice.waiting_for}; queue the run to wait for them")
+    return tuple(choice.gpus)
+
+
+def sample_gpus(library: NvmlLibrary | None = None) -> tuple[GpuSnapshot, ...]:
+    """Every GPU now, through the monitor's sampler (`library`: a stand-in NVML in tests); none where there is
+    no NVIDIA driver."""
     from traindeck.backend.monitor.gpu_sampler import GpuSampler
 
-    sampler = GpuSampler()
+    sampler = GpuSampler(library)
     try:
         return sampler.sample().gpus
     finally:

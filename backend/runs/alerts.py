@@ -1,4 +1,5 @@
-"""Alerts: the user's own command, run when a run ends, stalls or its loss becomes NaN.
+"""Alerts: the user's own command, run when a run ends, stalls or its loss becomes NaN (and whether the dashboard
+shows desktop notifications for the same events: `desktop` in the same file).
 
 `traindeck notify --command CMD...` saves an argv (never a shell line) in `notify.json` in the config dir. The
 supervisor (and whoever marks a run lost) calls `announce`; the command gets the event in its environment:
@@ -54,11 +55,43 @@ def time_limit_s() -> float:
         return DEFAULT_TIME_LIMIT_S
 
 
+def _saved() -> dict[str, object]:
+    try:
+        data = json.loads(settings_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _save(**values: object) -> None:
+    ensure_private_dir(settings_path().parent)
+    data = _saved()
+    data.update(values)  # each setting saved keeps the others
+    atomic_write_text(settings_path(), json.dumps(data, indent=2) + "\n")
+
+
 def save_command(command: Sequence[str] | None, time_limit: float = DEFAULT_TIME_LIMIT_S) -> None:
     """Set (or with None, turn off) the notify command."""
-    ensure_private_dir(settings_path().parent)
-    data = {"command": list(command) if command else None, "time_limit_s": time_limit}
-    atomic_write_text(settings_path(), json.dumps(data, indent=2) + "\n")
+    _save(command=list(command) if command else None, time_limit_s=time_limit)
+
+
+def desktop_notifications() -> bool:
+    """Whether the dashboard shows a desktop notification for each event while a window is open (default on)."""
+    return _saved().get("desktop", True) is not False
+
+
+def save_desktop_notifications(on: bool) -> None:
+    _save(desktop=bool(on))
+
+
+def run_test_alert(command: Sequence[str] | None = None) -> str:
+    """Run the notify command (the saved one, or `command`) once now with a test event; what happened, in words
+    (`traindeck notify --test` and the Launch page's Test button)."""
+    thread = announce("succeeded", "test", "traindeck notify --test", "a test of your notify command", command)
+    if thread is None:
+        return ""
+    thread.join()
+    return thread.name.partition(": ")[2]
 
 
 def first_line(text: str | None) -> str:

@@ -15,7 +15,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -332,6 +332,20 @@ class RunStore:
         with self._write() as db:
             db.execute("INSERT INTO run_events(run_id, t, kind, text) VALUES (?, ?, ?, ?)",
                        (run_id, time.time() if t is None else t, kind, text))
+
+    def events_mark(self) -> int:
+        """The id of the newest event of any run (0: none): where reading `events_after` starts."""
+        with self._lock:
+            row = self._db.execute("SELECT max(id) FROM run_events").fetchone()
+        return int(row[0] or 0)
+
+    def events_after(self, after_id: int, kinds: Sequence[str]) -> list[RunEvent]:
+        """Events of every run newer than `after_id`, of these kinds, oldest first (the dashboard's alerts)."""
+        marks = ",".join("?" * len(kinds))
+        with self._lock:
+            rows = self._db.execute(f"SELECT * FROM run_events WHERE id > ? AND kind IN ({marks}) ORDER BY id "
+                                    "LIMIT 500", (after_id, *kinds)).fetchall()
+        return [RunEvent(int(r["id"]), str(r["run_id"]), float(r["t"]), str(r["kind"]), str(r["text"])) for r in rows]
 
     def events(self, run_id: str, after_id: int = 0) -> list[RunEvent]:
         with self._lock:

@@ -5,8 +5,7 @@ The page only gathers choices: the plan comes from backend.runs.launch (build_pl
 `traindeck run` builds), the memory check from backend.estimate.prelaunch, the interpreter's packages from
 backend.launch.probe, all on ctx.tasks. Secrets typed here reach the run through the supervisor's pipe only.
 
-Size (~700 lines): the launch form, its memory check and its settings; the plan is backend/launch. Split
-candidate: the memory-check panel.
+The memory-check panel is launch_memory.py, the command box launch_command.py; the plan is backend/launch.
 """
 
 from __future__ import annotations
@@ -17,10 +16,10 @@ import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QEvent, Qt, QTimer
-from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication, QKeySequence, QPalette, QShortcut
+from PySide6.QtGui import QFont, QKeySequence, QPalette, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
     QComboBox,
@@ -32,7 +31,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QMessageBox,
-    QPlainTextEdit,
     QPushButton,
     QScrollArea,
     QSpinBox,
@@ -41,23 +39,29 @@ from PySide6.QtWidgets import (
 )
 
 from traindeck.backend.launch.builders import DS_CONFIG_PLACEHOLDER, LAUNCHERS, LaunchRequest
-from traindeck.backend.launch.environ import masked_env
 from traindeck.backend.launch.plan import LaunchPlan
 from traindeck.backend.paths import resources_dir
+from traindeck.backend.runs.watchdog import STOP_ON_NAN_ENV
 from traindeck.gui.context import DEFAULT_PRESET, AppContext, LaunchChoice
 from traindeck.gui.pages.base import Page
+from traindeck.gui.pages.launch_command import CommandBox, argv_html
+from traindeck.gui.pages.launch_memory import MemoryCheckBox
+from traindeck.gui.pages.launch_unattended import launch_on_gpus, queue_sweep
+from traindeck.gui.widgets.alert_settings import AlertSettings
 from traindeck.gui.widgets.env_table import EnvTable
+from traindeck.gui.widgets.gpu_picker import GpuPicker
 from traindeck.gui.widgets.interpreter_picker import InterpreterPicker
 from traindeck.gui.widgets.message_list import MessageList, rich_line
 from traindeck.gui.widgets.path_field import PathField
+from traindeck.gui.widgets.sweep_editor import SweepEditor
 
 if TYPE_CHECKING:  # the estimator is imported when a check runs, not with the page
-    from traindeck.backend.estimate.model_shape import ModelShape
     from traindeck.backend.estimate.prelaunch import LaunchMemoryCheck
     from traindeck.backend.launch.plan import Launcher
     from traindeck.backend.launch.probe import TrainingEnvironment
     from traindeck.backend.presets import Preset
     from traindeck.backend.runs.launch import LaunchOutcome
+    from traindeck.backend.runs.store import RunRecord
 
 DEMO_SCRIPT = "demo/train_tiny.py"  # under resources_dir()
 # The cpu-demo preset's DeepSpeed config is handed to the script; 4 samples per rank match its micro batch, and
@@ -82,17 +86,15 @@ class LaunchPage(Page):
     def __init__(self, ctx: AppContext):
         super().__init__(ctx)
         self.plan: LaunchPlan | None = None  # the preview for the current choices, once built
-        self.memory: LaunchMemoryCheck | None = None  # the latest check for the current inputs
         self.launching = False
         self._said: tuple[str, str] | None = None  # the last launch message (re-coloured when the theme changes)
         self._blocked_line = ""  # why the Launch button is disabled now ("" when it is not)
-        self._preview_gen = self._check_gen = 0
-        self._shapes: dict[str, ModelShape] = {}  # model size text -> ModelShape (counting a config.json is slow)
+        self._preview_gen = 0
         self._field_problems: list[str] = []
         self._loading = True
         self._build()
         self._preview_timer = self._timer(150, self._refresh_preview)
-        self._check_timer = self._timer(500, self._run_memory_check)
+        self._check_timer = self.memory_box.check_timer
         self._save_timer = self._timer(400, self._save_settings)
         ctx.draft.changed.connect(self._draft_changed)
         ctx.draft.validated.connect(self._show_draft_state)
@@ -195,40 +197,27 @@ class LaunchPage(Page):
         columns.addWidget(env_box, 0, 1)
 
         # --- memory check
-        mem_box = QGroupBox("Memory check (optional)")
-        mem_layout = QVBoxLayout(mem_box)
-        self.model_size = PathField("file", caption="Choose a model's config.json", name_filter="JSON (*.json)",
-                                    placeholder="model size: 1.5B, 350M, or a model's config.json")
-        self.model_size.setToolTip("The parameter count of the model the script trains (or its Hugging Face "
-                                   "config.json): the preset's strategy is estimated for it and compared with free "
-                                   "GPU memory and available host RAM")
-        self.memory_result = MessageList()
-        mem_layout.addWidget(self.model_size)
-        mem_layout.addWidget(self.memory_result)
-        mem_layout.addStretch(1)
-        columns.addWidget(mem_box, 1, 1)
+        self.memory_box = MemoryCheckBox(self.ctx.tasks, self._check_inputs, lambda: self._save_timer.start())
+        self.model_size = self.memory_box.model_size
+        self.memory_result = self.memory_box.memory_result
+        columns.addWidget(self.memory_box, 1, 1)
+
+        # --- unattended runs (issue 13): which GPUs, a sweep, what to watch and whom to tell
+        self.gpu_picker = GpuPicker(self.ctx.tasks)
+        self.sweep = SweepEditor()
+        self.alert_settings = AlertSettings(self.ctx.tasks)
+        self.stop_on_nan = self.alert_settings.stop_on_nan
+        columns.addWidget(self.gpu_picker, 2, 0)
+        columns.addWidget(self.sweep, 2, 1)
+        columns.addWidget(self.alert_settings, 3, 0, 1, 2)
 
         # --- the command
-        command_box = QGroupBox("Command")
-        command_layout = QVBoxLayout(command_box)
-        self.command = QPlainTextEdit()
-        self.command.setReadOnly(True)
-        self.command.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        self.command.setFixedHeight(self.command.fontMetrics().lineSpacing() * 4 + 12)
-        self.command.setToolTip("RUN_ID and FREE_PORT are decided when the run starts")
-        self.copy_button = QPushButton("Copy")
-        self.copy_button.setToolTip("Copy the command line (secrets are never part of it)")
-        self.copy_button.clicked.connect(self._copy_command)
-        row = QHBoxLayout()
-        row.addWidget(self.command, 1)
-        row.addWidget(self.copy_button, 0, Qt.AlignmentFlag.AlignTop)
-        self.command_env = QLabel()
-        self.command_env.setWordWrap(True)
-        self.plan_messages = MessageList()
-        command_layout.addLayout(row)
-        command_layout.addWidget(self.command_env)
-        command_layout.addWidget(self.plan_messages)
-        outer.addWidget(command_box)
+        self.command_box = CommandBox()
+        self.command_box.copied.connect(lambda: self.ctx.status.emit("Command copied"))
+        self.command = self.command_box.command
+        self.command_env = self.command_box.command_env
+        self.plan_messages = self.command_box.plan_messages
+        outer.addWidget(self.command_box)
 
         # --- launch
         bar = QHBoxLayout()
@@ -274,7 +263,8 @@ class LaunchPage(Page):
         self.interpreter.changed.connect(self._fields_changed)
         self.interpreter.probed.connect(lambda _env: self._preview_timer.start())
         self.env.changed.connect(self._fields_changed)
-        self.model_size.textChanged.connect(self._model_size_changed)
+        for signal in (self.gpu_picker.changed, self.sweep.changed, self.stop_on_nan.toggled):
+            signal.connect(self._fields_changed)
 
     # ============================================================================================ choices
     def _restore(self) -> None:
@@ -290,6 +280,7 @@ class LaunchPage(Page):
         self._set_launcher(str(s.value(_S + "launcher", "")))
         self.nproc.setValue(_int(s.value(_S + "nproc", 0)))
         self.model_size.setText(str(s.value(_S + "model_size", "")))
+        self._restore_unattended()
         try:
             rows = json.loads(str(s.value(_S + "env", "[]")))
             self.env.set_env({str(n): str(v) for n, v in rows})
@@ -320,6 +311,18 @@ class LaunchPage(Page):
         s.setValue(_S + "model_size", self.model_size.text())
         # Secret values never reach the settings file: savable() keeps only their names.
         s.setValue(_S + "env", json.dumps(self.env.savable()))
+        s.setValue(_S + "gpus", self.gpu_picker.gpus_text())
+        s.setValue(_S + "sweep", json.dumps(self.sweep.axes()))
+        s.setValue(_S + "stop_on_nan", self.stop_on_nan.isChecked())
+
+    def _restore_unattended(self) -> None:
+        s = self.ctx.settings
+        self.gpu_picker.set_gpus_text(str(s.value(_S + "gpus", "") or ""))
+        try:
+            self.sweep.set_axes([str(a) for a in json.loads(str(s.value(_S + "sweep", "[]")))])
+        except (ValueError, TypeError):
+            self.sweep.set_axes([])
+        self.stop_on_nan.setChecked(str(s.value(_S + "stop_on_nan", "false")).lower() == "true")
 
     def _set_launcher(self, launcher: str) -> None:
         index = self.launcher.findData(launcher)
@@ -356,7 +359,23 @@ class LaunchPage(Page):
                              script_args=choice.script_args, preset=preset,
                              launcher=cast("Launcher | None", choice.launcher or None),  # build_plan names a wrong one
                              nproc=choice.nproc, python=choice.python or None,
-                             cwd=Path(choice.cwd) if choice.cwd else None, env=dict(choice.env))
+                             cwd=Path(choice.cwd) if choice.cwd else None,
+                             env=dict(choice.env) | ({STOP_ON_NAN_ENV: "1"} if self.stop_on_nan.isChecked() else {}),
+                             gpus=self._gpus_for_preview())
+
+    def _gpus_for_preview(self) -> tuple[int, ...] | None:
+        """The chosen GPUs; for `any:N`, the ones free now (the launch asks NVML again when it starts)."""
+        from traindeck.backend.queue.gpus import parse_gpus
+
+        text = self.gpu_picker.gpus_text()
+        try:
+            request = parse_gpus(text) if text else None
+        except ValueError:
+            return None
+        if request is None:
+            return None
+        free = self.gpu_picker.free_now()
+        return request.ids or (tuple(free[: request.count]) if len(free) >= request.count else None)
 
     def run_name(self) -> str:
         return self.name.text().strip() or (Path(self.script.text()).stem if self.script.text() else "")
@@ -377,6 +396,9 @@ class LaunchPage(Page):
         problems = ([problem] if problem else []) + self.env.problems()
         if not self.script.text():
             problems.insert(0, "Script: choose the training script")
+        preset = self.ctx.draft.preset
+        self.sweep.update_summary(args or [], preset is not None, self.run_name() or "run")
+        problems += [p for p in (self.gpu_picker.problem(), self.sweep.error) if p]
         self._field_problems = problems
         self.args_note.set_items([("error", problem)] if problem else [])
         self.env_problems.set_items([("error", p) for p in self.env.problems()])
@@ -429,7 +451,9 @@ class LaunchPage(Page):
     def _update_launch_button(self) -> None:
         blocked = self.why_not_launchable()
         self.launch_button.setEnabled(not blocked)
-        self.launch_button.setText("Starting…" if self.launching else "Launch")
+        count = len(self.sweep.points)
+        self.launch_button.setText("Starting…" if self.launching else f"Queue {count} runs" if count > 1
+                                   else "Queue 1 run" if count else "Launch")
         self.launch_button.setToolTip("Start the run (Ctrl+Enter); it keeps running when the window closes"
                                       if not blocked else "Cannot launch yet: " + "; ".join(blocked))
         # Beside a disabled button, say why it is disabled (a "Run ... started" line alone read as if the button
@@ -455,6 +479,9 @@ class LaunchPage(Page):
         if self.ctx.draft.errors():
             reasons.append("the preset has errors (see the Configure page)")
         reasons += self._field_problems
+        draft = self.ctx.draft
+        if self.sweep.active and draft.preset is not None and (draft.dirty or not draft.saved_as):
+            reasons.append("save the preset first: queued runs read it by name when they start")
         if self.plan is not None:
             reasons += self.plan.errors
         return reasons
@@ -479,80 +506,24 @@ class LaunchPage(Page):
 
     def _preview_failed(self, gen: int, text: str) -> None:
         if gen == self._preview_gen:
-            self.command.setPlainText("")
-            self.plan_messages.set_items([("error", f"The command could not be built: {text}")])
+            self.command_box.show_failure(text)
 
     def _show_plan(self, plan: LaunchPlan | None) -> None:
         self.plan = plan
-        if plan is None:
-            self.command.setPlainText("")
-            self.command_env.setText("")
-            self.plan_messages.set_items([])
-        else:
-            self.command.setPlainText(plan.command_line())
-            added = masked_env(self.env.env())
-            # Read, not pasted: quoted only where a space would make it ambiguous (*** stays as it is).
-            env_text = " ".join(f"{k}={shlex.quote(v) if any(c.isspace() for c in v) else v}"
-                                for k, v in added.items())
-            self.command_env.setText(f"In {plan.cwd}" + (f", with {env_text}" if env_text else "")
-                                     + f"; {plan.nproc} process(es)")
-            self.plan_messages.set_items([("error", e) for e in plan.errors] + [("warning", w) for w in plan.warnings])
+        self.command_box.show_plan(plan, self.env.env())
         self._update_launch_button()
 
-    def _copy_command(self) -> None:
-        text = self.command.toPlainText()
-        if text:
-            QGuiApplication.clipboard().setText(text)
-            self.ctx.status.emit("Command copied")
-
     # ============================================================================================ memory
-    def _model_size_changed(self) -> None:
-        self.memory = None
-        self._check_gen += 1
-        if not self.model_size.text():
-            self.memory_result.set_items([])
-        else:
-            self._check_timer.start()
-        self._save_timer.start()
+    @property
+    def memory(self) -> LaunchMemoryCheck | None:
+        """The latest memory check for the current inputs."""
+        return self.memory_box.memory
+
+    def _check_inputs(self) -> tuple[Preset | None, int | None, dict[str, str]]:
+        return self.ctx.draft.preset, self.nproc.value() or None, self.env.env()
 
     def _run_memory_check(self) -> None:
-        self._check_gen += 1
-        gen, text, preset = self._check_gen, self.model_size.text(), self.ctx.draft.preset
-        self.memory = None
-        if not text or preset is None:
-            self.memory_result.set_items([("note", "choose a preset to check its memory")] if text else [])
-            return
-        self.memory_result.set_items([("note", "estimating…")])
-        # Everything the worker needs is read here: widgets belong to the UI thread.
-        self.ctx.tasks.run(_memory_check, text, self._shapes.get(text), copy.deepcopy(preset),
-                           self.nproc.value() or None, self.env.env(),
-                           done=lambda result: self._memory_done(gen, text, result),
-                           failed=lambda error: self._memory_failed(gen, error))
-
-    def _memory_done(self, gen: int, text: str, result: tuple[ModelShape, LaunchMemoryCheck]) -> None:
-        if gen != self._check_gen:
-            return
-        shape, check = result
-        self._shapes[text] = shape
-        self.memory = check
-        verdict = {"fits": ("ok", "fits in what is free now"), "tight": ("warning", "tight: close to what is free"),
-                   "does not fit": ("error", "does not fit in what is free now"),
-                   "unknown": ("warning", "could not be compared with this machine")}[check.verdict]
-        from traindeck.backend.estimate import format_count
-
-        items = [(verdict[0], f"{check.row.label} for {format_count(shape.total_params)} parameters: {verdict[1]}")]
-        items += [("note", line) for line in check.lines()]
-        # A warning about a resource that could not be compared repeats lines() ("no NVIDIA GPU found"): left out.
-        severity = {"does not fit": "error", "tight": "warning", "fits": "note"}
-        items += [(severity[v], w) for w in check.warnings if (v := check.verdict_of(w)) is not None]
-        items.append(("note", "assumed: " + check.assumptions[0]))
-        self.memory_result.set_items(items)
-        self.memory_result.setToolTip("\n".join(check.assumptions))
-
-    def _memory_failed(self, gen: int, error: str) -> None:
-        if gen == self._check_gen:
-            self.memory = None
-            self.memory_result.set_items([("error", error.splitlines()[0] if error else "the estimate failed")])
+        self.memory_box.run_memory_check()
 
     # ============================================================================================ launch
     def launch(self) -> None:
@@ -592,9 +563,23 @@ class LaunchPage(Page):
             preset_name += " (edited)"
         # The latest memory check goes with the run (estimate.json), to be set beside its measured peaks.
         memory = self.memory if self.model_size.text().strip() else None
-        self.ctx.tasks.run(_launch, self.request(), name=self.run_name(), preset_name=preset_name,
-                           environment=self._environment(), memory_check=memory, done=self._launched,
-                           failed=self._launch_failed)
+        gpus_text = self.gpu_picker.gpus_text()
+        if self.sweep.active:
+            self.ctx.tasks.run(queue_sweep, self.request(), preset_name=draft.saved_as if draft.preset else None,
+                               name=self.run_name(), sweep=self.sweep.axes(), gpus_text=gpus_text,
+                               done=self._queued, failed=self._launch_failed)
+            return
+        library = self.gpu_picker.gpu_library_factory() if self.gpu_picker.gpu_library_factory else None
+        self.ctx.tasks.run(launch_on_gpus, self.request(), gpus_text, library, name=self.run_name(),
+                           preset_name=preset_name, environment=self._environment(), memory_check=memory,
+                           done=self._launched, failed=self._launch_failed)
+
+    def _queued(self, records: list[RunRecord]) -> None:
+        self.launching = False
+        self._say("ok", f"Queued {len(records)} run{'s' if len(records) != 1 else ''}: "
+                  + ", ".join(r.name for r in records) + " (see the Queue page).")
+        self._update_launch_button()
+        self.ctx.status.emit(f"Queued {len(records)} run(s)")
 
     def _launched(self, outcome: LaunchOutcome) -> None:
         self.launching = False
@@ -634,6 +619,7 @@ class LaunchPage(Page):
     # ============================================================================================ hooks
     def page_shown(self) -> None:
         self._preview_timer.start()  # a fixed port may have been taken meanwhile
+        self.gpu_picker.refresh()  # who is on which GPU changes while the page is away
         focus = QApplication.focusWidget()
         if focus is None or not self.isAncestorOf(focus):
             # Keys typed after Ctrl+2 go to this page (Enter launches, Tab walks the fields), not the page list.
@@ -664,35 +650,11 @@ def _preview(request: LaunchRequest, environment: TrainingEnvironment | None) ->
     return preview_plan(request, environment)
 
 
-def _memory_check(text: str, shape: ModelShape | None, preset: Preset, nproc: int | None, env: dict[str, str]
-                  ) -> tuple[ModelShape, LaunchMemoryCheck]:
-    from traindeck.backend.estimate.prelaunch import check_preset, model_shape
-
-    found = shape or model_shape(text)
-    return found, check_preset(preset, found, nproc, env=env)
-
-
-def _launch(request: LaunchRequest, **kwargs: Any) -> LaunchOutcome:
-    from traindeck.backend.runs.launch import launch_run
-
-    return launch_run(request, **kwargs)
-
-
 def _int(value: object) -> int:
     try:
         return max(0, int(str(value)))
     except ValueError:
         return 0
-
-
-def argv_html(args: list[str], widget: QWidget) -> str:
-    """The arguments as the script gets them, one framed word each (a Python list's quotes and commas read as
-    part of the values)."""
-    background = widget.palette().color(QPalette.ColorRole.AlternateBase).name()
-    # nowrap: a line may break between the words, never inside one ("--log-" / "every")
-    words = "&nbsp; ".join(f'<code style="background:{background}; white-space:nowrap">&nbsp;{html.escape(a)}'
-                           '&nbsp;</code>' for a in args)
-    return f"The script gets {len(args)} argument{'s' if len(args) != 1 else ''}: {words}"
 
 
 def _escape(text: str) -> str:

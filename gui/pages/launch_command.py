@@ -1,0 +1,84 @@
+"""The Launch page's command box: the command line the choices become, the environment it adds, the plan's
+errors and warnings, and Copy. Split out of launch_page.py as it was; the plan itself is backend/launch.
+"""
+
+from __future__ import annotations
+
+import html
+import shlex
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFontDatabase, QGuiApplication, QPalette
+from PySide6.QtWidgets import (
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from traindeck.backend.launch.environ import masked_env
+from traindeck.backend.launch.plan import LaunchPlan
+from traindeck.gui.widgets.message_list import MessageList
+
+
+class CommandBox(QGroupBox):
+    copied = Signal()
+
+    def __init__(self) -> None:
+        super().__init__("Command")
+        command_layout = QVBoxLayout(self)
+        self.command = QPlainTextEdit()
+        self.command.setReadOnly(True)
+        self.command.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.command.setFixedHeight(self.command.fontMetrics().lineSpacing() * 4 + 12)
+        self.command.setToolTip("RUN_ID and FREE_PORT are decided when the run starts")
+        self.copy_button = QPushButton("Copy")
+        self.copy_button.setToolTip("Copy the command line (secrets are never part of it)")
+        self.copy_button.clicked.connect(self._copy_command)
+        row = QHBoxLayout()
+        row.addWidget(self.command, 1)
+        row.addWidget(self.copy_button, 0, Qt.AlignmentFlag.AlignTop)
+        self.command_env = QLabel()
+        self.command_env.setWordWrap(True)
+        self.plan_messages = MessageList()
+        command_layout.addLayout(row)
+        command_layout.addWidget(self.command_env)
+        command_layout.addWidget(self.plan_messages)
+
+    def show_plan(self, plan: LaunchPlan | None, env: dict[str, str]) -> None:
+        if plan is None:
+            self.command.setPlainText("")
+            self.command_env.setText("")
+            self.plan_messages.set_items([])
+        else:
+            self.command.setPlainText(plan.command_line())
+            added = masked_env(env)
+            # Read, not pasted: quoted only where a space would make it ambiguous (*** stays as it is).
+            env_text = " ".join(f"{k}={shlex.quote(v) if any(c.isspace() for c in v) else v}"
+                                for k, v in added.items())
+            self.command_env.setText(f"In {plan.cwd}" + (f", with {env_text}" if env_text else "")
+                                     + f"; {plan.nproc} process(es)")
+            self.plan_messages.set_items([("error", e) for e in plan.errors] + [("warning", w) for w in plan.warnings])
+
+    def show_failure(self, text: str) -> None:
+        self.command.setPlainText("")
+        self.plan_messages.set_items([("error", f"The command could not be built: {text}")])
+
+    def _copy_command(self) -> None:
+        text = self.command.toPlainText()
+        if text:
+            QGuiApplication.clipboard().setText(text)
+            self.copied.emit()
+
+
+def argv_html(args: list[str], widget: QWidget) -> str:
+    """The arguments as the script gets them, one framed word each (a Python list's quotes and commas read as
+    part of the values)."""
+    background = widget.palette().color(QPalette.ColorRole.AlternateBase).name()
+    # nowrap: a line may break between the words, never inside one ("--log-" / "every")
+    words = "&nbsp; ".join(f'<code style="background:{background}; white-space:nowrap">&nbsp;{html.escape(a)}'
+                           '&nbsp;</code>' for a in args)
+    return f"The script gets {len(args)} argument{'s' if len(args) != 1 else ''}: {words}"

@@ -1,0 +1,105 @@
+"""The Launch page's memory check: a model size (or config.json) -> the preset's estimate set beside what is free.
+
+Split out of launch_page.py as it was: the estimator runs on ctx.tasks (backend.estimate.prelaunch), the page asks
+for a check when its inputs change and reads `memory` before launching.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QGroupBox, QVBoxLayout
+
+from traindeck.gui.widgets.message_list import MessageList
+from traindeck.gui.widgets.path_field import PathField
+
+if TYPE_CHECKING:  # the estimator is imported when a check runs, not with the page
+    from traindeck.backend.estimate.model_shape import ModelShape
+    from traindeck.backend.estimate.prelaunch import LaunchMemoryCheck
+    from traindeck.backend.presets import Preset
+    from traindeck.gui.tasks import Tasks
+
+# What a check needs from the page, read on the UI thread: the preset, the process count, the extra environment.
+CheckInputs = Callable[[], "tuple[Preset | None, int | None, dict[str, str]]"]
+
+
+class MemoryCheckBox(QGroupBox):
+    def __init__(self, tasks: Tasks, inputs: CheckInputs, saved: Callable[[], None]):
+        super().__init__("Memory check (optional)")
+        self._tasks, self._inputs, self._saved = tasks, inputs, saved
+        self.memory: LaunchMemoryCheck | None = None  # the latest check for the current inputs
+        self._check_gen = 0
+        self._shapes: dict[str, ModelShape] = {}  # model size text -> ModelShape (counting a config.json is slow)
+        mem_layout = QVBoxLayout(self)
+        self.model_size = PathField("file", caption="Choose a model's config.json", name_filter="JSON (*.json)",
+                                    placeholder="model size: 1.5B, 350M, or a model's config.json")
+        self.model_size.setToolTip("The parameter count of the model the script trains (or its Hugging Face "
+                                   "config.json): the preset's strategy is estimated for it and compared with free "
+                                   "GPU memory and available host RAM")
+        self.memory_result = MessageList()
+        mem_layout.addWidget(self.model_size)
+        mem_layout.addWidget(self.memory_result)
+        mem_layout.addStretch(1)
+        self.check_timer = QTimer(self, singleShot=True, interval=500)
+        self.check_timer.timeout.connect(self.run_memory_check)
+        self.model_size.textChanged.connect(self._model_size_changed)
+
+    def _model_size_changed(self) -> None:
+        self.memory = None
+        self._check_gen += 1
+        if not self.model_size.text():
+            self.memory_result.set_items([])
+        else:
+            self.check_timer.start()
+        self._saved()
+
+    def run_memory_check(self) -> None:
+        self._check_gen += 1
+        preset, nproc, env = self._inputs()
+        gen, text = self._check_gen, self.model_size.text()
+        self.memory = None
+        if not text or preset is None:
+            self.memory_result.set_items([("note", "choose a preset to check its memory")] if text else [])
+            return
+        self.memory_result.set_items([("note", "estimating…")])
+        # Everything the worker needs is read here: widgets belong to the UI thread.
+        self._tasks.run(_memory_check, text, self._shapes.get(text), copy.deepcopy(preset), nproc, env,
+                        done=lambda result: self._memory_done(gen, text, result),
+                        failed=lambda error: self._memory_failed(gen, error))
+
+    def _memory_done(self, gen: int, text: str, result: tuple[ModelShape, LaunchMemoryCheck]) -> None:
+        if gen != self._check_gen:
+            return
+        shape, check = result
+        self._shapes[text] = shape
+        self.memory = check
+        verdict = {"fits": ("ok", "fits in what is free now"), "tight": ("warning", "tight: close to what is free"),
+                   "does not fit": ("error", "does not fit in what is free now"),
+                   "unknown": ("warning", "could not be compared with this machine")}[check.verdict]
+        from traindeck.backend.estimate import format_count
+
+        items = [(verdict[0], f"{check.row.label} for {format_count(shape.total_params)} parameters: {verdict[1]}")]
+        items += [("note", line) for line in check.lines()]
+        # A warning about a resource that could not be compared repeats lines() ("no NVIDIA GPU found"): left out.
+        severity = {"does not fit": "error", "tight": "warning", "fits": "note"}
+        items += [(severity[v], w) for w in check.warnings if (v := check.verdict_of(w)) is not None]
+        items.append(("note", "assumed: " + check.assumptions[0]))
+        self.memory_result.set_items(items)
+        self.memory_result.setToolTip("\n".join(check.assumptions))
+
+    def _memory_failed(self, gen: int, error: str) -> None:
+        if gen == self._check_gen:
+            self.memory = None
+            self.memory_result.set_items([("error", error.splitlines()[0] if error else "the estimate failed")])
+
+
+# Worker-side: the estimator is imported on the worker thread the first time, so its import never stalls the UI.
+def _memory_check(text: str, shape: ModelShape | None, preset: Preset, nproc: int | None, env: dict[str, str]
+                  ) -> tuple[ModelShape, LaunchMemoryCheck]:
+    from traindeck.backend.estimate.prelaunch import check_preset, model_shape
+
+    found = shape or model_shape(text)
+    return found, check_preset(preset, found, nproc, env=env)

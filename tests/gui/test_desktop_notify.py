@@ -1,0 +1,147 @@
+"""Desktop notifications, for real: a private session bus (dbus-daemon), a small freedesktop notification server on
+it (tests/fixtures/notify_server.py, QtDBus), real runs through the real supervisor, and the dashboard's notifier.
+Each run's end must arrive as exactly one Notify with the run's name and event as summary and the diagnosis' first
+line as body; nothing when notifications are off; a click (ActionInvoked) opens the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from runhelp import python_job, wait_finished  # noqa: E402
+
+from traindeck.backend.runs import alerts  # noqa: E402
+from traindeck.backend.runs.store import RunStore  # noqa: E402
+
+SERVER = Path(__file__).resolve().parent.parent / "fixtures" / "notify_server.py"
+
+
+class Bus:
+    def __init__(self, address: str, calls: Path, server: subprocess.Popen[str]) -> None:
+        self.address, self.calls_file, self.server = address, calls, server
+
+    def calls(self) -> list[dict[str, object]]:
+        if not self.calls_file.exists():
+            return []
+        return [json.loads(line) for line in self.calls_file.read_text().splitlines() if line.strip()]
+
+    def click(self, notification_id: int) -> None:
+        assert self.server.stdin is not None
+        self.server.stdin.write(f"invoke {notification_id} default\n")
+        self.server.stdin.flush()
+
+
+@pytest.fixture
+def session_bus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A private session bus with a notification server on it, named by DBUS_SESSION_BUS_ADDRESS for this test."""
+    daemon_path = shutil.which("dbus-daemon")
+    if daemon_path is None or shutil.which("gdbus") is None:
+        pytest.skip("dbus-daemon or gdbus is not installed (apt-get install dbus libglib2.0-bin): no session bus "
+                    "to test desktop notifications on")
+    daemon = subprocess.Popen([daemon_path, "--session", "--nofork", "--print-address=1"], stdout=subprocess.PIPE,
+                              text=True)
+    server = None
+    try:
+        assert daemon.stdout is not None
+        address = daemon.stdout.readline().strip()
+        assert address, "dbus-daemon printed no address"
+        calls = tmp_path / "notify-calls.jsonl"
+        env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=address, QT_QPA_PLATFORM="offscreen")
+        server = subprocess.Popen([sys.executable, str(SERVER), str(calls)], env=env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        assert server.stdout is not None
+        assert server.stdout.readline().strip() == "ready", "the notification server did not start"
+        monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", address)
+        yield Bus(address, calls, server)
+    finally:
+        for proc in (server, daemon):
+            if proc is not None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+@pytest.fixture
+def notifier(qtbot):  # type: ignore[no-untyped-def]
+    from PySide6.QtWidgets import QWidget
+
+    from traindeck.gui.context import AppContext
+    from traindeck.gui.desktop_notify import DesktopNotifier
+
+    RunStore().close()  # the store exists: the first read sets the mark at its newest event
+    ctx = AppContext()
+    window = QWidget()
+    qtbot.addWidget(window)
+    made = DesktopNotifier(ctx, window, poll_ms=150)
+    made.start()
+    qtbot.waitUntil(lambda: made._mark is not None, timeout=10000)
+    yield made
+    made.stop()
+    ctx.tasks.wait(10000)
+
+
+def _wait_calls(qtbot, bus: Bus, count: int, timeout: int = 30000) -> list[dict[str, object]]:  # type: ignore[no-untyped-def]
+    qtbot.waitUntil(lambda: len(bus.calls()) >= count, timeout=timeout)
+    return bus.calls()
+
+
+def test_a_failed_and_a_succeeded_run_each_arrive_once_as_a_notify(qtbot, session_bus, notifier):
+    shown: list[object] = []
+    notifier.shown.connect(lambda alert, delivery: shown.append((alert, delivery)))
+    failed = python_job("--steps", "2", "--end", "exit:3", name="nightly-lr=3e-5")
+    record = wait_finished(failed.id)
+    assert record.state == "failed"
+    calls = _wait_calls(qtbot, session_bus, 1)
+    assert calls[0]["summary"] == "nightly-lr=3e-5 failed"
+    assert calls[0]["app"] == "traindeck"
+    with RunStore() as store:
+        finished = [e.text for e in store.events(failed.id) if e.kind == "finished"]
+    assert len(finished) == 1 and finished[0].startswith("failed: ")
+    first_line = alerts.first_line(finished[0].removeprefix("failed: "))  # the diagnosis' summary, first line
+    assert first_line and calls[0]["body"] == first_line
+    assert calls[0]["actions"] == ["default", "Open the run"]  # the server says it supports actions
+
+    ok = python_job("--steps", "2", name="nightly-ok")
+    assert wait_finished(ok.id).state == "succeeded"
+    calls = _wait_calls(qtbot, session_bus, 2)
+    assert calls[1]["summary"] == "nightly-ok succeeded"
+    # Polling goes on: still one Notify per event, however often the store is read (and re-read from the mark).
+    time.sleep(1.0)
+    qtbot.wait(500)
+    assert [c["summary"] for c in session_bus.calls()] == ["nightly-lr=3e-5 failed", "nightly-ok succeeded"]
+    assert [d.how for _a, d in shown] == ["dbus", "dbus"]
+
+
+def test_clicking_the_notification_opens_the_run(qtbot, session_bus, notifier):
+    opened: list[str] = []
+    notifier.ctx.open_run.connect(opened.append)
+    run = python_job("--steps", "1", name="click-me")
+    wait_finished(run.id)
+    calls = _wait_calls(qtbot, session_bus, 1)
+    session_bus.click(int(calls[0]["id"]))  # type: ignore[call-overload]
+    qtbot.waitUntil(lambda: opened == [run.id], timeout=10000)
+
+
+def test_no_notification_when_turned_off(qtbot, session_bus, notifier):
+    alerts.save_desktop_notifications(False)
+    assert alerts.desktop_notifications() is False
+    run = python_job("--steps", "1", name="quiet")
+    wait_finished(run.id)
+    with RunStore() as store:
+        qtbot.waitUntil(lambda: notifier._mark is not None and notifier._mark >= store.events_mark(), timeout=10000)
+    qtbot.wait(500)
+    assert session_bus.calls() == []
+    alerts.save_command(["true"])  # saving the command keeps the desktop setting
+    assert alerts.desktop_notifications() is False
