@@ -125,3 +125,23 @@ def test_a_tag_the_script_also_reports_is_not_counted_twice(tmp_path: Path) -> N
     metrics = show(run_id, tmp_path)["metrics"]
     assert "train/loss" not in metrics and metrics["loss"] == pytest.approx(1 / 3)
     assert metrics["train/grad_norm"] == pytest.approx(6.0)
+
+
+def test_versions_are_read_without_importing_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record's versions come from package metadata and torch/version.py read as text: importing torch in the
+    run's first seconds took a core from the job (bench_run_output: x1.3 on a flood). A torch whose import fails
+    proves it is never imported; a CUDA build and the NCCL wheel it loads are read from their files."""
+    from traindeck.backend.runs.provenance import versions
+
+    fake = tmp_path / "site"
+    (fake / "torch").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text("raise SystemExit('torch was imported')\n")
+    (fake / "torch" / "version.py").write_text("from typing import Optional\n__version__ = '2.13.0+cu124'\n"
+                                               "cuda: Optional[str] = '12.4'\n")
+    info = fake / "nvidia_nccl_cu12-2.21.5.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-nccl-cu12\nVersion: 2.21.5\n")
+    monkeypatch.setenv("PYTHONPATH", str(fake))
+    found = versions(sys.executable)
+    assert found["cuda"] == "12.4" and "torch_error" not in found, found
+    assert found["nccl"] == "2.21.5" and found["nccl_source"] == "package nvidia-nccl-cu12", found

@@ -29,28 +29,38 @@ GIT_TIMEOUT_S = 10.0
 FREEZE_TIMEOUT_S = 60.0
 MAX_DIFF_BYTES = 20 << 20
 
-# Asked of the training interpreter: what the probe asks, plus NCCL and the driver torch sees.
+# Asked of the training interpreter, without importing torch: package metadata, the CUDA version torch was built for
+# (read from torch/version.py as text) and the NCCL it ships with (the nvidia-nccl-cu* package pip wheels load).
+# Importing torch here cost ~4 s of CPU in the run's first seconds, on a 2-core machine x1.3 on the job's own time
+# under a flood of output (tests/perf/bench_run_output.py); this costs ~50 ms. Whether CUDA is usable is the launch
+# probe's answer (recorded with the plan), not the record's.
 _VERSIONS_CODE = r"""
-import json, platform, sys
+import ast, json, platform, sys
+from importlib import metadata, util
 out = {"python": platform.python_version(), "executable": sys.executable}
 def version(name):
     try:
-        from importlib.metadata import version as v
-        return v(name)
+        return metadata.version(name)
     except Exception:
         return None
 for name in ("torch", "deepspeed", "accelerate", "transformers", "tensorboard", "numpy"):
     out[name] = version(name)
+out["cuda"] = None
 try:
-    import torch
-    out["cuda"] = torch.version.cuda
-    try:
-        out["nccl"] = ".".join(str(p) for p in torch.cuda.nccl.version()) if torch.cuda.is_available() else None
-    except Exception:
-        out["nccl"] = None
-    out["cuda_available"] = torch.cuda.is_available()
+    spec = util.find_spec("torch")
+    folder = list(spec.submodule_search_locations or []) if spec else []
+    if folder:
+        with open(folder[0] + "/version.py", encoding="utf-8") as handle:
+            for node in ast.parse(handle.read()).body:
+                target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+                if getattr(target, "id", None) == "cuda" and isinstance(getattr(node, "value", None), ast.Constant):
+                    out["cuda"] = node.value.value
 except Exception as exc:
     out["torch_error"] = str(exc)[:200]
+nccl = sorted((d.metadata["Name"], d.version) for d in metadata.distributions()
+              if (d.metadata["Name"] or "").lower().startswith("nvidia-nccl"))
+out["nccl"] = nccl[0][1] if nccl else None
+out["nccl_source"] = ("package " + nccl[0][0]) if nccl else None
 print(json.dumps(out))
 """
 
