@@ -42,6 +42,7 @@ from traindeck.backend.runs.store import RunRecord, RunStore
 from traindeck.backend.runs.watched import STOPPED_TRACEBACK_NOTE, WatchedRun  # noqa: F401 (the note: tests read it here)
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.runs_charts import RunChartsPart
+from traindeck.gui.pages.runs_leftovers import RunLeftoversPart
 from traindeck.gui.pages.runs_list import _RUN_ID, RunListPart
 from traindeck.gui.pages.runs_stop import STOP_GRACE_S, RunStopPart
 from traindeck.gui.theme import set_muted
@@ -56,7 +57,7 @@ HIDDEN_POLL_MS = 10_000  # ... while the page is hidden or the window minimised:
 LIST_MS = 2000  # the list of runs (and marking runs whose supervisor is gone as lost)
 
 
-class RunsPage(RunListPart, RunChartsPart, RunStopPart):
+class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart):
     key = "runs"
     title = "Runs"
     order = 30
@@ -140,12 +141,15 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart):
         self.stacks_button.clicked.connect(lambda: self.take_stacks())
         self.last_stacks: Any = None  # the last StackReport taken from this page
         self.stacks_box: QMessageBox | None = None
+        self._build_stop_kind()
         header = QHBoxLayout()
         header.addWidget(self.name_label)
         header.addWidget(self.state_badge)
         header.addWidget(self.duration_label)
         header.addStretch(1)
         header.addWidget(self.stacks_button)
+        header.addWidget(self.stop_kind_label)
+        header.addWidget(self.save_now_button)
         header.addWidget(self.stop_button)
         header.addWidget(self.force_button)
         self.meta_label = _label(selectable=True)
@@ -214,7 +218,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart):
         self._charts_layout = charts_layout
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.console)
-        self.splitter.addWidget(charts)
+        self.splitter.addWidget(self._build_leftovers(charts))
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 2)
         self.splitter.setChildrenCollapsible(False)
@@ -287,6 +291,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart):
         self.stop_button.setVisible(False)
         self.force_button.setVisible(False)
         self.stacks_button.setVisible(False)
+        self._leftovers_opened(run_id)
         self.views.setCurrentIndex(1)
         for row in range(self.run_list.count()):
             item = self.run_list.item(row)
@@ -330,6 +335,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart):
             self.console.open_log(record.log_path, ended=record.finished)
             self.console.set_paused(not self.on_screen())
         self._update_metrics(change)
+        self._leftovers_news(change)
         if self.on_screen():
             self._show_run_state()
         else:
@@ -379,6 +385,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart):
         self._update_duration()
         self.poll_timer.setInterval(POLL_MS)
         self.poll()
+        self._leftovers_due(force=True)
 
     def _off_screen(self) -> None:
         self.console.set_paused(True)
@@ -423,6 +430,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart):
         self.stacks_button.setVisible(running)
         self.stop_button.setEnabled(running and not stopping)
         self.stop_button.setText("Stopping…" if stopping else "Stop")
+        self._show_stop_kind(record)  # "Stop and save" and Save now with the companion
         self._show_progress(record)
         stall = watch.stall_warning(record)
         build = watch.op_build_note(record)

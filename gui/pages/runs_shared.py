@@ -33,6 +33,7 @@ class RunsPageShared(Page):
     watched: WatchedRun
     records: list[RunRecord]
     confirm_stop: bool
+    companion: bool  # the open run's script has traindeck's companion (runs_leftovers.py)
     _store_path: Path | None
     _stores: dict[Path | None, RunStore]
     _store_lock: threading.Lock

@@ -112,9 +112,13 @@ class RunStopPart(RunsPageShared):
         box.setInformativeText(
             "Every process of the run gets SIGKILL now: nothing is saved, checkpoints being written are lost."
             if force else
+            "The script has traindeck's companion: it saves a checkpoint at its next step and ends by itself; "
+            "signals (SIGINT, SIGTERM, SIGKILL) follow only if it is still running after its hold."
+            if self.companion else
             f"Every process gets SIGINT (the script may save and exit), SIGTERM after {STOP_GRACE_S:g} s, and "
             "SIGKILL if anything is still running after that.")
-        yes = box.addButton("Force stop" if force else "Stop", QMessageBox.ButtonRole.DestructiveRole)
+        yes = box.addButton("Force stop" if force else "Stop and save" if self.companion else "Stop",
+                            QMessageBox.ButtonRole.DestructiveRole)
         box.addButton(QMessageBox.StandardButton.Cancel)
         box.setDefaultButton(QMessageBox.StandardButton.Cancel)
         box.exec()
