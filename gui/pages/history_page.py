@@ -51,13 +51,14 @@ from traindeck.backend.runs.history import (
     RunHistory,
 )
 from traindeck.gui.context import AppContext
-from traindeck.gui.pages.history_compare import DiffHighlighter, HistoryComparePart
+from traindeck.gui.pages.history_compare import DiffHighlighter
+from traindeck.gui.pages.history_leftovers import HistoryLeftoversPart
 from traindeck.gui.pages.history_table import COLUMNS, ID_ROLE, SORT_ROLE, RunsModel
 
 REFRESH_MS = 3000
 
 
-class HistoryPage(HistoryComparePart):
+class HistoryPage(HistoryLeftoversPart):
     key = "history"
     title = "History"
     order = 60
@@ -88,7 +89,7 @@ class HistoryPage(HistoryComparePart):
         self.refresh_button = QPushButton("&Refresh")
         self.refresh_button.setToolTip("Read the runs again now (F5); the list also refreshes every few seconds")
         self.refresh_button.clicked.connect(self.refresh)
-        for button in (self.open_button, self.compare_button, self.refresh_button):
+        for button in (self.open_button, *self._build_leftovers(), self.compare_button, self.refresh_button):
             bar.addWidget(button)
 
         self.model = RunsModel(self)
@@ -144,6 +145,7 @@ class HistoryPage(HistoryComparePart):
         self.tabs.addTab(self.figures_table, "Figures")
         self.tabs.addTab(self.config_table, "Config differences")
         self.tabs.addTab(self.diff_view, "Unified diff")
+        self.tabs.addTab(self.provenance_table, "Code and packages")
         panel.addWidget(self.tabs, 1)
 
         splitter = QSplitter(Qt.Orientation.Vertical)
@@ -154,6 +156,7 @@ class HistoryPage(HistoryComparePart):
         splitter.setChildrenCollapsible(False)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
+        layout.addWidget(self.chain_label)
         layout.addWidget(splitter, 1)
         self._selection_changed()
 
@@ -239,6 +242,7 @@ class HistoryPage(HistoryComparePart):
         count = len(self.table.selectionModel().selectedRows())
         self.open_button.setEnabled(count == 1)
         self.compare_button.setEnabled(count == 2)
+        self._leftovers_selection(self.selected_ids())
 
     def open_selected(self) -> None:
         ids = self.selected_ids()
