@@ -143,7 +143,8 @@ def test_checkpoints_live_save_now_stop_and_save_then_resume_and_bundle(qtbot, p
     assert any(s.startswith("Writing the bug-report bundle") for s in said())
     with zipfile.ZipFile(target) as archive:
         assert any(name.endswith("output.log") for name in archive.namelist())
-    page.leftovers.write_bundle(str(tmp_path / "missing" / "folder" / "b.zip"))
+    (tmp_path / "a_file").write_text("not a folder")
+    page.leftovers.write_bundle(str(tmp_path / "a_file" / "b.zip"))  # a folder that cannot exist
     qtbot.waitUntil(lambda: any(s.startswith("Cannot write the bundle") for s in said()), timeout=60000)
     failure = next(s for s in said() if s.startswith("Cannot write the bundle"))
     assert "\n" not in failure and "Traceback" not in failure
