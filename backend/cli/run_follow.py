@@ -118,6 +118,7 @@ def follow_run(store: RunStore, run_id: str, stream: Any = None) -> int:
     from traindeck.backend.runs.control import end_lost_run, supervisor_alive
     from traindeck.backend.runs.follow import LogReader
     from traindeck.backend.runs.layout import RunDir
+    from traindeck.backend.runs.savestop import save_hold_s
 
     console = Console(stream or sys.stdout)
     found = store.get_run(run_id)
@@ -131,13 +132,11 @@ def follow_run(store: RunStore, run_id: str, stream: Any = None) -> int:
         nonlocal interrupts
         interrupts += 1
         grace = 10.0 if interrupts == 1 else 0.0
+        # Asked before the request: with the companion, the supervisor holds its signals while the script saves.
+        hold = save_hold_s(record.run_dir, grace)
         RunDir(Path(record.run_dir)).request_stop(grace)
         console.clear_status()
-        if interrupts == 1:
-            print(f"\ntraindeck: stopping run {run_id} (SIGINT to every process; SIGTERM after {grace:g} s, "
-                  "then SIGKILL). Ctrl+C again to force.", file=sys.stderr)
-        else:
-            print("traindeck: forcing the stop (SIGKILL)", file=sys.stderr)
+        print(interrupt_message(run_id, interrupts, grace, hold), file=sys.stderr)
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
     last_check = 0.0
@@ -193,6 +192,19 @@ def follow_run(store: RunStore, run_id: str, stream: Any = None) -> int:
     if interrupts:
         return 130
     return exit_status(record)
+
+
+def interrupt_message(run_id: str, interrupts: int, grace: float, hold: float) -> str:
+    """What a Ctrl+C in the foreground does, as the supervisor will do it: the first one asks for the stop (with the
+    companion: save a checkpoint, then stop; signals only after `hold` s), the next ones force it."""
+    if interrupts > 1:
+        return "traindeck: forcing the stop (SIGKILL)"
+    if hold:
+        return (f"\ntraindeck: saving a checkpoint before stopping run {run_id} (its script has traindeck's "
+                f"companion; signals only if it is still running after {hold:g} s). Ctrl+C again to stop now "
+                "without saving (SIGKILL).")
+    return (f"\ntraindeck: stopping run {run_id} (SIGINT to every process; SIGTERM after {grace:g} s, then SIGKILL)."
+            " Ctrl+C again to force.")
 
 
 def exit_status(record: RunRecord) -> int:

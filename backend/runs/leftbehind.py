@@ -19,7 +19,7 @@ def summary_fields(run_dir: str) -> dict[str, Any]:
     }
 
 
-def run_leftovers(store_path: str, run_id: str) -> dict[str, Any]:
+def run_leftovers(store_path: str | None, run_id: str) -> dict[str, Any]:
     """Everything the dashboard's "left behind" panel shows for one run (call it off the UI thread):
     {"id", "state", "checkpoints": [Checkpoint.to_json()...], "parent", "resumed_from", "provenance", "stop"}."""
     from traindeck.backend.runs.relaunch import checkpoints_of
@@ -28,12 +28,12 @@ def run_leftovers(store_path: str, run_id: str) -> dict[str, Any]:
     with RunStore(store_path) as store:
         record = store.get_run(run_id)
     if record is None:
-        raise KeyError(run_id)
+        raise LookupError(f"no run {run_id} in the run store")
     return {"id": record.id, "state": record.state, "run_dir": record.run_dir, "checkpoints": [c.to_json() for c in checkpoints_of(record)],
             **summary_fields(record.run_dir)}
 
 
-def relaunch_run(store_path: str, run_id: str, how: str, checkpoint: str | None = None) -> str:
+def relaunch_run(store_path: str | None, run_id: str, how: str, checkpoint: str | None = None) -> str:
     """`rerun` or `resume` (from `checkpoint`, default the newest) for the dashboard; the new run's id.
     Raises ResumeError with a one-line reason, or RuntimeError with the plan's errors."""
     from traindeck.backend.runs.relaunch import rerun, resume
@@ -42,7 +42,7 @@ def relaunch_run(store_path: str, run_id: str, how: str, checkpoint: str | None 
     with RunStore(store_path) as store:
         record = store.get_run(run_id)
         if record is None:
-            raise KeyError(run_id)
+            raise LookupError(f"no run {run_id} in the run store")
         outcome = rerun(record, store=store) if how == "rerun" else resume(record, checkpoint=checkpoint,
                                                                             store=store)[0]
     if outcome.record is None:
@@ -50,7 +50,7 @@ def relaunch_run(store_path: str, run_id: str, how: str, checkpoint: str | None 
     return outcome.record.id
 
 
-def bundle_run(store_path: str, run_id: str, target: str) -> int:
+def bundle_run(store_path: str | None, run_id: str, target: str) -> int:
     """`runs bundle` for the dashboard: writes the zip, returns its size in bytes."""
     from traindeck.backend.runs.bundle import write_bundle
     from traindeck.backend.runs.store import RunStore
@@ -58,7 +58,7 @@ def bundle_run(store_path: str, run_id: str, target: str) -> int:
     with RunStore(store_path) as store:
         record = store.get_run(run_id)
         if record is None:
-            raise KeyError(run_id)
+            raise LookupError(f"no run {run_id} in the run store")
         summary: dict[str, Any] = {k: getattr(record, k) for k in (
             "id", "name", "state", "state_detail", "exit_code", "diagnosis", "progress", "launcher", "preset",
             "script", "argv", "cwd", "created_at", "started_at", "ended_at")}

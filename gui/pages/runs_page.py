@@ -4,33 +4,28 @@ Everything the page shows is read off the UI thread: the run store through `ctx.
 list every 2 s), the log by the console's own reading thread. Opening the page while runs are running shows the
 newest one and follows it: closing and reopening the window reattaches to a run, which never noticed either.
 
-Size (~800 lines): layout and drawing only; the watched run's state is backend/runs/watched.py (WatchedRun).
-Split candidate: the run list and the stop/diagnosis panels as widgets.
+Layout and drawing only; the watched run's state is backend/runs/watched.py (WatchedRun). The page's parts live
+beside it: the run list (runs_list.py), the charts and metrics (runs_charts.py), the stop and diagnosis
+(runs_stop.py); RunsPage is made of them.
 """
 
 from __future__ import annotations
 
 import atexit
-import functools
 import shutil
 import tempfile
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
-    QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QListWidget,
-    QListWidgetItem,
     QMessageBox,
     QProgressBar,
     QPushButton,
@@ -41,56 +36,29 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.remote.runs import RemoteRuns, in_source
+from traindeck.backend.remote.runs import RemoteRuns
 from traindeck.backend.runs import watch
-from traindeck.backend.runs.diagnosis import MEMORY_WORDS
 from traindeck.backend.runs.series import BoundedSeries
-from traindeck.backend.runs.store import RunEvent, RunRecord, RunStore
-from traindeck.backend.runs.watched import STOPPED_TRACEBACK_NOTE, ViewChange, WatchedRun
+from traindeck.backend.runs.store import RunRecord, RunStore
+from traindeck.backend.runs.watched import STOPPED_TRACEBACK_NOTE, WatchedRun  # noqa: F401 (the note: tests read it here)
 from traindeck.gui.context import AppContext
-from traindeck.gui.pages.base import Page
+from traindeck.gui.pages.runs_charts import RunChartsPart
+from traindeck.gui.pages.runs_leftovers import RunLeftoversPart
+from traindeck.gui.pages.runs_list import _RUN_ID, RunListPart
+from traindeck.gui.pages.runs_stop import STOP_GRACE_S, RunStopPart
 from traindeck.gui.theme import set_muted
-from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.console import LogConsole
-from traindeck.gui.widgets.run_state import badge_style, panel_style, state_icon
+from traindeck.gui.widgets.labels import label as _label
+from traindeck.gui.widgets.labels import panel as _panel
+from traindeck.gui.widgets.run_state import badge_style, panel_style
 
 POLL_MS = 1000  # the open run: record, events, metrics
 POLL_MAX_MS = 4000  # ... backing off (doubling) while nothing changes
-# Charts are redrawn for what the screen can show: at most every CHART_MS, and only once the new points reach a
-# new pixel column or leave the drawn value range, or CHART_MAX_MS passed (the legend's latest value). Late in a
-# long run a pixel column is minutes of steps: a redraw every poll moved nothing on screen and cost ~8 ms.
-CHART_MS = 3000
-CHART_MAX_MS = 30_000
 HIDDEN_POLL_MS = 10_000  # ... while the page is hidden or the window minimised: data only, nothing drawn
 LIST_MS = 2000  # the list of runs (and marking runs whose supervisor is gone as lost)
-STOP_GRACE_S = 10.0
-MAX_METRICS_SHOWN = 14
-_RUN_ID = Qt.ItemDataRole.UserRole
 
 
-def _panel(name: str) -> tuple[QFrame, QVBoxLayout]:
-    frame = QFrame()
-    frame.setObjectName(name)
-    layout = QVBoxLayout(frame)
-    layout.setContentsMargins(10, 6, 10, 6)
-    layout.setSpacing(2)
-    frame.setVisible(False)
-    return frame, layout
-
-
-def _label(text: str = "", *, selectable: bool = False, wrap: bool = False, bold: bool = False) -> QLabel:
-    label = QLabel(text)
-    if selectable:
-        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-    label.setWordWrap(wrap)
-    if bold:
-        font = label.font()
-        font.setBold(True)
-        label.setFont(font)
-    return label
-
-
-class RunsPage(Page):
+class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart):
     key = "runs"
     title = "Runs"
     order = 30
@@ -175,12 +143,15 @@ class RunsPage(Page):
         self.stacks_button.clicked.connect(lambda: self.take_stacks())
         self.last_stacks: Any = None  # the last StackReport taken from this page
         self.stacks_box: QMessageBox | None = None
+        self._build_stop_kind()
         header = QHBoxLayout()
         header.addWidget(self.name_label)
         header.addWidget(self.state_badge)
         header.addWidget(self.duration_label)
         header.addStretch(1)
         header.addWidget(self.stacks_button)
+        header.addWidget(self.stop_kind_label)
+        header.addWidget(self.save_now_button)
         header.addWidget(self.stop_button)
         header.addWidget(self.force_button)
         self.meta_label = _label(selectable=True)
@@ -249,7 +220,7 @@ class RunsPage(Page):
         self._charts_layout = charts_layout
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.console)
-        self.splitter.addWidget(charts)
+        self.splitter.addWidget(self._build_leftovers(charts))
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 2)
         self.splitter.setChildrenCollapsible(False)
@@ -291,149 +262,6 @@ class RunsPage(Page):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(split)
 
-    # The watched run, as the page's callers and tests know it.
-    @property
-    def run_id(self) -> str | None:
-        return self.watched.run_id
-
-    @property
-    def record(self) -> RunRecord | None:
-        return self.watched.record
-
-    @property
-    def events(self) -> list[RunEvent]:
-        return self.watched.events
-
-    @property
-    def stop_lines(self) -> list[str]:
-        return self.watched.stop_lines
-
-    @property
-    def remaining(self) -> list[int] | None:
-        return self.watched.remaining
-
-    @property
-    def _other_name(self) -> str | None:
-        return self.watched.other
-
-    # ================================================================================================ store calls
-    def _call(self, fn: Callable[..., Any], *args: Any, done: Callable[[Any], None] | None = None,
-              failed: Callable[[str], None] | None = None, **kwargs: Any) -> None:
-        """fn(store, *args) on a worker thread, with the page's store connection (opened there on first use)."""
-        self.ctx.tasks.run(self._in_store, self._where(), fn, *args, done=done,
-                           failed=failed or self._report_failure, **kwargs)
-
-    def _where(self) -> Path | RemoteRuns | None:
-        return self.remote if self.remote is not None else self._store_path
-
-    def _in_store(self, path: Path | RemoteRuns | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if isinstance(path, RemoteRuns):  # the remote machine's counterpart of the same call, over SSH
-            return in_source(path, fn, *args, **kwargs)
-        # The lock is never taken on the UI thread: opening a store may wait for SQLite's write lock.
-        with self._store_lock:
-            store = self._stores.get(path)
-            if store is None:
-                store = self._stores[path] = RunStore(path)
-        return fn(store, *args, **kwargs)
-
-    def _close_stores(self) -> None:
-        with self._store_lock:
-            stores, self._stores = list(self._stores.values()), {}
-        for store in stores:
-            store.close()
-
-    def _report_failure(self, text: str) -> None:
-        if not self._closing:
-            self.ctx.status.emit(f"Runs: {text.splitlines()[0] if text else 'failed'}")
-
-    # ================================================================================================ the list
-    def refresh_list(self, reattach: bool = False) -> None:
-        if self._listing:
-            return
-        self._listing = True
-        path = self._where()
-        self._call(watch.runs_for_list, mark_lost=self._mark_lost,
-                   done=lambda records: self._list_arrived(records, reattach, path),
-                   failed=self._list_failed)
-
-    def _list_tick(self) -> None:
-        if self.on_screen():
-            self.refresh_list()
-
-    def _list_failed(self, text: str) -> None:
-        self._listing = False
-        self._report_failure(text)
-
-    def _list_arrived(self, records: list[RunRecord], reattach: bool, path: Path | RemoteRuns | None) -> None:
-        self._listing = False
-        if self._closing:
-            return
-        if path is not self._where() and path != self._where():  # read from the store used before load_demo(): ask the current one
-            self.refresh_list(reattach)
-            return
-        self.records = records
-        self._fill_list(records)
-        if reattach and self.run_id is None and not self._opened_by_user:
-            newest = watch.newest_running(records)
-            if newest is not None:
-                self._open(newest.id, by_user=False)  # reattach: the window was closed while it ran
-
-    def _fill_list(self, records: list[RunRecord]) -> None:
-        shown = [(r.id, r.state, self._list_text(r), r.state_detail, r.id == self.run_id) for r in records]
-        if shown == self._listed:
-            return  # every 2 s: rebuilding an unchanged list cost a relayout and a repaint each time
-        self._listed = shown
-        box = self.run_list
-        box.blockSignals(True)
-        try:
-            box.clear()
-            running = [r for r in records if r.state == "running"]
-            others = [r for r in records if r.state != "running"]
-            for title, group in (("Running", running), ("Recent", others)):
-                if not group:
-                    continue
-                header = QListWidgetItem(title.upper())
-                header.setFlags(Qt.ItemFlag.NoItemFlags)
-                font = header.font()
-                font.setBold(True)
-                font.setPointSizeF(font.pointSizeF() * 0.85)
-                header.setFont(font)
-                box.addItem(header)
-                for record in group:
-                    item = QListWidgetItem(state_icon(record.state), self._list_text(record))
-                    item.setData(_RUN_ID, record.id)
-                    item.setToolTip(f"{record.id}\n{record.state}"
-                                    + (f": {record.state_detail}" if record.state_detail else ""))
-                    box.addItem(item)
-                    if record.id == self.run_id:
-                        box.setCurrentItem(item)
-        finally:
-            box.blockSignals(False)
-
-    def _update_list_item(self, record: RunRecord) -> None:
-        for row in range(self.run_list.count()):
-            item = self.run_list.item(row)
-            if item.data(_RUN_ID) == record.id:
-                item.setText(self._list_text(record))
-                item.setIcon(state_icon(record.state))
-
-    @staticmethod
-    def _list_text(record: RunRecord) -> str:
-        when = time.localtime(record.started_at or record.created_at)
-        # Today's runs by the hour only: the list is narrow, and "since Nov 24 02:…" was cut off.
-        started = time.strftime("%H:%M" if when[:3] == time.localtime()[:3] else "%b %d %H:%M", when)
-        if record.state == "running":
-            progress = watch.progress_text(record.progress)
-            done = f" · {100 * progress.fraction:.0f}%" if progress is not None and progress.fraction is not None else ""
-            detail = f"running{done} · since {started}"
-        else:
-            detail = f"{record.state} · {watch.duration_text(watch.run_duration(record))} · {started}"
-        return f"{record.name or record.id}\n{detail}"
-
-    def _item_chosen(self, current: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
-        if current is not None and current.data(_RUN_ID):
-            self._open(str(current.data(_RUN_ID)), by_user=True)
-
     # ================================================================================================ one run
     def open_run(self, run_id: str) -> None:
         """Show this run (ctx.open_run, ctx.run_started, a click in the list)."""
@@ -465,6 +293,7 @@ class RunsPage(Page):
         self.stop_button.setVisible(False)
         self.force_button.setVisible(False)
         self.stacks_button.setVisible(False)
+        self._leftovers_opened(run_id)
         self.views.setCurrentIndex(1)
         for row in range(self.run_list.count()):
             item = self.run_list.item(row)
@@ -508,6 +337,7 @@ class RunsPage(Page):
             self.console.open_log(record.log_path, ended=record.finished)
             self.console.set_paused(not self.on_screen())
         self._update_metrics(change)
+        self._leftovers_news(change)
         if self.on_screen():
             self._show_run_state()
         else:
@@ -557,6 +387,7 @@ class RunsPage(Page):
         self._update_duration()
         self.poll_timer.setInterval(POLL_MS)
         self.poll()
+        self._leftovers_due(force=True)
 
     def _off_screen(self) -> None:
         self.console.set_paused(True)
@@ -601,6 +432,7 @@ class RunsPage(Page):
         self.stacks_button.setVisible(running and self.remote is None)  # stacks: not over SSH yet
         self.stop_button.setEnabled(running and not stopping)
         self.stop_button.setText("Stopping…" if stopping else "Stop")
+        self._show_stop_kind(record)  # "Stop and save" and Save now with the companion
         self._show_progress(record)
         stall = watch.stall_warning(record)
         build = watch.op_build_note(record)
@@ -651,275 +483,7 @@ class RunsPage(Page):
                                     + (f" ({100 * text.fraction:.0f}%)" if text.fraction is not None else "")
                                     + (f" · {text.rate}" if text.rate else ""))
 
-    def _show_diagnosis(self, record: RunRecord) -> None:
-        diagnosis = record.diagnosis
-        if not record.finished or not diagnosis or (record.state == "stopped" and not self.stop_panel.isHidden()):
-            self.diagnosis_panel.setVisible(False)  # a stop we watched: the stop story says it all
-            return
-        kind = record.state if record.state in ("failed", "lost", "stopped") else "info"
-        self.diagnosis_panel.setStyleSheet(panel_style(kind, "diagnosisPanel"))
-        prefix = {"failed": "Failed: ", "lost": "Lost: "}.get(record.state, "")
-        self.diagnosis_summary.setText(prefix + str(diagnosis.get("summary", "")))
-        summary_font = self.diagnosis_summary.font()
-        summary_font.setPointSizeF(self.font().pointSizeF() * (1.15 if record.state == "failed" else 1.0))
-        self.diagnosis_summary.setFont(summary_font)
-        evidence = [str(e) for e in diagnosis.get("evidence") or []]
-        follow_ons = [str(e) for e in diagnosis.get("follow_ons") or []]
-        text = "\n".join(f"• {e}" for e in evidence)
-        memory = MEMORY_WORDS.get(str(diagnosis.get("memory") or ""))
-        if memory:
-            text = f"Out of: {memory}\n" + text
-        if follow_ons:  # what failed after the cause, because of it
-            text += ("\n" if text else "") + "Then (consequences, not the cause):\n" + "\n".join(f"• {e}" for e in follow_ons)
-        self.diagnosis_evidence.setText(text)
-        self.diagnosis_evidence.setVisible(bool(text))
-        advice = str(diagnosis.get("advice") or "")
-        if record.state == "stopped":
-            evidence.append(STOPPED_TRACEBACK_NOTE)
-            self.diagnosis_evidence.setText("\n".join(f"• {e}" for e in evidence))
-            self.diagnosis_evidence.setVisible(True)
-        self.diagnosis_advice.setText(f"What to do: {advice}" if advice else "")
-        self.diagnosis_advice.setVisible(bool(advice))
-        self.diagnosis_panel.setVisible(True)
-
-    def _show_stop_story(self) -> None:
-        """The stop as it happens: our request, the supervisor's signals, and whether anything remains."""
-        story = self.watched.stop_story()
-        if story is None:
-            return
-        title, lines = story
-        self.stop_title.setText(title)
-        self.stop_label.setText("\n".join(lines))
-        self.stop_panel.setVisible(True)
-
-    # ================================================================================================ metrics
-    def _update_metrics(self, change: ViewChange) -> None:
-        if change.other_changed:
-            self._new_other_chart()
-        if change.names_changed:
-            _losses, others = watch.chart_names(self.watched.metric_names)
-            box = self.other_box
-            box.blockSignals(True)
-            box.clear()
-            box.addItems(others)
-            box.setEnabled(bool(others))
-            box.setCurrentIndex(max(0, box.findText(self._other_name or "")))
-            box.blockSignals(False)
-        self._undrawn |= change.series
         # (the metric values are filled by _show_run_state, with the rest, while the page is on screen)
-
-    def _draw_series(self, force: bool = False) -> None:
-        """Hand the charts the series that changed: each a bounded set of points, whatever the run's length; at
-        most every CHART_MS unless forced (a series newly shown, the page back on screen)."""
-        wanted = set(self.watched.chart_series())
-        now = time.monotonic()
-        if not force and all(name in self._drawn for name in wanted if name in self.watched.series):
-            since = now - self._drawn_at
-            if since < CHART_MS / 1000 or (since < CHART_MAX_MS / 1000 and not any(
-                    self._shows_more(name) for name in self._undrawn if name in wanted)):
-                return
-        self._drawn_at = now
-        for name in sorted(self._undrawn):
-            series = self.watched.series.get(name)
-            if series is None or name not in wanted:
-                continue
-            xs, ys = series.points()
-            if not xs:
-                continue
-            chart = self._chart_of(name)
-            if series.x_is_time:
-                chart.x_is_time = True
-            x, y = np.frombuffer(xs, dtype=np.float64), np.frombuffer(ys, dtype=np.float64)
-            detail = self._detail.get(name)
-            if detail is not None:  # the zoomed range in full, the rest as held
-                low, high, points = detail
-                dx, dy = (np.frombuffer(a, dtype=np.float64) for a in points.points())
-                before, after = x < low, x > high
-                x = np.concatenate((x[before], dx, x[after]))
-                y = np.concatenate((y[before], dy, y[after]))
-            chart.set_series(name, x, y)
-            self._drawn.add(name)
-            if series.last_x is not None:
-                self._drawn_extent[name] = (series.last_x, series.low, series.high)
-        self._undrawn.clear()
-
-    def _shows_more(self, name: str) -> bool:
-        """Whether drawing the series now would change the chart: new points past the last pixel column drawn,
-        or values outside the range drawn (the y axis is fitted to them)."""
-        series, drawn = self.watched.series.get(name), self._drawn_extent.get(name)
-        if series is None or drawn is None or series.last_x is None or series.first_x is None:
-            return True
-        last_x, low, high = drawn
-        if series.low < low or series.high > high:
-            return True
-        span = series.last_x - series.first_x
-        columns = max(1, self._chart_of(name).width())
-        return span <= 0 or (series.last_x - last_x) * columns >= span
-
-    def _chart_of(self, name: str) -> TimeSeriesChart:
-        return self.loss_chart if "loss" in name.lower() else self.other_chart
-
-    def _make_chart(self, title: str) -> TimeSeriesChart:
-        chart = TimeSeriesChart(title, x_is_time=False)
-        chart.x_range_chosen.connect(lambda low, high: self._zoomed(chart, low, high))
-        chart.follow_resumed.connect(lambda: self._unzoomed(chart))
-        return chart
-
-    def _zoomed(self, chart: TimeSeriesChart, low: float, high: float) -> None:
-        """The user zoomed or panned a chart: a range reaching into a series' folded part is read again from the
-        store at full resolution (the page holds only min/max buckets of it)."""
-        if chart is not self.loss_chart and chart is not self.other_chart:
-            return  # replaced meanwhile
-        generation = self.watched.generation
-        for name, series in self.watched.series.items():
-            if self._chart_of(name) is not chart or name not in self._drawn:
-                continue
-            first = series.first_recent_x
-            if not series.folded or first is None or low >= first:
-                if self._detail.pop(name, None) is not None:  # the held points cover this range whole
-                    self._undrawn.add(name)
-                continue
-            self._call(watch.read_range, self.run_id, name, low, high, series.x_is_time,
-                       done=functools.partial(self._detail_arrived, generation, name, low, high))
-        self._draw_series(force=True)
-
-    def _detail_arrived(self, generation: int, name: str, low: float, high: float, points: BoundedSeries) -> None:
-        if generation != self.watched.generation or name not in self.watched.series or self._chart_of(name).following:
-            return  # another run, series or zoom since
-        self._detail[name] = (low, high, points)
-        self._undrawn.add(name)
-        self._draw_series(force=True)
-
-    def _unzoomed(self, chart: TimeSeriesChart) -> None:
-        for name in [n for n in self._detail if self._chart_of(n) is chart]:
-            del self._detail[name]
-            self._undrawn.add(name)
-        self._draw_series(force=True)
-
-    def _other_chosen(self, index: int) -> None:
-        name = self.other_box.itemText(index) if index >= 0 else None
-        if name and name != self._other_name:
-            self._set_other(name)
-            self.poll()
-
-    def _set_other(self, name: str | None) -> None:
-        """Show `name` in the second chart (a fresh chart: its title is the metric's name)."""
-        if self._other_name is not None:  # the model forgets its points; the page what it drew of them
-            self._drawn.discard(self._other_name)
-            self._drawn_extent.pop(self._other_name, None)
-            self._detail.pop(self._other_name, None)
-            self._undrawn.discard(self._other_name)
-        self.watched.set_other(name)
-        self._new_other_chart()
-
-    def _new_other_chart(self) -> None:
-        chart = self._make_chart(self._other_name or "Metric")
-        self._other_layout.replaceWidget(self.other_chart, chart)
-        self.other_chart.hide()
-        self.other_chart.deleteLater()
-        self.other_chart = chart
-
-    def _new_loss_chart(self) -> None:
-        chart = self._make_chart("Loss")  # fresh: no axis range left from the previous run
-        self._charts_layout.replaceWidget(self.loss_chart, chart)
-        self.loss_chart.hide()  # at once: deleteLater() waits for the event loop
-        self.loss_chart.deleteLater()
-        self.loss_chart = chart
-
-    def _fill_metrics(self, metrics: dict[str, float], empty: str = "none yet") -> None:
-        shown = sorted(metrics.items())[:MAX_METRICS_SHOWN]
-        if shown and [name for name, _ in shown] == list(self._metric_labels):
-            for name, value in shown:  # the same series: new values only (this runs every poll)
-                self._metric_labels[name].setText(f"{value:.4g}")
-            return
-        grid = self.metrics_grid
-        while grid.count():
-            item = grid.takeAt(0)
-            widget = item.widget() if item is not None else None
-            if widget is not None:
-                widget.hide()  # at once: deleteLater() waits for the event loop
-                widget.deleteLater()
-        self._metric_labels = {}
-        if not shown:
-            grid.addWidget(_label(empty), 0, 0)
-            return
-        for row, (name, value) in enumerate(shown):
-            key = _label(name)
-            set_muted(key)
-            grid.addWidget(key, row, 0)
-            label = self._metric_labels[name] = _label(f"{value:.4g}", selectable=True)
-            grid.addWidget(label, row, 1, Qt.AlignmentFlag.AlignRight)
-
-    # ================================================================================================ stop
-    def stop_run(self, force: bool = False) -> None:
-        """Stop the open run (Ctrl+.): graceful, or SIGKILL now with force. Asks first unless confirm_stop is off."""
-        record = self.record
-        if record is None or record.state != "running":
-            return
-        if self.confirm_stop and not self._confirm(record, force):
-            return
-        self.watched.stop_asked(force, STOP_GRACE_S)
-        self.stop_button.setEnabled(False)
-        self.stop_button.setText("Stopping…")
-        self._show_stop_story()
-        generation = self.watched.generation
-        fn = watch.force_stop if force else watch.request_stop
-        args = (record.id,) if force else (record.id, STOP_GRACE_S)
-        self._call(fn, *args, done=lambda _messages: self._stop_sent(generation),
-                   failed=lambda text: self._stop_failed(generation, text))
-
-    def force_stop(self) -> None:
-        self.stop_run(force=True)
-
-    def take_stacks(self) -> None:
-        record = self.record
-        if record is None or record.state != "running" or self.remote is not None:  # not over SSH (yet)
-            return
-        self.stacks_button.setEnabled(False)
-        self.ctx.tasks.run(watch.take_stacks, record, done=self._show_stacks,
-                           failed=lambda text: self._show_stacks(None, text))
-
-    def _show_stacks(self, report: Any, error: str = "") -> None:
-        from traindeck.backend.runs.stacks import report_text
-
-        self.stacks_button.setEnabled(True)
-        self.last_stacks = report
-        box = QMessageBox(self)
-        box.setWindowTitle("Stacks")
-        box.setText(report.summary if report is not None else (error or "no living rank to dump (yet)"))
-        if report is not None:
-            box.setInformativeText("Every rank's stack, main thread first (kept as stacks.json in the run directory).")
-            box.setDetailedText(report_text(report))
-        box.setModal(False)
-        box.show()
-        self.stacks_box = box
-
-    def _confirm(self, record: RunRecord, force: bool) -> bool:
-        box = QMessageBox(self)
-        box.setIcon(QMessageBox.Icon.Warning if force else QMessageBox.Icon.Question)
-        box.setWindowTitle("Force stop" if force else "Stop run")
-        box.setText(f"{'Kill' if force else 'Stop'} the run “{record.name or record.id}”?")
-        box.setInformativeText(
-            "Every process of the run gets SIGKILL now: nothing is saved, checkpoints being written are lost."
-            if force else
-            f"Every process gets SIGINT (the script may save and exit), SIGTERM after {STOP_GRACE_S:g} s, and "
-            "SIGKILL if anything is still running after that.")
-        yes = box.addButton("Force stop" if force else "Stop", QMessageBox.ButtonRole.DestructiveRole)
-        box.addButton(QMessageBox.StandardButton.Cancel)
-        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
-        box.exec()
-        return box.clickedButton() is yes
-
-    def _stop_sent(self, generation: int) -> None:
-        if self.watched.current(generation):
-            self.poll()
-
-    def _stop_failed(self, generation: int, text: str) -> None:
-        if not self.watched.stop_failed(generation, text):
-            return
-        self.stop_button.setEnabled(True)
-        self.stop_button.setText("Stop")
-        self._show_stop_story()
 
     # ================================================================================================ page hooks
     def page_shown(self) -> None:

@@ -44,8 +44,9 @@ def test_panel_lists_checkpoints_and_origin_and_writes_a_bundle(qtbot, tmp_path:
     panel.message.connect(messages.append)
     target = tmp_path / "b.zip"
     panel.write_bundle(str(target))
-    qtbot.waitUntil(lambda: bool(messages), timeout=10000)
-    assert messages[0].startswith(f"wrote {target}")
+    qtbot.waitUntil(lambda: len(messages) >= 2, timeout=10000)
+    assert messages[0].startswith("Writing the bug-report bundle")  # progress first, then the result
+    assert messages[1].startswith(f"wrote {target}")
     with zipfile.ZipFile(target) as archive:
         assert f"{run_dir.run_id}/output.log" in archive.namelist()
     tasks.wait()
