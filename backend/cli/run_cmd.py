@@ -56,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     logs.add_argument("id", metavar="ID")
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing new output until the run ends")
     logs.add_argument("--rank", type=int, metavar="N", help="only lines the launcher tagged with this rank")
+    logs.add_argument("--node", metavar="HOST", help="only lines of this node (multi-node runs: pdsh's `HOST: `)")
     logs.add_argument("--raw", action="store_true", help="the bytes as written (progress-bar redraws included)")
     logs.set_defaults(handler=_logs)
 
@@ -229,6 +230,8 @@ def _logs(args: argparse.Namespace) -> int:
         if line.transient or is_report(line):
             continue
         if args.rank is not None and getattr(line, "rank", None) != args.rank:
+            continue
+        if args.node is not None and getattr(line, "node", None) != args.node:
             continue
         out.write(line_text(line) + "\n")
         if args.follow:

@@ -62,6 +62,7 @@ from traindeck.backend.runs.evidence import (
     oom_kill_counters,
 )
 from traindeck.backend.runs.exits import ExitWatcher
+from traindeck.backend.runs.follow import run_hosts
 from traindeck.backend.runs.layout import RunDir
 from traindeck.backend.runs.savestop import save_hold_s
 from traindeck.backend.runs.settings import launch_settings
@@ -194,7 +195,7 @@ class OutputFollower(threading.Thread):
         super().__init__(name="output-follower", daemon=True)
         self.path, self.pump, self.store, self.run_id = path, pump, store, run_id
         self.watchdog = watchdog
-        self.assembler = LineAssembler()
+        self.assembler = LineAssembler(hosts=run_hosts(path.parent))
         self.parser = OutputParser()
         self.lines = 0
         self.skipped_bytes = 0
@@ -234,7 +235,7 @@ class OutputFollower(threading.Thread):
                         handle.seek(size - PARSE_RESUME_BEFORE_END)
                         handle.readline()  # resynchronise on a line start
                         position = handle.tell()
-                        self.assembler = LineAssembler()
+                        self.assembler = LineAssembler(hosts=run_hosts(self.path.parent))
                         time.sleep(FLOOD_PAUSE_S)
                     chunk = handle.read(min(size - position, 256 << 10))
                     if not chunk:
