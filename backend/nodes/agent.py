@@ -10,7 +10,7 @@ watch, or the ssh, is gone) it ends whatever of the run is left on this node and
 the run's supervisor on any node.
 
 The run's processes on this node are found by the marker the run's environment file carries (TRAINDECK_RUN_ID),
-the rank by RANK, and this node's launch.py by its `--node_rank=N`. Standard library and psutil only; old syntax.
+the rank by RANK, and this node's launch.py by its `--node_rank=N`. Standard library and psutil only; Python 3.6 syntax (no annotations).
 """
 
 import json
@@ -33,7 +33,7 @@ MARKER = "TRAINDECK_RUN_ID"
 
 def _environ(pid):
     try:
-        with open("/proc/%d/environ" % pid, "rb") as f:
+        with open(f"/proc/{pid}/environ", "rb") as f:
             data = f.read()
     except OSError:
         return None
@@ -47,13 +47,13 @@ def _environ(pid):
 
 def _cmdline(pid):
     try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
             return f.read().split(b"\0")
     except OSError:
         return []
 
 
-class Agent(object):
+class Agent:
     def __init__(self, run_id, node_rank, ranks, out):
         self.run_id, self.node_rank, self.ranks, self.out = run_id, node_rank, set(ranks), out
         self.ranks_seen = {}  # pid -> rank
@@ -89,12 +89,12 @@ class Agent(object):
                 if int(rank) not in self.ranks_seen.values():
                     self.ranks_seen[pid] = int(rank)
                     self.emit({"event": "rank_started", "rank": int(rank), "pid": pid})
-            elif rank is None and ("--node_rank=%d" % self.node_rank).encode() in _cmdline(pid):
+            elif rank is None and f"--node_rank={self.node_rank}".encode() in _cmdline(pid):
                 self.others.add(pid)
 
     def alive(self, pid):
         try:
-            with open("/proc/%d/stat" % pid, "rb") as f:
+            with open(f"/proc/{pid}/stat", "rb") as f:
                 return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
         except (OSError, IndexError):
             return False
