@@ -111,8 +111,8 @@ class Agent:
                 self.ended.add(pid)
 
     def sample(self):
-        data = {"event": "sample", "host": socket.gethostname(),
-                "ranks": [], "others": sorted(self.others)}
+        ranks = []
+        data = {"event": "sample", "host": socket.gethostname(), "ranks": ranks, "others": sorted(self.others)}
         for pid, rank in sorted(self.ranks_seen.items(), key=lambda item: item[1]):
             entry = {"rank": rank, "pid": pid}
             if psutil is not None:
@@ -123,7 +123,7 @@ class Agent:
                     entry["cpu"] = proc.cpu_percent(None)
                 except psutil.Error:
                     pass
-            data["ranks"].append(entry)
+            ranks.append(entry)
         if psutil is not None:
             memory = psutil.virtual_memory()
             data["cpu"] = psutil.cpu_percent(None)

@@ -51,7 +51,7 @@ def remote_env(run_id: str, overrides: Mapping[str, str], env: Mapping[str, str]
                 chosen[name.strip()] = value.strip()
     secret: list[str] = []
     for name in [*PASSED_THROUGH, *overrides]:
-        value = overrides.get(name, env.get(name))
+        value = overrides[name] if name in overrides else env.get(name)
         if value is None or name.startswith(CARRIED_PREFIXES):
             continue  # DeepSpeed exports these itself
         if is_secret_name(name) or looks_like_secret_value(value):
