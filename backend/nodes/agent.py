@@ -111,7 +111,7 @@ class Agent:
                 self.ended.add(pid)
 
     def sample(self):
-        ranks = []
+        ranks = []  # type: list[dict]
         data = {"event": "sample", "host": socket.gethostname(), "ranks": ranks, "others": sorted(self.others)}
         for pid, rank in sorted(self.ranks_seen.items(), key=lambda item: item[1]):
             entry = {"rank": rank, "pid": pid}

@@ -46,9 +46,9 @@ def remote_env(run_id: str, overrides: Mapping[str, str], env: Mapping[str, str]
         except OSError:
             continue
         for line in text.splitlines():
-            name, sep, value = line.partition("=")
+            name, sep, raw = line.partition("=")
             if sep and _NAME.match(name.strip()):
-                chosen[name.strip()] = value.strip()
+                chosen[name.strip()] = raw.strip()
     secret: list[str] = []
     for name in [*PASSED_THROUGH, *overrides]:
         value = overrides[name] if name in overrides else env.get(name)
