@@ -31,3 +31,20 @@ def test_a_runs_log_reader_knows_its_hosts_from_nodes_json(tmp_path: Path) -> No
     (tmp_path / "output.log").write_bytes(b"h2: [rank1]: hello\nh1: [rank0]: hi\n")
     lines = LogReader(tmp_path / "output.log").read_new()
     assert [(ln.node, ln.rank, ln.text) for ln in lines] == [("h2", 1, "hello"), ("h1", 0, "hi")]
+
+
+def test_runs_show_reads_per_node_hosts_ranks_and_peaks(tmp_path: Path) -> None:
+    from traindeck.backend.nodes.report import node_text, nodes_summary
+
+    assert nodes_summary(tmp_path) is None  # one machine: no `nodes`
+    (tmp_path / "nodes.json").write_text(json.dumps({"hosts": [{"host": "h1", "slots": 1, "ranks": [0]},
+                                                               {"host": "h2", "slots": 1, "ranks": [1]}]}))
+    (tmp_path / "nodes_state.json").write_text(json.dumps({"nodes": [
+        {"host": "h2", "peaks": {"ranks_rss_bytes": 2**30, "ram_used_bytes": 3 * 2**30, "ram_total_bytes": 8 * 2**30,
+                                 "cpu_percent": 87.0}, "reachable": False, "unreachable": "ssh exit 255",
+         "ended": {"1": 1.0}}]}))
+    nodes = nodes_summary(tmp_path)
+    assert nodes is not None and [n["host"] for n in nodes] == ["h1", "h2"]
+    assert nodes[0]["peaks"] == {} and nodes[1]["ended_ranks"] == [1]
+    assert node_text(nodes[1]) == ("h2  ranks 1: peak ranks RSS 1.00 GiB, peak RAM used 3.00 GiB of 8.00 GiB, "
+                                   "peak CPU 87%; UNREACHABLE (ssh exit 255)")
