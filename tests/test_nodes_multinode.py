@@ -67,6 +67,10 @@ def _both_ranks_running(run_id: str) -> dict:  # type: ignore[type-arg]
     return {}
 
 
+def _training(log: Path, tag: str) -> bool:
+    return any(line.startswith(tag) and "loss" in line for line in log.read_text(errors="replace").splitlines())
+
+
 def _events(run_id: str) -> list[str]:
     with RunStore() as store:
         return [e.text for e in store.events(run_id)]
@@ -78,8 +82,9 @@ def test_a_two_node_run_streams_both_nodes_and_a_rank_killed_on_node_2_is_diagno
     run_id = _launch(ssh_nodes, tmp_path, steps=100000)
     state = wait_until(lambda: _both_ranks_running(run_id), timeout=1500, interval=1.0)
     log = Path(get(run_id).run_dir, "output.log")
-    wait_until(lambda: "127.0.0.2: [rank0]: " in log.read_text(errors="replace")
-               and "127.0.0.3: [rank1]: " in log.read_text(errors="replace"), timeout=600, interval=1.0)
+    # Both ranks training (past the rendezvous: a rank killed before it leaves its peer waiting 30 min there).
+    wait_until(lambda: _training(log, "127.0.0.2: [rank0]: ") and _training(log, "127.0.0.3: [rank1]: "),
+               timeout=900, interval=1.0)
     node2 = next(n for n in state["nodes"] if n["host"] == "127.0.0.3")
     os.kill(int(node2["rank_pids"]["1"]), signal.SIGKILL)
     done = wait_finished(run_id, 600)
@@ -101,6 +106,8 @@ def test_a_two_node_run_is_stopped_on_every_node_and_each_node_confirms_nothing_
 
     run_id = _launch(ssh_nodes, tmp_path, steps=100000)
     state = wait_until(lambda: _both_ranks_running(run_id), timeout=1500, interval=1.0)
+    log = Path(get(run_id).run_dir, "output.log")
+    wait_until(lambda: _training(log, "127.0.0.2: [rank0]: "), timeout=900, interval=1.0)
     with RunStore() as store:
         stop_run(store, run_id, grace_s=5.0)
     done = wait_finished(run_id, 600)
