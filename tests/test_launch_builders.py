@@ -175,14 +175,15 @@ def test_deepspeed_include_num_nodes_hostfile(workdir, run_dir):
     assert plan.nproc == 2
 
     plan = plan_for(workdir, run_dir, launcher="deepspeed", nproc=8, num_nodes=2, hostfile=hostfile)
+    # The first host is always the rendezvous address: never DeepSpeed's `ssh FIRST hostname -I` guess.
     assert plan.argv[3:] == ["--num_gpus", "8", "--master_port", str(PORT), "--num_nodes", "2",
-                             "--hostfile", str(hostfile), "train.py"]
+                             "--hostfile", str(hostfile), "--master_addr", "node1", "--no_ssh_check", "train.py"]
 
     plan = plan_for(workdir, run_dir, launcher="deepspeed", include="localhost:0", num_nodes=1)
     assert any("--num_nodes together with --include" in e for e in plan.errors)
 
     plan = plan_for(workdir, run_dir, launcher="deepspeed", hostfile=workdir / "nope")
-    assert any("hostfile not found" in e for e in plan.errors)
+    assert any("cannot read the hostfile" in e for e in plan.errors)
 
 
 def test_deepspeed_keeps_cuda_visible_devices(workdir, run_dir):

@@ -39,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "config.json: before launch, the preset's memory estimate is compared with free GPU memory and "
                    "available RAM, and kept with the run to compare with its measured peaks")
     p.add_argument("--gpus", metavar="LIST|any:N", help="run on these GPUs (0,2) or on N free ones (any:2)")
+    p.add_argument("--hostfile", metavar="FILE", help="DeepSpeed hostfile ('HOST slots=N' lines): run on every "
+                   "host through DeepSpeed's pdsh runner, after checking them (traindeck check-hosts)")
+    p.add_argument("--ssh-port", type=int, metavar="N", help="with --hostfile: the hosts' SSH port")
     p.add_argument("--stop-on-nan", action="store_true", help="stop the run gracefully when its loss becomes NaN/inf")
     p.add_argument("--sweep", action="append", metavar="NAME=V1,V2", help="queue one run per combination of values "
                    "(a script option --NAME, or a preset value: zero_stage, deepspeed.KEY.PATH); repeatable")
@@ -53,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     logs.add_argument("id", metavar="ID")
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing new output until the run ends")
     logs.add_argument("--rank", type=int, metavar="N", help="only lines the launcher tagged with this rank")
+    logs.add_argument("--node", metavar="HOST", help="only lines of this node (multi-node runs: pdsh's `HOST: `)")
     logs.add_argument("--raw", action="store_true", help="the bytes as written (progress-bar redraws included)")
     logs.set_defaults(handler=_logs)
 
@@ -109,7 +113,11 @@ def _run(args: argparse.Namespace) -> int:
         raise UserError(f"config file not found: {config}")
     request = LaunchRequest(script=script, script_args=script_args, preset=preset, config_file=config,
                             launcher=args.launcher, nproc=args.nproc, python=args.python, cwd=Path.cwd(),
-                            gpus=gpus, env={STOP_ON_NAN_ENV: "1"} if args.stop_on_nan else {})
+                            gpus=gpus, env={STOP_ON_NAN_ENV: "1"} if args.stop_on_nan else {},
+                            hostfile=Path(args.hostfile).expanduser() if args.hostfile else None,
+                            ssh_port=args.ssh_port)
+    if args.ssh_port is not None and not args.hostfile:
+        raise UserError("--ssh-port goes with --hostfile")
     environment = _probe(args.python)
     check = _memory_check(args.model_size, preset, config, args.nproc) if args.model_size else None
     name = args.name or Path(script).stem
@@ -223,6 +231,8 @@ def _logs(args: argparse.Namespace) -> int:
         if line.transient or is_report(line):
             continue
         if args.rank is not None and getattr(line, "rank", None) != args.rank:
+            continue
+        if args.node is not None and getattr(line, "node", None) != args.node:
             continue
         out.write(line_text(line) + "\n")
         if args.follow:

@@ -38,7 +38,9 @@ def is_report(line: Any) -> bool:
 
 def line_text(line: Any) -> str:
     rank = getattr(line, "rank", None)
-    return f"[rank{rank}]: {line.text}" if rank is not None else line.text
+    node = getattr(line, "node", None)
+    text = f"[rank{rank}]: {line.text}" if rank is not None else line.text
+    return f"{node}: {text}" if node else text
 
 
 class Console:

@@ -33,6 +33,7 @@ from traindeck.backend.launch.environ import (
 from traindeck.backend.launch.plan import Launcher, LaunchPlan
 from traindeck.backend.launch.ports import busy_port_message, pick_free_port, port_in_use
 from traindeck.backend.launch.probe import TrainingEnvironment, problems_for
+from traindeck.backend.nodes.plan import multi_node
 from traindeck.backend.presets import Preset
 
 DS_CONFIG_PLACEHOLDER = "{ds_config}"
@@ -57,6 +58,7 @@ class LaunchRequest:
     num_nodes: int | None = None
     include: str | None = None  # e.g. "localhost:0,2"; replaces --num_gpus
     hostfile: Path | None = None
+    ssh_port: int | None = None  # with a hostfile: the nodes' SSH port
     # GPUs to run on, by NVML index (`--gpus 0,2`); None: the launcher's default (every visible GPU).
     gpus: tuple[int, ...] | None = None
 
@@ -148,6 +150,15 @@ def build_plan(
                             "every machine uses the same one")
     elif launcher == "deepspeed":
         argv, nproc = _deepspeed_argv(request, python, nproc, port, env, errors, warnings)
+        if request.hostfile is not None:  # every node through DeepSpeed's pdsh runner (backend/nodes)
+            nodes = multi_node(request.hostfile, run_dir, ssh_port=request.ssh_port, overrides=request.env,
+                               env=env, cwd=cwd, python=python)
+            argv += nodes.argv
+            files.update(nodes.files)
+            env.update(nodes.env)
+            errors += nodes.errors
+            warnings += nodes.warnings
+            nproc = nodes.ranks if request.nproc is None else nproc
         if ds_path and not _mentions_deepspeed_config(request.script_args):
             warnings.append("the script is not given the DeepSpeed config: add `--deepspeed_config {ds_config}` "
                             "(HF Trainer scripts: `--deepspeed {ds_config}`) to its arguments")
@@ -163,7 +174,7 @@ def build_plan(
                         "directory for reference only")
     if launcher != "deepspeed":
         for name, value in (("num_nodes", request.num_nodes), ("include", request.include),
-                            ("hostfile", request.hostfile)):
+                            ("hostfile", request.hostfile), ("ssh_port", request.ssh_port)):
             if value is not None:
                 warnings.append(f"{name} applies to the deepspeed launcher only and is ignored")
     if environment is not None:
@@ -302,17 +313,13 @@ def _deepspeed_argv(request: LaunchRequest, python: str, nproc: int, port: int |
             errors.append("deepspeed refuses --num_nodes together with --include: give one of them")
         argv += ["--include", include]
         nproc = _slots_in(include) or nproc
-    else:
+    elif request.hostfile is None or request.nproc is not None:  # with a hostfile: each host's slots
         argv += ["--num_gpus", str(nproc)]
     argv += ["--master_port", str(port)]
     if request.num_nodes is not None and include is None:
         if request.num_nodes < 1:
             errors.append(f"the number of nodes must be at least 1, not {request.num_nodes}")
         argv += ["--num_nodes", str(request.num_nodes)]
-    if request.hostfile is not None:
-        if not Path(request.hostfile).is_file():
-            errors.append(f"hostfile not found: {request.hostfile}")
-        argv += ["--hostfile", str(request.hostfile)]
     return argv, nproc
 
 

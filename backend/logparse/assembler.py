@@ -15,6 +15,8 @@ Rank tags removed from the start of a line (and the rank kept in `Line.rank`):
   `[1,0]<stdout>:`           Open MPI `--tag-output`
   `0: `                      srun --label / `--log-line-prefix-template` style; opt-in (`numeric_prefix=True`)
                              because ordinary text starts like that too.
+Before those, on a multi-node run, pdsh's `HOST: ` in front of every line of a node (kept in `Line.node`); only
+for the hosts given (`hosts=`), because "Epoch: 3" starts like that too. pdsh prefixes lines, not "\r" redraws.
 torchrun's `--tee` reads each rank's log file in text mode, so a bar redraw can be glued to the next tagged line
 ("...it/s][default1]:hello"); ranks sharing one pipe do the same ("...it/s][rank1]: hello": rank 0's bar has no
 newline). Once lines have started with a kind of tag, that tag inside a line splits it.
@@ -65,7 +67,9 @@ class LineAssembler:
         roles: tuple[str, ...] = DEFAULT_ROLES,
         numeric_prefix: bool = False,
         max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
+        hosts: tuple[str, ...] = (),
     ) -> None:
+        self._host_tag = re.compile("(" + "|".join(re.escape(h) for h in hosts) + "): ") if hosts else None
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pend: list[str] = []
         self._pend_len = 0
@@ -157,7 +161,7 @@ class LineAssembler:
         tail = parts.pop()
         emit = self._emit
         if "\r" not in text:
-            if dirty or self._numeric:
+            if dirty or self._numeric or self._host_tag is not None:
                 for p in parts:
                     emit(p, False, out, False)
             else:
@@ -217,13 +221,18 @@ class LineAssembler:
             if s and not s.strip():
                 return  # a redraw of spaces erases the line (tqdm's clear()); nothing to show
             s = s.rstrip(" ")
+        node = None
+        if self._host_tag is not None:
+            m = self._host_tag.match(s)
+            if m:
+                node, s = m.group(1), s[m.end():]
         c = s[:1]
         if c == "[" or (self._numeric and c != "" and (c.isdigit() or c == " ")):
-            self._emit_tagged(s, transient, out)
+            self._emit_tagged(s, transient, out, node)
         else:
-            out.append(Line(s, None, transient))
+            out.append(Line(s, None, transient, node))
 
-    def _emit_tagged(self, s: str, transient: bool, out: list[Line]) -> None:
+    def _emit_tagged(self, s: str, transient: bool, out: list[Line], node: str | None = None) -> None:
         rank: int | None = None
         tee = False
         for _ in range(2):  # "[default1]:[rank1]: Traceback ..." carries two tags
@@ -259,14 +268,14 @@ class LineAssembler:
             if m and m.start() > 0:
                 head = s[: m.start()].rstrip(" ")
                 if head.strip():
-                    out.append(Line(head, rank, False))
-                self._emit_tagged(s[m.start():], transient, out)
+                    out.append(Line(head, rank, False, node))
+                self._emit_tagged(s[m.start():], transient, out, node)
                 return
         if not s.strip() and (transient or tee):
             # torchrun --tee reads the rank's log in text mode, turning each "\r" of a redraw into a line break:
             # the empty tagged lines between bar drawings are those "\r"s, not output.
             return
-        out.append(Line(s, rank, transient))
+        out.append(Line(s, rank, transient, node))
 
     def _overflow(self) -> list[Line]:
         """An unterminated line longer than max_line_chars: hand it out as it is, so memory stays bounded."""

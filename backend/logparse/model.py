@@ -18,6 +18,7 @@ class Line:
     text: str
     rank: int | None = None
     transient: bool = False
+    node: str | None = None  # multi-node runs: the host pdsh named in front of the line (`HOST: `)
 
 
 @dataclass(frozen=True, slots=True)

@@ -140,4 +140,6 @@ def launcher_spawned_ranks(path: Path, max_bytes: int = 256 * 1024) -> dict[int,
         return {}
     nodes = _DS_NODES.search(head)
     one_node = nodes is None or nodes.group(1) == b"1"
-    return {int(m.group(1)): int(m.group(2)) if one_node else None for m in _DS_SPAWNED.finditer(head)}
+    # Lines of other nodes come through pdsh as "HOST: [..." and name pids of those machines: not ours.
+    return {int(m.group(1)): int(m.group(2)) if one_node else None for m in _DS_SPAWNED.finditer(head)
+            if head[head.rfind(b"\n", 0, m.start()) + 1:][:1] == b"["}

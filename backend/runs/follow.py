@@ -15,13 +15,22 @@ from traindeck.backend.logparse import Line, LineAssembler
 CHUNK = 1 << 20
 
 
+def run_hosts(run_dir: Path) -> tuple[str, ...]:
+    """The hosts of a multi-node run (their `HOST: ` prefixes are node tags in its log); () for one machine."""
+    from traindeck.backend.nodes.plan import read_nodes
+
+    doc = read_nodes(run_dir)
+    return tuple(str(h.get("host")) for h in doc["hosts"] if isinstance(h, dict)) if doc else ()
+
+
 class LogReader:
     """Non-blocking: each read_new() returns the lines completed since the last call (transient ones included)."""
 
     def __init__(self, path: Path, start_at_end: bool = False) -> None:
         self.path = Path(path)
         self._handle: Any = None
-        self._assembler = LineAssembler()
+        self.hosts = run_hosts(self.path.parent)
+        self._assembler = LineAssembler(hosts=self.hosts)
         self._start_at_end = start_at_end
         self.at_end = False
 
@@ -69,7 +78,7 @@ class LogReader:
             return 0
         self._handle.seek(offset)
         self._handle.readline()  # the rest of a line cut in the middle
-        self._assembler = LineAssembler()
+        self._assembler = LineAssembler(hosts=self.hosts)
         return int(self._handle.tell() - start)
 
     def partial(self) -> Line | None:

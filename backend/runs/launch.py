@@ -65,6 +65,12 @@ def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | Non
     recorded = False
     try:
         plan = build_plan(request, run_dir.path, environment=environment)
+        if not plan.errors and request.hostfile is not None:  # every host checked first (backend/nodes)
+            from traindeck.backend.nodes.launching import preflight_refusal
+
+            refusal = preflight_refusal(request, plan)
+            if refusal:
+                plan.errors.append(refusal)
         if wrap is not None and not plan.errors:
             plan = wrap(plan)
         if plan.errors:
@@ -79,6 +85,10 @@ def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | Non
                 _keep_estimate(run_dir.path, memory_check)
             _keep_request(run_dir.path, request, plan, preset_name, resume_arg)
             _start_sidecar(run_dir.path, store)
+            if request.hostfile is not None:  # an agent on every node (backend/nodes/watch.py)
+                from traindeck.backend.nodes.watch import start_watch
+
+                start_watch(run_dir.path, store.path)
         except BaseException:
             recorded = store.get_run(run_dir.run_id) is not None
             raise

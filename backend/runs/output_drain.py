@@ -20,6 +20,7 @@ from typing import Any
 
 from traindeck.backend.logparse import Line, LineAssembler, Metric, OutputParser, Progress
 from traindeck.backend.logparse.op_build import OpBuildTracker
+from traindeck.backend.runs.follow import run_hosts
 from traindeck.backend.runs.watchdog import Watchdog
 
 PROGRESS_EVERY_S = 0.25
@@ -111,7 +112,8 @@ class OutputFollower(threading.Thread):
         super().__init__(name="output-follower", daemon=True)
         self.path, self.pump, self.store, self.run_id = path, pump, store, run_id
         self.watchdog = watchdog
-        self.assembler = LineAssembler()
+        self.hosts = run_hosts(path.parent)  # a multi-node run's `HOST: ` prefixes are node tags
+        self.assembler = LineAssembler(hosts=self.hosts)
         self.parser = OutputParser()
         self.lines = 0
         self.skipped_bytes = 0
@@ -152,7 +154,7 @@ class OutputFollower(threading.Thread):
                         handle.seek(size - FLOOD_SAMPLE)
                         handle.readline()  # resynchronise on a line start
                         position = handle.tell()
-                        self.assembler = LineAssembler()
+                        self.assembler = LineAssembler(hosts=self.hosts)
                         for line in self.assembler.feed(handle.read(size - position)):
                             self._line(line)
                         position = handle.tell()

@@ -59,6 +59,7 @@ def save_request(run_dir: Path, request: Any, *, preset_name: str | None, argv_s
         "num_nodes": request.num_nodes,
         "include": request.include,
         "hostfile": str(request.hostfile) if request.hostfile else None,
+        "ssh_port": request.ssh_port,
         "resume_arg": resume_arg,
     }
     atomic_write_text(Path(run_dir) / REQUEST, json.dumps(data, indent=2, sort_keys=True) + "\n")
@@ -114,7 +115,8 @@ def request_from(data: Mapping[str, Any], environ: Mapping[str, str] | None = No
                          cwd=Path(data["cwd"]) if data.get("cwd") else None, env=env,
                          master_port=data.get("master_port"), num_nodes=data.get("num_nodes"),
                          include=data.get("include"),
-                         hostfile=Path(data["hostfile"]) if data.get("hostfile") else None)
+                         hostfile=Path(data["hostfile"]) if data.get("hostfile") else None,
+                         ssh_port=data.get("ssh_port") if isinstance(data.get("ssh_port"), int) else None)
 
 
 # ---- resume templates ---------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from typing import Any
 import psutil
 
 from traindeck.backend.fileio import atomic_write_text
+from traindeck.backend.nodes.diagnose import remote_ends, with_nodes
 from traindeck.backend.runs import procs
 from traindeck.backend.runs.cgroups import MemoryLimit, memory_limit, process_cgroup
 from traindeck.backend.runs.diagnosis import (
@@ -625,6 +626,8 @@ class Supervisor:
         self._name_ranks_from_launcher_log()
         ends = [ProcessEnd(t.pid, t.role, t.rank, t.ended_at or time.time(), t.returncode)
                 for t in self.tracked.values() if t.role in ("launcher", "rank") and t.ended_at is not None]
+        tail = log_tail(self.run_dir.output, max_bytes=1 << 20, max_lines=2000)
+        ends += remote_ends(self.run_dir.path, tail)  # other nodes' ranks, as their agents saw them end
         after = oom_kill_counters()
         deltas = [after[k] - self.oom_before[k] for k in after if k in self.oom_before]
         our_pids = set(self.tracked)
@@ -634,7 +637,7 @@ class Supervisor:
         return Evidence(
             launcher_returncode=self.launcher_returncode,
             ends=ends,
-            log_tail=log_tail(self.run_dir.output, max_bytes=1 << 20, max_lines=2000),
+            log_tail=tail,
             stop_requested=self.stop is not None,
             stop_detail=self.stop.detail if self.stop is not None else "",
             oom_kills_during_run=max(deltas) if deltas else None,
@@ -676,7 +679,7 @@ class Supervisor:
             return {}
 
     def _finish(self, evidence: Evidence, state: str) -> None:
-        diagnosis = self.watchdog.explain(state, diagnose(evidence))
+        diagnosis = with_nodes(self.run_dir.path, self.watchdog.explain(state, diagnose(evidence)), state)
         try:  # kept for whoever wants to know why the diagnosis says what it says (and for replays)
             atomic_write_text(self.run_dir.evidence, json.dumps(
                 {"evidence": evidence_to_json(evidence), "diagnosis": diagnosis.to_json()}, indent=1))

@@ -46,7 +46,8 @@ def display_text(line: Line) -> str:
         text = text.expandtabs(8)  # the view places characters by column
     if len(text) > MAX_LINE_CHARS:
         text = f"{text[:MAX_LINE_CHARS]} … ({len(text) - MAX_LINE_CHARS:,} more characters in output.log)"
-    return f"[{line.rank}] {text}" if line.rank is not None else text
+    text = f"[{line.rank}] {text}" if line.rank is not None else text
+    return f"{line.node}: {text}" if line.node else text  # multi-node runs: the node pdsh named
 
 
 def _tool_button(text: str, tip: str) -> QToolButton:

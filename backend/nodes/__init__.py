@@ -1,0 +1,7 @@
+"""Runs past one machine on DeepSpeed's own multi-node runner (pdsh over SSH).
+
+hostfile.py reads and writes DeepSpeed hostfiles; ssh.py builds the ssh command lines traindeck itself uses (with
+the same extra arguments pdsh is given); preflight.py checks every host before a launch; envfile.py decides which
+environment reaches the other nodes; agent.py is the small per-node reporter; watch.py is the supervisor's side of
+the agents (per-node resources, stop everywhere, which node a rank ran on).
+"""

@@ -1,0 +1,219 @@
+"""The per-node agent: reports one node's part of a run to the supervisor's node watch, over ssh.
+
+Started on each node as `PYTHON -c <this file's text> RUN_ID NODE_RANK RANKS` through the same ssh the run uses,
+so it needs nothing installed there but the training interpreter (psutil comes with DeepSpeed). It writes one
+JSON line per second on stdout (the ssh channel back): the node's rank processes (pid, rank, RSS, CPU), host CPU
+and RAM, GPUs when NVML can be read, and each rank's end the moment it is seen (rank pids are polled every 50 ms,
+so the first of two ranks to die is told apart). It reads commands on stdin: `signal NAME` sends that signal to
+the run's processes on this node (its ranks and DeepSpeed's launch.py for this node). When stdin closes (the
+watch, or the ssh, is gone) it ends whatever of the run is left on this node and exits: nothing of a run outlives
+the run's supervisor on any node.
+
+The run's processes on this node are found by the marker the run's environment file carries (TRAINDECK_RUN_ID),
+the rank by RANK, and this node's launch.py by its `--node_rank=N`. Standard library and psutil only; Python 3.6 syntax (no annotations).
+"""
+
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+try:
+    import psutil
+except ImportError:  # still reports liveness and ends; resources are then unknown
+    psutil = None
+
+FULL_SCAN_S = 1.0
+LIVENESS_S = 0.05
+MARKER = "TRAINDECK_RUN_ID"
+
+
+def _environ(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    out = {}
+    for item in data.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            out[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    return out
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+class Agent:
+    def __init__(self, run_id, node_rank, ranks, out):
+        self.run_id, self.node_rank, self.ranks, self.out = run_id, node_rank, set(ranks), out
+        self.ranks_seen = {}  # pid -> rank
+        self.others = set()  # this node's launch.py and anything else of the run that is not a rank
+        self.ended = set()
+        self.lock = threading.Lock()
+        self.procs = {}
+        self.stopping = False
+
+    def emit(self, data):
+        data["t"] = time.time()
+        with self.lock:
+            try:
+                self.out.write(json.dumps(data) + "\n")
+                self.out.flush()
+            except (OSError, ValueError):
+                os._exit(0)  # the channel back is gone: so is the watch
+
+    def scan(self):
+        own = os.getpid()
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            pid = int(name)
+            if pid == own or pid in self.ranks_seen or pid in self.others or pid in self.ended:
+                continue
+            env = _environ(pid)
+            if not env or env.get(MARKER) != self.run_id:
+                continue
+            rank = env.get("RANK")
+            if rank is not None and rank.isdigit() and int(rank) in self.ranks:
+                # One live process per rank: a child with the rank's environment (a compiler) is not the rank.
+                if int(rank) not in self.ranks_seen.values():
+                    self.ranks_seen[pid] = int(rank)
+                    self.emit({"event": "rank_started", "rank": int(rank), "pid": pid})
+            elif rank is None and f"--node_rank={self.node_rank}".encode() in _cmdline(pid):
+                self.others.add(pid)
+
+    def alive(self, pid):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+        except (OSError, IndexError):
+            return False
+
+    def check_ends(self):
+        for pid, rank in list(self.ranks_seen.items()):
+            if not self.alive(pid):
+                del self.ranks_seen[pid]
+                self.ended.add(pid)
+                self.emit({"event": "rank_ended", "rank": rank, "pid": pid})
+        for pid in list(self.others):
+            if not self.alive(pid):
+                self.others.discard(pid)
+                self.ended.add(pid)
+
+    def sample(self):
+        ranks = []  # type: list[dict]
+        data = {"event": "sample", "host": socket.gethostname(), "ranks": ranks, "others": sorted(self.others)}
+        for pid, rank in sorted(self.ranks_seen.items(), key=lambda item: item[1]):
+            entry = {"rank": rank, "pid": pid}
+            if psutil is not None:
+                try:
+                    proc = self.procs.get(pid) or psutil.Process(pid)
+                    self.procs[pid] = proc
+                    entry["rss"] = proc.memory_info().rss
+                    entry["cpu"] = proc.cpu_percent(None)
+                except psutil.Error:
+                    pass
+            ranks.append(entry)
+        if psutil is not None:
+            memory = psutil.virtual_memory()
+            data["cpu"] = psutil.cpu_percent(None)
+            data["ram_used"] = memory.total - memory.available
+            data["ram_total"] = memory.total
+        data["gpus"] = _gpus()
+        self.emit(data)
+
+    def send(self, signum):
+        count = 0
+        for pid in list(self.ranks_seen) + list(self.others):
+            try:
+                os.kill(pid, signum)
+                count += 1
+            except OSError:
+                pass
+        self.emit({"event": "signalled", "signal": signum, "count": count})
+
+    def leftovers(self):
+        self.check_ends()
+        return sorted(list(self.ranks_seen) + list(self.others))
+
+    def end_all(self):
+        """What of the run is still on this node: SIGTERM, 3 s, SIGKILL."""
+        self.scan()
+        if not self.leftovers():
+            return
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            for pid in self.leftovers():
+                try:
+                    os.kill(pid, signum)
+                except OSError:
+                    pass
+            deadline = time.time() + 3.0
+            while self.leftovers() and time.time() < deadline:
+                time.sleep(0.05)
+
+
+def _gpus():
+    """Per GPU: index, memory used/total, utilisation; None when NVML cannot be read on this node."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        out = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            util = pynvml.nvmlDeviceGetUtilizationRates(handle)
+            out.append({"index": i, "used": mem.used, "total": mem.total, "util": util.gpu})
+        return out
+    except Exception:
+        return None
+
+
+def _commands(agent, done):
+    for line in sys.stdin:
+        words = line.split()
+        if len(words) == 2 and words[0] == "signal" and hasattr(signal, words[1]):
+            agent.stopping = True
+            agent.send(getattr(signal, words[1]))
+        elif words == ["left"]:
+            agent.scan()
+            agent.emit({"event": "left", "pids": agent.leftovers()})
+    done.set()
+
+
+def main(argv):
+    run_id, node_rank, ranks = argv[0], int(argv[1]), [int(r) for r in argv[2].split(",") if r]
+    out = os.fdopen(os.dup(1), "w")
+    agent = Agent(run_id, node_rank, ranks, out)
+    done = threading.Event()
+    reader = threading.Thread(target=_commands, args=(agent, done))
+    reader.daemon = True
+    reader.start()
+    agent.emit({"event": "hello", "host": socket.gethostname(), "pid": os.getpid(), "psutil": psutil is not None})
+    last_scan = 0.0
+    while not done.is_set():
+        now = time.time()
+        agent.check_ends()
+        if now - last_scan >= FULL_SCAN_S:
+            agent.scan()
+            agent.sample()
+            last_scan = now
+        done.wait(LIVENESS_S)
+    agent.end_all()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

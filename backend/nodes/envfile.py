@@ -1,0 +1,70 @@
+"""Which environment reaches the other nodes of a pdsh launch, and how.
+
+DeepSpeed's pdsh runner starts every node with `export NAME=VALUE; ...` at the front of one remote command line.
+It exports (1) the launcher's variables whose names start with PYTHON, MLFLOW, MV2, UCX (and the accelerator's
+own prefixes: NCCL on CUDA) and (2) every line of one file, `.deepspeed_env` in the home or launch directory, or
+the file DS_ENV_FILE names. Nothing else crosses: a variable set only here is unset on the other nodes.
+
+traindeck writes that file into the run directory (DS_ENV_FILE points at it) with what the remote ranks need: the
+run's marker (TRAINDECK_RUN_ID, how the node agents find the run's processes), the variables the user set for the
+run, and the user's own .deepspeed_env lines (DS_ENV_FILE hides them otherwise). Secrets are left out: DeepSpeed
+could carry them only through a file on disk and then on the pdsh command line, which every user of every node
+can read in `ps`; they are named in a warning and must be set on the nodes themselves (their own ~/.bashrc or
+environment). Values DeepSpeed cannot quote safely (", $, `, \\, newlines) are left out with a warning too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from traindeck.backend.masking import is_secret_name, looks_like_secret_value
+
+ENV_FILE = "deepspeed_env"  # in the run directory; DS_ENV_FILE names it by absolute path
+CARRIED_PREFIXES = ("PYTHON", "MLFLOW", "MV2", "UCX", "NCCL")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_UNSAFE = re.compile(r"[\"$`\\\n\r]")
+# traindeck's own variables a remote rank needs (the marker is added by name: it is the run id).
+PASSED_THROUGH = ("TORCH_EXTENSIONS_DIR", "TRAINDECK_RANK_TAGS", "PYTHONUNBUFFERED")
+
+
+def _user_env_files(cwd: str, home: str | None) -> list[Path]:
+    return [Path(home or os.path.expanduser("~")) / ".deepspeed_env", Path(cwd) / ".deepspeed_env"]
+
+
+def remote_env(run_id: str, overrides: Mapping[str, str], env: Mapping[str, str], cwd: str,
+               home: str | None = None) -> tuple[str, list[str]]:
+    """(the file's text, warnings). `overrides` are the variables the user set for the run, `env` the whole
+    environment the launcher gets."""
+    chosen: dict[str, str] = {}
+    warnings: list[str] = []
+    for path in _user_env_files(cwd, home):
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")[:1 << 20]
+        except OSError:
+            continue
+        for line in text.splitlines():
+            name, sep, raw = line.partition("=")
+            if sep and _NAME.match(name.strip()):
+                chosen[name.strip()] = raw.strip()
+    secret: list[str] = []
+    for name in [*PASSED_THROUGH, *overrides]:
+        value = overrides[name] if name in overrides else env.get(name)
+        if value is None or name.startswith(CARRIED_PREFIXES):
+            continue  # DeepSpeed exports these itself
+        if is_secret_name(name) or looks_like_secret_value(value):
+            secret.append(name)
+            continue
+        if _UNSAFE.search(value):
+            warnings.append(f"{name} is not sent to the other nodes: DeepSpeed's runner cannot quote its value "
+                            "(it holds \", $, `, \\ or a newline); set it on the nodes themselves")
+            continue
+        chosen[name] = value
+    chosen["TRAINDECK_RUN_ID"] = run_id
+    if secret:
+        warnings.append(f"{', '.join(sorted(secret))} not sent to the other nodes: DeepSpeed carries variables only "
+                        "through a file on disk and the pdsh command line (readable in `ps` on every node); set "
+                        "them in the nodes' own environment")
+    return "".join(f"{k}={v}\n" for k, v in chosen.items()), warnings

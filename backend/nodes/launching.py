@@ -1,0 +1,30 @@
+"""Before a hostfile launch starts: the pre-flight checks of every host (preflight.py), as one refusal line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from traindeck.backend.launch.builders import LaunchRequest
+from traindeck.backend.launch.plan import LaunchPlan
+from traindeck.backend.nodes.hostfile import HostfileError, read_hostfile
+from traindeck.backend.nodes.preflight import Target, check_hosts, failed
+
+
+def preflight_refusal(request: LaunchRequest, plan: LaunchPlan) -> str | None:
+    """None when every host passes (or the run is not a hostfile launch), else one line saying what failed."""
+    if request.hostfile is None or plan.launcher != "deepspeed":
+        return None
+    try:
+        hosts = read_hostfile(Path(request.hostfile))
+    except HostfileError as exc:
+        return exc.problems[0]
+    script = Path(request.script)
+    script = script if script.is_absolute() else Path(plan.cwd) / script
+    checks = check_hosts(hosts, Target(plan.python, script=str(script), cwd=plan.cwd, master_port=plan.master_port,
+                                       ssh_port=request.ssh_port, env=plan.env))
+    bad = failed(checks)
+    if not bad:
+        return None
+    more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+    return (f"not launched: {bad[0].host}: {bad[0].name}: {bad[0].detail}{more}; every check: traindeck "
+            f"check-hosts --hostfile {request.hostfile}")

@@ -1,0 +1,75 @@
+"""The multi-node part of a DeepSpeed launch plan (a hostfile given): runner options, files, checks.
+
+- `--master_addr` is always the first host of the hostfile: left out, DeepSpeed's runner asks that host
+  `hostname -I` over ssh and takes the first address it prints, which may be an interface the other nodes cannot
+  reach (or, here, the VM's own public address).
+- `--no_ssh_check`: traindeck's pre-flight (preflight.py) has checked every host, with the ssh options pdsh gets
+  (PDSH_SSH_ARGS_APPEND); DeepSpeed's own check runs a bare `ssh FIRST hostname` that ignores them.
+- `--ssh_port N` when asked for: DeepSpeed adds `-p N` to PDSH_SSH_ARGS_APPEND itself.
+- the remote environment file (envfile.py) and DS_ENV_FILE pointing at it;
+- nodes.json: hosts, their global ranks, the ssh port, the interpreter, for the supervisor's node watch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from traindeck.backend.nodes.envfile import ENV_FILE, remote_env
+from traindeck.backend.nodes.hostfile import Host, HostfileError, rank_layout, read_hostfile
+
+NODES_FILE = "nodes.json"
+
+
+@dataclass
+class MultiNode:
+    argv: list[str] = field(default_factory=list)  # after the runner's own options
+    files: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    hosts: list[Host] = field(default_factory=list)
+
+    @property
+    def ranks(self) -> int:
+        return sum(h.slots for h in self.hosts)
+
+
+def multi_node(hostfile: Path, run_dir: Path, *, ssh_port: int | None, overrides: Mapping[str, str],
+               env: Mapping[str, str], cwd: str, python: str) -> MultiNode:
+    out = MultiNode()
+    try:
+        out.hosts = read_hostfile(Path(hostfile))
+    except HostfileError as exc:
+        out.errors += exc.problems
+        return out
+    if ssh_port is not None and not 1 <= ssh_port <= 65535:
+        out.errors.append(f"--ssh-port {ssh_port} is not a valid port number (1-65535)")
+    first = out.hosts[0].name
+    out.argv = ["--hostfile", str(Path(hostfile).absolute()), "--master_addr", first, "--no_ssh_check"]
+    if ssh_port is not None:
+        out.argv += ["--ssh_port", str(ssh_port)]
+    text, warnings = remote_env(run_dir.name, overrides, env, cwd)
+    out.warnings += warnings
+    out.files[ENV_FILE] = text
+    out.env["DS_ENV_FILE"] = str(run_dir / ENV_FILE)  # absolute: os.path.join(home or '.', it) is this path
+    out.files[NODES_FILE] = json.dumps(nodes_document(out.hosts, ssh_port, python), indent=1)
+    return out
+
+
+def nodes_document(hosts: list[Host], ssh_port: int | None, python: str) -> dict[str, Any]:
+    layout = rank_layout(hosts)
+    return {"hosts": [{"host": h.name, "slots": h.slots, "ranks": layout[h.name]} for h in hosts],
+            "ssh_port": ssh_port, "python": python}
+
+
+def read_nodes(run_dir: Path) -> dict[str, Any] | None:
+    """The run's nodes.json (None for a one-machine run, or one that cannot be read)."""
+    try:
+        data = json.loads((Path(run_dir) / NODES_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("hosts"), list) else None

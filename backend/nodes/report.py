@@ -1,0 +1,43 @@
+"""A multi-node run's nodes as `runs show` prints them: per node its host, ranks and peaks (from the node watch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from traindeck.backend.nodes.plan import read_nodes
+from traindeck.backend.nodes.watch import read_state
+
+
+def nodes_summary(run_dir: Path) -> list[dict[str, Any]] | None:
+    """None for a one-machine run; else one entry per node (peaks empty before the watch has reported)."""
+    plan = read_nodes(run_dir)
+    if plan is None:
+        return None
+    state = {str(n.get("host")): n for n in (read_state(run_dir) or {}).get("nodes", [])}
+    out = []
+    for host in plan["hosts"]:
+        seen = state.get(str(host.get("host")), {})
+        out.append({"host": host.get("host"), "ranks": host.get("ranks"), "peaks": seen.get("peaks") or {},
+                    "reachable": seen.get("reachable", True), "unreachable": seen.get("unreachable") or "",
+                    "ended_ranks": sorted(int(r) for r in (seen.get("ended") or {}))})
+    return out
+
+
+def node_text(node: dict[str, Any]) -> str:
+    peaks = node.get("peaks") or {}
+
+    def gib(key: str) -> str:
+        value = peaks.get(key)
+        return f"{value / 2**30:.2f} GiB" if isinstance(value, (int, float)) else "-"
+
+    ranks = ",".join(str(r) for r in node.get("ranks") or [])
+    text = (f"{node.get('host')}  ranks {ranks}: peak ranks RSS {gib('ranks_rss_bytes')}, peak RAM used "
+            f"{gib('ram_used_bytes')} of {gib('ram_total_bytes')}")
+    if isinstance(peaks.get("cpu_percent"), (int, float)):
+        text += f", peak CPU {peaks['cpu_percent']:.0f}%"
+    if peaks.get("gpu_memory_bytes") is not None:
+        text += f", peak GPU memory {gib('gpu_memory_bytes')}"
+    if not node.get("reachable", True):
+        text += f"; UNREACHABLE ({node.get('unreachable')})"
+    return text
