@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from traindeck.backend.config.bounded import BoundsError, read_config_text
 from traindeck.backend.config.messages import Message
 from traindeck.backend.config.repair import RepairResult, repair_text
-from traindeck.backend.config.bounded import BoundsError, read_config_text
 from traindeck.backend.config.source import SourceDocument, load_file, parse_text
 from traindeck.backend.presets import Preset, PresetError, preset_from_mapping
 

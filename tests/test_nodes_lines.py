@@ -34,7 +34,7 @@ def test_a_runs_log_reader_knows_its_hosts_from_nodes_json(tmp_path: Path) -> No
 
 
 def test_runs_show_reads_per_node_hosts_ranks_and_peaks(tmp_path: Path) -> None:
-    from traindeck.backend.nodes.report import node_text, nodes_summary
+    from traindeck.backend.runs.node_report import node_text, nodes_summary
 
     assert nodes_summary(tmp_path) is None  # one machine: no `nodes`
     (tmp_path / "nodes.json").write_text(json.dumps({"hosts": [{"host": "h1", "slots": 1, "ranks": [0]},

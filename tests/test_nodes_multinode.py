@@ -16,8 +16,8 @@ from runhelp import DEMO, get, job_env, wait_finished, wait_until
 from sshnodes import SshNodes, ssh_nodes  # noqa: F401  (the session fixture)
 
 from traindeck.backend.launch.builders import LaunchRequest
-from traindeck.backend.nodes.watch import read_state
 from traindeck.backend.runs.launch import launch_run
+from traindeck.backend.runs.node_watch import read_state
 from traindeck.backend.runs.store import RunStore
 
 pytestmark = [pytest.mark.multinode]

@@ -92,7 +92,7 @@ def run_summary(store: RunStore, record: RunRecord) -> dict[str, Any]:
     data["estimate"] = estimate  # the pre-launch estimate (`run --model-size`, the Launch page), or null
     if estimate is not None and isinstance(data.get("resources"), dict) and "error" not in data["resources"]:
         data["estimate_vs_measured"] = estimate_vs_measured(estimate, data["resources"])
-    from traindeck.backend.nodes.report import nodes_summary
+    from traindeck.backend.runs.node_report import nodes_summary
 
     nodes = nodes_summary(Path(record.run_dir)) if record.run_dir else None
     if nodes is not None:  # multi-node runs: per node its host, ranks and peaks
@@ -181,7 +181,7 @@ def _show(args: argparse.Namespace) -> int:
         print("metrics   " + ", ".join(f"{k}={v:.6g}" for k, v in data["metrics"].items()))
     print(f"resources {resources_text(data.get('resources'))}")
     if data.get("nodes"):
-        from traindeck.backend.nodes.report import node_text
+        from traindeck.backend.runs.node_report import node_text
 
         for node in data["nodes"]:
             print(f"node      {node_text(node)}")

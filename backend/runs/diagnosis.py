@@ -90,7 +90,7 @@ class Diagnosis:
     advice: str = ""
     follow_ons: list[str] = field(default_factory=list)  # what failed after the cause, because of it
     memory: MemoryKind = ""  # which memory ran out: "host" (RAM), "cgroup" (the run's limit), "cuda"; "" = not memory
-    node: str = ""  # multi-node runs: the host the blamed rank ran on (backend/nodes/diagnose.py)
+    node: str = ""  # multi-node runs: the host the blamed rank ran on (backend/runs/node_diagnosis.py)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -85,8 +85,8 @@ def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | Non
                 _keep_estimate(run_dir.path, memory_check)
             _keep_request(run_dir.path, request, plan, preset_name, resume_arg)
             _start_sidecar(run_dir.path, store)
-            if request.hostfile is not None:  # an agent on every node (backend/nodes/watch.py)
-                from traindeck.backend.nodes.watch import start_watch
+            if request.hostfile is not None:  # an agent on every node (backend/runs/node_watch.py)
+                from traindeck.backend.runs.node_watch import start_watch
 
                 start_watch(run_dir.path, store.path)
         except BaseException:

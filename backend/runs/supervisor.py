@@ -39,7 +39,6 @@ from typing import Any
 import psutil
 
 from traindeck.backend.fileio import atomic_write_text
-from traindeck.backend.nodes.diagnose import remote_ends, with_nodes
 from traindeck.backend.runs import procs
 from traindeck.backend.runs.cgroups import MemoryLimit, memory_limit, process_cgroup
 from traindeck.backend.runs.diagnosis import (
@@ -60,6 +59,7 @@ from traindeck.backend.runs.evidence import (
 )
 from traindeck.backend.runs.exits import ExitWatcher
 from traindeck.backend.runs.layout import RunDir
+from traindeck.backend.runs.node_diagnosis import remote_ends, with_nodes
 from traindeck.backend.runs.output_drain import OutputFollower, OutputPump, open_output_pipe
 from traindeck.backend.runs.savestop import save_hold_s
 from traindeck.backend.runs.scheduler_end import read_scheduler_end

@@ -21,7 +21,7 @@ _REMOTE_EXIT = re.compile(r"^(\S+): .*--local_rank=(\d+).*exits with return code
 
 
 def _state(run_dir: Path) -> dict[str, Any] | None:
-    from traindeck.backend.nodes.watch import read_state
+    from traindeck.backend.runs.node_watch import read_state
 
     return read_state(run_dir)
 

@@ -1,7 +1,7 @@
-"""The node watch: one detached process per multi-node run, `python -m traindeck.backend.nodes.watch RUN_DIR STORE`.
+"""The node watch: one detached process per multi-node run, `python -m traindeck.backend.runs.node_watch RUN_DIR STORE`.
 
 Started beside the supervisor (launch.py, like the sidecar) when the run has a nodes.json. It starts the agent
-(agent.py) on every node over ssh, the same way the run reaches the nodes, and:
+(backend/nodes/agent.py) on every node over ssh, the same way the run reaches the nodes, and:
 
 - keeps nodes_state.json in the run directory (atomic, every second): per node its host, ranks (pid, RSS, CPU),
   host CPU/RAM, GPUs, the peaks so far, the ranks that ended and when (stamped here, on one clock for all nodes),
@@ -34,7 +34,7 @@ from traindeck.backend.runs.store import RunStore
 
 STATE_FILE = "nodes_state.json"
 LOG = "nodes.log"
-AGENT_SOURCE = Path(__file__).with_name("agent.py")
+AGENT_SOURCE = Path(__file__).parent.parent / "nodes" / "agent.py"  # sent over ssh as source: nothing to install there
 logger = logging.getLogger("traindeck.nodes")
 
 
@@ -241,7 +241,7 @@ def start_watch(run_dir: Path, store_path: Path) -> int | None:
     try:
         with open(Path(run_dir) / LOG, "ab") as log:
             os.fchmod(log.fileno(), 0o600)
-            proc = subprocess.Popen([sys.executable, "-m", "traindeck.backend.nodes.watch", str(run_dir),
+            proc = subprocess.Popen([sys.executable, "-m", "traindeck.backend.runs.node_watch", str(run_dir),
                                      str(store_path)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     cwd=run_dir, env=env, start_new_session=True)
     except OSError:
@@ -253,7 +253,7 @@ def start_watch(run_dir: Path, store_path: Path) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m traindeck.backend.nodes.watch RUN_DIR STORE", file=sys.stderr)
+        print("usage: python -m traindeck.backend.runs.node_watch RUN_DIR STORE", file=sys.stderr)
         return 2
     log_to_stderr(logger)
     watch = NodeWatch(Path(args[0]), args[1])

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from traindeck.backend.nodes.plan import read_nodes
-from traindeck.backend.nodes.watch import read_state
+from traindeck.backend.runs.node_watch import read_state
 
 
 def nodes_summary(run_dir: Path) -> list[dict[str, Any]] | None:
