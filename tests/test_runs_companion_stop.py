@@ -34,7 +34,7 @@ for step in range(1, 100000):
     if guard.check() == "stop":
         with open(sys.argv[1], "w") as handle:
             handle.write(str(step))
-        time.sleep(1.5)  # a real save takes a while (ending within the supervisor's poll reads as "succeeded")
+        time.sleep(1.5)  # a real save takes a while
         guard.saved(sys.argv[1], step)
         print(f"saved at step {step} and stopping", flush=True)
         break
@@ -124,4 +124,25 @@ def test_stop_under_the_deepspeed_launcher_saves_on_both_ranks_then_both_exit(tm
     exits = [text for kind, text in events(record.id) if kind == "rank_exit"]
     assert sorted(text.split()[1] for text in exits) == ["0", "1"], exits  # both ranks ended by themselves
     assert all(text.endswith("exit code 0") for text in exits), exits
+    assert leftovers(done) == []
+
+
+def test_a_companion_that_saves_and_ends_at_once_is_still_a_stop(tmp_path: Path) -> None:
+    """The companion reads the stop request itself; saving instantly, the script can end between two supervisor
+    ticks, before the supervisor has seen the request. That run was stopped (asked first), not finished."""
+    script = tmp_path / "instant.py"
+    script.write_text(LOOP.replace("time.sleep(1.5)", "pass").replace("time.sleep(0.05)", "time.sleep(0.01)"))
+    saved = tmp_path / "saved.txt"
+    run_dir = new_run_dir()
+    plan = build_plan(LaunchRequest(script=str(script), launcher="python", cwd=str(tmp_path),
+                                    script_args=[str(saved)]), run_dir.path)
+    assert plan.ok, plan.errors
+    record = start_run(plan, run_dir, name="instant-save")
+    wait_until(lambda: stop_kind(record.run_dir) == "save-then-stop"
+               and ((RunStore().get_run(record.id) or record).progress or {}).get("current", 0) >= 3, 120)
+    run_dir.request_stop(10.0)  # what `traindeck stop` writes
+    done = wait_finished(record.id, 60)
+    assert saved.exists()
+    assert done.state == "stopped", (done.state, done.state_detail, events(record.id))
+    assert "without a signal" in (done.diagnosis or {}).get("summary", ""), done.diagnosis
     assert leftovers(done) == []

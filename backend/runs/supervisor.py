@@ -177,6 +177,7 @@ class Supervisor:
         self._stop_request: dict[str, Any] | None = None  # the stop request in effect (a newer one may hurry it)
         self.launcher: subprocess.Popen[bytes] | None = None
         self.launcher_returncode: int | None = None
+        self.launcher_ended_wall: float | None = None  # wall time the launcher ended (a late stop request is compared)
         self.sentinel: subprocess.Popen[bytes] | None = None
         self.sentinel_fd: int | None = None
         self.stop: StopSequence | None = None
@@ -295,6 +296,7 @@ class Supervisor:
             if self.launcher is not None and pid == self.launcher.pid:
                 self.launcher.returncode = code  # we reaped it; keep Popen from trying again
                 self.launcher_returncode = code
+                self.launcher_ended_wall = time.time()
                 self.store.add_event(self.run_id, "launcher_exit", f"launcher {procs.describe_returncode(code)}")
             elif self.sentinel is not None and pid == self.sentinel.pid:
                 self.sentinel.returncode = code
@@ -455,15 +457,26 @@ class Supervisor:
                 grace = max(0.0, float(request.get("grace_s", DEFAULT_GRACE_S)))
             except (TypeError, ValueError):
                 pass
-        if self.launcher_returncode is not None and self.leftover_since is None:
-            return  # the run ended by itself before the request arrived
         hold = save_hold_s(self.run_dir.path, grace)
+        if self.launcher_returncode is not None and self.leftover_since is None \
+                and not self._companion_stopped_it(request, hold):
+            return  # the run ended by itself before the request arrived
         self.stop = StopSequence(grace, started=time.monotonic() + hold)
         self.stall.stop_requested()
         self._stop_request = request
         self.store.update_run(self.run_id, stop_requested_at=time.time(), state_detail="stopping")
         self.store.add_event(self.run_id, "stop_requested", f"stop requested (grace {grace:g} s)" + (
             f"; the script saves a checkpoint and stops; signals only after {hold:g} s" if hold else ""))
+
+    def _companion_stopped_it(self, request: dict[str, Any] | None, hold: float) -> bool:
+        """The companion reads the stop request itself: it can save and end the script between two of our ticks,
+        so the launcher is already gone when we first see the request. Asked before the end, that run was stopped."""
+        if request is None or hold <= 0 or self.launcher_ended_wall is None:
+            return False
+        try:
+            return float(request.get("requested_at", float("inf"))) <= self.launcher_ended_wall
+        except (TypeError, ValueError):
+            return False
 
     def _check_hurry(self) -> None:
         """A later request with a shorter grace period (a second Ctrl+C, Force stop) shortens the stop under way:
