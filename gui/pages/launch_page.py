@@ -235,7 +235,6 @@ class LaunchPage(Page):
         self.launch_button.clicked.connect(self.launch)
         bar.addWidget(self.result, 1)
         bar.addWidget(self.launch_button)
-        outer.addLayout(bar)
         outer.addStretch(1)
 
         scroll = QScrollArea()
@@ -244,7 +243,11 @@ class LaunchPage(Page):
         scroll.setWidget(content)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(scroll)
+        layout.addWidget(scroll, 1)
+        # The Launch button and its result stay in view below the scrolled form, whatever the window's height:
+        # at 1280x800 the form (GPUs, sweep, alerts) is taller than the page.
+        bar.setContentsMargins(9, 4, 9, 6)
+        layout.addLayout(bar)
 
         for sequence in ("Ctrl+Return", "Ctrl+Enter"):
             shortcut = QShortcut(QKeySequence(sequence), self)
