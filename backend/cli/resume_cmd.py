@@ -90,12 +90,9 @@ def _size(n: float) -> str:
 
 
 def _follow_or_print(outcome: Any, detach: bool, what: str) -> int:
-    plan = outcome.plan
-    for warning in plan.warnings:
-        print(f"traindeck: warning: {warning}", file=sys.stderr)
-    if outcome.record is None:
-        for error in plan.errors:
-            print(f"traindeck: error: {error}", file=sys.stderr)
+    from traindeck.backend.cli.run_follow import report_plan
+
+    if not report_plan(outcome.plan, outcome.record is not None):
         return 2
     record = outcome.record
     print(f"traindeck: {what}: run {record.id}; log: {record.log_path}", file=sys.stderr)

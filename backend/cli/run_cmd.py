@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traindeck.backend.cli import UserError
+from traindeck.backend.cli.run_follow import report_plan
 from traindeck.backend.cli.run_lookup import open_store, resolve_run
 
 if TYPE_CHECKING:
@@ -136,11 +137,7 @@ def _run(args: argparse.Namespace) -> int:
                          memory_check=check, resume_arg=args.resume_arg,
                          wrap=getattr(args, "wrap_plan", None))  # --slurm (slurm_cmd) sets it
     plan = outcome.plan
-    for warning in plan.warnings:
-        print(f"traindeck: warning: {warning}", file=sys.stderr)
-    if outcome.record is None:
-        for error in plan.errors:
-            print(f"traindeck: error: {error}", file=sys.stderr)
+    if not report_plan(plan, outcome.record is not None):
         return 2
     record = outcome.record
     if args.detach:

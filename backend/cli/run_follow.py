@@ -115,6 +115,16 @@ class SkipNotes:
                   f"output.log (traindeck logs {self.run_id})", file=sys.stderr, flush=True)
 
 
+def report_plan(plan: Any, started: bool) -> bool:
+    """A launch plan's warnings, and its errors when nothing started, on stderr (run, resume and rerun alike)."""
+    for warning in plan.warnings:
+        print(f"traindeck: warning: {warning}", file=sys.stderr)
+    if not started:
+        for error in plan.errors:
+            print(f"traindeck: error: {error}", file=sys.stderr)
+    return started
+
+
 def follow_run(store: RunStore, run_id: str, stream: Any = None) -> int:
     """Follow a run in the foreground until it ends; returns the exit code for the shell."""
     from traindeck.backend.runs.control import end_lost_run, supervisor_alive
