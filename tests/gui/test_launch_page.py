@@ -321,3 +321,32 @@ def test_ctrl_enter_launches_the_cpu_demo_and_it_succeeds(qtbot, make_page, heav
         assert heavy_imports == []
     finally:
         store.close()
+
+
+def test_a_sweep_on_the_page_queues_one_named_run_per_value(qtbot, make_page, tmp_path):
+    """The sweep editor's Launch queues through the same backend as `run --sweep`: one queued run per value, named
+    after it, with its own arguments (the queue is paused, so nothing starts here)."""
+    from traindeck.backend.queue.entries import QueueStore
+
+    with QueueStore() as queue:
+        queue.update_settings(paused=True)
+    page = make_page(preset=None)
+    script = _script(tmp_path)
+    page.script.setText(str(script))
+    page.name.setText("tiny")
+    page.args.setText("--steps 5 --lr 0.1")
+    page.sweep.rows.setPlainText("steps = 2, 3")
+    qtbot.waitUntil(lambda: page.sweep.active and len(page.sweep.points) == 2, timeout=15000)
+    assert _wait_plan(qtbot, page).ok
+    qtbot.waitUntil(lambda: page.launch_button.isEnabled(), timeout=15000)
+    page.launch()
+    qtbot.waitUntil(lambda: not page.launching, timeout=60000)
+    assert "Queued 2 runs: tiny-steps=2, tiny-steps=3" in page.result.text(), page.result.text()
+    with QueueStore() as queue:
+        entries = queue.waiting()
+        assert [e.name for e in entries] == ["tiny-steps=2", "tiny-steps=3"]
+        assert [e.launch.script_args for e in entries] == [["--steps", "2", "--lr", "0.1"],
+                                                           ["--steps", "3", "--lr", "0.1"]]
+        assert all(e.launch.script == str(script) for e in entries)
+        for entry in entries:
+            queue.remove(entry.run_id)
