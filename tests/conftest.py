@@ -15,6 +15,11 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
+# The remote-machine sshd (127.0.0.4:2224) is one session fixture for every module that uses it: a fixture imported
+# into two test modules is two instances, and the second sshd could not bind the port while the first one, with
+# another key, answered its tests ("authentication refused" in CI).
+from sshhelp import sshd  # noqa: E402, F401
+
 
 @pytest.fixture(autouse=True)
 def traindeck_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -114,7 +114,7 @@ def test_stop_under_the_deepspeed_launcher_saves_on_both_ranks_then_both_exit(tm
     assert "without a signal" in (done.diagnosis or {}).get("summary", ""), done.diagnosis
     assert "stop_signal" not in [kind for kind, _text in events(record.id)]
     # Both ranks agreed on the step (one all_reduce), saved it together and ended the loop there.
-    saved_lines = sorted(line.split("] ")[-1] for line in text.splitlines() if "and stopping" in line)
+    saved_lines = sorted(line.split("]: ")[-1].split("] ")[-1] for line in text.splitlines() if "and stopping" in line)
     assert len(saved_lines) == 2 and saved_lines[0] == saved_lines[1], text[-3000:]
     step = int(saved_lines[0].split()[3])
     tag = save / f"global_step{step}"
