@@ -116,6 +116,9 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=50.0, help="lines per second the run prints")
     parser.add_argument("--phases", default="runs,monitor,minimised", help="comma-separated, measured in order")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--trim-every", type=float, default=0.0, metavar="S",
+                        help="experiment: call glibc's malloc_trim(0) every S seconds (0: never), to tell memory "
+                             "freed but kept by the allocator from memory really held")
     args = parser.parse_args()
     phases = [Phase(p.strip()) for p in args.phases.split(",") if p.strip()]
     unknown = [p.name for p in phases if p.name not in ("runs", "monitor", "minimised")]
@@ -181,7 +184,7 @@ def main() -> int:
                 state["phase"] = index
                 if index >= len(phases):
                     page = window.page("runs")  # read before quitting: the window's shutdown closes the console
-                    held.update({name: len(series) for name, series in getattr(page, "_series", {}).items()})
+                    held.update({name: len(series) for name, series in page.watched.series.items()})  # type: ignore
                     held["console lines"] = page.console.total_lines if page is not None else 0  # type: ignore
                     app.quit()
                     return
@@ -193,6 +196,15 @@ def main() -> int:
         elapsed = (now - t0) / 60
         print(f"{elapsed:6.1f} min  rss {rss:7.1f} MB  cpu {cpu():7.1f} s  load {os.getloadavg()[0]:.2f}  "
               f"{['warm-up', *[p.name for p in phases]][index + 1] if index < len(phases) else 'done'}", flush=True)
+
+    if args.trim_every > 0:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        trimmer = QTimer()
+        trimmer.setInterval(int(args.trim_every * 1000))
+        trimmer.timeout.connect(lambda: libc.malloc_trim(0))
+        trimmer.start()
 
     timer = QTimer()
     timer.setInterval(SAMPLE_MS)
