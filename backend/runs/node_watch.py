@@ -231,23 +231,11 @@ def read_state(run_dir: Path) -> dict[str, Any] | None:
 
 def start_watch(run_dir: Path, store_path: Path) -> int | None:
     """Start the node watch for a multi-node run just started; its pid, or None (the run goes on unwatched)."""
-    import os
+    from traindeck.backend.runs.beside import start_beside
 
-    from traindeck.backend.runs import procs
-
-    if getattr(sys, "frozen", False) or read_nodes(run_dir) is None:
+    if read_nodes(run_dir) is None:
         return None
-    env = {k: v for k, v in os.environ.items() if k != procs.MARKER}
-    try:
-        with open(Path(run_dir) / LOG, "ab") as log:
-            os.fchmod(log.fileno(), 0o600)
-            proc = subprocess.Popen([sys.executable, "-m", "traindeck.backend.runs.node_watch", str(run_dir),
-                                     str(store_path)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                    cwd=run_dir, env=env, start_new_session=True)
-    except OSError:
-        return None
-    threading.Thread(target=proc.wait, name="nodes-reaper", daemon=True).start()
-    return proc.pid
+    return start_beside("traindeck.backend.runs.node_watch", run_dir, store_path, LOG)
 
 
 def main(argv: list[str] | None = None) -> int:

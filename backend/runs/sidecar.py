@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -38,22 +37,9 @@ logger = logging.getLogger("traindeck.sidecar")
 
 def start_sidecar(run_dir: Path, store_path: Path) -> int | None:
     """Start the sidecar for a run just started; its pid, or None when it could not start (the run goes on)."""
-    if getattr(sys, "frozen", False):
-        return None  # a frozen app has no `python -m`; provenance and TensorBoard series are then not read
-    from traindeck.backend.runs import procs
+    from traindeck.backend.runs.beside import start_beside
 
-    env = {k: v for k, v in os.environ.items() if k != procs.MARKER}
-    try:
-        with open(Path(run_dir) / LOG, "ab") as log:
-            os.fchmod(log.fileno(), 0o600)
-            proc = subprocess.Popen([sys.executable, "-m", "traindeck.backend.runs.sidecar", str(run_dir),
-                                     str(store_path)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                    cwd=run_dir, env=env, start_new_session=True)
-    except OSError:
-        return None
-    # Reaped by a thread so a long-lived dashboard collects no zombie.
-    threading.Thread(target=proc.wait, name="sidecar-reaper", daemon=True).start()
-    return proc.pid
+    return start_beside("traindeck.backend.runs.sidecar", run_dir, store_path, LOG)
 
 
 def _provenance(run_dir: Path) -> None:
