@@ -350,3 +350,22 @@ def test_a_sweep_on_the_page_queues_one_named_run_per_value(qtbot, make_page, tm
         assert all(e.launch.script == str(script) for e in entries)
         for entry in entries:
             queue.remove(entry.run_id)
+
+
+def test_the_stop_on_nan_box_stops_a_run_launched_from_the_page(qtbot, make_page, tmp_path):
+    """Ticked, the box is `--stop-on-nan` for the run launched from the page: a loss printed as NaN ends it
+    "stopped: loss became NaN at step 3"; the choice is remembered for the next window."""
+    from runhelp import SCRIPTS, wait_finished
+
+    page = make_page(preset=None)
+    page.script.setText(str(SCRIPTS / "queue_job.py"))
+    page.args.setText("--steps 600 --step-time 0.1 --nan-at 3")
+    page.stop_on_nan.setChecked(True)
+    assert _wait_plan(qtbot, page).ok
+    with qtbot.waitSignal(page.ctx.run_started, timeout=60000) as started:
+        page.launch()
+    done = wait_finished(started.args[0], 120)
+    assert done.state == "stopped", (done.state, done.diagnosis)
+    assert done.diagnosis is not None and done.diagnosis["summary"] == "stopped: loss became NaN at step 3"
+    page._save_timer.timeout.emit()  # what the page does a moment after a change
+    assert make_page(preset=None).stop_on_nan.isChecked()
