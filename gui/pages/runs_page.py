@@ -45,6 +45,7 @@ from traindeck.gui.context import AppContext
 from traindeck.gui.pages.runs_charts import RunChartsPart
 from traindeck.gui.pages.runs_leftovers import RunLeftoversPart
 from traindeck.gui.pages.runs_list import _RUN_ID, RunListPart
+from traindeck.gui.pages.runs_nodes import RunNodesPart
 from traindeck.gui.pages.runs_stop import STOP_GRACE_S, RunStopPart
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.console import LogConsole
@@ -58,7 +59,7 @@ HIDDEN_POLL_MS = 10_000  # ... while the page is hidden or the window minimised:
 LIST_MS = 2000  # the list of runs (and marking runs whose supervisor is gone as lost)
 
 
-class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart):
+class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNodesPart):
     key = "runs"
     title = "Runs"
     order = 30
@@ -221,6 +222,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart):
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.console)
         self.splitter.addWidget(self._build_leftovers(charts))
+        self._build_nodes()
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 2)
         self.splitter.setChildrenCollapsible(False)
@@ -294,6 +296,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart):
         self.force_button.setVisible(False)
         self.stacks_button.setVisible(False)
         self._leftovers_opened(run_id)
+        self._nodes_opened()
         self.views.setCurrentIndex(1)
         for row in range(self.run_list.count()):
             item = self.run_list.item(row)
@@ -338,6 +341,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart):
             self.console.set_paused(not self.on_screen())
         self._update_metrics(change)
         self._leftovers_news(change)
+        self._nodes_news(change)
         if self.on_screen():
             self._show_run_state()
         else:

@@ -359,3 +359,31 @@ def test_a_zoom_into_the_reduced_history_reads_that_range_again_at_full_resoluti
     qtbot.waitUntil(lambda: shown_between(100, 300) == 201, timeout=20000)  # every step of the range
     chart.follow()  # "A": back to the newest data, and to the bounded history
     qtbot.waitUntil(lambda: shown_between(100, 300) < 201, timeout=20000)
+
+
+def test_a_multi_node_runs_nodes_are_side_by_side_in_their_tab(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    """The Nodes tab shows each node of a multi-node run (the files the node watch keeps: nodes.json from the
+    launch, nodes_state.json from the agents) and is absent for a one-machine run."""
+    import json
+
+    one = add_run("one-machine", state="succeeded")
+    many = add_run("two-nodes", state="failed")
+    Path(many.run_dir, "nodes.json").write_text(json.dumps({"hosts": [
+        {"host": "127.0.0.2", "slots": 1, "ranks": [0]}, {"host": "127.0.0.3", "slots": 1, "ranks": [1]}]}))
+    Path(many.run_dir, "nodes_state.json").write_text(json.dumps({"nodes": [
+        {"host": "127.0.0.2", "peaks": {"ranks_rss_bytes": 2**30, "ram_used_bytes": 3 * 2**30,
+                                       "ram_total_bytes": 8 * 2**30, "cpu_percent": 97.0}},
+        {"host": "127.0.0.3", "peaks": {}, "reachable": False, "unreachable": "ssh exit 255",
+         "ended": {"1": 1.0}}]}))
+    page = make_page()
+    page.open_run(many.id)
+    qtbot.waitUntil(lambda: page.nodes_table.rowCount() == 2, timeout=10000)
+    assert page.lower_tabs.isTabVisible(page._nodes_tab) and page.lower_tabs.tabText(page._nodes_tab) == "Nodes (2)"
+    cells = [[page.nodes_table.item(r, c).text() for c in range(page.nodes_table.columnCount())] for r in range(2)]
+    assert cells[0] == ["127.0.0.2", "0", "1.00 GiB", "3.00 GiB of 8.00 GiB", "97 %", "-", "answering"]
+    assert cells[1][0] == "127.0.0.3" and cells[1][-1] == "unreachable: ssh exit 255; ended ranks 1"
+    page.open_run(one.id)
+    qtbot.waitUntil(lambda: page.run_id == one.id and page.record is not None, timeout=10000)
+    page.ctx.tasks.wait(5000)
+    qtbot.wait(200)
+    assert not page.lower_tabs.isTabVisible(page._nodes_tab) and page.nodes_table.rowCount() == 0
