@@ -10,7 +10,8 @@ sees it) or, without ImageMagick, grabbed from the window. `--readme` also copie
 resources/screenshots/ (the README's pictures).
 
 Everything happens in a throwaway TRAINDECK_HOME, never the user's presets, runs or settings. The first DeepSpeed
-launch on a machine JIT-builds its CPU Adam (minutes); set TORCH_EXTENSIONS_DIR to a folder kept between tours.
+launch uses the CPU ops `make setup` built for the training interpreter (its own folder under
+~/.cache/traindeck/torch_extensions, as every run does); a TORCH_EXTENSIONS_DIR you set is used instead.
 Needs: Xvfb, xauth, and Qt's xcb libraries (Debian: xvfb xauth libxcb-icccm4 libxcb-keysyms1 libxcb-image0
 libxcb-render-util0 libxcb-xinerama0 libxcb-cursor0 libxkbcommon-x11-0; imagemagick for root-window captures).
 """
@@ -255,7 +256,6 @@ def main(argv: list[str] | None = None) -> int:
     home = tempfile.mkdtemp(prefix="traindeck-tour-")
     os.environ.update(DISPLAY=display, QT_QPA_PLATFORM="xcb", TRAINDECK_HOME=home, DS_ACCELERATOR="cpu")
     os.environ.pop("WAYLAND_DISPLAY", None)
-    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(REPO / ".torch_ext"))
     print(f"Xvfb on {display}; TRAINDECK_HOME={home}; screenshots in {out}", flush=True)
     tour = Tour(out)
     try:
