@@ -137,9 +137,9 @@ def _run(args: argparse.Namespace) -> int:
                          memory_check=check, resume_arg=args.resume_arg,
                          wrap=getattr(args, "wrap_plan", None))  # --slurm (slurm_cmd) sets it
     plan = outcome.plan
-    if not report_plan(plan, outcome.record is not None):
-        return 2
     record = outcome.record
+    if not report_plan(plan, record is not None) or record is None:
+        return 2
     if args.detach:
         print(f"started run {record.id} ({plan.launcher}); follow it with: traindeck logs {record.id} --follow",
               file=sys.stderr)

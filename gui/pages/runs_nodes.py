@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem
+from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem, QTabWidget
 
 from traindeck.backend.runs.watched import ViewChange
 from traindeck.gui.pages.runs_shared import RunsPageShared
@@ -42,6 +42,7 @@ def read_nodes(run_dir: str) -> list[dict[str, Any]] | None:
 
 
 class RunNodesPart(RunsPageShared):
+    lower_tabs: QTabWidget  # built by RunLeftoversPart
     nodes_table: QTableWidget
     _nodes_read_at: float
     _nodes_tab: int
