@@ -65,7 +65,8 @@ def page_icon(key: str) -> QIcon:
     from PySide6.QtWidgets import QStyle
 
     names = {"configure": "SP_FileDialogDetailedView", "launch": "SP_MediaPlay", "runs": "SP_ComputerIcon",
-             "monitor": "SP_DriveHDIcon", "estimate": "SP_FileDialogInfoView", "history": "SP_FileDialogListView"}
+             "monitor": "SP_DriveHDIcon", "estimate": "SP_FileDialogInfoView", "history": "SP_FileDialogListView",
+             "queue": "SP_FileDialogContentsView"}
     style = QApplication.style()
     pixmap = getattr(QStyle.StandardPixmap, names.get(key, "SP_FileIcon"), QStyle.StandardPixmap.SP_FileIcon)
     return style.standardIcon(pixmap)
