@@ -124,6 +124,9 @@ class DesktopNotifier(QObject):
         self._mark: int | None = None  # the newest event id read (None: not read yet)
         self._seen: set[int] = set()
         self._by_notification: dict[int, str] = {}  # server's notification id -> run id
+        # Clicks on ids not known yet: the server shows the notification (and can be clicked) before gdbus's answer,
+        # with its id, has come back through the worker to this thread.
+        self._early_clicks: dict[int, None] = {}  # ordered: the oldest is dropped first
         self._busy = False
         self._actions: bool | None = None
         self._listening = False
@@ -172,6 +175,9 @@ class DesktopNotifier(QObject):
         elif delivery.id:
             self._by_notification[delivery.id] = alert.run_id
         self.shown.emit(alert, delivery)
+        if delivery.id and delivery.id in self._early_clicks:
+            del self._early_clicks[delivery.id]
+            self.clicked.emit(alert.run_id)
 
     def _listen(self) -> bool:
         """Listen for clicks when the server supports actions; returns whether it does."""
@@ -194,6 +200,10 @@ class DesktopNotifier(QObject):
         run_id = self._by_notification.get(int(notification_id))
         if run_id is not None:
             self.clicked.emit(run_id)
+        else:  # kept a while, bounded: clicks on other apps' notifications arrive here too
+            self._early_clicks[int(notification_id)] = None
+            if len(self._early_clicks) > 64:
+                del self._early_clicks[next(iter(self._early_clicks))]
 
     def _tray_message(self, alert: Alert) -> None:
         if not QSystemTrayIcon.isSystemTrayAvailable():

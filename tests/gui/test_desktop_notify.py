@@ -145,3 +145,28 @@ def test_no_notification_when_turned_off(qtbot, session_bus, notifier):
     assert session_bus.calls() == []
     alerts.save_command(["true"])  # saving the command keeps the desktop setting
     assert alerts.desktop_notifications() is False
+
+
+def test_a_click_that_arrives_before_gdbus_answers_still_opens_the_run(qtbot):
+    """The server shows (and the user can click) the notification before gdbus's answer, carrying its id, has come
+    back through the worker: that click must not be lost (CI lost it once under load)."""
+    from PySide6.QtWidgets import QWidget
+
+    from traindeck.backend.runs.alert_feed import Alert
+    from traindeck.gui.context import AppContext
+    from traindeck.gui.desktop_notify import Delivery, DesktopNotifier
+
+    window = QWidget()
+    qtbot.addWidget(window)
+    made = DesktopNotifier(AppContext(), window)
+    opened: list[str] = []
+    made.ctx.open_run.connect(opened.append)
+    for other in range(100):  # other apps' clicks, many: kept bounded, and they open nothing
+        made._action_invoked(1000 + other, "default")
+    assert len(made._early_clicks) <= 64 and opened == []
+    made._action_invoked(7, "default")
+    assert opened == []
+    made._delivered(Alert(1, "run-7", "seven", "failed", "boom"), Delivery("dbus", 7))
+    assert opened == ["run-7"]
+    made._action_invoked(7, "default")  # a second click, once known, opens it again
+    assert opened == ["run-7", "run-7"]
