@@ -11,8 +11,10 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from traindeck.backend.launch.environ import resolve_python, torch_extensions_dir, unfrozen_environ
+from traindeck.backend.launch.extension_locks import clear_stale_locks
 
 _BUILD = """
 import importlib.util, sys
@@ -39,6 +41,8 @@ def prebuild(python: str, *, timeout_s: float = 1800.0) -> int:
     env = unfrozen_environ(os.environ)
     folder = extensions_folder(python, env)
     env["TORCH_EXTENSIONS_DIR"] = folder
+    for line in clear_stale_locks(Path(folder)):  # else the build below would wait on it forever, silently
+        print(f"  {line}", flush=True)
     print(f"Building DeepSpeed's CPU Adam op once (~2 min; into {folder})...", flush=True)
     started = time.monotonic()
     try:

@@ -39,6 +39,7 @@ from typing import Any
 import psutil
 
 from traindeck.backend.fileio import atomic_write_text
+from traindeck.backend.launch.extension_locks import clear_stale_locks
 from traindeck.backend.runs import procs
 from traindeck.backend.runs.cgroups import MemoryLimit, memory_limit, process_cgroup
 from traindeck.backend.runs.diagnosis import (
@@ -206,6 +207,7 @@ class Supervisor:
         env = dict(self.spec.env)
         env[procs.MARKER] = self.run_id
         env["TRAINDECK_RUN_DIR"] = str(self.run_dir.path)
+        self._clear_stale_build_locks(env)
         try:
             self.launcher = subprocess.Popen(
                 self.spec.argv, cwd=self.spec.cwd, env=env, stdin=subprocess.DEVNULL, stdout=write_fd,
@@ -232,6 +234,20 @@ class Supervisor:
         self.follower.start()
         self._start_recorder()
         return True
+
+    def _clear_stale_build_locks(self, env: dict[str, str]) -> None:
+        """A killed op build's lock makes every later load of that op wait forever, silently (extension_locks.py)."""
+        folder = env.get("TORCH_EXTENSIONS_DIR")
+        if not folder:
+            return
+        try:
+            said = clear_stale_locks(Path(folder))
+        except Exception:  # noqa: BLE001 - a check that fails must not stop the run it guards
+            logger.exception("could not look for stale build locks in %s", folder)
+            return
+        for line in said:
+            logger.info("%s", line)
+            os.write(self.log_fd, f"traindeck: {line}\n".encode())
 
     def _start_sentinel(self) -> None:
         from traindeck.backend.runs.control import internal_command
