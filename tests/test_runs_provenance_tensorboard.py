@@ -5,6 +5,7 @@ script that prints nothing becoming the run's metric series."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -145,3 +146,43 @@ def test_versions_are_read_without_importing_torch(tmp_path: Path, monkeypatch: 
     found = versions(sys.executable)
     assert found["cuda"] == "12.4" and "torch_error" not in found, found
     assert found["nccl"] == "2.21.5" and found["nccl_source"] == "package nvidia-nccl-cu12", found
+
+
+def test_the_package_list_is_written_as_pip_freeze_all_writes_it(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """requirements.txt comes from the same short question as the versions (no second interpreter importing pip):
+    plain, VCS, URL and editable installs (PEP 610 direct_url.json) in pip's shapes; of two copies of a package the
+    one first on sys.path (the one imported) is listed; the result is what `pip freeze --all` says for this venv."""
+    from traindeck.backend.runs.provenance import ask_interpreter, write_packages
+    from traindeck.backend.runs.provenance_diff import parse_freeze
+
+    def dist(folder: Path, name: str, version: str, direct: dict | None = None) -> None:  # type: ignore[type-arg]
+        info = folder / f"{name.replace('-', '_')}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        if direct is not None:
+            (info / "direct_url.json").write_text(json.dumps(direct))
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    dist(first, "plain-pkg", "1.2.3")
+    dist(first, "from-git", "0.1", {"url": "https://example.org/x.git",
+                                    "vcs_info": {"vcs": "git", "commit_id": "abc123"}})
+    dist(first, "from-wheel", "2.0", {"url": "file:///wheels/from_wheel-2.0-py3-none-any.whl", "archive_info": {}})
+    dist(first, "my-project", "0.3", {"url": "file:///home/me/project", "dir_info": {"editable": True}})
+    dist(second, "plain-pkg", "9.9.9")  # shadowed by the copy in `first`
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(first), str(second)]))
+    lines = ask_interpreter(sys.executable)["packages"]
+    assert "plain-pkg==1.2.3" in lines and not any("9.9.9" in line for line in lines)
+    assert "from-git @ git+https://example.org/x.git@abc123" in lines
+    assert "from-wheel @ file:///wheels/from_wheel-2.0-py3-none-any.whl" in lines
+    assert "# Editable install (my-project==0.3)\n-e /home/me/project" in lines
+    path, why = write_packages(lines, tmp_path)
+    assert why is None and path is not None
+    parsed = parse_freeze(Path(path).read_text())
+    assert parsed["plain-pkg"] == "1.2.3" and parsed["from-git"].endswith("@abc123")
+
+    monkeypatch.delenv("PYTHONPATH")
+    ours = parse_freeze("\n".join(ask_interpreter(sys.executable)["packages"]))
+    pip = subprocess.run([sys.executable, "-m", "pip", "freeze", "--all", "--disable-pip-version-check"],
+                         capture_output=True, text=True, check=True, cwd=tmp_path).stdout
+    assert ours == parse_freeze(pip) and len(ours) > 10

@@ -3,7 +3,7 @@ requirements.txt, metadata):
 
     provenance.json     git {commit, branch, dirty, diff_file} or null, packages_file, versions, host, command
     git.diff            `git diff HEAD` of the script's repository (uncommitted changes; untracked files listed)
-    requirements.txt    `python -m pip freeze` of the training interpreter (time-limited)
+    requirements.txt    the training interpreter's installed packages in `pip freeze --all`'s format
 
 Run by the sidecar process (never the supervisor loop, never the launching process): each step is time-limited and
 a failing step leaves its field null with the reason, never the run.
@@ -26,16 +26,20 @@ PROVENANCE = "provenance.json"
 DIFF = "git.diff"
 PACKAGES = "requirements.txt"
 GIT_TIMEOUT_S = 10.0
-FREEZE_TIMEOUT_S = 60.0
+ASK_TIMEOUT_S = 60.0
 MAX_DIFF_BYTES = 20 << 20
 
-# Asked of the training interpreter, without importing torch: package metadata, the CUDA version torch was built for
-# (read from torch/version.py as text) and the NCCL it ships with (the nvidia-nccl-cu* package pip wheels load).
-# Importing torch here cost ~4 s of CPU in the run's first seconds, on a 2-core machine x1.3 on the job's own time
-# under a flood of output (tests/perf/bench_run_output.py); this costs ~50 ms. Whether CUDA is usable is the launch
-# probe's answer (recorded with the plan), not the record's.
-_VERSIONS_CODE = r"""
+# Asked of the training interpreter in one go, without importing torch: package metadata, the CUDA version torch was
+# built for (read from torch/version.py as text), the NCCL it ships with (the nvidia-nccl-cu* package pip wheels load)
+# and every installed distribution as `pip freeze --all` writes it (PEP 610's direct_url.json for URL, VCS and
+# editable installs). Importing torch here cost ~4 s of CPU in the run's first seconds, and `pip freeze` (a second
+# interpreter importing pip) another ~0.3 s: on a 2-core machine each showed on the job's own time under a flood of
+# output (tests/perf/bench_run_output.py); this costs ~0.1 s. Whether CUDA is usable is the launch probe's answer
+# (recorded with the plan), not the record's.
+_ASK_CODE = r"""
 import ast, json, platform, sys
+if sys.path and sys.path[0] == "":
+    del sys.path[0]  # `-c` puts the current folder first; the run's script sees its own folder, not ours
 from importlib import metadata, util
 out = {"python": platform.python_version(), "executable": sys.executable}
 def version(name):
@@ -61,6 +65,32 @@ nccl = sorted((d.metadata["Name"], d.version) for d in metadata.distributions()
               if (d.metadata["Name"] or "").lower().startswith("nvidia-nccl"))
 out["nccl"] = nccl[0][1] if nccl else None
 out["nccl_source"] = ("package " + nccl[0][0]) if nccl else None
+def freeze_line(dist, name):
+    try:
+        direct = json.loads(dist.read_text("direct_url.json") or "null")
+    except Exception:
+        direct = None
+    url = direct.get("url") if isinstance(direct, dict) else None
+    if not isinstance(url, str) or not url:
+        return name + "==" + str(dist.version)
+    vcs = direct.get("vcs_info")
+    if isinstance(vcs, dict) and vcs.get("vcs"):
+        line = name + " @ " + vcs["vcs"] + "+" + url + ("@" + vcs["commit_id"] if vcs.get("commit_id") else "")
+    else:
+        line = name + " @ " + url
+    if isinstance(direct.get("dir_info"), dict) and direct["dir_info"].get("editable"):
+        path = url[len("file://"):] if url.startswith("file://") else url
+        return "# Editable install (" + name + "==" + str(dist.version) + ")\n-e " + path
+    return line
+packages, seen = [], set()
+for dist in metadata.distributions():  # in sys.path order: the first of a name is the one imported, as pip takes it
+    name = dist.metadata["Name"]
+    key = (name or "").lower().replace("_", "-").replace(".", "-")
+    if not name or key in seen:
+        continue
+    seen.add(key)
+    packages.append((key, freeze_line(dist, name)))
+out["packages"] = [line for _key, line in sorted(packages)]
 print(json.dumps(out))
 """
 
@@ -103,30 +133,38 @@ def git_state(script: str, cwd: str, run_dir: Path) -> dict[str, Any] | None:
     return state
 
 
-def freeze(python: str, run_dir: Path, timeout: float = FREEZE_TIMEOUT_S) -> tuple[str | None, str | None]:
-    """(requirements.txt path, None) or (None, why not)."""
-    result = _run([python, "-m", "pip", "freeze", "--disable-pip-version-check"], None, timeout)
-    if result is None:
-        return None, f"pip freeze did not finish in {timeout:g} s (or could not start)"
-    if result.returncode != 0:
-        lines = result.stderr.decode(errors="replace").strip().splitlines()
-        return None, lines[-1] if lines else f"pip freeze ended with exit code {result.returncode}"
-    atomic_write_text(run_dir / PACKAGES, result.stdout.decode(errors="replace"))
-    return str(run_dir / PACKAGES), None
-
-
-def versions(python: str, timeout: float = 60.0) -> dict[str, Any]:
-    result = _run([python, "-c", _VERSIONS_CODE], None, timeout)
+def ask_interpreter(python: str, timeout: float = ASK_TIMEOUT_S) -> dict[str, Any]:
+    """Versions and installed packages of the training interpreter (one short subprocess, torch never imported);
+    {"error": why} when it could not be asked."""
+    result = _run([python, "-c", _ASK_CODE], None, timeout)
     data: dict[str, Any] = {}
     if result is not None and result.returncode == 0:
         try:
             data = json.loads(result.stdout.decode().strip().splitlines()[-1])
         except (ValueError, IndexError):
             data = {}
-    if not data:
-        data["error"] = "the training interpreter could not be asked"
+    if not isinstance(data, dict) or not data:
+        why = (result.stderr.decode(errors="replace").strip().splitlines() or [""])[-1] if result is not None else ""
+        data = {"error": "the training interpreter could not be asked" + (f": {why}" if why else
+                                                                           f" (no answer in {timeout:g} s)")}
     data["nvidia_driver"] = _driver_version()
     return data
+
+
+def versions(python: str, timeout: float = ASK_TIMEOUT_S) -> dict[str, Any]:
+    """The versions part of ask_interpreter (the package list left out)."""
+    data = ask_interpreter(python, timeout)
+    data.pop("packages", None)
+    return data
+
+
+def write_packages(packages: Any, run_dir: Path) -> tuple[str | None, str | None]:
+    """requirements.txt from the interpreter's package lines: (its path, None) or (None, why not)."""
+    if not isinstance(packages, list) or not all(isinstance(line, str) for line in packages):
+        return None, "the training interpreter did not list its packages"
+    header = "# the training interpreter's packages at launch (as `pip freeze --all` writes them)\n"
+    atomic_write_text(run_dir / PACKAGES, header + "".join(line + "\n" for line in packages))
+    return str(run_dir / PACKAGES), None
 
 
 def _driver_version() -> str | None:
@@ -184,9 +222,11 @@ def capture(run_dir: Path) -> dict[str, Any]:
     except OSError as exc:
         data["git"] = None
         data["git_error"] = str(exc)
-    data["versions"] = versions(python)
+    asked = ask_interpreter(python)
+    packages = asked.pop("packages", None)
+    data["versions"] = asked
     data["host"] = host()
-    data["packages_file"], why = freeze(python, run_dir)
+    data["packages_file"], why = write_packages(packages, run_dir)
     if why:
         data["packages_error"] = why
     data["took_s"] = round(time.time() - started, 2)
