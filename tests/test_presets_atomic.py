@@ -31,8 +31,8 @@ WRITER = textwrap.dedent("""
         fileio.os.fsync = slow_fsync
 
     def big(tag):
-        # ~1 MB of YAML
-        return {f"layer_{i}": {"note": tag * 120, "values": [i, i + 1, i + 2]} for i in range(6000)}
+        # ~100 KB of YAML: long enough a write that random kills land in one (slow-disk rounds make sure)
+        return {f"layer_{i}": {"note": tag * 120, "values": [i, i + 1, i + 2]} for i in range(600)}
 
     versions = [Preset(name="big", launcher="deepspeed", description=f"version {tag}",
                        deepspeed={"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}},
@@ -46,7 +46,7 @@ WRITER = textwrap.dedent("""
 
 
 def _expected(tag: str) -> dict:
-    return {f"layer_{i}": {"note": tag * 120, "values": [i, i + 1, i + 2]} for i in range(6000)}
+    return {f"layer_{i}": {"note": tag * 120, "values": [i, i + 1, i + 2]} for i in range(600)}
 
 
 def _kill_when_a_write_is_under_way(directory: Path, pid: int, deadline: float) -> bool:
