@@ -30,6 +30,9 @@ def run_app(demo: bool = False, screenshot_dir: str | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     app, window = create_window(demo=demo or bool(screenshot_dir))
+    from traindeck.gui.error_log import install
+
+    install(lambda line: window.statusBar().showMessage(line, 30000))
     window.show()
     # Ctrl+C in the terminal closes the window (runs keep running, as when the window is closed): Qt's event loop
     # runs in C++, so a timer lets Python look at its signals a few times a second.

@@ -10,7 +10,6 @@ show (it is a str) with the exception object kept (`.exception`) for those that 
 
 from __future__ import annotations
 
-import traceback
 import types
 from collections.abc import Callable
 from typing import Any
@@ -26,8 +25,12 @@ class TaskError(str):
     exception: BaseException
 
     def __new__(cls, exception: BaseException) -> TaskError:
-        text = str(exception) or f"{type(exception).__name__}\n\n" + "".join(
-            traceback.format_exception(exception, limit=6))
+        if str(exception):
+            text = str(exception)
+        else:  # no message of its own: its name and where the traceback went, never the traceback itself
+            from traindeck.gui.error_log import one_line
+
+            text = one_line(exception, "a background job failed")
         error = super().__new__(cls, text)
         error.exception = exception
         return error

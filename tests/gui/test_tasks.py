@@ -90,3 +90,48 @@ def test_a_lane_answer_for_a_deleted_widget_is_dropped(qtbot):
     gate.set()
     assert tasks.wait(5000)
     qtbot.wait(100)  # calling the deleted label's slot would raise RuntimeError here
+
+
+def test_a_failure_without_a_message_reads_as_one_line_and_its_traceback_goes_to_the_log(qtbot):
+    from traindeck.gui.error_log import log_path
+
+    tasks = Tasks()
+    seen: list[TaskError] = []
+
+    def broken() -> None:
+        raise RuntimeError  # no message: its text used to be the traceback itself
+
+    tasks.run(broken, failed=seen.append)
+    qtbot.waitUntil(lambda: bool(seen), timeout=5000)
+    assert "\n" not in seen[0] and "Traceback" not in seen[0]
+    assert seen[0].startswith("an unexpected RuntimeError (details in ") and str(log_path()) in seen[0]
+    logged = log_path().read_text()
+    assert "Traceback (most recent call last)" in logged and "in broken" in logged
+    assert oct(log_path().stat().st_mode & 0o777) == "0o600"
+
+
+def test_an_error_in_a_slot_is_logged_and_shown_in_one_line(qtbot):
+    import sys
+
+    from PySide6.QtCore import QTimer
+
+    from traindeck.gui.error_log import install, log_path
+
+    shown: list[str] = []
+    before = sys.excepthook
+    install(shown.append)
+    try:
+        def slot() -> None:
+            raise KeyError("learning_rate")
+
+        # pytest-qt reports exceptions raised in Qt's event loop as test failures: this one is expected
+        with qtbot.capture_exceptions() as raised:
+            QTimer.singleShot(0, slot)
+            qtbot.wait(100)
+        for kind, value, tb in raised:  # what Qt hands to sys.excepthook outside pytest-qt
+            install(shown.append)
+            sys.excepthook(kind, value, tb)
+    finally:
+        sys.excepthook = before
+    assert len(shown) == 1 and shown[0].startswith("Something went wrong: KeyError: 'learning_rate' (details in ")
+    assert "\n" not in shown[0] and "in slot" in log_path().read_text()
