@@ -34,7 +34,7 @@ MAX_DIFF_BYTES = 20 << 20
 # and every installed distribution as `pip freeze --all` writes it (PEP 610's direct_url.json for URL, VCS and
 # editable installs). Importing torch here cost ~4 s of CPU in the run's first seconds, and `pip freeze` (a second
 # interpreter importing pip) another ~0.3 s: on a 2-core machine each showed on the job's own time under a flood of
-# output (tests/perf/bench_run_output.py); this costs ~0.1 s. Whether CUDA is usable is the launch probe's answer
+# output (tests/perf/bench_run_output.py); this costs ~0.1 s (76 packages). Whether CUDA is usable is the launch probe's answer
 # (recorded with the plan), not the record's.
 _ASK_CODE = r"""
 import ast, json, platform, sys
@@ -42,13 +42,16 @@ if sys.path and sys.path[0] == "":
     del sys.path[0]  # `-c` puts the current folder first; the run's script sees its own folder, not ours
 from importlib import metadata, util
 out = {"python": platform.python_version(), "executable": sys.executable}
-def version(name):
-    try:
-        return metadata.version(name)
-    except Exception:
-        return None
+def key_of(name):
+    return name.lower().replace("_", "-").replace(".", "-")
+found = {}  # each METADATA parsed once (the email parser is most of this snippet's time)
+for dist in metadata.distributions():  # in sys.path order: the first of a name is the one imported, as pip takes it
+    meta = dist.metadata
+    name = meta["Name"] if meta is not None else None
+    if name and key_of(name) not in found:
+        found[key_of(name)] = (name, meta["Version"], dist)
 for name in ("torch", "deepspeed", "accelerate", "transformers", "tensorboard", "numpy"):
-    out[name] = version(name)
+    out[name] = found[name][1] if name in found else None
 out["cuda"] = None
 try:
     spec = util.find_spec("torch")
@@ -61,18 +64,17 @@ try:
                     out["cuda"] = node.value.value
 except Exception as exc:
     out["torch_error"] = str(exc)[:200]
-nccl = sorted((d.metadata["Name"], d.version) for d in metadata.distributions()
-              if (d.metadata["Name"] or "").lower().startswith("nvidia-nccl"))
+nccl = sorted((name, version) for key, (name, version, _d) in found.items() if key.startswith("nvidia-nccl"))
 out["nccl"] = nccl[0][1] if nccl else None
 out["nccl_source"] = ("package " + nccl[0][0]) if nccl else None
-def freeze_line(dist, name):
+def freeze_line(dist, name, version):
     try:
         direct = json.loads(dist.read_text("direct_url.json") or "null")
     except Exception:
         direct = None
     url = direct.get("url") if isinstance(direct, dict) else None
     if not isinstance(url, str) or not url:
-        return name + "==" + str(dist.version)
+        return name + "==" + str(version)
     vcs = direct.get("vcs_info")
     if isinstance(vcs, dict) and vcs.get("vcs"):
         line = name + " @ " + vcs["vcs"] + "+" + url + ("@" + vcs["commit_id"] if vcs.get("commit_id") else "")
@@ -80,17 +82,9 @@ def freeze_line(dist, name):
         line = name + " @ " + url
     if isinstance(direct.get("dir_info"), dict) and direct["dir_info"].get("editable"):
         path = url[len("file://"):] if url.startswith("file://") else url
-        return "# Editable install (" + name + "==" + str(dist.version) + ")\n-e " + path
+        return "# Editable install (" + name + "==" + str(version) + ")\n-e " + path
     return line
-packages, seen = [], set()
-for dist in metadata.distributions():  # in sys.path order: the first of a name is the one imported, as pip takes it
-    name = dist.metadata["Name"]
-    key = (name or "").lower().replace("_", "-").replace(".", "-")
-    if not name or key in seen:
-        continue
-    seen.add(key)
-    packages.append((key, freeze_line(dist, name)))
-out["packages"] = [line for _key, line in sorted(packages)]
+out["packages"] = [freeze_line(dist, name, version) for _key, (name, version, dist) in sorted(found.items())]
 print(json.dumps(out))
 """
 
