@@ -13,9 +13,9 @@ import pytest
 from fixtures.monitor_run_tree import run_tree
 from fixtures.nvml.fake_driver import MIB, FakeDriver, FakePynvml, install, no_driver, recording
 
-from traindeck.backend.monitor.gpu_processes import gpu_memory_by_pid, wait_for_gpus_to_let_go
+from traindeck.backend.monitor.gpu_processes import gpu_memory_by_pid
 from traindeck.backend.monitor.gpu_sampler import GpuSampler
-from traindeck.backend.monitor.nvml import NvmlLibrary
+from traindeck.backend.monitor.nvml import NvmlLibrary, wait_for_gpus_to_let_go
 from traindeck.backend.monitor.sampler import ResourceSampler
 
 

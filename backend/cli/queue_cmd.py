@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traindeck.backend.cli import UserError
 
 if TYPE_CHECKING:
     from traindeck.backend.queue.entries import QueueStore
-    from traindeck.backend.runs.store import RunRecord
 
 ORDER = 35
 
@@ -78,74 +74,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # ---- adding -------------------------------------------------------------------------------------------------
 def _queue() -> QueueStore:
-    from traindeck.backend.queue.entries import QueueStore
-    from traindeck.backend.runs.control import reconcile
+    from traindeck.backend.cli.run_inputs import open_queue
 
-    queue = QueueStore()
-    reconcile(queue.runs, report=lambda text: print(f"traindeck: {text}", file=sys.stderr))
-    return queue
-
-
-def enqueue(args: argparse.Namespace, held: bool = False) -> list[RunRecord]:
-    """Queue what `run`/`queue add` was given (one run, or one per sweep combination); prints the ids."""
-    from traindeck.backend.queue.adding import queue_launches
-    from traindeck.backend.queue.entries import QueuedLaunch
-    from traindeck.backend.runs.watchdog import STOP_ON_NAN_ENV
-
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        raise UserError("which script? usage: traindeck queue add [options] SCRIPT [ARGS...]")
-    script, script_args = command[0], command[1:]
-    if not (Path.cwd() / script).is_file():
-        raise UserError(f"script not found: {script} (in {Path.cwd()})")
-    if args.nproc is not None and args.nproc < 1:
-        raise UserError("--nproc must be at least 1")
-    from traindeck.backend.cli.run_cmd import _load_preset, _memory_check
-
-    preset = _load_preset(args.preset) if args.preset else None  # a wrong name is said now, not at its turn
-    config = str(Path(args.config).expanduser().absolute()) if args.config else None
-    if config is not None and not Path(config).is_file():
-        raise UserError(f"config file not found: {config}")
-    if getattr(args, "model_size", None):  # advice for now; the GPUs free at its turn are not known yet
-        _memory_check(args.model_size, preset, Path(config) if config else None, args.nproc)
-        print("traindeck: note: the memory check is not kept with a queued run", file=sys.stderr)
-    env = {STOP_ON_NAN_ENV: "1"} if getattr(args, "stop_on_nan", False) else {}
-    launch = QueuedLaunch(script=script, script_args=script_args, preset=args.preset, config_file=config,
-                          launcher=args.launcher, nproc=args.nproc, python=args.python, cwd=os.getcwd(), env=env)
-    queue = _queue()
-    try:
-        records = queue_launches(queue, launch, name=args.name or Path(script).stem,
-                                 sweep=getattr(args, "sweep", None) or [], gpus=getattr(args, "gpus", None) or "",
-                                 held=held)
-    except ValueError as exc:
-        raise UserError(str(exc)) from exc
-    finally:
-        queue.close()
-    for record in records:
-        print(f"queued run {record.id} ({record.name})", file=sys.stderr)
-    for record in records:
-        print(record.id)
-    return records
+    return open_queue()
 
 
 def _add(args: argparse.Namespace) -> int:
+    from traindeck.backend.cli.run_inputs import enqueue
+
     enqueue(args, held=args.hold)
     return 0
-
-
-def run_gpus(text: str | None) -> tuple[int, ...] | None:
-    """`run --gpus`: chosen GPUs as they are; `any:N` picks N free GPUs now (or says how many are free)."""
-    if not text:
-        return None
-    from traindeck.backend.queue.gpus import gpus_for_launch_now, parse_gpus, sample_gpus
-
-    try:
-        request = parse_gpus(text)
-        return request.ids if request.ids else gpus_for_launch_now(text, sample_gpus())  # chosen ones: no NVML
-    except ValueError as exc:
-        raise UserError(str(exc) + (": traindeck queue add --gpus ..." if "waiting" in str(exc) else "")) from exc
 
 
 # ---- list / settings / actions ------------------------------------------------------------------------------

@@ -91,14 +91,14 @@ def _run(args: argparse.Namespace) -> int:
     if not command:
         raise UserError("which script? usage: traindeck run [options] SCRIPT [ARGS...]")
     if args.sweep:  # a sweep is several runs: they wait in the queue
-        from traindeck.backend.cli.queue_cmd import enqueue
+        from traindeck.backend.cli.run_inputs import enqueue
 
         enqueue(args)
         return 0
     script, script_args = command[0], command[1:]
     if args.nproc is not None and args.nproc < 1:
         raise UserError("--nproc must be at least 1")
-    from traindeck.backend.cli.queue_cmd import run_gpus
+    from traindeck.backend.cli.run_inputs import load_preset_named, memory_check, run_gpus
     from traindeck.backend.runs.watchdog import STOP_ON_NAN_ENV
 
     gpus = run_gpus(args.gpus)
@@ -108,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
 
     preset = None
     if args.preset:
-        preset = _load_preset(args.preset)
+        preset = load_preset_named(args.preset)
     config = Path(args.config).expanduser() if args.config else None
     if config is not None and not config.is_file():
         raise UserError(f"config file not found: {config}")
@@ -120,7 +120,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.ssh_port is not None and not args.hostfile:
         raise UserError("--ssh-port goes with --hostfile")
     environment = _probe(args.python)
-    check = _memory_check(args.model_size, preset, config, args.nproc) if args.model_size else None
+    check = memory_check(args.model_size, preset, config, args.nproc) if args.model_size else None
     name = args.name or Path(script).stem
     if not args.detach:
         # What following needs is loaded now, not while the job starts: on a small machine that CPU is the job's.
@@ -150,45 +150,6 @@ def _run(args: argparse.Namespace) -> int:
     from traindeck.backend.runs.store import RunStore
 
     return follow_run(RunStore(), record.id)
-
-
-def _memory_check(size: str, preset: Any, config: Path | None, nproc: int | None) -> Any:
-    """The pre-launch memory check, printed; None when there is nothing to check against (python launcher)."""
-    from traindeck.backend.estimate.prelaunch import check_preset, model_shape
-    from traindeck.backend.presets import PresetError, import_preset
-
-    if preset is None and config is not None:
-        try:
-            preset = import_preset([config], "command-line", save=False)
-        except PresetError as exc:
-            raise UserError(str(exc)) from exc
-    if preset is None:
-        print("traindeck: note: --model-size needs --preset or --config to know the strategy; not checked",
-              file=sys.stderr)
-        return None
-    try:
-        shape = model_shape(size)
-    except (ValueError, OSError) as exc:
-        raise UserError(f"--model-size {size}: {exc}") from exc
-    check = check_preset(preset, shape, nproc)
-    print(f"traindeck: memory check ({check.row.label}): {check.verdict}", file=sys.stderr)
-    for line in check.lines():
-        print(f"traindeck:   {line}", file=sys.stderr)
-    for warning in check.warnings:
-        print(f"traindeck: warning: {warning}", file=sys.stderr)
-    if check.does_not_fit:
-        print("traindeck: warning: the run is likely to be killed for lack of memory (launching anyway)",
-              file=sys.stderr)
-    return check
-
-
-def _load_preset(name: str) -> Any:
-    from traindeck.backend.presets import PresetError, load_preset
-
-    try:
-        return load_preset(name)
-    except PresetError as exc:
-        raise UserError(str(exc)) from exc
 
 
 def _probe(python: str | None) -> Any:

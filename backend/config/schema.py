@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Union
 
@@ -109,16 +110,24 @@ def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
 
 
+# snapshot_merge.merge, set when that module binds a section to its snapshot (it imports this module: a hook, not an
+# import back, keeps the two one-way). A section with a SNAPSHOT has been bound, so the hook is set by then.
+_snapshot_merge: Callable[[type[Section], dict[str, FieldSpec]], dict[str, FieldSpec]] | None = None
+
+
+def set_snapshot_merge(merge: Callable[[type[Section], dict[str, FieldSpec]], dict[str, FieldSpec]]) -> None:
+    global _snapshot_merge
+    _snapshot_merge = merge
+
+
 def fields_of(section: type[Section]) -> dict[str, FieldSpec]:
     """The keys of a section, in declaration order, keyed as written in files (every accepted spelling: the
     other spellings of a key have `alias_of` set)."""
     cached = _CACHE.get(section)
     if cached is None:
         cached = {spec.key: spec for spec in (_spec(name, info) for name, info in section.model_fields.items())}
-        if section.SNAPSHOT is not None:
-            from traindeck.backend.config.snapshot_merge import merge
-
-            cached = merge(section, cached)
+        if section.SNAPSHOT is not None and _snapshot_merge is not None:
+            cached = _snapshot_merge(section, cached)
         _CACHE[section] = cached
     return cached
 

@@ -13,7 +13,14 @@ import dataclasses
 from typing import Any
 
 from traindeck.backend.config import key_snapshot as snapshot
-from traindeck.backend.config.schema import _CACHE, FieldSpec, Section, ValueKind
+from traindeck.backend.config.schema import (
+    _CACHE,
+    FieldSpec,
+    Section,
+    ValueKind,
+    _union_members,
+    set_snapshot_merge,
+)
 
 _GENERATED: dict[tuple[str, str], type[Section]] = {}
 _BOUND: dict[tuple[str, str], type[Section]] = {}
@@ -74,8 +81,6 @@ def _tool_name(tool: str) -> str:
 
 
 def _section_class(annotation: Any) -> type[Section] | None:
-    from traindeck.backend.config.schema import _union_members
-
     for member in _union_members(annotation):
         if isinstance(member, type) and issubclass(member, Section):
             return member
@@ -212,3 +217,6 @@ def _from_snapshot(name: str, entry: dict[str, Any], tool: snapshot.Tool, valida
     return FieldSpec(key=name, kind=kind, help=help_text, default=entry.get("default"), choices=choices,
                      nullable=bool(entry.get("nullable")) or kind == "any", auto=auto, also_text=also_text,
                      section=section, **extra)
+
+
+set_snapshot_merge(merge)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -192,26 +191,3 @@ def holders_in(gpus: tuple[GpuSnapshot, ...], error: str | None, pids: set[int])
     if unknown:
         return GpuHolders(None, "; ".join(unknown))
     return GpuHolders(frozenset())
-
-
-def wait_for_gpus_to_let_go(pids: set[int], timeout_s: float = 10.0, library: NvmlLibrary | None = None) -> GpuHolders:
-    """At the end of a run: the PIDs GPUs still list, polled (the driver lists a process a moment after it ends)
-    over one NVML session. No NVIDIA driver at all means nothing can hold a GPU: that is "none"."""
-    from traindeck.backend.monitor.nvml import NvmlLibrary, no_gpu_possible
-
-    lib = library or NvmlLibrary()
-    try:
-        reason = lib.open()
-        if reason is not None:
-            return GpuHolders(frozenset()) if no_gpu_possible(lib) else GpuHolders(None, reason)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            gpus = tuple(lib.snapshot_processes(i) for i in range(lib.device_count))
-            found = holders_in(gpus, None, pids)
-            if not found.pids or time.monotonic() >= deadline:
-                return found
-            time.sleep(0.5)
-    except Exception as exc:  # noqa: BLE001 - the end-of-run check reports, it never fails a run
-        return GpuHolders(None, f"the GPU check failed: {describe(exc)}")
-    finally:
-        lib.close()

@@ -163,6 +163,10 @@ class QueueStore:
     def waiting(self) -> list[QueueEntry]:
         return [e for e in self.entries() if e.state == QUEUED]
 
+    def running_gpus(self) -> list[int]:
+        """GPUs given to queued runs that are running: taken even before the run allocates memory on them."""
+        return [g for e in self.entries() if e.state == "running" for g in (e.assigned_gpus or [])]
+
     def set_held(self, run_id: str, held: bool) -> bool:
         with self._write() as db:
             return db.execute("UPDATE queue_entries SET held = ? WHERE run_id = ?",

@@ -50,11 +50,6 @@ class Decision:
         return self.gpus is not None
 
 
-def running_gpus(queue: QueueStore) -> list[int]:
-    """GPUs given to queued runs that are running: taken even before the run allocates memory on them."""
-    return [g for e in queue.entries() if e.state == "running" for g in (e.assigned_gpus or [])]
-
-
 def effective_max_running(settings: QueueSettings, gpu_count: int) -> int | None:
     if settings.max_running is not None:
         return settings.max_running
@@ -125,7 +120,7 @@ class Keeper:
         if settings.paused or not any(not e.held for e in waiting):
             return False
         running = store.list_runs(state="running")
-        for decision in plan_starts(waiting, len(running), running_gpus(self.queue), settings, self.gpus()):
+        for decision in plan_starts(waiting, len(running), self.queue.running_gpus(), settings, self.gpus()):
             if not decision.can_start:
                 continue
             from traindeck.backend.queue.starting import start_queued

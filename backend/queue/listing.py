@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from traindeck.backend.queue.entries import QueueStore
-from traindeck.backend.queue.keeper import plan_starts, running_gpus
+from traindeck.backend.queue.keeper import plan_starts
 
 
 def queue_rows(queue: QueueStore, include_finished: bool = False) -> list[dict[str, Any]]:
@@ -19,7 +19,7 @@ def queue_rows(queue: QueueStore, include_finished: bool = False) -> list[dict[s
         gpus = sample_gpus()
     except Exception:  # noqa: BLE001 - the list must show even if NVML misbehaves
         gpus = ()
-    decisions = {d.entry.run_id: d for d in plan_starts(waiting, len(running), running_gpus(queue),
+    decisions = {d.entry.run_id: d for d in plan_starts(waiting, len(running), queue.running_gpus(),
                                                          queue.settings(), gpus)}
     rows = []
     for entry in entries:

@@ -89,12 +89,11 @@ def gpus_now(queue: QueueStore, text: str) -> list[int] | None:
     if not text:
         return None
     from traindeck.backend.queue.gpus import choose_gpus, parse_gpus, sample_gpus
-    from traindeck.backend.queue.keeper import running_gpus
 
     request = parse_gpus(text)
     if request.ids:
         return list(request.ids)
-    choice = choose_gpus(request, sample_gpus(), running_gpus(queue))
+    choice = choose_gpus(request, sample_gpus(), queue.running_gpus())
     if choice.gpus is None:
         raise ValueError(f"cannot start it now: waiting for {choice.waiting_for}")
     return choice.gpus

@@ -750,7 +750,8 @@ def _name(proc: psutil.Process) -> str:
 def _gpu_holders(pids: set[int]) -> Any:
     """Which of `pids` GPUs still list (NVML, one session polled up to 10 s); never raises."""
     try:
-        from traindeck.backend.monitor.gpu_processes import GpuHolders, wait_for_gpus_to_let_go
+        from traindeck.backend.monitor.gpu_processes import GpuHolders
+        from traindeck.backend.monitor.nvml import wait_for_gpus_to_let_go
     except ImportError as exc:
         from types import SimpleNamespace
         return SimpleNamespace(pids=None, unknown=f"the GPU check is unavailable: {exc}")
