@@ -17,7 +17,8 @@ from traindeck.backend.monitor.live import (
     step_times,
     summarize_steps,
 )
-from traindeck.backend.monitor.store import ResourceWriter, resource_summary
+from traindeck.backend.monitor.store import ResourceWriter
+from traindeck.backend.monitor.store_read import resource_summary
 from traindeck.backend.paths import run_store_path
 from traindeck.backend.runs.store import RunRecord, RunStore
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from runhelp import events, python_job, wait_finished
 
-from traindeck.backend.monitor.store import resource_summary
+from traindeck.backend.monitor.store_read import resource_summary
 from traindeck.backend.runs.store import RunStore
 
 SHIM = Path(__file__).resolve().parent / "fixtures" / "nvml" / "driver_shim"

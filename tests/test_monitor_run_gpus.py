@@ -15,7 +15,8 @@ from traindeck.backend.monitor.gpu_sampler import GpuSampler
 from traindeck.backend.monitor.nvml import NvmlLibrary
 from traindeck.backend.monitor.run_gpus import map_visible_devices, run_gpus
 from traindeck.backend.monitor.snapshots import GpuSnapshot, RunSnapshot
-from traindeck.backend.monitor.store import ResourceWriter, read_series, resource_summary
+from traindeck.backend.monitor.store import ResourceWriter
+from traindeck.backend.monitor.store_read import read_series, resource_summary
 
 
 def _a5000s() -> tuple[GpuSnapshot, ...]:

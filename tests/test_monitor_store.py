@@ -17,13 +17,8 @@ from traindeck.backend.monitor import store as store_module
 from traindeck.backend.monitor.nvml import NvmlLibrary
 from traindeck.backend.monitor.offload import offload_view
 from traindeck.backend.monitor.recorder import RunResourceRecorder
-from traindeck.backend.monitor.store import (
-    CHUNK_SAMPLES,
-    ResourceWriter,
-    read_process_samples,
-    read_series,
-    resource_summary,
-)
+from traindeck.backend.monitor.store import CHUNK_SAMPLES, ResourceWriter
+from traindeck.backend.monitor.store_read import read_process_samples, read_series, resource_summary
 
 
 def _no_gpu() -> NvmlLibrary:

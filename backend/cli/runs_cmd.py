@@ -69,7 +69,7 @@ def run_summary(store: RunStore, record: RunRecord) -> dict[str, Any]:
         "ended_at": iso(record.ended_at),
     }
     try:
-        from traindeck.backend.monitor.store import resource_summary  # optional: numpy may be missing
+        from traindeck.backend.monitor.store_read import resource_summary  # optional: numpy may be missing
     except ImportError:
         pass
     else:

@@ -20,7 +20,7 @@ from traindeck.backend.monitor.nvml import NvmlLibrary
 from traindeck.backend.monitor.offload import offload_view
 from traindeck.backend.monitor.sampler import ResourceSampler
 from traindeck.backend.monitor.snapshots import ResourceSample
-from traindeck.backend.monitor.store import read_process_samples, read_series
+from traindeck.backend.monitor.store_read import read_process_samples, read_series
 
 SampleCallback = Callable[[ResourceSample], None]
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from traindeck.backend.monitor.store import read_series
+from traindeck.backend.monitor.store_read import read_series
 
 # Series name in the view -> column in the stored samples.
 _SERIES = {

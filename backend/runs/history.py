@@ -112,7 +112,9 @@ def throughput(record: RunRecord, last: dict[str, float]) -> tuple[float | None,
 
 def _resources(store: RunStore, run_id: str) -> Mapping[str, Any]:  # a ResourceSummary, or {} without the monitor's tables
     try:
-        from traindeck.backend.monitor.store import resource_summary  # numpy: optional for the run engine
+        from traindeck.backend.monitor.store_read import (
+            resource_summary,  # numpy: optional for the run engine
+        )
 
         return resource_summary(store.path, run_id)
     except Exception:  # noqa: BLE001 - an older store without the monitor's tables: no peaks, the rest stands

@@ -64,7 +64,7 @@ def bundle_run(store_path: str | None, run_id: str, target: str) -> int:
             "script", "argv", "cwd", "created_at", "started_at", "ended_at")}
         summary["metrics"] = store.last_metrics(record.id)
         try:
-            from traindeck.backend.monitor.store import resource_summary
+            from traindeck.backend.monitor.store_read import resource_summary
 
             summary["resources"] = resource_summary(store.path, record.id)
         except Exception as exc:  # noqa: BLE001 - numpy missing or no samples table: the bundle goes on

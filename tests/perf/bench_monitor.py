@@ -33,7 +33,8 @@ from fixtures.monitor_samples import T0, training_sample  # noqa: E402
 from traindeck.backend.monitor.processes import RunProcessSampler  # noqa: E402
 from traindeck.backend.monitor.recorder import RunResourceRecorder  # noqa: E402
 from traindeck.backend.monitor.sampler import ResourceSampler  # noqa: E402
-from traindeck.backend.monitor.store import ResourceWriter, read_series, resource_summary  # noqa: E402
+from traindeck.backend.monitor.store import ResourceWriter  # noqa: E402
+from traindeck.backend.monitor.store_read import read_series, resource_summary  # noqa: E402
 from traindeck.backend.procfs import parent_map  # noqa: E402
 
 DAY = 86_400
