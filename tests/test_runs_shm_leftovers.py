@@ -46,3 +46,36 @@ def test_only_this_runs_unmapped_buffers_are_removed() -> None:
 def test_nothing_to_free_is_quiet() -> None:
     assert free_buffers([]) == (0, 0)
     assert free_buffers([("127.0.0.1", "1")]) == (0, 0)
+
+
+def test_abandoned_buffers_of_any_run_are_freed_when_old_and_unmapped() -> None:
+    """A run whose supervisor was killed never frees its buffers: the next run's supervisor frees every buffer of
+    this user that no process maps and that is older than a rank needs to map it; young or mapped ones stay."""
+    import time
+
+    from traindeck.backend.runs.shm_leftovers import ABANDONED_AFTER_S, free_abandoned_buffers
+
+    port = str(20000 + os.getpid() % 10000)
+    fresh = _buffer(port, 0)  # made a moment ago: a rank may be about to map it
+    try:
+        free_abandoned_buffers()
+        assert fresh.exists()
+    finally:
+        fresh.unlink(missing_ok=True)
+
+    old, mapped = _buffer(port, 1), _buffer(port, 2, addr="10.0.0.7")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import mmap, sys, time\n"
+        f"f = open({str(mapped)!r}, 'r+b'); m = mmap.mmap(f.fileno(), 4096)\n"
+        "print('mapped', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "mapped"
+        # A file's ctime cannot be set back: ask as if it were ABANDONED_AFTER_S later.
+        removed, freed = free_abandoned_buffers(now=time.time() + ABANDONED_AFTER_S + 1)
+        assert not old.exists() and mapped.exists()
+        assert removed >= 1 and freed >= 4096
+    finally:
+        holder.kill()
+        holder.wait()
+        for path in (old, mapped):
+            path.unlink(missing_ok=True)

@@ -9,6 +9,11 @@ swapping. sglang hit the same leak in CI (PR #38638: /dev/shm filled over weeks,
 The supervisor knows each rank's MASTER_ADDR/MASTER_PORT (read from its environment when it is recognised as a
 rank); once nothing of the run remains, the buffers of exactly those rendezvous are removed, unless a live process
 still maps one (another run reusing the port). Pure file work, no DeepSpeed import.
+
+Runs whose supervisor was killed (and DeepSpeed runs started without traindeck) never get that far: each new run's
+supervisor also frees the abandoned buffers of this user, those no live process maps and made over ABANDONED_AFTER_S
+ago (a rank maps its buffer within milliseconds of creating it; peers map it once all have joined). Nothing can
+use such a buffer again: a later run on the same rendezvous would create it anew.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 
 SHM_DIR = Path("/dev/shm")
 PREFIX = "deepspeed_allreduce_buffer"
+ABANDONED_AFTER_S = 120.0
 
 
 def buffer_pattern(addr: str, port: str, uid: int | None = None) -> re.Pattern[str]:
@@ -67,4 +73,36 @@ def free_buffers(rendezvous: Iterable[tuple[str, str]], shm_dir: Path = SHM_DIR)
         except OSError:
             continue
         removed, freed = removed + 1, freed + size
+    return removed, freed
+
+
+def free_abandoned_buffers(shm_dir: Path = SHM_DIR, min_age_s: float = ABANDONED_AFTER_S,
+                           now: float | None = None) -> tuple[int, int]:
+    """Remove this user's DeepSpeed buffers that no live process maps and that are older than `min_age_s`, whatever
+    run left them. Returns (files removed, bytes freed)."""
+    import time
+
+    mine = re.compile(rf"{PREFIX}_{os.getuid()}_.+")
+    if not shm_dir.is_dir():
+        return 0, 0
+    try:
+        candidates = [p for p in shm_dir.iterdir() if mine.fullmatch(p.name)]
+    except OSError:
+        return 0, 0
+    if not candidates:
+        return 0, 0
+    now = time.time() if now is None else now
+    in_use = mapped_paths()
+    removed = freed = 0
+    for path in candidates:
+        if str(SHM_DIR / path.name) in in_use or str(path) in in_use:
+            continue
+        try:
+            info = path.stat()
+            if now - max(info.st_mtime, info.st_ctime) < min_age_s:
+                continue
+            path.unlink()
+        except OSError:
+            continue
+        removed, freed = removed + 1, freed + info.st_size
     return removed, freed

@@ -55,6 +55,7 @@ from traindeck.backend.runs.layout import RunDir
 from traindeck.backend.runs.output_drain import OutputFollower, OutputPump, open_output_pipe
 from traindeck.backend.runs.run_end import RunEnd, TrackedProcess
 from traindeck.backend.runs.savestop import save_hold_s
+from traindeck.backend.runs.shm_leftovers import free_abandoned_buffers
 from traindeck.backend.runs.stall_watch import Quiet, StallWatch
 from traindeck.backend.runs.store import RunStore
 from traindeck.backend.runs.watchdog import Watchdog
@@ -182,6 +183,7 @@ class Supervisor(RunEnd):
         env[procs.MARKER] = self.run_id
         env["TRAINDECK_RUN_DIR"] = str(self.run_dir.path)
         self._clear_stale_build_locks(env)
+        self._free_abandoned_shared_memory()
         try:
             self.launcher = subprocess.Popen(
                 self.spec.argv, cwd=self.spec.cwd, env=env, stdin=subprocess.DEVNULL, stdout=write_fd,
@@ -222,6 +224,19 @@ class Supervisor(RunEnd):
         for line in said:
             logger.info("%s", line)
             os.write(self.log_fd, f"traindeck: {line}\n".encode())
+
+    def _free_abandoned_shared_memory(self) -> None:
+        """Buffers earlier runs left in /dev/shm when their supervisor could not free them (it was killed)."""
+        try:
+            removed, freed = free_abandoned_buffers()
+        except Exception:  # noqa: BLE001 - housekeeping must not stop the run
+            logger.exception("could not look for abandoned shared-memory buffers")
+            return
+        if removed:
+            line = (f"traindeck: freed {freed / 2**20:.0f} MiB of RAM: {removed} shared-memory buffer(s) that earlier "
+                    f"DeepSpeed CPU runs left in /dev/shm (no process uses them)")
+            logger.info("%s", line)
+            os.write(self.log_fd, (line + "\n").encode())
 
     def _start_sentinel(self) -> None:
         from traindeck.backend.runs.control import internal_command
