@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 SHM_DIR = Path("/dev/shm")
@@ -62,18 +62,7 @@ def free_buffers(rendezvous: Iterable[tuple[str, str]], shm_dir: Path = SHM_DIR)
     candidates = [p for p in shm_dir.iterdir() if any(pattern.fullmatch(p.name) for pattern in patterns)]
     if not candidates:
         return 0, 0
-    in_use = mapped_paths()
-    removed = freed = 0
-    for path in candidates:
-        if str(SHM_DIR / path.name) in in_use or str(path) in in_use:
-            continue
-        try:
-            size = path.stat().st_size
-            path.unlink()
-        except OSError:
-            continue
-        removed, freed = removed + 1, freed + size
-    return removed, freed
+    return _remove_unmapped(candidates)
 
 
 def free_abandoned_buffers(shm_dir: Path = SHM_DIR, min_age_s: float = ABANDONED_AFTER_S,
@@ -92,6 +81,15 @@ def free_abandoned_buffers(shm_dir: Path = SHM_DIR, min_age_s: float = ABANDONED
     if not candidates:
         return 0, 0
     now = time.time() if now is None else now
+
+    def abandoned(info: os.stat_result) -> bool:
+        return now - max(info.st_mtime, info.st_ctime) >= min_age_s
+
+    return _remove_unmapped(candidates, abandoned)
+
+
+def _remove_unmapped(candidates: Iterable[Path], also: Callable[[os.stat_result], bool] | None = None) -> tuple[int, int]:
+    """Remove the candidates no live process maps (and for which `also` holds); (files removed, bytes freed)."""
     in_use = mapped_paths()
     removed = freed = 0
     for path in candidates:
@@ -99,7 +97,7 @@ def free_abandoned_buffers(shm_dir: Path = SHM_DIR, min_age_s: float = ABANDONED
             continue
         try:
             info = path.stat()
-            if now - max(info.st_mtime, info.st_ctime) < min_age_s:
+            if also is not None and not also(info):
                 continue
             path.unlink()
         except OSError:
