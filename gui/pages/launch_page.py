@@ -50,6 +50,7 @@ from traindeck.gui.pages.launch_unattended import launch_on_gpus, queue_sweep
 from traindeck.gui.widgets.alert_settings import AlertSettings
 from traindeck.gui.widgets.env_table import EnvTable
 from traindeck.gui.widgets.gpu_picker import GpuPicker
+from traindeck.gui.widgets.hostfile_editor import HostfileEditor
 from traindeck.gui.widgets.interpreter_picker import InterpreterPicker
 from traindeck.gui.widgets.message_list import MessageList, rich_line
 from traindeck.gui.widgets.path_field import PathField
@@ -207,9 +208,13 @@ class LaunchPage(Page):
         self.sweep = SweepEditor()
         self.alert_settings = AlertSettings(self.ctx.tasks)
         self.stop_on_nan = self.alert_settings.stop_on_nan
-        columns.addWidget(self.gpu_picker, 2, 0)
-        columns.addWidget(self.sweep, 2, 1)
-        columns.addWidget(self.alert_settings, 3, 0, 1, 2)
+        # --- several machines (issue 15): a hostfile, shown for the deepspeed launcher only
+        self.hosts = HostfileEditor(self.ctx.tasks, self.ctx.settings, lambda: (self.request(), self._environment()),
+                                    self.choice)
+        columns.addWidget(self.hosts, 2, 0, 1, 2)
+        columns.addWidget(self.gpu_picker, 3, 0)
+        columns.addWidget(self.sweep, 3, 1)
+        columns.addWidget(self.alert_settings, 4, 0, 1, 2)
 
         # --- the command
         self.command_box = CommandBox()
@@ -266,12 +271,13 @@ class LaunchPage(Page):
         self.interpreter.changed.connect(self._fields_changed)
         self.interpreter.probed.connect(lambda _env: self._preview_timer.start())
         self.env.changed.connect(self._fields_changed)
-        for signal in (self.gpu_picker.changed, self.sweep.changed, self.stop_on_nan.toggled):
+        for signal in (self.gpu_picker.changed, self.sweep.changed, self.stop_on_nan.toggled, self.hosts.changed):
             signal.connect(self._fields_changed)
 
     # ============================================================================================ choices
     def _restore(self) -> None:
         s = self.ctx.settings
+        self.hosts.restore()
         if self.ctx.demo or not s.value(_S + "script"):
             self.fill_demo()
             return
@@ -317,6 +323,7 @@ class LaunchPage(Page):
         s.setValue(_S + "gpus", self.gpu_picker.gpus_text())
         s.setValue(_S + "sweep", json.dumps(self.sweep.axes()))
         s.setValue(_S + "stop_on_nan", self.stop_on_nan.isChecked())
+        self.hosts.save_settings()
 
     def _restore_unattended(self) -> None:
         s = self.ctx.settings
@@ -364,7 +371,7 @@ class LaunchPage(Page):
                              nproc=choice.nproc, python=choice.python or None,
                              cwd=Path(choice.cwd) if choice.cwd else None,
                              env=dict(choice.env) | ({STOP_ON_NAN_ENV: "1"} if self.stop_on_nan.isChecked() else {}),
-                             gpus=self._gpus_for_preview())
+                             gpus=self._gpus_for_preview(), hostfile=self.hosts.hostfile(), ssh_port=self.hosts.port())
 
     def _gpus_for_preview(self) -> tuple[int, ...] | None:
         """The chosen GPUs; for `any:N`, the ones free now (the launch asks NVML again when it starts)."""
@@ -402,6 +409,11 @@ class LaunchPage(Page):
         preset = self.ctx.draft.preset
         self.sweep.update_summary(args or [], preset is not None, self.run_name() or "run")
         problems += [p for p in (self.gpu_picker.problem(), self.sweep.error) if p]
+        self.hosts.setVisible((self._launcher_choice() or (preset.launcher if preset else "python")) == "deepspeed")
+        problems += self.hosts.launch_problems()
+        if self.hosts.active and self.sweep.active:  # queued runs carry no hostfile (backend/queue/entries.py)
+            problems.append("Several machines: a sweep queues runs on this machine only; clear the sweep or untick "
+                            "Several machines")
         self._field_problems = problems
         self.args_note.set_items([("error", problem)] if problem else [])
         self.env_problems.set_items([("error", p) for p in self.env.problems()])
