@@ -90,7 +90,7 @@ class LaunchPage(Page):
         self.launching = False
         self._said: tuple[str, str] | None = None  # the last launch message (re-coloured when the theme changes)
         self._blocked_line = ""  # why the Launch button is disabled now ("" when it is not)
-        self._preview_gen = 0
+        self._previews = ctx.tasks.lane()
         self._field_problems: list[str] = []
         self._loading = True
         self._build()
@@ -414,6 +414,11 @@ class LaunchPage(Page):
         if self.hosts.active and self.sweep.active:  # queued runs carry no hostfile (backend/queue/entries.py)
             problems.append("Several machines: a sweep queues runs on this machine only; clear the sweep or untick "
                             "Several machines")
+        if self.hosts.active and self.gpu_picker.gpus_text():  # --include localhost:... is not one of the hosts
+            problems.append("Several machines: each host runs on its slots; clear the GPU choice")
+        # With a hostfile, DeepSpeed starts each host's slots; a number here caps the processes on every host.
+        self.nproc.setSpecialValueText("each host's slots" if self.hosts.active else
+                                       f"preset's ({preset.process_count() if preset else 1})")
         self._field_problems = problems
         self.args_note.set_items([("error", problem)] if problem else [])
         self.env_problems.set_items([("error", p) for p in self.env.problems()])
@@ -436,7 +441,6 @@ class LaunchPage(Page):
             self.launcher.addItem(name, name)
         self._set_launcher(launcher)
         self.launcher.blockSignals(False)
-        self.nproc.setSpecialValueText(f"preset's ({preset.process_count() if preset else 1})")
         self._show_draft_state()
         self._recheck()  # the choice itself is unchanged: no launch_choice_changed for Configure to react to
         if self.model_size.text():
@@ -503,25 +507,17 @@ class LaunchPage(Page):
 
     # ============================================================================================ preview
     def _refresh_preview(self) -> None:
-        self._preview_gen += 1
-        gen = self._preview_gen
         if not self.script.text() or self._split_args()[0] is None:
+            self._previews.invalidate()
             self._show_plan(None)
             return
-        self.ctx.tasks.run(_preview, self.request(), self._environment(),
-                           done=lambda plan: self._preview_done(gen, plan),
-                           failed=lambda text: self._preview_failed(gen, text))
+        # Only the newest preview's answer is shown, and none once the page is gone (bound methods: the lane drops
+        # an answer whose page was deleted; a lambda here reached a closed page's deleted widgets).
+        self._previews.run(_preview, self.request(), self._environment(), done=self._show_plan,
+                           failed=self.command_box.show_failure)
 
     def _environment(self) -> TrainingEnvironment | None:
         return self.interpreter.environment
-
-    def _preview_done(self, gen: int, plan: LaunchPlan) -> None:
-        if gen == self._preview_gen:
-            self._show_plan(plan)
-
-    def _preview_failed(self, gen: int, text: str) -> None:
-        if gen == self._preview_gen:
-            self.command_box.show_failure(text)
 
     def _show_plan(self, plan: LaunchPlan | None) -> None:
         self.plan = plan

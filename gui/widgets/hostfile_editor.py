@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from traindeck.backend.nodes.hostfile import HostRow, row_problems
+from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.message_list import MessageList, tone
 from traindeck.gui.widgets.path_field import PathField
 
@@ -109,9 +110,19 @@ class HostfileEditor(QGroupBox):
         self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 12)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.table.setFocusPolicy(Qt.FocusPolicy.NoFocus)
-        self.table.setToolTip("Slots: the processes (ranks) on that host, usually its GPUs. Ranks are numbered "
-                              "host by host in this order; the first host is the rendezvous (master_addr).")
-        layout.addWidget(self.table)
+        self.table.setMaximumWidth(560)  # host names are short: a full-width table was mostly empty
+        about = QLabel("Slots: the processes (ranks) on a host, usually its GPUs. Ranks are numbered host by host "
+                       "in this order, and the first host is the rendezvous (master_addr).\n\nEvery host needs SSH "
+                       "without a password prompt, this interpreter at the same path, the same torch and "
+                       "DeepSpeed, and the script at the same path. Secret variables are not sent to the other "
+                       "hosts: set them there.")
+        about.setWordWrap(True)
+        about.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        set_muted(about)
+        beside = QHBoxLayout()
+        beside.addWidget(self.table, 3)
+        beside.addWidget(about, 2)
+        layout.addLayout(beside)
 
         row = QHBoxLayout()
         self.add_button = QPushButton("Add host")
@@ -146,6 +157,9 @@ class HostfileEditor(QGroupBox):
         self.results.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.results.setWordWrap(False)
         self.results.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.results.verticalHeader().setDefaultSectionSize(self.results.fontMetrics().height() + 6)
+        self.results.setAlternatingRowColors(True)
+        self.results.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         header = self.results.horizontalHeader()
         for column in range(3):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
@@ -155,6 +169,7 @@ class HostfileEditor(QGroupBox):
 
     def _toggled(self, on: bool) -> None:
         self.body.setVisible(on)
+        self.setFlat(not on)  # unticked: the title alone, no empty frame under it
         self._edited()
 
     # ============================================================================================ the table

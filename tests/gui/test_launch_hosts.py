@@ -204,3 +204,55 @@ def test_check_hosts_shows_every_check_and_a_host_without_sshd_blocks_the_launch
     assert page.hosts.check_status.text().startswith("All ") and "on 1 host(s)" in page.hosts.check_status.text()
     qtbot.waitUntil(lambda: page.plan is not None and not page._preview_timer.isActive(), timeout=20000)
     assert not _launch_blocked_by(page, "Several machines"), page.why_not_launchable()
+
+
+@pytest.mark.slow
+@pytest.mark.multinode
+def test_a_two_node_run_launched_from_the_page_is_watched_node_by_node_on_the_monitor(
+        qtbot, page, tmp_path, monkeypatch, ssh_nodes: SshNodes) -> None:
+    """The whole path on two loopback "nodes": the page's launch (its checks, DeepSpeed's pdsh runner, the node
+    watch) and the Monitor's Nodes tab showing both nodes' ranks live; stopped from the backend at the end."""
+    from runhelp import DEMO, job_env, wait_finished
+
+    from traindeck.backend.launch.builders import DS_CONFIG_PLACEHOLDER
+    from traindeck.backend.runs.control import stop_run
+    from traindeck.backend.runs.store import RunStore
+    from traindeck.gui.pages.monitor_page import MonitorPage
+
+    monkeypatch.setenv("PDSH_SSH_ARGS_APPEND", ssh_nodes.env["PDSH_SSH_ARGS_APPEND"])
+    page.script.setText(str(DEMO))
+    page.args.setText(f"--deepspeed_config {DS_CONFIG_PLACEHOLDER} --steps 100000 --batch-size 4 --step-time 0.05 "
+                      "--log-every 5 --no-tqdm")
+    page.env.set_env({"DS_ACCELERATOR": "cpu", "TORCH_EXTENSIONS_DIR": job_env()["TORCH_EXTENSIONS_DIR"]})
+    _open(qtbot, page, ssh_nodes.hostfile(tmp_path / "hostfile"), rows=2)
+    page.hosts.ssh_port.setValue(PORT)
+    monitor = MonitorPage(page.ctx)
+    qtbot.addWidget(monitor)
+    monitor.resize(1280, 800)
+    monitor.show()
+    monitor.page_shown()
+    qtbot.waitUntil(lambda: page.plan is not None and page.launch_button.isEnabled(), timeout=30000)
+    started: list[str] = []
+    page.ctx.run_started.connect(started.append)
+    page.launch()
+    qtbot.waitUntil(lambda: bool(started) or not page.launching, timeout=300000)
+    assert started, page.result.text()
+    run_id = started[0]
+    try:
+        qtbot.waitUntil(lambda: monitor.tabs.isTabVisible(monitor._nodes_tab), timeout=60000)
+        monitor.tabs.setCurrentIndex(monitor._nodes_tab)
+
+        def both_running() -> bool:
+            table = monitor.nodes_view.table
+            return table.rowCount() == 2 and all(
+                table.item(r, 9).text() == "1 rank(s) running" and table.item(r, 2).text() != "-" for r in range(2))
+
+        qtbot.waitUntil(both_running, timeout=900000)
+        hosts = [monitor.nodes_view.table.item(r, 0).text() for r in range(2)]
+        assert hosts == list(ssh_nodes.hosts) and monitor.nodes_view.ram_chart.series_names() == hosts
+    finally:
+        with RunStore() as store:
+            stop_run(store, run_id, grace_s=5.0)
+        done = wait_finished(run_id, 600)
+        monitor.shutdown()
+    assert done.state == "stopped", done.state_detail
