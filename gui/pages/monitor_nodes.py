@@ -18,6 +18,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QTableWidget, QVBoxLayout, QWidget
 
 from traindeck.gui.pages.monitor_widgets import new_chart, new_table, set_row
+from traindeck.gui.tasks import owned
 from traindeck.gui.widgets.charts import format_value
 
 if TYPE_CHECKING:
@@ -142,8 +143,8 @@ class MonitorNodes(QWidget):
         self._reading = True
         request = self._request
         self.tasks.run(read_run_nodes, self.run_id, self._run_dir,
-                       done=lambda result: self._arrived(request, *result),
-                       failed=lambda _error: self._failed(request))
+                       done=owned(self, lambda result: self._arrived(request, *result)),
+                       failed=owned(self, lambda _error: self._failed(request)))
 
     def _failed(self, request: int) -> None:
         if request == self._request:

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from traindeck.backend.nodes.hostfile import HostRow, row_problems
+from traindeck.gui.tasks import owned
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.message_list import MessageList, tone
 from traindeck.gui.widgets.path_field import PathField
@@ -244,8 +245,8 @@ class HostfileEditor(QGroupBox):
             self._saved_rows = []
             self._edited()
             return
-        self.tasks.run(read_hostfile_text, Path(path), done=lambda text: self._opened(path, text),
-                       failed=lambda error: self._open_failed(path, error))
+        self.tasks.run(read_hostfile_text, Path(path), done=owned(self, lambda text: self._opened(path, text)),
+                       failed=owned(self, lambda error: self._open_failed(path, error)))
 
     def _opened(self, path: str, text: str) -> None:
         from traindeck.backend.nodes.hostfile import HostfileError, host_rows, parse_hostfile_text
@@ -283,7 +284,7 @@ class HostfileEditor(QGroupBox):
         rows = self.rows()
         self.save_button.setEnabled(False)
         self.tasks.run(save_edited_hostfile, Path(path), original, rows,
-                       done=lambda text: self._saved(path, text, rows, then), failed=self._save_failed)
+                       done=owned(self, lambda text: self._saved(path, text, rows, then)), failed=self._save_failed)
 
     def _text_of(self, path: str) -> str | None:
         """What a save over another existing file keeps of it (None: it cannot be read, said beside the table)."""
