@@ -595,7 +595,10 @@ class LaunchPage(Page):
     def _launched(self, outcome: LaunchOutcome) -> None:
         self.launching = False
         if outcome.record is None:
-            self._say("error", "Not launched: " + "; ".join(outcome.plan.errors))
+            errors = [e.removeprefix("not launched: ") for e in outcome.plan.errors]
+            self._say("error", "Not launched: " + "; ".join(errors))
+            if self.hosts.active and any("check-hosts" in e for e in errors):
+                self.hosts.check()  # a host failed the launch's checks: show them all, host by host
             self._preview_timer.start()  # the preview shows the same problems, for what is chosen now
             self._update_launch_button()
             return

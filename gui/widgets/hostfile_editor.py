@@ -18,6 +18,7 @@ from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QFileDialog,
     QGroupBox,
     QHBoxLayout,
@@ -52,20 +53,22 @@ CHECK_NAMES = {"pdsh": "pdsh installed", "ssh": "SSH without a password", "pytho
                "port": "Rendezvous port", "network": "Network for NCCL"}
 
 
-class HostfileEditor(QGroupBox):
+class HostfileEditor(QWidget):
     """`make_request()` gives the launch as it would be now (interpreter, script, environment) for the checks;
     `context()` anything whose change makes a check's answer stale (the page's choice)."""
 
     changed = Signal()
+    toggled = Signal(bool)
 
     def __init__(self, tasks: Tasks, settings: QSettings,
                  make_request: Callable[[], tuple[LaunchRequest, TrainingEnvironment | None]],
                  context: Callable[[], object]) -> None:
-        super().__init__("Several machines (DeepSpeed hostfile)")
+        super().__init__()
         self.tasks, self.settings, self.make_request, self.context = tasks, settings, make_request, context
-        self.setCheckable(True)
-        self.setChecked(False)
-        self.setToolTip("Run on every host of a hostfile through DeepSpeed's pdsh runner (passwordless SSH to each "
+        # A tick box above a frame rather than a checkable group box: unticked, that box still drew an empty frame.
+        self.enable = QCheckBox("Several machines (DeepSpeed hostfile)")
+        self.enable.toggled.connect(self.toggled)
+        self.enable.setToolTip("Run on every host of a hostfile through DeepSpeed's pdsh runner (passwordless SSH to each "
                         "host, the same interpreter path and versions there), as traindeck run --hostfile does")
         self._original = ""  # the file's text as read or last saved ("" for a new file): what the save keeps
         self._loaded_path = ""  # the file the table holds ("" when none was opened or saved)
@@ -80,12 +83,13 @@ class HostfileEditor(QGroupBox):
 
     # ============================================================================================ building
     def _build(self) -> None:
-        self.body = QWidget()  # hidden while the box is unticked: one line on the page, not an empty table
+        self.body = QGroupBox()  # hidden while unticked: one line on the page, not an empty table
         outer = QVBoxLayout(self)
-        outer.setContentsMargins(9, 4, 9, 6)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(2)
+        outer.addWidget(self.enable)
         outer.addWidget(self.body)
         layout = QVBoxLayout(self.body)
-        layout.setContentsMargins(0, 0, 0, 0)
 
         top = QHBoxLayout()
         self.path = PathField("file", caption="Open a DeepSpeed hostfile", placeholder="hostfile (HOST slots=N lines)")
@@ -170,7 +174,6 @@ class HostfileEditor(QGroupBox):
 
     def _toggled(self, on: bool) -> None:
         self.body.setVisible(on)
-        self.setFlat(not on)  # unticked: the title alone, no empty frame under it
         self._edited()
 
     # ============================================================================================ the table
@@ -321,6 +324,12 @@ class HostfileEditor(QGroupBox):
         self._edited()
 
     # ============================================================================================ state
+    def isChecked(self) -> bool:  # noqa: N802  (as the tick box it stands for)
+        return self.enable.isChecked()
+
+    def setChecked(self, on: bool) -> None:  # noqa: N802
+        self.enable.setChecked(on)
+
     @property
     def active(self) -> bool:
         """The launch goes to the hosts: the box is shown (a deepspeed launch) and ticked."""

@@ -20,6 +20,7 @@ from traindeck.backend import paths  # noqa: E402
 from traindeck.backend.launch.probe import probe_environment  # noqa: E402
 from traindeck.backend.nodes.hostfile import read_hostfile  # noqa: E402
 from traindeck.backend.presets import load_preset  # noqa: E402
+from traindeck.backend.runs.store import RunStore  # noqa: E402
 
 HOSTFILE = """# the lab's machines
 node1 slots=2  # the big one
@@ -69,6 +70,7 @@ def page(qtbot, traindeck_home, probe_cache, tmp_path):
     yield page
     page.shutdown()
     ctx.tasks.wait(60000)
+    qtbot.wait(50)  # answers already queued arrive while the page still exists
 
 
 def _open(qtbot, page, path: Path, rows: int) -> None:
@@ -169,9 +171,15 @@ def test_check_hosts_shows_every_check_and_a_host_without_sshd_blocks_the_launch
     path.write_text("# a node and an address where no sshd listens\n127.0.0.2 slots=1\n127.0.0.9 slots=1\n")
     _open(qtbot, page, path, rows=2)
     page.hosts.ssh_port.setValue(PORT)
-    page.hosts.check_button.click()
-    assert page.hosts.checking and not page.hosts.check_button.isEnabled()
-    assert "Checking 2 host(s)" in page.hosts.check_status.text()
+    # Launched before any check: the launch runs the checks itself and refuses (as `traindeck run --hostfile`
+    # does), nothing is recorded, and the page then shows every check.
+    qtbot.waitUntil(lambda: page.plan is not None and page.launch_button.isEnabled(), timeout=20000)
+    page.launch()
+    qtbot.waitUntil(lambda: page.hosts.checking, timeout=120000)
+    assert "Not launched: 127.0.0.9: ssh: not reachable by SSH" in page.result.text()
+    assert not page.hosts.check_button.isEnabled() and "Checking 2 host(s)" in page.hosts.check_status.text()
+    with RunStore() as store:
+        assert store.list_runs() == []
     qtbot.waitUntil(lambda: not page.hosts.checking, timeout=120000)
 
     table = page.hosts.results
@@ -216,7 +224,6 @@ def test_a_two_node_run_launched_from_the_page_is_watched_node_by_node_on_the_mo
 
     from traindeck.backend.launch.builders import DS_CONFIG_PLACEHOLDER
     from traindeck.backend.runs.control import stop_run
-    from traindeck.backend.runs.store import RunStore
     from traindeck.gui.pages.monitor_page import MonitorPage
 
     monkeypatch.setenv("PDSH_SSH_ARGS_APPEND", ssh_nodes.env["PDSH_SSH_ARGS_APPEND"])
