@@ -115,8 +115,10 @@ class MonitorRuns(_Base):
             clear_series(chart)
         self.process_table.setRowCount(0)
         self.bridge.set_root_pid(choice.launcher_pid if choice is not None and choice.live else None)
+        # Live while running, launcher pid or not: the nodes are read from the node watch's files, and a run
+        # listed before its supervisor recorded the pid stayed "not live" (no refresh) until it ended.
         self.nodes_view.set_run(choice.id if choice is not None and not self._demo else None,
-                                choice is not None and choice.live)
+                                choice is not None and choice.state == "running")
         self._apply_window(self.window_combo.currentIndex())
         if choice is None:
             self.run_stack.setCurrentIndex(0)

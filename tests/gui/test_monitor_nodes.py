@@ -53,7 +53,7 @@ def launcher():
     proc.wait(10)
 
 
-def _run(name: str, launcher_pid: int, hosts: list[Host] | None) -> tuple[str, Path]:
+def _run(name: str, launcher_pid: int | None, hosts: list[Host] | None) -> tuple[str, Path]:
     run_dir = create_run_dir()
     if hosts:
         run_dir.path.joinpath(NODES_FILE).write_text(json.dumps(nodes_document(hosts, 2222, sys.executable)))
@@ -76,9 +76,13 @@ def _cells(page) -> list[list[str]]:  # type: ignore[no-untyped-def]
     return [[table.item(r, c).text() for c in range(table.columnCount())] for r in range(table.rowCount())]
 
 
-def test_a_running_multi_node_runs_nodes_are_side_by_side_and_follow_the_watch(page, qtbot, launcher) -> None:
+@pytest.mark.parametrize("pid_recorded", [True, False], ids=["launcher-pid-recorded", "launcher-pid-not-yet"])
+def test_a_running_multi_node_runs_nodes_are_side_by_side_and_follow_the_watch(page, qtbot, launcher,
+                                                                              pid_recorded: bool) -> None:
+    """Also for a run listed before its supervisor recorded the launcher's pid (the first seconds of a launch):
+    the nodes are read from files, so they follow all the same (they stayed frozen there once)."""
     hosts = [Host("127.0.0.2", 1), Host("127.0.0.3", 1)]
-    run_id, run_dir = _run("two-nodes", launcher, hosts)
+    run_id, run_dir = _run("two-nodes", launcher if pid_recorded else None, hosts)
     watch = NodeWatch(run_dir, str(run_store_path()))
     _agent_sample(watch, "127.0.0.2", 0, 2 * GIB, 5 * GIB, 40.0)
     _agent_sample(watch, "127.0.0.3", 1, 3 * GIB, 7 * GIB, 60.0)
