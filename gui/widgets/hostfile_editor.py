@@ -68,8 +68,9 @@ class HostfileEditor(QWidget):
         # A tick box above a frame rather than a checkable group box: unticked, that box still drew an empty frame.
         self.enable = QCheckBox("Several machines (DeepSpeed hostfile)")
         self.enable.toggled.connect(self.toggled)
-        self.enable.setToolTip("Run on every host of a hostfile through DeepSpeed's pdsh runner (passwordless SSH to each "
-                        "host, the same interpreter path and versions there), as traindeck run --hostfile does")
+        self.enable.setToolTip("Run on every host of a hostfile through DeepSpeed's pdsh runner (passwordless SSH to "
+                               "each host, the same interpreter path and versions there), as traindeck run --hostfile "
+                               "does")
         self._original = ""  # the file's text as read or last saved ("" for a new file): what the save keeps
         self._loaded_path = ""  # the file the table holds ("" when none was opened or saved)
         self._saved_rows: list[HostRow] = []
