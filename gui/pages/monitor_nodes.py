@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QGridLayout, QLabel, QTableWidget, QVBoxLayout, QW
 
 from traindeck.gui.pages.monitor_widgets import new_chart, new_table, set_row
 from traindeck.gui.tasks import owned
+from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.charts import format_value
 
 if TYPE_CHECKING:
@@ -105,7 +106,14 @@ class MonitorNodes(QWidget):
         charts.addWidget(self.ram_chart, 0, 0)
         charts.addWidget(self.cpu_chart, 0, 1)
         layout.addWidget(self.charts, 1)
-        layout.addStretch(0)
+        self.after_note = QLabel("The nodes are charted while the run runs (the node watch keeps each node's "
+                                 "latest figures and its peaks, not a history); this machine's recording of the "
+                                 "run is on the Run and Offload tabs.")
+        self.after_note.setWordWrap(True)
+        set_muted(self.after_note)
+        self.after_note.hide()
+        layout.addWidget(self.after_note)
+        layout.addStretch(0)  # takes the room only while the charts (stretch 1) are hidden
         self.timer = QTimer(self)
         self.timer.timeout.connect(self.refresh)
         self.set_interval(interval_s)
@@ -174,6 +182,9 @@ class MonitorNodes(QWidget):
             state.setTextAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
             state.setToolTip(cells[-1])
         self.charts.setVisible(self.live)
+        for column in range(2, 7):  # the latest figures: nothing to show once the run has ended
+            self.table.setColumnHidden(column, not self.live)
+        self.after_note.setVisible(not self.live)
         self._chart(self.nodes)
         written = max((n["now"].get("written_at") or 0.0 for n in self.nodes), default=0.0)
         how = (f"the agents' latest figures, {max(0.0, time.time() - written):.0f} s old" if self.live and written

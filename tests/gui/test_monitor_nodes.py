@@ -124,6 +124,15 @@ def test_a_running_multi_node_runs_nodes_are_side_by_side_and_follow_the_watch(p
     page.show()
     page.page_shown()
     assert page.nodes_view.timer.isActive()
+
+    # The run ends: its peaks stay, the latest-figure columns and the charts go, and the reads stop.
+    with RunStore() as store:
+        store.finish_run(run_id, "succeeded")
+    page.refresh_runs()
+    qtbot.waitUntil(lambda: page.nodes_view.table.isColumnHidden(2) and _cells(page)[0][-1] == "ended",
+                    timeout=WAIT_MS)
+    assert _cells(page)[0][7:9] == ["2 GiB", "6 GiB"] and not page.nodes_view.charts.isVisible()
+    assert page.nodes_view.after_note.isVisible() and not page.nodes_view.timer.isActive()
     watch.store.close()
 
 
