@@ -9,7 +9,8 @@ only appends numbers to charts.
 Sampling stops when the page has been hidden for a while (or on shutdown) and restarts when it is shown.
 
 In parts: monitor_widgets.py builds the toolbar and tabs, monitor_samples.py shows samples, monitor_runs.py
-picks and reads the run watched; this module ties them to the sampler and the page's life cycle.
+picks and reads the run watched, monitor_nodes.py is the Nodes tab of a multi-node run; this module ties them to
+the sampler and the page's life cycle.
 """
 
 from __future__ import annotations
