@@ -142,6 +142,13 @@ def _owned(wrapper: Callable[[Any], None], callback: Callable[..., Any] | None) 
     return types.MethodType(lambda _self, value: wrapper(value), owner)
 
 
+def owned(owner: QObject, callback: Callable[[Any], None]) -> Callable[[Any], None]:
+    """`callback` (a lambda carrying a request's context) as a method of `owner`: `run` then drops the answer when
+    `owner` was deleted meanwhile (its page closed), as it does for bound methods; a bare lambda would reach the
+    deleted widgets."""
+    return types.MethodType(lambda _owner, value: callback(value), owner)
+
+
 def _owner_alive(callback: Callable[..., Any] | None) -> bool:
     """False when `callback` is a method of a Qt object whose C++ side was deleted (a closed page's slot)."""
     owner = getattr(callback, "__self__", None)

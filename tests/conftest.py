@@ -17,8 +17,10 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 # The remote-machine sshd (127.0.0.4:2224) is one session fixture for every module that uses it: a fixture imported
 # into two test modules is two instances, and the second sshd could not bind the port while the first one, with
-# another key, answered its tests ("authentication refused" in CI).
+# another key, answered its tests ("authentication refused" in CI). The same for the two loopback "nodes"
+# (127.0.0.2/127.0.0.3:2222): the multi-node tests and the Launch page's Check hosts test share one sshd.
 from sshhelp import sshd  # noqa: E402, F401
+from sshnodes import ssh_nodes  # noqa: E402, F401
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from runhelp import DEMO, get, job_env, wait_finished, wait_until
-from sshnodes import SshNodes, ssh_nodes  # noqa: F401  (the session fixture)
+from sshnodes import SshNodes  # the ssh_nodes session fixture comes from conftest.py
 
 from traindeck.backend.launch.builders import LaunchRequest
 from traindeck.backend.runs.launch import launch_run

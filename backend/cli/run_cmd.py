@@ -98,29 +98,16 @@ def _run(args: argparse.Namespace) -> int:
     script, script_args = command[0], command[1:]
     if args.nproc is not None and args.nproc < 1:
         raise UserError("--nproc must be at least 1")
-    from traindeck.backend.cli.run_inputs import load_preset_named, memory_check, run_gpus
-    from traindeck.backend.runs.watchdog import STOP_ON_NAN_ENV
+    from traindeck.backend.cli.run_inputs import launch_request, memory_check, run_gpus
 
     gpus = run_gpus(args.gpus)
 
-    from traindeck.backend.launch.builders import LaunchRequest
     from traindeck.backend.runs.launch import launch_run
 
-    preset = None
-    if args.preset:
-        preset = load_preset_named(args.preset)
-    config = Path(args.config).expanduser() if args.config else None
-    if config is not None and not config.is_file():
-        raise UserError(f"config file not found: {config}")
-    request = LaunchRequest(script=script, script_args=script_args, preset=preset, config_file=config,
-                            launcher=args.launcher, nproc=args.nproc, python=args.python, cwd=Path.cwd(),
-                            gpus=gpus, env={STOP_ON_NAN_ENV: "1"} if args.stop_on_nan else {},
-                            hostfile=Path(args.hostfile).expanduser() if args.hostfile else None,
-                            ssh_port=args.ssh_port)
-    if args.ssh_port is not None and not args.hostfile:
-        raise UserError("--ssh-port goes with --hostfile")
+    request = launch_request(args, script, script_args, gpus)
     environment = _probe(args.python)
-    check = memory_check(args.model_size, preset, config, args.nproc) if args.model_size else None
+    check = (memory_check(args.model_size, request.preset, request.config_file, args.nproc) if args.model_size
+             else None)
     name = args.name or Path(script).stem
     if not args.detach:
         # What following needs is loaded now, not while the job starts: on a small machine that CPU is the job's.

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from traindeck.backend.cli import UserError
 
 if TYPE_CHECKING:
+    from traindeck.backend.launch.builders import LaunchRequest
     from traindeck.backend.queue.entries import QueueStore
     from traindeck.backend.runs.store import RunRecord
 
@@ -24,6 +25,27 @@ def load_preset_named(name: str) -> Any:
         return load_preset(name)
     except PresetError as exc:
         raise UserError(str(exc)) from exc
+
+
+def launch_request(args: argparse.Namespace, script: str, script_args: list[str],
+                   gpus: tuple[int, ...] | None) -> LaunchRequest:
+    """The LaunchRequest `traindeck run` builds from its options (the dashboard's Launch page builds the same)."""
+    from traindeck.backend.launch.builders import LaunchRequest
+    from traindeck.backend.runs.watchdog import STOP_ON_NAN_ENV
+
+    preset = None
+    if args.preset:
+        preset = load_preset_named(args.preset)
+    config = Path(args.config).expanduser() if args.config else None
+    if config is not None and not config.is_file():
+        raise UserError(f"config file not found: {config}")
+    if args.ssh_port is not None and not args.hostfile:
+        raise UserError("--ssh-port goes with --hostfile")
+    return LaunchRequest(script=script, script_args=script_args, preset=preset, config_file=config,
+                         launcher=args.launcher, nproc=args.nproc, python=args.python, cwd=Path.cwd(),
+                         gpus=gpus, env={STOP_ON_NAN_ENV: "1"} if args.stop_on_nan else {},
+                         hostfile=Path(args.hostfile).expanduser() if args.hostfile else None,
+                         ssh_port=args.ssh_port)
 
 
 def memory_check(size: str, preset: Any, config: Path | None, nproc: int | None) -> Any:

@@ -66,8 +66,8 @@ def parse_hostfile_text(text: str, source: str = "hostfile") -> list[Host]:
     return hosts
 
 
-def read_hostfile(path: Path) -> list[Host]:
-    """The hosts of a hostfile, in order; HostfileError (every problem, each naming file and line) otherwise."""
+def read_hostfile_text(path: Path) -> str:
+    """The file's text (HostfileError: it cannot be read, or is too large to be a hostfile)."""
     path = Path(path)
     try:
         with open(path, "rb") as f:
@@ -76,7 +76,12 @@ def read_hostfile(path: Path) -> list[Host]:
         raise HostfileError([f"{path}: cannot read the hostfile: {exc.strerror or exc}"]) from None
     if len(data) > MAX_BYTES:
         raise HostfileError([f"{path}: larger than {MAX_BYTES >> 20} MiB; not a hostfile"])
-    return parse_hostfile_text(data.decode("utf-8", errors="replace"), str(path))
+    return data.decode("utf-8", errors="replace")
+
+
+def read_hostfile(path: Path) -> list[Host]:
+    """The hosts of a hostfile, in order; HostfileError (every problem, each naming file and line) otherwise."""
+    return parse_hostfile_text(read_hostfile_text(path), str(Path(path)))
 
 
 def hostfile_text(hosts: Sequence[Host]) -> str:
@@ -98,3 +103,81 @@ def rank_layout(hosts: Sequence[Host]) -> dict[str, list[int]]:
         layout[host.name] = list(range(first, first + host.slots))
         first += host.slots
     return layout
+
+
+# ---- the dashboard's hostfile editor: rows edited in a table, written back into the file they came from ----------
+@dataclass(frozen=True)
+class HostRow:
+    """One row of the editor: a host and its slots, and the file line it came from (None: added in the editor)."""
+
+    name: str
+    slots: int
+    origin: int | None = None  # 0-based index into the file's lines
+
+
+def host_rows(text: str) -> list[HostRow]:
+    """Every line that is not blank or a comment, as a row, also lines the parser refuses (their problems are shown
+    beside the table and saving rewrites them from the row): the person fixes them in the table."""
+    rows = []
+    for index, raw in enumerate(text.splitlines()):
+        fields = raw.split("#", 1)[0].split()
+        if not fields:
+            continue
+        value = fields[1][len("slots="):] if len(fields) > 1 and fields[1].startswith("slots=") else ""
+        rows.append(HostRow(fields[0], int(value) if value.isdigit() and int(value) >= 1 else 1, index))
+    return rows
+
+
+def edited_hostfile_text(original: str, rows: Sequence[HostRow]) -> str:
+    """`original` with its host lines replaced by `rows`: comments, blank lines and a host line's own trailing
+    comment stay where they were; a row removed drops its line; rows added go after the last host line."""
+    lines = original.splitlines()
+    by_origin = {row.origin: row for row in rows if row.origin is not None}
+    added = [row for row in rows if row.origin is None or not 0 <= row.origin < len(lines)]
+    out: list[str] = []
+    last_host = -1
+    for index, raw in enumerate(lines):
+        body, hash_, comment = raw.partition("#")
+        if not body.strip():
+            out.append(raw)
+            continue
+        row = by_origin.get(index)
+        if row is None:
+            continue
+        out.append(f"{row.name} slots={row.slots}" + (f"  #{comment}" if hash_ else ""))
+        last_host = len(out) - 1
+    at = last_host + 1 if last_host >= 0 else len(out)
+    out[at:at] = [f"{row.name} slots={row.slots}" for row in added]
+    return "".join(line + "\n" for line in out)
+
+
+def row_problems(rows: Sequence[HostRow]) -> list[str]:
+    """What would stop the rows from being a hostfile, each naming its row (1-based, as the table numbers them)."""
+    if not rows:
+        return ["no hosts: add a row per machine (its name or address, and its slots: GPUs or processes)"]
+    problems = []
+    seen: dict[str, int] = {}
+    for number, row in enumerate(rows, start=1):
+        if not row.name:
+            problems.append(f"row {number}: no host (a name or address)")
+        elif not _HOST.match(row.name):  # the parser's rule; a space would split the line into other fields
+            problems.append(f"row {number}: host {row.name!r} is not a host name or address")
+        elif row.name in seen:
+            problems.append(f"row {number}: host {row.name} is already on row {seen[row.name]}")
+        else:
+            seen[row.name] = number
+        if row.slots < 1:
+            problems.append(f"row {number}: slots: {row.slots} is not a whole number of 1 or more")
+    return problems
+
+
+def save_edited_hostfile(path: Path, original: str, rows: Sequence[HostRow]) -> str:
+    """Write `rows` into the hostfile at `path` (read before as `original`; "" for a new file) atomically, and
+    return the text written. Refuses (HostfileError) what the parser would not read back."""
+    problems = row_problems(rows)
+    if problems:
+        raise HostfileError(problems)
+    text = edited_hostfile_text(original, rows)
+    parse_hostfile_text(text, str(path))
+    atomic_write_text(Path(path), text)
+    return text

@@ -7,7 +7,18 @@ from pathlib import Path
 from traindeck.backend.launch.builders import LaunchRequest
 from traindeck.backend.launch.plan import LaunchPlan
 from traindeck.backend.nodes.hostfile import HostfileError, read_hostfile
-from traindeck.backend.nodes.preflight import Target, check_hosts, failed
+from traindeck.backend.nodes.preflight import Check, Target, check_hosts, failed
+
+
+def preflight_checks(request: LaunchRequest, plan: LaunchPlan) -> list[Check]:
+    """Every pre-flight check of the request's hostfile, with what the plan runs (interpreter, script, working
+    directory, rendezvous port, environment): what a launch checks, and what the dashboard's Check hosts shows.
+    HostfileError when the hostfile cannot be read."""
+    hosts = read_hostfile(Path(request.hostfile or ""))
+    script = Path(request.script)
+    script = script if script.is_absolute() else Path(plan.cwd) / script
+    return check_hosts(hosts, Target(plan.python, script=str(script), cwd=plan.cwd, master_port=plan.master_port,
+                                     ssh_port=request.ssh_port, env=plan.env))
 
 
 def preflight_refusal(request: LaunchRequest, plan: LaunchPlan) -> str | None:
@@ -15,14 +26,9 @@ def preflight_refusal(request: LaunchRequest, plan: LaunchPlan) -> str | None:
     if request.hostfile is None or plan.launcher != "deepspeed":
         return None
     try:
-        hosts = read_hostfile(Path(request.hostfile))
+        bad = failed(preflight_checks(request, plan))
     except HostfileError as exc:
         return exc.problems[0]
-    script = Path(request.script)
-    script = script if script.is_absolute() else Path(plan.cwd) / script
-    checks = check_hosts(hosts, Target(plan.python, script=str(script), cwd=plan.cwd, master_port=plan.master_port,
-                                       ssh_port=request.ssh_port, env=plan.env))
-    bad = failed(checks)
     if not bad:
         return None
     more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""

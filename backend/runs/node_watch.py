@@ -71,6 +71,7 @@ class Node:
                 self.answered.set()
             elif event == "sample":
                 self.live = {k: data.get(k) for k in ("ranks", "cpu", "ram_used", "ram_total", "gpus")}
+                self.live["at"] = time.time()  # this node's own freshness, on the watch's clock (not the node's)
                 rss = sum(int(r.get("rss") or 0) for r in data.get("ranks") or [])
                 figures = {"ranks_rss_bytes": rss, "cpu_percent": data.get("cpu"),
                            "ram_used_bytes": data.get("ram_used"),

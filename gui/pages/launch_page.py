@@ -50,6 +50,7 @@ from traindeck.gui.pages.launch_unattended import launch_on_gpus, queue_sweep
 from traindeck.gui.widgets.alert_settings import AlertSettings
 from traindeck.gui.widgets.env_table import EnvTable
 from traindeck.gui.widgets.gpu_picker import GpuPicker
+from traindeck.gui.widgets.hostfile_editor import HostfileEditor
 from traindeck.gui.widgets.interpreter_picker import InterpreterPicker
 from traindeck.gui.widgets.message_list import MessageList, rich_line
 from traindeck.gui.widgets.path_field import PathField
@@ -89,7 +90,7 @@ class LaunchPage(Page):
         self.launching = False
         self._said: tuple[str, str] | None = None  # the last launch message (re-coloured when the theme changes)
         self._blocked_line = ""  # why the Launch button is disabled now ("" when it is not)
-        self._preview_gen = 0
+        self._previews = ctx.tasks.lane()
         self._field_problems: list[str] = []
         self._loading = True
         self._build()
@@ -207,9 +208,13 @@ class LaunchPage(Page):
         self.sweep = SweepEditor()
         self.alert_settings = AlertSettings(self.ctx.tasks)
         self.stop_on_nan = self.alert_settings.stop_on_nan
-        columns.addWidget(self.gpu_picker, 2, 0)
-        columns.addWidget(self.sweep, 2, 1)
-        columns.addWidget(self.alert_settings, 3, 0, 1, 2)
+        # --- several machines (issue 15): a hostfile, shown for the deepspeed launcher only
+        self.hosts = HostfileEditor(self.ctx.tasks, self.ctx.settings, lambda: (self.request(), self._environment()),
+                                    self.choice)
+        columns.addWidget(self.hosts, 2, 0, 1, 2)
+        columns.addWidget(self.gpu_picker, 3, 0)
+        columns.addWidget(self.sweep, 3, 1)
+        columns.addWidget(self.alert_settings, 4, 0, 1, 2)
 
         # --- the command
         self.command_box = CommandBox()
@@ -266,12 +271,13 @@ class LaunchPage(Page):
         self.interpreter.changed.connect(self._fields_changed)
         self.interpreter.probed.connect(lambda _env: self._preview_timer.start())
         self.env.changed.connect(self._fields_changed)
-        for signal in (self.gpu_picker.changed, self.sweep.changed, self.stop_on_nan.toggled):
+        for signal in (self.gpu_picker.changed, self.sweep.changed, self.stop_on_nan.toggled, self.hosts.changed):
             signal.connect(self._fields_changed)
 
     # ============================================================================================ choices
     def _restore(self) -> None:
         s = self.ctx.settings
+        self.hosts.restore()
         if self.ctx.demo or not s.value(_S + "script"):
             self.fill_demo()
             return
@@ -317,6 +323,7 @@ class LaunchPage(Page):
         s.setValue(_S + "gpus", self.gpu_picker.gpus_text())
         s.setValue(_S + "sweep", json.dumps(self.sweep.axes()))
         s.setValue(_S + "stop_on_nan", self.stop_on_nan.isChecked())
+        self.hosts.save_settings()
 
     def _restore_unattended(self) -> None:
         s = self.ctx.settings
@@ -364,7 +371,7 @@ class LaunchPage(Page):
                              nproc=choice.nproc, python=choice.python or None,
                              cwd=Path(choice.cwd) if choice.cwd else None,
                              env=dict(choice.env) | ({STOP_ON_NAN_ENV: "1"} if self.stop_on_nan.isChecked() else {}),
-                             gpus=self._gpus_for_preview())
+                             gpus=self._gpus_for_preview(), hostfile=self.hosts.hostfile(), ssh_port=self.hosts.port())
 
     def _gpus_for_preview(self) -> tuple[int, ...] | None:
         """The chosen GPUs; for `any:N`, the ones free now (the launch asks NVML again when it starts)."""
@@ -402,6 +409,16 @@ class LaunchPage(Page):
         preset = self.ctx.draft.preset
         self.sweep.update_summary(args or [], preset is not None, self.run_name() or "run")
         problems += [p for p in (self.gpu_picker.problem(), self.sweep.error) if p]
+        self.hosts.setVisible((self._launcher_choice() or (preset.launcher if preset else "python")) == "deepspeed")
+        problems += self.hosts.launch_problems()
+        if self.hosts.active and self.sweep.active:  # queued runs carry no hostfile (backend/queue/entries.py)
+            problems.append("Several machines: a sweep queues runs on this machine only; clear the sweep or untick "
+                            "Several machines")
+        if self.hosts.active and self.gpu_picker.gpus_text():  # --include localhost:... is not one of the hosts
+            problems.append("Several machines: each host runs on its slots; clear the GPU choice")
+        # With a hostfile, DeepSpeed starts each host's slots; a number here caps the processes on every host.
+        self.nproc.setSpecialValueText("each host's slots" if self.hosts.active else
+                                       f"preset's ({preset.process_count() if preset else 1})")
         self._field_problems = problems
         self.args_note.set_items([("error", problem)] if problem else [])
         self.env_problems.set_items([("error", p) for p in self.env.problems()])
@@ -424,7 +441,6 @@ class LaunchPage(Page):
             self.launcher.addItem(name, name)
         self._set_launcher(launcher)
         self.launcher.blockSignals(False)
-        self.nproc.setSpecialValueText(f"preset's ({preset.process_count() if preset else 1})")
         self._show_draft_state()
         self._recheck()  # the choice itself is unchanged: no launch_choice_changed for Configure to react to
         if self.model_size.text():
@@ -491,25 +507,17 @@ class LaunchPage(Page):
 
     # ============================================================================================ preview
     def _refresh_preview(self) -> None:
-        self._preview_gen += 1
-        gen = self._preview_gen
         if not self.script.text() or self._split_args()[0] is None:
+            self._previews.invalidate()
             self._show_plan(None)
             return
-        self.ctx.tasks.run(_preview, self.request(), self._environment(),
-                           done=lambda plan: self._preview_done(gen, plan),
-                           failed=lambda text: self._preview_failed(gen, text))
+        # Only the newest preview's answer is shown, and none once the page is gone (bound methods: the lane drops
+        # an answer whose page was deleted; a lambda here reached a closed page's deleted widgets).
+        self._previews.run(_preview, self.request(), self._environment(), done=self._show_plan,
+                           failed=self.command_box.show_failure)
 
     def _environment(self) -> TrainingEnvironment | None:
         return self.interpreter.environment
-
-    def _preview_done(self, gen: int, plan: LaunchPlan) -> None:
-        if gen == self._preview_gen:
-            self._show_plan(plan)
-
-    def _preview_failed(self, gen: int, text: str) -> None:
-        if gen == self._preview_gen:
-            self.command_box.show_failure(text)
 
     def _show_plan(self, plan: LaunchPlan | None) -> None:
         self.plan = plan
@@ -587,7 +595,10 @@ class LaunchPage(Page):
     def _launched(self, outcome: LaunchOutcome) -> None:
         self.launching = False
         if outcome.record is None:
-            self._say("error", "Not launched: " + "; ".join(outcome.plan.errors))
+            errors = [e.removeprefix("not launched: ") for e in outcome.plan.errors]
+            self._say("error", "Not launched: " + "; ".join(errors))
+            if self.hosts.active and any("check-hosts" in e for e in errors):
+                self.hosts.check()  # a host failed the launch's checks: show them all, host by host
             self._preview_timer.start()  # the preview shows the same problems, for what is chosen now
             self._update_launch_button()
             return

@@ -9,7 +9,8 @@ only appends numbers to charts.
 Sampling stops when the page has been hidden for a while (or on shutdown) and restarts when it is shown.
 
 In parts: monitor_widgets.py builds the toolbar and tabs, monitor_samples.py shows samples, monitor_runs.py
-picks and reads the run watched; this module ties them to the sampler and the page's life cycle.
+picks and reads the run watched, monitor_nodes.py is the Nodes tab of a multi-node run; this module ties them to
+the sampler and the page's life cycle.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from traindeck.backend.monitor.live import RunChoice
 from traindeck.backend.monitor.loop import MAX_INTERVAL_S, MIN_INTERVAL_S
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
+from traindeck.gui.pages.monitor_nodes import MonitorNodes
 from traindeck.gui.pages.monitor_runs import MonitorRuns
 from traindeck.gui.pages.monitor_samples import MonitorSamples
 from traindeck.gui.pages.monitor_widgets import NO_RUN, WINDOWS, MonitorLayout
@@ -66,7 +68,13 @@ class MonitorPage(MonitorRuns, MonitorSamples, MonitorLayout, Page):
         self.tabs.addTab(self._build_run_tab(), "&Run")
         self.offload = OffloadView()
         self.tabs.addTab(self.offload, "&Offload")
+        # A multi-node run's nodes side by side (issue 15); the tab is there only while the run watched has nodes.
+        self.nodes_view = MonitorNodes(ctx.tasks, self.bridge.interval_s)
+        self._nodes_tab = self.tabs.addTab(self.nodes_view, "&Nodes")
+        self.tabs.setTabVisible(self._nodes_tab, False)
+        self.nodes_view.has_nodes.connect(lambda on: self.tabs.setTabVisible(self._nodes_tab, on))
         self.tabs.currentChanged.connect(lambda _i: self._refresh_offload())
+        self.tabs.currentChanged.connect(lambda _i: self.nodes_view.refresh())
         self.tabs.tabBarClicked.connect(lambda _i: setattr(self, "_tab_chosen", True))
         ctx.run_started.connect(self._run_started)
 
@@ -95,12 +103,13 @@ class MonitorPage(MonitorRuns, MonitorSamples, MonitorLayout, Page):
     def _interval_changed(self, value: float) -> None:
         self.ctx.settings.setValue("monitor/interval", value)
         self.bridge.set_interval(value)  # restarts the loop without waiting for it
+        self.nodes_view.set_interval(value)
 
     def _apply_window(self, index: int) -> None:
         label, seconds = WINDOWS[max(0, index)]
         self.ctx.settings.setValue("monitor/window", label)
         live = self.gpu_charts + self.host_charts + (self.run_charts if self._run is None or self._run.live else ())
-        for chart in live:
+        for chart in live + (self.nodes_view.ram_chart, self.nodes_view.cpu_chart):
             chart.x_window = seconds
 
     # ------------------------------------------------------------------------------------------- lifecycle
@@ -119,6 +128,7 @@ class MonitorPage(MonitorRuns, MonitorSamples, MonitorLayout, Page):
         if not self._demo:
             self._runs_timer.start()
         self._refresh_offload()
+        self.nodes_view.resume()
 
     def hideEvent(self, event: Any) -> None:  # noqa: N802
         super().hideEvent(event)
@@ -140,6 +150,7 @@ class MonitorPage(MonitorRuns, MonitorSamples, MonitorLayout, Page):
         self._hidden_timer.start()
         self._runs_timer.stop()
         self._offload_timer.stop()
+        self.nodes_view.pause()
 
     def _back_on_screen(self) -> None:
         self._hidden_timer.stop()
@@ -166,6 +177,7 @@ class MonitorPage(MonitorRuns, MonitorSamples, MonitorLayout, Page):
     def shutdown(self) -> None:
         for timer in (self._hidden_timer, self._runs_timer, self._offload_timer):
             timer.stop()
+        self.nodes_view.pause()
         self.bridge.stop(wait_s=2.0)  # let the loop release NVML before the process exits
 
     # -------------------------------------------------------------------------------------------- estimate

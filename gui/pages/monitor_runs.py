@@ -16,6 +16,7 @@ from traindeck.gui.widgets.run_state import state_icon
 if TYPE_CHECKING:
     from PySide6.QtCore import QTimer
 
+    from traindeck.gui.pages.monitor_nodes import MonitorNodes
     from traindeck.gui.pages.monitor_samples import MonitorSamples
     from traindeck.gui.widgets.offload_view import OffloadView
     from traindeck.gui.widgets.sampler_bridge import SamplerBridge
@@ -36,6 +37,7 @@ class MonitorRuns(_Base):
         _offload_timer: QTimer
         offload: OffloadView
         bridge: SamplerBridge
+        nodes_view: MonitorNodes
 
     def refresh_runs(self) -> None:
         if self._demo:
@@ -113,6 +115,10 @@ class MonitorRuns(_Base):
             clear_series(chart)
         self.process_table.setRowCount(0)
         self.bridge.set_root_pid(choice.launcher_pid if choice is not None and choice.live else None)
+        # Live while running, launcher pid or not: the nodes are read from the node watch's files, and a run
+        # listed before its supervisor recorded the pid stayed "not live" (no refresh) until it ended.
+        self.nodes_view.set_run(choice.id if choice is not None and not self._demo else None,
+                                choice is not None and choice.state == "running")
         self._apply_window(self.window_combo.currentIndex())
         if choice is None:
             self.run_stack.setCurrentIndex(0)

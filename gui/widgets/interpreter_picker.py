@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWi
 
 from traindeck.backend.launch.environ import resolve_python
 from traindeck.backend.launch.probe import TrainingEnvironment, probe_environment
-from traindeck.gui.tasks import Tasks
+from traindeck.gui.tasks import Tasks, owned
 from traindeck.gui.widgets.message_list import rich_line
 from traindeck.gui.widgets.path_field import PathField
 
@@ -107,8 +107,9 @@ class InterpreterPicker(QWidget):
         asked, python = self._asked, resolve_python(self.python() or None)
         self._show([("note", f"checking {python}…")])
         self.tasks.run(probe_environment, python, use_cache=not force,
-                       done=lambda env: self._answer(asked, env),
-                       failed=lambda text: self._answer(asked, TrainingEnvironment(python=python, error=text)))
+                       done=owned(self, lambda env: self._answer(asked, env)),
+                       failed=owned(self, lambda text: self._answer(asked, TrainingEnvironment(python=python,
+                                                                                               error=text))))
 
     def _answer(self, asked: int, env: TrainingEnvironment) -> None:
         if asked != self._asked:

@@ -135,3 +135,19 @@ def test_an_error_in_a_slot_is_logged_and_shown_in_one_line(qtbot):
         sys.excepthook = before
     assert len(shown) == 1 and shown[0].startswith("Something went wrong: KeyError: 'learning_rate' (details in ")
     assert "\n" not in shown[0] and "in slot" in log_path().read_text()
+
+
+def test_a_lambda_made_owned_is_dropped_with_its_widget_and_delivered_while_it_lives(qtbot):
+    from traindeck.gui.tasks import owned
+
+    tasks = Tasks()
+    label, kept = QLabel(), QLabel()
+    tasks.run(lambda: "kept", done=owned(kept, lambda text: kept.setText(f"{text} (request 7)")))
+    qtbot.waitUntil(lambda: kept.text() == "kept (request 7)", timeout=5000)
+    gate = threading.Event()
+    tasks.run(lambda: (gate.wait(5), "late")[1], done=owned(label, lambda text: label.setText(text)))
+    label.deleteLater()
+    qtbot.waitUntil(lambda: not __import__("shiboken6").isValid(label), timeout=5000)
+    gate.set()
+    assert tasks.wait(5000)
+    qtbot.wait(100)  # a bare lambda would call the deleted label here (RuntimeError in the event loop)
