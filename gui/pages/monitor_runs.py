@@ -71,8 +71,11 @@ class MonitorRuns(_Base):
             self.choose_run(chosen)
         elif current is not None and chosen is None:
             self.choose_run(None)  # the run disappeared from the store
-        elif chosen is not None and self._run is not None and chosen.state != self._run.state:
-            self.choose_run(chosen)  # it finished (or started): switch between live and recorded
+        elif chosen is not None and self._run is not None and (chosen.state, chosen.live) != (self._run.state,
+                                                                                            self._run.live):
+            # It finished, or started, or its supervisor has just recorded the launcher's pid (a run picked in the
+            # first second of its launch): switch between live and recorded
+            self.choose_run(chosen)
 
     def _run_chosen(self, index: int) -> None:
         self.choose_run(self.run_combo.itemData(index))

@@ -129,6 +129,26 @@ def test_a_running_runs_ranks_are_sampled_live_with_their_real_memory(page, qtbo
     assert page.bridge.root_pid is None and page.rank_rss_chart.series_names() == []
 
 
+def test_a_run_picked_before_its_launcher_pid_is_recorded_is_sampled_once_it_is(page, qtbot, traindeck_home):
+    """The first second of a launch: the run is listed as running before its supervisor records the launcher's pid.
+    Watching it then must turn live when the pid arrives (it stayed unsampled until the run ended)."""
+    from traindeck.backend.runs.store import RunRecord, RunStore
+
+    with run_tree(ranks=1, mib=16) as tree:
+        with RunStore() as store:
+            store.add_run(RunRecord(id="live-run-2", run_dir=str(traindeck_home), created_at=time.time(),
+                                    name="early", state="running", started_at=time.time()))
+        _start(page, qtbot)
+        qtbot.waitUntil(lambda: page.run_combo.count() == 2, timeout=WAIT_MS)
+        page.run_combo.setCurrentIndex(1)
+        assert page.bridge.root_pid is None
+        with RunStore() as store:
+            store.update_run("live-run-2", launcher_pid=tree["launcher"])
+        page.refresh_runs()
+        qtbot.waitUntil(lambda: page.bridge.root_pid == tree["launcher"], timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: page.rank_rss_chart.point_count("rank 0") >= 1, timeout=WAIT_MS)
+
+
 def test_a_finished_run_is_read_back_with_its_offload_view_and_steps(page, qtbot, traindeck_home):
     from traindeck.backend.monitor.demo import demo_samples, demo_steps
     from traindeck.backend.monitor.store import ResourceWriter
