@@ -38,6 +38,7 @@ class QueuePage(Page):
         self.rows: list[dict[str, Any]] = []
         self.paused = False
         self._busy = False
+        self._showing_demo = False  # `gui --screenshot`'s made-up queue: kept, never replaced by a real read
         self._timer = QTimer(self)
         self._timer.setInterval(REFRESH_MS)
         self._timer.timeout.connect(self.refresh)
@@ -50,7 +51,14 @@ class QueuePage(Page):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        # Pos is the order: no row numbers beside it. The id is read whole (it is what `traindeck queue` takes), the
+        # reason for waiting gets the room left.
+        self.table.verticalHeader().hide()
+        self.table.setWordWrap(False)
+        header = self.table.horizontalHeader()
+        for column in range(len(COLUMNS)):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
         self.table.doubleClicked.connect(self._open)
         self.table.itemSelectionChanged.connect(self._update_buttons)
         bar = QHBoxLayout()
@@ -91,12 +99,19 @@ class QueuePage(Page):
             self.page_shown()
 
     def refresh(self) -> None:
-        if self._busy or self.ctx.demo:
+        # Not ctx.demo: `make demo` (gui --demo) launches real runs and queues real sweeps, so its queue is real.
+        if self._busy or self._showing_demo:
             return
         self._busy = True
         from traindeck.backend.queue.listing import queue_state
 
-        self.ctx.tasks.run(queue_state, done=self.show_state, failed=self._failed)
+        self.ctx.tasks.run(queue_state, done=self._read, failed=self._failed)
+
+    def _read(self, state: dict[str, Any]) -> None:
+        if self._showing_demo:  # a read that was under way when the made-up queue was shown
+            self._busy = False
+            return
+        self.show_state(state)
 
     def show_state(self, state: dict[str, Any]) -> None:
         self._busy = False
@@ -173,6 +188,8 @@ class QueuePage(Page):
         self.refresh()
 
     def load_demo(self) -> None:
+        self._showing_demo = True
+        self._timer.stop()
         self.show_state({"paused": False, "pause_reason": "", "keeper_running": True, "runs": [
             {"id": "20260101-090000-a1b2", "name": "sweep-lr=1e-5", "position": None, "waiting_for": "",
              "state": "running", "held": False, "gpus": "any:1", "assigned_gpus": [0]},
