@@ -123,6 +123,9 @@ class QueuePage(Page):
         text = f"{waiting} waiting, {running} running; "
         text += ("paused" + (f" ({state['pause_reason']})" if state["pause_reason"] else "")) if self.paused \
             else ("keeper running" if state["keeper_running"] else "nothing to start")
+        if not rows:  # an empty table said nothing of how runs get here
+            text = ("The queue is empty" + (" (paused)" if self.paused else "") + ": a sweep on the Launch page, "
+                    "or `traindeck queue add`, puts runs here to start one after another, unattended.")
         self.summary.setText(text)
         self.buttons["pause"].setText("&Resume queue" if self.paused else "&Pause queue")
         # Waiting runs first, in order; then running; then the ones that ended, newest first.

@@ -98,3 +98,9 @@ def test_ids_are_shown_whole_and_rows_are_not_numbered_beside_pos(qtbot):
         assert page.table.columnWidth(id_column) >= needed
     finally:
         page.shutdown()
+
+
+def test_an_empty_queue_says_how_runs_get_there(qtbot, page):
+    page.page_shown()
+    qtbot.waitUntil(lambda: "empty" in page.summary.text(), timeout=10000)
+    assert "Launch page" in page.summary.text() and "queue add" in page.summary.text()
