@@ -46,6 +46,7 @@ class QueuePage(Page):
 
     def _build(self) -> None:
         self.summary = QLabel("Reading the queue…")
+        self.summary.setWordWrap(True)  # a long pause reason or the empty-queue hint must not widen the window
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
