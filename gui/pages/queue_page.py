@@ -198,7 +198,7 @@ class QueuePage(Page):
             {"id": "20260101-090000-a1b2", "name": "sweep-lr=1e-5", "position": None, "waiting_for": "",
              "state": "running", "held": False, "gpus": "any:1", "assigned_gpus": [0]},
             {"id": "20260101-090001-c3d4", "name": "sweep-lr=3e-5", "position": 1,
-             "waiting_for": "1 free GPUs (0 free of 1)", "state": "queued", "held": False, "gpus": "any:1",
+             "waiting_for": "1 free GPU (0 free of 1)", "state": "queued", "held": False, "gpus": "any:1",
              "assigned_gpus": None},
             {"id": "20260101-090002-e5f6", "name": "zero3-long", "position": 2, "waiting_for": "held",
              "state": "queued", "held": True, "gpus": "", "assigned_gpus": None}]})
