@@ -16,9 +16,14 @@ from PySide6.QtGui import (
     QAction,
     QActionGroup,
     QCloseEvent,
+    QColor,
     QDesktopServices,
     QIcon,
+    QImage,
     QKeySequence,
+    QPainter,
+    QPalette,
+    QPixmap,
     QShowEvent,
 )
 from PySide6.QtWidgets import (
@@ -36,7 +41,7 @@ from traindeck.gui.context import AppContext
 from traindeck.gui.desktop_notify import DesktopNotifier
 from traindeck.gui.pages import discover_entries
 from traindeck.gui.pages.base import Page
-from traindeck.gui.theme import THEMES, apply_theme
+from traindeck.gui.theme import THEMES, apply_theme, is_dark
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +74,26 @@ def page_icon(key: str) -> QIcon:
              "queue": "SP_FileDialogContentsView"}
     style = QApplication.style()
     pixmap = getattr(QStyle.StandardPixmap, names.get(key, "SP_FileIcon"), QStyle.StandardPixmap.SP_FileIcon)
-    return style.standardIcon(pixmap)
+    icon = style.standardIcon(pixmap)
+    app = QApplication.instance()
+    if isinstance(app, QApplication) and is_dark(app):
+        return _readable_on_dark(icon, app.palette().color(QPalette.ColorRole.WindowText))
+    return icon
+
+
+def _readable_on_dark(icon: QIcon, text: QColor, size: int = 20) -> QIcon:
+    """The style's black glyphs (Launch's play triangle) vanish on the dark theme's list: draw those in the text
+    colour, keeping their shape (alpha); icons with colours of their own stay as they are."""
+    image = icon.pixmap(size, size).toImage().convertToFormat(QImage.Format.Format_ARGB32)
+    opaque = [image.pixelColor(x, y) for x in range(image.width()) for y in range(image.height())]
+    opaque = [c for c in opaque if c.alpha() > 128]
+    if not opaque or sum(c.lightnessF() for c in opaque) / len(opaque) > 0.3:
+        return icon
+    painter = QPainter(image)
+    painter.setCompositionMode(QPainter.CompositionMode.CompositionMode_SourceIn)
+    painter.fillRect(image.rect(), text)
+    painter.end()
+    return QIcon(QPixmap.fromImage(image))
 
 
 class MainWindow(QMainWindow):
@@ -247,6 +271,9 @@ class MainWindow(QMainWindow):
         self.ctx.settings.setValue("theme", theme)
         for action in self.theme_actions.actions():
             action.setChecked(action.data() == theme)
+        for row in range(self.nav.count()):  # the icons were drawn for the theme shown before
+            item = self.nav.item(row)
+            item.setIcon(page_icon(str(item.data(Qt.ItemDataRole.UserRole))))
 
     def shortcut_rows(self) -> list[tuple[str, str]]:
         """(keys, what they do) for the shortcuts people use most, pages first."""

@@ -75,6 +75,10 @@ class ConnectDialog(QDialog):
         self.host_box.setEditable(True)
         self.host_box.addItems(recent)
         self.host_box.setToolTip("USER@MACHINE or a Host of your ssh config; key-based login (no password prompt)")
+        line = self.host_box.lineEdit()
+        if line is not None:  # an empty box said nothing of what goes in it
+            line.setPlaceholderText("me@gpu-box, or a Host of your ssh config")
+        self.host_box.setMinimumContentsLength(28)
         self.traindeck_field = QLineEdit(traindeck)
         self.traindeck_field.setPlaceholderText("traindeck (on the machine's PATH)")
         self.traindeck_field.setToolTip("The traindeck command on that machine, when it is not on its PATH for "

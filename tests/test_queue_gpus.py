@@ -34,7 +34,7 @@ def test_busy_free_and_mig_recordings():
     a5000 = snapshots("dual_rtx_a5000")  # one training process on both cards, 22 and 17 GiB used
     assert free_gpus(a5000) == []
     choice = choose_gpus(GpuRequest(count=1), a5000)
-    assert choice.gpus is None and choice.waiting_for == "1 free GPUs (0 free of 2)"
+    assert choice.gpus is None and choice.waiting_for == "1 free GPU (0 free of 2)"
     choice = choose_gpus(GpuRequest(ids=(1,)), a5000)
     assert choice.waiting_for == "GPU 1 busy (1 process(es): 100477)"
     assert free_gpus(idle(a5000)) == [0, 1]
@@ -78,7 +78,7 @@ def test_the_queue_starts_in_order_on_free_gpus_and_the_rest_wait():
     waiting[3] = _entry("d", "", held=True)
     decisions = plan_starts(waiting, 0, [], QueueSettings(), cards)
     assert [(d.entry.name, d.gpus, d.waiting_for) for d in decisions] == [
-        ("a", [1], ""), ("b", [0], ""), ("c", None, "1 free GPUs (0 free of 2)"), ("d", None, "held")]
+        ("a", [1], ""), ("b", [0], ""), ("c", None, "1 free GPU (0 free of 2)"), ("d", None, "held")]
     # Without GPUs: one at a time by default.
     decisions = plan_starts([_entry("a"), _entry("b")], 0, [], QueueSettings(), ())
     assert [(d.gpus, d.waiting_for) for d in decisions] == [([], ""), (None, "a free slot (1 running, at most 1)")]

@@ -25,7 +25,7 @@ def test_progress_in_words() -> None:
     assert text is not None
     assert text.fraction == pytest.approx(0.62)
     assert (text.count, text.rate, text.eta) == ("1,240 / 2,000 it", "6.53 it/s", "1:56")
-    assert text.line() == "1,240 / 2,000 it (62%) · 6.53 it/s · ETA 1:56"
+    assert text.line() == "1,240 / 2,000 it (62%) · 6.53 it/s · 1:56 left"  # not "ETA 1:56": a time of day?
     slow = watch.progress_text({"current": 3, "total": None, "rate": 0.25, "eta_s": None, "unit": "step"})
     assert slow is not None and slow.fraction is None
     assert (slow.count, slow.rate, slow.eta) == ("3 steps", "4 s/step", "")

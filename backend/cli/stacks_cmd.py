@@ -36,7 +36,7 @@ def _stacks(args: argparse.Namespace) -> int:
     if record is None:
         raise UserError(f"no run matches {args.id!r} (see `traindeck runs list`)")
     if record.finished:
-        raise UserError(f"run {record.id} is {record.state}: stacks can only be taken while it runs"
+        raise UserError(f"run {record.id} already ended ({record.state}): stacks can only be taken while it runs"
                         + _kept_note(Path(record.run_dir)))
     report = take_run_stacks(Path(record.run_dir), record.processes)
     if report is None:

@@ -38,6 +38,9 @@ _SCHEMA = (
     )""",
     "CREATE TABLE IF NOT EXISTS queue_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 )
+# Columns added to queue_entries after its first version: a run store written by an earlier traindeck gets them
+# when opened (CREATE TABLE IF NOT EXISTS leaves an existing table as it was, and every read names them).
+_ADDED_COLUMNS = {"claimed_by": "TEXT"}
 
 
 @dataclass
@@ -103,6 +106,10 @@ class QueueStore:
         with self._write() as db:
             for statement in _SCHEMA:
                 db.execute(statement)
+            present = {row["name"] for row in db.execute("PRAGMA table_info(queue_entries)")}
+            for column, kind in _ADDED_COLUMNS.items():
+                if column not in present:
+                    db.execute(f"ALTER TABLE queue_entries ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         self._db.close()

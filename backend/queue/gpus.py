@@ -117,7 +117,8 @@ def choose_gpus(request: GpuRequest | None, gpus: Sequence[GpuSnapshot], reserve
         return GpuChoice(list(request.ids), "")
     if len(free) >= request.count:
         return GpuChoice(free[: request.count], "")
-    return GpuChoice(None, f"{request.count} free GPUs ({len(free)} free of {len(gpus)})")
+    wanted = f"{request.count} free GPU{'s' if request.count != 1 else ''}"  # "1 free GPUs" read as a slip
+    return GpuChoice(None, f"{wanted} ({len(free)} free of {len(gpus)})")
 
 
 def gpus_for_launch_now(text: str, gpus: Sequence[GpuSnapshot]) -> tuple[int, ...]:

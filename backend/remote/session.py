@@ -56,8 +56,11 @@ class Session:
         deadline = time.monotonic() + CONNECT_TIMEOUT_S + 5
         while not self.control.exists():
             if self._master.poll() is not None or time.monotonic() > deadline:
+                exited = self._master.poll() is not None
+                messages = _read(log)  # before close(): it removes the folder the log is in
                 self.close()
-                raise explain_ssh_failure(self.target, _read(log) or "connection timed out")
+                raise explain_ssh_failure(self.target, messages or ("ssh exited without a message" if exited
+                                                                    else "connection timed out"))
             time.sleep(0.02)
         self.remote_version = self.call(["--version"]).stdout.decode(errors="replace").strip()
         return self.remote_version

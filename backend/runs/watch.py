@@ -128,8 +128,8 @@ class ProgressText:
             parts[0] += f" ({100 * self.fraction:.0f}%)"
         if self.rate:
             parts.append(self.rate)
-        if self.eta:
-            parts.append(f"ETA {self.eta}")
+        if self.eta:  # "ETA 10:47" beside clock times (started 09:51) read as a time of day: say it is what is left
+            parts.append(f"{self.eta} left")
         return " · ".join(parts)
 
 

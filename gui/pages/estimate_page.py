@@ -120,6 +120,22 @@ def _count(config: str) -> ModelShape | InputProblem:
         return exc
 
 
+# The estimator's notes name the command line's options; on this page the same thing is a field (or not asked).
+_OPTION_WORDS = (
+    ("pass --largest-layer for your model", "enter Largest layer for your model"),
+    ("give --gpu-mem GiB", "enter GPU memory"),
+    ("or pass --params N", "or enter Parameters"),
+    ("give --nvme-path or --disk-free", "this page does not ask for it (traindeck estimate --nvme-path DIR does)"),
+)
+
+
+def page_words(text: str) -> str:
+    """A note of the estimator as this page says it: its fields instead of the CLI's options."""
+    for option, words in _OPTION_WORDS:
+        text = text.replace(option, words)
+    return text
+
+
 def _gib_text(n: int) -> str:
     return f"{n / GIB:.1f}".removesuffix(".0")
 
@@ -470,14 +486,16 @@ class EstimatePage(Page):
         tied = {True: ", tied embeddings", False: ", untied embeddings", None: ""}[shape.tied_embeddings]
         gpu = f"{format_gib(machine.gpu_mem_bytes)} GiB per GPU" if machine.gpu_mem_bytes else "GPU memory unknown"
         host = f"{format_gib(machine.host_mem_bytes)} GiB host RAM" if machine.host_mem_bytes else "host RAM unknown"
+        nodes = f"{machine.num_nodes} node{'s' if machine.num_nodes != 1 else ''}"
+        gpus = f"{machine.gpus_per_node} GPU{'s' if machine.gpus_per_node != 1 else ''}"
         self.model_summary.setText(
             f"<b>{format_count(shape.total_params)} parameters</b>{html.escape(source)}, largest layer "
             f"{format_count(shape.largest_layer_params)}{tied}; hidden {shape.hidden_size}, {shape.num_layers} layers, "
             f"{shape.num_heads} heads, vocabulary {shape.vocab_size:,}.<br>"
-            f"{machine.num_nodes} node(s) × {machine.gpus_per_node} GPU(s), {gpu}, {host}; {workload.precision}, "
+            f"{nodes} × {gpus}, {gpu}, {host}; {workload.precision}, "
             f"{workload.optimizer}, micro batch {workload.micro_batch}, sequence {workload.seq_len:,}"
             f"{', activation checkpointing' if workload.activation_checkpointing else ''}.")
-        notes = list(result.notes)
+        notes = [page_words(n) for n in result.notes]
         explained = zero2_above_zero1(result.rows)
         self.stage_note.setText(explained or "")
         self.stage_note.setVisible(bool(explained))
@@ -496,7 +514,7 @@ class EstimatePage(Page):
             cells = (row.label, row.verdict, format_gib(row.gpu_total_bytes_per_device),
                      format_gib(row.gpu_bytes_per_device), format_gib(row.activation_bytes_per_device),
                      format_gib(row.cpu_bytes_per_node), disk)
-            tip = row.why + ("".join(f"\n• {n}" for n in row.notes) if row.notes else "")
+            tip = row.why + ("".join(f"\n• {page_words(n)}" for n in row.notes) if row.notes else "")
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setToolTip(tip)
@@ -527,7 +545,7 @@ class EstimatePage(Page):
         advice = result.advice if result else None
         if result is None or advice is None:
             self.advice_title.setText("No recommendation yet")
-            self.advice_text.setText(html.escape(result.advice_problem or "") if result else "")
+            self.advice_text.setText(html.escape(page_words(result.advice_problem or "")) if result else "")
             self.use_button.setEnabled(False)
             return
         if advice.row is None:
@@ -546,7 +564,7 @@ class EstimatePage(Page):
             if advice.alternative_preset:
                 body.append(f"FSDP alternative: preset “{html.escape(advice.alternative_preset)}”.")
             for note in advice.row.notes:
-                body.append(f"Note: {html.escape(note)}")
+                body.append(f"Note: {html.escape(page_words(note))}")
         if advice.rejected:
             colour = tone("warning", self)
             style = f' style="color:{colour}"' if colour else ""

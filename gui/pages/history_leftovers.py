@@ -46,7 +46,7 @@ class HistoryLeftoversPart(HistoryComparePart):
         self.chain_label = QLabel("")
         self.chain_label.setWordWrap(True)
         self.chain_label.setVisible(False)
-        self.provenance_table = self._side_by_side(("", "A", "B", ""))
+        self.provenance_table = self._side_by_side(("", "A", "B", "B vs A"))  # as on Figures: "differs", "upgraded"
         return [self.rerun_button, self.bundle_button]
 
     def _leftovers_selection(self, ids: list[str]) -> None:

@@ -38,6 +38,7 @@ class QueuePage(Page):
         self.rows: list[dict[str, Any]] = []
         self.paused = False
         self._busy = False
+        self._showing_demo = False  # `gui --screenshot`'s made-up queue: kept, never replaced by a real read
         self._timer = QTimer(self)
         self._timer.setInterval(REFRESH_MS)
         self._timer.timeout.connect(self.refresh)
@@ -45,12 +46,20 @@ class QueuePage(Page):
 
     def _build(self) -> None:
         self.summary = QLabel("Reading the queue…")
+        self.summary.setWordWrap(True)  # a long pause reason or the empty-queue hint must not widen the window
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        # Pos is the order: no row numbers beside it. The id is read whole (it is what `traindeck queue` takes), the
+        # reason for waiting gets the room left.
+        self.table.verticalHeader().hide()
+        self.table.setWordWrap(False)
+        header = self.table.horizontalHeader()
+        for column in range(len(COLUMNS)):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
         self.table.doubleClicked.connect(self._open)
         self.table.itemSelectionChanged.connect(self._update_buttons)
         bar = QHBoxLayout()
@@ -91,12 +100,19 @@ class QueuePage(Page):
             self.page_shown()
 
     def refresh(self) -> None:
-        if self._busy or self.ctx.demo:
+        # Not ctx.demo: `make demo` (gui --demo) launches real runs and queues real sweeps, so its queue is real.
+        if self._busy or self._showing_demo:
             return
         self._busy = True
         from traindeck.backend.queue.listing import queue_state
 
-        self.ctx.tasks.run(queue_state, done=self.show_state, failed=self._failed)
+        self.ctx.tasks.run(queue_state, done=self._read, failed=self._failed)
+
+    def _read(self, state: dict[str, Any]) -> None:
+        if self._showing_demo:  # a read that was under way when the made-up queue was shown
+            self._busy = False
+            return
+        self.show_state(state)
 
     def show_state(self, state: dict[str, Any]) -> None:
         self._busy = False
@@ -108,6 +124,9 @@ class QueuePage(Page):
         text = f"{waiting} waiting, {running} running; "
         text += ("paused" + (f" ({state['pause_reason']})" if state["pause_reason"] else "")) if self.paused \
             else ("keeper running" if state["keeper_running"] else "nothing to start")
+        if not rows:  # an empty table said nothing of how runs get here
+            text = ("The queue is empty" + (" (paused)" if self.paused else "") + ": a sweep on the Launch page, "
+                    "or `traindeck queue add`, puts runs here to start one after another, unattended.")
         self.summary.setText(text)
         self.buttons["pause"].setText("&Resume queue" if self.paused else "&Pause queue")
         # Waiting runs first, in order; then running; then the ones that ended, newest first.
@@ -173,11 +192,13 @@ class QueuePage(Page):
         self.refresh()
 
     def load_demo(self) -> None:
+        self._showing_demo = True
+        self._timer.stop()
         self.show_state({"paused": False, "pause_reason": "", "keeper_running": True, "runs": [
             {"id": "20260101-090000-a1b2", "name": "sweep-lr=1e-5", "position": None, "waiting_for": "",
              "state": "running", "held": False, "gpus": "any:1", "assigned_gpus": [0]},
             {"id": "20260101-090001-c3d4", "name": "sweep-lr=3e-5", "position": 1,
-             "waiting_for": "1 free GPUs (0 free of 1)", "state": "queued", "held": False, "gpus": "any:1",
+             "waiting_for": "1 free GPU (0 free of 1)", "state": "queued", "held": False, "gpus": "any:1",
              "assigned_gpus": None},
             {"id": "20260101-090002-e5f6", "name": "zero3-long", "position": 2, "waiting_for": "held",
              "state": "queued", "held": True, "gpus": "", "assigned_gpus": None}]})

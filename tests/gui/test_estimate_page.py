@@ -202,3 +202,18 @@ def test_every_column_is_in_view_and_zero2_above_zero1_is_explained(qtbot, page)
     page.gpus_per_node.setValue(8)
     _wait_for(qtbot, page, gpus_per_node=8)
     assert not page.stage_note.isVisible()
+
+
+def test_the_page_speaks_of_its_fields_not_of_command_line_options(qtbot, page):
+    """The walk-through's Estimate screenshot: "pass --largest-layer", "give --nvme-path or --disk-free", the
+    rejected strategies as keys (zero2+opt-cpu) and "1 node(s) × 1 GPU(s)" on a page of fields and labels."""
+    _fill(qtbot, page, params="1.5B", gpus=1, gpu_mem="24", host_mem="23.5")
+    _wait_for(qtbot, page, gpus_per_node=1)
+    qtbot.waitUntil(lambda: page.estimate.advice is not None and page.estimate.advice.row is not None,
+                    timeout=10000)
+    shown = "\n".join((page.assumptions.text(), page.advice_text.text(), page.model_summary.text()))
+    assert "--largest-layer" not in shown and "--disk-free" not in shown, shown
+    assert "zero2+opt-cpu" not in shown and "7 faster options were passed over" in shown
+    assert "ZeRO-2 + optimizer offload (CPU)" in page.advice_text.text()  # the "Passed over" list names them
+    assert "Largest layer" in page.assumptions.text()
+    assert "1 node × 1 GPU," in page.model_summary.text()

@@ -79,6 +79,8 @@ def test_chain_compare_provenance_and_bundle(qtbot, tmp_path: Path) -> None:  # 
         assert ("  numpy", "1.26.4", "-", "only in A") in cells
         assert ("  accelerate", "-", "0.33.0", "only in B") in cells
         assert any(c[0] == "Packages that differ (3; 1 the same)" for c in cells)
+        # The column of "differs" / "upgraded" has a heading, as on Figures (it was blank).
+        assert table.horizontalHeaderItem(3).text() == "B vs A"
 
         page.select_runs([first.id])
         assert page.rerun_button.isEnabled() and page.bundle_button.isEnabled()

@@ -205,6 +205,36 @@ def test_theme_switch_changes_the_palette_and_is_remembered(qtbot, make_window, 
     assert qapp.palette().color(QPalette.ColorRole.Window).lightness() < 100
 
 
+
+def _mean_icon_contrast(icon, background) -> float:  # type: ignore[no-untyped-def]
+    from PySide6.QtGui import QColor
+
+    from traindeck.gui.theme import contrast
+
+    image = icon.pixmap(20, 20).toImage()
+    opaque = [c for c in (image.pixelColor(x, y) for x in range(image.width()) for y in range(image.height()))
+              if c.alpha() > 128]
+    n = len(opaque)
+    mean = QColor.fromRgbF(sum(c.redF() for c in opaque) / n, sum(c.greenF() for c in opaque) / n,
+                           sum(c.blueF() for c in opaque) / n)
+    return contrast(mean, background)
+
+
+def test_page_icons_stay_visible_after_switching_to_the_dark_theme(qtbot, make_window, no_prompt, qapp) -> None:  # type: ignore[no-untyped-def]
+    """The walk-through's dark screenshot: Launch's black play triangle on the dark list was nearly invisible."""
+    window = make_window()
+    window.set_theme("light")
+    window.set_theme("dark")
+    base = qapp.palette().color(QPalette.ColorRole.Base)
+    low = {}
+    for row in range(window.nav.count()):
+        item = window.nav.item(row)
+        ratio = _mean_icon_contrast(item.icon(), base)
+        if ratio < 3.0:  # WCAG's 3:1 for graphics
+            low[item.text()] = round(ratio, 2)
+    window.set_theme("light")
+    assert not low, low
+
 # ---- closing while a run runs (a real supervised run; the dialog is answered at QMessageBox.exec) ------------
 @pytest.fixture
 def running_run() -> Iterator[object]:

@@ -50,3 +50,57 @@ def test_lists_waiting_runs_in_order_and_acts_on_them(qtbot, page):
     with QueueStore() as queue:
         assert [(e.name, e.held) for e in queue.waiting()] == [("a", True), ("c", False)]
         assert queue.runs.get_run(ids[1]) is None
+
+
+def test_the_demo_window_reads_the_real_queue(qtbot):
+    """`make demo` opens the window with demo=True and launches real runs: its Queue page said "Reading the
+    queue..." forever (it skipped every read in demo mode), while a sweep queued from its Launch page waited."""
+    from traindeck.gui.context import AppContext
+    from traindeck.gui.pages.queue_page import QueuePage
+
+    with QueueStore() as queue:
+        queue.update_settings(paused=True)
+        queue.add(QueuedLaunch(script="t.py"), name="from-the-demo")
+    page = QueuePage(AppContext(demo=True))
+    qtbot.addWidget(page)
+    try:
+        page.page_shown()
+        qtbot.waitUntil(lambda: page.table.rowCount() == 1, timeout=10000)
+        assert page.table.item(0, 1).text() == "from-the-demo"
+        assert "1 waiting" in page.summary.text()
+        page._busy = False
+        page.refresh()  # a read under way when the screenshots' made-up queue is shown does not replace it
+        page.load_demo()
+        page.refresh()
+        page.ctx.tasks.wait(5000)
+        qtbot.wait(100)
+        assert page.table.rowCount() == 3
+    finally:
+        page.shutdown()
+        page.ctx.tasks.wait(10000)
+
+
+def test_ids_are_shown_whole_and_rows_are_not_numbered_beside_pos(qtbot):
+    """The walk-through's screenshot: row numbers 1, 2, 3 beside the Pos column, and ids cut to "20260101-09..."."""
+    from traindeck.gui.context import AppContext
+    from traindeck.gui.pages.queue_page import QueuePage
+
+    page = QueuePage(AppContext(demo=True))
+    qtbot.addWidget(page)
+    page.resize(1100, 500)
+    page.show()
+    page.load_demo()
+    qtbot.wait(50)
+    try:
+        assert page.table.verticalHeader().isHidden()
+        id_column = 5  # "Id"
+        needed = page.table.fontMetrics().horizontalAdvance(page.table.item(0, id_column).text())
+        assert page.table.columnWidth(id_column) >= needed
+    finally:
+        page.shutdown()
+
+
+def test_an_empty_queue_says_how_runs_get_there(qtbot, page):
+    page.page_shown()
+    qtbot.waitUntil(lambda: "empty" in page.summary.text(), timeout=10000)
+    assert "Launch page" in page.summary.text() and "queue add" in page.summary.text()

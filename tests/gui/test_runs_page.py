@@ -144,7 +144,7 @@ def test_progress_metrics_and_charts_of_an_open_run(qtbot, make_page) -> None:  
     page = make_page()
     page.open_run(record.id)
     qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") == 12, timeout=10000)
-    assert page.progress_label.text() == "120 / 400 it (30%) · 8 it/s · ETA 0:35"
+    assert page.progress_label.text() == "120 / 400 it (30%) · 8 it/s · 0:35 left"
     assert page.progress_bar.value() == 300
     assert page.other_box.currentText() == "learning_rate"
     qtbot.waitUntil(lambda: page.other_chart.point_count("learning_rate") == 12, timeout=10000)
@@ -170,7 +170,7 @@ def test_demo_run_looks_real_and_stays_out_of_the_users_store(qtbot, make_page) 
     qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") > 10, timeout=10000)
     qtbot.waitUntil(lambda: page.console.rank_box.count() == 3, timeout=10000)  # All ranks, Rank 0, Rank 1
     assert page.state_text() == "running"
-    assert "1,240 / 2,000" in page.progress_label.text() and "ETA" in page.progress_label.text()
+    assert "1,240 / 2,000" in page.progress_label.text() and "left" in page.progress_label.text()
     assert page.console.shown_lines()[-1].startswith("[0] train:  62%")
     qtbot.waitUntil(lambda: list_texts(page)[:2] == ["RUNNING", "gpt2-finetune"], timeout=10000)
     with RunStore() as store:
