@@ -60,7 +60,7 @@ class CommandBox(QGroupBox):
             env_text = " ".join(f"{k}={shlex.quote(v) if any(c.isspace() for c in v) else v}"
                                 for k, v in added.items())
             self.command_env.setText(f"In {plan.cwd}" + (f", with {env_text}" if env_text else "")
-                                     + f"; {plan.nproc} process(es)")
+                                     + f"; {plan.nproc} process" + ("" if plan.nproc == 1 else "es"))
             self.plan_messages.set_items([("error", e) for e in plan.errors] + [("warning", w) for w in plan.warnings])
 
     def show_failure(self, text: str) -> None:
@@ -74,11 +74,16 @@ class CommandBox(QGroupBox):
             self.copied.emit()
 
 
+NB_HYPHEN = "\u2011"
+
+
 def argv_html(args: list[str], widget: QWidget) -> str:
     """The arguments as the script gets them, one framed word each (a Python list's quotes and commas read as
     part of the values)."""
     background = widget.palette().color(QPalette.ColorRole.AlternateBase).name()
-    # nowrap: a line may break between the words, never inside one ("--log-" / "every")
-    words = "&nbsp; ".join(f'<code style="background:{background}; white-space:nowrap">&nbsp;{html.escape(a)}'
+    # A line may break between the words, never inside one: Qt breaks after a hyphen whatever CSS white-space or
+    # <nobr> say ("--" / "steps", "--batch-" / "size" seen under X), so hyphens are shown as non-breaking ones
+    # (U+2011). Only shown: the label is not selectable, and the Arguments field and Copy give the real text.
+    words = "&nbsp; ".join(f'<code style="background:{background}">&nbsp;{html.escape(a).replace("-", NB_HYPHEN)}'
                            '&nbsp;</code>' for a in args)
     return f"The script gets {len(args)} argument{'s' if len(args) != 1 else ''}: {words}"

@@ -90,6 +90,7 @@ class LaunchPage(Page):
         self.launching = False
         self._said: tuple[str, str] | None = None  # the last launch message (re-coloured when the theme changes)
         self._blocked_line = ""  # why the Launch button is disabled now ("" when it is not)
+        self._said_was_blocked = False  # whether _said is a refused try's reasons (Ctrl+Enter while blocked)
         self._previews = ctx.tasks.lane()
         self._field_problems: list[str] = []
         self._loading = True
@@ -146,7 +147,6 @@ class LaunchPage(Page):
         self.argv_label.setTextFormat(Qt.TextFormat.RichText)
         self.argv_label.setWordWrap(True)
         self.argv_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
-        self.argv_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.args_note = MessageList()
         self.cwd = PathField("dir", caption="Working directory of the run", placeholder="the script's folder")
         self.cwd.setToolTip("Where the processes start (relative paths in the script and its arguments start here)")
@@ -452,7 +452,7 @@ class LaunchPage(Page):
             text = "No preset: the script runs with plain python. "
         else:
             name = draft.saved_as or preset.name
-            text = f"Preset: <b>{_escape(name)}</b> ({_escape(preset.launcher)}, {preset.process_count()} process(es))"
+            text = f"Preset: <b>{_escape(name)}</b> ({_escape(preset.launcher)}, {_processes(preset.process_count())})"
             if draft.dirty:
                 text += " <i>with unsaved changes</i>"
             text += " "
@@ -478,11 +478,15 @@ class LaunchPage(Page):
         # Beside a disabled button, say why it is disabled (a "Run ... started" line alone read as if the button
         # were broken); the last launch's line stays above it.
         self._blocked_line = "" if self.launching or not blocked else "To launch: " + "; ".join(blocked)
+        if not blocked and self._said_was_blocked:
+            self._said = None  # "Not launched: <reasons>" once the reasons are gone would read as still true
         self._show_result()
 
     def _show_result(self) -> None:
         lines = [rich_line(*self._said, self)] if self._said else []
-        if self._blocked_line:
+        same = (self._said is not None and self._said_was_blocked
+                and self._said[1].removeprefix("Not launched: ") == self._blocked_line.removeprefix("To launch: "))
+        if self._blocked_line and not same:  # the reasons of a refused try, said once
             lines.append(rich_line("warning", self._blocked_line, self))
         self.result.setText("<br>".join(lines))
         self.result.setToolTip("\n".join(t for t in ((self._said or ("", ""))[1], self._blocked_line) if t))
@@ -541,7 +545,7 @@ class LaunchPage(Page):
         """Launch with the current choices (Ctrl+Enter); asks first when the memory check says it does not fit."""
         blocked = self.why_not_launchable()
         if blocked:
-            self._say("error", "Not launched: " + "; ".join(blocked))
+            self._say("error", "Not launched: " + "; ".join(blocked), blocked=True)  # cleared with its reasons
             return
         if self.memory is not None and self.memory.does_not_fit:
             self._confirm_memory()
@@ -603,7 +607,7 @@ class LaunchPage(Page):
             self._update_launch_button()
             return
         run_id = outcome.record.id
-        self._say("ok", f"Run {run_id} started ({outcome.plan.launcher}, {outcome.plan.nproc} process(es)).")
+        self._say("ok", f"Run {run_id} started ({outcome.plan.launcher}, {_processes(outcome.plan.nproc)}).")
         self._update_launch_button()
         self.ctx.status.emit(f"Run {run_id} started")
         self.ctx.run_started.emit(run_id)
@@ -613,8 +617,8 @@ class LaunchPage(Page):
         self._update_launch_button()
         self._say("error", f"The run could not be started: {error.splitlines()[0] if error else 'unknown error'}")
 
-    def _say(self, severity: str, text: str) -> None:
-        self._said = (severity, text)
+    def _say(self, severity: str, text: str, blocked: bool = False) -> None:
+        self._said, self._said_was_blocked = (severity, text), blocked
         self._show_result()
         if severity == "error":
             self.ctx.status.emit(text)
@@ -676,3 +680,7 @@ def _escape(text: str) -> str:
 
 
 PAGE = LaunchPage
+
+
+def _processes(count: int) -> str:
+    return f"{count} process" + ("" if count == 1 else "es")

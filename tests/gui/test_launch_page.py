@@ -99,7 +99,12 @@ def test_fields_set_the_launch_choice_and_the_command_preview(qtbot, make_page, 
     assert choice.script_args == ["--lr", "1e-4", "--title", "two words"] and choice.env == {"FOO": "bar"}
     # One framed word per argument, as the script gets them ("two words" is one argument).
     assert "gets 4 arguments" in page.argv_label.text()
-    assert all(f"&nbsp;{word}&nbsp;</code>" in page.argv_label.text() for word in ("--lr", "1e-4", "two words"))
+    # Shown with non-breaking hyphens, so a line never breaks inside one ("--" / "lr"): Qt breaks after a hyphen
+    # whatever CSS says; the label is not selectable, as copying it would copy those hyphens.
+    shown = page.argv_label.text().replace("\u2011", "-")
+    assert all(f"&nbsp;{word}&nbsp;</code>" in shown for word in ("--lr", "1e-4", "two words"))
+    assert "--lr" not in page.argv_label.text() and "\u2011\u2011lr" in page.argv_label.text()
+    assert not page.argv_label.textInteractionFlags() & Qt.TextInteractionFlag.TextSelectableByMouse
 
     plan = _wait_plan(qtbot, page)
     assert plan.ok, plan.errors
@@ -142,6 +147,7 @@ def test_draft_errors_block_launch_and_point_to_configure(qtbot, make_page, tmp_
     assert "steps_per_print" not in shown  # warnings do not block
     page.launch()  # Ctrl+Enter does the same: refused, with the reason
     assert "Not launched" in page.result.text() and "preset has errors" in page.result.text()
+    assert page.result.text().count("preset has errors") == 1  # not again as "To launch: ..." below it
 
     with qtbot.waitSignal(page.ctx.navigate) as navigated:
         page.preset_label.linkActivated.emit("configure")
@@ -149,6 +155,7 @@ def test_draft_errors_block_launch_and_point_to_configure(qtbot, make_page, tmp_
 
     page.ctx.draft.set_messages([])
     assert page.launch_button.isEnabled() and page.draft_errors.isHidden()
+    assert "Not launched" not in page.result.text()  # the refusal's reasons are gone: so is the refusal
 
 
 def test_secret_values_are_masked_and_never_written_to_settings(qtbot, make_page, tmp_path, traindeck_home):
