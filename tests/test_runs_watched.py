@@ -130,13 +130,21 @@ def test_the_stop_story_from_our_request_to_the_confirmation(store: RunStore, tm
     model.stop_asked(force=False, grace_s=10.0)
     title, lines = model.stop_story()  # type: ignore[misc]
     assert title == "Stopping…" and lines[0].endswith("asked the run to stop (grace 10 s)") and model.stop_pending
-    store.add_event(run_id, "stop_requested", "stop requested")
+    store.add_event(run_id, "stop_requested", "stop requested (grace 10 s)")
+    store.add_event(run_id, "confirmed", "nothing of the run remains (4 process(es) seen in all)")
     store.finish_run(run_id, "stopped", ended_at=time.time())
+    store.add_event(run_id, "finished", "stopped: Stopped on request gracefully (SIGINT).")
     _read(model, store)
     _read(model, store)
     title, lines = model.stop_story()  # type: ignore[misc]
     assert title == "Stopped"
     assert lines[-2:] == [STOPPED_TRACEBACK_NOTE, "confirmed: no process of the run remains"]
+    # Each thing said once: the supervisor's "stop requested" replaces our "asked", our confirmation its own, and
+    # the end reads "Stopped on request ...", not "stopped: Stopped on request ...".
+    text = "\n".join(lines)
+    assert "asked the run to stop" not in text and text.count("stop requested (grace 10 s)") == 1
+    assert "nothing of the run remains" not in text
+    assert any(line.endswith("  Stopped on request gracefully (SIGINT).") for line in lines)
 
 
 def test_a_failed_stop_about_another_run_is_not_told(store: RunStore, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ no widget.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +46,9 @@ class ViewChange:
     new_metrics: bool = False  # a metric value changed
     poll_again: bool = False  # read once more at once (a series to fetch whole, or the end to confirm)
     done: bool = False  # nothing more will change: stop polling
+
+
+_ASKED = "asked the run to stop"
 
 
 class WatchedRun:
@@ -201,7 +205,7 @@ class WatchedRun:
     def stop_asked(self, force: bool, grace_s: float) -> None:
         self.stop_lines.append(f"{time.strftime('%H:%M:%S')}  "
                                + ("force stop: SIGKILL to every process of the run" if force else
-                                  f"asked the run to stop (grace {grace_s:g} s)"))
+                                  f"{_ASKED} (grace {grace_s:g} s)"))
         self.stop_pending = True
         self._emit("stop")
 
@@ -217,14 +221,23 @@ class WatchedRun:
     def stop_story(self) -> tuple[str, list[str]] | None:
         """(title, lines) of the stop as it happens: our request, the supervisor's signals, whether anything
         remains; None before any stop."""
-        lines = list(self.stop_lines)
-        if not lines and not any(e.kind == "stop_requested" for e in self.events):
+        supervisor_heard = any(e.kind == "stop_requested" for e in self.events)
+        if not self.stop_lines and not supervisor_heard:
             return None
+        # Once the supervisor says "stop requested", our own "asked the run to stop" says it twice.
+        lines = [line for line in self.stop_lines if not (supervisor_heard and _ASKED in line)]
+        confirming = self.remaining is not None and not self.remaining  # our last line says nothing remains
         seen_stop = False
         for event in self.events:
             seen_stop = seen_stop or event.kind == "stop_requested"
-            if seen_stop and event.kind in STOP_EVENTS:
-                lines.append(event_line(event))
+            if not seen_stop or event.kind not in STOP_EVENTS or (confirming and event.kind == "confirmed"):
+                continue
+            line = event_line(event)
+            if event.kind == "finished":  # "stopped: Stopped on request ..." reads as a stutter
+                state, _, summary = event.text.partition(": ")
+                if summary.lower().startswith(state.lower()):
+                    line = event_line(dataclasses.replace(event, text=summary))
+            lines.append(line)
         record = self.record
         if record is not None and record.finished and record.state == "stopped":
             lines.append(STOPPED_TRACEBACK_NOTE)  # before the confirmation, which stays the story's last word

@@ -110,10 +110,10 @@ class RunLeftoversPart(RunsPageShared):
             if not stopping:
                 self.stop_button.setText("Stop and save")
         else:
-            self.stop_kind_label.setText("stop sends signals")
-            self.stop_kind_label.setToolTip("The script has no traindeck companion: Stop is SIGINT, SIGTERM, "
-                                            "SIGKILL; anything since its last checkpoint is lost unless it saves on "
-                                            "SIGINT")
+            self.stop_kind_label.setText("stop does not save")
+            self.stop_kind_label.setToolTip("The script has no traindeck companion: Stop interrupts it as Ctrl+C "
+                                            "would (SIGINT, then SIGTERM, then SIGKILL); what it learnt since its "
+                                            "last checkpoint is lost unless it saves when interrupted")
 
     def save_now(self) -> None:
         record = self.record

@@ -49,6 +49,7 @@ from traindeck.gui.pages.runs_nodes import RunNodesPart
 from traindeck.gui.pages.runs_stop import STOP_GRACE_S, RunStopPart
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.console import LogConsole
+from traindeck.gui.widgets.labels import ElidedLabel
 from traindeck.gui.widgets.labels import label as _label
 from traindeck.gui.widgets.labels import panel as _panel
 from traindeck.gui.widgets.run_state import badge_style, panel_style
@@ -123,7 +124,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         self.run_list.currentItemChanged.connect(self._item_chosen)
 
         # -- header: name, state, duration, stop -----------------------------------------------------------
-        self.name_label = _label(bold=True, selectable=True)
+        self.name_label = ElidedLabel(bold=True)  # a long name is cut, never widens the window
         font = self.name_label.font()
         font.setPointSizeF(font.pointSizeF() * 1.35)
         self.name_label.setFont(font)
@@ -287,7 +288,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         self._fill_metrics({})
         for panel in (self.stall_panel, self.stop_panel, self.diagnosis_panel):
             panel.setVisible(False)
-        self.name_label.setText(run_id)
+        self.name_label.set_full_text(run_id)
         self.state_badge.clear()
         self.meta_label.clear()
         self.progress_label.clear()
@@ -333,7 +334,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         if change is None:
             if self.watched.current(generation) and view is None:
                 self.poll_timer.stop()
-                self.name_label.setText(f"{self.run_id}: no such run")
+                self.name_label.set_full_text(f"{self.run_id}: no such run")
             return  # or about a run no longer open
         record = change.record
         if change.first:
@@ -415,8 +416,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
     # ================================================================================================ showing
     def _show_record(self, record: RunRecord) -> None:
         self._update_list_item(record)  # the list's line from the same record as the header (same percent)
-        self.name_label.setText(record.name or record.id)
-        self.name_label.setToolTip(record.id)
+        self.name_label.set_full_text(record.name or record.id, "" if not record.name else record.id)
         self.state_badge.setText(record.state)
         style = badge_style(record.state)
         if self.state_badge.styleSheet() != style:  # every poll: setting a style sheet re-polishes, even the same

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout
 
 
 def panel(name: str) -> tuple[QFrame, QVBoxLayout]:
@@ -27,3 +28,48 @@ def label(text: str = "", *, selectable: bool = False, wrap: bool = False, bold:
         font.setBold(True)
         widget.setFont(font)
     return widget
+
+
+class ElidedLabel(QLabel):
+    """One line that never widens its window: the text is cut in the middle ("…") to the width the layout gives,
+    the whole of it in the tooltip (with `detail` below it). A run's name can be 90 characters: as a plain label it
+    made the window wider than the screen, with Stop off its edge."""
+
+    MIN_WIDTH = 80
+
+    def __init__(self, text: str = "", *, bold: bool = False, max_width: int = 520) -> None:
+        super().__init__()
+        self._full, self._detail = "", ""
+        # Preferred: as wide as its text up to max_width when there is room, down to MIN_WIDTH when there is not
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        self._max_width = max_width
+        if bold:
+            font = self.font()
+            font.setBold(True)
+            self.setFont(font)
+        self.set_full_text(text)
+
+    def set_full_text(self, text: str, detail: str = "") -> None:
+        self._full, self._detail = text, detail
+        self.setToolTip("\n".join(t for t in (text, detail) if t))
+        self.updateGeometry()
+        self._elide()
+
+    def full_text(self) -> str:
+        return self._full
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt's name)
+        hint = super().sizeHint()
+        wanted = self.fontMetrics().horizontalAdvance(self._full) + 8
+        return QSize(min(wanted, self._max_width), hint.height())
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802
+        return QSize(self.MIN_WIDTH, super().minimumSizeHint().height())
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        width = max(self.width(), self.MIN_WIDTH)
+        super().setText(self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideMiddle, width))

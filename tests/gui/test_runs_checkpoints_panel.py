@@ -153,7 +153,7 @@ def test_checkpoints_live_save_now_stop_and_save_then_resume_and_bundle(qtbot, p
 def test_a_run_without_the_companion_says_stop_sends_signals(qtbot, page: RunsPage, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     run_id = launch(tmp_path, "--output_dir", str(tmp_path / "out"), "--save_every", "5")
     page.open_run(run_id)
-    qtbot.waitUntil(lambda: page.stop_kind_label.text() == "stop sends signals", timeout=120000)
+    qtbot.waitUntil(lambda: page.stop_kind_label.text() == "stop does not save", timeout=120000)
     assert page.stop_button.text() == "Stop" and not page.save_now_button.isVisible()
     assert "signals" in page.leftovers.stop_kind.text()
     page.stop_run()

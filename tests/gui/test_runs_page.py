@@ -72,6 +72,29 @@ def test_a_stopped_runs_traceback_is_called_the_expected_shape_of_a_stop(qtbot, 
     assert "expected, not a failure" in STOPPED_TRACEBACK_NOTE
 
 
+def test_a_long_run_name_is_cut_and_never_widens_the_window(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    """Seen in the walk-through: a 90-character name made the window 1715 px wide on a 1600 px screen, with Stop
+    off its edge (and the width saved for the next start)."""
+    short = add_run("tiny", state="running")
+    page = make_page()
+    page.open_run(short.id)
+    qtbot.waitUntil(lambda: page.name_label.full_text() == "tiny", timeout=10000)
+    narrow = page.minimumSizeHint().width()
+    name = "sweep-" + "-".join(f"lr={v}" for v in ("1e-5", "3e-5", "1e-4")) + "-zero3-offload-nvme-" + "x" * 41
+    assert len(name) >= 90
+    record = add_run(name, state="running")
+    page.open_run(record.id)
+    qtbot.waitUntil(lambda: page.name_label.full_text() == name, timeout=10000)
+    assert page.minimumSizeHint().width() <= narrow + 10
+    page.resize(1000, 700)
+    page.show()
+    qtbot.waitExposed(page)
+    shown = page.name_label.text()
+    assert shown != name and "…" in shown and shown.startswith("sweep-") and shown.endswith("x")
+    assert name in page.name_label.toolTip() and record.id in page.name_label.toolTip()
+    assert page.stop_button.geometry().right() <= page.width()
+
+
 def test_failed_run_shows_its_diagnosis_prominently(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
     record = add_run("llama", log=b"step 1\n[rank1]: torch.OutOfMemoryError: CUDA out of memory.\n")
     diagnosis = {"summary": "Rank 1 ran out of GPU memory (CUDA out of memory).", "kind": "cuda_oom", "rank": 1,
@@ -254,7 +277,7 @@ def test_real_run_streams_into_the_page_a_new_page_reattaches_and_stop_stops_it(
         qtbot.waitUntil(lambda: second.record is not None and second.record.state == "stopped", timeout=60000)
         qtbot.waitUntil(lambda: second.remaining is not None, timeout=30000)
         story = second.stop_label.text()
-        assert "asked the run to stop" in story and "sent SIGINT" in story
+        assert "stop requested" in story and "sent SIGINT" in story and "asked the run to stop" not in story
         assert story.splitlines()[-1] == "confirmed: no process of the run remains"
         assert second.remaining == []
         with RunStore() as store:
