@@ -66,8 +66,9 @@ class RunListPart(RunsPageShared):
         try:
             box.clear()
             running = [r for r in records if r.state == "running"]
-            others = [r for r in records if r.state != "running"]
-            for title, group in (("Running", running), ("Recent", others)):
+            queued = [r for r in records if r.state == "queued"]  # waiting in the queue: not yet run, not recent
+            others = [r for r in records if r.state not in ("running", "queued")]
+            for title, group in (("Running", running), ("Queued", queued), ("Recent", others)):
                 if not group:
                     continue
                 header = QListWidgetItem(title.upper())
@@ -104,6 +105,8 @@ class RunListPart(RunsPageShared):
             progress = watch.progress_text(record.progress)
             done = f" · {100 * progress.fraction:.0f}%" if progress is not None and progress.fraction is not None else ""
             detail = f"running{done} · since {started}"
+        elif record.state == "queued":  # it has not run: no duration, and when it was queued
+            detail = f"queued at {started}"
         else:
             detail = f"{record.state} · {watch.duration_text(watch.run_duration(record))} · {started}"
         return f"{record.name or record.id}\n{detail}"

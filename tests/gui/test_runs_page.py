@@ -46,11 +46,13 @@ def add_run(name: str, state: str = "running", log: bytes = b"", created: float 
     """A run as the store knows it (no processes): its directory with an output.log, and its row."""
     run_dir = create_run_dir()
     run_dir.output.write_bytes(log)
+    queued = state == "queued"  # as the queue adds one: not started
     record = RunRecord(id=run_dir.run_id, run_dir=str(run_dir.path), created_at=created or time.time(), name=name,
-                       started_at=created or time.time(), **fields)  # type: ignore[arg-type]
+                       started_at=None if queued else created or time.time(),
+                       **({"state": "queued"} if queued else {}), **fields)  # type: ignore[arg-type]
     with RunStore() as store:
         store.add_run(record)
-        if state != "running":
+        if state not in ("running", "queued"):
             store.finish_run(record.id, state)
         return store.get_run(record.id) or record
 
@@ -147,12 +149,15 @@ def test_page_opens_the_newest_running_run_and_lists_running_runs_first(qtbot, m
     add_run("older running", created=now - 20)
     newer = add_run("newer running", created=now - 10)
     done = add_run("finished", state="succeeded", created=now - 5)
+    add_run("waiting", state="queued", created=now - 3)  # in the queue: its own group, no duration ticking
     page = make_page()
     qtbot.waitUntil(lambda: page.run_id == newer.id, timeout=10000)  # reattached without being asked
-    qtbot.waitUntil(lambda: page.run_list.count() == 5, timeout=10000)
-    assert list_texts(page) == ["RUNNING", "newer running", "older running", "RECENT", "finished"]
+    qtbot.waitUntil(lambda: page.run_list.count() == 7, timeout=10000)
+    assert list_texts(page) == ["RUNNING", "newer running", "older running", "QUEUED", "waiting", "RECENT",
+                                "finished"]
+    assert page.run_list.item(4).text().splitlines()[1].startswith("queued at ")
     assert page.run_list.currentItem().text().startswith("newer running")
-    page.run_list.setCurrentRow(4)  # the user picks the finished one
+    page.run_list.setCurrentRow(6)  # the user picks the finished one
     qtbot.waitUntil(lambda: page.record is not None and page.record.id == done.id, timeout=10000)
     assert page.state_text() == "succeeded"
 
