@@ -274,6 +274,7 @@ class _Series:
         self.curve = curve
         self.colour = colour  # None: from the theme's palette by position
         self.fill = False
+        self.lone = False  # drawn as a dot: a line needs two points, and one point alone showed nothing
         # Points pushed out of the ring, folded to min/max buckets (None: dropped; see the module's doc).
         self.older = BoundedSeries(recent=1, max_buckets=older_buckets) if older_buckets else None
 
@@ -558,6 +559,16 @@ class TimeSeriesChart(QWidget):
                 oxd, oyd = peak_decimate(ox, oy, x_low, min(x_high, x[0]), columns)
                 xd, yd = np.concatenate((oxd, xd)), np.concatenate((oyd, yd))
             series.curve.setData(xd, yd, connect="finite")
+            lone = int(np.count_nonzero(np.isfinite(yd))) == 1
+            if lone != series.lone:  # a run's first logged value: a dot until there is a line to draw
+                series.lone = lone
+                if lone:
+                    series.curve.setSymbol("o")
+                    series.curve.setSymbolSize(7)
+                    series.curve.setSymbolPen(None)
+                    series.curve.setSymbolBrush(series.curve.opts["pen"].color())
+                else:
+                    series.curve.setSymbol(None)
             if len(yd):
                 low, high = float(np.fmin.reduce(yd)), float(np.fmax.reduce(yd))
                 if not math.isnan(low):

@@ -260,3 +260,15 @@ def test_a_gap_narrower_than_a_column_still_breaks_the_line():
     assert len(gaps) == 2  # before and after the bucket holding it: no line runs through
     drawn = [(xd[p], xd[p + 1]) for p in range(len(xd) - 1) if not np.isnan(yd[p]) and not np.isnan(yd[p + 1])]
     assert not any(a < 6001 < b for a, b in drawn)  # no drawn segment crosses the gap
+
+
+def test_a_series_with_one_point_is_drawn_as_a_dot_until_it_has_a_line(chart):
+    """A run's first logged loss: a line needs two points, so one point alone showed an empty chart beside a legend
+    with a value (seen in the walk-through)."""
+    chart.append("loss", 1.0, 2.5)
+    chart.flush()
+    curve = chart.plot_item.listDataItems()[0]
+    assert curve.opts["symbol"] == "o" and curve.opts["symbolBrush"] is not None
+    chart.append("loss", 2.0, 2.1)
+    chart.flush()
+    assert curve.opts["symbol"] is None
