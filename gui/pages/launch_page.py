@@ -91,6 +91,7 @@ class LaunchPage(Page):
         self._said: tuple[str, str] | None = None  # the last launch message (re-coloured when the theme changes)
         self._blocked_line = ""  # why the Launch button is disabled now ("" when it is not)
         self._said_was_blocked = False  # whether _said is a refused try's reasons (Ctrl+Enter while blocked)
+        self._queue_it = False  # the launch asked for goes to the queue (Queue, or a sweep)
         self._previews = ctx.tasks.lane()
         self._field_problems: list[str] = []
         self._loading = True
@@ -238,7 +239,12 @@ class LaunchPage(Page):
         self.launch_button.setMinimumWidth(140)
         self.launch_button.setDefault(True)
         self.launch_button.clicked.connect(self.launch)
+        # One run for later (tonight, after the current one): the queue starts it when what it needs is free.
+        # With a sweep the Launch button queues already, so this one is hidden then.
+        self.queue_button = QPushButton("Queue")
+        self.queue_button.clicked.connect(lambda: self.launch(queue=True))
         bar.addWidget(self.result, 1)
+        bar.addWidget(self.queue_button)
         bar.addWidget(self.launch_button)
         outer.addStretch(1)
 
@@ -260,6 +266,10 @@ class LaunchPage(Page):
             # navigation list, and the key did nothing. _shortcut_launch checks that this page is the one shown.
             shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
             shortcut.activated.connect(self._shortcut_launch)
+        for sequence in ("Ctrl+Shift+Return", "Ctrl+Shift+Enter"):
+            shortcut = QShortcut(QKeySequence(sequence), self)
+            shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
+            shortcut.activated.connect(lambda: self.launch(queue=True) if self.isVisible() else None)
 
         self.script.textChanged.connect(self._fields_changed)
         self.script.picked.connect(lambda path: self.ctx.settings.setValue(_S + "last_dir", str(Path(path).parent)))
@@ -475,6 +485,12 @@ class LaunchPage(Page):
                                    else "Queue 1 run" if count else "Launch")
         self.launch_button.setToolTip("Start the run (Ctrl+Enter); it keeps running when the window closes"
                                       if not blocked else "Cannot launch yet: " + "; ".join(blocked))
+        self.queue_button.setVisible(not self.sweep.active)
+        queue_blocked = self.why_not_launchable(queue=True)
+        self.queue_button.setEnabled(not queue_blocked)
+        self.queue_button.setToolTip("Put this run in the queue (Ctrl+Shift+Enter): it starts when the runs before "
+                                     "it are done and its GPUs are free, whether or not this window is open"
+                                     if not queue_blocked else "Cannot queue it: " + "; ".join(queue_blocked))
         # Beside a disabled button, say why it is disabled (a "Run ... started" line alone read as if the button
         # were broken); the last launch's line stays above it.
         self._blocked_line = "" if self.launching or not blocked else "To launch: " + "; ".join(blocked)
@@ -495,7 +511,9 @@ class LaunchPage(Page):
         if self.isVisible():
             self.launch()
 
-    def why_not_launchable(self) -> list[str]:
+    def why_not_launchable(self, queue: bool = False) -> list[str]:
+        """Why the run cannot start now (or, with `queue`, be queued); [] when it can."""
+        queue = queue or self.sweep.active
         reasons: list[str] = []
         if self.launching:
             reasons.append("a launch is starting")
@@ -503,8 +521,10 @@ class LaunchPage(Page):
             reasons.append("the preset has errors (see the Configure page)")
         reasons += self._field_problems
         draft = self.ctx.draft
-        if self.sweep.active and draft.preset is not None and (draft.dirty or not draft.saved_as):
+        if queue and draft.preset is not None and (draft.dirty or not draft.saved_as):
             reasons.append("save the preset first: queued runs read it by name when they start")
+        if queue and not self.sweep.active and self.hosts.active:
+            reasons.append("Several machines: queued runs start on this machine only; launch it now instead")
         if self.plan is not None:
             reasons += self.plan.errors
         return reasons
@@ -541,9 +561,11 @@ class LaunchPage(Page):
         self.memory_box.run_memory_check()
 
     # ============================================================================================ launch
-    def launch(self) -> None:
-        """Launch with the current choices (Ctrl+Enter); asks first when the memory check says it does not fit."""
-        blocked = self.why_not_launchable()
+    def launch(self, queue: bool = False) -> None:
+        """Launch with the current choices (Ctrl+Enter), or put them in the queue (Ctrl+Shift+Enter); asks first
+        when the memory check says it does not fit."""
+        self._queue_it = queue or self.sweep.active
+        blocked = self.why_not_launchable(queue=queue)
         if blocked:
             self._say("error", "Not launched: " + "; ".join(blocked), blocked=True)  # cleared with its reasons
             return
@@ -579,10 +601,10 @@ class LaunchPage(Page):
         # The latest memory check goes with the run (estimate.json), to be set beside its measured peaks.
         memory = self.memory if self.model_size.text().strip() else None
         gpus_text = self.gpu_picker.gpus_text()
-        if self.sweep.active:
+        if self._queue_it:  # a sweep's runs, or this one run for later
             self.ctx.tasks.run(queue_sweep, self.request(), preset_name=draft.saved_as if draft.preset else None,
-                               name=self.run_name(), sweep=self.sweep.axes(), gpus_text=gpus_text,
-                               done=self._queued, failed=self._launch_failed)
+                               name=self.run_name(), sweep=self.sweep.axes() if self.sweep.active else [],
+                               gpus_text=gpus_text, done=self._queued, failed=self._launch_failed)
             return
         library = self.gpu_picker.gpu_library_factory() if self.gpu_picker.gpu_library_factory else None
         self.ctx.tasks.run(launch_on_gpus, self.request(), gpus_text, library, name=self.run_name(),

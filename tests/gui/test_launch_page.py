@@ -359,6 +359,36 @@ def test_a_sweep_on_the_page_queues_one_named_run_per_value(qtbot, make_page, tm
             queue.remove(entry.run_id)
 
 
+def test_queue_puts_one_run_in_the_queue_for_later(qtbot, make_page, tmp_path):
+    """Without a sweep, Queue (Ctrl+Shift+Enter) queues the run as it is instead of starting it: "queue them for
+    the night" with one run as well as with a sweep. With a sweep the button hides: Launch queues then."""
+    from traindeck.backend.queue.entries import QueueStore
+
+    with QueueStore() as queue:
+        queue.update_settings(paused=True)
+    page = make_page(preset=None)
+    page.show()
+    qtbot.waitExposed(page)
+    script = _script(tmp_path)
+    page.script.setText(str(script))
+    page.name.setText("overnight")
+    page.args.setText("--steps 5")
+    assert _wait_plan(qtbot, page).ok
+    qtbot.waitUntil(lambda: page.queue_button.isEnabled(), timeout=15000)
+    assert page.queue_button.isVisible() and page.launch_button.text() == "Launch"
+    qtbot.keyClick(page.args, Qt.Key.Key_Return,
+                   Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    qtbot.waitUntil(lambda: "Queued 1 run: overnight" in page.result.text(), timeout=60000)
+    with QueueStore() as queue:
+        entries = queue.waiting()
+        assert [(e.name, e.launch.script, e.launch.script_args) for e in entries] == [
+            ("overnight", str(script), ["--steps", "5"])]
+        queue.remove(entries[0].run_id)
+    page.sweep.rows.setPlainText("steps = 2, 3")
+    qtbot.waitUntil(lambda: page.sweep.active, timeout=15000)
+    qtbot.waitUntil(lambda: not page.queue_button.isVisible(), timeout=15000)
+
+
 def test_the_stop_on_nan_box_stops_a_run_launched_from_the_page(qtbot, make_page, tmp_path):
     """Ticked, the box is `--stop-on-nan` for the run launched from the page: a loss printed as NaN ends it
     "stopped: loss became NaN at step 3"; the choice is remembered for the next window."""
