@@ -232,3 +232,15 @@ def test_foreground_follow_jumps_ahead_of_a_flood_and_says_so(tmp_path: Path,
     assert "output arrives faster than this terminal can show it: skipped" in err
     assert "(output.log keeps every line: traindeck logs 20260101-120000-f100)" in err
     assert log.stat().st_size == size
+
+
+def test_a_queued_run_is_listed_as_queued_not_as_started(tmp_path: Path) -> None:
+    """A run waiting in the queue has not started: STARTED says when it was queued, as such, and TIME is empty."""
+    created = time.time() - 600
+    with RunStore() as store:
+        store.add_run(RunRecord(id="20261124-000000-qqqq", run_dir=str(tmp_path), created_at=created,
+                                name="for-tonight", state="queued"))
+    rows = table(traindeck("runs", "list", env={"COLUMNS": "200"}).stdout)
+    row = rows["20261124-000000-qqqq"]
+    assert row["STATE"] == "queued" and row["TIME"] == "-"
+    assert row["STARTED"] == time.strftime("queued %H:%M", time.localtime(created))

@@ -118,7 +118,9 @@ def _list(args: argparse.Namespace) -> int:
     for r in records:
         end = r.ended_at or time.time()
         rows.append((r.id, r.name, r.state, progress_text(r.progress, running=r.state == "running"),
-                     time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at)),
+                     # a queued run has not started: when it was queued, said as such
+                     time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started_at or r.created_at))
+                     if r.state != "queued" else time.strftime("queued %H:%M", time.localtime(r.created_at)),
                      clock(end - r.started_at) if r.started_at else "-", exit_text(r)))
     for line in format_table(rows, _table_width()):
         print(line)
