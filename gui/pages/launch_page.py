@@ -5,7 +5,8 @@ The page only gathers choices: the plan comes from backend.runs.launch (build_pl
 `traindeck run` builds), the memory check from backend.estimate.prelaunch, the interpreter's packages from
 backend.launch.probe, all on ctx.tasks. Secrets typed here reach the run through the supervisor's pipe only.
 
-The memory-check panel is launch_memory.py, the command box launch_command.py; the plan is backend/launch.
+The memory-check panel is launch_memory.py, the command box launch_command.py, acting on the choices (Launch, Queue,
+the line beside them) launch_flow.py; the plan is backend/launch.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QMessageBox,
     QPushButton,
     QScrollArea,
     QSpinBox,
@@ -45,14 +45,14 @@ from traindeck.backend.runs.watchdog import STOP_ON_NAN_ENV
 from traindeck.gui.context import DEFAULT_PRESET, AppContext, LaunchChoice
 from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.launch_command import CommandBox, argv_html
+from traindeck.gui.pages.launch_flow import LaunchFlow, processes_text
 from traindeck.gui.pages.launch_memory import MemoryCheckBox
-from traindeck.gui.pages.launch_unattended import launch_on_gpus, queue_sweep
 from traindeck.gui.widgets.alert_settings import AlertSettings
 from traindeck.gui.widgets.env_table import EnvTable
 from traindeck.gui.widgets.gpu_picker import GpuPicker
 from traindeck.gui.widgets.hostfile_editor import HostfileEditor
 from traindeck.gui.widgets.interpreter_picker import InterpreterPicker
-from traindeck.gui.widgets.message_list import MessageList, rich_line
+from traindeck.gui.widgets.message_list import MessageList
 from traindeck.gui.widgets.path_field import PathField
 from traindeck.gui.widgets.sweep_editor import SweepEditor
 
@@ -61,8 +61,6 @@ if TYPE_CHECKING:  # the estimator is imported when a check runs, not with the p
     from traindeck.backend.launch.plan import Launcher
     from traindeck.backend.launch.probe import TrainingEnvironment
     from traindeck.backend.presets import Preset
-    from traindeck.backend.runs.launch import LaunchOutcome
-    from traindeck.backend.runs.store import RunRecord
 
 DEMO_SCRIPT = "demo/train_tiny.py"  # under resources_dir()
 # The cpu-demo preset's DeepSpeed config is handed to the script; 4 samples per rank match its micro batch, and
@@ -79,7 +77,7 @@ def demo_script() -> str:
     return str(resources_dir() / DEMO_SCRIPT)
 
 
-class LaunchPage(Page):
+class LaunchPage(LaunchFlow, Page):
     key = "launch"
     title = "Launch"
     order = 20
@@ -462,7 +460,7 @@ class LaunchPage(Page):
             text = "No preset: the script runs with plain python. "
         else:
             name = draft.saved_as or preset.name
-            text = f"Preset: <b>{_escape(name)}</b> ({_escape(preset.launcher)}, {_processes(preset.process_count())})"
+            text = f"Preset: <b>{_escape(name)}</b> ({_escape(preset.launcher)}, {processes_text(preset.process_count())})"
             if draft.dirty:
                 text += " <i>with unsaved changes</i>"
             text += " "
@@ -476,58 +474,6 @@ class LaunchPage(Page):
         self.draft_errors.set_items(
             shown, heading="The preset has errors: fix these on the Configure page" if errors else "")
         self._update_launch_button()
-
-    def _update_launch_button(self) -> None:
-        blocked = self.why_not_launchable()
-        self.launch_button.setEnabled(not blocked)
-        count = len(self.sweep.points)
-        self.launch_button.setText("Starting…" if self.launching else f"Queue {count} runs" if count > 1
-                                   else "Queue 1 run" if count else "Launch")
-        self.launch_button.setToolTip("Start the run (Ctrl+Enter); it keeps running when the window closes"
-                                      if not blocked else "Cannot launch yet: " + "; ".join(blocked))
-        self.queue_button.setVisible(not self.sweep.active)
-        queue_blocked = self.why_not_launchable(queue=True)
-        self.queue_button.setEnabled(not queue_blocked)
-        self.queue_button.setToolTip("Put this run in the queue (Ctrl+Shift+Enter): it starts when the runs before "
-                                     "it are done and its GPUs are free, whether or not this window is open"
-                                     if not queue_blocked else "Cannot queue it: " + "; ".join(queue_blocked))
-        # Beside a disabled button, say why it is disabled (a "Run ... started" line alone read as if the button
-        # were broken); the last launch's line stays above it.
-        self._blocked_line = "" if self.launching or not blocked else "To launch: " + "; ".join(blocked)
-        if not blocked and self._said_was_blocked:
-            self._said = None  # "Not launched: <reasons>" once the reasons are gone would read as still true
-        self._show_result()
-
-    def _show_result(self) -> None:
-        lines = [rich_line(*self._said, self)] if self._said else []
-        same = (self._said is not None and self._said_was_blocked
-                and self._said[1].removeprefix("Not launched: ") == self._blocked_line.removeprefix("To launch: "))
-        if self._blocked_line and not same:  # the reasons of a refused try, said once
-            lines.append(rich_line("warning", self._blocked_line, self))
-        self.result.setText("<br>".join(lines))
-        self.result.setToolTip("\n".join(t for t in ((self._said or ("", ""))[1], self._blocked_line) if t))
-
-    def _shortcut_launch(self) -> None:
-        if self.isVisible():
-            self.launch()
-
-    def why_not_launchable(self, queue: bool = False) -> list[str]:
-        """Why the run cannot start now (or, with `queue`, be queued); [] when it can."""
-        queue = queue or self.sweep.active
-        reasons: list[str] = []
-        if self.launching:
-            reasons.append("a launch is starting")
-        if self.ctx.draft.errors():
-            reasons.append("the preset has errors (see the Configure page)")
-        reasons += self._field_problems
-        draft = self.ctx.draft
-        if queue and draft.preset is not None and (draft.dirty or not draft.saved_as):
-            reasons.append("save the preset first: queued runs read it by name when they start")
-        if queue and not self.sweep.active and self.hosts.active:
-            reasons.append("Several machines: queued runs start on this machine only; launch it now instead")
-        if self.plan is not None:
-            reasons += self.plan.errors
-        return reasons
 
     # ============================================================================================ preview
     def _refresh_preview(self) -> None:
@@ -559,91 +505,6 @@ class LaunchPage(Page):
 
     def _run_memory_check(self) -> None:
         self.memory_box.run_memory_check()
-
-    # ============================================================================================ launch
-    def launch(self, queue: bool = False) -> None:
-        """Launch with the current choices (Ctrl+Enter), or put them in the queue (Ctrl+Shift+Enter); asks first
-        when the memory check says it does not fit."""
-        self._queue_it = queue or self.sweep.active
-        blocked = self.why_not_launchable(queue=queue)
-        if blocked:
-            self._say("error", "Not launched: " + "; ".join(blocked), blocked=True)  # cleared with its reasons
-            return
-        if self.memory is not None and self.memory.does_not_fit:
-            self._confirm_memory()
-            return
-        self._start()
-
-    def _confirm_memory(self) -> None:
-        box = QMessageBox(self)
-        box.setObjectName("memoryConfirm")
-        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        box.setIcon(QMessageBox.Icon.Warning)
-        box.setWindowTitle("The run may not fit in memory")
-        box.setText("The memory check says this run does not fit in what is free now.")
-        box.setInformativeText("\n\n".join(self.memory.warnings) if self.memory else "")
-        anyway = box.addButton("Launch anyway", QMessageBox.ButtonRole.AcceptRole)
-        box.addButton(QMessageBox.StandardButton.Cancel)
-        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
-        # Not exec(): the UI keeps running while the question is open.
-        box.finished.connect(lambda _r: self._start() if box.clickedButton() is anyway else
-                             self._say("note", "Not launched."))
-        box.open()
-
-    def _start(self) -> None:
-        self.launching = True
-        self._update_launch_button()
-        self._say("note", "Starting the run…")
-        draft = self.ctx.draft
-        preset_name = (draft.saved_as or draft.preset.name) if draft.preset is not None else None
-        if preset_name and draft.dirty:
-            preset_name += " (edited)"
-        # The latest memory check goes with the run (estimate.json), to be set beside its measured peaks.
-        memory = self.memory if self.model_size.text().strip() else None
-        gpus_text = self.gpu_picker.gpus_text()
-        if self._queue_it:  # a sweep's runs, or this one run for later
-            self.ctx.tasks.run(queue_sweep, self.request(), preset_name=draft.saved_as if draft.preset else None,
-                               name=self.run_name(), sweep=self.sweep.axes() if self.sweep.active else [],
-                               gpus_text=gpus_text, done=self._queued, failed=self._launch_failed)
-            return
-        library = self.gpu_picker.gpu_library_factory() if self.gpu_picker.gpu_library_factory else None
-        self.ctx.tasks.run(launch_on_gpus, self.request(), gpus_text, library, name=self.run_name(),
-                           preset_name=preset_name, environment=self._environment(), memory_check=memory,
-                           done=self._launched, failed=self._launch_failed)
-
-    def _queued(self, records: list[RunRecord]) -> None:
-        self.launching = False
-        self._say("ok", f"Queued {len(records)} run{'s' if len(records) != 1 else ''}: "
-                  + ", ".join(r.name for r in records) + " (see the Queue page).")
-        self._update_launch_button()
-        self.ctx.status.emit(f"Queued {len(records)} run(s)")
-
-    def _launched(self, outcome: LaunchOutcome) -> None:
-        self.launching = False
-        if outcome.record is None:
-            errors = [e.removeprefix("not launched: ") for e in outcome.plan.errors]
-            self._say("error", "Not launched: " + "; ".join(errors))
-            if self.hosts.active and any("check-hosts" in e for e in errors):
-                self.hosts.check()  # a host failed the launch's checks: show them all, host by host
-            self._preview_timer.start()  # the preview shows the same problems, for what is chosen now
-            self._update_launch_button()
-            return
-        run_id = outcome.record.id
-        self._say("ok", f"Run {run_id} started ({outcome.plan.launcher}, {_processes(outcome.plan.nproc)}).")
-        self._update_launch_button()
-        self.ctx.status.emit(f"Run {run_id} started")
-        self.ctx.run_started.emit(run_id)
-
-    def _launch_failed(self, error: str) -> None:
-        self.launching = False
-        self._update_launch_button()
-        self._say("error", f"The run could not be started: {error.splitlines()[0] if error else 'unknown error'}")
-
-    def _say(self, severity: str, text: str, blocked: bool = False) -> None:
-        self._said, self._said_was_blocked = (severity, text), blocked
-        self._show_result()
-        if severity == "error":
-            self.ctx.status.emit(text)
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
@@ -702,7 +563,3 @@ def _escape(text: str) -> str:
 
 
 PAGE = LaunchPage
-
-
-def _processes(count: int) -> str:
-    return f"{count} process" + ("" if count == 1 else "es")
