@@ -153,7 +153,7 @@ def test_the_package_list_is_written_as_pip_freeze_all_writes_it(tmp_path: Path,
     """requirements.txt comes from the same short question as the versions (no second interpreter importing pip):
     plain, VCS, URL and editable installs (PEP 610 direct_url.json) in pip's shapes; of two copies of a package the
     one first on sys.path (the one imported) is listed; the result is what `pip freeze --all` says for this venv."""
-    from traindeck.backend.runs.provenance import ask_interpreter, write_packages
+    from traindeck.backend.runs.provenance import ask_interpreter, with_git_editables, write_packages
     from traindeck.backend.runs.provenance_diff import parse_freeze
 
     def dist(folder: Path, name: str, version: str, direct: dict | None = None) -> None:  # type: ignore[type-arg]
@@ -182,7 +182,31 @@ def test_the_package_list_is_written_as_pip_freeze_all_writes_it(tmp_path: Path,
     assert parsed["plain-pkg"] == "1.2.3" and parsed["from-git"].endswith("@abc123")
 
     monkeypatch.delenv("PYTHONPATH")
-    ours = parse_freeze("\n".join(ask_interpreter(sys.executable)["packages"]))
+    ours = parse_freeze("\n".join(with_git_editables(ask_interpreter(sys.executable)["packages"])))
     pip = subprocess.run([sys.executable, "-m", "pip", "freeze", "--all", "--disable-pip-version-check"],
                          capture_output=True, text=True, check=True, cwd=tmp_path).stdout
     assert ours == parse_freeze(pip) and len(ours) > 10
+
+
+def test_an_editable_git_checkout_is_written_as_pip_writes_it(tmp_path: Path) -> None:
+    """pip freeze writes an editable install that is a git checkout as `-e git+REMOTE@COMMIT#egg=NAME` (origin's
+    URL; a local path as file://, scp-like as ssh://), or says it has no remote (seen in CI: a fresh clone has one)."""
+    from traindeck.backend.runs.provenance import with_git_editables
+
+    project = tmp_path / "my-project"
+    project.mkdir()
+    git(project, "init", "-q")
+    (project / "setup.py").write_text("")
+    git(project, "add", ".")
+    git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    commit = git(project, "rev-parse", "HEAD")
+    line = f"# Editable install (my-project==0.3)\n-e {project}"
+    assert with_git_editables([line, "numpy==2.0"]) == [
+        f"# Editable Git install with no remote (my-project==0.3)\n-e {project}", "numpy==2.0"]
+    git(project, "remote", "add", "upstream", "https://example.org/up.git")
+    git(project, "remote", "add", "origin", "git@github.com:me/my-project.git")
+    assert with_git_editables([line]) == [f"-e git+ssh://git@github.com/me/my-project.git@{commit}#egg=my_project"]
+    git(project, "remote", "set-url", "origin", str(tmp_path))
+    assert with_git_editables([line]) == [f"-e git+file://{tmp_path}@{commit}#egg=my_project"]
+    plain = f"# Editable install (other==1)\n-e {tmp_path / 'not-a-repo'}"
+    assert with_git_editables([plain]) == [plain]

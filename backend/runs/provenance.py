@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import time
@@ -152,10 +153,43 @@ def versions(python: str, timeout: float = ASK_TIMEOUT_S) -> dict[str, Any]:
     return data
 
 
+_EDITABLE = re.compile(r"# Editable install \((?P<name>[^=]+)==(?P<version>[^)]*)\)\n-e (?P<path>.+)")
+
+
+def with_git_editables(lines: list[str]) -> list[str]:
+    """Editable installs that are git checkouts as `pip freeze` writes them: `-e git+REMOTE@COMMIT#egg=NAME` (the
+    remote pip picks: origin, else the first; a local path as file://), or pip's note when there is no remote."""
+    out = []
+    for line in lines:
+        match = _EDITABLE.fullmatch(line)
+        folder = match["path"] if match else ""
+        commit = _git_out(folder, "rev-parse", "HEAD") if folder and os.path.isdir(folder) else None
+        if match is None or commit is None:
+            out.append(line)
+            continue
+        remotes = (_git_out(folder, "config", "--get-regexp", r"remote\..*\.url") or "").splitlines()
+        urls = dict(r.split(" ", 1) for r in remotes if " " in r)
+        url = urls.get("remote.origin.url") or next(iter(urls.values()), None)
+        if url is None:
+            out.append(f"# Editable Git install with no remote ({match['name']}=={match['version']})\n-e {folder}")
+            continue
+        if "://" not in url:  # a local path, or scp-like user@host:path (pip writes both as URLs)
+            scp = re.fullmatch(r"([^/@]+@)?([^/:]+):(?!/)(.+)", url)
+            url = f"ssh://{scp[1] or ''}{scp[2]}/{scp[3]}" if scp else Path(url).resolve().as_uri()
+        out.append(f"-e git+{url}@{commit}#egg={match['name'].replace('-', '_')}")
+    return out
+
+
+def _git_out(folder: str, *args: str) -> str | None:
+    done = _run(["git", "-C", folder, *args], None, GIT_TIMEOUT_S)
+    return done.stdout.decode(errors="replace").strip() if done is not None and done.returncode == 0 else None
+
+
 def write_packages(packages: Any, run_dir: Path) -> tuple[str | None, str | None]:
     """requirements.txt from the interpreter's package lines: (its path, None) or (None, why not)."""
     if not isinstance(packages, list) or not all(isinstance(line, str) for line in packages):
         return None, "the training interpreter did not list its packages"
+    packages = with_git_editables(packages)
     header = "# the training interpreter's packages at launch (as `pip freeze --all` writes them)\n"
     atomic_write_text(run_dir / PACKAGES, header + "".join(line + "\n" for line in packages))
     return str(run_dir / PACKAGES), None
