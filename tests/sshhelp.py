@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sshleftover import claim, end_orphaned_sshds
 
 ADDRESS, PORT = "127.0.0.4", 2224
 REPO = Path(__file__).resolve().parent.parent
@@ -81,8 +82,13 @@ class SshdNotStarted(Exception):
 @contextlib.contextmanager
 def running_sshd() -> Iterator[Remote]:
     """The sshd (started here, stopped by its pid file at the end) and how to reach the traindeck behind it."""
+    if _listening(0.3):  # a leftover of an interrupted session holds the port: end it, or say who does
+        end_orphaned_sshds("traindeck-sshd-", lambda: _listening(0.3))
+        if _listening(0.3):
+            raise SshdNotStarted(f"something else already listens on {ADDRESS}:{PORT}")
     tmp = Path(tempfile.mkdtemp(prefix="traindeck-sshd-"))
     os.chmod(tmp, 0o700)
+    claim(tmp)
     for key in ("host_key", "user_key"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / key)], check=True)
     (tmp / "authorized_keys").write_text((tmp / "user_key.pub").read_text())

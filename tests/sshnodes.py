@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sshleftover import claim, end_orphaned_sshds
 
 NODES = ("127.0.0.2", "127.0.0.3")
 PORT = 2222
@@ -63,9 +64,12 @@ def ssh_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshNodes]:
     why = _why_not()
     if why:
         pytest.skip(why)
-    if any(_listening(h) for h in NODES):
-        pytest.skip(f"something already listens on {NODES[0]}:{PORT}")
+    if any(_listening(h) for h in NODES):  # a leftover of an interrupted session: end it, or say who holds the port
+        end_orphaned_sshds("sshnodes", lambda: any(_listening(h) for h in NODES))
+        if any(_listening(h) for h in NODES):
+            pytest.skip(f"something else already listens on {NODES[0]}:{PORT}")
     d = tmp_path_factory.mktemp("sshnodes")
+    claim(d)
     for key in ("host_key", "user_key"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)], check=True)
     (d / "authorized_keys").write_text((d / "user_key.pub").read_text())

@@ -118,3 +118,32 @@ def test_a_two_node_run_is_stopped_on_every_node_and_each_node_confirms_nothing_
     for node in state["nodes"]:
         for pid in node["rank_pids"].values():
             assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+@pytest.mark.slow
+def test_a_node_whose_agent_connection_drops_is_said_unreachable_and_named_in_the_diagnosis(
+        ssh_nodes: SshNodes, tmp_path: Path) -> None:  # noqa: F811
+    """The connection to node 2 drops (its agent's ssh is killed, as a network loss would end it). Its agent, cut
+    off, ends the run's processes on its node (nothing outlives the run's watch), so the run fails: the diagnosis
+    says the node became unreachable, and nothing could be confirmed there."""
+    import psutil
+
+    run_id = _launch(ssh_nodes, tmp_path, steps=100000)
+    wait_until(lambda: _both_ranks_running(run_id), timeout=1500, interval=1.0)
+    log = Path(get(run_id).run_dir, "output.log")
+    wait_until(lambda: _training(log, "127.0.0.2: [rank0]: ")
+               and "127.0.0.3: [rank1]: " in log.read_text(errors="replace"), timeout=900, interval=1.0)
+    agents = [p for p in psutil.process_iter(["name", "cmdline"])
+              if p.info["name"] == "ssh" and "127.0.0.3" in (p.info["cmdline"] or [])
+              and any("per-node agent" in arg for arg in p.info["cmdline"] or [])]
+    assert len(agents) == 1, [p.info["cmdline"][:6] for p in agents]
+    agents[0].kill()
+    wait_until(lambda: any(e.startswith("node 127.0.0.3 became unreachable") for e in _events(run_id)),
+               timeout=60, interval=0.5)
+    done = wait_finished(run_id, 600)
+    d = done.diagnosis
+    assert done.state == "failed" and d is not None
+    assert "Node 127.0.0.3 became unreachable during the run." in d["summary"], d
+    assert any(e.startswith("node 127.0.0.3 became unreachable: the agent's ssh ended") for e in d["evidence"]), d
+    wait_until(lambda: any("node 127.0.0.3: unreachable, so nothing could be confirmed there" in e
+                           for e in _events(run_id)), timeout=120, interval=1.0)
