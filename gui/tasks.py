@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import shiboken6
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
+from PySide6.QtCore import QObject, QThreadPool, Signal, Slot
 
 
 class TaskError(str):
@@ -38,22 +38,24 @@ class _Relay(QObject):
     finished = Signal(object, object)  # (result, exception or None)
 
 
-class _Job(QRunnable):
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], relay: _Relay):
-        super().__init__()
-        self.setAutoDelete(True)
-        self._fn, self._args, self._kwargs, self._relay = fn, args, kwargs, relay
+def _job(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], relay: _Relay) -> Callable[[], None]:
+    """The work as a plain callable for QThreadPool.start. Not a QRunnable subclass: PySide6 (6.11) keeps the
+    Python side of such a runnable alive forever when it finishes before start() returns (a quick read often
+    does), and with it the relay, the arguments and the callbacks' closures: a dashboard watching a run leaked
+    ~800 of them an hour (tests/perf/bench_gui_soak.py; tests/gui/test_tasks.py holds the count)."""
 
-    def run(self) -> None:
+    def run() -> None:
         error: BaseException | None
         try:
-            result, error = self._fn(*self._args, **self._kwargs), None
+            result, error = fn(*args, **kwargs), None
         except Exception as exc:  # reported to the page as the object, never a crash of the window
             result, error = None, exc
         try:
-            self._relay.finished.emit(result, error)
+            relay.finished.emit(result, error)
         except RuntimeError:  # the page (and its relay) was deleted while the job ran
             pass
+
+    return run
 
 
 class Tasks(QObject):
@@ -87,7 +89,7 @@ class Tasks(QObject):
                 done(result)
 
         relay.finished.connect(deliver)
-        self.pool.start(_Job(fn, args, kwargs, relay))
+        self.pool.start(_job(fn, args, kwargs, relay))
 
     def wait(self, timeout_ms: int = 30000) -> bool:
         """Tests and shutdown: wait for running jobs (never called from a slot during normal use)."""
