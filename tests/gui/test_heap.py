@@ -33,7 +33,7 @@ print(all(mapped))
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator only")
 def test_a_big_buffer_freed_does_not_pull_the_next_ones_into_the_heap() -> None:
     """By default glibc raises its mmap threshold to the size of a mapped buffer freed, and later buffers of
-    that size come from the heap, where the holes they leave grew a window ~15 MB/h. Each probe runs in a fresh
+    that size come from the heap, whose free space grew in a window left open (gui/heap.py). Each probe runs in a fresh
     interpreter: once fixed, a process's threshold stays fixed."""
     try:
         ctypes.CDLL("libc.so.6").mallinfo2  # noqa: B018 (glibc 2.33+)
