@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import shiboken6
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
+from PySide6.QtCore import QObject, QThreadPool, Signal, Slot
 
 
 class TaskError(str):
@@ -37,36 +37,45 @@ class TaskError(str):
 
 
 class _Relay(QObject):
-    # Emitted from the worker thread; the receiver lives in the UI thread, so Qt queues the call there.
-    finished = Signal(object, object)  # (result, exception or None)
+    # Emitted from the worker threads; it lives in the UI thread, so Qt queues the delivery there.
+    finished = Signal(int, object, object)  # (job number, result, exception or None)
 
 
-class _Job(QRunnable):
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], relay: _Relay):
-        super().__init__()
-        self.setAutoDelete(True)
-        self._fn, self._args, self._kwargs, self._relay = fn, args, kwargs, relay
+def _job(number: int, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+         relay: _Relay) -> Callable[[], None]:
+    """The work as a plain callable for QThreadPool.start. Not a QRunnable subclass: PySide6 (6.11) keeps the
+    Python side of such a runnable alive for good when it finishes before start() returns (a quick store read
+    often does), and with it everything the job refers to (tests/gui/test_tasks.py)."""
 
-    def run(self) -> None:
+    def run() -> None:
         error: BaseException | None
         try:
-            result, error = self._fn(*self._args, **self._kwargs), None
+            result, error = fn(*args, **kwargs), None
         except Exception as exc:  # reported to the page as the object, never a crash of the window
             result, error = None, exc
         try:
-            self._relay.finished.emit(result, error)
-        except RuntimeError:  # the page (and its relay) was deleted while the job ran
+            relay.finished.emit(number, result, error)
+        except RuntimeError:  # the Tasks object (the window) was deleted while the job ran
             pass
+
+    return run
 
 
 class Tasks(QObject):
-    """A small thread pool for the pages. Results arrive on the UI thread; a job whose owner is gone is dropped."""
+    """A small thread pool for the pages. Results arrive on the UI thread; a job whose owner is gone is dropped.
+
+    One relay for every job, its answers matched by job number: a QObject and a connection made per job (as
+    before) cost ~300 bytes each that PySide6 never gave back, and a window watching a run starts two jobs a
+    second (tests/perf/bench_gui_soak.py)."""
 
     def __init__(self, parent: QObject | None = None, max_threads: int = 4):
         super().__init__(parent)
         self.pool = QThreadPool(self)
         self.pool.setMaxThreadCount(max_threads)
-        self._relays: set[_Relay] = set()
+        self._relay = _Relay(self)
+        self._relay.finished.connect(self._deliver)
+        self._waiting: dict[int, tuple[Callable[[Any], None] | None, Callable[[TaskError], None] | None]] = {}
+        self._last_number = 0
 
     def lane(self) -> Lane:
         """Jobs where only the newest answer counts (see Lane)."""
@@ -74,23 +83,25 @@ class Tasks(QObject):
 
     def run(self, fn: Callable[..., Any], *args: Any, done: Callable[[Any], None] | None = None,
             failed: Callable[[TaskError], None] | None = None, **kwargs: Any) -> None:
-        relay = _Relay()
-        self._relays.add(relay)
+        self._last_number += 1
+        self._waiting[self._last_number] = (done, failed)
+        self.pool.start(_job(self._last_number, fn, args, kwargs, self._relay))
 
-        @Slot(object, object)
-        def deliver(result: Any, error: Any) -> None:
-            self._relays.discard(relay)
-            relay.deleteLater()
-            if not (_owner_alive(done) and _owner_alive(failed)):
-                return  # the page (or window) that asked was closed while the job ran: nobody to tell
-            if error is not None:
-                if failed is not None:
-                    failed(TaskError(error))
-            elif done is not None:
-                done(result)
+    @property
+    def waiting(self) -> int:
+        """Jobs asked for and not answered yet (tests: nothing is kept once answered)."""
+        return len(self._waiting)
 
-        relay.finished.connect(deliver)
-        self.pool.start(_Job(fn, args, kwargs, relay))
+    @Slot(int, object, object)
+    def _deliver(self, number: int, result: Any, error: Any) -> None:
+        done, failed = self._waiting.pop(number, (None, None))
+        if not (_owner_alive(done) and _owner_alive(failed)):
+            return  # the page (or window) that asked was closed while the job ran: nobody to tell
+        if error is not None:
+            if failed is not None:
+                failed(TaskError(error))
+        elif done is not None:
+            done(result)
 
     def wait(self, timeout_ms: int = 30000) -> bool:
         """Tests and shutdown: wait for running jobs (never called from a slot during normal use)."""

@@ -52,7 +52,12 @@ class LogReader:
         lines: list[Line] = []
         budget = max_bytes
         while budget > 0:
-            chunk = self._handle.read(min(CHUNK, budget))
+            # Ask for what the file has, not a whole chunk: read(n) allocates n bytes before it knows how many
+            # there are. A console polling a log 4 times a second that way churned two 1 MiB buffers per poll
+            # (8 GB in 11 min) for a few KB of lines, and glibc's heap around them grew ~15 MB/h in a window
+            # left open (tests/perf/bench_gui_soak.py).
+            available = os.fstat(self._handle.fileno()).st_size - self._handle.tell()
+            chunk = self._handle.read(min(CHUNK, budget, available)) if available > 0 else b""
             if not chunk:
                 self.at_end = True
                 break
