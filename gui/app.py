@@ -93,11 +93,9 @@ def create_window(demo: bool = False) -> tuple[QApplication, MainWindow]:
     from PySide6.QtWidgets import QApplication
 
     from traindeck.gui.context import AppContext
-    from traindeck.gui.heap import steady_heap
     from traindeck.gui.main_window import MainWindow
     from traindeck.gui.theme import apply_theme
 
-    steady_heap()  # a window left open for days: big short-lived buffers kept out of the heap (gui/heap.py)
     if QApplication.instance() is None:
         QGuiApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
     # No organisation: QStandardPaths and QSettings then use ~/.local/share/traindeck and ~/.config/traindeck,
