@@ -4,7 +4,6 @@ hosts against two real SSH "nodes" on loopback (tests/sshnodes.py) with a host t
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -17,7 +16,6 @@ from PySide6.QtCore import QSettings  # noqa: E402
 from sshnodes import PORT, SshNodes  # noqa: E402
 
 from traindeck.backend import paths  # noqa: E402
-from traindeck.backend.launch.probe import probe_environment  # noqa: E402
 from traindeck.backend.nodes.hostfile import read_hostfile  # noqa: E402
 from traindeck.backend.presets import load_preset  # noqa: E402
 from traindeck.backend.runs.store import RunStore  # noqa: E402
@@ -28,22 +26,6 @@ node1 slots=2  # the big one
 node2 slots=1
 # end of list
 """
-
-
-@pytest.fixture(scope="module")
-def probe_cache(tmp_path_factory):
-    """One real probe of this interpreter, shared (as tests/gui/test_launch_page.py does)."""
-    home = tmp_path_factory.mktemp("probe-home")
-    old = os.environ.get("TRAINDECK_HOME")
-    os.environ["TRAINDECK_HOME"] = str(home)
-    try:
-        assert probe_environment(sys.executable).error is None
-    finally:
-        if old is None:
-            os.environ.pop("TRAINDECK_HOME", None)
-        else:
-            os.environ["TRAINDECK_HOME"] = old
-    return home / "cache" / "probes"
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import os
 import shlex
 import shutil
 import subprocess
@@ -21,28 +20,11 @@ from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
 from traindeck.backend import paths  # noqa: E402
 from traindeck.backend.config.messages import Message  # noqa: E402
-from traindeck.backend.launch.probe import probe_environment  # noqa: E402
 from traindeck.backend.presets import load_preset  # noqa: E402
 from traindeck.backend.runs.store import RunStore  # noqa: E402
 
 SECRET = "hf_Sup3rSecretTokenValue"
 URL_PASSWORD = "pr0xyPassw0rd"
-
-
-@pytest.fixture(scope="module")
-def probe_cache(tmp_path_factory):
-    """One real probe of this interpreter (a torch import, ~3 s), shared: each test gets a copy of its cache."""
-    home = tmp_path_factory.mktemp("probe-home")
-    old = os.environ.get("TRAINDECK_HOME")
-    os.environ["TRAINDECK_HOME"] = str(home)
-    try:
-        assert probe_environment(sys.executable).error is None
-    finally:
-        if old is None:
-            os.environ.pop("TRAINDECK_HOME", None)
-        else:
-            os.environ["TRAINDECK_HOME"] = old
-    return home / "cache" / "probes"
 
 
 @pytest.fixture
