@@ -236,7 +236,7 @@ class LaunchPage(LaunchFlow, Page):
         self.launch_button.setFont(font)
         self.launch_button.setMinimumWidth(140)
         self.launch_button.setDefault(True)
-        self.launch_button.clicked.connect(self.launch)
+        self.launch_button.clicked.connect(lambda: self.launch())  # not clicked(bool) as `queue`
         # One run for later (tonight, after the current one): the queue starts it when what it needs is free.
         # With a sweep the Launch button queues already, so this one is hidden then.
         self.queue_button = QPushButton("Queue")
