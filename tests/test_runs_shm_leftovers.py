@@ -21,17 +21,23 @@ def _buffer(port: str, rank: int, addr: str = "127.0.0.1") -> Path:
     return path
 
 
+def _map_in_a_process(path: Path) -> subprocess.Popen[str]:
+    """A live process that maps `path` (as a rank maps its buffer), once it says so."""
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import mmap, sys, time\n"
+        f"f = open({str(path)!r}, 'r+b'); m = mmap.mmap(f.fileno(), 4096)\n"
+        "print('mapped', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "mapped"
+    return holder
+
+
 def test_only_this_runs_unmapped_buffers_are_removed() -> None:
     port, other = str(40000 + os.getpid() % 20000), str(39999 - os.getpid() % 20000)
     mine = [_buffer(port, 0), _buffer(port, 1)]
     theirs = _buffer(other, 0)  # another run's rendezvous
     mapped = _buffer(port, 2)  # still mapped by a live process: never removed
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import mmap, sys, time\n"
-        f"f = open({str(mapped)!r}, 'r+b'); m = mmap.mmap(f.fileno(), 4096)\n"
-        "print('mapped', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    holder = _map_in_a_process(mapped)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "mapped"
         removed, freed = free_buffers([("127.0.0.1", port)])
         assert (removed, freed) == (2, 8192)
         assert not any(p.exists() for p in mine)
@@ -64,12 +70,8 @@ def test_abandoned_buffers_of_any_run_are_freed_when_old_and_unmapped() -> None:
         fresh.unlink(missing_ok=True)
 
     old, mapped = _buffer(port, 1), _buffer(port, 2, addr="10.0.0.7")
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import mmap, sys, time\n"
-        f"f = open({str(mapped)!r}, 'r+b'); m = mmap.mmap(f.fileno(), 4096)\n"
-        "print('mapped', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    holder = _map_in_a_process(mapped)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "mapped"
         # A file's ctime cannot be set back: ask as if it were ABANDONED_AFTER_S later.
         removed, freed = free_abandoned_buffers(now=time.time() + ABANDONED_AFTER_S + 1)
         assert not old.exists() and mapped.exists()
