@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from probe_fixture import probe_cache  # noqa: F401 (a fixture)
 
 pytest.importorskip("PySide6")
 
@@ -29,7 +30,7 @@ node2 slots=1
 
 
 @pytest.fixture
-def page(qtbot, traindeck_home, probe_cache, tmp_path):
+def page(qtbot, traindeck_home, probe_cache, tmp_path):  # noqa: F811
     from traindeck.gui.context import AppContext
     from traindeck.gui.pages.launch_page import LaunchPage
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from probe_fixture import probe_cache  # noqa: F401 (a fixture)
 
 pytest.importorskip("PySide6")
 
@@ -28,7 +29,7 @@ URL_PASSWORD = "pr0xyPassw0rd"
 
 
 @pytest.fixture
-def make_page(qtbot, traindeck_home, probe_cache):
+def make_page(qtbot, traindeck_home, probe_cache):  # noqa: F811
     from traindeck.gui.context import AppContext
     from traindeck.gui.pages.launch_page import LaunchPage
 

@@ -1,4 +1,6 @@
-"""Fixtures shared by the dashboard's page tests."""
+"""The Launch page tests' shared interpreter probe, imported by each module that uses it (module scope: one probe
+a module). Not a tests/gui/conftest.py: tests import names from tests/conftest.py as `conftest`, and a second
+conftest module shadows it."""
 
 from __future__ import annotations
 
