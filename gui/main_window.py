@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
 
 from traindeck.gui.context import AppContext
 from traindeck.gui.desktop_notify import DesktopNotifier
+from traindeck.gui.heap import HeapTrimmer
 from traindeck.gui.pages import discover_entries
 from traindeck.gui.pages.base import Page
 from traindeck.gui.theme import THEMES, apply_theme, is_dark
@@ -106,6 +107,7 @@ class MainWindow(QMainWindow):
         self.pages: dict[str, Page] = {}  # built on first show, so the window appears fast
         self._holders: dict[str, int] = {}
         self._closed = False
+        self.heap_trimmer = HeapTrimmer(self)  # left open for days: freed memory goes back to the system
 
         self.nav = QListWidget()
         self.nav.setObjectName("navigation")

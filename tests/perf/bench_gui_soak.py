@@ -119,6 +119,9 @@ def main() -> int:
     parser.add_argument("--trim-every", type=float, default=0.0, metavar="S",
                         help="experiment: call glibc's malloc_trim(0) every S seconds (0: never), to tell memory "
                              "freed but kept by the allocator from memory really held")
+    parser.add_argument("--diag", type=Path, metavar="FILE",
+                        help="every minute, append where the memory is (glibc's arenas, Python's blocks, each "
+                             "mapping's anonymous kB) to FILE as JSON lines: to find what grows")
     args = parser.parse_args()
     phases = [Phase(p.strip()) for p in args.phases.split(",") if p.strip()]
     unknown = [p.name for p in phases if p.name not in ("runs", "monitor", "minimised")]
@@ -206,6 +209,14 @@ def main() -> int:
         trimmer.timeout.connect(lambda: libc.malloc_trim(0))
         trimmer.start()
 
+    if args.diag:
+        from memory_diag import snapshot  # tests/perf/memory_diag.py
+
+        diag_timer = QTimer()
+        diag_timer.setInterval(60_000)
+        diag_timer.timeout.connect(lambda: _append_json(args.diag, snapshot(time.monotonic() >= warm_end) | {"t": time.monotonic() - t0}))
+        diag_timer.start()
+
     timer = QTimer()
     timer.setInterval(SAMPLE_MS)
     timer.timeout.connect(tick)
@@ -240,11 +251,16 @@ def main() -> int:
     print(f"RSS growth after the warm-up: {growth:.2f} MB/h (goal < 2), anonymous memory {anon_growth:.2f} MB/h; metric rows in the store: {rows:,}; "
           f"points held by the Runs page's series: {held}; display lines the console took in: {console_lines:,}")
     if args.json:
-        args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "phases": results,
+        args.json.write_text(json.dumps({"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "phases": results,
                                          "rss_growth_mb_per_h": growth,
                                          "anon_growth_mb_per_h": anon_growth, "store_rows": rows, "held": held}, indent=1))
     shutil.rmtree(SCRATCH, ignore_errors=True)
     return 0
+
+
+def _append_json(path: Path, record: dict) -> None:
+    with path.open("a") as out:
+        out.write(json.dumps(record) + "\n")
 
 
 def _fmt(value: object) -> str:
