@@ -3,6 +3,7 @@
     QT_QPA_PLATFORM=offscreen .venv/bin/python tests/perf/bench_gui_soak.py                  # 30 min, 50 lines/s
     QT_QPA_PLATFORM=offscreen .venv/bin/python tests/perf/bench_gui_soak.py --minutes 6 --warmup 2
     QT_QPA_PLATFORM=offscreen .venv/bin/python tests/perf/bench_gui_soak.py --phases runs,minimised
+    QT_QPA_PLATFORM=offscreen .venv/bin/python tests/perf/bench_gui_soak.py --diag mem.jsonl [--no-trim]  # what grows
 
 A real supervised run (plain python launcher, the environment real runs get) prints `--rate` lines a second, each
 an HF-Trainer-style dict of 4 metrics, with a tqdm-style bar redrawn on stderr every 10 lines; the real main
@@ -116,9 +117,8 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=50.0, help="lines per second the run prints")
     parser.add_argument("--phases", default="runs,monitor,minimised", help="comma-separated, measured in order")
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("--trim-every", type=float, default=0.0, metavar="S",
-                        help="experiment: call glibc's malloc_trim(0) every S seconds (0: never), to tell memory "
-                             "freed but kept by the allocator from memory really held")
+    parser.add_argument("--no-trim", action="store_true",
+                        help="turn off the window's own malloc_trim once a minute (gui/heap.py), to compare")
     parser.add_argument("--diag", type=Path, metavar="FILE",
                         help="every minute, append where the memory is (glibc's arenas, Python's blocks, each "
                              "mapping's anonymous kB) to FILE as JSON lines: to find what grows")
@@ -128,6 +128,8 @@ def main() -> int:
     if unknown or not phases or args.warmup >= args.minutes:
         parser.error(f"phases are runs, monitor, minimised (got {unknown}); warm-up must be shorter than the total")
 
+    if args.no_trim:
+        os.environ["TRAINDECK_HEAP_TRIM_S"] = "0"
     script = SCRATCH / "soak_job.py"
     script.write_text(JOB)
     store = RunStore()
@@ -199,15 +201,6 @@ def main() -> int:
         elapsed = (now - t0) / 60
         print(f"{elapsed:6.1f} min  rss {rss:7.1f} MB  cpu {cpu():7.1f} s  load {os.getloadavg()[0]:.2f}  "
               f"{['warm-up', *[p.name for p in phases]][index + 1] if index < len(phases) else 'done'}", flush=True)
-
-    if args.trim_every > 0:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        trimmer = QTimer()
-        trimmer.setInterval(int(args.trim_every * 1000))
-        trimmer.timeout.connect(lambda: libc.malloc_trim(0))
-        trimmer.start()
 
     if args.diag:
         from memory_diag import snapshot  # tests/perf/memory_diag.py
