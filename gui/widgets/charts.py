@@ -165,12 +165,18 @@ class _LegendSample(pg.ItemSample):
 
 # ------------------------------------------------------------------------------------------------ ring buffer
 class _Ring:
-    """Up to `capacity` (x, y) float64 pairs, newest last; `view()` is one contiguous slice (no copy)."""
+    """Up to `capacity` (x, y) float64 pairs, newest last; `view()` is one contiguous slice (no copy).
 
-    def __init__(self, capacity: int) -> None:
+    Storage grows by doubling up to twice the capacity, or with `whole` is that size from the start, written
+    through so its pages are resident at once: a chart fed for days (the Monitor's) then holds the memory it will
+    ever hold from its first point, instead of creeping for its first hour (tests/perf/bench_gui_soak.py)."""
+
+    def __init__(self, capacity: int, whole: bool = False) -> None:
         self.capacity = max(1, int(capacity))
-        self._x = np.empty(0)
-        self._y = np.empty(0)
+        self.whole = whole
+        size = 2 * self.capacity if whole else 0
+        self._x = np.full(size, np.nan)
+        self._y = np.full(size, np.nan)
         self._start = 0
         self._n = 0
         self.total = 0  # points ever stored since the last replace: total - len = index of the oldest kept
@@ -186,7 +192,8 @@ class _Ring:
         x, y = x[-self.capacity:], y[-self.capacity:]
         n = len(x)
         size = min(2 * self.capacity, max(n, 16))
-        self._x, self._y = np.empty(size), np.empty(size)
+        if not self.whole or len(self._x) != 2 * self.capacity:
+            self._x, self._y = np.empty(size), np.empty(size)
         self._x[:n], self._y[:n] = x, y
         self._start, self._n, self.total = 0, n, n
 
@@ -270,7 +277,8 @@ class _Series:
     def __init__(self, name: str, capacity: int, curve: pg.PlotDataItem, colour: str | None,
                  older_buckets: int = 0) -> None:
         self.name = name
-        self.ring = _Ring(capacity)
+        # Folded history (the Monitor's charts) is bounded memory for days: its ring is allocated whole at once.
+        self.ring = _Ring(capacity, whole=older_buckets > 0)
         self.curve = curve
         self.colour = colour  # None: from the theme's palette by position
         self.fill = False

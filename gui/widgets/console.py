@@ -30,7 +30,9 @@ DEFAULT_MAX_LINES = 20_000
 TICK_MS = 80  # how often batches are applied: often enough to look live, rarely enough to batch a flood
 # ... while lines keep coming (every tick had some): a stream scrolls by faster than anyone reads it, and each
 # apply is a repaint; a window watching a run for days spent most of its CPU here (tests/perf/bench_gui_soak.py)
-STREAM_TICK_MS = 500
+# (1 s: at 500 ms the console's applies and repaints were a quarter of the window's CPU on the Runs page at 50
+# lines/s, py-spy on the soak; a flood still moves every second, like `top`)
+STREAM_TICK_MS = 1000
 FEED_POLL_S = 0.25  # how often the feed's thread looks for new output when the log is quiet
 PAUSED_POLL_S = 1.0  # the feed's reading pace while the console is paused
 # ... and how often its batches still go into the view then: a hidden view costs no repaint, and lines left pending

@@ -30,8 +30,10 @@ def chart(qtbot):
     return widget
 
 
-def test_ring_keeps_the_newest_points_in_order_across_many_appends():
-    ring = _Ring(100)
+@pytest.mark.parametrize("whole", [False, True])
+def test_ring_keeps_the_newest_points_in_order_across_many_appends(whole):
+    ring = _Ring(100, whole=whole)
+    storage = ring._x
     reference: collections.deque[float] = collections.deque(maxlen=100)
     rng = np.random.default_rng(3)
     value = 0.0
@@ -47,6 +49,20 @@ def test_ring_keeps_the_newest_points_in_order_across_many_appends():
     assert ring.total == value
     ring.extend(np.arange(500.0), np.arange(500.0))  # more than the capacity at once: the newest 100
     assert list(ring.view()[0]) == list(range(400, 500))
+    # A whole ring (the Monitor's charts, fed for days) holds its memory from the start: never reallocated.
+    assert (ring._x is storage) == whole
+
+
+def test_a_monitor_chart_holds_its_ring_whole_from_its_first_point(qtbot):
+    from traindeck.gui.pages.monitor_widgets import RECENT_AT_1HZ, new_chart
+
+    chart = new_chart("CPU", "%")
+    qtbot.addWidget(chart)
+    chart.append("CPU", 1.0, 5.0)
+    ring = chart._series["CPU"].ring
+    assert ring._x.nbytes == ring._y.nbytes == 2 * RECENT_AT_1HZ * 8
+    chart.append("CPU", np.arange(2.0, 2 + 3 * RECENT_AT_1HZ), np.ones(3 * RECENT_AT_1HZ))
+    assert ring._x.nbytes == 2 * RECENT_AT_1HZ * 8 and len(ring) == RECENT_AT_1HZ
 
 
 def test_append_and_set_series_accept_scalars_lists_and_arrays_with_none_as_a_gap(chart):

@@ -7,10 +7,14 @@
 
 A real supervised run (plain python launcher, the environment real runs get) prints `--rate` lines a second, each
 an HF-Trainer-style dict of 4 metrics, with a tqdm-style bar redrawn on stderr every 10 lines; the real main
-window (offscreen) watches it: the Runs page opens the run as a user would. The first `--warmup` minutes are on
-the Runs page (the console fills toward its 20,000-line cap, the series toward their whole-resolution window;
-every page measured is built once here, so building it is not counted as growth); the rest is split evenly
-between the `--phases`:
+window (offscreen) watches it: the Runs page opens the run as a user would. The first `--warmup` minutes are the
+warm-up: the console fills toward its 20,000-line cap and the series toward their whole-resolution window
+(both go on while the Runs page is hidden), and each page measured is shown as a user would in a window's first
+minutes: the Runs page for the first minute, a minute on each other page measured, the window minimised for 30 s
+when that is measured, and the rest on the first phase's page (by default the Monitor, whose 10 min charts are
+then nearly full, and which its phase then goes on showing). So the figures after the warm-up are the window's
+steady state, not pages being built or first filled: a window open for days spends almost all its time there. The
+rest of the time is split evenly between the `--phases`, in their order (default monitor, runs, minimised):
   runs       the Runs page in front (console, charts, last metrics)
   monitor    the Monitor page in front (its sampler and charts; the Runs page hidden)
   minimised  the window minimised, the Runs page the current one
@@ -113,9 +117,9 @@ def _anon_mb() -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=30.0, help="total time, warm-up included")
-    parser.add_argument("--warmup", type=float, default=10.0, help="minutes on the Runs page before measuring")
+    parser.add_argument("--warmup", type=float, default=10.0, help="minutes before measuring (see the doc for its pages)")
     parser.add_argument("--rate", type=float, default=50.0, help="lines per second the run prints")
-    parser.add_argument("--phases", default="runs,monitor,minimised", help="comma-separated, measured in order")
+    parser.add_argument("--phases", default="monitor,runs,minimised", help="comma-separated, measured in order")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--no-trim", action="store_true",
                         help="turn off the window's own malloc_trim once a minute (gui/heap.py), to compare")
@@ -143,6 +147,7 @@ def main() -> int:
     window.show_page("monitor")  # built now (warm-up), so its construction is not counted as growth
     window.show_page("runs")
     window.ctx.open_run.emit(run.id)
+    warm_steps = _warm_up(args.warmup, [p.name for p in phases])
     me = psutil.Process()
     t0 = time.monotonic()
     warm_end = t0 + args.warmup * 60
@@ -153,11 +158,15 @@ def main() -> int:
     after_warmup: list[tuple[float, float]] = []
     anon_after_warmup: list[tuple[float, float]] = []
     state = {"phase": -1}
+
     held: dict[str, int] = {}
 
     def cpu() -> float:
         times = me.cpu_times()
         return times.user + times.system
+
+    def current() -> str:
+        return "minimised" if window.isMinimized() else str(getattr(window.stack.currentWidget(), "key", "?"))
 
     def enter(phase: Phase) -> None:
         if window.isMinimized():
@@ -198,9 +207,12 @@ def main() -> int:
             state["phase"] = 0
             phases[0].start = now
             enter(phases[0])
+        elif warm_steps and now - t0 >= warm_steps[0][0] * 60:
+            enter(Phase(warm_steps.pop(0)[1]))
         elapsed = (now - t0) / 60
         print(f"{elapsed:6.1f} min  rss {rss:7.1f} MB  cpu {cpu():7.1f} s  load {os.getloadavg()[0]:.2f}  "
-              f"{['warm-up', *[p.name for p in phases]][index + 1] if index < len(phases) else 'done'}", flush=True)
+              f"{['warm-up', *[p.name for p in phases]][index + 1] if index < len(phases) else 'done'}"
+              f"{'' if index >= 0 else ' (' + current() + ')'}", flush=True)
 
     if args.diag:
         from memory_diag import snapshot  # tests/perf/memory_diag.py
@@ -235,7 +247,7 @@ def main() -> int:
     growth = _slope_per_hour(after_warmup)
     anon_growth = _slope_per_hour(anon_after_warmup)
     print(f"\nmachine: {os.cpu_count()} cpus; {args.minutes:g} min at {args.rate:g} lines/s (4 metrics a line, a bar "
-          f"redraw every 10 lines), first {args.warmup:g} min warm-up on the Runs page")
+          f"redraw every 10 lines), first {args.warmup:g} min warm-up (its page changes: {_warm_up(args.warmup, [p.name for p in phases])})")
     columns = list(results[0])
     widths = [max(len(c), *(len(_fmt(r[c])) for r in results)) for c in columns]
     print("  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True)))
@@ -249,6 +261,23 @@ def main() -> int:
                                          "anon_growth_mb_per_h": anon_growth, "store_rows": rows, "held": held}, indent=1))
     shutil.rmtree(SCRATCH, ignore_errors=True)
     return 0
+
+
+def _warm_up(minutes: float, phases: list[str]) -> list[tuple[float, str]]:
+    """The warm-up's page changes, (minutes from the start, page), after its first minute on the Runs page: a
+    minute on each other page measured, the window minimised for 30 s (when measured), and the rest on the first
+    phase's page, so that phase goes on from the state the warm-up left."""
+    first = phases[0]
+    steps: list[tuple[float, str]] = []
+    at = 1.0
+    for page in dict.fromkeys(phases):
+        if page not in (first, "minimised", "runs"):
+            steps.append((at, page))
+            at += 1.0
+    steps.append((at, first))
+    if "minimised" in phases and first != "minimised":
+        steps += [(max(at, minutes - 3.0), "minimised"), (max(at, minutes - 3.0) + 0.5, first)]
+    return [(m, page) for m, page in steps if m < minutes]
 
 
 def _append_json(path: Path, record: dict) -> None:
