@@ -55,8 +55,8 @@ from traindeck.gui.widgets.labels import panel as _panel
 from traindeck.gui.widgets.run_state import badge_style, panel_style
 
 # The open run: record, events, metrics. Every 2 s, like nvitop's refresh: at 1 s, the reads and what they redraw
-# were a third of the window's CPU watching a 50 lines/s run (py-spy on tests/perf/bench_gui_soak.py); the console
-# and the run's clock still move every second.
+# were about a fifth of the window's CPU watching a 50 lines/s run (py-spy on tests/perf/bench_gui_soak.py); the
+# console and the run's clock still move every second.
 POLL_MS = 2000
 POLL_MAX_MS = 4000  # ... backing off (doubling) while nothing changes
 HIDDEN_POLL_MS = 10_000  # ... while the page is hidden or the window minimised: data only, nothing drawn

@@ -158,7 +158,6 @@ def main() -> int:
     after_warmup: list[tuple[float, float]] = []
     anon_after_warmup: list[tuple[float, float]] = []
     state = {"phase": -1}
-
     held: dict[str, int] = {}
 
     def cpu() -> float:
