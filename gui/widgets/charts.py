@@ -192,7 +192,7 @@ class _Ring:
         x, y = x[-self.capacity:], y[-self.capacity:]
         n = len(x)
         size = min(2 * self.capacity, max(n, 16))
-        if not self.whole or len(self._x) != 2 * self.capacity:
+        if not self.whole:  # a whole ring keeps its storage (always twice the capacity)
             self._x, self._y = np.empty(size), np.empty(size)
         self._x[:n], self._y[:n] = x, y
         self._start, self._n, self.total = 0, n, n
