@@ -162,6 +162,9 @@ class LogConsole(QWidget):
         if paused == self.paused:
             return
         self.paused = paused
+        # No repaints while paused: a minimised window's widgets still count as visible, and some platforms
+        # (offscreen, some compositors) paint them; enabling updates again repaints the view once.
+        self.view.setUpdatesEnabled(not paused)
         if self.feed is not None:
             self.feed.poll_s = PAUSED_POLL_S if paused else self._feed_poll_s
         if paused:
