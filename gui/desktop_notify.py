@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,6 +132,7 @@ class DesktopNotifier(QObject):
         self._actions: bool | None = None
         self._listening = False
         self._tray: QSystemTrayIcon | None = None
+        self._reader = _AlertReader()
         self.timer = QTimer(self, interval=poll_ms)
         self.timer.timeout.connect(self.poll)
         self.clicked.connect(self._open)
@@ -142,12 +144,13 @@ class DesktopNotifier(QObject):
 
     def stop(self) -> None:
         self.timer.stop()
+        self._reader.close()  # waits for a read under way (a few ms): the window is closing
 
     def poll(self) -> None:
         if self._busy:
             return
         self._busy = True
-        self.ctx.tasks.run(_read_alerts, self._mark, done=self._read, failed=lambda _e: self._done_reading())
+        self.ctx.tasks.run(self._reader, self._mark, done=self._read, failed=lambda _e: self._done_reading())
 
     def _done_reading(self) -> None:
         self._busy = False
@@ -228,17 +231,44 @@ class DesktopNotifier(QObject):
         self.window.activateWindow()
 
 
-def _read_alerts(mark: int | None) -> tuple[int | None, list[Alert], bool]:
-    """Worker side: new alerts after `mark` (the first read only sets the mark) and whether they are wanted."""
-    from traindeck.backend.paths import run_store_path
-    from traindeck.backend.runs.alert_feed import alert_mark, alerts_after
-    from traindeck.backend.runs.alerts import desktop_notifications
-    from traindeck.backend.runs.store import RunStore
+class _AlertReader:
+    """Worker side: new alerts after `mark` (the first read only sets the mark) and whether they are wanted.
 
-    if not os.path.exists(run_store_path()):
-        return (0 if mark is None else mark), [], False
-    with RunStore(busy_timeout_s=2.0) as store:
-        if mark is None:
-            return alert_mark(store), [], False
-        new_mark, alerts = alerts_after(store, mark)
-    return new_mark, alerts, desktop_notifications() if alerts else False
+    Keeps its store open between reads: opening one (connection, pragmas, the schema check's write transaction)
+    every POLL_MS was most of this reader's cost, which a window left open for days pays every two seconds. Opened
+    again when the store's file is another one (moved, or TRAINDECK_HOME changed)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # reads run on the task pool's threads: one at a time, and close() waits
+        self._store: Any = None
+        self._key: tuple[str, int] | None = None
+
+    def __call__(self, mark: int | None) -> tuple[int | None, list[Alert], bool]:
+        from traindeck.backend.paths import run_store_path
+        from traindeck.backend.runs.alert_feed import alert_mark, alerts_after
+        from traindeck.backend.runs.alerts import desktop_notifications
+        from traindeck.backend.runs.store import RunStore
+
+        path = run_store_path()
+        try:
+            key = (str(path), os.stat(path).st_ino)
+        except OSError:
+            self.close()
+            return (0 if mark is None else mark), [], False
+        with self._lock:
+            if self._key != key:
+                self._close()
+                self._store, self._key = RunStore(path, busy_timeout_s=2.0), key
+            if mark is None:
+                return alert_mark(self._store), [], False
+            new_mark, alerts = alerts_after(self._store, mark)
+        return new_mark, alerts, desktop_notifications() if alerts else False
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+        self._store, self._key = None, None

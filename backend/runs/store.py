@@ -272,12 +272,15 @@ class RunStore:
     def metric_rows_after(self, run_id: str, mark: int) -> list[tuple[int, str, int | None, float, float]]:
         """[(rowid, name, step, t, value)] of the run recorded after `mark` (see metrics_mark), oldest first: what a
         client polling a live run has not seen yet; pass the last rowid it got as the next mark."""
-        # "+run_id": walk the few rows after the mark rather than the run's whole index range.
+        # "+run_id": walk the few rows after the mark rather than the run's whole index range. Plain tuples, as
+        # SQLite gives them (t and value have REAL affinity): a live run's every row passes here, and making each a
+        # Row, then a tuple again, was most of a minimised window's polling cost (py-spy on bench_gui_soak).
         with self._lock:
-            rows = self._db.execute(
+            cursor = self._db.cursor()
+            cursor.row_factory = None
+            return cursor.execute(
                 "SELECT rowid, name, step, t, value FROM run_metrics WHERE rowid > ? AND +run_id = ? ORDER BY rowid",
                 (mark, run_id)).fetchall()
-        return [(int(r["rowid"]), str(r["name"]), r["step"], float(r["t"]), float(r["value"])) for r in rows]
 
     def metric_series(self, run_id: str, name: str, after_t: float | None = None
                       ) -> list[tuple[int | None, float, float]]:

@@ -170,3 +170,42 @@ def test_a_click_that_arrives_before_gdbus_answers_still_opens_the_run(qtbot):
     assert opened == ["run-7"]
     made._action_invoked(7, "default")  # a second click, once known, opens it again
     assert opened == ["run-7", "run-7"]
+
+
+def test_the_alert_reader_keeps_its_store_open_and_follows_a_new_store_file(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader polls every 2 s for days: one connection, not one per poll; but a store file replaced (a new
+    TRAINDECK_HOME, the file moved away and recreated) is read afresh, not through the old file's connection."""
+    from traindeck.backend.paths import run_store_path
+    from traindeck.backend.runs.store import RunRecord
+    from traindeck.gui.desktop_notify import _AlertReader
+
+    monkeypatch.setenv("TRAINDECK_HOME", str(tmp_path / "home"))
+    reader = _AlertReader()
+    assert reader(None) == (0, [], False)  # no store yet: nothing opened
+    assert reader._store is None
+
+    def failed_run(run_id: str) -> None:
+        with RunStore() as store:
+            store.add_run(RunRecord(id=run_id, run_dir=str(tmp_path / run_id), created_at=time.time(), name=run_id))
+            store.add_event(run_id, "finished", "failed: CUDA out of memory")
+
+    with RunStore():
+        pass
+    mark, _alerts, _ = reader(None)
+    opened = reader._store
+    failed_run("first")
+    mark, found, _ = reader(mark)
+    assert [(a.run_id, a.event) for a in found] == [("first", "failed")]
+    assert reader(mark)[1] == [] and reader._store is opened  # the same connection, poll after poll
+
+    path = run_store_path()
+    path.rename(path.with_suffix(".old"))  # (its -wal and -shm files stay: a new file gets new ones)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    failed_run("second")
+    _mark, found, _ = reader(0)
+    assert reader._store is not opened
+    assert [(a.run_id, a.event) for a in found] == [("second", "failed")]
+    reader.close()
+    assert reader._store is None
