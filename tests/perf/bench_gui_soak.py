@@ -39,6 +39,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,7 +50,7 @@ SCRATCH = Path(tempfile.mkdtemp(prefix="traindeck-bench-soak-"))
 os.environ["TRAINDECK_HOME"] = str(SCRATCH / "home")  # the window's settings and run store, private
 os.environ["TRAINDECK_NO_CLOSE_PROMPT"] = "1"
 
-from PySide6.QtCore import QTimer  # noqa: E402
+from PySide6.QtCore import QEvent, QObject, QTimer  # noqa: E402
 
 from traindeck.backend.launch.environ import training_env  # noqa: E402
 from traindeck.backend.launch.plan import LaunchPlan  # noqa: E402
@@ -128,6 +129,10 @@ def main() -> int:
     parser.add_argument("--diag", type=Path, metavar="FILE",
                         help="every minute, append where the memory is (glibc's arenas, Python's blocks, each "
                              "mapping's anonymous kB) to FILE as JSON lines: to find what grows")
+    parser.add_argument("--paints", type=Path, metavar="FILE",
+                        help="count the window's paint and layout events per widget in each phase and write them "
+                             "to FILE as JSON: what redraws, and how often (its event filter costs CPU: not for "
+                             "the CPU figures)")
     args = parser.parse_args()
     phases = [Phase(p.strip()) for p in args.phases.split(",") if p.strip()]
     unknown = [p.name for p in phases if p.name not in ("runs", "monitor", "minimised")]
@@ -223,6 +228,11 @@ def main() -> int:
         diag_timer.timeout.connect(lambda: _append_json(args.diag, snapshot(time.monotonic() >= warm_end) | {"t": time.monotonic() - t0}))
         diag_timer.start()
 
+    census = _EventCensus(lambda: ["warm-up", *[p.name for p in phases]][state["phase"] + 1]
+                          if state["phase"] < len(phases) else "done") if args.paints else None
+    if census is not None:
+        app.installEventFilter(census)
+
     timer = QTimer()
     timer.setInterval(SAMPLE_MS)
     timer.timeout.connect(tick)
@@ -260,8 +270,35 @@ def main() -> int:
         args.json.write_text(json.dumps({"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "phases": results,
                                          "rss_growth_mb_per_h": growth,
                                          "anon_growth_mb_per_h": anon_growth, "store_rows": rows, "held": held}, indent=1))
+    if census is not None:
+        args.paints.write_text(json.dumps(census.report({p.name: (p.end - p.start) / 60 for p in phases}), indent=1))
     shutil.rmtree(SCRATCH, ignore_errors=True)
     return 0
+
+
+class _EventCensus(QObject):
+    """Counts paint and layout events per receiver (class and object name) and phase (the --paints diagnostic)."""
+
+    KINDS = {QEvent.Type.Paint: "paint", QEvent.Type.LayoutRequest: "layout", QEvent.Type.UpdateRequest: "update"}
+
+    def __init__(self, phase: Callable[[], str]):
+        super().__init__()
+        self.phase = phase
+        self.counts: dict[str, dict[str, int]] = {}
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        kind = self.KINDS.get(event.type())
+        if kind is not None:
+            key = f"{kind} {type(watched).__name__}" + (f" #{watched.objectName()}" if watched.objectName() else "")
+            counts = self.counts.setdefault(self.phase(), {})
+            counts[key] = counts.get(key, 0) + 1
+        return False
+
+    def report(self, minutes: dict[str, float]) -> dict[str, dict[str, float]]:
+        """Events per minute in each measured phase, most frequent first."""
+        return {phase: dict(sorted(((k, round(n / minutes[phase], 1)) for k, n in counts.items()),
+                                   key=lambda kv: -kv[1]))
+                for phase, counts in self.counts.items() if minutes.get(phase)}
 
 
 def _warm_up(minutes: float, phases: list[str]) -> list[tuple[float, str]]:
