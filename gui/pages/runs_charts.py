@@ -52,6 +52,7 @@ class RunChartsPart(RunsPageShared):
                     self._shows_more(name) for name in self._undrawn if name in wanted)):
                 return
         self._drawn_at = now
+        charts: set[TimeSeriesChart] = set()
         for name in sorted(self._undrawn):
             series = self.watched.series.get(name)
             if series is None or name not in wanted:
@@ -71,10 +72,13 @@ class RunChartsPart(RunsPageShared):
                 x = np.concatenate((x[before], dx, x[after]))
                 y = np.concatenate((y[before], dy, y[after]))
             chart.set_series(name, x, y)
+            charts.add(chart)
             self._drawn.add(name)
             if series.last_x is not None:
                 self._drawn_extent[name] = (series.last_x, series.low, series.high)
         self._undrawn.clear()
+        for chart in charts:
+            chart.flush()  # now, not REDRAW_MS later: in the same repaint as the rest of the page's news
 
     def _shows_more(self, name: str) -> bool:
         """Whether drawing the series now would change the chart: new points past the last pixel column drawn,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QTimer, QUrl, Signal
+from PySide6.QtCore import QTimer, QUrl, Signal, SignalInstance
 from PySide6.QtGui import QDesktopServices, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QComboBox,
@@ -139,6 +139,21 @@ class LogConsole(QWidget):
         self.timer = QTimer(self)
         self.timer.setInterval(TICK_MS)
         self.timer.timeout.connect(self.drain)
+        self._clock: SignalInstance | None = None  # see follow_clock()
+        self._on_clock = False  # a stream is applied on the clock's ticks (our own timer is stopped meanwhile)
+
+    def follow_clock(self, tick: SignalInstance) -> None:
+        """Apply a stream (lines in every tick) on `tick` (a page's 1 s clock) instead of our own STREAM_TICK_MS
+        timer: the console's repaint then shares the clock's repaint cycle (a window paints once a second, not
+        twice: each cycle repaints parents and siblings too). Quiet again, our own quick timer takes over."""
+        if self._clock is not None:
+            self._clock.disconnect(self._clock_tick)
+        self._clock = tick
+        tick.connect(self._clock_tick)
+
+    def _clock_tick(self) -> None:
+        if self._on_clock:
+            self.drain()
 
     # ---- the log ----------------------------------------------------------------------------------------------
     def open_log(self, path: Path | str, *, ended: bool = False) -> None:
@@ -168,10 +183,13 @@ class LogConsole(QWidget):
         if self.feed is not None:
             self.feed.poll_s = PAUSED_POLL_S if paused else self._feed_poll_s
         if paused:
+            self._on_clock = False
             self.timer.setInterval(PAUSED_TICK_MS)
+            if self.feed is not None and not self.ended:
+                self.timer.start()
         elif self.feed is not None and not self.ended:
             self.drain()
-            if not self.ended:
+            if not self.ended and not self._on_clock:
                 self.timer.start()
 
     def catch_up(self, timeout_s: float = 2.0) -> None:
@@ -188,6 +206,7 @@ class LogConsole(QWidget):
     def close_log(self) -> None:
         """Stop reading (never waits for the reading thread) and empty the view."""
         self.timer.stop()
+        self._on_clock = False
         if self.feed is not None:
             self.feed.stop()
             self.feed = None
@@ -214,15 +233,24 @@ class LogConsole(QWidget):
             return
         batch = feed.take()
         self._apply(batch)
-        # A stream: apply it in fewer, larger batches; quiet again: the next line shows within TICK_MS.
+        # A stream: apply it in fewer, larger batches (on the clock when there is one); quiet again: the next line
+        # shows within TICK_MS.
         interval = PAUSED_TICK_MS if self.paused else TICK_MS if batch.empty else STREAM_TICK_MS
-        if self.timer.interval() != interval:
+        on_clock = interval == STREAM_TICK_MS and self._clock is not None
+        if on_clock != self._on_clock:
+            self._on_clock = on_clock
+            if not on_clock:
+                self.timer.start()
+        if on_clock:
+            self.timer.stop()
+        elif self.timer.interval() != interval:
             self.timer.setInterval(interval)
         if feed.error:
             self.earlier_label.setText(feed.error)
             self.earlier_label.setVisible(True)
         if self.ended or (not feed.running and feed.error):
             self.timer.stop()  # nothing more will come
+            self._on_clock = False
 
     def _apply(self, batch: ConsoleBatch) -> None:
         if batch.ranks != self._ranks:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 
 from traindeck.gui.widgets.console import PAUSED_TICK_MS, LogConsole
 
@@ -186,3 +186,32 @@ def test_a_paused_console_still_moves_lines_into_its_view_so_none_pile_up_in_the
     console.set_paused(False)
     assert console.timer.interval() < PAUSED_TICK_MS
     qtbot.waitUntil(lambda: counter.paints > painted, timeout=2000)  # and draws them on resuming
+
+
+class _Clock(QObject):
+    tick = Signal()
+
+
+def test_a_stream_is_applied_on_the_clock_it_follows_and_quiet_output_on_its_own_timer(qtbot, console: LogConsole,
+                                                                                      log: Path) -> None:  # type: ignore[no-untyped-def]
+    """The Runs page's 1 s clock drives a stream's applies, so the console repaints with the clock and the page's
+    news in one cycle; once the log is quiet the console's own quick timer shows the next line by itself."""
+    clock = _Clock()
+    console.follow_clock(clock.tick)
+    console.open_log(log)
+    append(log, b"".join(b"first %d\n" % i for i in range(10)))
+    qtbot.waitUntil(lambda: len(console.shown_lines()) == 10, timeout=5000)  # the quick timer, as ever
+    qtbot.waitUntil(lambda: console._on_clock, timeout=5000)  # lines came: a stream, applied on the clock now
+    assert not console.timer.isActive()
+
+    append(log, b"".join(b"more %d\n" % i for i in range(10)))
+    qtbot.waitUntil(lambda: console.feed is not None and console.feed.lines_read == 20, timeout=5000)
+    qtbot.wait(1500)  # longer than STREAM_TICK_MS: nothing applies them but the clock
+    assert len(console.shown_lines()) == 10
+    clock.tick.emit()
+    assert console.shown_lines()[-1] == "more 9"
+
+    clock.tick.emit()  # nothing new: quiet again, back on the console's own timer
+    assert not console._on_clock and console.timer.isActive()
+    append(log, b"alone\n")
+    qtbot.waitUntil(lambda: console.shown_lines()[-1:] == ["alone"], timeout=3000)

@@ -4,6 +4,7 @@
     QT_QPA_PLATFORM=offscreen .venv/bin/python tests/perf/bench_gui_soak.py --minutes 6 --warmup 2
     QT_QPA_PLATFORM=offscreen .venv/bin/python tests/perf/bench_gui_soak.py --phases runs,minimised
     QT_QPA_PLATFORM=offscreen .venv/bin/python tests/perf/bench_gui_soak.py --diag mem.jsonl [--no-trim]  # what grows
+    QT_QPA_PLATFORM=offscreen .venv/bin/python tests/perf/bench_gui_soak.py --paints paints.json  # what repaints
 
 A real supervised run (plain python launcher, the environment real runs get) prints `--rate` lines a second, each
 an HF-Trainer-style dict of 4 metrics, with a tqdm-style bar redrawn on stderr every 10 lines; the real main
