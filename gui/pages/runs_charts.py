@@ -15,6 +15,7 @@ from traindeck.backend.runs.watched import ViewChange
 from traindeck.gui.pages.runs_shared import RunsPageShared
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.charts import TimeSeriesChart
+from traindeck.gui.widgets.labels import SteadyLabel
 from traindeck.gui.widgets.labels import label as _label
 
 # Charts are redrawn for what the screen can show: at most every CHART_MS, and only once the new points reach a
@@ -184,5 +185,8 @@ class RunChartsPart(RunsPageShared):
             key = _label(name)
             set_muted(key)
             grid.addWidget(key, row, 0)
-            label = self._metric_labels[name] = _label(f"{value:.4g}", selectable=True)
+            # (fixed to the widest value: a new value each poll must not lay the page out again)
+            label = self._metric_labels[name] = SteadyLabel("-8.888e-08", selectable=True,
+                                                            align=Qt.AlignmentFlag.AlignRight)
+            label.setText(f"{value:.4g}")
             grid.addWidget(label, row, 1, Qt.AlignmentFlag.AlignRight)

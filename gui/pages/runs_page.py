@@ -49,7 +49,7 @@ from traindeck.gui.pages.runs_nodes import RunNodesPart
 from traindeck.gui.pages.runs_stop import STOP_GRACE_S, RunStopPart
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.console import LogConsole
-from traindeck.gui.widgets.labels import ElidedLabel
+from traindeck.gui.widgets.labels import ElidedLabel, SteadyLabel
 from traindeck.gui.widgets.labels import label as _label
 from traindeck.gui.widgets.labels import panel as _panel
 from traindeck.gui.widgets.run_state import badge_style, panel_style
@@ -137,7 +137,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         font.setPointSizeF(font.pointSizeF() * 1.35)
         self.name_label.setFont(font)
         self.state_badge = QLabel()
-        self.duration_label = _label()
+        self.duration_label = SteadyLabel("running for 0:00")  # ticks every second
         self.duration_label.setToolTip("How long the run has been running (or ran)")
         self.stop_button = QPushButton("Stop")
         self.stop_button.setShortcut(QKeySequence("Ctrl+."))
@@ -173,8 +173,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         self.progress_bar.setRange(0, 1000)
         self.progress_bar.setTextVisible(False)
         self.progress_bar.setFixedHeight(14)
-        self.progress_label = _label()
-        self.progress_label.setMinimumWidth(260)
+        self.progress_label = SteadyLabel("1,000 / 10,000 steps (10%) · 9.99 steps/s")  # new words every poll
         progress = QHBoxLayout()
         progress.addWidget(self.progress_bar, 1)
         progress.addWidget(self.progress_label)

@@ -30,6 +30,36 @@ def label(text: str = "", *, selectable: bool = False, wrap: bool = False, bold:
     return widget
 
 
+class SteadyLabel(QLabel):
+    """A label whose text changes every second or poll (a clock, a live value), of fixed size: as wide as the
+    widest text it has shown (at least `sample`), so a new text repaints the label alone. A label sized by its text
+    asks its layout to lay the page out again at each change, which repaints the labels and boxes around it a
+    moment later, a second repaint of the window (bench_gui_soak --paints); Qt skips that for a widget of fixed
+    size. A wider text widens it (once), nothing narrows it."""
+
+    def __init__(self, sample: str = "", *, selectable: bool = False,
+                 align: Qt.AlignmentFlag = Qt.AlignmentFlag.AlignLeft) -> None:
+        super().__init__()
+        if selectable:
+            self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.setAlignment(align | Qt.AlignmentFlag.AlignVCenter)
+        self._fit(sample)
+
+    def setText(self, text: str) -> None:  # noqa: N802
+        if text == self.text():
+            return
+        if self.fontMetrics().horizontalAdvance(text) + 2 > self.contentsRect().width() - 2 * self.margin():
+            self._fit(text)
+        super().setText(text)
+
+    def _fit(self, text: str) -> None:
+        shown = self.text()
+        super().setText(text)
+        hint = self.sizeHint()
+        self.setFixedSize(max(hint.width() + 2, self.minimumWidth()), hint.height())
+        super().setText(shown)
+
+
 class ElidedLabel(QLabel):
     """One line that never widens its window: the text is cut in the middle ("…") to the width the layout gives,
     the whole of it in the tooltip (with `detail` below it). A run's name can be 90 characters: as a plain label it
