@@ -74,7 +74,8 @@ def test_invalid_value_blocks_launch_then_the_cpu_demo_runs_streams_and_stops(qt
         qtbot.waitUntil(lambda: "train_tiny: mode=deepspeed world_size=2" in runs.console.text(), timeout=240000)
         qtbot.waitUntil(lambda: int(((runs.record.progress if runs.record else None) or {}).get("current") or 0)
                         >= 3, timeout=120000)
-        assert "/ 2,000 steps" in runs.progress_label.text()
+        # (drawn on the page's next clock tick, within a second of the read)
+        qtbot.waitUntil(lambda: "/ 2,000 steps" in runs.progress_label.text(), timeout=5000)
         # Each rank's lines can be shown alone (DeepSpeed's launcher tags nothing; the site hook does).
         qtbot.waitUntil(lambda: runs.console.rank_box.count() == 3, timeout=30000)  # All, Rank 0, Rank 1
         runs.console.set_rank_filter(1)

@@ -260,7 +260,9 @@ def test_real_run_streams_into_the_page_a_new_page_reattaches_and_stop_stops_it(
         qtbot.waitUntil(lambda: current_step(first) >= 50, timeout=60000)
         step = current_step(first)
         qtbot.waitUntil(lambda: current_step(first) > step, timeout=30000)  # progress keeps coming
-        assert "/ 5,000 steps" in first.progress_label.text() and "steps/s" in first.progress_label.text()
+        # (drawn on the page's next clock tick, within a second of the read)
+        qtbot.waitUntil(lambda: "/ 5,000 steps" in first.progress_label.text()
+                        and "steps/s" in first.progress_label.text(), timeout=5000)
         qtbot.waitUntil(lambda: "'loss'" in first.console.text(), timeout=30000)
         lines = first.console.shown_lines()
         bar_lines = [line for line in lines if "/5000 [" in line]
