@@ -144,7 +144,7 @@ class DesktopNotifier(QObject):
 
     def stop(self) -> None:
         self.timer.stop()
-        self._reader.close()  # waits for a read under way (a few ms): the window is closing
+        self._reader.close()
 
     def poll(self) -> None:
         if self._busy:
@@ -265,8 +265,13 @@ class _AlertReader:
         return new_mark, alerts, desktop_notifications() if alerts else False
 
     def close(self) -> None:
-        with self._lock:
-            self._close()
+        """Close the store now, unless a read holds it (it can wait on SQLite's lock up to 2 s): the UI thread,
+        closing the window, never waits for that; the read's connection then goes with the reader."""
+        if self._lock.acquire(blocking=False):
+            try:
+                self._close()
+            finally:
+                self._lock.release()
 
     def _close(self) -> None:
         if self._store is not None:
