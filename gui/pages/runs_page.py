@@ -110,9 +110,10 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         self.list_timer.timeout.connect(self._list_tick)
         self.list_timer.start()
         # The page's clock: once a second it moves the run's duration, draws what the last poll read and (through
-        # follow_clock) applies the console's stream, all in one repaint of the window. Drawn as each arrived, they
-        # were 4-6 repaint cycles a second watching a 50 lines/s run, each repainting the parents and siblings
-        # of what changed (bench_gui_soak --paints).
+        # follow_clock) applies the console's stream, in one pass. Drawn as each arrived, they were 5.8 repaint
+        # cycles of the window a second watching a 50 lines/s run, each repainting the parents and siblings of
+        # what changed; 3.2 with this and SteadyLabel (bench_gui_soak --paints; the progress bar's own immediate
+        # repaint still splits a pass in two).
         self.clock_timer = QTimer(self)
         self.clock_timer.setInterval(1000)
         self.clock_timer.timeout.connect(self._clock_tick)

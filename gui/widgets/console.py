@@ -144,8 +144,8 @@ class LogConsole(QWidget):
 
     def follow_clock(self, tick: SignalInstance) -> None:
         """Apply a stream (lines in every tick) on `tick` (a page's 1 s clock) instead of our own STREAM_TICK_MS
-        timer: the console's repaint then shares the clock's repaint cycle (a window paints once a second, not
-        twice: each cycle repaints parents and siblings too). Quiet again, our own quick timer takes over."""
+        timer: the console's repaint then shares the clock's repaint cycle instead of adding one of its own (each
+        cycle repaints parents and siblings too). Quiet again, our own quick timer takes over."""
         if self._clock is not None:
             self._clock.disconnect(self._clock_tick)
         self._clock = tick
