@@ -239,7 +239,7 @@ class _AlertReader:
     again when the store's file is another one (moved, or TRAINDECK_HOME changed)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()  # reads run on the task pool's threads: one at a time, and close() waits
+        self._lock = threading.Lock()  # reads run on the task pool's threads: one at a time; close() takes it if free
         self._store: Any = None
         self._key: tuple[str, int] | None = None
 
