@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QGridLayout, QLabel, QTableWidget, QVBoxLayout, QW
 from traindeck.gui.pages.monitor_widgets import new_chart, new_table, set_row
 from traindeck.gui.tasks import owned
 from traindeck.gui.theme import set_muted
-from traindeck.gui.widgets.charts import format_value
+from traindeck.gui.widgets.chart_axis import format_value
 
 if TYPE_CHECKING:
     from traindeck.gui.tasks import Tasks

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 
 from traindeck.backend.monitor.snapshots import GpuSnapshot, ResourceSample, RunSnapshot
 from traindeck.gui.pages.monitor_widgets import gpu_note, set_row
-from traindeck.gui.widgets.charts import format_value
+from traindeck.gui.widgets.chart_axis import format_value
 
 if TYPE_CHECKING:
     from traindeck.gui.pages.monitor_widgets import MonitorLayout

@@ -16,8 +16,8 @@ Why it is built this way:
 - Units are formatted on the y axis ("B" and "B/s" in binary steps: GiB, MiB/s) and in the legend, which shows each
   series' latest value. Colours follow the application's light or dark palette, also when it changes.
 
-Size (~650 lines): one widget whose speed matters (ring buffers, decimation, drawing only when visible);
-benchmarked in tests/perf/bench_gui_charts.py.
+Split along those seams: the widget here, its series (ring, folding, decimation) in chart_series.py, axes and
+value words in chart_axis.py. Its speed is benchmarked in tests/perf/bench_gui_charts.py.
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QPalette, QPen
+from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from traindeck.backend.runs.series import BoundedSeries
+from traindeck.gui.widgets.chart_axis import LegendSample, UnitAxisItem, format_value
+from traindeck.gui.widgets.chart_series import ChartSeries, as_array, peak_decimate
 
 REDRAW_MS = 50  # at most 20 curve refreshes a second per chart
 ZOOM_SETTLE_MS = 300  # x_range_chosen is emitted this long after the last wheel step or drag of a gesture
@@ -42,281 +43,6 @@ DEFAULT_MAX_POINTS = 200_000
 LIGHT_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 DARK_COLOURS = ("#8ab4f8", "#f28b82", "#81c995", "#fdd663", "#c58af9", "#fcad70", "#ff8bcb", "#78d9ec")
 REFERENCE_LIGHT, REFERENCE_DARK = "#b0403a", "#f6aea9"
-
-_BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
-
-
-# ------------------------------------------------------------------------------------------------ formatting
-def _binary_scale(value: float) -> int:
-    """Index into _BINARY so that value / 1024**index is below 1024."""
-    value = abs(value)
-    index = 0
-    while value >= 1024 and index < len(_BINARY) - 1:
-        value /= 1024
-        index += 1
-    return index
-
-
-def format_value(value: float | None, unit: str = "", digits: int = 3) -> str:
-    """A value as people read it: 12.3 GiB, 850 MiB/s, 45 %, 250 W, 61 °C; "-" for None/NaN."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if unit in ("B", "B/s"):
-        index = _binary_scale(value)
-        scaled = value / 1024**index
-        suffix = _BINARY[index] + ("/s" if unit == "B/s" else "")
-        return f"{_significant(scaled, digits)} {suffix}"
-    text = _significant(value, digits)
-    return f"{text} {unit}" if unit else text
-
-
-def _significant(value: float, digits: int) -> str:
-    if value == 0:
-        return "0"
-    magnitude = int(math.floor(math.log10(abs(value))))
-    decimals = max(0, digits - 1 - magnitude)
-    text = f"{value:.{decimals}f}"
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return text
-
-
-def _nice_step(raw: float) -> float:
-    """The smallest 1, 2 or 5 x 10^n not below raw."""
-    if raw <= 0 or not math.isfinite(raw):
-        return 1.0
-    exponent = math.floor(math.log10(raw))
-    for factor in (1.0, 2.0, 5.0, 10.0):
-        step = factor * 10**exponent
-        if step >= raw * (1 - 1e-9):
-            return step
-    return 10.0 ** (exponent + 1)
-
-
-def _decimals(step: float) -> int:
-    """Enough decimals to write multiples of `step` exactly (0.25 -> 2, 0.5 -> 1, 5 -> 0), at most 4."""
-    if step <= 0 or not math.isfinite(step):
-        return 0
-    for decimals in range(5):
-        scaled = step * 10**decimals
-        if abs(scaled - round(scaled)) < 1e-6 * max(1.0, scaled):
-            return decimals
-    return 4
-
-
-class UnitAxisItem(pg.AxisItem):
-    """A y axis that writes the unit on each tick; byte units step in powers of two (0.5 GiB, 1 GiB, ...)."""
-
-    def __init__(self, unit: str, orientation: str = "left", **kwargs: Any) -> None:
-        super().__init__(orientation, **kwargs)
-        self.unit = unit
-        self.enableAutoSIPrefix(False)
-
-    def _is_bytes(self) -> bool:
-        return self.unit in ("B", "B/s")
-
-    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:  # noqa: N802
-        if not self._is_bytes():
-            return super().tickSpacing(minVal, maxVal, size)
-        span = abs(maxVal - minVal)
-        if span == 0 or not math.isfinite(span):
-            return []
-        scale = 1024 ** _binary_scale(max(abs(minVal), abs(maxVal)))
-        target = max(2.0, size / 45.0)  # about one labelled tick per 45 px
-        major = _nice_step(span / scale / target) * scale
-        return [(major, 0.0), (major / 2, 0.0)]
-
-    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
-        if not values:
-            return []
-        if self._is_bytes():
-            # One unit for the whole axis (from its range, not these values: minor ticks come separately).
-            index = _binary_scale(max(abs(self.range[0]), abs(self.range[1]), *(abs(v) for v in values)))
-            unit_scale = 1024**index
-            decimals = _decimals(spacing / unit_scale)
-            suffix = _BINARY[index] + ("/s" if self.unit == "B/s" else "")
-            return [f"{v / unit_scale:.{decimals}f} {suffix}" for v in values]
-        suffix = f" {self.unit}" if self.unit else ""
-        largest = max(abs(v) for v in values)
-        # One notation per axis, from its range: pyqtgraph asks for major and minor ticks separately, and
-        # deciding by each call's spacing wrote "0.001" beside "1.5e-03" on one axis.
-        extent = max(abs(self.range[0]), abs(self.range[1]), largest)
-        if spacing > 0 and (spacing < 1e-3 or extent < 1e-2 or extent >= 1e6):
-            # Learning rates (1e-5) and token counts (1e9): fixed decimals would print 0.0000 or 13 digits.
-            digits = min(4, max(0, math.floor(math.log10(largest or spacing)) - math.floor(math.log10(spacing))))
-            return [("0" if v == 0 else f"{v:.{digits}e}") + suffix for v in values]
-        decimals = _decimals(spacing)
-        return [f"{v:.{decimals}f}{suffix}" for v in values]
-
-
-class _LegendSample(pg.ItemSample):
-    """A short thick line in the series' colour (pyqtgraph draws a triangle for filled curves); clicking it
-    still hides or shows the series."""
-
-    def paint(self, p: Any, *args: Any) -> None:
-        if not self.item.isVisible():
-            super().paint(p, *args)  # pyqtgraph's "hidden" eye
-            return
-        pen = QPen(pg.mkPen(self.item.opts["pen"]))
-        pen.setWidthF(3.0)
-        p.setPen(pen)
-        p.drawLine(2, 11, 18, 11)
-
-
-# ------------------------------------------------------------------------------------------------ ring buffer
-class _Ring:
-    """Up to `capacity` (x, y) float64 pairs, newest last; `view()` is one contiguous slice (no copy).
-
-    Storage grows by doubling up to twice the capacity, or with `whole` is that size from the start, written
-    through so its pages are resident at once: a chart fed for days (the Monitor's) then holds the memory it will
-    ever hold from its first point, instead of creeping for its first hour (tests/perf/bench_gui_soak.py)."""
-
-    def __init__(self, capacity: int, whole: bool = False) -> None:
-        self.capacity = max(1, int(capacity))
-        self.whole = whole
-        size = 2 * self.capacity if whole else 0
-        self._x = np.full(size, np.nan)
-        self._y = np.full(size, np.nan)
-        self._start = 0
-        self._n = 0
-        self.total = 0  # points ever stored since the last replace: total - len = index of the oldest kept
-
-    def __len__(self) -> int:
-        return self._n
-
-    def view(self) -> tuple[np.ndarray, np.ndarray]:
-        s, e = self._start, self._start + self._n
-        return self._x[s:e], self._y[s:e]
-
-    def replace(self, x: np.ndarray, y: np.ndarray) -> None:
-        x, y = x[-self.capacity:], y[-self.capacity:]
-        n = len(x)
-        size = min(2 * self.capacity, max(n, 16))
-        if not self.whole:  # a whole ring keeps its storage (always twice the capacity)
-            self._x, self._y = np.empty(size), np.empty(size)
-        self._x[:n], self._y[:n] = x, y
-        self._start, self._n, self.total = 0, n, n
-
-    def extend(self, x: np.ndarray, y: np.ndarray) -> None:
-        k = len(x)
-        if k == 0:
-            return
-        if k >= self.capacity:
-            self.replace(x, y)
-            return
-        end = self._start + self._n
-        if end + k > len(self._x):
-            # Out of room: keep the newest points that still fit with the new ones, moved to the front. Storage
-            # grows by doubling up to twice the capacity, so each point is moved O(1) times on average.
-            keep = min(self._n, self.capacity - k)
-            size = len(self._x)
-            if keep + k > size or size < 2 * self.capacity:
-                size = min(2 * self.capacity, max(16, 2 * size, keep + k))
-            new_x, new_y = (np.empty(size), np.empty(size)) if size != len(self._x) else (self._x, self._y)
-            new_x[:keep] = self._x[end - keep:end]
-            new_y[:keep] = self._y[end - keep:end]
-            self._x, self._y, self._start, self._n = new_x, new_y, 0, keep
-            end = keep
-        self._x[end:end + k] = x
-        self._y[end:end + k] = y
-        self._n += k
-        self.total += k
-        if self._n > self.capacity:
-            self._start += self._n - self.capacity
-            self._n = self.capacity
-
-
-def peak_decimate(x: np.ndarray, y: np.ndarray, x_low: float, x_high: float, columns: int,
-                  first_index: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The points of increasing `x` within [x_low, x_high] (plus one on each side, so lines reach the edges)
-    reduced to at most ~2 per column: each bucket of k points becomes its (x, min) and (x, max), so every spike
-    stays visible. Buckets start at multiples of k counted from `first_index` (the ring's absolute index of x[0]),
-    so a bucket's content does not shift as new points arrive and live charts do not shimmer. NaN = a gap: a
-    bucket of NaN stays NaN, and a bucket with some NaN is cut off from both neighbours (NaN before and after its
-    min and max), so a gap narrower than a column still breaks the line instead of vanishing into a bucket (a
-    line drawn straight across the minutes a hidden Monitor page did not sample)."""
-    n = len(x)
-    if n == 0:
-        return x, y
-    i = max(0, int(np.searchsorted(x, x_low)) - 1)
-    j = min(n, int(np.searchsorted(x, x_high, side="right")) + 1)
-    count = j - i
-    columns = max(1, int(columns))
-    if count <= 2 * columns:
-        return x[i:j], y[i:j]
-    k = 1 << int(math.ceil(math.log2(count / columns)))  # a power of two: stable while the count creeps up
-    i = max(0, ((first_index + i) // k) * k - first_index)
-    full = (j - i) // k
-    head = y[i:i + full * k].reshape(full, k)
-    lows, highs = np.fmin.reduce(head, axis=1), np.fmax.reduce(head, axis=1)
-    xs = x[i:i + full * k:k]
-    partial = np.isnan(head).any(axis=1) & ~np.isnan(lows)
-    if partial.any():
-        gap = np.full(full, np.nan)
-        keep = np.column_stack((partial, np.ones(full, bool), np.ones(full, bool), partial)).ravel()
-        bucket_x = np.repeat(xs, 4)[keep]
-        bucket_y = np.column_stack((gap, lows, highs, gap)).ravel()[keep]
-    else:
-        bucket_x, bucket_y = np.repeat(xs, 2), np.column_stack((lows, highs)).ravel()
-    rest = y[i + full * k:j]
-    if len(rest):  # the newest, incomplete bucket: its points as they are
-        return np.concatenate((bucket_x, x[i + full * k:j])), np.concatenate((bucket_y, rest))
-    return bucket_x, bucket_y
-
-
-def _as_array(values: Any) -> np.ndarray:
-    """Scalars, lists (None allowed: a gap) or arrays -> a 1-D float64 array."""
-    if isinstance(values, np.ndarray):
-        return np.asarray(values, dtype=np.float64).ravel()
-    if isinstance(values, (int, float)) or values is None:
-        return np.array([np.nan if values is None else values], dtype=np.float64)
-    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-
-
-class _Series:
-    def __init__(self, name: str, capacity: int, curve: pg.PlotDataItem, colour: str | None,
-                 older_buckets: int = 0) -> None:
-        self.name = name
-        # Folded history (the Monitor's charts) is bounded memory for days: its ring is allocated whole at once.
-        self.ring = _Ring(capacity, whole=older_buckets > 0)
-        self.curve = curve
-        self.colour = colour  # None: from the theme's palette by position
-        self.fill = False
-        self.lone = False  # drawn as a dot: a line needs two points, and one point alone showed nothing
-        # Points pushed out of the ring, folded to min/max buckets (None: dropped; see the module's doc).
-        self.older = BoundedSeries(recent=1, max_buckets=older_buckets) if older_buckets else None
-
-    def replace(self, x: np.ndarray, y: np.ndarray) -> None:
-        if self.older is not None:
-            self.older = BoundedSeries(recent=1, max_buckets=self.older.max_buckets)
-            cut = max(0, len(x) - self.ring.capacity)
-            if cut:
-                self.older.add(x[:cut].tolist(), y[:cut].tolist())
-        self.ring.replace(x, y)
-
-    def extend(self, x: np.ndarray, y: np.ndarray) -> None:
-        if self.older is not None:
-            ring_x, ring_y = self.ring.view()
-            pushed = len(ring_x) + len(x) - self.ring.capacity  # the oldest this many leave the ring
-            if pushed > 0:
-                old = min(pushed, len(ring_x))
-                self.older.add(ring_x[:old].tolist() + x[:pushed - old].tolist(),
-                               ring_y[:old].tolist() + y[:pushed - old].tolist())
-        self.ring.extend(x, y)
-
-    def older_points(self) -> tuple[np.ndarray, np.ndarray]:
-        """The folded part as points to draw ((x, min) and (x, max) a bucket); empty when nothing was folded."""
-        if self.older is None or not self.older.count:
-            return np.empty(0), np.empty(0)
-        xs, ys = self.older.points()
-        return np.frombuffer(xs, dtype=np.float64), np.frombuffer(ys, dtype=np.float64)
-
-    def view(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every point held, oldest first (folded ones as min/max pairs): a copy."""
-        x, y = self.ring.view()
-        ox, oy = self.older_points()
-        return np.concatenate((ox, x)), np.concatenate((oy, y))
-
 
 # ------------------------------------------------------------------------------------------------ the chart
 class TimeSeriesChart(QWidget):
@@ -340,7 +66,7 @@ class TimeSeriesChart(QWidget):
         self.older_buckets = int(older_buckets)  # > 0: points beyond max_points folded, not dropped
         self._x_is_time = bool(x_is_time)
         self._x_window: float | None = None
-        self._series: dict[str, _Series] = {}
+        self._series: dict[str, ChartSeries] = {}
         self._references: dict[str, tuple[float, pg.InfiniteLine]] = {}
         self._follow_x = True
         self._leader: TimeSeriesChart | None = None  # see link_x
@@ -363,7 +89,7 @@ class TimeSeriesChart(QWidget):
         view = item.getViewBox()
         # Not anchored (offset=None): pyqtgraph's anchor reacts to geometry changes of a ViewBox already deleted
         # when a chart is destroyed and raises from the event loop; _place_legend keeps it top right instead.
-        self.legend = pg.LegendItem(offset=None, labelTextSize="8pt", verSpacing=-6, sampleType=_LegendSample)
+        self.legend = pg.LegendItem(offset=None, labelTextSize="8pt", verSpacing=-6, sampleType=LegendSample)
         self.legend.setParentItem(view)
         item.legend = self.legend  # PlotItem.addItem lists named curves in it
         view.sigResized.connect(self._place_legend)
@@ -433,7 +159,7 @@ class TimeSeriesChart(QWidget):
     # ------------------------------------------------------------------------------------------------- data
     def set_series(self, name: str, x: Any, y: Any, *, colour: str | None = None, fill: bool = False) -> None:
         """Replace the series `name` (created on first use; `colour`/`fill` apply when it is created)."""
-        xs, ys = _as_array(x), _as_array(y)
+        xs, ys = as_array(x), as_array(y)
         if len(xs) != len(ys):
             raise ValueError(f"{self.title}: series {name!r} has {len(xs)} x values but {len(ys)} y values")
         self._get(name, colour, fill).replace(xs, ys)
@@ -442,7 +168,7 @@ class TimeSeriesChart(QWidget):
     def append(self, name: str, x: Any, y: Any, *, colour: str | None = None, fill: bool = False) -> None:
         """Add one point (scalars) or many (arrays); the oldest beyond `max_points` are dropped (folded with
         `older_buckets`). y None = a gap."""
-        xs, ys = _as_array(x), _as_array(y)
+        xs, ys = as_array(x), as_array(y)
         if len(xs) != len(ys):
             raise ValueError(f"{self.title}: series {name!r} got {len(xs)} x values but {len(ys)} y values")
         self._get(name, colour, fill).extend(xs, ys)
@@ -516,12 +242,12 @@ class TimeSeriesChart(QWidget):
         return {label: value for label, (value, _) in self._references.items()}
 
     # ------------------------------------------------------------------------------------------------ redraw
-    def _get(self, name: str, colour: str | None, fill: bool) -> _Series:
+    def _get(self, name: str, colour: str | None, fill: bool) -> ChartSeries:
         series = self._series.get(name)
         if series is None:
             curve = pg.PlotDataItem(name=name)
             self.plot_item.addItem(curve)
-            series = _Series(name, self.max_points, curve, colour, self.older_buckets)
+            series = ChartSeries(name, self.max_points, curve, colour, self.older_buckets)
             series.fill = fill
             self._series[name] = series
             self._style_curve(series, len(self._series) - 1)
@@ -680,7 +406,7 @@ class TimeSeriesChart(QWidget):
     def _colours(self) -> Sequence[str]:
         return DARK_COLOURS if self._dark else LIGHT_COLOURS
 
-    def _style_curve(self, series: _Series, position: int) -> None:
+    def _style_curve(self, series: ChartSeries, position: int) -> None:
         colour = QColor(series.colour or self._colours()[position % len(self._colours())])
         series.curve.setPen(pg.mkPen(colour, width=1))  # width 1: Qt's fast line path
         if series.fill:

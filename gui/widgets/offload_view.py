@@ -27,7 +27,8 @@ from PySide6.QtWidgets import (
 )
 
 from traindeck.backend.monitor.live import summarize_steps
-from traindeck.gui.widgets.charts import TimeSeriesChart, format_value
+from traindeck.gui.widgets.chart_axis import format_value
+from traindeck.gui.widgets.charts import TimeSeriesChart
 
 TABLE_ROWS = 300  # the newest steps; older ones are in the run's log
 

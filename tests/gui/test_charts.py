@@ -9,15 +9,9 @@ import pyqtgraph as pg
 import pytest
 from PySide6.QtGui import QColor, QPalette
 
-from traindeck.gui.widgets.charts import (
-    DARK_COLOURS,
-    LIGHT_COLOURS,
-    TimeSeriesChart,
-    UnitAxisItem,
-    _Ring,
-    format_value,
-    peak_decimate,
-)
+from traindeck.gui.widgets.chart_axis import UnitAxisItem, format_value
+from traindeck.gui.widgets.chart_series import Ring, peak_decimate
+from traindeck.gui.widgets.charts import DARK_COLOURS, LIGHT_COLOURS, TimeSeriesChart
 
 
 @pytest.fixture
@@ -32,7 +26,7 @@ def chart(qtbot):
 
 @pytest.mark.parametrize("whole", [False, True])
 def test_ring_keeps_the_newest_points_in_order_across_many_appends(whole):
-    ring = _Ring(100, whole=whole)
+    ring = Ring(100, whole=whole)
     storage = ring._x
     reference: collections.deque[float] = collections.deque(maxlen=100)
     rng = np.random.default_rng(3)

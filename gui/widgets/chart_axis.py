@@ -1,0 +1,128 @@
+"""The charts' axes and words: values written as people read them (12.3 GiB, 850 MiB/s, 45 %), a y axis that
+puts the unit on each tick (byte units in powers of two), and the legend's sample line. Split from charts.py."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pyqtgraph as pg
+from PySide6.QtGui import QPen
+
+_BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def _binary_scale(value: float) -> int:
+    """Index into _BINARY so that value / 1024**index is below 1024."""
+    value = abs(value)
+    index = 0
+    while value >= 1024 and index < len(_BINARY) - 1:
+        value /= 1024
+        index += 1
+    return index
+
+
+def format_value(value: float | None, unit: str = "", digits: int = 3) -> str:
+    """A value as people read it: 12.3 GiB, 850 MiB/s, 45 %, 250 W, 61 °C; "-" for None/NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if unit in ("B", "B/s"):
+        index = _binary_scale(value)
+        scaled = value / 1024**index
+        suffix = _BINARY[index] + ("/s" if unit == "B/s" else "")
+        return f"{_significant(scaled, digits)} {suffix}"
+    text = _significant(value, digits)
+    return f"{text} {unit}" if unit else text
+
+
+def _significant(value: float, digits: int) -> str:
+    if value == 0:
+        return "0"
+    magnitude = int(math.floor(math.log10(abs(value))))
+    decimals = max(0, digits - 1 - magnitude)
+    text = f"{value:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def _nice_step(raw: float) -> float:
+    """The smallest 1, 2 or 5 x 10^n not below raw."""
+    if raw <= 0 or not math.isfinite(raw):
+        return 1.0
+    exponent = math.floor(math.log10(raw))
+    for factor in (1.0, 2.0, 5.0, 10.0):
+        step = factor * 10**exponent
+        if step >= raw * (1 - 1e-9):
+            return step
+    return 10.0 ** (exponent + 1)
+
+
+def _decimals(step: float) -> int:
+    """Enough decimals to write multiples of `step` exactly (0.25 -> 2, 0.5 -> 1, 5 -> 0), at most 4."""
+    if step <= 0 or not math.isfinite(step):
+        return 0
+    for decimals in range(5):
+        scaled = step * 10**decimals
+        if abs(scaled - round(scaled)) < 1e-6 * max(1.0, scaled):
+            return decimals
+    return 4
+
+
+class UnitAxisItem(pg.AxisItem):
+    """A y axis that writes the unit on each tick; byte units step in powers of two (0.5 GiB, 1 GiB, ...)."""
+
+    def __init__(self, unit: str, orientation: str = "left", **kwargs: Any) -> None:
+        super().__init__(orientation, **kwargs)
+        self.unit = unit
+        self.enableAutoSIPrefix(False)
+
+    def _is_bytes(self) -> bool:
+        return self.unit in ("B", "B/s")
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:  # noqa: N802
+        if not self._is_bytes():
+            return super().tickSpacing(minVal, maxVal, size)
+        span = abs(maxVal - minVal)
+        if span == 0 or not math.isfinite(span):
+            return []
+        scale = 1024 ** _binary_scale(max(abs(minVal), abs(maxVal)))
+        target = max(2.0, size / 45.0)  # about one labelled tick per 45 px
+        major = _nice_step(span / scale / target) * scale
+        return [(major, 0.0), (major / 2, 0.0)]
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
+        if not values:
+            return []
+        if self._is_bytes():
+            # One unit for the whole axis (from its range, not these values: minor ticks come separately).
+            index = _binary_scale(max(abs(self.range[0]), abs(self.range[1]), *(abs(v) for v in values)))
+            unit_scale = 1024**index
+            decimals = _decimals(spacing / unit_scale)
+            suffix = _BINARY[index] + ("/s" if self.unit == "B/s" else "")
+            return [f"{v / unit_scale:.{decimals}f} {suffix}" for v in values]
+        suffix = f" {self.unit}" if self.unit else ""
+        largest = max(abs(v) for v in values)
+        # One notation per axis, from its range: pyqtgraph asks for major and minor ticks separately, and
+        # deciding by each call's spacing wrote "0.001" beside "1.5e-03" on one axis.
+        extent = max(abs(self.range[0]), abs(self.range[1]), largest)
+        if spacing > 0 and (spacing < 1e-3 or extent < 1e-2 or extent >= 1e6):
+            # Learning rates (1e-5) and token counts (1e9): fixed decimals would print 0.0000 or 13 digits.
+            digits = min(4, max(0, math.floor(math.log10(largest or spacing)) - math.floor(math.log10(spacing))))
+            return [("0" if v == 0 else f"{v:.{digits}e}") + suffix for v in values]
+        decimals = _decimals(spacing)
+        return [f"{v:.{decimals}f}{suffix}" for v in values]
+
+
+class LegendSample(pg.ItemSample):
+    """A short thick line in the series' colour (pyqtgraph draws a triangle for filled curves); clicking it
+    still hides or shows the series."""
+
+    def paint(self, p: Any, *args: Any) -> None:
+        if not self.item.isVisible():
+            super().paint(p, *args)  # pyqtgraph's "hidden" eye
+            return
+        pen = QPen(pg.mkPen(self.item.opts["pen"]))
+        pen.setWidthF(3.0)
+        p.setPen(pen)
+        p.drawLine(2, 11, 18, 11)
