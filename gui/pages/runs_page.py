@@ -27,7 +27,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QMessageBox,
-    QProgressBar,
     QPushButton,
     QSizePolicy,
     QSplitter,
@@ -49,7 +48,7 @@ from traindeck.gui.pages.runs_nodes import RunNodesPart
 from traindeck.gui.pages.runs_stop import STOP_GRACE_S, RunStopPart
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.console import LogConsole
-from traindeck.gui.widgets.labels import ElidedLabel, SteadyLabel
+from traindeck.gui.widgets.labels import ElidedLabel, SteadyLabel, SteadyProgressBar
 from traindeck.gui.widgets.labels import label as _label
 from traindeck.gui.widgets.labels import panel as _panel
 from traindeck.gui.widgets.run_state import badge_style, panel_style
@@ -170,7 +169,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         set_muted(self.meta_label)
 
         # -- progress -----------------------------------------------------------------------------------------
-        self.progress_bar = QProgressBar()
+        self.progress_bar = SteadyProgressBar()  # repaints with the page, not on its own (setValue)
         self.progress_bar.setRange(0, 1000)
         self.progress_bar.setTextVisible(False)
         self.progress_bar.setFixedHeight(14)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QResizeEvent
-from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout
+from PySide6.QtWidgets import QFrame, QLabel, QProgressBar, QSizePolicy, QVBoxLayout
 
 
 def panel(name: str) -> tuple[QFrame, QVBoxLayout]:
@@ -58,6 +58,21 @@ class SteadyLabel(QLabel):
         hint = self.sizeHint()
         self.setFixedSize(max(hint.width() + 2, self.minimumWidth()), hint.height())
         super().setText(shown)
+
+
+class SteadyProgressBar(QProgressBar):
+    """A progress bar that repaints with the rest of the window. Qt's setValue paints the bar at once
+    (QWidget::repaint, when the change shows) instead of asking for a repaint: a run's poll then paints the window
+    twice a second, once for the bar and once for everything else the same pass changed. Here the new value is
+    taken with updates off and the bar is marked for the next repaint."""
+
+    def setValue(self, value: int) -> None:  # noqa: N802 (Qt's name)
+        if value == self.value():
+            return
+        self.setUpdatesEnabled(False)
+        super().setValue(value)
+        self.setUpdatesEnabled(True)
+        self.update()
 
 
 class ElidedLabel(QLabel):

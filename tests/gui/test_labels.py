@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QWidget
 
-from traindeck.gui.widgets.labels import SteadyLabel
+from traindeck.gui.widgets.labels import SteadyLabel, SteadyProgressBar
 
 
-class _LayoutRequests(QObject):
-    def __init__(self) -> None:
+class _Events(QObject):
+    """Counts one kind of event reaching the widget it is installed on."""
+
+    def __init__(self, kind: QEvent.Type = QEvent.Type.LayoutRequest) -> None:
         super().__init__()
+        self.kind = kind
         self.count = 0
 
     def eventFilter(self, _watched: QObject, event: QEvent) -> bool:  # noqa: N802
-        self.count += event.type() == QEvent.Type.LayoutRequest
+        self.count += event.type() == self.kind
         return False
 
 
-def _row(qtbot, label: QLabel) -> tuple[QWidget, _LayoutRequests]:  # type: ignore[no-untyped-def]
+def _row(qtbot, label: QWidget) -> tuple[QWidget, _Events]:  # type: ignore[no-untyped-def]
     row = QWidget()
     qtbot.addWidget(row)
     layout = QHBoxLayout(row)
@@ -27,7 +30,7 @@ def _row(qtbot, label: QLabel) -> tuple[QWidget, _LayoutRequests]:  # type: igno
     row.show()
     qtbot.waitExposed(row)
     qtbot.wait(20)  # the row's own first layout pass
-    requests = _LayoutRequests()
+    requests = _Events()
     row.installEventFilter(requests)
     return row, requests
 
@@ -56,3 +59,32 @@ def test_a_plain_label_lays_its_row_out_again_at_each_new_text(qtbot) -> None:  
     label.setText("2.007")
     qtbot.wait(20)
     assert requests.count >= 1
+
+
+def _bar_paints(qtbot, bar: QProgressBar) -> tuple[QWidget, _Events]:  # type: ignore[no-untyped-def]
+    bar.setRange(0, 1000)
+    bar.setTextVisible(False)
+    row, _requests = _row(qtbot, bar)
+    paints = _Events(QEvent.Type.Paint)
+    bar.installEventFilter(paints)
+    return row, paints
+
+
+def test_a_steady_progress_bar_paints_with_the_next_repaint_not_at_once(qtbot) -> None:  # type: ignore[no-untyped-def]
+    bar = SteadyProgressBar()
+    _row_widget, paints = _bar_paints(qtbot, bar)
+    bar.setValue(500)
+    assert paints.count == 0 and bar.value() == 500  # nothing painted inside setValue
+    qtbot.waitUntil(lambda: paints.count >= 1, timeout=2000)  # but painted with the next repaint
+    painted = paints.count
+    bar.setValue(500)  # the same value: nothing to paint
+    qtbot.wait(30)
+    assert paints.count == painted
+
+
+def test_qts_progress_bar_paints_inside_set_value(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """What SteadyProgressBar avoids (so the test above can fail): QProgressBar.setValue repaints at once."""
+    bar = QProgressBar()
+    _row_widget, paints = _bar_paints(qtbot, bar)
+    bar.setValue(500)
+    assert paints.count >= 1
