@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traindeck.backend.runs.provenance import load as load_provenance
 from traindeck.backend.runs.resume import load_lineage
 from traindeck.backend.runs.savestop import stop_kind
+
+if TYPE_CHECKING:
+    from traindeck.backend.runs.store import RunRecord
 
 
 def summary_fields(run_dir: str) -> dict[str, Any]:
@@ -19,14 +22,17 @@ def summary_fields(run_dir: str) -> dict[str, Any]:
     }
 
 
-def run_leftovers(store_path: str | None, run_id: str) -> dict[str, Any]:
+def run_leftovers(store_path: str | None, run_id: str, record: RunRecord | None = None) -> dict[str, Any]:
     """Everything the dashboard's "left behind" panel shows for one run (call it off the UI thread):
-    {"id", "state", "checkpoints": [Checkpoint.to_json()...], "parent", "resumed_from", "provenance", "stop"}."""
+    {"id", "state", "checkpoints": [Checkpoint.to_json()...], "parent", "resumed_from", "provenance", "stop"}.
+    `record`: the run as the caller just read it (the Runs page polls it anyway), so the store is not opened again
+    every few seconds while a run goes (a connection and its schema check: ~2 % of the page's time on screen)."""
     from traindeck.backend.runs.relaunch import checkpoints_of
     from traindeck.backend.runs.store import RunStore
 
-    with RunStore(store_path) as store:
-        record = store.get_run(run_id)
+    if record is None or record.id != run_id:
+        with RunStore(store_path) as store:
+            record = store.get_run(run_id)
     if record is None:
         raise LookupError(f"no run {run_id} in the run store")
     return {"id": record.id, "state": record.state, "run_dir": record.run_dir, "checkpoints": [c.to_json() for c in checkpoints_of(record)],

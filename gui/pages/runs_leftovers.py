@@ -83,7 +83,7 @@ class RunLeftoversPart(RunsPageShared):
         now = time.monotonic()
         if force or now - self._leftovers_read_at >= LEFTOVERS_MS / 1000:
             self._leftovers_read_at = now
-            self.leftovers.refresh()
+            self.leftovers.refresh(self.record)
 
     def _leftovers_loaded(self, data: dict[str, Any]) -> None:
         if data.get("id") != self.run_id:

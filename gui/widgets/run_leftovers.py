@@ -135,13 +135,14 @@ class RunLeftoversPanel(QWidget):
         self.refreshing = False  # an answer on its way is about the run before: dropped in _shown
         self.refresh()
 
-    def refresh(self) -> None:
-        """Read the run's checkpoints and origin again (the page calls this while the run goes, on screen only)."""
+    def refresh(self, record: Any = None) -> None:
+        """Read the run's checkpoints and origin again (the page calls this while the run goes, on screen only,
+        with the run's record as its poll read it: then the store is not opened for it)."""
         if self.run_id is None or self.refreshing:
             return
         self.refreshing = True
         run_id = self.run_id
-        self.tasks.run(leftbehind.run_leftovers, self.store_path, run_id,
+        self.tasks.run(leftbehind.run_leftovers, self.store_path, run_id, record,
                        done=lambda data: self._shown(run_id, data), failed=lambda text: self._read_failed(run_id, text))
 
     def _read_failed(self, run_id: str, text: str) -> None:
