@@ -201,6 +201,12 @@ class MonitorNodes(QWidget):
     def _chart(self, nodes: list[dict[str, Any]]) -> None:
         if not self.live:
             return
+        for chart in (self.ram_chart, self.cpu_chart):
+            known = set(chart.series_names())
+            for node in nodes:  # a line per node in the table's order, whichever node reports first, so each node
+                host = str(node.get("host"))  # keeps its colour from one run to the next (CI saw node 2 first)
+                if host not in known:
+                    chart.append(host, [], [])
         for node in nodes:
             now, host = node.get("now") or {}, str(node.get("host"))
             t = now.get("written_at") if node.get("reachable", True) else None

@@ -136,6 +136,24 @@ def test_a_running_multi_node_runs_nodes_are_side_by_side_and_follow_the_watch(p
     watch.store.close()
 
 
+def test_each_nodes_line_comes_in_the_tables_order_whichever_node_reports_first(qtbot, traindeck_home: Path) -> None:
+    """CI saw the second node's figures first: its line was made first and took the first colour."""
+    from traindeck.gui.pages.monitor_nodes import MonitorNodes
+
+    ctx = AppContext(settings=QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat))
+    view = MonitorNodes(ctx.tasks, 1.0)
+    qtbot.addWidget(view)
+    view.live = True
+    nodes = [{"host": "127.0.0.2", "now": {}}, {"host": "127.0.0.3", "now": {"written_at": time.time(),
+                                                                               "ram_used_bytes": GIB}}]
+    view._arrived(view._request, None, nodes)
+    assert view.ram_chart.series_names() == view.cpu_chart.series_names() == ["127.0.0.2", "127.0.0.3"]
+    assert view.ram_chart.point_count("127.0.0.2") == 0 and view.ram_chart.last("127.0.0.3") == GIB
+    view.show()
+    qtbot.waitExposed(view)
+    view.ram_chart.flush()  # a line with no point yet draws nothing, and nothing fails
+
+
 def test_a_one_machine_run_has_no_nodes_tab(page, qtbot, launcher) -> None:
     run_id, _ = _run("one-machine", launcher, None)
     page.show()
