@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from qt_events import EventCount
 
 from traindeck.gui.widgets.console import PAUSED_TICK_MS, LogConsole
 
@@ -153,27 +154,17 @@ def test_text_can_be_selected_with_the_mouse_and_copied(qtbot, console: LogConso
     assert view.selected_text() == "alpha one\n[1] beta two\ngamma three"
 
 
-class _PaintCounter(QObject):
-    def __init__(self) -> None:
-        super().__init__()
-        self.paints = 0
-
-    def eventFilter(self, _watched: QObject, event: QEvent) -> bool:  # noqa: N802
-        self.paints += event.type() == QEvent.Type.Paint
-        return False
-
-
 def test_a_paused_console_still_moves_lines_into_its_view_so_none_pile_up_in_the_feed(qtbot, console: LogConsole,
                                                                                     log: Path) -> None:  # type: ignore[no-untyped-def]
     """Hidden page or minimised window: batches still go into the (undrawn) view every PAUSED_TICK_MS; lines left
     pending in the feed were a second copy of up to max_lines texts, grown every time the page was hidden. Nothing
     is painted meanwhile (a minimised window's widgets still count as visible), and once on resuming."""
-    counter = _PaintCounter()
+    counter = EventCount(QEvent.Type.Paint)
     console.view.viewport().installEventFilter(counter)
     console.open_log(log)
     qtbot.wait(200)
     console.set_paused(True)
-    painted = counter.paints
+    painted = counter.count
     assert console.timer.isActive() and console.timer.interval() == PAUSED_TICK_MS
     with log.open("a") as out:
         out.write("".join(f"line {i}\n" for i in range(3000)))
@@ -182,10 +173,10 @@ def test_a_paused_console_still_moves_lines_into_its_view_so_none_pile_up_in_the
     assert console.feed is not None and not console.feed._pending  # nothing held for a return
     assert console.timer.interval() == PAUSED_TICK_MS  # still the slow pace while paused
     qtbot.wait(100)
-    assert counter.paints == painted  # the view (still "visible": this widget is shown) drew none of them
+    assert counter.count == painted  # the view (still "visible": this widget is shown) drew none of them
     console.set_paused(False)
     assert console.timer.interval() < PAUSED_TICK_MS
-    qtbot.waitUntil(lambda: counter.paints > painted, timeout=2000)  # and draws them on resuming
+    qtbot.waitUntil(lambda: counter.count > painted, timeout=2000)  # and draws them on resuming
 
 
 class _Clock(QObject):

@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject
+from PySide6.QtCore import QEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QWidget
+from qt_events import EventCount
 
 from traindeck.gui.widgets.labels import SteadyLabel, SteadyProgressBar
 
 
-class _Events(QObject):
-    """Counts one kind of event reaching the widget it is installed on."""
-
-    def __init__(self, kind: QEvent.Type = QEvent.Type.LayoutRequest) -> None:
-        super().__init__()
-        self.kind = kind
-        self.count = 0
-
-    def eventFilter(self, _watched: QObject, event: QEvent) -> bool:  # noqa: N802
-        self.count += event.type() == self.kind
-        return False
-
-
-def _row(qtbot, label: QWidget) -> tuple[QWidget, _Events]:  # type: ignore[no-untyped-def]
+def _row(qtbot, label: QWidget) -> tuple[QWidget, EventCount]:  # type: ignore[no-untyped-def]
     row = QWidget()
     qtbot.addWidget(row)
     layout = QHBoxLayout(row)
@@ -30,7 +18,7 @@ def _row(qtbot, label: QWidget) -> tuple[QWidget, _Events]:  # type: ignore[no-u
     row.show()
     qtbot.waitExposed(row)
     qtbot.wait(20)  # the row's own first layout pass
-    requests = _Events()
+    requests = EventCount(QEvent.Type.LayoutRequest)
     row.installEventFilter(requests)
     return row, requests
 
@@ -61,11 +49,11 @@ def test_a_plain_label_lays_its_row_out_again_at_each_new_text(qtbot) -> None:  
     assert requests.count >= 1
 
 
-def _bar_paints(qtbot, bar: QProgressBar) -> tuple[QWidget, _Events]:  # type: ignore[no-untyped-def]
+def _bar_paints(qtbot, bar: QProgressBar) -> tuple[QWidget, EventCount]:  # type: ignore[no-untyped-def]
     bar.setRange(0, 1000)
     bar.setTextVisible(False)
     row, _requests = _row(qtbot, bar)
-    paints = _Events(QEvent.Type.Paint)
+    paints = EventCount(QEvent.Type.Paint)
     bar.installEventFilter(paints)
     return row, paints
 
