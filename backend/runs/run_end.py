@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from traindeck.backend.runs.layout import RunDir
     from traindeck.backend.runs.output_drain import OutputFollower
     from traindeck.backend.runs.stall_watch import StallWatch
-    from traindeck.backend.runs.supervisor import Instructions, SafeStore, StopSequence
+    from traindeck.backend.runs.stop_sequence import StopSequence
+    from traindeck.backend.runs.supervisor import Instructions, SafeStore
     from traindeck.backend.runs.watchdog import Watchdog
 
 logger = logging.getLogger("traindeck.supervisor")
