@@ -94,6 +94,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         # resolution, {name: (low, high, points)}; dropped when the chart follows the newest data again.
         self._detail: dict[str, tuple[float, float, BoundedSeries]] = {}
         self._stale = False  # news arrived while off screen: shown on return
+        self._catch_up = False  # back on screen: the next view read is drawn at once, charts included
         self._drawn_at = 0.0  # monotonic time the charts were last drawn
         self._metric_labels: dict[str, QLabel] = {}
 
@@ -286,6 +287,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         self._drawn_extent = {}
         self._detail = {}
         self._stale = False
+        self._catch_up = False
         self.console.close_log()
         self._new_loss_chart()
         self._set_other(None)
@@ -354,8 +356,11 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         # repaint); a run just opened, ending or being stopped at once.
         steady = (record.state == "running" and not change.first and record.stop_requested_at is None
                   and not self.watched.stop_pending)
-        if self.on_screen() and not steady:
+        if self.on_screen() and (not steady or self._catch_up):
             self._show_run_state()
+            if self._catch_up:
+                self._catch_up = False
+                self._draw_series(force=True)
         else:
             self._stale = True  # drawn on the clock's next tick, or when the page is back on screen
         self._pace_polling(change.news)
@@ -407,6 +412,10 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
             self._draw_series(force=True)
         self._update_duration()
         self.poll_timer.setInterval(POLL_MS)
+        # What was drawn just now is the last hidden poll's (up to HIDDEN_POLL_MS old): this poll's news is drawn
+        # as soon as it arrives, charts too, not CHART_MS later (the tour's Runs page showed step 10's chart beside
+        # step 54's labels after a visit to the Monitor).
+        self._catch_up = True
         self.poll()
         self._leftovers_due(force=True)
 

@@ -328,7 +328,8 @@ def test_force_stop_kills_a_run_at_once(qtbot, make_page) -> None:  # type: igno
         make_sure_it_ends(record.id)
 
 
-def test_off_screen_the_page_reads_but_draws_nothing_and_catches_up_on_return(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+def test_off_screen_the_page_reads_but_draws_nothing_and_catches_up_on_return(qtbot, make_page, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from traindeck.gui.pages import runs_charts
     from traindeck.gui.pages.runs_page import HIDDEN_POLL_MS, POLL_MAX_MS
 
     record = add_run("hidden", log=b"line 1\n")
@@ -356,8 +357,15 @@ def test_off_screen_the_page_reads_but_draws_nothing_and_catches_up_on_return(qt
         qtbot.wait(1500)
         assert page.loss_chart.point_count("loss") == drawn
         assert len(page.console.shown_lines()) == lines
-        back()
-        qtbot.waitUntil(lambda d=drawn: page.loss_chart.point_count("loss") == d + 10, timeout=10000)
+        # Written after the last poll off screen: read by the poll on return, and drawn as it arrives, without
+        # waiting for the charts' pace (made a minute here, so only a catch-up draw can pass).
+        with RunStore() as store:
+            store.add_metrics(record.id, [("loss", step, 1000.0 + step, 1.0 / step, None)
+                                          for step in range(drawn + 11, drawn + 16)])
+        with monkeypatch.context() as patch:  # (not monkeypatch.undo(): that would undo TRAINDECK_HOME too)
+            patch.setattr(runs_charts, "CHART_MS", 60_000)
+            back()
+            qtbot.waitUntil(lambda d=drawn: page.loss_chart.point_count("loss") == d + 15, timeout=10000)
         qtbot.waitUntil(lambda d=drawn: f"more {d} 4" in page.console.shown_lines(), timeout=10000)
         assert not page.console.paused and page.poll_timer.interval() <= POLL_MAX_MS  # live pace again
 
