@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from traindeck.backend.monitor.live import RunChoice, run_choices, run_history, run_offload
-from traindeck.gui.pages.monitor_widgets import NO_RUN, clear_series
+from traindeck.gui.pages.monitor_widgets import NO_RUN, RUN_TOTAL_LINES, clear_series
 from traindeck.gui.widgets.run_state import state_icon
 
 if TYPE_CHECKING:
@@ -154,11 +154,8 @@ class MonitorRuns(_Base):
             return
         series = result["series"]
         t = series["t"]
-        for chart, name, column in ((self.rank_rss_chart, "all ranks", "ranks_rss"),
-                                    (self.rank_rss_chart, "largest rank", "rank_rss_max"),
-                                    (self.rank_cpu_chart, "all ranks", "ranks_cpu_pct"),
-                                    (self.rank_gpu_chart, "all ranks", "ranks_gpu_mem"),
-                                    (self.rank_locked_chart, "all ranks", "ranks_locked")):
+        for chart_name, name, column, _live in RUN_TOTAL_LINES:
+            chart = getattr(self, chart_name)
             values = series[column]
             if not len(t) or np.all(np.isnan(values)):
                 continue

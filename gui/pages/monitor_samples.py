@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import Qt
 
 from traindeck.backend.monitor.snapshots import GpuSnapshot, ResourceSample, RunSnapshot
-from traindeck.gui.pages.monitor_widgets import gpu_note, set_row
+from traindeck.gui.pages.monitor_widgets import RUN_TOTAL_LINES, gpu_note, set_row
 from traindeck.gui.widgets.chart_axis import format_value
 
 if TYPE_CHECKING:
@@ -162,7 +162,9 @@ class MonitorSamples(_Base):
                 self.rank_gpu_chart.append(name, t, process.gpu_memory_bytes)
             self.rank_locked_chart.append(name, t, process.locked_bytes)
         if run.processes:
-            self.rank_rss_chart.append("all ranks", t, run.ranks_rss_bytes)
+            for chart_name, name, _column, live in RUN_TOTAL_LINES:
+                if chart_name != "rank_gpu_chart" or self._gpu_state == "gpus":
+                    getattr(self, chart_name).append(name, t, getattr(run, live))
         if tables:
             self._fill_process_table([self._process_cells(p) for p in run.processes])
 

@@ -45,6 +45,15 @@ RECENT_AT_1HZ = 3_600
 OLDER_BUCKETS = 2_000
 WINDOWS = (("1 min", 60.0), ("10 min", 600.0), ("1 hour", 3600.0), ("6 hours", 21600.0), ("24 hours", 86400.0))
 NO_RUN = "None: host and GPUs only"
+# The run's totals, a line each beside its ranks' lines: (chart, line, the recording's column for what came before
+# the page watched, the live snapshot's property for each sample since). Both feed every line: fed only from the
+# recording, "largest rank" and the CPU and locked totals stood still at their last recorded value while the ranks'
+# own lines went on (the tour's Run tab said "all ranks 93.9 %" beside two ranks at 5 %).
+RUN_TOTAL_LINES = (("rank_rss_chart", "all ranks", "ranks_rss", "ranks_rss_bytes"),
+                   ("rank_rss_chart", "largest rank", "rank_rss_max", "max_rank_rss_bytes"),
+                   ("rank_cpu_chart", "all ranks", "ranks_cpu_pct", "ranks_cpu_percent"),
+                   ("rank_gpu_chart", "all ranks", "ranks_gpu_mem", "ranks_gpu_memory_bytes"),
+                   ("rank_locked_chart", "all ranks", "ranks_locked", "ranks_locked_bytes"))
 
 
 def new_chart(title: str, unit: str) -> TimeSeriesChart:

@@ -122,6 +122,15 @@ def test_a_running_runs_ranks_are_sampled_live_with_their_real_memory(page, qtbo
             assert page.rank_rss_chart.last(f"rank {rank}") >= 64 * MIB  # each rank touched 64 MiB
         assert page.rank_rss_chart.last("all ranks") >= 128 * MIB
         assert page.rank_cpu_chart.point_count("rank 0") >= 2
+        # The run's totals follow each sample too, not only the recording (they stood still once).
+        rss = page.rank_rss_chart
+        assert rss.last("largest rank") == max(rss.last("rank 0"), rss.last("rank 1"))
+        assert rss.point_count("largest rank") == rss.point_count("all ranks") >= 2
+        cpu = page.rank_cpu_chart
+        assert cpu.point_count("all ranks") >= 2
+        assert cpu.last("all ranks") == pytest.approx(cpu.last("rank 0") + cpu.last("rank 1"))
+        assert page.rank_locked_chart.point_count("all ranks") >= 2
+        assert "all ranks" not in page.rank_gpu_chart.series_names()  # no GPU here: no line promising figures
         qtbot.waitUntil(lambda: page.process_table.rowCount() == 3, timeout=WAIT_MS)
         rows = {page.process_table.item(r, 0).text(): page.process_table.item(r, 1).text() for r in range(3)}
         assert rows == {str(tree["launcher"]): "launcher", str(tree["ranks"][0]): "rank", str(tree["ranks"][1]): "rank"}
