@@ -17,7 +17,7 @@ from pathlib import Path
 
 
 def crash_dir() -> Path:
-    from traindeck.backend import paths
+    from traindeck.backend.core import paths
 
     return paths.data_dir() / "crash-reports"
 
@@ -25,10 +25,10 @@ def crash_dir() -> Path:
 def write_crash_report(exc: BaseException, argv: Sequence[str] = (), context: str = "") -> Path | None:
     """Write the report; its path, or None when even that fails (a full disk must not raise a second error)."""
     from traindeck import __version__
-    from traindeck.backend import paths
+    from traindeck.backend.core import paths
 
     try:
-        from traindeck.backend.runs.layout import mask_argv
+        from traindeck.backend.runs.record.layout import mask_argv
 
         shown = mask_argv(list(argv))
     except Exception:  # the masking itself must not hide the crash being reported

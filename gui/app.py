@@ -119,7 +119,7 @@ def _settings() -> QSettings:
     traindeck's settings, private like the rest (QSettings' own default would be ~/.config/Unknown Organization)."""
     from PySide6.QtCore import QSettings
 
-    from traindeck.backend import paths
+    from traindeck.backend.core import paths
 
     directory = paths.ensure_private_dir(paths.config_dir())
     return QSettings(str(directory / "window.ini"), QSettings.Format.IniFormat)

@@ -18,7 +18,7 @@ MAX_BYTES = 1 << 20  # then the file starts again (the previous one kept as dash
 
 
 def log_path() -> Path:
-    from traindeck.backend import paths
+    from traindeck.backend.core import paths
 
     return paths.data_dir() / LOG
 
@@ -26,7 +26,7 @@ def log_path() -> Path:
 def record(exception: BaseException, where: str = "") -> Path | None:
     """Append the exception's traceback to the log; the log's path, or None when it could not be written."""
     try:
-        from traindeck.backend import paths
+        from traindeck.backend.core import paths
 
         path = paths.ensure_private_dir(paths.data_dir()) / LOG
         if path.exists() and path.stat().st_size > MAX_BYTES:

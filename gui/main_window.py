@@ -297,7 +297,7 @@ class MainWindow(QMainWindow):
             self.ctx.status.emit(f"No viewer opened the README: it is {path}" if path else "The README is not installed")
 
     def _about(self) -> None:
-        from traindeck.backend import paths
+        from traindeck.backend.core import paths
 
         QMessageBox.about(self, "About traindeck",
                           "traindeck: configure, launch and watch Accelerate/DeepSpeed runs.\n\n"
@@ -374,8 +374,8 @@ class MainWindow(QMainWindow):
         box.exec()
         clicked = box.clickedButton()
         if clicked is stop:
-            from traindeck.backend.runs.control import stop_run
-            from traindeck.backend.runs.store import RunStore
+            from traindeck.backend.runs.control.lifecycle import stop_run
+            from traindeck.backend.runs.record.run_store import RunStore
 
             with RunStore() as store:  # writes each run's stop request; the supervisors do the rest
                 for run_id in run_ids:
@@ -387,11 +387,11 @@ class MainWindow(QMainWindow):
 def _running_run_ids() -> list[str]:
     """Runs the store says are running, newest first ([] without a store, or when it cannot be read)."""
     try:
-        from traindeck.backend.paths import run_store_path
+        from traindeck.backend.core.paths import run_store_path
 
         if not Path(run_store_path()).exists():
             return []
-        from traindeck.backend.runs.store import RunStore
+        from traindeck.backend.runs.record.run_store import RunStore
 
         with RunStore() as store:
             return [r.id for r in store.list_runs(state="running")]

@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from traindeck.backend.runs.cgroups import CGROUP_ROOT, process_cgroup
+from traindeck.backend.runs.diagnosis.cgroups import CGROUP_ROOT, process_cgroup
 
 
 def make_memory_cgroup(name: str, limit_bytes: int) -> Path | str:

@@ -11,8 +11,9 @@ import psutil
 
 from traindeck.backend.launch.environ import torch_extensions_dir
 from traindeck.backend.launch.plan import LaunchPlan
-from traindeck.backend.runs.control import new_run_dir, run_processes, start_run
-from traindeck.backend.runs.store import RunRecord, RunStore
+from traindeck.backend.runs.control.lifecycle import new_run_dir, start_run
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+from traindeck.backend.runs.supervisor.liveness import run_processes
 
 SCRIPTS = Path(__file__).resolve().parent / "fixtures" / "scripts"
 BEHAVE = SCRIPTS / "behave.py"

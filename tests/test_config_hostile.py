@@ -186,8 +186,8 @@ def test_crash_reports_mask_secret_looking_options(tmp_path):
 def test_preset_files_and_opened_configs_have_the_same_bounds(hostile_dir, tmp_path, case):
     """A preset shared as a file (`presets list`, the dashboard's Open) is read with a config's bounds: one
     PresetError naming the file, quickly, instead of a YAML alias bomb walked in memory."""
-    from traindeck.backend.preset_sources import read_config_file
     from traindeck.backend.presets import PresetError, read_preset_file
+    from traindeck.backend.presets.sources import read_config_file
 
     preset_file = tmp_path / "shared.yaml"
     preset_file.write_bytes(hostile_dir[case].read_bytes())

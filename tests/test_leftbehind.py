@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from traindeck.backend.runs.layout import create_run_dir
-from traindeck.backend.runs.leftbehind import run_leftovers
-from traindeck.backend.runs.store import RunRecord, RunStore
+from traindeck.backend.runs.control.leftbehind import run_leftovers
+from traindeck.backend.runs.record.layout import create_run_dir
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
 
 def _run_with_a_checkpoint() -> RunRecord:

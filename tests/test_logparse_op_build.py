@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from traindeck.backend.logparse.op_build import OpBuildTracker, build_text
-from traindeck.backend.runs.op_builds import ops_being_built
+from traindeck.backend.runs.diagnosis.op_builds import ops_being_built
 
 
 @pytest.mark.parametrize(("line", "change"), [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from traindeck.backend.masking import is_secret_name, looks_like_secret_value, mask_argv, masked_env
+from traindeck.backend.core.masking import is_secret_name, looks_like_secret_value, mask_argv, masked_env
 
 HF = "hf_" + "a1B2" * 9
 OPENAI = "sk-proj-" + "Zx9" * 10

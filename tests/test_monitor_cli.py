@@ -11,7 +11,7 @@ import psutil
 from fixtures.monitor_run_tree import run_tree
 
 from traindeck.backend.cli import main as cli_main
-from traindeck.backend.runs.store import RunRecord, RunStore
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
 
 def _traindeck(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:

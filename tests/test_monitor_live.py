@@ -8,6 +8,7 @@ import time
 import pytest
 from fixtures.monitor_run_tree import run_tree
 
+from traindeck.backend.core.paths import run_store_path
 from traindeck.backend.monitor.demo import demo_offload_view, demo_samples, demo_steps
 from traindeck.backend.monitor.live import (
     LiveSampler,
@@ -17,10 +18,9 @@ from traindeck.backend.monitor.live import (
     step_times,
     summarize_steps,
 )
-from traindeck.backend.monitor.store import ResourceWriter
+from traindeck.backend.monitor.sample_store import ResourceWriter
 from traindeck.backend.monitor.store_read import resource_summary
-from traindeck.backend.paths import run_store_path
-from traindeck.backend.runs.store import RunRecord, RunStore
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
 MIB = 1024 * 1024
 

@@ -10,8 +10,8 @@ import time
 import pytest
 from fixtures.monitor_run_tree import run_tree
 
+from traindeck.backend.core.procfs import parent_map
 from traindeck.backend.monitor.processes import RunProcessSampler
-from traindeck.backend.procfs import parent_map
 
 MIB = 1024 * 1024
 

@@ -14,7 +14,7 @@ import pytest
 from runhelp import events, python_job, wait_finished
 
 from traindeck.backend.monitor.store_read import resource_summary
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.record.run_store import RunStore
 
 SHIM = Path(__file__).resolve().parent / "fixtures" / "nvml" / "driver_shim"
 

@@ -14,8 +14,8 @@ from traindeck.backend.estimate.advisor import compare_with_measured
 from traindeck.backend.monitor.gpu_sampler import GpuSampler
 from traindeck.backend.monitor.nvml import NvmlLibrary
 from traindeck.backend.monitor.run_gpus import map_visible_devices, run_gpus
+from traindeck.backend.monitor.sample_store import ResourceWriter
 from traindeck.backend.monitor.snapshots import GpuSnapshot, RunSnapshot
-from traindeck.backend.monitor.store import ResourceWriter
 from traindeck.backend.monitor.store_read import read_series, resource_summary
 
 

@@ -13,11 +13,11 @@ from fixtures.monitor_run_tree import run_tree
 from fixtures.monitor_samples import GIB, T0, phase, training_sample
 from fixtures.nvml.fake_driver import MIB, FakePynvml, recording
 
-from traindeck.backend.monitor import store as store_module
+from traindeck.backend.monitor import sample_store as store_module
 from traindeck.backend.monitor.nvml import NvmlLibrary
 from traindeck.backend.monitor.offload import offload_view
 from traindeck.backend.monitor.recorder import RunResourceRecorder
-from traindeck.backend.monitor.store import CHUNK_SAMPLES, ResourceWriter
+from traindeck.backend.monitor.sample_store import CHUNK_SAMPLES, ResourceWriter
 from traindeck.backend.monitor.store_read import read_process_samples, read_series, resource_summary
 
 

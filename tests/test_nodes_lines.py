@@ -7,7 +7,7 @@ from pathlib import Path
 
 from traindeck.backend.cli.run_follow import line_text
 from traindeck.backend.logparse import LineAssembler
-from traindeck.backend.runs.follow import LogReader
+from traindeck.backend.runs.record.log_follow import LogReader
 
 
 def test_host_prefixes_of_the_runs_hosts_become_the_lines_node() -> None:
@@ -34,7 +34,7 @@ def test_a_runs_log_reader_knows_its_hosts_from_nodes_json(tmp_path: Path) -> No
 
 
 def test_runs_show_reads_per_node_hosts_ranks_and_peaks(tmp_path: Path) -> None:
-    from traindeck.backend.runs.node_report import node_text, nodes_summary
+    from traindeck.backend.runs.control.node_report import node_text, nodes_summary
 
     assert nodes_summary(tmp_path) is None  # one machine: no `nodes`
     (tmp_path / "nodes.json").write_text(json.dumps({"hosts": [{"host": "h1", "slots": 1, "ranks": [0]},

@@ -16,9 +16,9 @@ from runhelp import DEMO, get, job_env, wait_finished, wait_until
 from sshnodes import SshNodes  # the ssh_nodes session fixture comes from conftest.py
 
 from traindeck.backend.launch.builders import LaunchRequest
-from traindeck.backend.runs.launch import launch_run
-from traindeck.backend.runs.node_watch import read_state
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.control.new_run import launch_run
+from traindeck.backend.runs.record.run_store import RunStore
+from traindeck.backend.runs.supervisor.node_sampler import read_state
 
 pytestmark = [pytest.mark.multinode]
 CONFIG = {"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1,
@@ -103,7 +103,7 @@ def test_a_two_node_run_streams_both_nodes_and_a_rank_killed_on_node_2_is_diagno
 @pytest.mark.slow
 def test_a_two_node_run_is_stopped_on_every_node_and_each_node_confirms_nothing_is_left(
         ssh_nodes: SshNodes, tmp_path: Path) -> None:  # noqa: F811
-    from traindeck.backend.runs.control import stop_run
+    from traindeck.backend.runs.control.lifecycle import stop_run
 
     run_id = _launch(ssh_nodes, tmp_path, steps=100000)
     state = wait_until(lambda: _both_ranks_running(run_id), timeout=1500, interval=1.0)

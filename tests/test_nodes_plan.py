@@ -11,7 +11,7 @@ import pytest
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
 from traindeck.backend.nodes.envfile import ENV_FILE
 from traindeck.backend.nodes.hostfile import Host, HostfileError, read_hostfile, write_hostfile
-from traindeck.backend.nodes.plan import NODES_FILE
+from traindeck.backend.nodes.node_plan import NODES_FILE
 
 
 def test_hostfile_problems_name_file_line_and_field(tmp_path: Path) -> None:

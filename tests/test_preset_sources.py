@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from traindeck.backend.config.repair import repair_text
-from traindeck.backend.preset_native import native_preset_verdicts
-from traindeck.backend.preset_sources import (
+from traindeck.backend.presets import PresetError, dump_preset, load_preset, validate_preset
+from traindeck.backend.presets.native import native_preset_verdicts
+from traindeck.backend.presets.sources import (
     blank_preset,
     examine_text,
     free_name,
     read_config_file,
 )
-from traindeck.backend.presets import PresetError, dump_preset, load_preset, validate_preset
 
 
 def test_pasted_json_with_python_literals_offers_the_config_fix_repair(fixtures: Path):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from traindeck.backend import paths
+from traindeck.backend.core import paths
 from traindeck.backend.presets import (
     BUILTIN_NAMES,
     NVME_PLACEHOLDER,

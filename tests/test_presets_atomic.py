@@ -13,12 +13,12 @@ import textwrap
 import time
 from pathlib import Path
 
-from traindeck.backend import paths
+from traindeck.backend.core import paths
 from traindeck.backend.presets import BUILTIN_NAMES, list_presets, read_preset_file
 
 WRITER = textwrap.dedent("""
     import os, sys, time
-    import traindeck.backend.fileio as fileio
+    import traindeck.backend.core.fileio as fileio
     from traindeck.backend.presets import Preset, save_preset
 
     if sys.argv[2] == "slow-disk":

@@ -19,7 +19,7 @@ import psutil
 from runhelp import wait_until
 
 from traindeck.backend.queue.entries import QueuedLaunch, QueueStore
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.record.run_store import RunStore
 
 JOB = Path(__file__).resolve().parent / "fixtures" / "scripts" / "queue_job.py"
 

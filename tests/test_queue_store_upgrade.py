@@ -11,9 +11,9 @@ import sqlite3
 import subprocess
 import sys
 
-from traindeck.backend.paths import run_store_path
+from traindeck.backend.core.paths import run_store_path
 from traindeck.backend.queue.entries import QueuedLaunch, QueueStore
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.record.run_store import RunStore
 
 # queue_entries as the first queue build created it (before claimed_by).
 OLD_QUEUE_TABLE = """CREATE TABLE queue_entries (

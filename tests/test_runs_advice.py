@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from traindeck.backend.runs.diagnosis import Evidence, diagnose
-from traindeck.backend.runs.layout import create_run_dir
-from traindeck.backend.runs.settings import launch_settings
+from traindeck.backend.runs.diagnosis.diagnose import Evidence, diagnose
+from traindeck.backend.runs.record.launch_settings import launch_settings
+from traindeck.backend.runs.record.layout import create_run_dir
 
 PORT = ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
         "port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use")

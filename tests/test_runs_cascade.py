@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from traindeck.backend.runs import failures, procs
-from traindeck.backend.runs.cgroups import memory_limit, owner_of, parse_proc_cgroup
-from traindeck.backend.runs.diagnosis import Evidence, ProcessEnd, diagnose
+from traindeck.backend.runs import processes as procs
+from traindeck.backend.runs.diagnosis import failures
+from traindeck.backend.runs.diagnosis.cgroups import memory_limit, owner_of, parse_proc_cgroup
+from traindeck.backend.runs.diagnosis.diagnose import Evidence, ProcessEnd, diagnose
 
 GiB = 2**30
 
@@ -221,8 +222,8 @@ def test_rank_tags_split_the_log(line: str) -> None:
 
 # ---- runs show ----------------------------------------------------------------------------------------------
 def test_runs_show_prints_follow_ons_and_the_memory_that_ran_out(tmp_path: Path) -> None:
-    from traindeck.backend.runs.layout import create_run_dir
-    from traindeck.backend.runs.store import RunRecord, RunStore
+    from traindeck.backend.runs.record.layout import create_run_dir
+    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
     run_dir = create_run_dir()
     run_dir.output.write_text("")

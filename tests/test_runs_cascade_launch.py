@@ -14,8 +14,8 @@ from cgrouphelp import make_memory_cgroup, remove_cgroup
 from runhelp import DEMO, SCRIPTS, leftovers, ranks, wait_finished
 
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
-from traindeck.backend.runs.control import new_run_dir, start_run
-from traindeck.backend.runs.store import RunRecord
+from traindeck.backend.runs.control.lifecycle import new_run_dir, start_run
+from traindeck.backend.runs.record.run_store import RunRecord
 
 deepspeed = pytest.importorskip("deepspeed", reason="needs the train extra (deepspeed)")
 

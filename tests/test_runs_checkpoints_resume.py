@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from runhelp import REPO, SCRIPTS, events, wait_finished, wait_until
 
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.record.run_store import RunStore
 
 HF_SCRIPT = SCRIPTS / "hf_tiny_trainer.py"
 DS_SCRIPT = SCRIPTS / "ds_tiny_checkpoints.py"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from runhelp import BEHAVE, get, leftovers, wait_finished, wait_until
 
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.record.run_store import RunStore
 
 
 def traindeck(*args: str, timeout: float = 120, **kwargs: object) -> subprocess.CompletedProcess[str]:

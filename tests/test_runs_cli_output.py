@@ -19,7 +19,7 @@ import pytest
 from runhelp import BEHAVE, get, wait_finished, wait_until
 
 from traindeck.backend.cli.runs_cmd import format_table
-from traindeck.backend.runs.store import RunRecord, RunStore
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
 
 def traindeck(*args: str, env: dict[str, str] | None = None, timeout: float = 120,

@@ -15,9 +15,9 @@ from runhelp import REPO, SCRIPTS, events, leftovers, ranks, wait_finished, wait
 
 from traindeck.backend.cli.run_follow import interrupt_message
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
-from traindeck.backend.runs.control import new_run_dir, start_run
-from traindeck.backend.runs.savestop import stop_kind
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.control.lifecycle import new_run_dir, start_run
+from traindeck.backend.runs.record.run_store import RunStore
+from traindeck.backend.runs.record.savestop import stop_kind
 
 pytestmark = pytest.mark.timeout(900)
 

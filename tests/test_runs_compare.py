@@ -12,7 +12,7 @@ import pytest
 from fixtures.history_runs import T0, make_run, peak_gpu_bytes
 from fixtures.monitor_samples import training_sample
 
-from traindeck.backend.runs.compare import (
+from traindeck.backend.runs.control.compare import (
     RUN_DIR_MARK,
     RunNotFound,
     argv_changes,
@@ -20,8 +20,8 @@ from traindeck.backend.runs.compare import (
     config_snapshot,
     flatten,
 )
-from traindeck.backend.runs.history import RunHistory, run_figures, seconds_per_step
-from traindeck.backend.runs.store import RunRecord, RunStore
+from traindeck.backend.runs.control.history import RunHistory, run_figures, seconds_per_step
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
 
 @pytest.fixture
@@ -122,7 +122,7 @@ def test_history_lists_runs_newest_first_and_reuses_finished_figures(store, monk
         assert rows[0].seconds_per_step == pytest.approx(0.5) and rows[0].state == "succeeded"
 
         calls = []
-        import traindeck.backend.runs.history as module
+        import traindeck.backend.runs.control.history as module
 
         real = module.run_figures
         monkeypatch.setattr(module, "run_figures", lambda s, r, now=None: calls.append(r.id) or real(s, r, now))
@@ -207,7 +207,7 @@ def test_compare_shows_the_one_script_argument_that_differs(store):
 
 
 def test_a_run_ended_by_a_signal_is_named_by_the_signal(store):
-    from traindeck.backend.runs.compare import figure_rows
+    from traindeck.backend.runs.control.compare import figure_rows
 
     run = make_run(store, "stopped")
     with RunStore() as other:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from traindeck.backend.logparse import Line
-from traindeck.backend.runs.console_feed import ConsoleBatch, ConsoleFeed
+from traindeck.backend.runs.control.console_feed import ConsoleBatch, ConsoleFeed
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 10.0) -> None:
@@ -145,7 +145,7 @@ def test_a_missing_log_is_waited_for(tmp_path: Path) -> None:
 
 def test_far_behind_a_flood_it_jumps_to_the_newest_output_and_says_so(log: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from traindeck.backend.runs import console_feed
+    from traindeck.backend.runs.control import console_feed
 
     monkeypatch.setattr(console_feed, "MAX_LAG_BYTES", 64 << 10)
     monkeypatch.setattr(console_feed, "KEEP_BYTES", 16 << 10)

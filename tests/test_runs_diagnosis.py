@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from traindeck.backend.runs.diagnosis import (
+from traindeck.backend.runs.diagnosis.diagnose import (
     Evidence,
     ProcessEnd,
     diagnose,
@@ -15,7 +15,7 @@ from traindeck.backend.runs.diagnosis import (
     is_success,
     stall_threshold,
 )
-from traindeck.backend.runs.evidence import log_tail
+from traindeck.backend.runs.diagnosis.evidence import log_tail
 
 GiB = 2**30
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from traindeck.backend.runs.evidence import launcher_spawned_ranks
-from traindeck.backend.runs.exits import ExitWatcher
+from traindeck.backend.runs.diagnosis.evidence import launcher_spawned_ranks
+from traindeck.backend.runs.supervisor.exits import ExitWatcher
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs pidfd_open (Linux >= 5.3)")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import tracemalloc
 from pathlib import Path
 
-from traindeck.backend.runs.follow import CHUNK, LogReader
+from traindeck.backend.runs.record.log_follow import CHUNK, LogReader
 
 
 def test_polling_a_growing_log_allocates_what_arrived_not_a_chunk(tmp_path: Path) -> None:

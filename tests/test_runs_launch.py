@@ -7,12 +7,12 @@ from pathlib import Path
 
 from runhelp import wait_finished
 
+from traindeck.backend.core.paths import runs_dir
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
 from traindeck.backend.launch.probe import TrainingEnvironment
-from traindeck.backend.paths import runs_dir
 from traindeck.backend.presets import load_preset
-from traindeck.backend.runs.launch import launch_run
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.control.new_run import launch_run
+from traindeck.backend.runs.record.run_store import RunStore
 
 # What a probe of this interpreter says, written out so these tests need no torch import.
 HAS_TORCH = TrainingEnvironment(python=sys.executable, python_version="3", torch="2", torch_cuda=None,
@@ -62,7 +62,7 @@ def test_a_preset_without_accelerate_config_runs_its_own_process_count(tmp_path)
 
 
 def test_the_preview_is_the_launch_plan_with_placeholders_and_creates_nothing(tmp_path):
-    from traindeck.backend.runs.launch import preview_plan
+    from traindeck.backend.runs.control.new_run import preview_plan
 
     (tmp_path / "train.py").write_text("")
     request = LaunchRequest(script="train.py", script_args=["--deepspeed_config", "{ds_config}"], cwd=tmp_path,

@@ -18,8 +18,8 @@ import psutil
 import pytest
 from runhelp import BEHAVE, DEMO, events, get, launch, leftovers, metrics, ranks, wait_finished, wait_until
 
-from traindeck.backend.runs.control import stop_run
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.control.lifecycle import stop_run
+from traindeck.backend.runs.record.run_store import RunStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.train]
 deepspeed = pytest.importorskip("deepspeed", reason="needs the train extra")

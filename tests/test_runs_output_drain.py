@@ -1,4 +1,4 @@
-"""The supervisor's output path (runs/output_drain.py) under a flood, with real supervised runs: every line in
+"""The supervisor's output path (runs/supervisor/output_drain.py) under a flood, with real supervised runs: every line in
 output.log in order, parsing sampling the newest output (said once as parse_skipped), the flood's last metric and
 progress in the store. (Output below the flood mark is parsed whole: test_runs_supervisor.py.)"""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from runhelp import start, wait_finished
 
-from traindeck.backend.runs.output_drain import PARSE_MAX_LAG
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.record.run_store import RunStore
+from traindeck.backend.runs.supervisor.output_drain import PARSE_MAX_LAG
 
 FLOOD = textwrap.dedent("""
     import sys

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from runhelp import SCRIPTS, wait_finished, wait_until
 
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.record.run_store import RunStore
 
 pytestmark = pytest.mark.timeout(600)
 SECRET = "hf_PlantedSecretValue_8d1c2"
@@ -132,7 +132,7 @@ def test_versions_are_read_without_importing_torch(tmp_path: Path, monkeypatch: 
     """The record's versions come from package metadata and torch/version.py read as text: importing torch in the
     run's first seconds took a core from the job (bench_run_output: x1.3 on a flood). A torch whose import fails
     proves it is never imported; a CUDA build and the NCCL wheel it loads are read from their files."""
-    from traindeck.backend.runs.provenance import versions
+    from traindeck.backend.runs.record.provenance import versions
 
     fake = tmp_path / "site"
     (fake / "torch").mkdir(parents=True)
@@ -153,8 +153,8 @@ def test_the_package_list_is_written_as_pip_freeze_all_writes_it(tmp_path: Path,
     """requirements.txt comes from the same short question as the versions (no second interpreter importing pip):
     plain, VCS, URL and editable installs (PEP 610 direct_url.json) in pip's shapes; of two copies of a package the
     one first on sys.path (the one imported) is listed; the result is what `pip freeze --all` says for this venv."""
-    from traindeck.backend.runs.provenance import ask_interpreter, with_git_editables, write_packages
-    from traindeck.backend.runs.provenance_diff import parse_freeze
+    from traindeck.backend.runs.record.provenance import ask_interpreter, with_git_editables, write_packages
+    from traindeck.backend.runs.record.provenance_diff import parse_freeze
 
     def dist(folder: Path, name: str, version: str, direct: dict | None = None) -> None:  # type: ignore[type-arg]
         info = folder / f"{name.replace('-', '_')}-{version}.dist-info"
@@ -191,7 +191,7 @@ def test_the_package_list_is_written_as_pip_freeze_all_writes_it(tmp_path: Path,
 def test_an_editable_git_checkout_is_written_as_pip_writes_it(tmp_path: Path) -> None:
     """pip freeze writes an editable install that is a git checkout as `-e git+REMOTE@COMMIT#egg=NAME` (origin's
     URL; a local path as file://, scp-like as ssh://), or says it has no remote (seen in CI: a fresh clone has one)."""
-    from traindeck.backend.runs.provenance import with_git_editables
+    from traindeck.backend.runs.record.provenance import with_git_editables
 
     project = tmp_path / "my-project"
     project.mkdir()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from traindeck.backend.runs.diagnosis import diagnose, evidence_from_json
-from traindeck.backend.runs.evidence import log_tail
+from traindeck.backend.runs.diagnosis.diagnose import diagnose, evidence_from_json
+from traindeck.backend.runs.diagnosis.evidence import log_tail
 
 CASCADE = Path(__file__).resolve().parent / "fixtures" / "logs" / "cascade"
 

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from traindeck.backend.runs.checkpoints import Checkpoint, find_checkpoints, newest, option_dirs
-from traindeck.backend.runs.resume import (
+from traindeck.backend.runs.control.resume import (
     ResumeError,
     check_template,
     remember_template,
@@ -19,6 +18,7 @@ from traindeck.backend.runs.resume import (
     request_from,
     resume_args,
 )
+from traindeck.backend.runs.record.checkpoints import Checkpoint, find_checkpoints, newest, option_dirs
 
 
 def ckpt(path: str, kind: str = "hf-trainer", step: int | None = 3) -> Checkpoint:

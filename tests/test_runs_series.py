@@ -7,8 +7,8 @@ import math
 import random
 from pathlib import Path
 
-from traindeck.backend.runs.series import BoundedSeries, load_series
-from traindeck.backend.runs.store import RunRecord, RunStore
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+from traindeck.backend.runs.record.series import BoundedSeries, load_series
 
 
 def test_memory_is_bounded_whatever_the_length() -> None:

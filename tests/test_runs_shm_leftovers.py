@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from traindeck.backend.runs.shm_leftovers import PREFIX, SHM_DIR, free_buffers
+from traindeck.backend.runs.supervisor.shm_leftovers import PREFIX, SHM_DIR, free_buffers
 
 pytestmark = pytest.mark.skipif(not SHM_DIR.is_dir(), reason="no /dev/shm on this system")
 
@@ -59,7 +59,7 @@ def test_abandoned_buffers_of_any_run_are_freed_when_old_and_unmapped() -> None:
     this user that no process maps and that is older than a rank needs to map it; young or mapped ones stay."""
     import time
 
-    from traindeck.backend.runs.shm_leftovers import ABANDONED_AFTER_S, free_abandoned_buffers
+    from traindeck.backend.runs.supervisor.shm_leftovers import ABANDONED_AFTER_S, free_abandoned_buffers
 
     port = str(20000 + os.getpid() % 10000)
     fresh = _buffer(port, 0)  # made a moment ago: a rank may be about to map it

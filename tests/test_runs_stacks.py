@@ -16,8 +16,8 @@ import psutil
 import pytest
 from runhelp import SCRIPTS, events, get, launch, leftovers, wait_finished, wait_until
 
-from traindeck.backend.runs.control import stop_run
-from traindeck.backend.runs.stacks import (
+from traindeck.backend.runs.control.lifecycle import stop_run
+from traindeck.backend.runs.diagnosis.stacks import (
     Frame,
     RankStack,
     ThreadStack,
@@ -27,7 +27,7 @@ from traindeck.backend.runs.stacks import (
     summarize,
     take_stacks,
 )
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.record.run_store import RunStore
 
 TRAINDECK = [sys.executable, "-m", "traindeck"]
 

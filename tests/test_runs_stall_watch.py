@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import time
 
-from traindeck.backend.runs.layout import create_run_dir
-from traindeck.backend.runs.stall_watch import Quiet, StallWatch
-from traindeck.backend.runs.store import RunRecord, RunStore
+from traindeck.backend.runs.diagnosis.stall import Quiet, StallWatch
+from traindeck.backend.runs.record.layout import create_run_dir
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
 
 def _watch(store: RunStore) -> tuple[StallWatch, str]:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from traindeck.backend.runs.layout import create_run_dir, mask_argv, new_run_id
-from traindeck.backend.runs.store import SCHEMA_VERSION, RunRecord, RunStore, StoreError
+from traindeck.backend.runs.record.layout import create_run_dir, mask_argv, new_run_id
+from traindeck.backend.runs.record.run_store import SCHEMA_VERSION, RunRecord, RunStore, StoreError
 
 
 def record(run_id: str, t: float, name: str = "n") -> RunRecord:
@@ -89,7 +89,7 @@ def test_run_ids_sort_by_time_and_dirs_are_private() -> None:
 def test_mask_argv_hides_token_options_and_known_secret_values() -> None:
     argv = ["python", "t.py", "--hub_token", "hf_abc123456", "--wandb-api-key=xyz", "--lr", "1e-4",
             "--push_to_hub_token_file", "x", "--note=uses hf_SECRET9876 inside"]
-    # A token file's path is not the token (names are told apart by their last word: backend/masking.py).
+    # A token file's path is not the token (names are told apart by their last word: backend/core/masking.py).
     assert mask_argv(argv, ["hf_SECRET9876"]) == [
         "python", "t.py", "--hub_token", "***", "--wandb-api-key=***", "--lr", "1e-4", "--push_to_hub_token_file",
         "x", "--note=uses *** inside"]

@@ -28,9 +28,10 @@ from runhelp import (
     wait_until,
 )
 
-from traindeck.backend.runs.control import reconcile, stop_run
-from traindeck.backend.runs.layout import RunDir
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.control.lifecycle import stop_run
+from traindeck.backend.runs.record.layout import RunDir
+from traindeck.backend.runs.record.run_store import RunStore
+from traindeck.backend.runs.supervisor.liveness import reconcile
 
 
 def test_plain_python_run_records_output_progress_and_metrics() -> None:
@@ -244,7 +245,7 @@ def test_reader_never_blocks_the_writer(tmp_path: Path) -> None:
     reader.execute("BEGIN")
     reader.execute("SELECT count(*) FROM runs").fetchone()  # an open read transaction
     run_id = "20260101-000000-aaaa"
-    from traindeck.backend.runs.store import RunRecord
+    from traindeck.backend.runs.record.run_store import RunRecord
 
     store.add_run(RunRecord(id=run_id, run_dir=str(tmp_path), created_at=time.time()))
     store.update_run(run_id, progress={"current": 1})
@@ -270,7 +271,7 @@ def test_sentinel_exits_quietly_after_a_normal_end() -> None:
 def test_the_engine_imports_no_heavy_module() -> None:
     import subprocess
 
-    code = ("import sys, traindeck.backend.runs.supervisor, traindeck.backend.runs.control; "
+    code = ("import sys, traindeck.backend.runs.supervisor.process, traindeck.backend.runs.control.lifecycle; "
             "print(sorted(m for m in ('torch', 'deepspeed', 'accelerate', 'PySide6') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -285,10 +286,10 @@ def test_processes_record_the_launchers_exit() -> None:
 
 def test_frozen_app_starts_supervisor_and_sentinel_through_its_own_executable(monkeypatch: pytest.MonkeyPatch,
                                                                              tmp_path: Path) -> None:
-    from traindeck.backend.runs import control
+    from traindeck.backend.runs.supervisor import liveness
 
     monkeypatch.setattr(sys, "frozen", True, raising=False)
-    assert control.internal_command("sentinel", "ID", "S")[1:] == ["_sentinel", "ID", "S"]
+    assert liveness.internal_command("sentinel", "ID", "S")[1:] == ["_sentinel", "ID", "S"]
     # A stand-in for the frozen executable: like the bundle, it is traindeck's CLI (argv[1] is the command). The
     # real supervisor_argv/internal_command build the commands, so a wrong hidden command name fails the run here.
     python = sys.executable
@@ -296,6 +297,6 @@ def test_frozen_app_starts_supervisor_and_sentinel_through_its_own_executable(mo
     app.write_text(f"#!/bin/sh\nexec '{python}' -m traindeck \"$@\"\n")
     app.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(app))
-    assert control.supervisor_argv(tmp_path / "r") == [str(app), "_supervise", str(tmp_path / "r")]
+    assert liveness.supervisor_argv(tmp_path / "r") == [str(app), "_supervise", str(tmp_path / "r")]
     run = start([python, str(BEHAVE), "--steps", "2", "--step-time", "0"])
     assert wait_finished(run.id, 60).state == "succeeded"

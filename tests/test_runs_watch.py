@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from traindeck.backend.runs import watch
-from traindeck.backend.runs.store import RunRecord, RunStore
+from traindeck.backend.runs.control import view as watch
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
 
 def add(store: RunStore, run_id: str, created: float, state: str = "running", **fields: object) -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 from runhelp import wait_finished, wait_until
 
 from traindeck.backend.logparse import LineAssembler, OutputParser
-from traindeck.backend.runs.store import RunRecord, RunStore
-from traindeck.backend.runs.watchdog import LossCheck, is_loss
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+from traindeck.backend.runs.supervisor.loss_guard import LossCheck, is_loss
 
 JOB = Path(__file__).resolve().parent / "fixtures" / "scripts" / "queue_job.py"
 RECORDER = "import json, os, sys; open(sys.argv[1], 'a').write(json.dumps({k: v for k, v in os.environ.items() " \
@@ -102,7 +102,7 @@ def test_a_hanging_or_failing_notify_command_never_affects_the_run(tmp_path: Pat
     run = cli("run", "--detach", "--launcher", "python", JOB.name, "--steps", "1")
     record = wait_finished(run.stdout.strip().splitlines()[-1])
     assert record.state == "succeeded"
-    from traindeck.backend.runs import alerts
+    from traindeck.backend.runs.supervisor import alerts
 
     log = wait_until(lambda: alerts.log_path().exists() and alerts.log_path().read_text(), 30)
     assert "killed after 1 s (time limit)" in log

@@ -1,4 +1,4 @@
-"""The watched run's model (backend/runs/watched.py) without a widget: real run stores, real reads (watch.read_view),
+"""The watched run's model (backend/runs/control/watched_run.py) without a widget: real run stores, real reads (watch.read_view),
 the model's answers checked as the Runs page would draw them."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from traindeck.backend.runs import watch
-from traindeck.backend.runs.store import RunRecord, RunStore
-from traindeck.backend.runs.watched import STOPPED_TRACEBACK_NOTE, WatchedRun
+from traindeck.backend.runs.control import view as watch
+from traindeck.backend.runs.control.watched_run import STOPPED_TRACEBACK_NOTE, WatchedRun
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
 
 @pytest.fixture

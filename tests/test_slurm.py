@@ -17,9 +17,9 @@ import psutil
 import pytest
 from slurmhelp import OneHostSlurm, why_not
 
+from traindeck.backend.core.paths import cache_dir
 from traindeck.backend.launch.plan import LaunchPlan
-from traindeck.backend.paths import cache_dir
-from traindeck.backend.runs.diagnosis import Evidence, diagnose
+from traindeck.backend.runs.diagnosis.diagnose import Evidence, diagnose
 from traindeck.backend.slurm.ended import JobEnd, diagnosis_fields, exit_status
 from traindeck.backend.slurm.script import SCRIPT_NAME, SlurmOptions, batch_script, slurm_plan
 

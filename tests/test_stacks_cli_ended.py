@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from traindeck.backend.runs.store import RunRecord, RunStore
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
 
 def test_stacks_of_an_ended_run_say_it_already_ended(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -31,7 +31,7 @@ def register_fix(config_subparsers: argparse._SubParsersAction) -> None:
 def run_fix(args: argparse.Namespace) -> int:
     from traindeck.backend.config.bounded import BoundsError, read_config_text
     from traindeck.backend.config.repair import repair_text
-    from traindeck.backend.fileio import atomic_write_text
+    from traindeck.backend.core.fileio import atomic_write_text
 
     source = Path(args.file)
     try:

@@ -233,7 +233,7 @@ def _move(args: argparse.Namespace) -> int:
 
 # ---- notify -------------------------------------------------------------------------------------------------
 def _notify(args: argparse.Namespace) -> int:
-    from traindeck.backend.runs import alerts
+    from traindeck.backend.runs.supervisor import alerts
 
     if args.command is not None:
         command = list(args.command)

@@ -15,7 +15,7 @@ from traindeck.backend.cli import UserError
 if TYPE_CHECKING:
     from traindeck.backend.launch.builders import LaunchRequest
     from traindeck.backend.queue.entries import QueueStore
-    from traindeck.backend.runs.store import RunRecord
+    from traindeck.backend.runs.record.run_store import RunRecord
 
 
 def load_preset_named(name: str) -> Any:
@@ -31,7 +31,7 @@ def launch_request(args: argparse.Namespace, script: str, script_args: list[str]
                    gpus: tuple[int, ...] | None) -> LaunchRequest:
     """The LaunchRequest `traindeck run` builds from its options (the dashboard's Launch page builds the same)."""
     from traindeck.backend.launch.builders import LaunchRequest
-    from traindeck.backend.runs.watchdog import STOP_ON_NAN_ENV
+    from traindeck.backend.runs.supervisor.loss_guard import STOP_ON_NAN_ENV
 
     preset = None
     if args.preset:
@@ -93,7 +93,7 @@ def run_gpus(text: str | None) -> tuple[int, ...] | None:
 
 def open_queue() -> QueueStore:
     from traindeck.backend.queue.entries import QueueStore
-    from traindeck.backend.runs.control import reconcile
+    from traindeck.backend.runs.supervisor.liveness import reconcile
 
     queue = QueueStore()
     reconcile(queue.runs, report=lambda text: print(f"traindeck: {text}", file=sys.stderr))
@@ -104,7 +104,7 @@ def enqueue(args: argparse.Namespace, held: bool = False) -> list[RunRecord]:
     """Queue what `run`/`queue add` was given (one run, or one per sweep combination); prints the ids."""
     from traindeck.backend.queue.adding import queue_launches
     from traindeck.backend.queue.entries import QueuedLaunch
-    from traindeck.backend.runs.watchdog import STOP_ON_NAN_ENV
+    from traindeck.backend.runs.supervisor.loss_guard import STOP_ON_NAN_ENV
 
     command = list(args.command)
     if command and command[0] == "--":

@@ -23,7 +23,7 @@ from traindeck.backend.cli.run_lookup import (
 )
 
 if TYPE_CHECKING:
-    from traindeck.backend.runs.store import RunRecord, RunStore
+    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
 ORDER = 31
 # Columns that give way, in this order, when the table is wider than the terminal, and how narrow each may get.
@@ -77,7 +77,7 @@ def run_summary(store: RunStore, record: RunRecord) -> dict[str, Any]:
             data["resources"] = resource_summary(store.path, record.id)
         except Exception as exc:  # a missing table or an older recorder must not break `runs show`
             data["resources"] = {"error": str(exc)}
-    from traindeck.backend.runs.leftbehind import summary_fields
+    from traindeck.backend.runs.control.leftbehind import summary_fields
 
     data.update(summary_fields(record.run_dir))  # parent, resumed_from, provenance, stop
     from traindeck.backend.slurm.jobinfo import slurm_fields
@@ -92,7 +92,7 @@ def run_summary(store: RunStore, record: RunRecord) -> dict[str, Any]:
     data["estimate"] = estimate  # the pre-launch estimate (`run --model-size`, the Launch page), or null
     if estimate is not None and isinstance(data.get("resources"), dict) and "error" not in data["resources"]:
         data["estimate_vs_measured"] = estimate_vs_measured(estimate, data["resources"])
-    from traindeck.backend.runs.node_report import nodes_summary
+    from traindeck.backend.runs.control.node_report import nodes_summary
 
     nodes = nodes_summary(Path(record.run_dir)) if record.run_dir else None
     if nodes is not None:  # multi-node runs: per node its host, ranks and peaks
@@ -159,7 +159,7 @@ def format_table(rows: Sequence[Sequence[str]], width: int | None) -> list[str]:
 
 # ---- show ---------------------------------------------------------------------------------------------------------
 def _show(args: argparse.Namespace) -> int:
-    from traindeck.backend.runs.diagnosis import MEMORY_WORDS
+    from traindeck.backend.runs.diagnosis.diagnose import MEMORY_WORDS
 
     store = open_store()
     record = resolve_run(store, args.id)
@@ -183,7 +183,7 @@ def _show(args: argparse.Namespace) -> int:
         print("metrics   " + ", ".join(f"{k}={v:.6g}" for k, v in data["metrics"].items()))
     print(f"resources {resources_text(data.get('resources'))}")
     if data.get("nodes"):
-        from traindeck.backend.runs.node_report import node_text
+        from traindeck.backend.runs.control.node_report import node_text
 
         for node in data["nodes"]:
             print(f"node      {node_text(node)}")

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from traindeck.backend.fileio import atomic_write_text
+from traindeck.backend.core.fileio import atomic_write_text
 
 if TYPE_CHECKING:
     from traindeck.backend.estimate.prelaunch import LaunchMemoryCheck

@@ -33,7 +33,7 @@ from traindeck.backend.launch.environ import (
 from traindeck.backend.launch.plan import Launcher, LaunchPlan
 from traindeck.backend.launch.ports import busy_port_message, pick_free_port, port_in_use
 from traindeck.backend.launch.probe import TrainingEnvironment, problems_for
-from traindeck.backend.nodes.plan import multi_node
+from traindeck.backend.nodes.node_plan import multi_node
 from traindeck.backend.presets import Preset
 
 DS_CONFIG_PLACEHOLDER = "{ds_config}"

@@ -12,12 +12,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-# Which names and values are secrets is decided in backend/masking.py; re-exported for the launch code and the GUI.
-from traindeck.backend.masking import MASK as MASK
-from traindeck.backend.masking import SECRET_NAMES as SECRET_NAMES
-from traindeck.backend.masking import is_secret_name as is_secret_name
-from traindeck.backend.masking import masked_env as masked_env
-from traindeck.backend.paths import resources_dir
+# Which names and values are secrets is decided in backend/core/masking.py; re-exported for the launch code and the GUI.
+from traindeck.backend.core.masking import MASK as MASK
+from traindeck.backend.core.masking import SECRET_NAMES as SECRET_NAMES
+from traindeck.backend.core.masking import is_secret_name as is_secret_name
+from traindeck.backend.core.masking import masked_env as masked_env
+from traindeck.backend.core.paths import resources_dir
 
 
 def is_frozen() -> bool:

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
+from traindeck.backend.core.paths import runs_dir
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
 from traindeck.backend.launch.environ import masked_env
 from traindeck.backend.launch.plan import Launcher, LaunchPlan
 from traindeck.backend.launch.probe import TrainingEnvironment
-from traindeck.backend.paths import runs_dir
 from traindeck.backend.presets import Preset
 
 RUN_ID = "RUN_ID"  # stands for the run directory's name, chosen at launch

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from traindeck.backend.fileio import atomic_write_text
+from traindeck.backend.core.fileio import atomic_write_text
+from traindeck.backend.core.paths import cache_dir
 from traindeck.backend.launch.environ import python_problem, unfrozen_environ
-from traindeck.backend.paths import cache_dir
 
 MARKER = "TRAINDECK_PROBE "
 CACHE_VERSION = 1

@@ -12,10 +12,10 @@ Scripts: resources/pyhelpers/traindeck_report.py prints exact progress/metrics (
 """
 
 from .assembler import LineAssembler, strip_ansi
-from .console import ConsoleBuffer, collapse_transient
 from .model import Line, Metric, Progress
 from .parser import OutputParser
 from .report import MARKER as REPORT_MARKER
+from .screen import ConsoleBuffer, collapse_transient
 
 __all__ = [
     "REPORT_MARKER",

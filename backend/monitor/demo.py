@@ -140,7 +140,7 @@ def demo_steps(samples: list[ResourceSample]) -> list[tuple[float, int]]:
 def demo_offload_view(samples: list[ResourceSample], max_points: int = 2000) -> dict[str, Any]:
     """The offload view of the demo samples, through the real store and `offload_view` (in a temporary store)."""
     from traindeck.backend.monitor.offload import offload_view
-    from traindeck.backend.monitor.store import ResourceWriter
+    from traindeck.backend.monitor.sample_store import ResourceWriter
 
     steps = demo_steps(samples)
     with tempfile.TemporaryDirectory(prefix="traindeck-demo-") as folder:

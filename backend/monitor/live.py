@@ -68,8 +68,8 @@ class RunChoice:
 
 def run_choices(limit: int = 30, store_path: Path | str | None = None) -> list[RunChoice]:
     """Running runs first (newest first), then the most recent finished ones; [] without a run store."""
-    from traindeck.backend.paths import run_store_path
-    from traindeck.backend.runs.store import RunStore
+    from traindeck.backend.core.paths import run_store_path
+    from traindeck.backend.runs.record.run_store import RunStore
 
     path = Path(store_path) if store_path is not None else run_store_path()
     if not path.exists():
@@ -91,8 +91,8 @@ def run_choices(limit: int = 30, store_path: Path | str | None = None) -> list[R
 
 def step_times(run_id: str, store_path: Path | str | None = None) -> list[tuple[float, int]]:
     """[(t, step)] of the run's training steps as logged: the metric series with the most steps (usually loss)."""
-    from traindeck.backend.paths import run_store_path
-    from traindeck.backend.runs.store import RunStore
+    from traindeck.backend.core.paths import run_store_path
+    from traindeck.backend.runs.record.run_store import RunStore
 
     path = Path(store_path) if store_path is not None else run_store_path()
     if not path.exists():
@@ -113,7 +113,7 @@ def step_times(run_id: str, store_path: Path | str | None = None) -> list[tuple[
 def run_history(run_id: str, max_points: int = 3000, store_path: Path | str | None = None) -> dict[str, Any]:
     """What the Monitor page shows of a run from its recording: the charted series (downsampled to
     `max_points`), the processes of its last sample, and its steps."""
-    from traindeck.backend.paths import run_store_path
+    from traindeck.backend.core.paths import run_store_path
 
     path = Path(store_path) if store_path is not None else run_store_path()
     series = read_series(path, run_id, max_points=max_points)
@@ -123,7 +123,7 @@ def run_history(run_id: str, max_points: int = 3000, store_path: Path | str | No
 
 def run_offload(run_id: str, max_points: int = 2000, store_path: Path | str | None = None) -> dict[str, Any]:
     """The offload view of a run (backend `offload_view`) with its steps from the run's metrics."""
-    from traindeck.backend.paths import run_store_path
+    from traindeck.backend.core.paths import run_store_path
 
     path = Path(store_path) if store_path is not None else run_store_path()
     steps = step_times(run_id, path)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from traindeck.backend import procfs
+from traindeck.backend.core import procfs
 from traindeck.backend.monitor.snapshots import RunProcess, RunSnapshot
 
 _CMDLINE_CHARS = 160

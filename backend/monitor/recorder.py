@@ -20,9 +20,9 @@ from pathlib import Path
 
 from traindeck.backend.monitor.loop import Collector
 from traindeck.backend.monitor.nvml import NvmlLibrary
+from traindeck.backend.monitor.sample_store import ResourceWriter
 from traindeck.backend.monitor.sampler import ResourceSampler
 from traindeck.backend.monitor.snapshots import ResourceSample
-from traindeck.backend.monitor.store import ResourceWriter
 
 
 class RunResourceRecorder(Collector):

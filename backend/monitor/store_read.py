@@ -13,7 +13,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from traindeck.backend.monitor.store import (
+from traindeck.backend.monitor.sample_store import (
     BATCH_SAMPLES,
     GPU_NAMES,
     PROCESS_FIELDS,

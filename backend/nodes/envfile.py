@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from traindeck.backend.masking import is_secret_name, looks_like_secret_value
+from traindeck.backend.core.masking import is_secret_name, looks_like_secret_value
 
 ENV_FILE = "deepspeed_env"  # in the run directory; DS_ENV_FILE names it by absolute path
 CARRIED_PREFIXES = ("PYTHON", "MLFLOW", "MV2", "UCX", "NCCL")

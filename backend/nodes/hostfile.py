@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from traindeck.backend.fileio import atomic_write_text
+from traindeck.backend.core.fileio import atomic_write_text
 
 MAX_BYTES = 1 << 20  # a hostfile of a million bytes is not a hostfile
 _HOST = re.compile(r"^[A-Za-z0-9_.:\[\]-]+$")  # names, IPv4, IPv6; nothing a shell or pdsh would interpret

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from traindeck.backend.nodes.hostfile import Host
-from traindeck.backend.nodes.ssh import ssh_argv, ssh_failure
+from traindeck.backend.nodes.ssh_argv import ssh_argv, ssh_failure
 
 PROBE_TIMEOUT_S = 40.0
 # Runs in the training interpreter on every host: standard library only, old syntax.

@@ -7,11 +7,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from traindeck.backend.masking import masked_env
+from traindeck.backend.core.masking import masked_env
 from traindeck.backend.queue.entries import QueuedLaunch, QueueStore
 from traindeck.backend.queue.gpus import parse_gpus
 from traindeck.backend.queue.sweep import SweepPoint, expand, parse_axis
-from traindeck.backend.runs.store import RunRecord
+from traindeck.backend.runs.record.run_store import RunRecord
 
 
 def sweep_points(sweep: Sequence[str], script_args: Sequence[str], has_preset: bool) -> list[SweepPoint]:

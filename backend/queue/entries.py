@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from traindeck.backend.paths import runs_dir
-from traindeck.backend.runs.layout import new_run_id
-from traindeck.backend.runs.store import RunRecord, RunStore
+from traindeck.backend.core.paths import runs_dir
+from traindeck.backend.runs.record.layout import new_run_id
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
 QUEUED = "queued"
 
@@ -272,7 +272,7 @@ def process_alive(pid: int | None, started: float | None) -> bool:
     """Is this (pid, start time) still the same living process?"""
     if pid is None:
         return False
-    from traindeck.backend.runs.procs import ProcessId
+    from traindeck.backend.runs.processes import ProcessId
 
     if started is not None:
         return ProcessId(pid, started).alive()

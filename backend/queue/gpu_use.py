@@ -15,7 +15,7 @@ import psutil
 
 from traindeck.backend.monitor.snapshots import GpuProcess, GpuSnapshot
 from traindeck.backend.queue.gpus import busy_reason, gpu_is_free
-from traindeck.backend.runs.store import RunRecord
+from traindeck.backend.runs.record.run_store import RunRecord
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def gpu_use(gpus: Sequence[GpuSnapshot], running: Iterable[RunRecord] = ()) -> l
 
 def gpu_use_now(library: object | None = None) -> list[GpuUse]:
     """Sample every GPU and describe it (a worker-thread call: NVML and psutil take a moment)."""
-    from traindeck.backend.paths import run_store_path
+    from traindeck.backend.core.paths import run_store_path
     from traindeck.backend.queue.gpus import sample_gpus
 
     gpus = sample_gpus(library)  # type: ignore[arg-type]
@@ -90,7 +90,7 @@ def gpu_use_now(library: object | None = None) -> list[GpuUse]:
             from pathlib import Path
 
             if Path(run_store_path()).exists():
-                from traindeck.backend.runs.store import RunStore
+                from traindeck.backend.runs.record.run_store import RunStore
 
                 with RunStore(busy_timeout_s=2.0) as store:
                     running = store.list_runs(state="running")

@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from traindeck.backend.core.paths import data_dir, ensure_private_dir
 from traindeck.backend.monitor.snapshots import GpuSnapshot
-from traindeck.backend.paths import data_dir, ensure_private_dir
 from traindeck.backend.queue.entries import QUEUED, QueueEntry, QueueSettings, QueueStore, process_alive
 from traindeck.backend.queue.gpus import GpuRequest, choose_gpus, parse_gpus
 
@@ -103,7 +103,7 @@ class Keeper:
 
     def tick(self) -> bool:
         """One pass: note ended runs, start what can start. Returns False when there is nothing left to do."""
-        from traindeck.backend.runs.control import reconcile
+        from traindeck.backend.runs.supervisor.liveness import reconcile
 
         store = self.queue.runs
         reconcile(store, report=_log)

@@ -11,12 +11,12 @@ import shutil
 import time
 from pathlib import Path
 
+from traindeck.backend.core.paths import runs_dir
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
-from traindeck.backend.paths import runs_dir
 from traindeck.backend.queue.entries import QueuedLaunch, QueueEntry, QueueStore
 from traindeck.backend.queue.sweep import apply_overrides
-from traindeck.backend.runs.diagnosis import Diagnosis
-from traindeck.backend.runs.layout import RunDir, create_run_dir
+from traindeck.backend.runs.diagnosis.diagnose import Diagnosis
+from traindeck.backend.runs.record.layout import RunDir, create_run_dir
 
 
 class LaunchProblem(Exception):
@@ -60,13 +60,13 @@ def start_queued(queue: QueueStore, entry: QueueEntry, gpus: list[int] | None) -
     store = queue.runs
     try:
         request = request_for(entry.launch, gpus)
-        from traindeck.backend.runs.launch import probe_for
+        from traindeck.backend.runs.control.new_run import probe_for
 
         run_dir = _fresh_run_dir(entry.run_id)
         plan = build_plan(request, run_dir.path, environment=probe_for(request.python))
         if plan.errors:
             raise LaunchProblem("; ".join(plan.errors))
-        from traindeck.backend.runs.control import start_run
+        from traindeck.backend.runs.control.lifecycle import start_run
 
         start_run(plan, run_dir, name=entry.name, preset=entry.launch.preset, script=entry.launch.script,
                   store=store, recorded=True)
@@ -77,7 +77,7 @@ def start_queued(queue: QueueStore, entry: QueueEntry, gpus: list[int] | None) -
             store.finish_run(entry.run_id, "failed", only_if_running=True, state_detail=text,
                              diagnosis=Diagnosis(text, "start_failed").to_json(), ended_at=time.time())
             store.add_event(entry.run_id, "finished", f"failed: {text}")
-            from traindeck.backend.runs import alerts
+            from traindeck.backend.runs.supervisor import alerts
 
             alerts.announce("failed", entry.run_id, entry.name, text)
     return True

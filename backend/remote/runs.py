@@ -1,5 +1,5 @@
 """The runs of another machine, read through its traindeck's --json outputs over a Session: the "remote" source of
-runs beside the local run store (backend/runs/watch.py), with the same answers (RunRecord, RunView) so a page
+runs beside the local run store (backend/runs/control/view.py), with the same answers (RunRecord, RunView) so a page
 that shows local runs shows remote ones unchanged.
 
 What differs, said where it shows: a remote run's log is mirrored into a local file (`logs ID --follow --raw`
@@ -19,9 +19,9 @@ from typing import Any
 
 from traindeck.backend.remote.session import Session, end_stream
 from traindeck.backend.remote.ssh import RemoteError
-from traindeck.backend.runs.series import BoundedSeries
-from traindeck.backend.runs.store import RunRecord
-from traindeck.backend.runs.watch import RunView
+from traindeck.backend.runs.control.view import RunView
+from traindeck.backend.runs.record.run_store import RunRecord
+from traindeck.backend.runs.record.series import BoundedSeries
 
 MIRROR_END_WAIT_S = 20.0
 _RUN_ID = re.compile(r"^[A-Za-z0-9._:-]+$")
@@ -36,7 +36,7 @@ class RemoteRuns:
         self._lock = threading.Lock()
         self._mirror: tuple[str, Any, Any] | None = None  # (run id, ssh process, file) of the one mirrored log
 
-    # ---- what the pages call (the names and answers of backend/runs/watch.py's) -------------------------------
+    # ---- what the pages call (the names and answers of backend/runs/control/view.py's) -------------------------------
     def runs_for_list(self, limit: int = 50, mark_lost: bool = True) -> list[RunRecord]:
         # (the remote traindeck marks its lost runs itself on every `runs` command: mark_lost has no say here)
         records = [self._record(item) for item in self.session.json(["runs", "list", "--json"])]

@@ -124,7 +124,7 @@ def slurm_plan(plan: LaunchPlan, options: SlurmOptions, store_path: Path) -> Lau
     job_name = f"traindeck-{run_dir.name}"
     files = dict(plan.files)
     files[SCRIPT_NAME] = batch_script(plan, options, run_dir, run_dir.name, job_name)
-    follower = [sys.executable, "-m", "traindeck.backend.slurm.follow", str(run_dir), str(store_path)]
+    follower = [sys.executable, "-m", "traindeck.backend.slurm.job_follower", str(run_dir), str(store_path)]
     warnings = list(plan.warnings)
     warnings.append(f"Slurm: the job runs `{plan.argv[0]}` and writes into {run_dir} on the compute nodes: both "
                     "must be the same paths there (a shared filesystem)")

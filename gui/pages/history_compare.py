@@ -1,5 +1,5 @@
 """History's comparison of two runs, drawn: figures side by side, config differences, the configs' unified diff.
-The comparison itself is backend/runs/compare.py. Part of HistoryPage (gui/pages/history_page.py), split off
+The comparison itself is backend/runs/control/compare.py. Part of HistoryPage (gui/pages/history_page.py), split off
 along its seams."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from PySide6.QtWidgets import (
     QTabWidget,
 )
 
-from traindeck.backend.runs.compare import RunComparison, compare_runs
-from traindeck.backend.runs.history import RunHistory
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.control.compare import RunComparison, compare_runs
+from traindeck.backend.runs.control.history import RunHistory
+from traindeck.backend.runs.record.run_store import RunStore
 from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.history_table import RunsModel
 from traindeck.gui.widgets.message_list import tone

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QLabel, QPushButton, QTableWidget
 
-from traindeck.backend.runs import leftbehind
-from traindeck.backend.runs.lineage_chains import ChainPlace, LineageIndex, checkpoint_name, line_of_work
-from traindeck.backend.runs.provenance_diff import ProvenanceComparison, compare_provenance
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.control import leftbehind
+from traindeck.backend.runs.control.lineage import ChainPlace, LineageIndex, checkpoint_name, line_of_work
+from traindeck.backend.runs.record.provenance_diff import ProvenanceComparison, compare_provenance
+from traindeck.backend.runs.record.run_store import RunStore
 from traindeck.gui.pages.history_compare import HistoryComparePart
 from traindeck.gui.widgets.run_leftovers import one_line, size_text
 

@@ -1,11 +1,11 @@
 """History: every run with its state, duration, peak memory and speed; open one, or compare two side by side.
 
-The list is `traindeck.backend.runs.history.RunHistory` read on the thread pool every few seconds while the page is
-shown; a comparison is `traindeck.backend.runs.compare.compare_runs`, also off the UI thread. This module only
+The list is `traindeck.backend.runs.control.history.RunHistory` read on the thread pool every few seconds while the page is
+shown; a comparison is `traindeck.backend.runs.control.compare.compare_runs`, also off the UI thread. This module only
 draws them.
 
 The page's layout and its list; beside it, the runs table's model (history_table.py) and the comparison's drawing
-(history_compare.py; the comparison itself is backend/runs/compare.py).
+(history_compare.py; the comparison itself is backend/runs/control/compare.py).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.runs.compare import RunComparison
-from traindeck.backend.runs.history import (
+from traindeck.backend.runs.control.compare import RunComparison
+from traindeck.backend.runs.control.history import (
     RunFigures,
     RunHistory,
 )
@@ -261,7 +261,7 @@ class HistoryPage(HistoryLeftoversPart):
         self._demo_dir = tempfile.mkdtemp(prefix="traindeck-demo-history-")
         atexit.register(shutil.rmtree, self._demo_dir, True)  # screenshots quit without closing the window
         root = Path(self._demo_dir)
-        from traindeck.backend.runs.demo_history import create_demo_runs
+        from traindeck.backend.runs.demo.history import create_demo_runs
 
         self.ctx.tasks.run(create_demo_runs, root / "runs.sqlite3", root, done=self._demo_ready)
 

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from traindeck.backend.launch.builders import LaunchRequest
     from traindeck.backend.launch.plan import LaunchPlan
     from traindeck.backend.launch.probe import TrainingEnvironment
-    from traindeck.backend.runs.launch import LaunchOutcome
-    from traindeck.backend.runs.store import RunRecord
+    from traindeck.backend.runs.control.new_run import LaunchOutcome
+    from traindeck.backend.runs.record.run_store import RunRecord
     from traindeck.gui.context import AppContext
     from traindeck.gui.widgets.gpu_picker import GpuPicker
     from traindeck.gui.widgets.hostfile_editor import HostfileEditor

@@ -38,10 +38,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from traindeck.backend.core.paths import resources_dir
 from traindeck.backend.launch.builders import DS_CONFIG_PLACEHOLDER, LAUNCHERS, LaunchRequest
 from traindeck.backend.launch.plan import LaunchPlan
-from traindeck.backend.paths import resources_dir
-from traindeck.backend.runs.watchdog import STOP_ON_NAN_ENV
+from traindeck.backend.runs.supervisor.loss_guard import STOP_ON_NAN_ENV
 from traindeck.gui.context import DEFAULT_PRESET, AppContext, LaunchChoice
 from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.launch_command import CommandBox, argv_html

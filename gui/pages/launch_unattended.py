@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from traindeck.backend.launch.builders import LaunchRequest
     from traindeck.backend.monitor.nvml import NvmlLibrary
-    from traindeck.backend.runs.launch import LaunchOutcome
-    from traindeck.backend.runs.store import RunRecord
+    from traindeck.backend.runs.control.new_run import LaunchOutcome
+    from traindeck.backend.runs.record.run_store import RunRecord
 
 
 def launch_on_gpus(request: LaunchRequest, gpus_text: str, library: NvmlLibrary | None, **kwargs: Any
@@ -20,7 +20,7 @@ def launch_on_gpus(request: LaunchRequest, gpus_text: str, library: NvmlLibrary 
     """Launch now; `gpus_text` ("0,2", "any:2" or "") is resolved against the GPUs as they are at this moment.
     Raises ValueError when `any:N` finds too few free (the run belongs in the queue then)."""
     from traindeck.backend.queue.gpus import gpus_for_launch_now, parse_gpus, sample_gpus
-    from traindeck.backend.runs.launch import launch_run
+    from traindeck.backend.runs.control.new_run import launch_run
 
     if gpus_text:
         request_gpus = parse_gpus(gpus_text)

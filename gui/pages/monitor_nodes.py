@@ -2,7 +2,7 @@
 figures (ranks' memory and CPU, host RAM and CPU, GPU memory) beside its peaks, and two charts with a line per node
 (host RAM used, host CPU), so a node drifting away from the others shows.
 
-It reads what the Runs page's Nodes tab reads: backend/runs/node_report.py's nodes_summary over the node watch's
+It reads what the Runs page's Nodes tab reads: backend/runs/control/node_report.py's nodes_summary over the node watch's
 files (nodes.json, nodes_state.json), here with `now=True` for the latest sample. Light: one file read on the task
 pool per tick, a tick at the Monitor's sampling interval (at least NODES_MIN_S: the watch writes twice a second and
 the agents sample once), only while the page is on screen and the Nodes tab is the one shown, one read at a time.
@@ -32,11 +32,11 @@ COLUMNS = ["Node", "Ranks", "Ranks' memory", "Ranks' CPU", "RAM used", "CPU", "G
 
 def read_run_nodes(run_id: str, run_dir: str | None) -> tuple[str | None, list[dict[str, Any]] | None]:
     """Worker side: (the run's directory, its nodes now); the directory is looked up once, then passed back in."""
-    from traindeck.backend.runs.node_report import nodes_summary
+    from traindeck.backend.runs.control.node_report import nodes_summary
 
     if run_dir is None:
-        from traindeck.backend.paths import run_store_path
-        from traindeck.backend.runs.store import RunStore
+        from traindeck.backend.core.paths import run_store_path
+        from traindeck.backend.runs.record.run_store import RunStore
 
         if not run_store_path().exists():
             return None, None

@@ -1,6 +1,6 @@
 """The Runs page's Nodes tab (issue 15): a multi-node run's nodes side by side, one row each: host, ranks, peak
 ranks memory, peak RAM used, peak CPU, peak GPU memory and whether the node answers (from the node watch's
-nodes_state.json through backend/runs/node_report.py, as `runs show` prints them). The tab is there only for a run
+nodes_state.json through backend/runs/control/node_report.py, as `runs show` prints them). The tab is there only for a run
 with nodes; it is read on the thread pool with the page's own poll, at most every NODES_MS and only on screen."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem, QTabWidget
 
-from traindeck.backend.runs.watched import ViewChange
+from traindeck.backend.runs.control.watched_run import ViewChange
 from traindeck.gui.pages.runs_shared import RunsPageShared
 
 NODES_MS = 5000
@@ -36,7 +36,7 @@ def node_row(node: dict[str, Any]) -> list[str]:
 
 
 def read_nodes(run_dir: str) -> list[dict[str, Any]] | None:
-    from traindeck.backend.runs.node_report import nodes_summary
+    from traindeck.backend.runs.control.node_report import nodes_summary
 
     return nodes_summary(Path(run_dir)) if run_dir else None
 

@@ -4,7 +4,7 @@ Everything the page shows is read off the UI thread: the run store through `ctx.
 list every 2 s), the log by the console's own reading thread. Opening the page while runs are running shows the
 newest one and follows it: closing and reopening the window reattaches to a run, which never noticed either.
 
-Layout and drawing only; the watched run's state is backend/runs/watched.py (WatchedRun). The page's parts live
+Layout and drawing only; the watched run's state is backend/runs/control/watched_run.py (WatchedRun). The page's parts live
 beside it: the run list (runs_list.py), the charts and metrics (runs_charts.py), the stop and diagnosis
 (runs_stop.py); RunsPage is made of them.
 """
@@ -36,10 +36,10 @@ from PySide6.QtWidgets import (
 )
 
 from traindeck.backend.remote.runs import RemoteRuns
-from traindeck.backend.runs import watch
-from traindeck.backend.runs.series import BoundedSeries
-from traindeck.backend.runs.store import RunRecord, RunStore
-from traindeck.backend.runs.watched import STOPPED_TRACEBACK_NOTE, WatchedRun  # noqa: F401 (the note: tests read it here)
+from traindeck.backend.runs.control import view as watch
+from traindeck.backend.runs.control.watched_run import STOPPED_TRACEBACK_NOTE, WatchedRun  # noqa: F401 (the note: tests read it here)
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+from traindeck.backend.runs.record.series import BoundedSeries
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.runs_charts import RunChartsPart
 from traindeck.gui.pages.runs_leftovers import RunLeftoversPart
@@ -80,7 +80,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         self._listed: list[tuple[str, str, str, str, bool]] = []  # what the run list shows (see _fill_list)
 
         # The watched run's state (what was read, what is on its way, the stop story) lives in a model without
-        # widgets (backend/runs/watched.py, tested on its own); this page draws it.
+        # widgets (backend/runs/control/watched_run.py, tested on its own); this page draws it.
         self.watched = WatchedRun()
         self.records: list[RunRecord] = []
         self._listing = False
@@ -522,8 +522,8 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
 
     def load_demo(self) -> None:
         """A run in progress and a few finished ones, in a store of their own (never the user's)."""
-        from traindeck.backend.runs.demo_history import create_demo_runs
-        from traindeck.backend.runs.demo_live import create_failed_demo, create_running_demo
+        from traindeck.backend.runs.demo.history import create_demo_runs
+        from traindeck.backend.runs.demo.live import create_failed_demo, create_running_demo
 
         self._remove_demo_dir()
         self._demo_dir = tempfile.mkdtemp(prefix="traindeck-demo-runs-")

@@ -22,9 +22,9 @@ from PySide6.QtWidgets import (
 )
 
 from traindeck.backend.remote.runs import RemoteRuns, in_source
-from traindeck.backend.runs.series import BoundedSeries
-from traindeck.backend.runs.store import RunEvent, RunRecord, RunStore
-from traindeck.backend.runs.watched import WatchedRun
+from traindeck.backend.runs.control.watched_run import WatchedRun
+from traindeck.backend.runs.record.run_store import RunEvent, RunRecord, RunStore
+from traindeck.backend.runs.record.series import BoundedSeries
 from traindeck.gui.pages.base import Page
 from traindeck.gui.widgets.charts import TimeSeriesChart
 

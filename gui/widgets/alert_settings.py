@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QCheckBox, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout
 
-from traindeck.backend.runs import alerts
+from traindeck.backend.runs.supervisor import alerts
 
 if TYPE_CHECKING:
     from traindeck.gui.tasks import Tasks

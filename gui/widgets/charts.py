@@ -4,7 +4,7 @@ Why it is built this way:
 - Each series lives in a numpy ring buffer (`max_points`, default 200,000), stored twice as long as it is so the
   visible window is always one contiguous slice that pyqtgraph can draw without a copy. A chart fed for days
   (the Monitor page's) passes `older_buckets`: points pushed out of the ring are folded into a min/max
-  `BoundedSeries` (the Runs page's, backend/runs/series.py) instead of dropped, so its memory stays bounded
+  `BoundedSeries` (the Runs page's, backend/runs/record/series.py) instead of dropped, so its memory stays bounded
   (ring + that many buckets) whatever the run's length, and a long window still shows the whole time.
 - Appends only mark the chart dirty; curves are refreshed at most every `REDRAW_MS` by one timer, and not at all
   while the chart is hidden, so a flood of appends costs numpy copies, not repaints.

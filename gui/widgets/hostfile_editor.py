@@ -357,7 +357,7 @@ class HostfileEditor(QWidget):
             problems.append("Several machines: save the hostfile (the launcher reads it from a file)")
         elif not problems and self.dirty:
             problems.append("Several machines: save the hostfile (the launcher reads the saved file)")
-        # Refused, not asked: a launch runs these same checks and refuses too (backend/runs/launch.py), so a
+        # Refused, not asked: a launch runs these same checks and refuses too (backend/runs/control/new_run.py), so a
         # "launch anyway" could only end in the same refusal, after minutes of ssh timeouts on a host that is down.
         bad = [c for c in self.checks if not c.ok] if self._checks_fresh() else []
         if bad:

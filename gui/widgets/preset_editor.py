@@ -38,8 +38,8 @@ from traindeck.backend.config.editing import get_path
 from traindeck.backend.config.messages import Message, PathT, format_path
 from traindeck.backend.config.schema import FieldSpec
 from traindeck.backend.config.source import Kind
-from traindeck.backend.preset_sources import blank_accelerate, blank_deepspeed
 from traindeck.backend.presets import LAUNCHERS, Preset
+from traindeck.backend.presets.sources import blank_accelerate, blank_deepspeed
 from traindeck.gui.widgets.config_form import ConfigForm, note_style
 
 SECTIONS = ("accelerate", "deepspeed")

@@ -15,8 +15,8 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import QSettings  # noqa: E402
 from PySide6.QtWidgets import QApplication, QFileDialog, QInputDialog, QMessageBox  # noqa: E402
 
-from traindeck.backend import paths  # noqa: E402
 from traindeck.backend.config.messages import Message  # noqa: E402
+from traindeck.backend.core import paths  # noqa: E402
 from traindeck.backend.presets import Preset, load_preset, save_preset  # noqa: E402
 from traindeck.gui.context import AppContext  # noqa: E402
 

@@ -10,8 +10,9 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
-from traindeck.backend.runs.control import run_processes, stop_run
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.runs.control.lifecycle import stop_run
+from traindeck.backend.runs.record.run_store import RunStore
+from traindeck.backend.runs.supervisor.liveness import run_processes
 
 
 @pytest.fixture

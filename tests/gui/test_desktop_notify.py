@@ -19,8 +19,8 @@ pytest.importorskip("PySide6")
 
 from runhelp import python_job, wait_finished  # noqa: E402
 
-from traindeck.backend.runs import alerts  # noqa: E402
-from traindeck.backend.runs.store import RunStore  # noqa: E402
+from traindeck.backend.runs.supervisor import alerts  # noqa: E402
+from traindeck.backend.runs.record.run_store import RunStore  # noqa: E402
 
 SERVER = Path(__file__).resolve().parent.parent / "fixtures" / "notify_server.py"
 
@@ -152,7 +152,7 @@ def test_a_click_that_arrives_before_gdbus_answers_still_opens_the_run(qtbot):
     back through the worker: that click must not be lost (CI lost it once under load)."""
     from PySide6.QtWidgets import QWidget
 
-    from traindeck.backend.runs.alert_feed import Alert
+    from traindeck.backend.runs.control.alert_feed import Alert
     from traindeck.gui.context import AppContext
     from traindeck.gui.desktop_notify import Delivery, DesktopNotifier
 
@@ -176,8 +176,8 @@ def test_the_alert_reader_keeps_its_store_open_and_follows_a_new_store_file(tmp_
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The reader polls every 2 s for days: one connection, not one per poll; but a store file replaced (a new
     TRAINDECK_HOME, the file moved away and recreated) is read afresh, not through the old file's connection."""
-    from traindeck.backend.paths import run_store_path
-    from traindeck.backend.runs.store import RunRecord
+    from traindeck.backend.core.paths import run_store_path
+    from traindeck.backend.runs.record.run_store import RunRecord
     from traindeck.gui.desktop_notify import _AlertReader
 
     monkeypatch.setenv("TRAINDECK_HOME", str(tmp_path / "home"))

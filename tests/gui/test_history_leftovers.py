@@ -14,9 +14,9 @@ pytest.importorskip("PySide6")
 
 from fixtures.history_runs import T0, make_run  # noqa: E402
 
-from traindeck.backend.runs.provenance_diff import package_differences, parse_freeze  # noqa: E402
-from traindeck.backend.runs.resume import Lineage, save_lineage  # noqa: E402
-from traindeck.backend.runs.store import RunStore  # noqa: E402
+from traindeck.backend.runs.control.resume import Lineage, save_lineage  # noqa: E402
+from traindeck.backend.runs.record.provenance_diff import package_differences, parse_freeze  # noqa: E402
+from traindeck.backend.runs.record.run_store import RunStore  # noqa: E402
 
 
 def test_freeze_differences_say_how_each_package_differs() -> None:

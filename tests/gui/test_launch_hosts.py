@@ -16,10 +16,10 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import QSettings  # noqa: E402
 from sshnodes import PORT, SshNodes  # noqa: E402
 
-from traindeck.backend import paths  # noqa: E402
+from traindeck.backend.core import paths  # noqa: E402
 from traindeck.backend.nodes.hostfile import read_hostfile  # noqa: E402
 from traindeck.backend.presets import load_preset  # noqa: E402
-from traindeck.backend.runs.store import RunStore  # noqa: E402
+from traindeck.backend.runs.record.run_store import RunStore  # noqa: E402
 
 HOSTFILE = """# the lab's machines
 node1 slots=2  # the big one
@@ -206,7 +206,7 @@ def test_a_two_node_run_launched_from_the_page_is_watched_node_by_node_on_the_mo
     from runhelp import DEMO, job_env, wait_finished
 
     from traindeck.backend.launch.builders import DS_CONFIG_PLACEHOLDER
-    from traindeck.backend.runs.control import stop_run
+    from traindeck.backend.runs.control.lifecycle import stop_run
     from traindeck.gui.pages.monitor_page import MonitorPage
 
     monkeypatch.setenv("PDSH_SSH_ARGS_APPEND", ssh_nodes.env["PDSH_SSH_ARGS_APPEND"])

@@ -19,10 +19,10 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import QSettings, Qt  # noqa: E402
 from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
-from traindeck.backend import paths  # noqa: E402
 from traindeck.backend.config.messages import Message  # noqa: E402
+from traindeck.backend.core import paths  # noqa: E402
 from traindeck.backend.presets import load_preset  # noqa: E402
-from traindeck.backend.runs.store import RunStore  # noqa: E402
+from traindeck.backend.runs.record.run_store import RunStore  # noqa: E402
 
 SECRET = "hf_Sup3rSecretTokenValue"
 URL_PASSWORD = "pr0xyPassw0rd"
@@ -299,7 +299,7 @@ def test_ctrl_enter_launches_the_cpu_demo_and_it_succeeds(qtbot, make_page, heav
             qtbot.waitUntil(lambda: finished() is not None, timeout=400000)
         finally:
             if finished() is None:
-                from traindeck.backend.runs.control import stop_run
+                from traindeck.backend.runs.control.lifecycle import stop_run
 
                 stop_run(store, run_id, grace_s=2.0)
         record = store.get_run(run_id)

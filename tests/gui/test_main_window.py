@@ -240,8 +240,8 @@ def test_page_icons_stay_visible_after_switching_to_the_dark_theme(qtbot, make_w
 def running_run() -> Iterator[object]:
     from runhelp import python_job, wait_finished, wait_until
 
-    from traindeck.backend.runs.control import stop_run
-    from traindeck.backend.runs.store import RunStore
+    from traindeck.backend.runs.control.lifecycle import stop_run
+    from traindeck.backend.runs.record.run_store import RunStore
 
     run = python_job("--steps", "400", "--step-time", "0.05")  # ~20 s: outlives the test's close
     with RunStore() as store:
@@ -272,7 +272,7 @@ def _answer(monkeypatch: pytest.MonkeyPatch, button_text: str | None) -> list[st
 
 
 def _state(run_id: str) -> str:
-    from traindeck.backend.runs.store import RunStore
+    from traindeck.backend.runs.record.run_store import RunStore
 
     with RunStore() as store:
         record = store.get_run(run_id)
@@ -284,7 +284,7 @@ def _state(run_id: str) -> str:
 def test_close_keep_running_leaves_the_run_running(qtbot, make_window, running_run, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from runhelp import get
 
-    from traindeck.backend.runs.layout import RunDir
+    from traindeck.backend.runs.record.layout import RunDir
 
     monkeypatch.delenv("TRAINDECK_NO_CLOSE_PROMPT", raising=False)
     shown = _answer(monkeypatch, "Keep running")
@@ -313,7 +313,7 @@ def test_close_keep_running_leaves_the_run_running(qtbot, make_window, running_r
 def test_close_stop_them_writes_the_stop_request(qtbot, make_window, running_run, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from runhelp import wait_finished
 
-    from traindeck.backend.runs.layout import RunDir
+    from traindeck.backend.runs.record.layout import RunDir
 
     monkeypatch.delenv("TRAINDECK_NO_CLOSE_PROMPT", raising=False)
     shown = _answer(monkeypatch, "Stop them")
@@ -327,7 +327,7 @@ def test_close_stop_them_writes_the_stop_request(qtbot, make_window, running_run
 
 @pytest.mark.slow
 def test_close_cancel_keeps_the_window_open(qtbot, make_window, running_run, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from traindeck.backend.runs.layout import RunDir
+    from traindeck.backend.runs.record.layout import RunDir
 
     monkeypatch.delenv("TRAINDECK_NO_CLOSE_PROMPT", raising=False)
     shown = _answer(monkeypatch, None)

@@ -1,5 +1,5 @@
 """The Monitor page's Nodes tab (issue 15): a running multi-node run's nodes side by side, from the files the
-launch and the node watch write (nodes.json from backend/nodes/plan.py, nodes_state.json from the watch's own
+launch and the node watch write (nodes.json from backend/nodes/node_plan.py, nodes_state.json from the watch's own
 save(), fed the agents' messages as backend/nodes/agent.py sends them), refreshed while the tab is shown; absent for
 a one-machine run. The slow multinode test launches a real 2-node run from the Launch page and watches it here."""
 
@@ -17,12 +17,12 @@ pytest.importorskip("PySide6")
 
 from PySide6.QtCore import QSettings  # noqa: E402
 
+from traindeck.backend.core.paths import run_store_path  # noqa: E402
 from traindeck.backend.nodes.hostfile import Host  # noqa: E402
-from traindeck.backend.nodes.plan import NODES_FILE, nodes_document  # noqa: E402
-from traindeck.backend.paths import run_store_path  # noqa: E402
-from traindeck.backend.runs.layout import create_run_dir  # noqa: E402
-from traindeck.backend.runs.node_watch import NodeWatch  # noqa: E402
-from traindeck.backend.runs.store import RunRecord, RunStore  # noqa: E402
+from traindeck.backend.nodes.node_plan import NODES_FILE, nodes_document  # noqa: E402
+from traindeck.backend.runs.record.layout import create_run_dir  # noqa: E402
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore  # noqa: E402
+from traindeck.backend.runs.supervisor.node_sampler import NodeWatch  # noqa: E402
 from traindeck.gui.context import AppContext  # noqa: E402
 
 GIB = 1024**3

@@ -105,7 +105,7 @@ def test_gpu_charts_receive_the_values_of_nvml_snapshots(page, qtbot):
 
 
 def test_a_running_runs_ranks_are_sampled_live_with_their_real_memory(page, qtbot, traindeck_home):
-    from traindeck.backend.runs.store import RunRecord, RunStore
+    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
     with run_tree(ranks=2, mib=64) as tree:
         with RunStore() as store:
@@ -141,7 +141,7 @@ def test_a_running_runs_ranks_are_sampled_live_with_their_real_memory(page, qtbo
 def test_a_run_picked_before_its_launcher_pid_is_recorded_is_sampled_once_it_is(page, qtbot, traindeck_home):
     """The first second of a launch: the run is listed as running before its supervisor records the launcher's pid.
     Watching it then must turn live when the pid arrives (it stayed unsampled until the run ended)."""
-    from traindeck.backend.runs.store import RunRecord, RunStore
+    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
     with run_tree(ranks=1, mib=16) as tree:
         with RunStore() as store:
@@ -159,10 +159,10 @@ def test_a_run_picked_before_its_launcher_pid_is_recorded_is_sampled_once_it_is(
 
 
 def test_a_finished_run_is_read_back_with_its_offload_view_and_steps(page, qtbot, traindeck_home):
+    from traindeck.backend.core.paths import run_store_path
     from traindeck.backend.monitor.demo import demo_samples, demo_steps
-    from traindeck.backend.monitor.store import ResourceWriter
-    from traindeck.backend.paths import run_store_path
-    from traindeck.backend.runs.store import RunRecord, RunStore
+    from traindeck.backend.monitor.sample_store import ResourceWriter
+    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
     samples = demo_samples(seconds=180, end=time.time() - 60)
     with RunStore() as store:

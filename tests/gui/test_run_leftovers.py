@@ -8,9 +8,9 @@ import time
 import zipfile
 from pathlib import Path
 
-from traindeck.backend.runs.layout import create_run_dir
-from traindeck.backend.runs.resume import Lineage, save_lineage
-from traindeck.backend.runs.store import RunRecord, RunStore
+from traindeck.backend.runs.control.resume import Lineage, save_lineage
+from traindeck.backend.runs.record.layout import create_run_dir
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 from traindeck.gui.tasks import Tasks
 from traindeck.gui.widgets.run_leftovers import RunLeftoversPanel
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QSettings
 
-from traindeck.backend import paths
-from traindeck.backend.runs.control import run_processes
-from traindeck.backend.runs.store import RunRecord, RunStore
+from traindeck.backend.core import paths
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+from traindeck.backend.runs.supervisor.liveness import run_processes
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.runs_page import RunsPage
 
@@ -127,7 +127,7 @@ def test_checkpoints_live_save_now_stop_and_save_then_resume_and_bundle(qtbot, p
     assert get(resumed).argv[-2:] == ["--resume_from_checkpoint", chosen]
     # The new run records its parent and checkpoint. (The panel's "Resumed from" line for it was not seen within
     # 60 s in one run on a loaded machine: checked here through the backend the panel reads, not the label.)
-    from traindeck.backend.runs.leftbehind import run_leftovers
+    from traindeck.backend.runs.control.leftbehind import run_leftovers
 
     shown = run_leftovers(None, resumed)
     assert shown["parent"] == run_id and shown["resumed_from"] == chosen

@@ -14,8 +14,8 @@ import pytest
 from PySide6.QtCore import QSettings
 from runhelp import SCRIPTS, events, get, job_env, start, wait_finished
 
-from traindeck.backend import paths
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.core import paths
+from traindeck.backend.runs.record.run_store import RunStore
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.runs_page import RunsPage
 

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QCoreApplication, QEvent, QSettings, Qt
 
-from traindeck.backend import paths
-from traindeck.backend.runs.control import run_processes, stop_run
-from traindeck.backend.runs.layout import create_run_dir
-from traindeck.backend.runs.store import RunRecord, RunStore
+from traindeck.backend.core import paths
+from traindeck.backend.runs.control.lifecycle import stop_run
+from traindeck.backend.runs.record.layout import create_run_dir
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+from traindeck.backend.runs.supervisor.liveness import run_processes
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.runs_page import RunsPage
 
@@ -242,7 +243,7 @@ def test_open_run_from_another_page_reaches_a_runs_page_not_built_yet(qtbot, mon
 def launch_demo(*args: str) -> RunRecord:
     """train_tiny.py the way the Launch page starts it: LaunchRequest -> build_plan -> start_run (python launcher)."""
     from traindeck.backend.launch.builders import LaunchRequest, build_plan
-    from traindeck.backend.runs.control import new_run_dir, start_run
+    from traindeck.backend.runs.control.lifecycle import new_run_dir, start_run
 
     run_dir = new_run_dir()
     request = LaunchRequest(script=str(DEMO), script_args=list(args), launcher="python", cwd=run_dir.path)
@@ -386,7 +387,7 @@ def test_polling_backs_off_while_nothing_changes(qtbot, make_page) -> None:  # t
 
 
 def test_a_zoom_into_the_reduced_history_reads_that_range_again_at_full_resolution(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
-    from traindeck.backend.runs.series import DEFAULT_RECENT
+    from traindeck.backend.runs.record.series import DEFAULT_RECENT
 
     record = add_run("long", log=b"training\n")
     total = 3 * DEFAULT_RECENT  # the oldest two thirds are held as min/max buckets only

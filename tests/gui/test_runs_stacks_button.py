@@ -8,9 +8,9 @@ import pytest
 from PySide6.QtCore import QSettings
 from runhelp import SCRIPTS, get, launch, wait_finished
 
-from traindeck.backend import paths
-from traindeck.backend.runs.control import stop_run
-from traindeck.backend.runs.store import RunStore
+from traindeck.backend.core import paths
+from traindeck.backend.runs.control.lifecycle import stop_run
+from traindeck.backend.runs.record.run_store import RunStore
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.runs_page import RunsPage
 

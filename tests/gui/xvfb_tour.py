@@ -104,7 +104,7 @@ class Tour:
         self.app.processEvents()
 
     def run_state(self, run_id: str) -> str:
-        from traindeck.backend.runs.store import RunStore
+        from traindeck.backend.runs.record.run_store import RunStore
 
         with RunStore() as store:
             record = store.get_run(run_id)
@@ -269,8 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         try:  # leave no run behind
-            from traindeck.backend.runs.control import stop_run
-            from traindeck.backend.runs.store import RunStore
+            from traindeck.backend.runs.control.lifecycle import stop_run
+            from traindeck.backend.runs.record.run_store import RunStore
 
             with RunStore() as store:
                 for record in store.list_runs(state="running"):

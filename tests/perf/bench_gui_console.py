@@ -42,7 +42,7 @@ from PySide6.QtCore import QElapsedTimer, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from traindeck.backend.logparse import ConsoleBuffer, LineAssembler  # noqa: E402
-from traindeck.backend.runs.console_feed import MAX_LAG_BYTES  # noqa: E402
+from traindeck.backend.runs.control.console_feed import MAX_LAG_BYTES  # noqa: E402
 from traindeck.gui.app import create_window  # noqa: E402
 from traindeck.gui.widgets.console import LogConsole  # noqa: E402
 

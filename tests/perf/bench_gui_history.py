@@ -32,9 +32,9 @@ from fixtures.history_runs import T0, make_run  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from traindeck.backend.estimate.inputs import EstimateForm, check_form, estimate_form  # noqa: E402
-from traindeck.backend.runs.compare import compare_runs  # noqa: E402
-from traindeck.backend.runs.history import RunHistory  # noqa: E402
-from traindeck.backend.runs.store import RunStore  # noqa: E402
+from traindeck.backend.runs.control.compare import compare_runs  # noqa: E402
+from traindeck.backend.runs.control.history import RunHistory  # noqa: E402
+from traindeck.backend.runs.record.run_store import RunStore  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "200"))
 SAMPLES = int(os.environ.get("BENCH_SAMPLES", "3600"))

@@ -22,7 +22,7 @@ from PySide6.QtCore import QElapsedTimer, QSettings, Qt, QTimer  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from traindeck.backend import paths  # noqa: E402
+from traindeck.backend.core import paths  # noqa: E402
 from traindeck.backend.presets import load_preset  # noqa: E402
 
 STALL_BUDGET_MS = 100.0

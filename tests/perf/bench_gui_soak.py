@@ -55,9 +55,9 @@ from PySide6.QtCore import QEvent, QObject, QTimer  # noqa: E402
 
 from traindeck.backend.launch.environ import training_env  # noqa: E402
 from traindeck.backend.launch.plan import LaunchPlan  # noqa: E402
-from traindeck.backend.runs.control import new_run_dir, start_run  # noqa: E402
-from traindeck.backend.runs.store import RunStore  # noqa: E402
-from traindeck.backend.runs.watch import force_stop  # noqa: E402
+from traindeck.backend.runs.control.lifecycle import new_run_dir, start_run  # noqa: E402
+from traindeck.backend.runs.control.view import force_stop  # noqa: E402
+from traindeck.backend.runs.record.run_store import RunStore  # noqa: E402
 from traindeck.gui.app import create_window  # noqa: E402
 
 JOB = textwrap.dedent("""

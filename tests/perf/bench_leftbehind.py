@@ -30,12 +30,12 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-leftbehind-"))
     os.environ["TRAINDECK_HOME"] = str(work / "home")
     from traindeck.backend.launch.builders import LaunchRequest
-    from traindeck.backend.runs.checkpoints import find_checkpoints
-    from traindeck.backend.runs.layout import create_run_dir
-    from traindeck.backend.runs.provenance import capture
-    from traindeck.backend.runs.resume import save_request
-    from traindeck.backend.runs.sidecar import start_sidecar
-    from traindeck.backend.runs.store import RunStore
+    from traindeck.backend.runs.control.resume import save_request
+    from traindeck.backend.runs.record.checkpoints import find_checkpoints
+    from traindeck.backend.runs.record.layout import create_run_dir
+    from traindeck.backend.runs.record.provenance import capture
+    from traindeck.backend.runs.record.run_store import RunStore
+    from traindeck.backend.runs.supervisor.sidecar import start_sidecar
 
     rows: list[tuple[str, str]] = []
     script = work / "train.py"
@@ -84,7 +84,7 @@ def main() -> int:
         "    for t in ('train/loss', 'train/lr', 'eval/loss', 'grad_norm'):\n"
         "        w.add_scalar(t, s * 0.001, s)\n"
         "w.close()\n")], check=True)
-    from traindeck.backend.runs.tensorboard import TensorBoardReader
+    from traindeck.backend.runs.record.tensorboard import TensorBoardReader
 
     t0 = time.perf_counter()
     reader = TensorBoardReader([logdir], since=0.0)

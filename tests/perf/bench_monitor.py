@@ -30,12 +30,12 @@ sys.path.insert(0, str(HERE.parent))  # tests/, for the fixtures when run as a s
 from fixtures.monitor_run_tree import run_tree  # noqa: E402
 from fixtures.monitor_samples import T0, training_sample  # noqa: E402
 
+from traindeck.backend.core.procfs import parent_map  # noqa: E402
 from traindeck.backend.monitor.processes import RunProcessSampler  # noqa: E402
 from traindeck.backend.monitor.recorder import RunResourceRecorder  # noqa: E402
+from traindeck.backend.monitor.sample_store import ResourceWriter  # noqa: E402
 from traindeck.backend.monitor.sampler import ResourceSampler  # noqa: E402
-from traindeck.backend.monitor.store import ResourceWriter  # noqa: E402
 from traindeck.backend.monitor.store_read import read_series, resource_summary  # noqa: E402
-from traindeck.backend.procfs import parent_map  # noqa: E402
 
 DAY = 86_400
 RECORD_S = float(os.environ.get("BENCH_RECORD_S", "20"))

@@ -24,7 +24,7 @@ from pathlib import Path
 SCRATCH = Path(tempfile.mkdtemp(prefix="traindeck-bench-queue-"))
 os.environ["TRAINDECK_HOME"] = str(SCRATCH / "home")
 
-from traindeck.backend.runs.store import RunStore  # noqa: E402
+from traindeck.backend.runs.record.run_store import RunStore  # noqa: E402
 
 JOB = Path(__file__).resolve().parent.parent / "fixtures" / "scripts" / "queue_job.py"
 

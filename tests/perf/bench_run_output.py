@@ -37,8 +37,8 @@ os.environ["TRAINDECK_HOME"] = str(SCRATCH / "home")
 
 from traindeck.backend.launch.environ import training_env  # noqa: E402
 from traindeck.backend.launch.plan import LaunchPlan  # noqa: E402
-from traindeck.backend.runs.control import new_run_dir, start_run  # noqa: E402
-from traindeck.backend.runs.store import RunRecord, RunStore  # noqa: E402
+from traindeck.backend.runs.control.lifecycle import new_run_dir, start_run  # noqa: E402
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore  # noqa: E402
 
 LATENCY_JOB = textwrap.dedent("""
     import sys, time

@@ -1,0 +1,134 @@
+"""Presets in and out: importing accelerate YAML / DeepSpeed JSON files as a preset, and exporting a preset as the
+files `accelerate launch` and `deepspeed` read (the launcher's own renderer, so both are the same files).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from traindeck.backend.core import paths
+from traindeck.backend.core.fileio import atomic_write_text
+from traindeck.backend.launch.config_files import render_sections
+from traindeck.backend.presets.files import load_preset, save_preset
+from traindeck.backend.presets.model import Preset, PresetError, _builtin_clash, check_name
+
+# ------------------------------------------------------------------------------------------ import
+
+
+def import_preset(files: Sequence[Path | str], name: str, *, save: bool = True, overwrite: bool = False,
+                  description: str | None = None) -> Preset:
+    """A preset from an accelerate YAML and/or a DeepSpeed JSON (either order; kinds told by their keys).
+
+    An accelerate YAML whose deepspeed_config.deepspeed_config_file points at a JSON brings that JSON in (unless a
+    DeepSpeed JSON is given beside it, which then wins); the preset keeps the DeepSpeed settings in its
+    `deepspeed` section and drops the (machine-specific) path, which export writes afresh. Everything else is kept
+    exactly, unknown keys included. Saved as a user preset unless `save=False`.
+    """
+    from traindeck.backend.config.source import load_file
+    from traindeck.backend.config.validate import referenced_deepspeed_file
+
+    check_name(name)
+    if _builtin_clash(name):
+        raise PresetError(f"'{name}' is the name of a built-in preset; choose another name")
+    if not files:
+        raise PresetError("give an accelerate YAML and/or a DeepSpeed JSON to import")
+    if len(files) > 2:
+        raise PresetError("give at most two files: an accelerate YAML and a DeepSpeed JSON")
+    accelerate_doc = deepspeed_doc = None
+    for file in files:
+        path = Path(file).expanduser()
+        if not path.is_file():
+            raise PresetError(f"no such file: {path}")
+        _refuse_big_import(path)
+        doc = load_file(path)
+        if doc.data is None:
+            first = doc.syntax[0].format() if doc.syntax else f"{path}: cannot be read"
+            raise PresetError(f"cannot import {path}: {first}")
+        if doc.kind == "accelerate":
+            if accelerate_doc is not None:
+                raise PresetError(f"two accelerate configs given ({accelerate_doc.file} and {path}); give one")
+            accelerate_doc = doc
+        else:
+            if deepspeed_doc is not None:
+                raise PresetError(f"two DeepSpeed configs given ({deepspeed_doc.file} and {path}); give one")
+            deepspeed_doc = doc
+    accelerate = copy.deepcopy(accelerate_doc.data) if accelerate_doc is not None else None
+    deepspeed = copy.deepcopy(deepspeed_doc.data) if deepspeed_doc is not None else None
+    sources = [f"accelerate config {accelerate_doc.file}"] if accelerate_doc is not None else []
+    if accelerate_doc is not None:
+        ref = referenced_deepspeed_file(accelerate_doc)
+        if ref is not None and deepspeed is None:
+            _refuse_big_import(ref)
+            ref_doc = load_file(ref, kind="deepspeed")
+            if ref_doc.data is None:
+                why = ref_doc.syntax[0].format() if ref_doc.syntax else "cannot be read"
+                raise PresetError(f"{accelerate_doc.file}: its deepspeed_config_file {ref}: {why}")
+            deepspeed = copy.deepcopy(ref_doc.data)
+            sources.append(f"DeepSpeed config {ref}")
+        if ref is not None and accelerate is not None:
+            section = accelerate["deepspeed_config"]
+            section.pop("deepspeed_config_file", None)
+    if deepspeed_doc is not None:
+        sources.append(f"DeepSpeed config {deepspeed_doc.file}")
+    launcher: Literal["accelerate", "deepspeed", "python"] = "accelerate" if accelerate is not None else "deepspeed"
+    preset = Preset(name=name, launcher=launcher,
+                    description=description if description is not None else "imported from " + " and ".join(sources),
+                    accelerate=accelerate, deepspeed=deepspeed)
+    if save:
+        save_preset(preset, overwrite=overwrite)
+    return preset
+
+
+# A preset is read at every `presets list` and dashboard start: an imported config is kept far below what
+# `config check` accepts (bounded.MAX_BYTES), so a wrong file given to import cannot slow every later start.
+MAX_IMPORT_BYTES = 1024 * 1024
+
+
+def _refuse_big_import(path: Path) -> None:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return  # load_file says why it cannot be read
+    if size > MAX_IMPORT_BYTES:
+        raise PresetError(f"cannot import {path}: it is {size / 2**20:.1f} MB; a preset takes a config of at most "
+                          f"{MAX_IMPORT_BYTES / 2**20:.0f} MB (accelerate and DeepSpeed configs are a few KB): "
+                          "is this the right file?")
+
+
+def import_accelerate_default(name: str, **kwargs: Any) -> Preset:
+    """Import the config `accelerate config` wrote to its default location."""
+    location = paths.accelerate_default_config()
+    if not location.is_file():
+        raise PresetError(f"no accelerate default config at {location} (run `accelerate config` first, or give "
+                          "the file)")
+    return import_preset([location], name, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------ export
+
+
+def render_files(preset: Preset, directory: Path) -> dict[str, str]:
+    """The files a preset becomes in `directory` ({file name: text}): the launcher's own renderer, so an exported
+    preset and a launched one are the same files."""
+    return render_sections(preset.accelerate, preset.deepspeed, Path(directory).absolute())
+
+
+def export_preset(name_or_preset: str | Preset, directory: Path | str) -> list[Path]:
+    """Write accelerate_config.yaml (when there is an accelerate section) and ds_config.json (when DeepSpeed is
+    used) into `directory`, as accelerate and the deepspeed launcher accept them: the YAML's deepspeed_config_file
+    is the JSON's absolute path, with no inline DeepSpeed keys beside it. Returns the files written."""
+    preset = load_preset(name_or_preset) if isinstance(name_or_preset, str) else name_or_preset
+    directory = Path(directory).expanduser().absolute()
+    files = render_files(preset, directory)
+    if not files:
+        raise PresetError(f"preset '{preset.name}' has no accelerate or DeepSpeed config to export")
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for file_name in sorted(files, key=lambda n: not n.endswith(".yaml")):  # the YAML first
+        target = directory / file_name
+        atomic_write_text(target, files[file_name], mode=0o644)
+        written.append(target)
+    return written

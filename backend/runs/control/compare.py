@@ -1,0 +1,300 @@
+"""Two runs side by side: their configs as they were launched (the run directories' snapshots) and their figures.
+
+The config snapshot of a run is what its run directory holds: accelerate_config.yaml, ds_config.json and the launch
+command (command.json). Paths inside the run directory and the rendezvous port differ between any two runs, so they
+are written as "<run dir>" and "<port>" before comparing: what remains is what the user chose differently.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from traindeck.backend.runs.control.history import (
+    RunFigures,
+    format_bytes,
+    format_duration,
+    format_rate,
+    format_seconds_per_step,
+    run_figures,
+)
+from traindeck.backend.runs.record.run_store import RunStore
+
+ACCELERATE_FILE = "accelerate_config.yaml"
+DEEPSPEED_FILE = "ds_config.json"
+COMMAND_FILE = "command.json"
+RUN_DIR_MARK = "<run dir>"
+PORT_MARK = "<port>"
+
+
+@dataclass(frozen=True)
+class ConfigSnapshot:
+    """A run's launch configuration, normalised: {file label: text} and the flattened keys."""
+
+    texts: dict[str, str]  # "accelerate_config.yaml" / "ds_config.json" / "command" -> normalised text
+    values: dict[str, Any]  # "accelerate.num_processes", "deepspeed.zero_optimization.stage", "launch.nproc" ...
+    problems: tuple[str, ...] = ()  # files that could not be read
+
+
+@dataclass(frozen=True)
+class ConfigDifference:
+    key: str  # dotted: "deepspeed.zero_optimization.stage"
+    a: Any
+    b: Any
+    in_a: bool = True
+    in_b: bool = True
+
+    def text(self, which: str) -> str:
+        present, value = (self.in_a, self.a) if which == "a" else (self.in_b, self.b)
+        if not present:
+            return "(not set)"
+        return value if isinstance(value, str) else json.dumps(value)
+
+
+@dataclass(frozen=True)
+class ArgvChange:
+    """One place where two commands' argument lists differ: A's elements there and B's (either may be empty), and
+    the option they are the value of ("--steps" for "--steps 100" vs "--steps 600"; "" when there is none)."""
+
+    position: int  # 0-based index of the first differing element in A's argv
+    a: tuple[str, ...]
+    b: tuple[str, ...]
+    option: str = ""
+
+    @property
+    def key(self) -> str:
+        """The name this change goes by in a list of config differences: "launch.argv --steps" or "launch.argv[7]"."""
+        return f"launch.argv {self.option}" if self.option else f"launch.argv[{self.position}]"
+
+
+def argv_changes(a: Sequence[str], b: Sequence[str]) -> list[ArgvChange]:
+    """Two argument lists compared element by element (a sequence match, so an inserted flag does not make every
+    later element differ). An element that is an option's value is named by that option; "--k=v" by "--k"."""
+    out: list[ArgvChange] = []
+    matcher = difflib.SequenceMatcher(a=list(a), b=list(b), autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        paired = min(i2 - i1, j2 - j1)  # a replaced stretch: element by element, then what is left over
+        for k in range(paired):
+            old, new = a[i1 + k], b[j1 + k]
+            option = ""
+            if i1 + k > 0 and a[i1 + k - 1] == b[j1 + k - 1] and a[i1 + k - 1].startswith("-"):
+                option = a[i1 + k - 1]  # "--steps", then its value
+            elif old.startswith("-") and "=" in old and old.split("=", 1)[0] == new.split("=", 1)[0]:
+                option = old.split("=", 1)[0]  # "--steps=100" vs "--steps=600"
+            out.append(ArgvChange(i1 + k, (old,), (new,), option))
+        if i2 - i1 > paired or j2 - j1 > paired:
+            out.append(ArgvChange(i1 + paired, tuple(a[i1 + paired:i2]), tuple(b[j1 + paired:j2])))
+    return out
+
+
+@dataclass(frozen=True)
+class FigureRow:
+    """One line of the figures table: what, A and B as text, and B relative to A where both are numbers."""
+
+    what: str
+    a: str
+    b: str
+    change: str = ""
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    a: RunFigures
+    b: RunFigures
+    differences: list[ConfigDifference]  # the command's arguments compared element by element (launch.argv ...)
+    same: int  # keys set to the same value in both
+    unified_diff: str  # of the normalised config files; "" when they are the same
+    figures: list[FigureRow]
+    metrics: list[FigureRow]  # final metrics, every name either run reported
+    problems: tuple[str, ...] = field(default=())
+
+
+def _normalise(text: str, run_dir: str, port: Any) -> str:
+    if run_dir:
+        text = text.replace(str(Path(run_dir).resolve()), RUN_DIR_MARK).replace(run_dir.rstrip("/"), RUN_DIR_MARK)
+    if isinstance(port, int) and not isinstance(port, bool) and port > 0:
+        text = text.replace(f"={port}", f"={PORT_MARK}").replace(f" {port}", f" {PORT_MARK}")
+    return text
+
+
+def flatten(data: Any, prefix: str) -> dict[str, Any]:
+    """{"a.b.c": leaf} for nested mappings; lists and scalars are leaves (an empty mapping is a leaf too)."""
+    out: dict[str, Any] = {}
+    if isinstance(data, Mapping) and data:
+        for key, value in data.items():
+            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    else:
+        out[prefix] = data
+    return out
+
+
+def config_snapshot(run_dir: str | Path) -> ConfigSnapshot:
+    """The launch configuration a run directory records (missing files are simply absent)."""
+    root = Path(run_dir)
+    texts: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    command: dict[str, Any] = {}
+    try:
+        loaded = json.loads((root / COMMAND_FILE).read_text(encoding="utf-8"))
+        command = loaded if isinstance(loaded, dict) else {}
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError) as exc:
+        problems.append(f"{COMMAND_FILE}: {exc}")
+    port = command.get("master_port")
+    for name, prefix, load in ((ACCELERATE_FILE, "accelerate", yaml.safe_load), (DEEPSPEED_FILE, "deepspeed", json.loads)):
+        try:
+            text = (root / name).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            problems.append(f"{name}: {exc}")
+            continue
+        text = _normalise(text, str(root), port)
+        texts[name] = text
+        try:
+            data = load(text)
+        except (ValueError, yaml.YAMLError) as exc:
+            problems.append(f"{name}: not readable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})")
+            continue
+        values.update(flatten(data, prefix))
+    if command:
+        line = _normalise(str(command.get("command_line") or " ".join(command.get("argv") or [])), str(root), port)
+        argv = [PORT_MARK if isinstance(port, int) and str(arg) == str(port) else _normalise(str(arg), str(root), port)
+                for arg in command.get("argv") or []]
+        # One argument a line: a diff of two long command lines then shows the argument that differs, not two
+        # lines that look the same up to where a window cuts them.
+        texts["command"] = "".join(arg + "\n" for arg in argv) if argv else line + "\n"
+        for key in ("launcher", "nproc", "python"):
+            if command.get(key) is not None:
+                values[f"launch.{key}"] = command[key]
+        values["launch.command"] = line
+        if argv:
+            values["launch.argv"] = argv
+    return ConfigSnapshot(texts=texts, values=values, problems=tuple(problems))
+
+
+def config_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[list[ConfigDifference], int]:
+    """Keys whose values differ (or are set in one only), and how many keys are the same. Order: keys both set
+    differently first (the choices people compare), then keys set in one only; DeepSpeed, accelerate, launch."""
+    out: list[ConfigDifference] = []
+    same = 0
+    order = {"deepspeed": 0, "accelerate": 1, "launch": 2}
+
+    def rank(key: str) -> tuple[int, int, str]:
+        return (0 if key in a and key in b else 1, order.get(key.split(".")[0], 3), key)
+
+    argv_a, argv_b = a.get("launch.argv"), b.get("launch.argv")
+    by_argument = isinstance(argv_a, list) and isinstance(argv_b, list)
+    for key in sorted(set(a) | set(b), key=rank):
+        if key in a and key in b and a[key] == b[key]:
+            same += 1
+            continue
+        if by_argument and key in ("launch.command", "launch.argv"):
+            continue  # the whole line differs where one argument does: the arguments are listed one by one below
+        out.append(ConfigDifference(key, a.get(key), b.get(key), key in a, key in b))
+    if by_argument and argv_a != argv_b:
+        assert isinstance(argv_a, list) and isinstance(argv_b, list)
+        for change in argv_changes(argv_a, argv_b):
+            out.append(ConfigDifference(change.key, " ".join(change.a), " ".join(change.b),
+                                        bool(change.a), bool(change.b)))
+    return out, same
+
+
+def unified_config_diff(a: ConfigSnapshot, b: ConfigSnapshot, label_a: str, label_b: str) -> str:
+    parts: list[str] = []
+    for name in (DEEPSPEED_FILE, ACCELERATE_FILE, "command"):
+        if name not in a.texts and name not in b.texts:
+            continue
+        lines = difflib.unified_diff(
+            a.texts.get(name, "").splitlines(keepends=True), b.texts.get(name, "").splitlines(keepends=True),
+            fromfile=f"{label_a}/{name}" if name in a.texts else "/dev/null",
+            tofile=f"{label_b}/{name}" if name in b.texts else "/dev/null",
+        )
+        parts.append("".join(line if line.endswith("\n") else line + "\n" for line in lines))
+    return "".join(parts)
+
+
+def _change(a: float | None, b: float | None, describe: bool = True) -> str:
+    """B relative to A ("0.62x (lower)"); "" when either is unknown."""
+    if a is None or b is None or a <= 0:
+        return ""
+    ratio = b / a
+    if abs(ratio - 1) < 0.005:
+        return "same"
+    word = ("lower" if ratio < 1 else "higher") if describe else ""
+    return f"{ratio:.2f}x" + (f" ({word})" if word else "")
+
+
+def figure_rows(a: RunFigures, b: RunFigures) -> list[FigureRow]:
+    """The figures people compare, as text, with B's ratio to A."""
+    def state(f: RunFigures) -> str:
+        code = f.exit_code
+        if code is None or code == 0:
+            return f.state
+        if code < 0:  # ended by a signal: its name, not "exit code -2"
+            try:
+                return f"{f.state} ({signal.Signals(-code).name})"
+            except ValueError:
+                return f"{f.state} (signal {-code})"
+        return f"{f.state} (exit code {code})"
+
+    return [
+        FigureRow("State", state(a), state(b)),
+        FigureRow("Preset", a.preset or "-", b.preset or "-"),
+        FigureRow("Duration", format_duration(a.duration_s), format_duration(b.duration_s),
+                  _change(a.duration_s, b.duration_s)),
+        FigureRow("Steps", f"{a.steps:g}" if a.steps else "-", f"{b.steps:g}" if b.steps else "-"),
+        FigureRow("Peak GPU memory (fullest GPU)", format_bytes(a.peak_gpu_mem_bytes),
+                  format_bytes(b.peak_gpu_mem_bytes), _change(a.peak_gpu_mem_bytes, b.peak_gpu_mem_bytes)),
+        FigureRow("Peak host RAM (the run's processes)", format_bytes(a.peak_host_ram_bytes),
+                  format_bytes(b.peak_host_ram_bytes), _change(a.peak_host_ram_bytes, b.peak_host_ram_bytes)),
+        FigureRow("Peak host RAM used (whole machine)", format_bytes(a.peak_host_used_bytes),
+                  format_bytes(b.peak_host_used_bytes), _change(a.peak_host_used_bytes, b.peak_host_used_bytes)),
+        FigureRow("Seconds per step", format_seconds_per_step(a.seconds_per_step),
+                  format_seconds_per_step(b.seconds_per_step), _change(a.seconds_per_step, b.seconds_per_step)),
+        FigureRow("Throughput", format_rate(a.throughput, a.throughput_unit),
+                  format_rate(b.throughput, b.throughput_unit),
+                  _change(a.throughput, b.throughput) if a.throughput_unit == b.throughput_unit else ""),
+    ]
+
+
+def metric_rows(a: RunFigures, b: RunFigures) -> list[FigureRow]:
+    rows = []
+    for name in sorted(set(a.final_metrics) | set(b.final_metrics)):
+        va, vb = a.final_metrics.get(name), b.final_metrics.get(name)
+        rows.append(FigureRow(name, "-" if va is None else f"{va:.6g}", "-" if vb is None else f"{vb:.6g}",
+                              _change(va, vb, describe=False)))
+    return rows
+
+
+class RunNotFound(LookupError):
+    """No run with that id in the store."""
+
+
+def compare_runs(store: RunStore, id_a: str, id_b: str) -> RunComparison:
+    """Run B beside run A: config differences (flattened keys and a unified diff) and their figures."""
+    records = []
+    for run_id in (id_a, id_b):
+        record = store.get_run(run_id)
+        if record is None:
+            raise RunNotFound(f"no run {run_id!r} in {store.path}")
+        records.append(record)
+    fa, fb = (run_figures(store, r) for r in records)
+    sa, sb = (config_snapshot(r.run_dir) for r in records)
+    differences, same = config_differences(sa.values, sb.values)
+    label_a, label_b = (f"{r.name or 'run'} ({r.id})" for r in records)
+    problems = tuple(f"{fa.run_id}: {p}" for p in sa.problems) + tuple(f"{fb.run_id}: {p}" for p in sb.problems)
+    return RunComparison(a=fa, b=fb, differences=differences, same=same,
+                         unified_diff=unified_config_diff(sa, sb, label_a, label_b),
+                         figures=figure_rows(fa, fb), metrics=metric_rows(fa, fb), problems=problems)

@@ -1,0 +1,233 @@
+"""Run history: each run's figures (duration, peak memory, seconds per step, throughput, final metrics).
+
+Read from the run store (the run's record, its metrics and the monitor's resource samples); nothing here writes.
+A finished run's figures never change, so `RunHistory` computes them once and re-reads only running runs.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from traindeck.backend.core.paths import run_store_path
+from traindeck.backend.runs.control.view import duration_text
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+from traindeck.backend.runs.supervisor.liveness import reconcile
+
+# Progress units that count optimizer steps (tqdm's default "it" included): their rate is steps per second.
+STEP_UNITS = frozenset({"it", "step", "steps", "iter", "iters", "iteration", "iterations", "batch", "batches"})
+# Metrics that state a run's throughput, best first: (metric, unit shown).
+THROUGHPUT_METRICS = (
+    ("train_samples_per_second", "samples/s"),  # HF Trainer's end-of-training summary
+    ("samples_per_sec", "samples/s"),  # DeepSpeed's RunningAvgSamplesPerSec
+    ("train_tokens_per_second", "tokens/s"),
+    ("tokens_per_sec", "tokens/s"),
+)
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """One run as the history shows it. Byte figures are None when the monitor recorded nothing."""
+
+    run_id: str
+    name: str
+    state: str
+    preset: str | None
+    launcher: str
+    script: str
+    run_dir: str
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    duration_s: float | None  # started (or created) to ended, or to now while running
+    steps: float | None  # the progress reached (the run's main bar)
+    peak_gpu_mem_bytes: int | None  # the fullest single GPU (NVML: CUDA context and other processes included)
+    peak_run_gpu_mem_bytes: int | None  # the run's processes' GPU memory, all GPUs together
+    peak_host_ram_bytes: int | None  # the run's process tree's resident memory (ranks + launcher)
+    peak_host_used_bytes: int | None  # RAM used on the whole machine (other programs included)
+    seconds_per_step: float | None
+    seconds_per_step_source: str  # how it was measured, one phrase ("" when unknown)
+    throughput: float | None
+    throughput_unit: str
+    final_metrics: dict[str, float] = field(default_factory=dict)
+    exit_code: int | None = None
+    summary: str = ""  # the diagnosis' one line, or the state detail
+
+    @property
+    def finished(self) -> bool:
+        return self.state not in ("running",)
+
+
+def _positive(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+        return float(value)
+    return None
+
+
+def seconds_per_step(record: RunRecord, last: dict[str, float],
+                     spans: dict[str, tuple[int, int, float, float, int]]) -> tuple[float | None, str]:
+    """(seconds per optimizer step, where it comes from), best source first:
+    HF Trainer's summary; the metrics logged with step numbers (time between the first and last logged step, so
+    start-up is left out); the progress bar's rate in steps; the run's duration over the steps it reached."""
+    rate = _positive(last.get("train_steps_per_second"))
+    if rate:
+        return 1.0 / rate, "HF Trainer's train_steps_per_second"
+    best: tuple[int, str, tuple[int, int, float, float, int]] | None = None
+    for name, span in spans.items():
+        s0, s1, t0, t1, _n = span
+        if s1 > s0 and t1 > t0 and (best is None or s1 - s0 > best[0]):
+            best = (s1 - s0, name, span)
+    if best is not None:
+        _, name, (s0, s1, t0, t1, _n) = best
+        return (t1 - t0) / (s1 - s0), f"'{name}' logged at steps {s0} to {s1}"
+    progress = record.progress or {}
+    unit = str(progress.get("unit") or "it").lower()
+    rate = _positive(progress.get("rate"))
+    if rate and unit in STEP_UNITS:
+        return 1.0 / rate, "the progress bar's rate"
+    current = _positive(progress.get("current"))
+    start = record.started_at or record.created_at
+    if current and unit in STEP_UNITS and record.ended_at and record.ended_at > start:
+        return (record.ended_at - start) / current, "the run's duration over its steps (start-up included)"
+    return None, ""
+
+
+def throughput(record: RunRecord, last: dict[str, float]) -> tuple[float | None, str]:
+    """(value, unit): a throughput the run reported, else its progress rate in the bar's own unit."""
+    for name, unit in THROUGHPUT_METRICS:
+        value = _positive(last.get(name))
+        if value:
+            return value, unit
+    progress = record.progress or {}
+    rate = _positive(progress.get("rate"))
+    if rate:
+        return rate, f"{progress.get('unit') or 'it'}/s"
+    return None, ""
+
+
+def _resources(store: RunStore, run_id: str) -> Mapping[str, Any]:  # a ResourceSummary, or {} without the monitor's tables
+    try:
+        from traindeck.backend.monitor.store_read import (
+            resource_summary,  # numpy: optional for the run engine
+        )
+
+        return resource_summary(store.path, run_id)
+    except Exception:  # noqa: BLE001 - an older store without the monitor's tables: no peaks, the rest stands
+        return {}
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def run_figures(store: RunStore, record: RunRecord, now: float | None = None) -> RunFigures:
+    """The history's figures for one run, read from the store."""
+    last = store.last_metrics(record.id)
+    spans = store.metric_step_spans(record.id)
+    sps, source = seconds_per_step(record, last, spans)
+    rate, unit = throughput(record, last)
+    res = _resources(store, record.id)
+    start = record.started_at or record.created_at
+    end = record.ended_at if record.finished else (time.time() if now is None else now)
+    duration = max(0.0, end - start) if end is not None else None
+    progress = record.progress or {}
+    summary = ""
+    if record.diagnosis:
+        summary = str(record.diagnosis.get("summary") or "")
+    summary = summary or record.state_detail
+    host = _int(res.get("peak_tree_rss_bytes")) or _int(res.get("peak_ranks_rss_bytes"))
+    return RunFigures(
+        run_id=record.id, name=record.name, state=record.state, preset=record.preset, launcher=record.launcher,
+        script=record.script, run_dir=record.run_dir, created_at=record.created_at, started_at=record.started_at,
+        ended_at=record.ended_at, duration_s=duration, steps=_positive(progress.get("current")),
+        peak_gpu_mem_bytes=_int(res.get("peak_gpu_mem_bytes")),
+        peak_run_gpu_mem_bytes=_int(res.get("peak_run_gpu_mem_bytes")),
+        peak_host_ram_bytes=host, peak_host_used_bytes=_int(res.get("peak_host_used_bytes")),
+        seconds_per_step=sps, seconds_per_step_source=source, throughput=rate, throughput_unit=unit,
+        final_metrics=last, exit_code=record.exit_code, summary=summary,
+    )
+
+
+class RunHistory:
+    """Every run's figures, newest first, for a list refreshed every few seconds. Finished runs' figures are
+    cached (they never change); running runs are read afresh. Call from one worker thread at a time.
+
+    With mark_lost, a run still "running" whose supervisor is gone (killed, machine rebooted) is marked lost the
+    way the Runs page and `traindeck runs` do, instead of showing as running for ever."""
+
+    def __init__(self, store_path: Path | str | None = None, mark_lost: bool = True) -> None:
+        self.store_path = Path(store_path) if store_path is not None else run_store_path()
+        self.mark_lost = mark_lost
+        self._store: RunStore | None = None
+        self._finished: dict[str, RunFigures] = {}
+        self._lock = threading.Lock()
+
+    def store(self) -> RunStore | None:
+        """The open run store, or None when there is none yet (reading never creates one)."""
+        if self._store is None:
+            if not self.store_path.exists():
+                return None
+            self._store = RunStore(self.store_path)
+        return self._store
+
+    def rows(self, limit: int | None = None) -> list[RunFigures]:
+        with self._lock:
+            store = self.store()
+            if store is None:
+                return []
+            out = []
+            records = store.list_runs(limit=limit)
+            if self.mark_lost and any(r.state == "running" for r in records) and reconcile(store):
+                records = store.list_runs(limit=limit)
+            for record in records:
+                cached = self._finished.get(record.id)
+                if cached is not None and cached.state == record.state:
+                    out.append(cached)
+                    continue
+                figures = run_figures(store, record)
+                if record.finished:
+                    self._finished[record.id] = figures
+                out.append(figures)
+            known = {r.id for r in records}
+            for run_id in [k for k in self._finished if k not in known]:  # deleted or beyond the limit
+                del self._finished[run_id]
+            return out
+
+    def close(self) -> None:
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+
+# ---- formatting shared by the history list, the comparison and the command line ------------------------------
+GIB = 1024**3
+
+
+def format_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    if n >= GIB:
+        return f"{n / GIB:.1f} GiB"
+    return f"{n / 1024**2:.0f} MiB"
+
+
+def format_duration(seconds: float | None) -> str:
+    return duration_text(seconds) if seconds is not None else "-"
+
+
+def format_seconds_per_step(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3g} s" if value >= 0.001 else f"{value * 1000:.3g} ms"
+
+
+def format_rate(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"

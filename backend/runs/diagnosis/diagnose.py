@@ -1,0 +1,533 @@
+"""Why a run ended the way it did, in one plain sentence with the evidence behind it.
+
+Pure functions over an `Evidence` record collected by the supervisor (exit statuses of the launcher and of each
+rank, the tail of the log, OOM-kill counters, the ranks' cgroup memory limit, memory high-water marks); nothing
+here touches the system, so every rule is unit-tested with hand-made evidence.
+
+First failure wins: the run is explained by the rank that ended first and by that rank's own output (its lines
+carry "[rankN]: " tags); what the other ranks and the launcher said after it (a peer lost, a collective timed
+out, SIGTERM from the launcher) is listed as follow-ons, never as the cause.
+
+Size (~510 lines): one decision table (which rank, which cause, which follow-ons) read top to bottom; the
+failure patterns (failures.py), evidence (evidence.py) and kinds (kinds.py) are already out.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from traindeck.backend.runs.diagnosis import failures
+from traindeck.backend.runs.diagnosis.cgroups import MemoryLimit
+from traindeck.backend.runs.diagnosis.failures import ErrorLine
+from traindeck.backend.runs.diagnosis.kinds import KINDS, DiagnosisKind, MemoryKind  # noqa: F401  (KINDS: re-exported)
+
+
+@dataclass(frozen=True)
+class ProcessEnd:
+    """How one process of the run ended, as far as we could see."""
+
+    pid: int
+    role: str  # "launcher" | "rank" | "helper"
+    rank: int | None
+    t: float  # when we noticed (wall clock)
+    returncode: int | None  # negative = killed by that signal; None = ended unseen (not our child, reaped by its parent)
+
+
+@dataclass
+class Evidence:
+    launcher_returncode: int | None
+    ends: list[ProcessEnd] = field(default_factory=list)
+    log_tail: list[str] = field(default_factory=list)
+    stop_requested: bool = False
+    stop_detail: str = ""  # "gracefully after SIGINT" | "after SIGTERM" | "with SIGKILL"
+    oom_kills_during_run: int | None = None  # delta of the kernel/cgroup counters; None = not readable
+    kernel_oom_pids: dict[int, str] = field(default_factory=dict)  # kmsg lines naming our pids
+    kernel_log_readable: bool = False  # then a kill of ours would be in kernel_oom_pids; counters are not needed
+    peak_rank_rss: int | None = None  # bytes, all ranks together, highest seen
+    total_ram: int | None = None
+    min_available_ram: int | None = None
+    start_error: str | None = None  # the launcher could not be started at all
+    supervisor_lost: bool = False
+    memory_limit: MemoryLimit | None = None  # the ranks' cgroup and its limit, where readable
+    cgroup_oom_kills_during_run: int | None = None  # delta of that cgroup's own OOM-kill counter
+    # What the run was launched with, so advice fits it (backend/runs/record/launch_settings.py): "port_fixed" (bool: the user
+    # chose the port), "train_batch_size" (the DeepSpeed config's value, "auto" included).
+    settings: dict[str, Any] = field(default_factory=dict)
+    # Where the ranks were when the run stalled, if it was still stalled at its end (backend/runs/diagnosis/stacks.py).
+    stall_stacks: str = ""
+    # A batch scheduler's account of the job's end (scheduler_end.py; Slurm runs): evidence, or a whole diagnosis.
+    scheduler_end: dict[str, Any] = field(default_factory=dict)
+
+
+def evidence_to_json(ev: Evidence) -> dict[str, Any]:
+    """The evidence as the supervisor keeps it next to the log (the log tail left out: output.log has it all)."""
+    data = asdict(ev)
+    data.pop("log_tail", None)
+    data["kernel_oom_pids"] = {str(pid): text for pid, text in ev.kernel_oom_pids.items()}
+    return data
+
+
+def evidence_from_json(data: dict[str, Any], log_tail: list[str]) -> Evidence:
+    """Evidence written by evidence_to_json, with the log tail read again (replays of recorded runs)."""
+    fields = dict(data)
+    fields["ends"] = [ProcessEnd(**end) for end in fields.get("ends", [])]
+    fields["kernel_oom_pids"] = {int(pid): text for pid, text in (fields.get("kernel_oom_pids") or {}).items()}
+    if fields.get("memory_limit") is not None:
+        fields["memory_limit"] = MemoryLimit(**fields["memory_limit"])
+    return Evidence(**fields, log_tail=log_tail)
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    summary: str  # one plain sentence
+    kind: DiagnosisKind
+    rank: int | None = None
+    evidence: list[str] = field(default_factory=list)
+    advice: str = ""
+    follow_ons: list[str] = field(default_factory=list)  # what failed after the cause, because of it
+    memory: MemoryKind = ""  # which memory ran out: "host" (RAM), "cgroup" (the run's limit), "cuda"; "" = not memory
+    node: str = ""  # multi-node runs: the host the blamed rank ran on (backend/runs/supervisor/node_diagnosis.py)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# Which memory ran out (the "memory" field), in words for `runs show` and the Runs page.
+MEMORY_WORDS = {"host": "host RAM", "cgroup": "the run's cgroup memory limit", "cuda": "GPU memory"}
+
+
+
+def _ended(code: int | None) -> str:
+    if code is None:
+        return "ended (exit status not seen)"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def first_failure(ends: list[ProcessEnd]) -> ProcessEnd | None:
+    """The rank that ended badly first (else the first rank that ended at all before the launcher did)."""
+    ranks = sorted((e for e in ends if e.role == "rank"), key=lambda e: e.t)
+    for end in ranks:
+        if end.returncode not in (0, None):
+            return end
+    launcher_t = next((e.t for e in ends if e.role == "launcher"), None)
+    for end in ranks:
+        if end.returncode is None and (launcher_t is None or end.t <= launcher_t):
+            return end
+    return None
+
+
+_DS_RETURN_CODE = re.compile(r"exits with return code = (-?\d+)")
+_TORCHRUN_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+) \(pid: (\d+)\)")
+
+
+def fill_unseen_codes(ends: list[ProcessEnd], lines: list[str]) -> list[ProcessEnd]:
+    """Ranks whose exit status we could not see, completed from what their launcher logged.
+
+    torchrun names the pid with its exit code; DeepSpeed's launch.py logs only the code of the first process that
+    failed (after which it ends the others), so that code goes to the rank seen ending first.
+    """
+    by_pid = {int(m.group(2)): int(m.group(1)) for line in lines for m in _TORCHRUN_EXIT.finditer(line)}
+    ds_codes = [int(m.group(1)) for line in lines for m in _DS_RETURN_CODE.finditer(line)]
+    ranks = sorted((e for e in ends if e.role == "rank"), key=lambda e: e.t)
+    first_unseen = ranks[0].pid if ranks and ranks[0].returncode is None else None
+    filled = []
+    for end in ends:
+        if end.role == "rank" and end.returncode is None:
+            if end.pid in by_pid:
+                end = replace(end, returncode=by_pid[end.pid])
+            elif end.pid == first_unseen and ds_codes and ds_codes[-1] != 0:
+                end = replace(end, returncode=ds_codes[-1])
+        filled.append(end)
+    return filled
+
+
+@dataclass(frozen=True)
+class _Blame:
+    rank: int | None
+    error: ErrorLine | None  # the cause in that rank's own lines (None: it printed none)
+    tagged: bool  # the error line carried the rank's tag
+    note: str = ""  # why the rank that ended first is not the one blamed
+    witness: tuple[int, ErrorLine] | None = None  # a later rank's consequence, when the blamed one printed nothing
+
+
+def _ordered_ranks(ends: list[ProcessEnd], own: dict[int, list[str]]) -> list[int]:
+    """Ranks in the order they ended (bad ends first among equals), then those never seen ending."""
+    seen: list[int] = []
+    for end in sorted((e for e in ends if e.role == "rank" and e.rank is not None), key=lambda e: e.t):
+        assert end.rank is not None
+        if end.rank not in seen:
+            seen.append(end.rank)
+    return seen + sorted(r for r in own if r not in seen)
+
+
+def _blame(first: ProcessEnd | None, ends: list[ProcessEnd], lines: list[str],
+           own: dict[int, list[str]], positions: dict[int, list[int]]) -> _Blame:
+    if not own:  # no rank tags (one process, or tags off): the whole log speaks for the run
+        rank = first.rank if first is not None else None
+        return _Blame(rank, failures.cause(lines) or failures.consequence(lines), False)
+    if first is not None and first.rank is not None:
+        error = failures.cause(own.get(first.rank, []))
+        if error is not None:
+            return _Blame(first.rank, error, True)
+        # The first rank printed no cause. A signal (SIGKILL, ...) ended it: that is the cause, whatever the others
+        # printed after. An exit code without a message: the rank whose own error says why is the better witness.
+        if first.returncode is None or first.returncode >= 0:
+            for rank in _ordered_ranks(ends, own):
+                other = failures.cause(own.get(rank, []))
+                if rank != first.rank and other is not None:
+                    return _Blame(rank, other, True, f"rank {first.rank} ended first ({_ended(first.returncode)}) "
+                                                     "without printing an error of its own")
+        mine = failures.consequence(own.get(first.rank, []))
+        witness = None
+        if mine is None:
+            witness = next(((r, e) for r in _ordered_ranks(ends, own)
+                            if r != first.rank and (e := failures.consequence(own.get(r, []))) is not None), None)
+        return _Blame(first.rank, mine, True, witness=witness)
+    # Nobody seen ending: the earliest cause in the log, else the earliest consequence.
+    causes = [(positions[r][e.index], r, e) for r in own if (e := failures.cause(own[r])) is not None]
+    if not causes:
+        causes = [(positions[r][e.index], r, e) for r in own if (e := failures.consequence(own[r])) is not None]
+    if causes:
+        _pos, rank, error = min(causes, key=lambda c: c[0])
+        return _Blame(rank, error, True)
+    untagged = [line for line in lines if failures.rank_of_line(line) is None]
+    return _Blame(None, failures.cause(untagged) or failures.consequence(untagged), False)
+
+
+def _split(lines: list[str]) -> tuple[dict[int, list[str]], dict[int, list[int]]]:
+    own: dict[int, list[str]] = {}
+    positions: dict[int, list[int]] = {}
+    for index, line in enumerate(lines):
+        rank = failures.rank_of_line(line)
+        if rank is not None:
+            own.setdefault(rank, []).append(re.sub(r"^\[rank\d+\]:\s?", "", line))
+            positions.setdefault(rank, []).append(index)
+    return own, positions
+
+
+def _follow_ons(blamed: int | None, ends: list[ProcessEnd], lines: list[str], own: dict[int, list[str]]) -> list[str]:
+    """What the other ranks and the launcher did after the blamed rank failed: consequences, not causes."""
+    items: list[str] = []
+    end_of: dict[int | None, ProcessEnd] = {}
+    for end in sorted((e for e in ends if e.role == "rank" and e.rank is not None), key=lambda e: e.t):
+        end_of.setdefault(end.rank, end)
+    blamed_end = end_of.get(blamed)
+    for rank in _ordered_ranks(ends, own):
+        if rank == blamed:
+            continue
+        said = failures.consequence(own.get(rank, [])) or failures.cause(own.get(rank, []))
+        ended = end_of.get(rank)
+        how = ""
+        if ended is not None and ended.returncode not in (0, None):
+            how = _ended(ended.returncode)
+            if blamed_end is not None and ended.t >= blamed_end.t:
+                how += f" {ended.t - blamed_end.t:.1f} s after rank {blamed} ended"
+            if ended.returncode in (-signal.SIGTERM, -signal.SIGKILL) and said is None:
+                how += " (the launcher ends the other ranks when one fails)"
+        if said is not None:
+            items.append(f"rank {rank}: {said.text}" + (f" ({how})" if how else ""))
+        elif how:
+            items.append(f"rank {rank} {how}")
+    if own:  # the launcher's own summary of the failure (untagged lines)
+        untagged = [line for line in lines if failures.rank_of_line(line) is None]
+        summary = failures.consequence(untagged)
+        if summary is not None:
+            items.append(f"launcher: {summary.text}")
+    return items
+
+
+def _silent_survivors(rank: int | None, ends: list[ProcessEnd], own: dict[int, list[str]]) -> list[int]:
+    """Ranks that outlived `rank` and printed no error of their own: after a collective timeout, the suspects."""
+    mine = next((e for e in sorted(ends, key=lambda e: e.t) if e.role == "rank" and e.rank == rank), None)
+    if mine is None or not own:
+        return []
+    return sorted({e.rank for e in ends if e.role == "rank" and e.rank is not None and e.rank != rank
+                   and e.t > mine.t and failures.cause(own.get(e.rank, [])) is None
+                   and failures.consequence(own.get(e.rank, [])) is None})
+
+
+def _who(rank: int | None, default: str = "The run") -> str:
+    return f"Rank {rank}" if rank is not None else default
+
+
+def _limit_text(limit: MemoryLimit) -> str:
+    assert limit.limit_bytes is not None
+    return f"{_gib(limit.limit_bytes)}, set by {limit.owner}"
+
+
+def _memory_kill(ev: Evidence, blame: _Blame, first: ProcessEnd | None, facts: list[str],
+                 follow_ons: list[str]) -> Diagnosis | None:
+    """An OOM kill: named by the kernel log, or a SIGKILL with counters or memory peaks pointing at memory. Tells the
+    run's cgroup limit from the host's RAM."""
+    limit = ev.memory_limit if ev.memory_limit is not None and ev.memory_limit.limit_bytes else None
+    oom_pids = [e for e in sorted(ev.ends, key=lambda e: e.t) if e.pid in ev.kernel_oom_pids]
+    blamed_end = next((e for e in sorted(ev.ends, key=lambda e: e.t) if e.role == "rank" and e.rank == blame.rank),
+                      None)
+    if oom_pids and blame.error is not None and not blame.error.consequence and blame.rank != oom_pids[0].rank \
+            and blamed_end is not None and blamed_end.t < oom_pids[0].t:
+        # Another rank had already failed by itself: the later OOM kill is one more thing that went wrong after.
+        follow_ons.append(f"rank {oom_pids[0].rank}: {ev.kernel_oom_pids[oom_pids[0].pid]}")
+        return None
+    if oom_pids:
+        end = oom_pids[0]
+        message = ev.kernel_oom_pids[end.pid]
+        in_cgroup = "Memory cgroup out of memory" in message or "oom_memcg=" in message
+        return _oom(end.rank, in_cgroup, limit, [message, *facts], follow_ons, by_kernel=True)
+    sigkill = (first is not None and first.returncode == -signal.SIGKILL) or any(
+        e.returncode == -signal.SIGKILL for e in ev.ends) or any(
+        re.search(r"return code = -9\b|exit ?code:? -9\b|Signal 9 \(SIGKILL\)", line) for line in ev.log_tail[-50:])
+    if not sigkill or (blame.error is not None and not blame.error.consequence):
+        return None
+    evidence = list(facts)
+    cgroup_counted = bool(ev.cgroup_oom_kills_during_run) and not ev.kernel_log_readable
+    # Host-wide counters also count other programs' OOM kills: only used when the kernel log cannot tell.
+    counted = bool(ev.oom_kills_during_run) and not ev.kernel_log_readable
+    near_limit = (limit is not None and limit.limit_bytes and ev.peak_rank_rss is not None
+                  and ev.peak_rank_rss > 0.85 * limit.limit_bytes)
+    if limit is not None and (cgroup_counted or near_limit):
+        if cgroup_counted:
+            evidence.append(f"the run's cgroup counted {ev.cgroup_oom_kills_during_run} OOM kill(s) during the run")
+        if near_limit and ev.peak_rank_rss is not None and limit.limit_bytes:
+            evidence.append(f"the ranks used up to {_gib(ev.peak_rank_rss)} of the {_gib(limit.limit_bytes)} limit")
+        return _oom(blame.rank, True, limit, evidence, follow_ons, by_kernel=False)
+    low_memory = (ev.min_available_ram is not None and ev.total_ram
+                  and ev.min_available_ram < 0.05 * ev.total_ram)
+    near_total = (ev.peak_rank_rss is not None and ev.total_ram and ev.peak_rank_rss > 0.85 * ev.total_ram)
+    if not (counted or low_memory or near_total):
+        return None
+    if counted:
+        evidence.append(f"the kernel counted {ev.oom_kills_during_run} OOM kill(s) during the run")
+    if low_memory and ev.min_available_ram is not None and ev.total_ram:
+        evidence.append(f"available host RAM fell to {_gib(ev.min_available_ram)} of {_gib(ev.total_ram)}")
+    if near_total and ev.peak_rank_rss is not None and ev.total_ram:
+        evidence.append(f"the ranks used up to {_gib(ev.peak_rank_rss)} of {_gib(ev.total_ram)} RAM together")
+    return _oom(blame.rank, False, limit, evidence, follow_ons, by_kernel=False)
+
+
+def _oom(rank: int | None, in_cgroup: bool, limit: MemoryLimit | None, evidence: list[str], follow_ons: list[str],
+         by_kernel: bool) -> Diagnosis:
+    who = _who(rank, "A rank")
+    if in_cgroup:
+        where = f" ({_limit_text(limit)})" if limit is not None else ""
+        if limit is not None:
+            evidence.append(f"the run's cgroup {limit.cgroup} is limited to {_limit_text(limit)}")
+        killer = "the kernel's out-of-memory killer" if by_kernel else "SIGKILL"
+        return Diagnosis(
+            f"{who} was killed by {killer} at the run's memory limit{where}, not because the host ran out of RAM.",
+            "cgroup_oom", rank=rank, evidence=evidence, follow_ons=follow_ons, memory="cgroup",
+            advice="Raise the memory limit: ask the scheduler for more (Slurm --mem / --mem-per-cpu), give the "
+                   "container more (--memory), or raise the unit's MemoryMax=; or make the job fit it: offload less, "
+                   "lower the batch size, use fewer ranks.")
+    if by_kernel:
+        summary = f"{who} was killed by the kernel's out-of-memory killer: the host ran out of RAM."
+    else:
+        summary = f"{who} was killed (SIGKILL) when the host ran out of memory (out-of-memory kill)."
+    return Diagnosis(summary, "host_oom", rank=rank, evidence=evidence, follow_ons=follow_ons, memory="host",
+                     advice="Offloading (optimizer/parameters to CPU) uses host RAM: offload less, lower the batch "
+                            "size, use fewer ranks per host, or add RAM/swap.")
+
+
+def diagnose(ev: Evidence) -> Diagnosis:
+    """The most specific explanation the evidence supports for the rank that failed first."""
+    lines = ev.log_tail
+    facts: list[str] = []
+    ev = replace(ev, ends=fill_unseen_codes(ev.ends, lines))
+    first = first_failure(ev.ends)
+    if first is not None:
+        facts.append(f"rank {first.rank} (pid {first.pid}) {_ended(first.returncode)} at "
+                     f"{time.strftime('%H:%M:%S', time.localtime(first.t))}, before the other ranks")
+    if ev.launcher_returncode is not None:
+        facts.append(f"the launcher {_ended(ev.launcher_returncode)}")
+    if ev.stall_stacks:
+        facts.append(f"stalled; the ranks' stacks then: {ev.stall_stacks}")
+
+    facts[:0] = [str(line) for line in ev.scheduler_end.get("evidence") or []]
+    if ev.start_error:
+        return Diagnosis(f"The launcher could not be started: {ev.start_error}.", "start_failed",
+                         evidence=[ev.start_error], advice="Check the Python interpreter and the launcher command.")
+    if ev.supervisor_lost:
+        return Diagnosis("The run's supervisor process died, so the run was ended and marked lost.", "lost",
+                         evidence=facts)
+    if ev.stop_requested:
+        detail = f" {ev.stop_detail}" if ev.stop_detail else ""
+        hung = f" while stalled: {ev.stall_stacks}" if ev.stall_stacks else ""
+        return Diagnosis(f"Stopped on request{detail}{hung}.", "stopped", evidence=facts)
+    scheduled = _scheduler_diagnosis(ev.scheduler_end, facts)
+    if scheduled is not None:
+        return scheduled
+
+    own, positions = _split(lines)
+    blame = _blame(first, ev.ends, lines, own, positions)
+    if blame.note:
+        facts.insert(0, blame.note)
+    follow_ons = _follow_ons(blame.rank, ev.ends, lines, own) if own else []
+    killed = _memory_kill(ev, blame, first, facts, follow_ons)
+    if killed is not None:
+        return killed
+    error = blame.error
+    def verbatim(rank: int | None, found: ErrorLine) -> str:  # the log's own line, tag and all
+        if rank is not None and rank in positions and 0 <= found.index < len(positions[rank]):
+            return lines[positions[rank][found.index]].strip()
+        return found.text
+
+    quoted = [verbatim(blame.rank, error) if blame.tagged else error.text] if error is not None else []
+    rank = blame.rank
+
+    if error is not None and not error.consequence:
+        made = _from_cause(error, rank, quoted + facts, lines if not blame.tagged else own.get(rank or 0, []), ev)
+        if made is not None:
+            return replace(made, follow_ons=follow_ons)
+
+    blamed_end = next((e for e in sorted(ev.ends, key=lambda e: e.t) if e.role == "rank" and e.rank == rank), first)
+    if blamed_end is not None and blamed_end.returncode is not None and blamed_end.returncode < 0:
+        how = _ended(blamed_end.returncode)
+        silent = "" if error is not None else " without printing an error of its own"
+        return Diagnosis(f"Rank {blamed_end.rank} {how}{silent}; the other ranks were ended after it.", "killed",
+                         rank=blamed_end.rank, evidence=quoted + facts, follow_ons=follow_ons,
+                         advice="Something outside the job sent the signal (a user, a scheduler, the OOM killer "
+                                "when its log is not readable)." if blamed_end.returncode == -signal.SIGKILL else "")
+    if error is None and blame.witness is not None and blame.witness[1].kind in ("collective_timeout", "peer_lost"):
+        # The first rank said nothing; what a later rank saw is the best description of the failure.
+        other, seen = blame.witness
+        what = "timed out in a collective operation (NCCL/gloo)" if seen.kind == "collective_timeout" else \
+            "lost its connection to it (NCCL/gloo)"
+        how = _ended(blamed_end.returncode) if blamed_end is not None else "ended"
+        return Diagnosis(f"{_who(rank)} {how} first without printing an error of its own; rank {other} then {what}.",
+                         "collective_timeout" if seen.kind == "collective_timeout" else "peer_lost", rank=rank,
+                         evidence=[verbatim(other, seen), *facts],
+                         follow_ons=follow_ons,
+                         advice="The first rank's end is the cause: look at its output and at the kernel log "
+                                "(dmesg) for why it stopped.")
+    if error is not None and error.kind in ("collective_timeout", "peer_lost"):
+        who = _who(rank)
+        if error.kind == "collective_timeout":
+            summary = f"{who} timed out in a collective operation (NCCL/gloo): another rank stopped answering."
+            survivors = _silent_survivors(rank, ev.ends, own)
+            if survivors:
+                quoted.append(f"rank(s) {', '.join(map(str, survivors))} printed no error and were still running "
+                              f"when rank {rank} timed out: the likely one(s) that stopped answering (hung or slow)")
+            advice = "Look at the rank that ended first or hung; raise the timeout only if a step is truly slow."
+        else:
+            summary = f"{who} lost its connection to another rank (NCCL/gloo): that rank crashed or was killed first."
+            advice = "Look for the rank that ended first: its own output or the kernel log says why it went."
+        return Diagnosis(summary, error.kind, rank=rank, evidence=quoted + facts, advice=advice,
+                         follow_ons=follow_ons)
+    code = ev.launcher_returncode
+    if blamed_end is not None and blamed_end.returncode not in (None, 0):
+        return Diagnosis(f"Rank {blamed_end.rank} {_ended(blamed_end.returncode)}.", "exit_code", rank=blamed_end.rank,
+                         evidence=[f"rank {blamed_end.rank} printed no error of its own", *facts] if own else facts,
+                         follow_ons=follow_ons)
+    if code is not None and code < 0:
+        return Diagnosis(f"The launcher {_ended(code)}.", "killed", evidence=facts, follow_ons=follow_ons)
+    if code not in (None, 0):
+        return Diagnosis(f"The run {_ended(code)}.", "exit_code", evidence=quoted + facts, follow_ons=follow_ons)
+    if first is not None:
+        return Diagnosis(f"Rank {first.rank} ended before the others without a visible error.", "exit_code",
+                         rank=first.rank, evidence=facts, follow_ons=follow_ons)
+    return Diagnosis("The run finished successfully.", "succeeded", evidence=facts)
+
+
+def _from_cause(error: ErrorLine, rank: int | None, evidence: list[str], own_lines: list[str],
+                ev: Evidence) -> Diagnosis | None:
+    """The diagnosis for an error a rank (or the script) printed itself."""
+    who = _who(rank)
+    kind = error.kind
+    if kind == "cuda_oom":
+        device = failures.cuda_device(error.text)
+        return Diagnosis(f"{who} ran out of GPU memory{f' on {device}' if device else ''} (CUDA out of memory).",
+                         "cuda_oom", rank=rank, evidence=evidence, memory="cuda",
+                         advice="Lower the micro-batch size, enable activation checkpointing, or use a higher ZeRO "
+                                "stage / offload.")
+    if kind == "cpu_alloc":
+        wanted = failures.wanted_bytes(error.text)
+        size = f" of {_gib(wanted)}" if wanted else ""
+        limit = ev.memory_limit if ev.memory_limit is not None and ev.memory_limit.limit_bytes else None
+        if limit is not None:
+            evidence = [*evidence, f"the run's cgroup {limit.cgroup} is limited to {_limit_text(limit)}"]
+        advice = ("Host memory (RAM, or a limit on the process: ulimit -v, the run's cgroup) could not hold it: lower "
+                  "the batch size, offload less, use fewer ranks per host")
+        advice += f", or raise the limit set by {limit.owner}." if limit is not None else "."
+        return Diagnosis(f"{who} ran out of host memory: the CPU allocator refused an allocation{size}.",
+                         "cpu_alloc", rank=rank, evidence=evidence, memory="host", advice=advice)
+    if kind == "deepspeed_batch_size":
+        return Diagnosis(f"{who} stopped on DeepSpeed's batch-size check: train_batch_size must equal micro-batch x "
+                         "gradient accumulation x world size.", kind, rank=rank, evidence=evidence,
+                         advice=_fitting_advice(kind, "Fix train_batch_size (or set it to \"auto\" with the HF "
+                                                      "Trainer) for this world size.", ev.settings))
+    if kind == "port_in_use":
+        return Diagnosis(f"{who} could not open its rendezvous port: the address is already in use.", kind, rank=rank,
+                         evidence=evidence, advice=_fitting_advice(
+                             kind, "Another job holds the port: leave the port unset so traindeck picks a free one, "
+                                   "or stop the other job.", ev.settings))
+    if kind == "missing_module":
+        match = failures.MISSING.search(error.text)
+        assert match is not None
+        name = match.group(1)
+        return Diagnosis(f"The training Python has no module named '{name}'.", kind, rank=rank, evidence=evidence,
+                         advice=f"Install it into the training interpreter (python -m pip install "
+                                f"{name.split('.')[0]}) or choose another one with --python.")
+    if kind == "config_error":
+        return Diagnosis("The run stopped on a configuration error.", kind, rank=rank,
+                         evidence=[evidence[0], *_following(own_lines, error.index), *evidence[1:]],
+                         advice="Check the config with `traindeck config check`.")
+    if kind == "exception":
+        return Diagnosis(f"{_who(rank, 'The script')} raised {error.text}".rstrip(".") + ".", "exception", rank=rank,
+                         evidence=evidence)
+    return None
+
+
+def _fitting_advice(kind: str, advice: str, settings: dict[str, Any]) -> str:
+    """The advice for `kind`, worded for what the run was launched with: never "set it to auto" for a value that
+    already is "auto", never "leave the port unset" when traindeck picked it."""
+    if kind == "deepspeed_batch_size" and settings.get("train_batch_size") == "auto":
+        return ("train_batch_size is \"auto\", which only the HF Trainer / accelerate fill in; DeepSpeed dropped it to "
+                "its default here. Set it to micro-batch x gradient accumulation x world size, or remove it.")
+    if kind == "port_in_use" and settings.get("port_fixed") is False:
+        return ("traindeck picked a free port, but another process took it before the launcher listened on it "
+                "(or a second rendezvous of the job uses it): start the run again.")
+    return advice
+
+
+def _following(lines: list[str], index: int, count: int = 3) -> list[str]:
+    return [line.strip() for line in lines[index + 1:index + 1 + count] if line.strip()]
+
+
+def _scheduler_diagnosis(end: dict[str, Any], facts: list[str]) -> Diagnosis | None:
+    """The scheduler's own explanation (out of memory at the job's limit, time limit, node failure), when it gave
+    one: its words beat a guess from the log, where the job was simply killed."""
+    kind = next((k for k in KINDS if k == end.get("kind")), None)
+    memory: MemoryKind = next((m for m in ("host", "cgroup", "cuda") if m == end.get("memory")), "")
+    if not end.get("summary") or kind is None:
+        return None
+    return Diagnosis(str(end["summary"]), kind, evidence=facts, advice=str(end.get("advice") or ""), memory=memory)
+
+
+def is_success(ev: Evidence) -> bool:
+    """True when the launcher and every rank we saw end exited with 0 and nobody asked to stop."""
+    if ev.stop_requested or ev.start_error or ev.supervisor_lost:
+        return False
+    if ev.launcher_returncode != 0:
+        return False
+    return all(e.returncode in (0, None) for e in ev.ends if e.role == "rank")
+
+
+def stall_threshold(step_times: list[float], minimum_s: float = 120.0, factor: float = 10.0) -> float:
+    """How long output and progress may stop before the run counts as stalled: max(minimum, factor x median step)."""
+    if not step_times:
+        return minimum_s
+    ordered = sorted(step_times)
+    median = ordered[len(ordered) // 2]
+    return max(minimum_s, factor * median)

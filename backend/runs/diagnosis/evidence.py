@@ -1,0 +1,145 @@
+"""Reading what the system can tell about how a run's processes ended: OOM-kill counters and kernel messages,
+the tail of the log. Each reader returns None / empty when the machine does not let us see (containers often
+hide /dev/kmsg); diagnosis works with whatever is there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from traindeck.backend.logparse import LineAssembler, collapse_transient
+from traindeck.backend.runs.diagnosis.cgroups import counter_field
+
+
+def oom_kill_counters() -> dict[str, int]:
+    """Kernel OOM-kill counters that are readable here: {"vmstat": n, "cgroup": n}.
+
+    /proc/vmstat's oom_kill counts every OOM kill on the host (Linux 4.13+); the cgroup counter (v2 memory.events
+    or v1 memory.oom_control) counts kills inside this container's memory limit, which /proc/vmstat may miss.
+    """
+    counters: dict[str, int] = {}
+    value = counter_field(Path("/proc/vmstat"), "oom_kill")
+    if value is not None:
+        counters["vmstat"] = value
+    cgroup = _cgroup_oom_kills()
+    if cgroup is not None:
+        counters["cgroup"] = cgroup
+    return counters
+
+
+def _cgroup_oom_kills() -> int | None:
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _id, controllers, path = line.split(":", 2)
+        if controllers == "":
+            found = counter_field(Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.events", "oom_kill")
+            if found is not None:
+                return found
+        elif "memory" in controllers.split(","):
+            for base in (Path("/sys/fs/cgroup/memory") / path.lstrip("/"), Path("/sys/fs/cgroup/memory")):
+                found = counter_field(base / "memory.oom_control", "oom_kill")
+                if found is not None:
+                    return found
+    return None
+
+
+_KMSG_KILLED = re.compile(r"(?:Killed process (?P<pid1>\d+)|oom-kill:.*?[ ,]pid=(?P<pid2>\d+))")
+_KMSG_MEMCG = re.compile(r"constraint=CONSTRAINT_MEMCG.*?oom_memcg=(?P<memcg>[^,\s]+)")
+
+
+def kernel_oom_kills(since_boot_s: float | None = None) -> dict[int, str] | None:
+    """{pid: kernel message} for OOM kills in the kernel log (/dev/kmsg), or None when it cannot be read.
+
+    The message is the "Killed process" line ("Out of memory: ..." for the host, "Memory cgroup out of memory: ..."
+    at a cgroup's limit), with " [oom_memcg=PATH]" added when the kernel named the cgroup whose limit was hit.
+    `since_boot_s` skips older messages (kmsg stamps are seconds since boot).
+    """
+    try:
+        fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    found: dict[int, str] = {}
+    memcg: dict[int, str] = {}
+    try:
+        for _ in range(200_000):
+            try:
+                record = os.read(fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError:  # EPIPE: a record was overwritten while reading; carry on with the next
+                continue
+            if not record:
+                break
+            header, _, message = record.decode("utf-8", "replace").partition(";")
+            parts = header.split(",")
+            if since_boot_s is not None and len(parts) > 2:
+                try:
+                    if int(parts[2]) / 1e6 < since_boot_s:
+                        continue
+                except ValueError:
+                    pass
+            match = _KMSG_KILLED.search(message)
+            if match:
+                pid = int(match["pid1"] or match["pid2"])
+                line = message.strip().splitlines()[0]
+                cgroup = _KMSG_MEMCG.search(line)
+                if cgroup:
+                    memcg[pid] = cgroup["memcg"]
+                if match["pid1"] or pid not in found:  # the "Killed process" line says it best
+                    found[pid] = line
+    finally:
+        os.close(fd)
+    return {pid: text + (f" [oom_memcg={memcg[pid]}]" if pid in memcg and "oom_memcg=" not in text else "")
+            for pid, text in found.items()}
+
+
+def log_tail(path: Path, max_bytes: int = 256 * 1024, max_lines: int = 400) -> list[str]:
+    """The last lines of a run's output as a reader would see them: redraws collapsed, colours removed."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            handle.seek(max(0, size - max_bytes))
+            data = handle.read()
+    except OSError:
+        return []
+    if size > max_bytes:
+        data = data[data.find(b"\n") + 1:]  # drop the partial first line
+    assembler = LineAssembler()
+    shown = collapse_transient([*assembler.feed(data), *assembler.flush()], maxlen=max_lines)
+    return [f"[rank{line.rank}]: {line.text}" if line.rank is not None else line.text for line in shown]
+
+
+def boot_time_offset() -> float:
+    """Seconds since boot at this moment (to compare with kmsg stamps)."""
+    try:
+        return float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+_DS_SPAWNED = re.compile(rb"\] process (\d+) spawned with command: \[.*?'--local_rank=(\d+)'")
+_DS_NODES = re.compile(rb"\] nnodes=(\d+), num_local_procs=\d+, node_rank=(\d+)")
+
+
+def launcher_spawned_ranks(path: Path, max_bytes: int = 256 * 1024) -> dict[int, int | None]:
+    """{pid: rank} of the ranks DeepSpeed's launch.py says it started ("process N spawned with command: [...]").
+
+    The supervisor names ranks by their RANK variable, which it can only read while a rank is alive; a rank that
+    dies within a scan (or before its exec is visible) is still named here. The rank is the local rank on a
+    one-node run; with several nodes the global number is not in that line, so it is None.
+    """
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(max_bytes)  # the launcher writes these lines before any rank's output
+    except OSError:
+        return {}
+    nodes = _DS_NODES.search(head)
+    one_node = nodes is None or nodes.group(1) == b"1"
+    # Lines of other nodes come through pdsh as "HOST: [..." and name pids of those machines: not ours.
+    return {int(m.group(1)): int(m.group(2)) if one_node else None for m in _DS_SPAWNED.finditer(head)
+            if head[head.rfind(b"\n", 0, m.start()) + 1:][:1] == b"["}

@@ -1,0 +1,153 @@
+"""What each rank's own output says went wrong, and which of those errors are only consequences.
+
+When one rank fails, the others fail after it: gloo/NCCL lose the connection ("Connection closed by peer",
+"remote worker crashing"), collectives time out, the launcher ends them (SIGTERM/SIGKILL) and torch's elastic agent
+prints a ChildFailedError summary. Those lines come last in the log, so reading the last error line blames the
+wrong rank for the wrong thing. Here a log is split by its rank tags ("[rankN]: ", put on every line by the run's
+sitecustomize and on tracebacks by torch itself) and each error line is sorted into a cause or a consequence.
+Pure functions over lines; nothing here touches the system.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from traindeck.backend.runs.diagnosis.kinds import ErrorKind
+
+_TAG = re.compile(r"^\[rank(\d+)\]:\s?")
+
+# Specific causes, most telling first: (kind, pattern).
+CUDA_OOM = re.compile(r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED"
+                      r"|HIP out of memory|XPU out of memory")
+HOST_ALLOC = re.compile(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|^MemoryError\b"
+                        r"|std::bad_alloc|Cannot allocate memory \(errno 12\)|Unable to allocate [\d.]+ \w?i?B for an"
+                        r" array")
+TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|NCCL (?:communicator|operation).*timed? ?out"
+                     r"|ProcessGroupNCCL.*[Tt]imeout|\[Gloo\].*[Tt]imed? ?out|gloo.*Timed out|DistStoreError.*[Tt]imeout"
+                     r"|Timed out (?:after|waiting).*(?:store|rendezvous|clients)|Socket Timeout|NCCL_TIMEOUT"
+                     r"|wait timeout after \d+ms")
+PORT = re.compile(r"EADDRINUSE|[Aa]ddress already in use|server socket has failed to (?:listen|bind)|errno: 98")
+MISSING = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
+DS_BATCH = re.compile(r"train_batch_size is not equal to micro_batch_per_gpu \* gradient_acc_step \* world_size"
+                      r"[^\n]*")
+CONFIG = re.compile(r"(?:pydantic(?:_core)?\.)?(?:_core\.)?ValidationError: \d+ validation errors? for \w+"
+                    r"|\d+ validation errors? for DeepSpeed\w*"
+                    r"|json\.decoder\.JSONDecodeError: .*|yaml\.\w+\.\w+Error: .*"
+                    r"|(?:ValueError|KeyError|TypeError|AssertionError): .*(?:config|deepspeed_config|zero_optimization"
+                    r"|accelerate).*")
+EXCEPTION = re.compile(r"^(?P<name>(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit))"
+                       r"(?::\s*(?P<message>.*))?$")
+
+# A peer went away: this rank's error is what another rank's failure looked like from here.
+PEER_LOST = re.compile(r"Connection closed by peer|remote worker crash|Connection reset by peer"
+                       r"|[Bb]roken pipe.*(?:gloo|c10d|[Ss]tore)|(?:gloo|c10d|[Ss]tore).*[Bb]roken pipe"
+                       r"|ncclRemoteError|remote process exited|NCCL communicator was aborted"
+                       r"|failed to recv, got 0 bytes|Connection refused.*(?:store|rendezvous)")
+# What launchers say after a rank failed: never the cause.
+LAUNCHER_SUMMARY = re.compile(r"ChildFailedError|torch\.distributed\.elastic\.multiprocessing\.api\.SignalException"
+                              r"|SignalException: Process \d+ got signal|exits with return code = -?\d+"
+                              r"|Killing subprocess \d+|^KeyboardInterrupt$|^SystemExit\b")
+
+SPECIFIC: tuple[tuple[ErrorKind, re.Pattern[str]], ...] = (
+    ("cuda_oom", CUDA_OOM), ("cpu_alloc", HOST_ALLOC), ("deepspeed_batch_size", DS_BATCH),
+    ("port_in_use", PORT), ("missing_module", MISSING), ("config_error", CONFIG),
+)
+CONSEQUENCES: tuple[tuple[ErrorKind, re.Pattern[str]], ...] = (
+    ("collective_timeout", TIMEOUT), ("peer_lost", PEER_LOST), ("launcher_summary", LAUNCHER_SUMMARY),
+)
+
+
+@dataclass(frozen=True)
+class ErrorLine:
+    kind: ErrorKind  # a SPECIFIC or CONSEQUENCES kind, or "exception"
+    text: str  # the line without its rank tag, stripped
+    index: int  # position among the lines it was found in
+    consequence: bool
+
+
+def rank_of_line(line: str) -> int | None:
+    match = _TAG.match(line)
+    return int(match.group(1)) if match else None
+
+
+def split_by_rank(lines: list[str]) -> tuple[dict[int, list[str]], list[str]]:
+    """({rank: its own lines, tag removed}, the untagged lines: launcher output, single-process runs)."""
+    own: dict[int, list[str]] = {}
+    untagged: list[str] = []
+    for line in lines:
+        match = _TAG.match(line)
+        if match:
+            own.setdefault(int(match.group(1)), []).append(line[match.end():])
+        else:
+            untagged.append(line)
+    return own, untagged
+
+
+def classify(text: str) -> ErrorLine | None:
+    """The error a line reports, if any (consequences are checked first: a gloo "Connection closed by peer"
+    RuntimeError is a consequence, not an exception of its own)."""
+    stripped = text.strip()
+    stripped = _TAG.sub("", stripped)
+    for kind, pattern in CONSEQUENCES:
+        if pattern.search(stripped):
+            return ErrorLine(kind, stripped, -1, True)
+    for kind, pattern in SPECIFIC:
+        if pattern.search(stripped):
+            return ErrorLine(kind, stripped, -1, False)
+    match = EXCEPTION.match(stripped)
+    if match and "subprocess.CalledProcessError" not in stripped:
+        return ErrorLine("exception", stripped, -1, False)
+    return None
+
+
+def errors(lines: list[str]) -> list[ErrorLine]:
+    found = []
+    for index, line in enumerate(lines):
+        hit = classify(line)
+        if hit is not None:
+            found.append(ErrorLine(hit.kind, hit.text, index, hit.consequence))
+    return found
+
+
+_ORDER = {kind: i for i, (kind, _pattern) in enumerate(SPECIFIC)}
+
+
+def cause(lines: list[str]) -> ErrorLine | None:
+    """The error that ended these lines' owner by itself: the most telling specific error (the last of its kind),
+    else the last plain exception; consequences never count."""
+    own = [e for e in errors(lines) if not e.consequence]
+    specific = [e for e in own if e.kind in _ORDER]
+    if specific:
+        best = min(_ORDER[e.kind] for e in specific)
+        return [e for e in specific if _ORDER[e.kind] == best][-1]
+    return own[-1] if own else None
+
+
+def consequence(lines: list[str]) -> ErrorLine | None:
+    """The most telling consequence in these lines: a timeout or a lost peer before a launcher's summary."""
+    found = [e for e in errors(lines) if e.consequence]
+    for kind in ("collective_timeout", "peer_lost", "launcher_summary"):
+        hits = [e for e in found if e.kind == kind]
+        if hits:
+            # The exception line (RuntimeError: ...) reads better than a C++ log line saying the same.
+            named = [e for e in hits if EXCEPTION.match(e.text)]
+            return (named or hits)[-1]
+    return None
+
+
+def cuda_device(text: str) -> str | None:
+    """"GPU 1" from a CUDA OOM message ("GPU 1 has a total capacity of ..."), else None."""
+    match = re.search(r"GPU (\d+) has a total capacity of ([\d.]+ \w?i?B)", text)
+    if match:
+        return f"GPU {match.group(1)} ({match.group(2)})"
+    match = re.search(r"on device (\d+)|cuda:(\d+)", text)
+    if match:
+        return f"GPU {match.group(1) or match.group(2)}"
+    return None
+
+
+def wanted_bytes(text: str) -> int | None:
+    """How much the refused allocation asked for ("you tried to allocate 17592186044416 bytes")."""
+    match = re.search(r"tried to allocate (\d+) bytes", text)
+    return int(match.group(1)) if match else None

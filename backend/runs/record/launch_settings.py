@@ -1,0 +1,33 @@
+"""What a run was launched with, read back from its run directory for advice that fits it (see diagnosis)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from traindeck.backend.runs.record.layout import RunDir
+
+DS_CONFIG = "ds_config.json"
+
+
+def launch_settings(run_dir: RunDir) -> dict[str, Any]:
+    """{"port_fixed": bool, "train_batch_size": value} as far as command.json and ds_config.json tell; missing
+    files or keys are left out."""
+    settings: dict[str, Any] = {}
+    command = _json(run_dir.command)
+    if isinstance(command, dict) and isinstance(command.get("port_fixed"), bool):
+        settings["port_fixed"] = command["port_fixed"]
+    config = _json(run_dir.path / DS_CONFIG)
+    if isinstance(config, dict) and "train_batch_size" in config:
+        settings["train_batch_size"] = config["train_batch_size"]
+    return settings
+
+
+def _json(path: Path) -> Any:
+    try:
+        if path.stat().st_size > 4 << 20:  # a config is small; anything bigger is not ours
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,382 @@
+"""The run store: one SQLite database (WAL) indexing every run, its metrics and its events.
+
+One writer per run (its supervisor) plus any number of readers (CLI, dashboard). WAL lets readers read while a
+writer writes; every write is a short transaction and every connection waits (busy_timeout) rather than failing
+when another process holds the write lock for a moment. Logs are not in here: they stay as files in each run
+directory. Other parts of traindeck (resource samples) add their own tables to the same file; this module only
+creates and migrates the tables it owns.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from traindeck.backend.core.paths import ensure_private_dir, run_store_path
+
+SCHEMA_VERSION = 1
+FINAL_STATES = frozenset({"succeeded", "failed", "stopped", "lost"})
+STATES = frozenset({"running"}) | FINAL_STATES
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL DEFAULT '',
+    preset TEXT,
+    launcher TEXT NOT NULL DEFAULT 'python',
+    script TEXT NOT NULL DEFAULT '',
+    argv TEXT NOT NULL DEFAULT '[]',            -- JSON list, secrets masked
+    cwd TEXT NOT NULL DEFAULT '',
+    run_dir TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    ended_at REAL,
+    state TEXT NOT NULL DEFAULT 'running',      -- running | succeeded | failed | stopped | lost
+    state_detail TEXT NOT NULL DEFAULT '',      -- one line: "stalled: no output for 5 min", "stopping (SIGTERM)"
+    exit_code INTEGER,                          -- the launcher's; negative = killed by that signal
+    diagnosis TEXT,                             -- JSON Diagnosis, NULL while running or after success
+    progress TEXT,                              -- JSON {current, total, rate, eta_s, unit, updated}
+    supervisor_pid INTEGER,
+    supervisor_started REAL,                    -- psutil create_time: a recycled pid is not our supervisor
+    launcher_pid INTEGER,
+    processes TEXT NOT NULL DEFAULT '[]',       -- JSON [{pid, started, rank, role, name, exit}]
+    stop_requested_at REAL
+);
+CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
+CREATE TABLE IF NOT EXISTS run_metrics (
+    run_id TEXT NOT NULL, name TEXT NOT NULL, step INTEGER, t REAL NOT NULL, value REAL NOT NULL, rank INTEGER
+);
+CREATE INDEX IF NOT EXISTS run_metrics_by_run ON run_metrics(run_id, name, t);
+CREATE TABLE IF NOT EXISTS run_events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, t REAL NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS run_events_by_run ON run_events(run_id, id);
+"""
+
+_JSON_FIELDS = ("argv", "diagnosis", "progress", "processes")
+_COLUMNS = (
+    "id", "name", "preset", "launcher", "script", "argv", "cwd", "run_dir", "created_at", "started_at", "ended_at",
+    "state", "state_detail", "exit_code", "diagnosis", "progress", "supervisor_pid", "supervisor_started",
+    "launcher_pid", "processes", "stop_requested_at",
+)
+
+
+@dataclass
+class RunRecord:
+    """One run as the store knows it."""
+
+    id: str
+    run_dir: str
+    created_at: float
+    name: str = ""
+    preset: str | None = None
+    launcher: str = "python"
+    script: str = ""
+    argv: list[str] = field(default_factory=list)
+    cwd: str = ""
+    started_at: float | None = None
+    ended_at: float | None = None
+    state: str = "running"
+    state_detail: str = ""
+    exit_code: int | None = None
+    diagnosis: dict[str, Any] | None = None
+    progress: dict[str, Any] | None = None
+    supervisor_pid: int | None = None
+    supervisor_started: float | None = None
+    launcher_pid: int | None = None
+    processes: list[dict[str, Any]] = field(default_factory=list)
+    stop_requested_at: float | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self.run_dir) / "output.log"
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    id: int
+    run_id: str
+    t: float
+    kind: str
+    text: str
+
+
+class StoreError(Exception):
+    """The run store cannot be used (newer schema, unreadable file)."""
+
+
+class RunStore:
+    """A connection to the run store. Thread-safe (one lock around the connection); cheap to open."""
+
+    def __init__(self, path: Path | str | None = None, *, busy_timeout_s: float = 15.0) -> None:
+        self.path = Path(path) if path is not None else run_store_path()
+        ensure_private_dir(self.path.parent)
+        if not self.path.exists():
+            # Created private before SQLite opens it: the WAL and shm files inherit this mode.
+            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(str(self.path), timeout=busy_timeout_s, isolation_level=None,
+                                   check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        # NORMAL is durable across process crashes in WAL mode (only a power loss may lose the last commits).
+        self._db.execute("PRAGMA synchronous = NORMAL")
+        self._migrate()
+
+    # -- plumbing -------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        # BEGIN IMMEDIATE takes the write lock up front, so a transaction never fails half-way on a lock upgrade.
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._write() as db:
+            # One statement at a time: executescript() would commit the transaction we are in.
+            for statement in _SCHEMA.split(";\n"):
+                if statement.strip():
+                    db.execute(statement)
+            row = db.execute("SELECT value FROM runs_meta WHERE key = 'schema_version'").fetchone()
+            version = int(row["value"]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"the run store {self.path} was written by a newer traindeck (schema {version})")
+            if version < SCHEMA_VERSION:
+                db.execute("INSERT OR REPLACE INTO runs_meta(key, value) VALUES ('schema_version', ?)",
+                           (str(SCHEMA_VERSION),))
+
+    # -- runs -----------------------------------------------------------------------------------------------
+    def add_run(self, run: RunRecord) -> None:
+        values = _to_row(run.__dict__)
+        names = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        with self._write() as db:
+            db.execute(f"INSERT INTO runs ({names}) VALUES ({marks})", tuple(values.values()))
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        """Set some columns of one run (JSON columns take Python objects)."""
+        unknown = set(fields) - set(_COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown run fields: {sorted(unknown)}")
+        values = _to_row(fields)
+        assignments = ", ".join(f"{k} = ?" for k in values)
+        with self._write() as db:
+            db.execute(f"UPDATE runs SET {assignments} WHERE id = ?", (*values.values(), run_id))
+
+    def finish_run(self, run_id: str, state: str, *, only_if_running: bool = False, **fields: Any) -> bool:
+        """Move a run to a final state; with only_if_running, do nothing (False) if someone else ended it first."""
+        if state not in FINAL_STATES:
+            raise ValueError(f"not a final state: {state}")
+        values = _to_row({"state": state, **fields})
+        values.setdefault("ended_at", time.time())
+        assignments = ", ".join(f"{k} = ?" for k in values)
+        condition = " AND state = 'running'" if only_if_running else ""
+        with self._write() as db:
+            cursor = db.execute(f"UPDATE runs SET {assignments} WHERE id = ?{condition}", (*values.values(), run_id))
+            return cursor.rowcount > 0
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return _from_row(row) if row else None
+
+    def list_runs(self, limit: int | None = None, state: str | None = None) -> list[RunRecord]:
+        """Newest first."""
+        query = "SELECT * FROM runs"
+        params: list[Any] = []
+        if state:
+            query += " WHERE state = ?"
+            params.append(state)
+        query += " ORDER BY created_at DESC, id DESC"
+        if limit:
+            query += " LIMIT ?"
+            params.append(limit)
+        with self._lock:
+            rows = self._db.execute(query, params).fetchall()
+        return [_from_row(r) for r in rows]
+
+    def resolve_id(self, text: str) -> str | None:
+        """A run id from its full id, a unique prefix, a unique suffix (the random part) or a unique name."""
+        with self._lock:
+            exact = self._db.execute("SELECT id FROM runs WHERE id = ?", (text,)).fetchone()
+            if exact:
+                return str(exact["id"])
+            candidates: list[str] = []
+            for param, query in ((_like_escape(text) + "%", "SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\'"),
+                                 ("%" + _like_escape(text), "SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\'"),
+                                 (text, "SELECT id FROM runs WHERE name = ? ORDER BY created_at DESC")):
+                candidates = [str(r["id"]) for r in self._db.execute(query, (param,)).fetchall()]
+                if len(candidates) == 1:
+                    return candidates[0]
+                if len(candidates) > 1 and "name" in query:
+                    return candidates[0]  # a name used twice means the newest run of that name
+        return None
+
+    # -- metrics --------------------------------------------------------------------------------------------
+    def add_metrics(self, run_id: str, rows: Iterable[tuple[str, int | None, float, float, int | None]]) -> None:
+        """rows: (name, step, t, value, rank). A NaN value is left out: SQLite stores NaN as NULL, which the
+        column refuses, and one such row would lose the whole batch (the loss watchdog records NaN as an event)."""
+        batch = [(run_id, *row) for row in rows if row[3] == row[3]]
+        if not batch:
+            return
+        with self._write() as db:
+            db.executemany("INSERT INTO run_metrics(run_id, name, step, t, value, rank) VALUES (?, ?, ?, ?, ?, ?)",
+                           batch)
+
+    def last_metrics(self, run_id: str) -> dict[str, float]:
+        """{name: the latest value} over every series of the run."""
+        # One pass over the run's index entries (a correlated subquery per row took minutes at 200k rows).
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT name, value FROM run_metrics WHERE rowid IN "
+                "(SELECT max(rowid) FROM run_metrics WHERE run_id = ? GROUP BY name) ORDER BY name",
+                (run_id,)).fetchall()
+        return {str(r["name"]): float(r["value"]) for r in rows}
+
+    def metrics_mark(self) -> int:
+        """The newest metric row's id (of any run): later, metric_rows_after(run, mark) returns only newer rows."""
+        with self._lock:
+            row = self._db.execute("SELECT max(rowid) AS mark FROM run_metrics").fetchone()
+        return int(row["mark"] or 0)
+
+    def metric_rows_after(self, run_id: str, mark: int) -> list[tuple[int, str, int | None, float, float]]:
+        """[(rowid, name, step, t, value)] of the run recorded after `mark` (see metrics_mark), oldest first: what a
+        client polling a live run has not seen yet; pass the last rowid it got as the next mark."""
+        # "+run_id": walk the few rows after the mark rather than the run's whole index range. Plain tuples, as
+        # SQLite gives them (t and value have REAL affinity): a live run's every row passes here, and making each a
+        # Row, then a tuple again, was most of a minimised window's polling cost (py-spy on bench_gui_soak).
+        with self._lock:
+            cursor = self._db.cursor()
+            cursor.row_factory = None
+            return cursor.execute(
+                "SELECT rowid, name, step, t, value FROM run_metrics WHERE rowid > ? AND +run_id = ? ORDER BY rowid",
+                (mark, run_id)).fetchall()
+
+    def metric_series(self, run_id: str, name: str, after_t: float | None = None
+                      ) -> list[tuple[int | None, float, float]]:
+        """[(step, t, value)] of one series in the order recorded."""
+        query = "SELECT step, t, value FROM run_metrics WHERE run_id = ? AND name = ?"
+        params: list[Any] = [run_id, name]
+        if after_t is not None:
+            query += " AND t > ?"
+            params.append(after_t)
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY rowid", params).fetchall()
+        return [(r["step"], float(r["t"]), float(r["value"])) for r in rows]
+
+    def metric_series_chunks(self, run_id: str, name: str, chunk: int = 20_000, after_t: float | None = None,
+                             before_t: float | None = None, up_to_mark: int | None = None,
+                             steps: tuple[float, float] | None = None
+                             ) -> Iterator[list[tuple[int | None, float, float]]]:
+        """metric_series() (ordered by time) in lists of at most `chunk` rows, the lock held per chunk only: a reader
+        folds a run's whole history without holding it all, and writers are not kept waiting meanwhile.
+        `up_to_mark`: only rows up to that metrics_mark(), so that reads after the mark continue without overlap.
+        `steps`: only rows whose step is within (low, high), inclusive (a chart zoomed into part of a run)."""
+        # Keyset paging along the (run_id, name, t) index: each chunk is a seek, not a rescan of the series.
+        query = ("SELECT rowid, step, t, value FROM run_metrics WHERE run_id = ? AND name = ? AND (t, rowid) > (?, ?)"
+                 + (" AND t < ?" if before_t is not None else "")
+                 + (" AND rowid <= ?" if up_to_mark is not None else "")
+                 + (" AND step BETWEEN ? AND ?" if steps is not None else "") + " ORDER BY t, rowid LIMIT ?")
+        key: tuple[float, int] = (-math.inf if after_t is None else after_t, 2**62 if after_t is not None else -1)
+        while True:
+            params: list[Any] = [run_id, name, *key] + ([before_t] if before_t is not None else []) + (
+                [up_to_mark] if up_to_mark is not None else []) + (list(steps) if steps is not None else []) + [chunk]
+            with self._lock:
+                rows = self._db.execute(query, params).fetchall()
+            if not rows:
+                return
+            key = (float(rows[-1]["t"]), int(rows[-1]["rowid"]))
+            yield [(r["step"], float(r["t"]), float(r["value"])) for r in rows]
+            if len(rows) < chunk:
+                return
+
+    def metric_step_spans(self, run_id: str) -> dict[str, tuple[int, int, float, float, int]]:
+        """{name: (first step, last step, first t, last t, rows)} of every series recorded with steps: how fast
+        steps went, without reading the series (run history, comparisons)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT name, min(step) AS s0, max(step) AS s1, min(t) AS t0, max(t) AS t1, count(*) AS n "
+                "FROM run_metrics WHERE run_id = ? AND step IS NOT NULL GROUP BY name", (run_id,)).fetchall()
+        return {str(r["name"]): (int(r["s0"]), int(r["s1"]), float(r["t0"]), float(r["t1"]), int(r["n"]))
+                for r in rows}
+
+    # -- events ---------------------------------------------------------------------------------------------
+    def add_event(self, run_id: str, kind: str, text: str, t: float | None = None) -> None:
+        with self._write() as db:
+            db.execute("INSERT INTO run_events(run_id, t, kind, text) VALUES (?, ?, ?, ?)",
+                       (run_id, time.time() if t is None else t, kind, text))
+
+    def events_mark(self) -> int:
+        """The id of the newest event of any run (0: none): where reading `events_after` starts."""
+        with self._lock:
+            row = self._db.execute("SELECT max(id) FROM run_events").fetchone()
+        return int(row[0] or 0)
+
+    def events_after(self, after_id: int, kinds: Sequence[str]) -> list[RunEvent]:
+        """Events of every run newer than `after_id`, of these kinds, oldest first (the dashboard's alerts)."""
+        marks = ",".join("?" * len(kinds))
+        with self._lock:
+            rows = self._db.execute(f"SELECT * FROM run_events WHERE id > ? AND kind IN ({marks}) ORDER BY id "
+                                    "LIMIT 500", (after_id, *kinds)).fetchall()
+        return [RunEvent(int(r["id"]), str(r["run_id"]), float(r["t"]), str(r["kind"]), str(r["text"])) for r in rows]
+
+    def events(self, run_id: str, after_id: int = 0) -> list[RunEvent]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM run_events WHERE run_id = ? AND id > ? ORDER BY id",
+                                    (run_id, after_id)).fetchall()
+        return [RunEvent(int(r["id"]), str(r["run_id"]), float(r["t"]), str(r["kind"]), str(r["text"])) for r in rows]
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _to_row(fields: Mapping[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key in _JSON_FIELDS and value is not None:
+            value = json.dumps(value, sort_keys=True)
+        row[key] = value
+    return row
+
+
+def _from_row(row: sqlite3.Row) -> RunRecord:
+    data = {k: row[k] for k in row.keys() if k in _COLUMNS}
+    for key in _JSON_FIELDS:
+        if data.get(key) is not None:
+            data[key] = json.loads(data[key])
+    if data.get("argv") is None:
+        data["argv"] = []
+    if data.get("processes") is None:
+        data["processes"] = []
+    return RunRecord(**data)

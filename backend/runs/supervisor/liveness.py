@@ -1,0 +1,102 @@
+"""Is a run's supervisor there, and what to do with a run whose supervisor is gone.
+
+How the supervisor and its sentinel are started (`internal_command`), whether a run's supervisor still lives
+(`supervisor_alive`), every living process of a run (`run_processes`), and the end of a run left without its
+supervisor (`end_lost_run`, `reconcile`): marked lost, what is left of it ended.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+from traindeck.backend.runs import processes as procs
+from traindeck.backend.runs.diagnosis.diagnose import Diagnosis
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+
+# A run whose supervisor has not written its pid after this long was never started (its starter died).
+START_TIMEOUT_S = 60.0
+
+# The modules `internal_command` starts with `python -m` (a frozen app runs its hidden commands instead).
+INTERNAL_MODULES = {
+    "supervisor": "traindeck.backend.runs.supervisor.process",
+    "sentinel": "traindeck.backend.runs.supervisor.sentinel",
+}
+
+
+def supervisor_argv(run_dir: Path) -> list[str]:
+    return internal_command("supervisor", str(run_dir))
+
+
+def internal_command(module: str, *args: str) -> list[str]:
+    """How to start the supervisor or the sentinel (INTERNAL_MODULES): `python -m` normally; a frozen app runs itself with the
+    hidden `_supervise` / `_sentinel` command (its executable is not a Python)."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, {"supervisor": "_supervise", "sentinel": "_sentinel"}[module], *args]
+    return [sys.executable, "-m", INTERNAL_MODULES[module], *args]
+
+
+
+# ---- is the supervisor there? ---------------------------------------------------------------------------------
+def supervisor_alive(record: RunRecord) -> bool:
+    if record.supervisor_pid is None:
+        return time.time() - record.created_at < START_TIMEOUT_S
+    if record.supervisor_started is not None:
+        return procs.ProcessId(record.supervisor_pid, record.supervisor_started).alive()
+    try:
+        proc = psutil.Process(record.supervisor_pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and record.run_dir in " ".join(proc.cmdline())
+    except psutil.Error:
+        return False
+
+
+def reconcile(store: RunStore, report: Callable[[str], None] | None = None) -> list[str]:
+    """Mark runs whose supervisor is gone as lost (ending what is left of them); returns their ids."""
+    lost = []
+    for record in store.list_runs(state="running"):
+        if not supervisor_alive(record):
+            end_lost_run(store, record.id, "its supervisor is no longer running", report=report)
+            lost.append(record.id)
+    return lost
+
+
+def run_processes(run_id: str, record: RunRecord | None = None) -> list[psutil.Process]:
+    """Every living process of the run: by its environment marker, plus the pids the store recorded."""
+    found = {p.pid: p for p in procs.marked_processes(run_id)}
+    if record is not None:
+        for entry in record.processes:
+            proc = procs.ProcessId(int(entry["pid"]), float(entry["started"])).process()
+            if proc is not None and entry.get("returncode") is None:
+                found.setdefault(proc.pid, proc)
+    return procs.living(found.values())
+
+
+def end_lost_run(store: RunStore, run_id: str, reason: str, report: Callable[[str], None] | None = None
+                 ) -> list[psutil.Process]:
+    """For a run without a supervisor: end every process left of it, mark it lost; returns survivors (none)."""
+    say = report or (lambda _text: None)
+    record = store.get_run(run_id)
+    if record is None:
+        return []
+    survivors = procs.end_processes(lambda: run_processes(run_id, record), grace_s=3.0, report=say)
+    evidence = [f"supervisor pid {record.supervisor_pid} is gone"]
+    if survivors:
+        evidence.append(f"{len(survivors)} process(es) could not be ended: {[p.pid for p in survivors]}")
+    diagnosis = Diagnosis(f"The run was lost: {reason}; what was left of it was ended.", "lost",
+                          evidence=evidence)
+    if store.finish_run(run_id, "lost", only_if_running=True, diagnosis=diagnosis.to_json(),
+                        state_detail=f"lost: {reason}"):
+        store.add_event(run_id, "lost", f"marked lost: {reason}")
+        from traindeck.backend.runs.supervisor import alerts
+
+        alerts.announce("lost", run_id, record.name, diagnosis.summary)
+        alerts.wait_all()  # the sentinel or CLI exits right after this; the alert is time-limited
+        store.add_event(run_id, "confirmed" if not survivors else "leftovers",
+                        "nothing of the run remains" if not survivors else
+                        f"{len(survivors)} process(es) still alive")
+        say(f"run {run_id} marked lost: {reason}")
+    return survivors

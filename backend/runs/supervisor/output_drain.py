@@ -1,0 +1,236 @@
+"""A run's output path inside the supervisor: the pipe the job writes into -> output.log (OutputPump), and
+output.log -> progress and metrics in the run store (OutputFollower).
+
+The job waits only when the pipe is full, so the pump does nothing but move bytes (splice(2), in the kernel) and
+the parsing follows the file at its own pace. Under a flood (the follower more than PARSE_MAX_LAG behind) parsing
+samples the newest FLOOD_SAMPLE bytes every FLOOD_PAUSE_S instead: on a small machine every millisecond of
+parsing is taken from the job, and a flood's progress and metrics are in its newest lines. Every byte stays in
+output.log, in order.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from traindeck.backend.logparse import Line, LineAssembler, Metric, OutputParser, Progress
+from traindeck.backend.logparse.op_build import OpBuildTracker
+from traindeck.backend.runs.record.log_follow import run_hosts
+from traindeck.backend.runs.supervisor.loss_guard import Watchdog
+
+PROGRESS_EVERY_S = 0.25
+METRICS_EVERY_S = 0.25
+PIPE_SIZE = 1 << 20
+READ_SIZE = 1 << 20
+# Parsing this far behind the log is a flood: from then on it samples (see the module's docstring).
+PARSE_MAX_LAG = 8 << 20
+# What is parsed of each look during a flood: ~450 lines of 70 bytes, about 1 ms of parsing (256 KiB every
+# 0.1 s took ~10% of a core away from a flooding job on a 2-core machine).
+FLOOD_SAMPLE = 32 << 10
+FLOOD_PAUSE_S = 0.25
+FOLLOW_INTERVAL_S = 0.1
+
+logger = logging.getLogger("traindeck.supervisor")
+
+
+def open_output_pipe() -> tuple[int, int]:
+    """(read_fd, write_fd) of the pipe the job writes into, its buffer raised to PIPE_SIZE where Linux allows, so
+    the job is not held while the pump is descheduled for a moment."""
+    read_fd, write_fd = os.pipe()
+    try:
+        import fcntl
+
+        fcntl.fcntl(read_fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_SIZE)
+    except (OSError, ImportError, AttributeError):
+        pass
+    return read_fd, write_fd
+
+
+class OutputPump(threading.Thread):
+    """Pipe -> output.log, raw, in large reads. Does nothing else, so it is never the reason the job waits."""
+
+    def __init__(self, read_fd: int, log_fd: int) -> None:
+        super().__init__(name="output-pump", daemon=True)
+        self.read_fd, self.log_fd = read_fd, log_fd
+        self.bytes = 0
+        self.last_output = time.monotonic()
+        self.wake = threading.Event()
+
+    def run(self) -> None:
+        # splice(2) moves the bytes pipe -> file inside the kernel: no copy through Python, little GIL.
+        splice = getattr(os, "splice", None)
+        write_failed = False
+        while True:
+            if splice is not None and not write_failed:
+                try:
+                    count = splice(self.read_fd, self.log_fd, READ_SIZE)
+                except OSError as exc:
+                    if exc.errno == errno.ENOSPC:
+                        write_failed = True
+                        logger.warning("writing output.log failed: %s; draining the output so the job never blocks", exc)
+                    else:  # a kernel or filesystem without splice into this file: plain reads and writes
+                        splice = None
+                    continue
+                if count == 0:
+                    break
+            else:
+                try:
+                    data = os.read(self.read_fd, READ_SIZE)
+                except OSError:
+                    break
+                if not data:
+                    break
+                count = len(data)
+                if not write_failed:
+                    write_failed = not self._write(data)
+            self.bytes += count
+            self.last_output = time.monotonic()
+            self.wake.set()
+        self.wake.set()
+
+    def _write(self, data: bytes) -> bool:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self.log_fd, view):]
+            except OSError as exc:  # disk full: keep draining so the job never blocks; say so once
+                logger.warning("writing output.log failed: %s; draining the output so the job never blocks", exc)
+                return False
+        return True
+
+
+class OutputFollower(threading.Thread):
+    """Follows output.log behind the pump: lines -> progress and metrics -> run store, at a bounded rate."""
+
+    def __init__(self, path: Path, pump: OutputPump, store: Any, run_id: str,  # store: the supervisor's SafeStore
+                 watchdog: Watchdog | None = None) -> None:
+        super().__init__(name="output-follower", daemon=True)
+        self.path, self.pump, self.store, self.run_id = path, pump, store, run_id
+        self.watchdog = watchdog
+        self.hosts = run_hosts(path.parent)  # a multi-node run's `HOST: ` prefixes are node tags
+        self.assembler = LineAssembler(hosts=self.hosts)
+        self.parser = OutputParser()
+        self.lines = 0
+        self.skipped_bytes = 0
+        self.last_progress_change = time.monotonic()
+        self.step_times: list[float] = []  # seconds per progress unit of the run's main bar, recent ones
+        self._progress: Progress | None = None
+        self._progress_dirty = False
+        self._progress_written = 0.0
+        self._last_step: tuple[int, float] | None = None  # (current, monotonic) of the main bar
+        self._metrics: list[tuple[str, int | None, float, float, int | None]] = []
+        self._metrics_written = 0.0
+        self._reported: set[str] = set()
+        self.op_builds = OpBuildTracker()
+        self.pump_done = threading.Event()
+
+    def run(self) -> None:
+        try:
+            self._follow()
+        except Exception:  # parsing must never take the supervisor down; the log is complete regardless
+            logger.exception("output follower failed:")
+
+    def _follow(self) -> None:
+        with open(self.path, "rb") as handle:
+            position = 0
+            woke = 0.0
+            while True:
+                done = self.pump_done.is_set()
+                # Woken by new output, but at most 10 times a second: each wake-up costs more than a batch of lines.
+                time.sleep(max(0.0, woke + FOLLOW_INTERVAL_S - time.monotonic()))
+                self.pump.wake.wait(0.5)
+                self.pump.wake.clear()
+                woke = time.monotonic()
+                while True:
+                    size = os.fstat(handle.fileno()).st_size
+                    if size - position > PARSE_MAX_LAG:
+                        # A flood: parse the newest FLOOD_SAMPLE bytes only, then pause (see the module's docstring).
+                        self.skipped_bytes += size - FLOOD_SAMPLE - position
+                        handle.seek(size - FLOOD_SAMPLE)
+                        handle.readline()  # resynchronise on a line start
+                        position = handle.tell()
+                        self.assembler = LineAssembler(hosts=self.hosts)
+                        for line in self.assembler.feed(handle.read(size - position)):
+                            self._line(line)
+                        position = handle.tell()
+                        self._flush()
+                        time.sleep(FLOOD_PAUSE_S)
+                        continue
+                    chunk = handle.read(min(size - position, 256 << 10))
+                    if not chunk:
+                        break
+                    position += len(chunk)
+                    for line in self.assembler.feed(chunk):
+                        self._line(line)
+                    self._flush()
+                if done:
+                    for line in self.assembler.flush():
+                        self._line(line)
+                    self._items(self.parser.flush())
+                    self._flush(force=True)
+                    return
+
+    def _line(self, line: Line) -> None:
+        self.lines += 1
+        change = self.op_builds.feed(line.text, time.monotonic())
+        if change is not None:
+            self._op_build_event(change)
+        self._items(self.parser.feed(line))
+
+    def _op_build_event(self, change: str) -> None:
+        what, _, op = change.partition(":")  # "building" is announced by the supervisor's own check (processes too)
+        if what == "loaded" and self.op_builds.loaded.get(op) is not None:
+            self.store.add_event(self.run_id, "op_loaded",
+                                 f"{op} loaded after {self.op_builds.loaded[op]:.0f} s (built or found in the cache)")
+
+    def _items(self, items: list[Progress | Metric]) -> None:
+        progressed = False
+        for item in items:
+            if isinstance(item, Metric):
+                # A series the script reports exactly (traindeck_report) is not also taken from parsed lines.
+                if item.source == "report":
+                    self._reported.add(item.name)
+                elif item.name in self._reported:
+                    continue
+                self._metrics.append((item.name, item.step, time.time(), float(item.value), item.rank))
+                if self.watchdog is not None:
+                    self.watchdog.feed(item.name, item.step, float(item.value), self.parser.progress)
+            else:
+                progressed = True
+        if progressed:
+            self._on_progress()
+
+    def _on_progress(self) -> None:
+        # The parser knows which of several bars (training, eval, download) stands for the run.
+        main = self.parser.progress
+        if main is None or main == self._progress:
+            return
+        now = time.monotonic()
+        if self._last_step is not None and main.current > self._last_step[0]:
+            self.step_times.append((now - self._last_step[1]) / (main.current - self._last_step[0]))
+            del self.step_times[:-200]
+        if self._last_step is None or main.current != self._last_step[0]:
+            self._last_step = (main.current, now)
+            self.last_progress_change = now
+        self._progress = main
+        self._progress_dirty = True
+
+    def _flush(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self._progress_dirty and self._progress is not None and (
+                force or now - self._progress_written >= PROGRESS_EVERY_S):
+            p = self._progress
+            self.store.update_run(self.run_id, progress={
+                "current": p.current, "total": p.total, "rate": p.rate, "eta_s": p.eta_s, "unit": p.unit,
+                "source": p.source, "updated": time.time()})
+            self._progress_dirty = False
+            self._progress_written = now
+        if self._metrics and (force or now - self._metrics_written >= METRICS_EVERY_S or len(self._metrics) > 5000):
+            batch, self._metrics = self._metrics, []
+            self.store.add_metrics(self.run_id, batch)
+            self._metrics_written = now
