@@ -12,7 +12,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QSettings, Signal
 
-from traindeck.backend.config.messages import Message
+from traindeck.backend.config import Message
 from traindeck.backend.presets import Preset
 from traindeck.gui.tasks import Tasks
 

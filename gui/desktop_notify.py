@@ -24,7 +24,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtWidgets import QSystemTrayIcon, QWidget
 
-from traindeck.backend.runs.control.alert_feed import Alert
+from traindeck.backend.runs import Alert
 from traindeck.gui.context import AppContext
 
 SERVICE = "org.freedesktop.Notifications"
@@ -244,10 +244,8 @@ class _AlertReader:
         self._key: tuple[str, int] | None = None
 
     def __call__(self, mark: int | None) -> tuple[int | None, list[Alert], bool]:
-        from traindeck.backend.core.paths import run_store_path
-        from traindeck.backend.runs.control.alert_feed import alert_mark, alerts_after
-        from traindeck.backend.runs.record.run_store import RunStore
-        from traindeck.backend.runs.supervisor.alerts import desktop_notifications
+        from traindeck.backend.core import run_store_path
+        from traindeck.backend.runs import RunStore, alert_mark, alerts_after, desktop_notifications
 
         path = run_store_path()
         try:

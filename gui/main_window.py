@@ -374,8 +374,7 @@ class MainWindow(QMainWindow):
         box.exec()
         clicked = box.clickedButton()
         if clicked is stop:
-            from traindeck.backend.runs.control.lifecycle import stop_run
-            from traindeck.backend.runs.record.run_store import RunStore
+            from traindeck.backend.runs import RunStore, stop_run
 
             with RunStore() as store:  # writes each run's stop request; the supervisors do the rest
                 for run_id in run_ids:
@@ -387,11 +386,11 @@ class MainWindow(QMainWindow):
 def _running_run_ids() -> list[str]:
     """Runs the store says are running, newest first ([] without a store, or when it cannot be read)."""
     try:
-        from traindeck.backend.core.paths import run_store_path
+        from traindeck.backend.core import run_store_path
 
         if not Path(run_store_path()).exists():
             return []
-        from traindeck.backend.runs.record.run_store import RunStore
+        from traindeck.backend.runs import RunStore
 
         with RunStore() as store:
             return [r.id for r in store.list_runs(state="running")]

@@ -26,9 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.remote.runs import RemoteRuns
-from traindeck.backend.remote.session import Session
-from traindeck.backend.remote.ssh import Target
+from traindeck.backend.remote import RemoteRuns, Session, Target
 from traindeck.gui.context import AppContext
 from traindeck.gui.tasks import TaskError
 

@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None, open_gui: GuiOpener | None = None) -
     import os
 
     if os.environ.get("TRAINDECK_END_WITH_STDIN") == "1":  # we are the remote side of `traindeck --host`
-        from traindeck.backend.remote.forward import start_stdin_watch
+        from traindeck.backend.remote import start_stdin_watch
 
         start_stdin_watch()
     try:
@@ -117,8 +117,7 @@ def _remote_options(args: list[str]) -> tuple[tuple[str, str | None] | None, lis
 
 
 def _forward(remote: tuple[str, str | None], rest: list[str]) -> int:
-    from traindeck.backend.remote.forward import forward
-    from traindeck.backend.remote.ssh import RemoteError, Target
+    from traindeck.backend.remote import RemoteError, Target, forward
 
     try:
         return forward(Target.make(*remote), rest)

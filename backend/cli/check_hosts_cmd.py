@@ -27,9 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _check_hosts(args: argparse.Namespace) -> int:
-    from traindeck.backend.launch.environ import resolve_python
-    from traindeck.backend.nodes.hostfile import HostfileError, read_hostfile
-    from traindeck.backend.nodes.preflight import Target, check_hosts, failed
+    from traindeck.backend.launch import resolve_python
+    from traindeck.backend.nodes import HostfileError, Target, check_hosts, failed, read_hostfile
 
     try:
         hosts = read_hostfile(Path(args.hostfile).expanduser())

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from traindeck.backend.config.messages import Message
+    from traindeck.backend.config import Message
 
 ORDER = 20
 
@@ -68,8 +68,7 @@ def _register_check(config_sub: argparse._SubParsersAction) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from traindeck.backend.config.messages import has_errors, sort_messages
-    from traindeck.backend.config.validate import check_files
+    from traindeck.backend.config import check_files, has_errors, sort_messages
 
     consumer, why = _consumer(args)
     try:
@@ -100,7 +99,7 @@ def _consumer(args: argparse.Namespace) -> tuple[str | None, str]:
         flag = {"hf_trainer": "--hf-trainer", "accelerate": "--accelerate-script", "plain": "--plain-script"}
         return args.consumer, flag[args.consumer]
     if args.script:
-        from traindeck.backend.config.auto_fill import script_consumer
+        from traindeck.backend.config import script_consumer
 
         return script_consumer(args.script)
     return None, ""
@@ -108,8 +107,7 @@ def _consumer(args: argparse.Namespace) -> tuple[str | None, str]:
 
 def _one_by_one(args: argparse.Namespace, consumer: str | None, why: str) -> list[Message]:
     """Each file checked on its own; a file whose check fails unexpectedly gets one error and a crash report."""
-    from traindeck.backend.config.messages import Message
-    from traindeck.backend.config.validate import check_files
+    from traindeck.backend.config import Message, check_files
     from traindeck.backend.crash import one_line, write_crash_report
 
     out: list[Message] = []
@@ -125,8 +123,7 @@ def _one_by_one(args: argparse.Namespace, consumer: str | None, why: str) -> lis
 
 def _native(args: argparse.Namespace) -> list[Message]:
     """The real tools' verdicts on each file that parsed (see traindeck.backend.config.native)."""
-    from traindeck.backend.config.native import native_verdicts
-    from traindeck.backend.config.source import load_file
+    from traindeck.backend.config import load_file, native_verdicts
 
     out: list[Message] = []
     for path in args.files:

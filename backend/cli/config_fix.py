@@ -29,9 +29,8 @@ def register_fix(config_subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_fix(args: argparse.Namespace) -> int:
-    from traindeck.backend.config.bounded import BoundsError, read_config_text
-    from traindeck.backend.config.repair import repair_text
-    from traindeck.backend.core.fileio import atomic_write_text
+    from traindeck.backend.config import BoundsError, read_config_text, repair_text
+    from traindeck.backend.core import atomic_write_text
 
     source = Path(args.file)
     try:
@@ -72,8 +71,7 @@ def run_fix(args: argparse.Namespace) -> int:
 def _still_refused(text: str, source: Path) -> list[str]:
     """The errors `config check` would still report in the repaired text (path and message: the lines of a
     re-nested text are not the source's)."""
-    from traindeck.backend.config.source import parse_text
-    from traindeck.backend.config.validate import check_document
+    from traindeck.backend.config import check_document, parse_text
 
     doc = parse_text(text, file=str(source), locate=False)
     return [f"{m.path}: {m.message}" if m.path else m.message

@@ -26,8 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from traindeck.backend.monitor.loop import check_interval
-    from traindeck.backend.monitor.sampler import ResourceSampler
+    from traindeck.backend.monitor import ResourceSampler, check_interval
 
     try:
         interval = check_interval(args.interval)

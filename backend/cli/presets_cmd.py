@@ -99,7 +99,7 @@ def _import(args: argparse.Namespace) -> int:
     presets = _presets()
     files = list(args.files)
     if args.accelerate_default:
-        from traindeck.backend.core.paths import accelerate_default_config
+        from traindeck.backend.core import accelerate_default_config
 
         location = accelerate_default_config()
         if not location.is_file():

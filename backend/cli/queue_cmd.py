@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from traindeck.backend.cli import UserError
 
 if TYPE_CHECKING:
-    from traindeck.backend.queue.entries import QueueStore
+    from traindeck.backend.queue import QueueStore
 
 ORDER = 35
 
@@ -88,12 +88,12 @@ def _add(args: argparse.Namespace) -> int:
 
 # ---- list / settings / actions ------------------------------------------------------------------------------
 def _list(args: argparse.Namespace) -> int:
-    from traindeck.backend.queue.keeper import ensure_keeper, keeper_running
+    from traindeck.backend.queue import ensure_keeper, keeper_running
 
     queue = _queue()
     try:
         ensure_keeper(queue)  # a keeper that was killed comes back as soon as anyone looks
-        from traindeck.backend.queue.listing import queue_rows
+        from traindeck.backend.queue import queue_rows
 
         rows = queue_rows(queue, args.all)
         settings = queue.settings()
@@ -138,7 +138,7 @@ def _settings(args: argparse.Namespace) -> int:
     queue = _queue()
     try:
         queue.update_settings(**changes)
-        from traindeck.backend.queue.keeper import ensure_keeper
+        from traindeck.backend.queue import ensure_keeper
 
         ensure_keeper(queue)
     finally:
@@ -158,7 +158,7 @@ def _pause(_args: argparse.Namespace) -> int:
 
 
 def _resume(_args: argparse.Namespace) -> int:
-    from traindeck.backend.queue.keeper import ensure_keeper
+    from traindeck.backend.queue import ensure_keeper
 
     queue = _queue()
     try:
@@ -178,7 +178,7 @@ def _resolve_queued(queue: QueueStore, text: str) -> str:
 
 
 def _by_id(args: argparse.Namespace) -> int:
-    from traindeck.backend.queue.keeper import ensure_keeper
+    from traindeck.backend.queue import ensure_keeper
 
     queue = _queue()
     try:
@@ -197,7 +197,7 @@ def _by_id(args: argparse.Namespace) -> int:
             ensure_keeper(queue)
             print(f"run {run_id} ({entry.name}) " + ("held" if action == "hold" else "released"))
         else:
-            from traindeck.backend.queue.starting import gpus_now, start_queued
+            from traindeck.backend.queue import gpus_now, start_queued
 
             try:
                 gpus = gpus_now(queue, entry.gpus)

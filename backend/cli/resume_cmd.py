@@ -60,7 +60,7 @@ def _store_and_record(text: str) -> tuple[Any, Any]:
 
 
 def _checkpoints(args: argparse.Namespace) -> int:
-    from traindeck.backend.runs.control.relaunch import checkpoints_of
+    from traindeck.backend.runs import checkpoints_of
 
     _store_, record = _store_and_record(args.id)
     found = checkpoints_of(record)
@@ -100,14 +100,13 @@ def _follow_or_print(outcome: Any, detach: bool, what: str) -> int:
         print(record.id)
         return 0
     from traindeck.backend.cli.run_follow import follow_run
-    from traindeck.backend.runs.record.run_store import RunStore
+    from traindeck.backend.runs import RunStore
 
     return follow_run(RunStore(), record.id)
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from traindeck.backend.runs.control.relaunch import resume
-    from traindeck.backend.runs.control.resume import ResumeError
+    from traindeck.backend.runs import ResumeError, resume
 
     store, record = _store_and_record(args.id)
     if record.state == "running":
@@ -121,8 +120,7 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _rerun(args: argparse.Namespace) -> int:
-    from traindeck.backend.runs.control.relaunch import rerun
-    from traindeck.backend.runs.control.resume import ResumeError
+    from traindeck.backend.runs import ResumeError, rerun
 
     store, record = _store_and_record(args.id)
     try:
@@ -136,7 +134,7 @@ def _bundle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from traindeck.backend.cli.runs_cmd import run_summary
-    from traindeck.backend.runs.record.bundle import write_bundle
+    from traindeck.backend.runs import write_bundle
 
     store, record = _store_and_record(args.id)
     target = Path(args.output).expanduser()
@@ -151,7 +149,7 @@ def _bundle(args: argparse.Namespace) -> int:
 
 
 def _save(args: argparse.Namespace) -> int:
-    from traindeck.backend.runs.record.savestop import request_save
+    from traindeck.backend.runs import request_save
 
     _store_, record = _store_and_record(args.id)
     if record.finished:

@@ -19,7 +19,7 @@ from traindeck.backend.cli.run_follow import report_plan
 from traindeck.backend.cli.run_lookup import open_store, resolve_run
 
 if TYPE_CHECKING:
-    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+    from traindeck.backend.runs import RunRecord, RunStore
 
 ORDER = 30
 LAUNCHERS = ("accelerate", "deepspeed", "python")
@@ -80,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _internal(module: str, argv: list[str]) -> int:
     import importlib
 
-    from traindeck.backend.runs.supervisor.liveness import INTERNAL_MODULES
+    from traindeck.backend.runs import INTERNAL_MODULES
 
     return int(importlib.import_module(INTERNAL_MODULES[module]).main(argv))
 
@@ -104,7 +104,7 @@ def _run(args: argparse.Namespace) -> int:
 
     gpus = run_gpus(args.gpus)
 
-    from traindeck.backend.runs.control.new_run import launch_run
+    from traindeck.backend.runs import launch_run
 
     request = launch_request(args, script, script_args, gpus)
     environment = _probe(args.python)
@@ -116,7 +116,7 @@ def _run(args: argparse.Namespace) -> int:
         from traindeck.backend.cli import run_follow  # noqa: F401
         from traindeck.backend.runs.record import log_follow as follow  # noqa: F401
     if args.resume_arg:
-        from traindeck.backend.runs.control.resume import ResumeError, check_template
+        from traindeck.backend.runs import ResumeError, check_template
 
         try:
             check_template(args.resume_arg)
@@ -136,7 +136,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     print(f"traindeck: run {record.id} started; log: {record.log_path}", file=sys.stderr)
     from traindeck.backend.cli.run_follow import follow_run
-    from traindeck.backend.runs.record.run_store import RunStore
+    from traindeck.backend.runs import RunStore
 
     return follow_run(RunStore(), record.id)
 
@@ -144,8 +144,7 @@ def _run(args: argparse.Namespace) -> int:
 def _probe(python: str | None) -> Any:
     """The training interpreter's packages (cached by the probe); None if it cannot be asked."""
     try:
-        from traindeck.backend.launch.environ import python_problem, resolve_python
-        from traindeck.backend.launch.probe import probe_environment
+        from traindeck.backend.launch import probe_environment, python_problem, resolve_python
     except ImportError:
         return None
     interpreter = resolve_python(python)
@@ -161,8 +160,7 @@ def _probe(python: str | None) -> Any:
 # ---- logs / stop ------------------------------------------------------------------------------------------------
 def _logs(args: argparse.Namespace) -> int:
     from traindeck.backend.cli.run_follow import is_report, line_text
-    from traindeck.backend.runs.record.log_follow import follow_lines
-    from traindeck.backend.runs.supervisor.liveness import supervisor_alive
+    from traindeck.backend.runs import follow_lines, supervisor_alive
 
     store = open_store()
     record = resolve_run(store, args.id)
@@ -206,7 +204,7 @@ def _raw_logs(store: RunStore, record: RunRecord, follow: bool) -> int:
 
 
 def _stop(args: argparse.Namespace) -> int:
-    from traindeck.backend.runs.control.lifecycle import stop_run
+    from traindeck.backend.runs import stop_run
 
     if args.grace < 0:
         raise UserError("--grace must be 0 or more seconds")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from traindeck.backend.cli.run_lookup import clock, progress_text
 
 if TYPE_CHECKING:
-    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+    from traindeck.backend.runs import RunRecord, RunStore
 
 SKIP_AT_BYTES = 2 << 20  # this far behind the log, jump ahead (a terminal shows ~50 lines: 2 MiB is ~30k)
 KEEP_BYTES = 16 << 10  # during a flood, what is shown of each look: the newest ~250 lines
@@ -127,10 +127,7 @@ def report_plan(plan: Any, started: bool) -> bool:
 
 def follow_run(store: RunStore, run_id: str, stream: Any = None) -> int:
     """Follow a run in the foreground until it ends; returns the exit code for the shell."""
-    from traindeck.backend.runs.record.layout import RunDir
-    from traindeck.backend.runs.record.log_follow import LogReader
-    from traindeck.backend.runs.record.savestop import save_hold_s
-    from traindeck.backend.runs.supervisor.liveness import end_lost_run, supervisor_alive
+    from traindeck.backend.runs import LogReader, RunDir, end_lost_run, save_hold_s, supervisor_alive
 
     console = Console(stream or sys.stdout)
     found = store.get_run(run_id)

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from traindeck.backend.cli import UserError
 
 if TYPE_CHECKING:
-    from traindeck.backend.launch.builders import LaunchRequest
-    from traindeck.backend.queue.entries import QueueStore
-    from traindeck.backend.runs.record.run_store import RunRecord
+    from traindeck.backend.launch import LaunchRequest
+    from traindeck.backend.queue import QueueStore
+    from traindeck.backend.runs import RunRecord
 
 
 def load_preset_named(name: str) -> Any:
@@ -30,8 +30,8 @@ def load_preset_named(name: str) -> Any:
 def launch_request(args: argparse.Namespace, script: str, script_args: list[str],
                    gpus: tuple[int, ...] | None) -> LaunchRequest:
     """The LaunchRequest `traindeck run` builds from its options (the dashboard's Launch page builds the same)."""
-    from traindeck.backend.launch.builders import LaunchRequest
-    from traindeck.backend.runs.supervisor.loss_guard import STOP_ON_NAN_ENV
+    from traindeck.backend.launch import LaunchRequest
+    from traindeck.backend.runs import STOP_ON_NAN_ENV
 
     preset = None
     if args.preset:
@@ -50,7 +50,7 @@ def launch_request(args: argparse.Namespace, script: str, script_args: list[str]
 
 def memory_check(size: str, preset: Any, config: Path | None, nproc: int | None) -> Any:
     """The pre-launch memory check, printed; None when there is nothing to check against (python launcher)."""
-    from traindeck.backend.estimate.prelaunch import check_preset, model_shape
+    from traindeck.backend.estimate import check_preset, model_shape
     from traindeck.backend.presets import PresetError, import_preset
 
     if preset is None and config is not None:
@@ -82,7 +82,7 @@ def run_gpus(text: str | None) -> tuple[int, ...] | None:
     """`run --gpus`: chosen GPUs as they are; `any:N` picks N free GPUs now (or says how many are free)."""
     if not text:
         return None
-    from traindeck.backend.queue.gpus import gpus_for_launch_now, parse_gpus, sample_gpus
+    from traindeck.backend.queue import gpus_for_launch_now, parse_gpus, sample_gpus
 
     try:
         request = parse_gpus(text)
@@ -92,8 +92,8 @@ def run_gpus(text: str | None) -> tuple[int, ...] | None:
 
 
 def open_queue() -> QueueStore:
-    from traindeck.backend.queue.entries import QueueStore
-    from traindeck.backend.runs.supervisor.liveness import reconcile
+    from traindeck.backend.queue import QueueStore
+    from traindeck.backend.runs import reconcile
 
     queue = QueueStore()
     reconcile(queue.runs, report=lambda text: print(f"traindeck: {text}", file=sys.stderr))
@@ -102,9 +102,8 @@ def open_queue() -> QueueStore:
 
 def enqueue(args: argparse.Namespace, held: bool = False) -> list[RunRecord]:
     """Queue what `run`/`queue add` was given (one run, or one per sweep combination); prints the ids."""
-    from traindeck.backend.queue.adding import queue_launches
-    from traindeck.backend.queue.entries import QueuedLaunch
-    from traindeck.backend.runs.supervisor.loss_guard import STOP_ON_NAN_ENV
+    from traindeck.backend.queue import QueuedLaunch, queue_launches
+    from traindeck.backend.runs import STOP_ON_NAN_ENV
 
     command = list(args.command)
     if command and command[0] == "--":

@@ -14,13 +14,12 @@ from typing import TYPE_CHECKING, Any
 from traindeck.backend.cli import UserError
 
 if TYPE_CHECKING:
-    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+    from traindeck.backend.runs import RunRecord, RunStore
 
 
 def open_store() -> RunStore:
     """The run store, with runs whose supervisor is gone marked lost first (so no command shows them running)."""
-    from traindeck.backend.runs.record.run_store import RunStore
-    from traindeck.backend.runs.supervisor.liveness import reconcile
+    from traindeck.backend.runs import RunStore, reconcile
 
     store = RunStore()
     reconcile(store, report=lambda text: print(f"traindeck: {text}", file=sys.stderr))
@@ -53,7 +52,7 @@ def iso(t: float | None) -> str | None:
 
 
 def clock(seconds: float | None) -> str:
-    from traindeck.backend.runs.control.view import duration_text
+    from traindeck.backend.runs import duration_text
 
     return duration_text(seconds) if seconds is not None else "?"
 

@@ -23,7 +23,7 @@ from traindeck.backend.cli.run_lookup import (
 )
 
 if TYPE_CHECKING:
-    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+    from traindeck.backend.runs import RunRecord, RunStore
 
 ORDER = 31
 # Columns that give way, in this order, when the table is wider than the terminal, and how narrow each may get.
@@ -69,7 +69,7 @@ def run_summary(store: RunStore, record: RunRecord) -> dict[str, Any]:
         "ended_at": iso(record.ended_at),
     }
     try:
-        from traindeck.backend.monitor.store_read import resource_summary  # optional: numpy may be missing
+        from traindeck.backend.monitor import resource_summary  # optional: numpy may be missing
     except ImportError:
         pass
     else:
@@ -77,22 +77,22 @@ def run_summary(store: RunStore, record: RunRecord) -> dict[str, Any]:
             data["resources"] = resource_summary(store.path, record.id)
         except Exception as exc:  # a missing table or an older recorder must not break `runs show`
             data["resources"] = {"error": str(exc)}
-    from traindeck.backend.runs.control.leftbehind import summary_fields
+    from traindeck.backend.runs import summary_fields
 
     data.update(summary_fields(record.run_dir))  # parent, resumed_from, provenance, stop
-    from traindeck.backend.slurm.jobinfo import slurm_fields
+    from traindeck.backend.slurm import slurm_fields
 
     data.update(slurm_fields(record.run_dir))  # a Slurm run's slurm_job_id, slurm_state, nodes
     # The end-of-run check: nothing remains, these PIDs remain (leftovers), or unknown with the reason.
     checks = [e for e in store.events(record.id) if e.kind in ("confirmed", "unconfirmed", "leftovers")]
     data["end_check"] = {"kind": checks[-1].kind, "text": checks[-1].text} if checks else None
-    from traindeck.backend.estimate.run_estimate import estimate_vs_measured, load_estimate
+    from traindeck.backend.estimate import estimate_vs_measured, load_estimate
 
     estimate = load_estimate(record.run_dir) if record.run_dir else None
     data["estimate"] = estimate  # the pre-launch estimate (`run --model-size`, the Launch page), or null
     if estimate is not None and isinstance(data.get("resources"), dict) and "error" not in data["resources"]:
         data["estimate_vs_measured"] = estimate_vs_measured(estimate, data["resources"])
-    from traindeck.backend.runs.control.node_report import nodes_summary
+    from traindeck.backend.runs import nodes_summary
 
     nodes = nodes_summary(Path(record.run_dir)) if record.run_dir else None
     if nodes is not None:  # multi-node runs: per node its host, ranks and peaks
@@ -159,7 +159,7 @@ def format_table(rows: Sequence[Sequence[str]], width: int | None) -> list[str]:
 
 # ---- show ---------------------------------------------------------------------------------------------------------
 def _show(args: argparse.Namespace) -> int:
-    from traindeck.backend.runs.diagnosis.diagnose import MEMORY_WORDS
+    from traindeck.backend.runs import MEMORY_WORDS
 
     store = open_store()
     record = resolve_run(store, args.id)
@@ -183,7 +183,7 @@ def _show(args: argparse.Namespace) -> int:
         print("metrics   " + ", ".join(f"{k}={v:.6g}" for k, v in data["metrics"].items()))
     print(f"resources {resources_text(data.get('resources'))}")
     if data.get("nodes"):
-        from traindeck.backend.runs.control.node_report import node_text
+        from traindeck.backend.runs import node_text
 
         for node in data["nodes"]:
             print(f"node      {node_text(node)}")

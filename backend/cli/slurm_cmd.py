@@ -41,8 +41,8 @@ def _run(args: argparse.Namespace, run_handler: Any) -> int:
     for option, value in (("--sweep", args.sweep), ("--gpus", args.gpus)):
         if value:
             raise UserError(f"{option} cannot be used with --slurm (Slurm chooses the GPUs; use --gpus-per-node)")
-    from traindeck.backend.core.paths import run_store_path
-    from traindeck.backend.slurm.script import SlurmOptions, slurm_plan
+    from traindeck.backend.core import run_store_path
+    from traindeck.backend.slurm import SlurmOptions, slurm_plan
 
     options = SlurmOptions(partition=args.partition, nodes=args.nodes or 1, gpus_per_node=args.gpus_per_node,
                            time=args.time, account=args.account, mem=args.mem)

@@ -25,9 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _stacks(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from traindeck.backend.runs.diagnosis.stacks import report_text, take_run_stacks
-    from traindeck.backend.runs.record.run_store import RunStore
-    from traindeck.backend.runs.supervisor.liveness import reconcile
+    from traindeck.backend.runs import RunStore, reconcile, report_text, take_run_stacks
 
     with RunStore() as store:
         reconcile(store, report=lambda text: print(f"traindeck: {text}", file=sys.stderr))

@@ -8,75 +8,8 @@
     compare_with_measured(row, monitor_summary)                         # after a run: (what, est, measured, ratio)
 """
 
-from traindeck.backend.estimate.advisor import (
-    ADVICE_ORDER,
-    Advice,
-    Comparison,
-    Rejection,
-    advise,
-    check_against_machine,
-    compare_with_measured,
-    preset_for,
-    preset_settings,
-)
-from traindeck.backend.estimate.estimator import (
-    STRATEGIES,
-    STRATEGY_BY_NAME,
-    EstimateRow,
-    Strategy,
-    Workload,
-    estimate_row,
-    estimate_rows,
-)
-from traindeck.backend.estimate.machine import Machine, describe_machine, detect_gpus, host_memory
-from traindeck.backend.estimate.model_shape import (
-    ModelConfigError,
-    ModelShape,
-    count_model_config,
-    count_model_configs,
-    shape_from_params,
-    with_overrides,
-)
-from traindeck.backend.estimate.quantity import (
-    GIB,
-    QuantityError,
-    format_count,
-    format_gib,
-    parse_count,
-    parse_size,
-)
+import lazy_loader
 
-__all__ = [
-    "ADVICE_ORDER",
-    "GIB",
-    "STRATEGIES",
-    "STRATEGY_BY_NAME",
-    "Advice",
-    "Comparison",
-    "EstimateRow",
-    "Machine",
-    "ModelConfigError",
-    "ModelShape",
-    "QuantityError",
-    "Rejection",
-    "Strategy",
-    "Workload",
-    "advise",
-    "check_against_machine",
-    "compare_with_measured",
-    "count_model_config",
-    "count_model_configs",
-    "describe_machine",
-    "detect_gpus",
-    "estimate_row",
-    "estimate_rows",
-    "format_count",
-    "format_gib",
-    "host_memory",
-    "parse_count",
-    "parse_size",
-    "preset_for",
-    "preset_settings",
-    "shape_from_params",
-    "with_overrides",
-]
+# The face: every name below is declared, with its module, in __init__.pyi (what type checkers read) and imported
+# on first use, so importing one module of the package never loads the rest.
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

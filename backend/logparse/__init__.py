@@ -11,20 +11,8 @@ Readers: `ConsoleBuffer` / `collapse_transient` turn lines into what a console s
 Scripts: resources/pyhelpers/traindeck_report.py prints exact progress/metrics (`@traindeck {...}` lines).
 """
 
-from .assembler import LineAssembler, strip_ansi
-from .model import Line, Metric, Progress
-from .parser import OutputParser
-from .report import MARKER as REPORT_MARKER
-from .screen import ConsoleBuffer, collapse_transient
+import lazy_loader
 
-__all__ = [
-    "REPORT_MARKER",
-    "ConsoleBuffer",
-    "Line",
-    "LineAssembler",
-    "Metric",
-    "OutputParser",
-    "Progress",
-    "collapse_transient",
-    "strip_ansi",
-]
+# The face: every name below is declared, with its module, in __init__.pyi (what type checkers read) and imported
+# on first use, so importing one module of the package never loads the rest.
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

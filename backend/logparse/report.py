@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-MARKER = "@traindeck "
+REPORT_MARKER = "@traindeck "
 _MARK_OBJ = "@traindeck {"
 _MAX_CHARS = 65536
 _decoder = json.JSONDecoder()
@@ -44,7 +44,7 @@ def parse_report(text: str) -> Report | None:
     if i < 0 or len(text) - i > _MAX_CHARS:
         return None
     try:
-        obj, _ = _decoder.raw_decode(text, i + len(MARKER))
+        obj, _ = _decoder.raw_decode(text, i + len(REPORT_MARKER))
     except ValueError:
         return None
     if not isinstance(obj, dict):

@@ -6,11 +6,11 @@ from collections import deque
 from collections.abc import Iterable
 
 from .model import Line
-from .report import MARKER
+from .report import REPORT_MARKER
 from .tqdm_bar import bar_label, might_be_bar
 
 _LOOKBACK = 16
-REPORT_LINE = MARKER + "{"
+REPORT_LINE = REPORT_MARKER + "{"
 _SHAPE_CHARS = 24
 
 

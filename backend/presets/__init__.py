@@ -24,44 +24,8 @@ importing from `traindeck.backend.presets`:
   preset_validation  what is wrong with a preset before launch
 """
 
-from __future__ import annotations
+import lazy_loader
 
-from traindeck.backend.presets.files import (
-    builtin_dir,
-    delete_preset,
-    list_presets,
-    load_builtin,
-    load_preset,
-    preset_names,
-    rename_preset,
-    save_preset,
-)
-from traindeck.backend.presets.model import (
-    BUILTIN_NAMES,
-    LAUNCHERS,
-    NVME_PLACEHOLDER,
-    SCHEMA_VERSION,
-    Preset,
-    PresetError,
-    check_name,
-    dump_preset,
-    preset_from_mapping,
-    preset_to_mapping,
-    read_preset_file,
-)
-from traindeck.backend.presets.secrets import find_secrets, looks_like_secret_key
-from traindeck.backend.presets.transfer import (
-    export_preset,
-    import_accelerate_default,
-    import_preset,
-    render_files,
-)
-from traindeck.backend.presets.validation import validate_preset
-
-__all__ = [
-    "BUILTIN_NAMES", "LAUNCHERS", "NVME_PLACEHOLDER", "Preset", "PresetError", "SCHEMA_VERSION", "builtin_dir",
-    "check_name", "delete_preset", "dump_preset", "export_preset", "find_secrets", "import_accelerate_default",
-    "import_preset", "list_presets", "load_builtin", "load_preset", "looks_like_secret_key", "preset_from_mapping",
-    "preset_names", "preset_to_mapping", "read_preset_file", "rename_preset", "render_files", "save_preset",
-    "validate_preset",
-]
+# The face: every name below is declared, with its module, in __init__.pyi (what type checkers read) and imported
+# on first use, so importing one module of the package never loads the rest.
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -6,3 +6,9 @@ pump, parser, progress and stall watch see the job's output), shows squeue's sta
 turns a stop into scancel and, at the end, reads the job's end from sacct or scontrol (ended.py) into the file the
 diagnosis reads. Nothing here runs on the compute nodes except what the batch script itself starts.
 """
+
+import lazy_loader
+
+# The face: every name below is declared, with its module, in __init__.pyi (what type checkers read) and imported
+# on first use, so importing one module of the package never loads the rest.
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QLineEdit, QMessageBox
 
-from traindeck.backend.launch.builders import ACCELERATE_CONFIG, DS_CONFIG
+from traindeck.backend.launch import ACCELERATE_CONFIG, DS_CONFIG
 from traindeck.backend.presets import (
     BUILTIN_NAMES,
     Preset,
@@ -31,7 +31,7 @@ from traindeck.gui.context import DEFAULT_PRESET
 from traindeck.gui.pages.base import Page
 
 if TYPE_CHECKING:
-    from traindeck.backend.presets.sources import ConfigText
+    from traindeck.backend.presets import ConfigText
 
 SETTINGS_KEY = "draft/preset"  # the preset edited last (gui/app.py loads it at start)
 CONFIG_FILTER = "Configs (*.yaml *.yml *.json);;All files (*)"
@@ -96,7 +96,7 @@ class PresetFileActions(Page):
             QMessageBox.StandardButton.Save)
 
     def new_preset(self) -> None:
-        from traindeck.backend.presets.sources import blank_preset, free_name
+        from traindeck.backend.presets import blank_preset, free_name
 
         def start() -> None:
             with self._owning():
@@ -121,7 +121,7 @@ class PresetFileActions(Page):
         current = draft.saved_as
         if not save_as and current and not self._is_builtin(current):
             return current
-        from traindeck.backend.presets.sources import free_name
+        from traindeck.backend.presets import free_name
 
         base = draft.preset.name if draft.preset is not None else "my-preset"
         if current and self._is_builtin(current):
@@ -255,7 +255,7 @@ class PresetFileActions(Page):
         if len(files) > 2:
             self._error("Cannot import", "choose at most two files: an accelerate YAML and a DeepSpeed JSON")
             return
-        from traindeck.backend.presets.sources import free_name
+        from traindeck.backend.presets import free_name
 
         stem = Path(files[0]).stem.replace("_", "-")
         name = self._ask_name("Import preset", "Name of the new preset:",
@@ -311,7 +311,7 @@ class PresetFileActions(Page):
                                                     str(Path.home()), CONFIG_FILTER)
         if not file:
             return
-        from traindeck.backend.presets.sources import read_config_file
+        from traindeck.backend.presets import read_config_file
 
         self.ctx.tasks.run(read_config_file, file, done=self.offer_config,
                            failed=lambda error: self._error("Cannot open the config", error))
@@ -322,7 +322,7 @@ class PresetFileActions(Page):
             QMessageBox.information(self, "Nothing to paste", "The clipboard holds no text. Copy an accelerate "
                                     "YAML or a DeepSpeed JSON first.")
             return
-        from traindeck.backend.presets.sources import examine_text
+        from traindeck.backend.presets import examine_text
 
         self.ctx.tasks.run(examine_text, text, done=self.offer_config,
                            failed=lambda error: self._error("Cannot read the pasted config", error))
@@ -330,7 +330,7 @@ class PresetFileActions(Page):
     def offer_config(self, config: ConfigText) -> None:
         """Show what is wrong with a pasted/opened config and the repair on offer; load the user's choice into a
         new unsaved preset."""
-        from traindeck.backend.presets.sources import free_name
+        from traindeck.backend.presets import free_name
         from traindeck.gui.widgets.repair_dialog import AS_IS, REPAIR, RepairDialog
 
         if not config.loadable:

@@ -30,19 +30,25 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.config.messages import Message
-from traindeck.backend.launch.builders import ACCELERATE_CONFIG, DS_CONFIG
-from traindeck.backend.launch.preview import FREE_PORT, RUN_ID, LaunchPreview, preview_launch
+from traindeck.backend.config import Message
+from traindeck.backend.launch import (
+    ACCELERATE_CONFIG,
+    DS_CONFIG,
+    FREE_PORT,
+    RUN_ID,
+    LaunchPreview,
+    preview_launch,
+)
 from traindeck.backend.presets import (
     BUILTIN_NAMES,
     Preset,
     PresetError,
     list_presets,
     load_preset,
+    native_preset_verdicts,
     save_preset,
     validate_preset,
 )
-from traindeck.backend.presets.native import native_preset_verdicts
 from traindeck.gui.context import DEFAULT_PRESET, AppContext
 from traindeck.gui.pages.configure_files import SETTINGS_KEY, PresetFileActions, preset_content
 from traindeck.gui.widgets.config_preview import ConfigPreview
@@ -128,7 +134,7 @@ class ConfigurePage(PresetFileActions):
         """The editor, built now if it is not yet (the schemas' import and the forms take a few hundred ms)."""
         if self.editor is not None:
             return self.editor
-        from traindeck.backend.presets.sources import blank_preset
+        from traindeck.backend.presets import blank_preset
         from traindeck.gui.widgets.preset_editor import PresetEditor
 
         editor = PresetEditor()

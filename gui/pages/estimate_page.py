@@ -38,22 +38,27 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.estimate import GIB, EstimateRow, ModelShape, format_count, format_gib
-from traindeck.backend.estimate.advised_preset import AdvisedPreset, preset_from_advice
-from traindeck.backend.estimate.explain import zero2_above_zero1
-from traindeck.backend.estimate.inputs import (
+from traindeck.backend.estimate import (
     FIELD_LABELS,
+    GIB,
     OPTIMIZERS,
+    PRECISIONS,
+    AdvisedPreset,
     DetectedMachine,
     Estimate,
     EstimateForm,
+    EstimateRow,
     InputProblem,
+    ModelShape,
     check_form,
     counted_shape,
     detect_machine,
     estimate_form,
+    format_count,
+    format_gib,
+    preset_from_advice,
+    zero2_above_zero1,
 )
-from traindeck.backend.estimate.model_states import PRECISIONS
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
 from traindeck.gui.widgets.message_list import MessageList, tone

@@ -18,9 +18,7 @@ from PySide6.QtWidgets import (
     QTabWidget,
 )
 
-from traindeck.backend.runs.control.compare import RunComparison, compare_runs
-from traindeck.backend.runs.control.history import RunHistory
-from traindeck.backend.runs.record.run_store import RunStore
+from traindeck.backend.runs import RunComparison, RunHistory, RunStore, compare_runs
 from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.history_table import RunsModel
 from traindeck.gui.widgets.message_list import tone

@@ -9,10 +9,16 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QLabel, QPushButton, QTableWidget
 
+from traindeck.backend.runs import (
+    ChainPlace,
+    LineageIndex,
+    ProvenanceComparison,
+    RunStore,
+    checkpoint_name,
+    compare_provenance,
+    line_of_work,
+)
 from traindeck.backend.runs.control import leftbehind
-from traindeck.backend.runs.control.lineage import ChainPlace, LineageIndex, checkpoint_name, line_of_work
-from traindeck.backend.runs.record.provenance_diff import ProvenanceComparison, compare_provenance
-from traindeck.backend.runs.record.run_store import RunStore
 from traindeck.gui.pages.history_compare import HistoryComparePart
 from traindeck.gui.widgets.run_leftovers import one_line, size_text
 

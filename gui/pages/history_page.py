@@ -45,11 +45,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.runs.control.compare import RunComparison
-from traindeck.backend.runs.control.history import (
-    RunFigures,
-    RunHistory,
-)
+from traindeck.backend.runs import RunComparison, RunFigures, RunHistory
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.history_compare import DiffHighlighter
 from traindeck.gui.pages.history_leftovers import HistoryLeftoversPart
@@ -261,7 +257,7 @@ class HistoryPage(HistoryLeftoversPart):
         self._demo_dir = tempfile.mkdtemp(prefix="traindeck-demo-history-")
         atexit.register(shutil.rmtree, self._demo_dir, True)  # screenshots quit without closing the window
         root = Path(self._demo_dir)
-        from traindeck.backend.runs.demo.history import create_demo_runs
+        from traindeck.backend.runs import create_demo_runs
 
         self.ctx.tasks.run(create_demo_runs, root / "runs.sqlite3", root, done=self._demo_ready)
 

@@ -11,7 +11,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QBrush, QColor, QIcon
 from PySide6.QtWidgets import QWidget
 
-from traindeck.backend.runs.control.history import (
+from traindeck.backend.runs import (
     RunFigures,
     format_bytes,
     format_duration,

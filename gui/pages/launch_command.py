@@ -19,8 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.launch.environ import masked_env
-from traindeck.backend.launch.plan import LaunchPlan
+from traindeck.backend.launch import LaunchPlan, masked_env
 from traindeck.gui.widgets.message_list import MessageList
 
 

@@ -17,12 +17,9 @@ from traindeck.gui.pages.launch_unattended import launch_on_gpus, queue_sweep
 from traindeck.gui.widgets.message_list import rich_line
 
 if TYPE_CHECKING:
-    from traindeck.backend.estimate.prelaunch import LaunchMemoryCheck
-    from traindeck.backend.launch.builders import LaunchRequest
-    from traindeck.backend.launch.plan import LaunchPlan
-    from traindeck.backend.launch.probe import TrainingEnvironment
-    from traindeck.backend.runs.control.new_run import LaunchOutcome
-    from traindeck.backend.runs.record.run_store import RunRecord
+    from traindeck.backend.estimate import LaunchMemoryCheck
+    from traindeck.backend.launch import LaunchPlan, LaunchRequest, TrainingEnvironment
+    from traindeck.backend.runs import LaunchOutcome, RunRecord
     from traindeck.gui.context import AppContext
     from traindeck.gui.widgets.gpu_picker import GpuPicker
     from traindeck.gui.widgets.hostfile_editor import HostfileEditor

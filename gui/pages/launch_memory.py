@@ -17,8 +17,7 @@ from traindeck.gui.widgets.message_list import MessageList
 from traindeck.gui.widgets.path_field import PathField
 
 if TYPE_CHECKING:  # the estimator is imported when a check runs, not with the page
-    from traindeck.backend.estimate.model_shape import ModelShape
-    from traindeck.backend.estimate.prelaunch import LaunchMemoryCheck
+    from traindeck.backend.estimate import LaunchMemoryCheck, ModelShape
     from traindeck.backend.presets import Preset
     from traindeck.gui.tasks import Tasks
 
@@ -99,7 +98,7 @@ class MemoryCheckBox(QGroupBox):
 # Worker-side: the estimator is imported on the worker thread the first time, so its import never stalls the UI.
 def _memory_check(text: str, shape: ModelShape | None, preset: Preset, nproc: int | None, env: dict[str, str]
                   ) -> tuple[ModelShape, LaunchMemoryCheck]:
-    from traindeck.backend.estimate.prelaunch import check_preset, model_shape
+    from traindeck.backend.estimate import check_preset, model_shape
 
     found = shape or model_shape(text)
     return found, check_preset(preset, found, nproc, env=env)

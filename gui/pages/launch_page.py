@@ -38,10 +38,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.core.paths import resources_dir
-from traindeck.backend.launch.builders import DS_CONFIG_PLACEHOLDER, LAUNCHERS, LaunchRequest
-from traindeck.backend.launch.plan import LaunchPlan
-from traindeck.backend.runs.supervisor.loss_guard import STOP_ON_NAN_ENV
+from traindeck.backend.core import resources_dir
+from traindeck.backend.launch import DS_CONFIG_PLACEHOLDER, LAUNCHERS, LaunchPlan, LaunchRequest
+from traindeck.backend.runs import STOP_ON_NAN_ENV
 from traindeck.gui.context import DEFAULT_PRESET, AppContext, LaunchChoice
 from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.launch_command import CommandBox, argv_html
@@ -57,9 +56,8 @@ from traindeck.gui.widgets.path_field import PathField
 from traindeck.gui.widgets.sweep_editor import SweepEditor
 
 if TYPE_CHECKING:  # the estimator is imported when a check runs, not with the page
-    from traindeck.backend.estimate.prelaunch import LaunchMemoryCheck
-    from traindeck.backend.launch.plan import Launcher
-    from traindeck.backend.launch.probe import TrainingEnvironment
+    from traindeck.backend.estimate import LaunchMemoryCheck
+    from traindeck.backend.launch import Launcher, TrainingEnvironment
     from traindeck.backend.presets import Preset
 
 DEMO_SCRIPT = "demo/train_tiny.py"  # under resources_dir()
@@ -383,7 +381,7 @@ class LaunchPage(LaunchFlow, Page):
 
     def _gpus_for_preview(self) -> tuple[int, ...] | None:
         """The chosen GPUs; for `any:N`, the ones free now (the launch asks NVML again when it starts)."""
-        from traindeck.backend.queue.gpus import parse_gpus
+        from traindeck.backend.queue import parse_gpus
 
         text = self.gpu_picker.gpus_text()
         try:
@@ -546,7 +544,7 @@ class LaunchPage(LaunchFlow, Page):
 # Worker-side functions: the backend modules they use (run store, psutil, the estimator) are imported on the worker
 # thread the first time, so their import time never stalls the UI.
 def _preview(request: LaunchRequest, environment: TrainingEnvironment | None) -> LaunchPlan:
-    from traindeck.backend.launch.preview import preview_plan
+    from traindeck.backend.launch import preview_plan
 
     return preview_plan(request, environment)
 

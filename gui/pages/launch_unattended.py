@@ -9,18 +9,17 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from traindeck.backend.launch.builders import LaunchRequest
-    from traindeck.backend.monitor.nvml import NvmlLibrary
-    from traindeck.backend.runs.control.new_run import LaunchOutcome
-    from traindeck.backend.runs.record.run_store import RunRecord
+    from traindeck.backend.launch import LaunchRequest
+    from traindeck.backend.monitor import NvmlLibrary
+    from traindeck.backend.runs import LaunchOutcome, RunRecord
 
 
 def launch_on_gpus(request: LaunchRequest, gpus_text: str, library: NvmlLibrary | None, **kwargs: Any
                    ) -> LaunchOutcome:
     """Launch now; `gpus_text` ("0,2", "any:2" or "") is resolved against the GPUs as they are at this moment.
     Raises ValueError when `any:N` finds too few free (the run belongs in the queue then)."""
-    from traindeck.backend.queue.gpus import gpus_for_launch_now, parse_gpus, sample_gpus
-    from traindeck.backend.runs.control.new_run import launch_run
+    from traindeck.backend.queue import gpus_for_launch_now, parse_gpus, sample_gpus
+    from traindeck.backend.runs import launch_run
 
     if gpus_text:
         request_gpus = parse_gpus(gpus_text)
@@ -32,8 +31,7 @@ def launch_on_gpus(request: LaunchRequest, gpus_text: str, library: NvmlLibrary 
 def queue_sweep(request: LaunchRequest, *, preset_name: str | None, name: str, sweep: list[str], gpus_text: str
                 ) -> list[RunRecord]:
     """Queue one run per sweep combination, as `traindeck run --sweep` does. Raises ValueError (nothing queued)."""
-    from traindeck.backend.queue.adding import queue_launches
-    from traindeck.backend.queue.entries import QueuedLaunch, QueueStore
+    from traindeck.backend.queue import QueuedLaunch, QueueStore, queue_launches
 
     launch = QueuedLaunch(script=request.script, script_args=list(request.script_args), preset=preset_name,
                           config_file=str(request.config_file) if request.config_file else None,

@@ -32,11 +32,11 @@ COLUMNS = ["Node", "Ranks", "Ranks' memory", "Ranks' CPU", "RAM used", "CPU", "G
 
 def read_run_nodes(run_id: str, run_dir: str | None) -> tuple[str | None, list[dict[str, Any]] | None]:
     """Worker side: (the run's directory, its nodes now); the directory is looked up once, then passed back in."""
-    from traindeck.backend.runs.control.node_report import nodes_summary
+    from traindeck.backend.runs import nodes_summary
 
     if run_dir is None:
-        from traindeck.backend.core.paths import run_store_path
-        from traindeck.backend.runs.record.run_store import RunStore
+        from traindeck.backend.core import run_store_path
+        from traindeck.backend.runs import RunStore
 
         if not run_store_path().exists():
             return None, None

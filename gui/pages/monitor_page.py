@@ -21,8 +21,7 @@ from typing import Any
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QTabWidget, QVBoxLayout
 
-from traindeck.backend.monitor.live import RunChoice
-from traindeck.backend.monitor.loop import MAX_INTERVAL_S, MIN_INTERVAL_S
+from traindeck.backend.monitor import MAX_INTERVAL_S, MIN_INTERVAL_S, RunChoice
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.monitor_nodes import MonitorNodes
@@ -195,7 +194,7 @@ class MonitorPage(MonitorRuns, MonitorSamples, MonitorLayout, Page):
     # ------------------------------------------------------------------------------------------------- demo
     def load_demo(self) -> None:
         """Recorded-looking data in every chart, including a GPU section built from NVML-shaped snapshots."""
-        from traindeck.backend.monitor.demo import demo_offload_view, demo_samples
+        from traindeck.backend.monitor import demo_offload_view, demo_samples
 
         self._demo = True
         self.stop_sampling()

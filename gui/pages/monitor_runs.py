@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from traindeck.backend.monitor.live import RunChoice, run_choices, run_history, run_offload
+from traindeck.backend.monitor import RunChoice, run_choices, run_history, run_offload
 from traindeck.gui.pages.monitor_widgets import NO_RUN, RUN_TOTAL_LINES, clear_series
 from traindeck.gui.widgets.run_state import state_icon
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
 
-from traindeck.backend.monitor.snapshots import GpuSnapshot, ResourceSample, RunSnapshot
+from traindeck.backend.monitor import GpuSnapshot, ResourceSample, RunSnapshot
 from traindeck.gui.pages.monitor_widgets import RUN_TOTAL_LINES, gpu_note, set_row
 from traindeck.gui.widgets.chart_axis import format_value
 
@@ -27,7 +27,7 @@ class MonitorSamples(_Base):
     if TYPE_CHECKING:
         from PySide6.QtWidgets import QTabWidget
 
-        from traindeck.backend.monitor.live import RunChoice
+        from traindeck.backend.monitor import RunChoice
 
         _run: RunChoice | None
         _demo: bool

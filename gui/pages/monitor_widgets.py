@@ -27,8 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.monitor.loop import MAX_INTERVAL_S, MIN_INTERVAL_S
-from traindeck.backend.monitor.snapshots import ResourceSample
+from traindeck.backend.monitor import MAX_INTERVAL_S, MIN_INTERVAL_S, ResourceSample
 from traindeck.gui.pages.base import Page
 from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.core_bars import CoreBars

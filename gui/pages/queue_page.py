@@ -104,7 +104,7 @@ class QueuePage(Page):
         if self._busy or self._showing_demo:
             return
         self._busy = True
-        from traindeck.backend.queue.listing import queue_state
+        from traindeck.backend.queue import queue_state
 
         self.ctx.tasks.run(queue_state, done=self._read, failed=self._failed)
 
@@ -170,7 +170,7 @@ class QueuePage(Page):
 
     # ---------------------------------------------------------------------------------------------- actions
     def act(self, action: str) -> None:
-        from traindeck.backend.queue.listing import queue_action
+        from traindeck.backend.queue import queue_action
 
         row = self._selected_row()
         if action == "pause":

@@ -9,9 +9,8 @@ import time
 import numpy as np
 from PySide6.QtCore import Qt
 
+from traindeck.backend.runs import BoundedSeries, ViewChange
 from traindeck.backend.runs.control import view as watch
-from traindeck.backend.runs.control.watched_run import ViewChange
-from traindeck.backend.runs.record.series import BoundedSeries
 from traindeck.gui.pages.runs_shared import RunsPageShared
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.charts import TimeSeriesChart

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QListWidgetItem
 
-from traindeck.backend.remote.runs import RemoteRuns
+from traindeck.backend.remote import RemoteRuns
+from traindeck.backend.runs import RunRecord
 from traindeck.backend.runs.control import view as watch
-from traindeck.backend.runs.record.run_store import RunRecord
 from traindeck.gui.pages.runs_shared import RunsPageShared
 from traindeck.gui.widgets.run_state import state_icon
 

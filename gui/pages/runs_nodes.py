@@ -11,7 +11,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem, QTabWidget
 
-from traindeck.backend.runs.control.watched_run import ViewChange
+from traindeck.backend.runs import ViewChange
 from traindeck.gui.pages.runs_shared import RunsPageShared
 
 NODES_MS = 5000
@@ -36,7 +36,7 @@ def node_row(node: dict[str, Any]) -> list[str]:
 
 
 def read_nodes(run_dir: str) -> list[dict[str, Any]] | None:
-    from traindeck.backend.runs.control.node_report import nodes_summary
+    from traindeck.backend.runs import nodes_summary
 
     return nodes_summary(Path(run_dir)) if run_dir else None
 

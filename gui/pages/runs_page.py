@@ -35,11 +35,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.remote.runs import RemoteRuns
+from traindeck.backend.remote import RemoteRuns
+from traindeck.backend.runs import STOPPED_TRACEBACK_NOTE, BoundedSeries, RunRecord, RunStore, WatchedRun  # noqa: F401 (the note: tests read it here)
 from traindeck.backend.runs.control import view as watch
-from traindeck.backend.runs.control.watched_run import STOPPED_TRACEBACK_NOTE, WatchedRun  # noqa: F401 (the note: tests read it here)
-from traindeck.backend.runs.record.run_store import RunRecord, RunStore
-from traindeck.backend.runs.record.series import BoundedSeries
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.runs_charts import RunChartsPart
 from traindeck.gui.pages.runs_leftovers import RunLeftoversPart
@@ -522,8 +520,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
 
     def load_demo(self) -> None:
         """A run in progress and a few finished ones, in a store of their own (never the user's)."""
-        from traindeck.backend.runs.demo.history import create_demo_runs
-        from traindeck.backend.runs.demo.live import create_failed_demo, create_running_demo
+        from traindeck.backend.runs import create_demo_runs, create_failed_demo, create_running_demo
 
         self._remove_demo_dir()
         self._demo_dir = tempfile.mkdtemp(prefix="traindeck-demo-runs-")

@@ -21,10 +21,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from traindeck.backend.remote.runs import RemoteRuns, in_source
-from traindeck.backend.runs.control.watched_run import WatchedRun
-from traindeck.backend.runs.record.run_store import RunEvent, RunRecord, RunStore
-from traindeck.backend.runs.record.series import BoundedSeries
+from traindeck.backend.remote import RemoteRuns, in_source
+from traindeck.backend.runs import BoundedSeries, RunEvent, RunRecord, RunStore, WatchedRun
 from traindeck.gui.pages.base import Page
 from traindeck.gui.widgets.charts import TimeSeriesChart
 

@@ -7,10 +7,8 @@ from typing import Any
 
 from PySide6.QtWidgets import QMessageBox
 
+from traindeck.backend.runs import MEMORY_WORDS, STOPPED_TRACEBACK_NOTE, RunRecord
 from traindeck.backend.runs.control import view as watch
-from traindeck.backend.runs.control.watched_run import STOPPED_TRACEBACK_NOTE
-from traindeck.backend.runs.diagnosis.diagnose import MEMORY_WORDS
-from traindeck.backend.runs.record.run_store import RunRecord
 from traindeck.gui.pages.runs_shared import RunsPageShared
 from traindeck.gui.widgets.run_state import panel_style
 
@@ -90,7 +88,7 @@ class RunStopPart(RunsPageShared):
                            failed=lambda text: self._show_stacks(None, text))
 
     def _show_stacks(self, report: Any, error: str = "") -> None:
-        from traindeck.backend.runs.diagnosis.stacks import report_text
+        from traindeck.backend.runs import report_text
 
         self.stacks_button.setEnabled(True)
         self.last_stacks = report

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 
-from traindeck.backend.runs.record.series import BoundedSeries
+from traindeck.backend.runs import BoundedSeries
 
 
 class Ring:

@@ -24,16 +24,21 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.config.editing import (
+from traindeck.backend.config import (
+    FieldSpec,
     FieldTextError,
+    Message,
+    PathT,
+    Section,
+    fields_of,
+    form_keys,
+    format_path,
     get_path,
     remove_path,
     set_path,
     text_from_value,
     value_from_text,
 )
-from traindeck.backend.config.messages import Message, PathT, format_path
-from traindeck.backend.config.schema import FieldSpec, Section, fields_of, form_keys
 
 _UNSET = "(default"  # the first entry of every choice: "(default)" or "(default: VALUE)"
 

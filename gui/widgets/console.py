@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from traindeck.backend.logparse import Line
-from traindeck.backend.runs.control.console_feed import ConsoleBatch, ConsoleFeed
+from traindeck.backend.runs import ConsoleBatch, ConsoleFeed
 from traindeck.gui.widgets.log_view import LogView
 
 DEFAULT_MAX_LINES = 20_000

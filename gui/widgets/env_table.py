@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.launch.environ import is_secret_name, masked_env
+from traindeck.backend.launch import is_secret_name, masked_env
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 SECRET_TIP = ("A secret-looking name: the value is hidden here and never saved to disk (enter it again after a "

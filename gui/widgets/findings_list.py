@@ -9,7 +9,7 @@ from PySide6.QtCore import QEvent, QRect, Qt, Signal
 from PySide6.QtGui import QColor, QResizeEvent
 from PySide6.QtWidgets import QLabel, QListWidget, QListWidgetItem, QSizePolicy, QStyle, QVBoxLayout, QWidget
 
-from traindeck.backend.config.messages import Message
+from traindeck.backend.config import Message
 from traindeck.gui.widgets.message_list import tone
 
 _PATH_ROLE = Qt.ItemDataRole.UserRole

@@ -26,8 +26,8 @@ from PySide6.QtWidgets import (
 )
 
 if TYPE_CHECKING:
-    from traindeck.backend.monitor.nvml import NvmlLibrary
-    from traindeck.backend.queue.gpu_use import GpuUse
+    from traindeck.backend.monitor import NvmlLibrary
+    from traindeck.backend.queue import GpuUse
     from traindeck.gui.tasks import Tasks
 
 NO_GPU_NOTE = "No NVIDIA GPU here: runs use the CPU, and queued runs start one at a time."
@@ -92,7 +92,7 @@ class GpuPicker(QGroupBox):
         if self._refreshing:
             return
         self._refreshing = True
-        from traindeck.backend.queue.gpu_use import gpu_use_now
+        from traindeck.backend.queue import gpu_use_now
 
         library = self.gpu_library_factory() if self.gpu_library_factory is not None else None
         self._tasks.run(gpu_use_now, library, done=self._show, failed=self._failed)
@@ -161,7 +161,7 @@ class GpuPicker(QGroupBox):
         if self.uses is None:
             self._wanted = text  # shown once the GPUs are read
             return
-        from traindeck.backend.queue.gpus import parse_gpus
+        from traindeck.backend.queue import parse_gpus
 
         try:
             request = parse_gpus(text) if text else None

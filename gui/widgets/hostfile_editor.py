@@ -34,16 +34,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.nodes.hostfile import HostRow, row_problems
+from traindeck.backend.nodes import HostRow, row_problems
 from traindeck.gui.tasks import owned
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.message_list import MessageList, tone
 from traindeck.gui.widgets.path_field import PathField
 
 if TYPE_CHECKING:
-    from traindeck.backend.launch.builders import LaunchRequest
-    from traindeck.backend.launch.probe import TrainingEnvironment
-    from traindeck.backend.nodes.preflight import Check
+    from traindeck.backend.launch import LaunchRequest, TrainingEnvironment
+    from traindeck.backend.nodes import Check
     from traindeck.gui.tasks import Tasks
 
 _S = "launch/"  # the Launch page's QSettings group
@@ -241,7 +240,7 @@ class HostfileEditor(QWidget):
         path = str(Path(path).expanduser()) if path else ""
         if not path or path == self._loaded_path:
             return
-        from traindeck.backend.nodes.hostfile import read_hostfile_text
+        from traindeck.backend.nodes import read_hostfile_text
 
         if not Path(path).exists():
             self._original, self._loaded_path = "", path
@@ -253,7 +252,7 @@ class HostfileEditor(QWidget):
                        failed=owned(self, lambda error: self._open_failed(path, error)))
 
     def _opened(self, path: str, text: str) -> None:
-        from traindeck.backend.nodes.hostfile import HostfileError, host_rows, parse_hostfile_text
+        from traindeck.backend.nodes import HostfileError, host_rows, parse_hostfile_text
 
         self._original, self._loaded_path = text, path
         self._file_notes = []
@@ -283,7 +282,7 @@ class HostfileEditor(QWidget):
         original = self._original if path == self._loaded_path else self._text_of(path)
         if original is None:
             return
-        from traindeck.backend.nodes.hostfile import save_edited_hostfile
+        from traindeck.backend.nodes import save_edited_hostfile
 
         rows = self.rows()
         self.save_button.setEnabled(False)
@@ -292,7 +291,7 @@ class HostfileEditor(QWidget):
 
     def _text_of(self, path: str) -> str | None:
         """What a save over another existing file keeps of it (None: it cannot be read, said beside the table)."""
-        from traindeck.backend.nodes.hostfile import HostfileError, read_hostfile_text
+        from traindeck.backend.nodes import HostfileError, read_hostfile_text
 
         if not Path(path).exists():
             return ""
@@ -304,7 +303,7 @@ class HostfileEditor(QWidget):
             return None
 
     def _saved(self, path: str, text: str, rows: list[HostRow], then: Callable[[], None] | None) -> None:
-        from traindeck.backend.nodes.hostfile import host_rows
+        from traindeck.backend.nodes import host_rows
 
         self.save_button.setEnabled(True)
         self._original, self._loaded_path = text, path
@@ -462,8 +461,8 @@ class HostfileEditor(QWidget):
 
 def check_launch_hosts(request: LaunchRequest, environment: TrainingEnvironment | None) -> list[Any]:
     """Worker side: the plan the launch would build, then the checks the launch runs (backend.nodes.launching)."""
-    from traindeck.backend.launch.preview import preview_plan
-    from traindeck.backend.nodes.launching import preflight_checks
+    from traindeck.backend.launch import preview_plan
+    from traindeck.backend.nodes import preflight_checks
 
     return preflight_checks(request, preview_plan(request, environment))
 

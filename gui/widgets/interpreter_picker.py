@@ -8,8 +8,7 @@ import time
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from traindeck.backend.launch.environ import resolve_python
-from traindeck.backend.launch.probe import TrainingEnvironment, probe_environment
+from traindeck.backend.launch import TrainingEnvironment, probe_environment, resolve_python
 from traindeck.gui.tasks import Tasks, owned
 from traindeck.gui.widgets.message_list import rich_line
 from traindeck.gui.widgets.path_field import PathField

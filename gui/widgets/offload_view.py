@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.monitor.live import summarize_steps
+from traindeck.backend.monitor import summarize_steps
 from traindeck.gui.widgets.chart_axis import format_value
 from traindeck.gui.widgets.charts import TimeSeriesChart
 

@@ -31,15 +31,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.config.accelerate_schema import AccelerateConfig
-from traindeck.backend.config.applicability import Applicability
-from traindeck.backend.config.deepspeed_schema import DeepSpeedConfig
-from traindeck.backend.config.editing import get_path
-from traindeck.backend.config.messages import Message, PathT, format_path
-from traindeck.backend.config.schema import FieldSpec
-from traindeck.backend.config.source import Kind
-from traindeck.backend.presets import LAUNCHERS, Preset
-from traindeck.backend.presets.sources import blank_accelerate, blank_deepspeed
+from traindeck.backend.config import (
+    AccelerateConfig,
+    Applicability,
+    DeepSpeedConfig,
+    FieldSpec,
+    Kind,
+    Message,
+    PathT,
+    format_path,
+    get_path,
+)
+from traindeck.backend.presets import LAUNCHERS, Preset, blank_accelerate, blank_deepspeed
 from traindeck.gui.widgets.config_form import ConfigForm, note_style
 
 SECTIONS = ("accelerate", "deepspeed")

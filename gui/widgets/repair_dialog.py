@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.presets.sources import ConfigText
+from traindeck.backend.presets import ConfigText
 from traindeck.gui.widgets.message_list import tone
 
 REPAIR, AS_IS = "repair", "as-is"

@@ -251,7 +251,7 @@ class RunLeftoversPanel(QWidget):
     def save_now(self) -> None:
         if self.data is None:
             return
-        from traindeck.backend.runs.record.savestop import request_save
+        from traindeck.backend.runs import request_save
 
         run_dir = str(self.data.get("run_dir") or "")
         self.tasks.run(request_save, run_dir,

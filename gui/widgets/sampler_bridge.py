@@ -12,9 +12,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from traindeck.backend.monitor.live import LiveSampler
-from traindeck.backend.monitor.nvml import NvmlLibrary
-from traindeck.backend.monitor.snapshots import ResourceSample
+from traindeck.backend.monitor import LiveSampler, NvmlLibrary, ResourceSample
 
 
 class SamplerBridge(QObject):

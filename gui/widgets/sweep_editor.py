@@ -11,7 +11,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QGroupBox, QLabel, QPlainTextEdit, QVBoxLayout
 
-from traindeck.backend.queue.sweep import SweepPoint
+from traindeck.backend.queue import SweepPoint
 
 _SHOWN_NAMES = 4
 
@@ -47,7 +47,7 @@ class SweepEditor(QGroupBox):
 
     def update_summary(self, script_args: list[str], has_preset: bool, base_name: str) -> None:
         """Expand the rows (backend.queue.adding, as `--sweep`) and say how many runs they make."""
-        from traindeck.backend.queue.adding import sweep_points, sweep_run_name
+        from traindeck.backend.queue import sweep_points, sweep_run_name
 
         self.points, self.error = [], ""
         axes = self.axes()

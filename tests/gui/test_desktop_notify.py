@@ -19,8 +19,8 @@ pytest.importorskip("PySide6")
 
 from runhelp import python_job, wait_finished  # noqa: E402
 
-from traindeck.backend.runs.supervisor import alerts  # noqa: E402
 from traindeck.backend.runs.record.run_store import RunStore  # noqa: E402
+from traindeck.backend.runs.supervisor import alerts  # noqa: E402
 
 SERVER = Path(__file__).resolve().parent.parent / "fixtures" / "notify_server.py"
 

@@ -16,11 +16,9 @@ from fixtures.nvml.fake_driver import FakePynvml, recording  # noqa: E402
 from runhelp import python_job, wait_finished, wait_until  # noqa: E402
 
 from traindeck.backend.monitor.nvml import NvmlLibrary  # noqa: E402
-from traindeck.backend.runs.control.lifecycle import (
-    alerts,  # noqa: E402
-    stop_run,  # noqa: E402
-)
+from traindeck.backend.runs.control.lifecycle import stop_run  # noqa: E402
 from traindeck.backend.runs.record.run_store import RunStore  # noqa: E402
+from traindeck.backend.runs.supervisor import alerts  # noqa: E402
 
 RECORDED_PID = 100477  # the training process on both cards of the dual RTX A5000 recording
 

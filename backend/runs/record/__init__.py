@@ -1,1 +1,4 @@
-"""TODO"""
+"""A run's record: its directory (`layout`), the run store (`run_store`, SQLite), metric series kept in bounded
+memory (`series`), where it came from (`provenance`, `provenance_diff`), the checkpoints it left (`checkpoints`),
+its TensorBoard scalars (`tensorboard`), what it was launched with (`launch_settings`), its output read back as
+lines (`log_follow`), the companion's save-then-stop protocol (`savestop`) and the bug-report zip (`bundle`)."""

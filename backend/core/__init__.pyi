@@ -1,0 +1,11 @@
+from . import paths as paths
+from .fileio import atomic_write_text as atomic_write_text
+from .paths import (
+    accelerate_default_config as accelerate_default_config,
+)
+from .paths import (
+    resources_dir as resources_dir,
+)
+from .paths import (
+    run_store_path as run_store_path,
+)

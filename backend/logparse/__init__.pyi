@@ -1,0 +1,9 @@
+from .assembler import LineAssembler as LineAssembler
+from .assembler import strip_ansi as strip_ansi
+from .model import Line as Line
+from .model import Metric as Metric
+from .model import Progress as Progress
+from .parser import OutputParser as OutputParser
+from .report import REPORT_MARKER as REPORT_MARKER
+from .screen import ConsoleBuffer as ConsoleBuffer
+from .screen import collapse_transient as collapse_transient

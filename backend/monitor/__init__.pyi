@@ -1,0 +1,29 @@
+from .demo import demo_offload_view as demo_offload_view
+from .demo import demo_samples as demo_samples
+from .live import (
+    LiveSampler as LiveSampler,
+)
+from .live import (
+    RunChoice as RunChoice,
+)
+from .live import (
+    run_choices as run_choices,
+)
+from .live import (
+    run_history as run_history,
+)
+from .live import (
+    run_offload as run_offload,
+)
+from .live import (
+    summarize_steps as summarize_steps,
+)
+from .loop import MAX_INTERVAL_S as MAX_INTERVAL_S
+from .loop import MIN_INTERVAL_S as MIN_INTERVAL_S
+from .loop import check_interval as check_interval
+from .nvml import NvmlLibrary as NvmlLibrary
+from .sampler import ResourceSampler as ResourceSampler
+from .snapshots import GpuSnapshot as GpuSnapshot
+from .snapshots import ResourceSample as ResourceSample
+from .snapshots import RunSnapshot as RunSnapshot
+from .store_read import resource_summary as resource_summary

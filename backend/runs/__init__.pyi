@@ -1,0 +1,113 @@
+from .control.alert_feed import Alert as Alert
+from .control.alert_feed import alert_mark as alert_mark
+from .control.alert_feed import alerts_after as alerts_after
+from .control.compare import RunComparison as RunComparison
+from .control.compare import compare_runs as compare_runs
+from .control.console_feed import ConsoleBatch as ConsoleBatch
+from .control.console_feed import ConsoleFeed as ConsoleFeed
+from .control.history import (
+    RunFigures as RunFigures,
+)
+from .control.history import (
+    RunHistory as RunHistory,
+)
+from .control.history import (
+    format_bytes as format_bytes,
+)
+from .control.history import (
+    format_duration as format_duration,
+)
+from .control.history import (
+    format_rate as format_rate,
+)
+from .control.history import (
+    format_seconds_per_step as format_seconds_per_step,
+)
+from .control.leftbehind import summary_fields as summary_fields
+from .control.lifecycle import (
+    StopOutcome as StopOutcome,
+)
+from .control.lifecycle import (
+    new_run_dir as new_run_dir,
+)
+from .control.lifecycle import (
+    start_run as start_run,
+)
+from .control.lifecycle import (
+    stop_run as stop_run,
+)
+from .control.lineage import (
+    ChainPlace as ChainPlace,
+)
+from .control.lineage import (
+    LineageIndex as LineageIndex,
+)
+from .control.lineage import (
+    checkpoint_name as checkpoint_name,
+)
+from .control.lineage import (
+    line_of_work as line_of_work,
+)
+from .control.new_run import LaunchOutcome as LaunchOutcome
+from .control.new_run import launch_run as launch_run
+from .control.node_report import node_text as node_text
+from .control.node_report import nodes_summary as nodes_summary
+from .control.relaunch import checkpoints_of as checkpoints_of
+from .control.relaunch import rerun as rerun
+from .control.relaunch import resume as resume
+from .control.resume import ResumeError as ResumeError
+from .control.resume import check_template as check_template
+from .control.view import RunView as RunView
+from .control.view import duration_text as duration_text
+from .control.view import read_view as read_view
+from .control.watched_run import (
+    STOPPED_TRACEBACK_NOTE as STOPPED_TRACEBACK_NOTE,
+)
+from .control.watched_run import (
+    ViewChange as ViewChange,
+)
+from .control.watched_run import (
+    WatchedRun as WatchedRun,
+)
+from .demo.history import create_demo_runs as create_demo_runs
+from .demo.live import create_failed_demo as create_failed_demo
+from .demo.live import create_running_demo as create_running_demo
+from .diagnosis.diagnose import MEMORY_WORDS as MEMORY_WORDS
+from .diagnosis.diagnose import Diagnosis as Diagnosis
+from .diagnosis.diagnose import diagnose as diagnose
+from .diagnosis.stacks import report_text as report_text
+from .diagnosis.stacks import take_run_stacks as take_run_stacks
+from .record.bundle import write_bundle as write_bundle
+from .record.layout import RunDir as RunDir
+from .record.log_follow import LogReader as LogReader
+from .record.log_follow import follow_lines as follow_lines
+from .record.provenance_diff import (
+    ProvenanceComparison as ProvenanceComparison,
+)
+from .record.provenance_diff import (
+    compare_provenance as compare_provenance,
+)
+from .record.run_store import RunEvent as RunEvent
+from .record.run_store import RunRecord as RunRecord
+from .record.run_store import RunStore as RunStore
+from .record.savestop import SAVE_THEN_STOP as SAVE_THEN_STOP
+from .record.savestop import request_save as request_save
+from .record.savestop import save_hold_s as save_hold_s
+from .record.series import BoundedSeries as BoundedSeries
+from .supervisor.alerts import desktop_notifications as desktop_notifications
+from .supervisor.liveness import (
+    INTERNAL_MODULES as INTERNAL_MODULES,
+)
+from .supervisor.liveness import (
+    end_lost_run as end_lost_run,
+)
+from .supervisor.liveness import (
+    reconcile as reconcile,
+)
+from .supervisor.liveness import (
+    run_processes as run_processes,
+)
+from .supervisor.liveness import (
+    supervisor_alive as supervisor_alive,
+)
+from .supervisor.loss_guard import STOP_ON_NAN_ENV as STOP_ON_NAN_ENV

@@ -1,0 +1,3 @@
+from .jobinfo import slurm_fields as slurm_fields
+from .script import SlurmOptions as SlurmOptions
+from .script import slurm_plan as slurm_plan
