@@ -31,7 +31,7 @@ from traindeck.gui.context import AppContext
 from traindeck.gui.tasks import TaskError
 
 if TYPE_CHECKING:
-    from traindeck.gui.pages.runs_page import RunsPage
+    from traindeck.gui.pages.runs import RunsPage
 
 RECENT_KEY = "remote/recent_hosts"
 TRAINDECK_KEY = "remote/traindeck"

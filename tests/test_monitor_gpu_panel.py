@@ -22,7 +22,7 @@ WAIT_MS = 15000
 
 @pytest.fixture
 def page(qtbot, traindeck_home: Path):
-    from traindeck.gui.pages.monitor_page import MonitorPage
+    from traindeck.gui.pages.monitor import MonitorPage
 
     settings = QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat)
     settings.setValue("monitor/interval", 0.2)

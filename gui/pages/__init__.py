@@ -1,5 +1,5 @@
-"""The dashboard's pages. Each `*_page.py` module defines `PAGE`, a `Page` subclass; the main window finds them
-here, so adding a page touches no other file."""
+"""The dashboard's pages. Each page is a package here whose `__init__` assembles its panels and defines `PAGE`, a
+`Page` subclass; the main window finds them here, so adding a page touches no other file."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
 
 # Listed for frozen builds, where walking the package may not see modules PyInstaller did not collect.
-KNOWN = ("configure_page", "launch_page", "runs_page", "monitor_page", "estimate_page", "history_page", "queue_page")
+KNOWN = ("configure", "launch", "runs", "monitor", "estimate", "history", "queue")
 
 
 def discover() -> list[type[Page]]:
-    names = {m.name for m in pkgutil.iter_modules(__path__) if m.name.endswith("_page")} | set(KNOWN)
+    names = {m.name for m in pkgutil.iter_modules(__path__) if m.ispkg} | set(KNOWN)
     found: list[type[Page]] = []
     for name in sorted(names):
         try:
@@ -56,7 +56,7 @@ class PageEntry:
 def discover_entries() -> list[PageEntry]:
     """Like discover(), without importing the page modules (a module whose attributes are not plain literals in its
     source, or whose source is not shipped, is imported to read them)."""
-    names = {m.name for m in pkgutil.iter_modules(__path__) if m.name.endswith("_page")} | set(KNOWN)
+    names = {m.name for m in pkgutil.iter_modules(__path__) if m.ispkg} | set(KNOWN)
     found: list[PageEntry] = []
     for name in sorted(names):
         module = f"{__name__}.{name}"

@@ -25,7 +25,7 @@ Button = QMessageBox.StandardButton
 
 @pytest.fixture
 def page(qtbot, traindeck_home: Path):
-    from traindeck.gui.pages.configure_page import ConfigurePage
+    from traindeck.gui.pages.configure import ConfigurePage
 
     settings = QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat)
     ctx = AppContext(settings=settings)

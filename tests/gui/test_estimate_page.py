@@ -28,7 +28,7 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 @pytest.fixture
 def page(qtbot):
     from traindeck.gui.context import AppContext
-    from traindeck.gui.pages.estimate_page import EstimatePage
+    from traindeck.gui.pages.estimate import EstimatePage
 
     ctx = AppContext()
     page = EstimatePage(ctx)

@@ -39,7 +39,7 @@ def _provenance(run_dir: str, commit: str, dirty: bool, freeze: str) -> None:
 
 def test_chain_compare_provenance_and_bundle(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from traindeck.gui.context import AppContext
-    from traindeck.gui.pages.history_page import HistoryPage
+    from traindeck.gui.pages.history import HistoryPage
 
     with RunStore() as store:
         first = make_run(store, "first", started=T0)

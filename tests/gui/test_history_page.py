@@ -27,7 +27,7 @@ def make_page(qtbot):
 
     def make():
         from traindeck.gui.context import AppContext
-        from traindeck.gui.pages.history_page import HistoryPage
+        from traindeck.gui.pages.history import HistoryPage
 
         ctx = AppContext()
         page = HistoryPage(ctx)

@@ -32,7 +32,7 @@ node2 slots=1
 @pytest.fixture
 def page(qtbot, traindeck_home, probe_cache, tmp_path):  # noqa: F811
     from traindeck.gui.context import AppContext
-    from traindeck.gui.pages.launch_page import LaunchPage
+    from traindeck.gui.pages.launch import LaunchPage
 
     shutil.copytree(probe_cache, traindeck_home / "cache" / "probes")
     settings = QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
@@ -207,7 +207,7 @@ def test_a_two_node_run_launched_from_the_page_is_watched_node_by_node_on_the_mo
 
     from traindeck.backend.launch.builders import DS_CONFIG_PLACEHOLDER
     from traindeck.backend.runs.control.lifecycle import stop_run
-    from traindeck.gui.pages.monitor_page import MonitorPage
+    from traindeck.gui.pages.monitor import MonitorPage
 
     monkeypatch.setenv("PDSH_SSH_ARGS_APPEND", ssh_nodes.env["PDSH_SSH_ARGS_APPEND"])
     page.script.setText(str(DEMO))

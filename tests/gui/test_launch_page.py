@@ -31,7 +31,7 @@ URL_PASSWORD = "pr0xyPassw0rd"
 @pytest.fixture
 def make_page(qtbot, traindeck_home, probe_cache):  # noqa: F811
     from traindeck.gui.context import AppContext
-    from traindeck.gui.pages.launch_page import LaunchPage
+    from traindeck.gui.pages.launch import LaunchPage
 
     shutil.copytree(probe_cache, traindeck_home / "cache" / "probes")
     contexts = []

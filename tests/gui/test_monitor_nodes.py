@@ -31,7 +31,7 @@ WAIT_MS = 15000
 
 @pytest.fixture
 def page(qtbot, traindeck_home: Path):
-    from traindeck.gui.pages.monitor_page import MonitorPage
+    from traindeck.gui.pages.monitor import MonitorPage
 
     settings = QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat)
     settings.setValue("monitor/interval", 0.5)
@@ -138,7 +138,7 @@ def test_a_running_multi_node_runs_nodes_are_side_by_side_and_follow_the_watch(p
 
 def test_each_nodes_line_comes_in_the_tables_order_whichever_node_reports_first(qtbot, traindeck_home: Path) -> None:
     """CI saw the second node's figures first: its line was made first and took the first colour."""
-    from traindeck.gui.pages.monitor_nodes import MonitorNodes
+    from traindeck.gui.pages.monitor.nodes_panel import MonitorNodes
 
     ctx = AppContext(settings=QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat))
     view = MonitorNodes(ctx.tasks, 1.0)

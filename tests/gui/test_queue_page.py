@@ -14,7 +14,7 @@ from traindeck.backend.queue.entries import QueuedLaunch, QueueStore  # noqa: E4
 @pytest.fixture
 def page(qtbot):
     from traindeck.gui.context import AppContext
-    from traindeck.gui.pages.queue_page import QueuePage
+    from traindeck.gui.pages.queue import QueuePage
 
     page = QueuePage(AppContext())
     qtbot.addWidget(page)
@@ -56,7 +56,7 @@ def test_the_demo_window_reads_the_real_queue(qtbot):
     """`make demo` opens the window with demo=True and launches real runs: its Queue page said "Reading the
     queue..." forever (it skipped every read in demo mode), while a sweep queued from its Launch page waited."""
     from traindeck.gui.context import AppContext
-    from traindeck.gui.pages.queue_page import QueuePage
+    from traindeck.gui.pages.queue import QueuePage
 
     with QueueStore() as queue:
         queue.update_settings(paused=True)
@@ -83,7 +83,7 @@ def test_the_demo_window_reads_the_real_queue(qtbot):
 def test_ids_are_shown_whole_and_rows_are_not_numbered_beside_pos(qtbot):
     """The walk-through's screenshot: row numbers 1, 2, 3 beside the Pos column, and ids cut to "20260101-09..."."""
     from traindeck.gui.context import AppContext
-    from traindeck.gui.pages.queue_page import QueuePage
+    from traindeck.gui.pages.queue import QueuePage
 
     page = QueuePage(AppContext(demo=True))
     qtbot.addWidget(page)

@@ -20,7 +20,7 @@ from traindeck.backend.core import paths
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 from traindeck.backend.runs.supervisor.liveness import run_processes
 from traindeck.gui.context import AppContext
-from traindeck.gui.pages.runs_page import RunsPage
+from traindeck.gui.pages.runs import RunsPage
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "tests" / "fixtures" / "scripts" / "hf_layout_checkpoints.py"

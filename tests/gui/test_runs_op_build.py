@@ -17,7 +17,7 @@ from runhelp import SCRIPTS, events, get, job_env, start, wait_finished
 from traindeck.backend.core import paths
 from traindeck.backend.runs.record.run_store import RunStore
 from traindeck.gui.context import AppContext
-from traindeck.gui.pages.runs_page import RunsPage
+from traindeck.gui.pages.runs import RunsPage
 
 pytestmark = [pytest.mark.slow, pytest.mark.train]
 # Far below the build's length (checked below), above `import torch` on a busy machine.

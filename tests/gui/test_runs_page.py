@@ -17,7 +17,7 @@ from traindeck.backend.runs.record.layout import create_run_dir
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 from traindeck.backend.runs.supervisor.liveness import run_processes
 from traindeck.gui.context import AppContext
-from traindeck.gui.pages.runs_page import RunsPage
+from traindeck.gui.pages.runs import RunsPage
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "resources" / "demo" / "train_tiny.py"
@@ -63,7 +63,7 @@ def list_texts(page: RunsPage) -> list[str]:
 
 
 def test_a_stopped_runs_traceback_is_called_the_expected_shape_of_a_stop(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
-    from traindeck.gui.pages.runs_page import STOPPED_TRACEBACK_NOTE
+    from traindeck.gui.pages.runs import STOPPED_TRACEBACK_NOTE
 
     record = add_run("stopped", log=b"step 1\nTraceback (most recent call last):\nKeyboardInterrupt\n")
     with RunStore() as store:
@@ -330,8 +330,8 @@ def test_force_stop_kills_a_run_at_once(qtbot, make_page) -> None:  # type: igno
 
 
 def test_off_screen_the_page_reads_but_draws_nothing_and_catches_up_on_return(qtbot, make_page, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from traindeck.gui.pages import runs_charts
-    from traindeck.gui.pages.runs_page import HIDDEN_POLL_MS, POLL_MAX_MS
+    from traindeck.gui.pages.runs import HIDDEN_POLL_MS, POLL_MAX_MS
+    from traindeck.gui.pages.runs import charts_panel as runs_charts
 
     record = add_run("hidden", log=b"line 1\n")
     with RunStore() as store:
@@ -372,7 +372,7 @@ def test_off_screen_the_page_reads_but_draws_nothing_and_catches_up_on_return(qt
 
 
 def test_polling_backs_off_while_nothing_changes(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
-    from traindeck.gui.pages.runs_page import POLL_MAX_MS, POLL_MS
+    from traindeck.gui.pages.runs import POLL_MAX_MS, POLL_MS
 
     record = add_run("quiet", log=b"waiting\n")
     with RunStore() as store:

@@ -12,7 +12,7 @@ from traindeck.backend.core import paths
 from traindeck.backend.runs.control.lifecycle import stop_run
 from traindeck.backend.runs.record.run_store import RunStore
 from traindeck.gui.context import AppContext
-from traindeck.gui.pages.runs_page import RunsPage
+from traindeck.gui.pages.runs import RunsPage
 
 pytestmark = [pytest.mark.slow, pytest.mark.train]
 

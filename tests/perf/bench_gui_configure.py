@@ -47,7 +47,7 @@ def timed(fn: Callable[[], object], runs: int = RUNS) -> tuple[float, float, flo
 def main() -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     from traindeck.gui.context import AppContext
-    from traindeck.gui.pages.configure_page import ConfigurePage
+    from traindeck.gui.pages.configure import ConfigurePage
 
     rows: list[tuple[str, float, float, float, str]] = []
     for name in ("cpu-demo", "zero2", "zero3-offload", "fsdp-full-shard", "zero-infinity-nvme"):

@@ -72,7 +72,7 @@ def main() -> int:
     results.append(("history refresh, cached (worker)", *_time(history.rows)))
 
     from traindeck.gui.context import AppContext
-    from traindeck.gui.pages.history_page import HistoryPage
+    from traindeck.gui.pages.history import HistoryPage
 
     page = HistoryPage(AppContext())
     page.resize(1100, 700)

@@ -31,7 +31,7 @@ STALL_BUDGET_MS = 100.0
 def main() -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     from traindeck.gui.context import AppContext
-    from traindeck.gui.pages.launch_page import LaunchPage
+    from traindeck.gui.pages.launch import LaunchPage
 
     settings = QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
     ctx = AppContext(demo=True, settings=settings)

@@ -19,7 +19,7 @@ from traindeck.backend.runs import (
     line_of_work,
 )
 from traindeck.backend.runs.control import leftbehind
-from traindeck.gui.pages.history_compare import HistoryComparePart
+from traindeck.gui.pages.history.compare_panel import HistoryComparePart
 from traindeck.gui.widgets.run_leftovers import one_line, size_text
 
 

@@ -1,5 +1,5 @@
 """The Runs page's list of runs (running first, then recent): read every LIST_MS while on screen, redrawn only
-when what it shows changed. Part of RunsPage (gui/pages/runs_page.py), split off along its seams."""
+when what it shows changed. Part of RunsPage (gui/pages/runs/__init__.py), split off along its seams."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QListWidgetItem
 from traindeck.backend.remote import RemoteRuns
 from traindeck.backend.runs import RunRecord
 from traindeck.backend.runs.control import view as watch
-from traindeck.gui.pages.runs_shared import RunsPageShared
+from traindeck.gui.pages.runs.shared import RunsPageShared
 from traindeck.gui.widgets.run_state import state_icon
 
 if TYPE_CHECKING:

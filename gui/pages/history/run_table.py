@@ -1,5 +1,5 @@
 """History's table of runs: the model behind it (cells formatted once per refresh, only changed rows reported)
-and its columns. Part of HistoryPage (gui/pages/history_page.py), split off along its seams."""
+and its columns. Part of HistoryPage (gui/pages/history/__init__.py), split off along its seams."""
 
 from __future__ import annotations
 

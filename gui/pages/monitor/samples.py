@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import Qt
 
 from traindeck.backend.monitor import GpuSnapshot, ResourceSample, RunSnapshot
-from traindeck.gui.pages.monitor_widgets import RUN_TOTAL_LINES, gpu_note, set_row
+from traindeck.gui.pages.monitor.layout import RUN_TOTAL_LINES, gpu_note, set_row
 from traindeck.gui.widgets.chart_axis import format_value
 
 if TYPE_CHECKING:
-    from traindeck.gui.pages.monitor_widgets import MonitorLayout
+    from traindeck.gui.pages.monitor.layout import MonitorLayout
 
     _Base = MonitorLayout
 else:

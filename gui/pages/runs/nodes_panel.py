@@ -12,7 +12,7 @@ from typing import Any
 from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem, QTabWidget
 
 from traindeck.backend.runs import ViewChange
-from traindeck.gui.pages.runs_shared import RunsPageShared
+from traindeck.gui.pages.runs.shared import RunsPageShared
 
 NODES_MS = 5000
 COLUMNS = ("Node", "Ranks", "Peak ranks memory", "Peak RAM used", "Peak CPU", "Peak GPU memory", "State")

@@ -24,10 +24,10 @@ from PySide6.QtWidgets import QTabWidget, QVBoxLayout
 from traindeck.backend.monitor import MAX_INTERVAL_S, MIN_INTERVAL_S, RunChoice
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
-from traindeck.gui.pages.monitor_nodes import MonitorNodes
-from traindeck.gui.pages.monitor_runs import MonitorRuns
-from traindeck.gui.pages.monitor_samples import MonitorSamples
-from traindeck.gui.pages.monitor_widgets import NO_RUN, WINDOWS, MonitorLayout
+from traindeck.gui.pages.monitor.layout import NO_RUN, WINDOWS, MonitorLayout
+from traindeck.gui.pages.monitor.nodes_panel import MonitorNodes
+from traindeck.gui.pages.monitor.run_panel import MonitorRuns
+from traindeck.gui.pages.monitor.samples import MonitorSamples
 from traindeck.gui.widgets.offload_view import OffloadView
 from traindeck.gui.widgets.sampler_bridge import SamplerBridge
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, cast
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QMessageBox, QPushButton, QWidget
 
-from traindeck.gui.pages.launch_unattended import launch_on_gpus, queue_sweep
+from traindeck.gui.pages.launch.unattended import launch_on_gpus, queue_sweep
 from traindeck.gui.widgets.message_list import rich_line
 
 if TYPE_CHECKING:

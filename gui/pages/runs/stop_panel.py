@@ -1,5 +1,5 @@
 """The Runs page's stop (graceful, forced), stacks, the stop story and the diagnosis of an ended run. Part of
-RunsPage (gui/pages/runs_page.py), split off along its seams."""
+RunsPage (gui/pages/runs/__init__.py), split off along its seams."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from traindeck.backend.runs import MEMORY_WORDS, STOPPED_TRACEBACK_NOTE, RunRecord
 from traindeck.backend.runs.control import view as watch
-from traindeck.gui.pages.runs_shared import RunsPageShared
+from traindeck.gui.pages.runs.shared import RunsPageShared
 from traindeck.gui.widgets.run_state import panel_style
 
 STOP_GRACE_S = 10.0

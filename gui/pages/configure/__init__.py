@@ -50,7 +50,7 @@ from traindeck.backend.presets import (
     validate_preset,
 )
 from traindeck.gui.context import DEFAULT_PRESET, AppContext
-from traindeck.gui.pages.configure_files import SETTINGS_KEY, PresetFileActions, preset_content
+from traindeck.gui.pages.configure.file_actions import SETTINGS_KEY, PresetFileActions, preset_content
 from traindeck.gui.widgets.config_preview import ConfigPreview
 from traindeck.gui.widgets.findings_list import FindingsList
 from traindeck.gui.widgets.preset_list import PresetList

@@ -1,5 +1,5 @@
 """History's comparison of two runs, drawn: figures side by side, config differences, the configs' unified diff.
-The comparison itself is backend/runs/control/compare.py. Part of HistoryPage (gui/pages/history_page.py), split off
+The comparison itself is backend/runs/control/compare.py. Part of HistoryPage (gui/pages/history/__init__.py), split off
 along its seams."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 
 from traindeck.backend.runs import RunComparison, RunHistory, RunStore, compare_runs
 from traindeck.gui.pages.base import Page
-from traindeck.gui.pages.history_table import RunsModel
+from traindeck.gui.pages.history.run_table import RunsModel
 from traindeck.gui.widgets.message_list import tone
 
 

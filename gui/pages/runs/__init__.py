@@ -39,11 +39,11 @@ from traindeck.backend.remote import RemoteRuns
 from traindeck.backend.runs import STOPPED_TRACEBACK_NOTE, BoundedSeries, RunRecord, RunStore, WatchedRun  # noqa: F401 (the note: tests read it here)
 from traindeck.backend.runs.control import view as watch
 from traindeck.gui.context import AppContext
-from traindeck.gui.pages.runs_charts import RunChartsPart
-from traindeck.gui.pages.runs_leftovers import RunLeftoversPart
-from traindeck.gui.pages.runs_list import _RUN_ID, RunListPart
-from traindeck.gui.pages.runs_nodes import RunNodesPart
-from traindeck.gui.pages.runs_stop import STOP_GRACE_S, RunStopPart
+from traindeck.gui.pages.runs.charts_panel import RunChartsPart
+from traindeck.gui.pages.runs.leftovers_panel import RunLeftoversPart
+from traindeck.gui.pages.runs.nodes_panel import RunNodesPart
+from traindeck.gui.pages.runs.run_list import _RUN_ID, RunListPart
+from traindeck.gui.pages.runs.stop_panel import STOP_GRACE_S, RunStopPart
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.console import LogConsole
 from traindeck.gui.widgets.labels import ElidedLabel, SteadyLabel, SteadyProgressBar

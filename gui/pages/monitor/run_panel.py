@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from traindeck.backend.monitor import RunChoice, run_choices, run_history, run_offload
-from traindeck.gui.pages.monitor_widgets import NO_RUN, RUN_TOTAL_LINES, clear_series
+from traindeck.gui.pages.monitor.layout import NO_RUN, RUN_TOTAL_LINES, clear_series
 from traindeck.gui.widgets.run_state import state_icon
 
 if TYPE_CHECKING:
     from PySide6.QtCore import QTimer
 
-    from traindeck.gui.pages.monitor_nodes import MonitorNodes
-    from traindeck.gui.pages.monitor_samples import MonitorSamples
+    from traindeck.gui.pages.monitor.nodes_panel import MonitorNodes
+    from traindeck.gui.pages.monitor.samples import MonitorSamples
     from traindeck.gui.widgets.offload_view import OffloadView
     from traindeck.gui.widgets.sampler_bridge import SamplerBridge
 

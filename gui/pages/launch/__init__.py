@@ -43,9 +43,9 @@ from traindeck.backend.launch import DS_CONFIG_PLACEHOLDER, LAUNCHERS, LaunchPla
 from traindeck.backend.runs import STOP_ON_NAN_ENV
 from traindeck.gui.context import DEFAULT_PRESET, AppContext, LaunchChoice
 from traindeck.gui.pages.base import Page
-from traindeck.gui.pages.launch_command import CommandBox, argv_html
-from traindeck.gui.pages.launch_flow import LaunchFlow, processes_text
-from traindeck.gui.pages.launch_memory import MemoryCheckBox
+from traindeck.gui.pages.launch.command_panel import CommandBox, argv_html
+from traindeck.gui.pages.launch.flow import LaunchFlow, processes_text
+from traindeck.gui.pages.launch.memory_panel import MemoryCheckBox
 from traindeck.gui.widgets.alert_settings import AlertSettings
 from traindeck.gui.widgets.env_table import EnvTable
 from traindeck.gui.widgets.gpu_picker import GpuPicker

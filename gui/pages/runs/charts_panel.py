@@ -1,5 +1,5 @@
 """The Runs page's charts and last metrics: the watched run's series drawn only when the screen would change,
-zoom re-reads at full resolution. Part of RunsPage (gui/pages/runs_page.py), split off along its seams."""
+zoom re-reads at full resolution. Part of RunsPage (gui/pages/runs/__init__.py), split off along its seams."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 
 from traindeck.backend.runs import BoundedSeries, ViewChange
 from traindeck.backend.runs.control import view as watch
-from traindeck.gui.pages.runs_shared import RunsPageShared
+from traindeck.gui.pages.runs.shared import RunsPageShared
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.labels import SteadyLabel

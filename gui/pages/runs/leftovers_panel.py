@@ -14,7 +14,7 @@ from typing import Any
 from PySide6.QtWidgets import QLabel, QPushButton, QTabWidget, QWidget
 
 from traindeck.backend.runs import SAVE_THEN_STOP, ViewChange
-from traindeck.gui.pages.runs_shared import RunsPageShared
+from traindeck.gui.pages.runs.shared import RunsPageShared
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.run_leftovers import RunLeftoversPanel
 

@@ -47,9 +47,9 @@ from PySide6.QtWidgets import (
 
 from traindeck.backend.runs import RunComparison, RunFigures, RunHistory
 from traindeck.gui.context import AppContext
-from traindeck.gui.pages.history_compare import DiffHighlighter
-from traindeck.gui.pages.history_leftovers import HistoryLeftoversPart
-from traindeck.gui.pages.history_table import COLUMNS, ID_ROLE, SORT_ROLE, RunsModel
+from traindeck.gui.pages.history.compare_panel import DiffHighlighter
+from traindeck.gui.pages.history.leftovers_panel import HistoryLeftoversPart
+from traindeck.gui.pages.history.run_table import COLUMNS, ID_ROLE, SORT_ROLE, RunsModel
 
 REFRESH_MS = 3000
 
