@@ -15,7 +15,7 @@ export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
 # own folder (~/.cache/traindeck/torch_extensions/<interpreter+torch>), where runs and tests find them. A
 # TORCH_EXTENSIONS_DIR you set yourself is used instead.
 
-.PHONY: demo test setup setup-core check-setup lint bench soak clean frozen icons install-desktop uninstall-desktop tour
+.PHONY: demo test setup setup-core check-setup lint bench soak clean frozen icons install-desktop uninstall-desktop tour docs
 
 # Refuses at once, before any set-up, where no window could be seen (no DISPLAY / WAYLAND_DISPLAY) or Qt could not
 # open one (X11 libraries missing: the exact apt-get line is printed). Ctrl+C closes the window.
@@ -74,10 +74,20 @@ bench: $(STAMP)
 soak: $(STAMP)
 	$(BIN)/python tests/perf/bench_gui_soak.py
 
+# The documentation site (mkdocs.yml, docs/) into site/, every warning an error; the command-line reference is
+# generated from the argparse parsers at build time (docs/hooks/cli_reference.py). Installs the `docs` extra first
+# where mkdocs is missing.
+docs: export PYTHONWARNINGS = ignore:Editable installation:UserWarning
+docs: export NO_MKDOCS_2_WARNING = 1
+docs:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -x $(BIN)/mkdocs || $(BIN)/python -m pip install -q -e ".[docs]"
+	$(BIN)/mkdocs build --strict
+
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
 
-# ---- the desktop app (README: "Building the desktop app") ------------------------------------------------------
+# ---- the desktop app (docs/desktop-app.md) ---------------------------------------------------------------------
 # dist/traindeck/traindeck: one folder, the dashboard and the command line without a Python install. Training
 # still runs in the Python the user picks (with torch); the bundle never contains torch/DeepSpeed/accelerate.
 # Needs only the dashboard's own dependencies (not the train extra).

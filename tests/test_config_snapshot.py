@@ -161,12 +161,12 @@ def test_config_check_reads_the_snapshot_without_importing_the_tools(tmp_path: P
     assert done.stdout.strip() == "imported: []"
 
 
-def test_readme_counts_are_the_snapshots() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+def test_documented_counts_are_the_snapshots() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "configs.md").read_text(encoding="utf-8")
     deepspeed, accelerate = snapshot.all_keys("deepspeed"), snapshot.all_keys("accelerate")
     ds_count = sum(len(keys) for keys in deepspeed.values())
-    assert f"DeepSpeed {snapshot.version('deepspeed')} ({ds_count} spellings in {len(deepspeed)} sections" in readme
-    assert f"accelerate {snapshot.version('accelerate')} ({sum(len(k) for k in accelerate.values())}:" in readme
+    assert f"DeepSpeed {snapshot.version('deepspeed')} ({ds_count} spellings in {len(deepspeed)} sections" in page
+    assert f"accelerate {snapshot.version('accelerate')} ({sum(len(k) for k in accelerate.values())}:" in page
 
 
 def test_deepspeeds_validated_sections_take_types_and_defaults_from_the_snapshot() -> None:

@@ -1,8 +1,8 @@
 """A PyInstaller-frozen traindeck: its executable is no Python, and the bootloader changed the environment.
 
 Simulated here (sys.frozen, sys._MEIPASS, the app as sys.executable, the bootloader's variables); the real bundle
-is checked by `make frozen` and the README's steps. Every Python the app starts (training, the native config
-checks, the parameter counter) must be the user's interpreter with the user's environment.
+is checked by `make frozen` and the steps in docs/desktop-app.md. Every Python the app starts (training, the
+native config checks, the parameter counter) must be the user's interpreter with the user's environment.
 """
 
 from __future__ import annotations

@@ -157,7 +157,7 @@ class BoundedSeries:
         return array("d", self._x), array("d", self._y)
 
     def nbytes(self) -> int:
-        """Bytes held by the arrays (the bound the README states)."""
+        """Bytes held by the arrays (the bound docs/dashboard.md states)."""
         return sum(a.buffer_info()[1] * a.itemsize for a in (self._x, self._y, self._bx, self._blo, self._bhi))
 
 
