@@ -67,7 +67,7 @@ def ensure_private_dir(path: Path) -> Path:
 
 def resources_dir() -> Path:
     """Files shipped with traindeck: built-in presets, the demo script."""
-    return Path(__file__).resolve().parent.parent / "resources"
+    return Path(__file__).resolve().parents[2] / "resources"
 
 
 def accelerate_default_config() -> Path:

@@ -34,7 +34,7 @@ from traindeck.backend.runs.supervisor.diary import log_to_stderr
 
 STATE_FILE = "nodes_state.json"
 LOG = "nodes.log"
-AGENT_SOURCE = Path(__file__).parent.parent / "nodes" / "agent.py"  # sent over ssh as source: nothing to install there
+AGENT_SOURCE = Path(__file__).parents[2] / "nodes" / "agent.py"  # sent over ssh as source: nothing to install there
 logger = logging.getLogger("traindeck.nodes")
 
 
