@@ -93,3 +93,19 @@ def test_the_holder_named_is_the_process_that_listens(tmp_path: Path):
         finally:
             holder.communicate("")
     assert port_holder(port) is None
+
+
+def test_pick_free_port_skips_a_port_the_kernel_offers_but_another_address_holds(monkeypatch: pytest.MonkeyPatch):
+    """The kernel's choice is free on 0.0.0.0 only; a job holding it on loopback or IPv6 makes it unusable for
+    torch's TCPStore, so pick_free_port asks port_in_use about every candidate and passes over the busy ones."""
+    from traindeck.backend.launch import ports
+
+    asked: list[int] = []
+
+    def busy_for_the_first_two(port: int) -> bool:
+        asked.append(port)
+        return len(asked) <= 2
+
+    monkeypatch.setattr(ports, "port_in_use", busy_for_the_first_two)
+    port = ports.pick_free_port()
+    assert len(asked) == 3 and port == asked[2]

@@ -67,3 +67,10 @@ def test_env_masking_keeps_ordinary_values_and_masks_token_shapes() -> None:
            "HTTPS_PROXY": "http://alice:s3cret@proxy:3128"}
     assert masked_env(env) == {"HF_TOKEN": "***", "TOKENIZERS_PARALLELISM": "false", "MODEL_ID": "***",
                                "GIT_COMMIT": SHA, "HTTPS_PROXY": "http://alice:***@proxy:3128"}
+
+
+def test_a_secret_that_begins_another_never_leaves_the_longer_ones_tail() -> None:
+    """Known values are replaced longest first: masking "abcdef12" first would leave "3456zz" of "abcdef123456zz"."""
+    shown = mask_argv(["--x", "abcdef123456zz", "--y", "abcdef12"], ["abcdef12", "abcdef123456zz"])
+    assert shown == ["--x", "***", "--y", "***"]
+    assert not any("3456" in arg for arg in shown)

@@ -167,3 +167,22 @@ def test_a_run_whose_starter_died_mid_start_goes_back_in_the_queue_and_runs_once
     assert started_events(run_id) == 1
     with RunStore() as store:
         assert [e.kind for e in store.events(run_id)].count("requeued") == 1
+
+
+def test_a_run_someone_else_claimed_is_not_started_again(tmp_path: Path):
+    """start_queued acts on claim()'s answer: a run another starter claimed gets no second run directory, plan
+    or supervisor from this one."""
+    from traindeck.backend.queue.starting import start_queued
+
+    script = tmp_path / "x.py"
+    script.write_text("print('hello')\n")
+    with QueueStore() as queue:
+        record = queue.add(QueuedLaunch(script=str(script), launcher="python"), name="x")
+        entry = queue.entry(record.id)
+        assert entry is not None
+        with QueueStore() as other:
+            assert other.claim(record.id)
+        assert start_queued(queue, entry, None) is False
+        assert not Path(record.run_dir).exists()
+        after = queue.runs.get_run(record.id)
+        assert after is not None and after.supervisor_pid is None and after.state == "running"

@@ -99,3 +99,19 @@ def test_load_series_from_the_store_is_bounded(tmp_path: Path) -> None:
     _, drawn = series.points()
     assert max(drawn) == 1.0  # the first step's loss, folded long ago
     store.close()
+
+
+def test_no_folded_bucket_holds_more_than_bucket_size_points() -> None:
+    """With y = x, a bucket's range is the points it holds: no bucket ever holds more than `bucket_size` points
+    (a bucket merged while still filling may hold fewer), before and after buckets merge."""
+    for count in (3, 4, 12, 40, 203, 1000):
+        series = BoundedSeries(recent=2, max_buckets=8)
+        series.add(range(count), range(count))
+        xs, ys = series.points()
+        folded = count - 2
+        firsts = sorted({x for x, _ in zip(xs, ys, strict=True) if x < folded})
+        spans = [b - a for a, b in zip(firsts, [*firsts[1:], folded], strict=True)]
+        assert all(1 <= span <= series.bucket_size for span in spans), (count, series.bucket_size, spans)
+        assert sum(spans) == folded
+        assert len(firsts) <= series.max_buckets
+        assert list(xs[-2:]) == [count - 2, count - 1]

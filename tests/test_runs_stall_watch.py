@@ -85,3 +85,15 @@ def test_stacks_reach_the_diagnosis_only_for_a_run_stopped_while_stalled() -> No
         other.stall_stacks = "rank 0 is in train.py:12 step"
         other.stop_requested()  # stopped while running normally
         assert other.hang_stacks(last_progress=0.0) == ""
+
+
+def test_slow_steps_raise_the_stall_threshold_above_the_minimum() -> None:
+    """With 30 s steps a run may be quiet for 10 x 30 s = 300 s before it counts as stalled, not the 120 s minimum."""
+    with RunStore() as store:
+        watch, run_id = _watch(store)
+        steps = [30.0, 29.0, 31.0, 30.0, 30.5]
+        watch.check(200.0, Quiet(0.0, 0.0, steps, {}), [], list)
+        assert not watch.stalled and _story(store, run_id) == []
+        watch.check(301.0, Quiet(0.0, 0.0, steps, {}), [], list)
+        assert watch.stalled
+        assert _detail(store, run_id) == "stalled: no output or progress for 5 min; a step usually takes 30.0 s"
