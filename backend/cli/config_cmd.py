@@ -68,6 +68,7 @@ def _register_check(config_sub: argparse._SubParsersAction) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    """`config check`: print each file's messages and a summary; the exit code (1 when one is an error)."""
     from traindeck.backend.config import check_files, has_errors, sort_messages
 
     consumer, why = _consumer(args)
@@ -136,7 +137,7 @@ def _native(args: argparse.Namespace) -> list[Message]:
 def _register_fix(config_sub: argparse._SubParsersAction) -> None:
     try:
         from traindeck.backend.cli.config_fix import register_fix
-    except ImportError:  # pragma: no cover - `config fix` not there yet
+    except ImportError:  # pragma: no cover - without config_fix.py, `config` offers `check` alone
         return
     register_fix(config_sub)
 

@@ -2,10 +2,10 @@
 
 The job never waits for this: its output goes to output.log through the supervisor, and this only reads the file.
 But a reader that tries to show every line of a flood takes a core of its own on a small machine, and the job
-pays for it (a 3M-line flood took 3x longer with the foreground CLI than with `| cat > file`). So, like the Runs
-page, it shows what it can: more than SKIP_AT_BYTES behind, it jumps to the newest output, says so on stderr
-(output.log keeps every line: `traindeck logs ID`), and while the flood lasts it only looks a few times a second
-at the newest lines (reading everything in between, even without printing it, took most of a core).
+pays for it (a 3M-line flood takes 3x longer under a reader that prints every line than with `| cat > file`).
+So, like the Runs page, it shows what it can: more than SKIP_AT_BYTES behind, it jumps to the newest output, says
+so on stderr (output.log keeps every line: `traindeck logs ID`), and while the flood lasts it only looks a few
+times a second at the newest lines (reading everything in between, even without printing it, takes most of a core).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ def is_report(line: Any) -> bool:
 
 
 def line_text(line: Any) -> str:
+    """A line as the terminal shows it: its node and rank tag in front, when it has them."""
     rank = getattr(line, "rank", None)
     node = getattr(line, "node", None)
     text = f"[rank{rank}]: {line.text}" if rank is not None else line.text
@@ -227,6 +228,7 @@ def exit_status(record: RunRecord) -> int:
 
 
 def print_ending(record: RunRecord) -> None:
+    """The run's end on stderr: its state and duration, the diagnosis' evidence, follow-ons and advice."""
     out = sys.stderr
     summary = (record.diagnosis or {}).get("summary") if record.diagnosis else None
     took = ""

@@ -2,7 +2,8 @@
 the run a user named, and a run's progress and end as short text.
 
 One resolver for every command, so an id, a unique prefix, the 4-letter suffix or the run's name means the same
-run wherever it is typed (`monitor --run 4821` once took a suffix of digits for a PID).
+run wherever it is typed: `monitor --run 4821` names the run with that suffix when there is one (only a number
+that names no run is a PID).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class AmbiguousRun(UserError):
 
 
 def iso(t: float | None) -> str | None:
+    """A wall-clock time as local ISO 8601 with the offset (to the second); None stays None."""
     if t is None:
         return None
     from datetime import datetime
@@ -52,6 +54,7 @@ def iso(t: float | None) -> str | None:
 
 
 def clock(seconds: float | None) -> str:
+    """A duration as people read it ("?" when unknown)."""
     from traindeck.backend.runs import duration_text
 
     return duration_text(seconds) if seconds is not None else "?"
