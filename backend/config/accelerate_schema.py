@@ -6,7 +6,7 @@ commands/config/cluster.py (the questions `accelerate config` asks and the keys 
 utils/launch.py (which keys become which launch flags and environment variables, and what launch refuses).
 Defaults are what `accelerate launch` does when the key is absent (its argparse defaults, then the plugins').
 
-What accelerate does with keys it does not know (verified against 1.15.0, see tests/test_config_accelerate.py):
+What accelerate 1.15.0 does with keys it does not know:
   - top level: `load_config_from_file` -> `ClusterConfig.from_yaml_file` compares the keys with the dataclass
     fields and raises ValueError("... had unknown keys ([...]) ...") -> UNKNOWN = "error". Two legacy keys are
     converted first by `process_config` and so still accepted: `fp16` (true -> mixed_precision: fp16, dropped when
@@ -16,7 +16,7 @@ What accelerate does with keys it does not know (verified against 1.15.0, see te
     namespace (fsdp_config keys without the "fsdp_" prefix get it added, dynamo_config keys get "dynamo_",
     fp8_config keys get "fp8_") and only the names it has flags for reach the training processes. An unknown key
     is silently ignored -> UNKNOWN = "warning".
-  - `ipex_config` (accelerate < 1.0) is no longer a ClusterConfig field: a file with it is refused -> REMOVED.
+  - `ipex_config` (accelerate < 1.0) is not a ClusterConfig field from 1.0 on: a file with it is refused -> REMOVED.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class FsdpSection(Section):
     UNKNOWN: ClassVar = "warning"
     UNKNOWN_WHY: ClassVar = f"{_SECTION_IGNORES} in fsdp_config"
     # accelerate adds the "fsdp_" prefix to keys written without it (commands/launch.py), so `version: 2` works;
-    # the old `fsdp_backward_prefetch_policy` has no flag any more and is ignored by accelerate 1.15.
+    # the deprecated `fsdp_backward_prefetch_policy` has no flag in accelerate 1.15, which ignores it.
     # `fsdp_sharding_strategy` is NOT deprecated here although accelerate's docs say so: under `accelerate launch`
     # 1.15 it is the only FSDP1 setting that takes effect (see the fsdp1 rule), so renaming it would change training.
     DEPRECATED: ClassVar = {"fsdp_backward_prefetch_policy": "fsdp_backward_prefetch"}

@@ -1,9 +1,9 @@
 """Reading config files that may be hostile or simply wrong: size, nesting depth and YAML alias expansion bounded.
 
 A config is a few kilobytes nested four or five levels deep, so each bound is far above any real one and far below
-what hurts: a 100,000-deep `[[[[` used to end in a RecursionError, a 370-byte "billion laughs" alias file grew to
-gigabytes once walked, a 49 MB file took minutes. Each refusal is one `BoundsError` with a message and, where the
-text has one, the 1-based line and column of the place; callers turn it into their one-line message.
+what hurts: unbounded, a 100,000-deep `[[[[` ends in a RecursionError, a 370-byte "billion laughs" alias file
+grows to gigabytes once walked, and a 49 MB file takes minutes. Each refusal is one `BoundsError` with a message
+and, where the text has one, the 1-based line and column of the place; callers turn it into their one-line message.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ def _megabytes(n: int) -> str:
 
 
 def too_big(size: int) -> str:
+    """The one-line refusal of a file of `size` bytes, over MAX_BYTES."""
     return (f"the file is {_megabytes(size)}; a config file is at most {_megabytes(MAX_BYTES)} (accelerate and "
             "DeepSpeed configs are a few KB): is this the right file?")
 
@@ -95,8 +96,8 @@ class BoundedSafeLoader(yaml.SafeLoader):
         self._sizes: dict[int, int] = {}  # id(finished anchored node) -> values it stands for
 
     def fetch_flow_collection_start(self, token_class: Any) -> None:
-        # The scanner's simple-key bookkeeping costs its flow depth on every token: a 100,000-deep `[[[[` took
-        # seconds before the composer saw a node. Refuse at the scanner, where the depth is first known.
+        # The scanner's simple-key bookkeeping costs its flow depth on every token: a 100,000-deep `[[[[` takes
+        # seconds before the composer sees a node. Refuse at the scanner, where the depth is first known.
         if self.flow_level >= MAX_DEPTH:
             raise BoundedYamlError(None, None, f"nested more than {MAX_DEPTH} levels deep (a config has a few)",
                                    self.get_mark())
@@ -134,6 +135,7 @@ class BoundedSafeLoader(yaml.SafeLoader):
 
 
 def yaml_problem_line(exc: yaml.MarkedYAMLError) -> tuple[int | None, int | None]:
+    """The 1-based (line, column) a YAML error points at; (None, None) when it has no mark."""
     mark = exc.problem_mark or exc.context_mark
     return (mark.line + 1, mark.column + 1) if mark else (None, None)
 
@@ -158,5 +160,6 @@ def json_too_deep(text: str, limit: int = MAX_DEPTH) -> int | None:
 
 
 def line_column(text: str, index: int) -> tuple[int, int]:
+    """The 1-based (line, column) of character `index` in `text`."""
     line = text.count("\n", 0, index) + 1
     return line, index - (text.rfind("\n", 0, index) + 1) + 1

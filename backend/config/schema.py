@@ -76,7 +76,7 @@ class FieldSpec:
     auto: bool = False
     also_text: bool = False  # a number/choice field that also takes free text (e.g. a path or "auto"-like word)
     section: type[Section] | None = None
-    item_section: type[Section] | None = None  # a list of sections (e.g. FSDP... none yet, kept for forms)
+    item_section: type[Section] | None = None  # the value is a list of such sections (no described key is one)
     applies: str = ""
     stages: tuple[int, ...] = ()
     alias_of: str = ""  # another spelling of the key `alias_of` (the tool accepts both; forms show one)
@@ -116,6 +116,7 @@ _snapshot_merge: Callable[[type[Section], dict[str, FieldSpec]], dict[str, Field
 
 
 def set_snapshot_merge(merge: Callable[[type[Section], dict[str, FieldSpec]], dict[str, FieldSpec]]) -> None:
+    """Install snapshot_merge.merge as the hook fields_of calls for a bound section."""
     global _snapshot_merge
     _snapshot_merge = merge
 
