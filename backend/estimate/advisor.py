@@ -209,8 +209,8 @@ def advise(rows: Sequence[EstimateRow], workload: Workload | None = None, nvme_p
     preset, settings = preset_for(chosen)
     if workload is not None:
         settings = preset_settings(preset, chosen, workload, nvme_path, fallback=settings)
-    # How many, not which: "Passed over" lists each with its reason right after (CLI and page alike); the keys
-    # listed here before (zero2+opt-cpu, ...) were the only place people met them.
+    # How many, not which: "Passed over" lists each with its reason right after (CLI and page alike), so naming
+    # their keys here (zero2+opt-cpu, ...) would only say it twice.
     n = len(rejected)
     faster = f"; {n} faster option{'s were' if n != 1 else ' was'} passed over" if rejected else ""
     tight = " It is tight: watch memory on the first steps." if chosen.verdict == "tight" else ""

@@ -1,8 +1,8 @@
 """A preset's accelerate and DeepSpeed sections as the files a run directory holds, from plain mappings.
 
 A leaf: it knows file names and what accelerate refuses beside a deepspeed_config_file, and imports nothing of
-traindeck. The launch builder and the preset store both render through it, so neither needs the other (they
-used to import each other: builders needed Preset, presets needed the renderer).
+traindeck. The launch builder and the preset store both render through it, so neither needs the other (without
+it they would import each other: builders would need Preset, presets the renderer).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Stale build locks in a torch extensions folder: torch's FileBaton marks a build under way with a `lock` file in
 <TORCH_EXTENSIONS_DIR>/<op>/ and every other process that loads the op waits, silently and forever, until the file
 is gone. A build that was killed (Ctrl+C on `make setup`, a run stopped while its rank compiled, an OOM kill) never
-removes it, and the next set-up or run hangs with no word (seen here: 9 minutes, until the file was found by hand).
+removes it, and the next set-up or run hangs with no word until someone finds the file and deletes it by hand.
 
 The baton records no pid, so a lock is judged stale when no living process could be building in that folder: none
 (other than this one and its parents) has it in its command line or working folder (ninja, the compilers) or names it

@@ -2,7 +2,7 @@
 
 - `--master_addr` is always the first host of the hostfile: left out, DeepSpeed's runner asks that host
   `hostname -I` over ssh and takes the first address it prints, which may be an interface the other nodes cannot
-  reach (or, here, the VM's own public address).
+  reach (on a cloud VM, its own public address).
 - `--no_ssh_check`: traindeck's pre-flight (preflight.py) has checked every host, with the ssh options pdsh gets
   (PDSH_SSH_ARGS_APPEND); DeepSpeed's own check runs a bare `ssh FIRST hostname` that ignores them.
 - `--ssh_port N` when asked for: DeepSpeed adds `-p N` to PDSH_SSH_ARGS_APPEND itself.
@@ -40,6 +40,7 @@ class MultiNode:
 
 def multi_node(hostfile: Path, run_dir: Path, *, ssh_port: int | None, overrides: Mapping[str, str],
                env: Mapping[str, str], cwd: str, python: str) -> MultiNode:
+    """The multi-node part of a plan for `hostfile`: runner options, remote environment file, nodes.json, problems."""
     out = MultiNode()
     try:
         out.hosts = read_hostfile(Path(hostfile))
@@ -61,6 +62,7 @@ def multi_node(hostfile: Path, run_dir: Path, *, ssh_port: int | None, overrides
 
 
 def nodes_document(hosts: list[Host], ssh_port: int | None, python: str) -> dict[str, Any]:
+    """nodes.json's content: each host with its slots and global ranks, the ssh port and the interpreter."""
     layout = rank_layout(hosts)
     return {"hosts": [{"host": h.name, "slots": h.slots, "ranks": layout[h.name]} for h in hosts],
             "ssh_port": ssh_port, "python": python}

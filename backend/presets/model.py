@@ -1,7 +1,7 @@
 """A preset as data: the Preset model, its file format (schema version, migrations of older files, reading and
 writing the YAML) and the rules for names. No store, no I/O beyond reading one given file.
 
-Part of the preset package split along its seams: preset_model (this), preset_secrets, preset_store, preset_transfer
+The preset package has one module per seam: preset_model (this), preset_secrets, preset_store, preset_transfer
 (import/export), preset_validation; backend/presets/__init__.py re-exports them all for callers.
 """
 
@@ -172,6 +172,7 @@ def dump_preset(preset: Preset) -> str:
 
 
 def read_preset_file(path: Path, *, builtin: bool = False) -> Preset:
+    """Read one preset file. Raises PresetError (one line, with the place) when it cannot be read or parsed."""
     path = Path(path)
     try:
         text = read_config_text(path)  # the bounds of any config: size, binary, encoding

@@ -38,8 +38,8 @@ _SCHEMA = (
     )""",
     "CREATE TABLE IF NOT EXISTS queue_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 )
-# Columns added to queue_entries after its first version: a run store written by an earlier traindeck gets them
-# when opened (CREATE TABLE IF NOT EXISTS leaves an existing table as it was, and every read names them).
+# Columns that queue_entries in a run store written by an older traindeck lacks: added when the store is opened
+# (CREATE TABLE IF NOT EXISTS leaves an existing table as it is, and every read names them).
 _ADDED_COLUMNS = {"claimed_by": "TEXT"}
 
 
@@ -163,11 +163,13 @@ class QueueStore:
         return [_entry(r) for r in rows]
 
     def entry(self, run_id: str) -> QueueEntry | None:
+        """The queue entry of `run_id` (whatever its run's state), or None when it has none."""
         row = self._db.execute("SELECT q.*, r.name AS name, r.state AS state FROM queue_entries q "
                                "JOIN runs r ON r.id = q.run_id WHERE q.run_id = ?", (run_id,)).fetchone()
         return _entry(row) if row else None
 
     def waiting(self) -> list[QueueEntry]:
+        """The entries still queued, in queue order."""
         return [e for e in self.entries() if e.state == QUEUED]
 
     def running_gpus(self) -> list[int]:
@@ -231,6 +233,7 @@ class QueueStore:
                 if e.state not in (QUEUED, "running") and not e.seen_end]
 
     def mark_seen(self, run_id: str) -> None:
+        """Record that the keeper has acted on the end of this entry's run."""
         with self._write() as db:
             db.execute("UPDATE queue_entries SET seen_end = 1 WHERE run_id = ?", (run_id,))
 
@@ -242,6 +245,7 @@ class QueueStore:
         return QueueSettings(**{k: v for k, v in rows.items() if k in known})
 
     def update_settings(self, **values: Any) -> None:
+        """Set queue settings by name. Raises ValueError for a name QueueSettings does not have."""
         unknown = set(values) - set(QueueSettings.__dataclass_fields__)
         if unknown:
             raise ValueError(f"unknown queue settings: {sorted(unknown)}")
