@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
 from traindeck.backend.launch.environ import python_problem, resolve_python
 from traindeck.backend.launch.plan import LaunchPlan
-from traindeck.backend.launch.preview import preview_plan  # noqa: F401  (re-exported: planned here before)
+from traindeck.backend.launch.preview import preview_plan  # noqa: F401  (re-exported: callers import it from here)
 from traindeck.backend.launch.probe import TrainingEnvironment, probe_environment
 from traindeck.backend.runs.control.lifecycle import new_run_dir, start_run
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore

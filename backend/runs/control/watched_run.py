@@ -27,7 +27,7 @@ from traindeck.backend.runs.record.series import BoundedSeries
 Change = Literal["opened", "record", "ended", "stop"]
 
 # A stopped run's console ends in the launcher's KeyboardInterrupt/SIGTERM traceback (red): that is what a stop
-# looks like from inside, and people took it for a crash.
+# looks like from inside, and people take it for a crash.
 STOPPED_TRACEBACK_NOTE = ("A traceback at the end of the console (KeyboardInterrupt, SIGINT or SIGTERM in the "
                           "launcher) is how a stopped run ends: expected, not a failure.")
 
@@ -82,6 +82,7 @@ class WatchedRun:
 
     # ---------------------------------------------------------------------------------------------- listeners
     def on(self, change: Change, callback: Callable[[WatchedRun], None]) -> None:
+        """Call `callback(self)` on every `change` ("opened", "record", "ended" or "stop")."""
         self._listeners.setdefault(change, []).append(callback)
 
     def _emit(self, change: Change) -> None:
@@ -106,10 +107,12 @@ class WatchedRun:
         self._reset()
 
     def current(self, generation: int) -> bool:
+        """Whether an answer asked under `generation` is still about the open run."""
         return generation == self.generation
 
     # ---------------------------------------------------------------------------------------------- reading
     def chart_series(self) -> list[str]:
+        """The series charted: the losses, then the one shown beside them (if any)."""
         losses, _others = chart_names(self.metric_names)
         return losses + ([self.other] if self.other else [])
 
@@ -137,6 +140,7 @@ class WatchedRun:
                 "check_remaining": self.record is not None and self.record.finished and self.remaining is None}
 
     def poll_failed(self, generation: int) -> None:
+        """A read failed: the next tick may read again (unless the answer was about a run no longer open)."""
         if self.current(generation):
             self.polling = False
 
@@ -203,6 +207,7 @@ class WatchedRun:
 
     # ---------------------------------------------------------------------------------------------- stopping
     def stop_asked(self, force: bool, grace_s: float) -> None:
+        """Note a stop this client asked for (force: SIGKILL at once) in the stop story and tell the listeners."""
         self.stop_lines.append(f"{time.strftime('%H:%M:%S')}  "
                                + ("force stop: SIGKILL to every process of the run" if force else
                                   f"{_ASKED} (grace {grace_s:g} s)"))

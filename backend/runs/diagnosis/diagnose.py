@@ -9,7 +9,7 @@ carry "[rankN]: " tags); what the other ranks and the launcher said after it (a 
 out, SIGTERM from the launcher) is listed as follow-ons, never as the cause.
 
 Size (~510 lines): one decision table (which rank, which cause, which follow-ons) read top to bottom; the
-failure patterns (failures.py), evidence (evidence.py) and kinds (kinds.py) are already out.
+failure patterns (failures.py), evidence (evidence.py) and kinds (kinds.py) live in modules of their own.
 """
 
 from __future__ import annotations

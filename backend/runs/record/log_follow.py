@@ -45,6 +45,8 @@ class LogReader:
         return True
 
     def read_new(self, max_bytes: int = 8 * CHUNK) -> list[Line]:
+        """The lines completed since the last call, reading at most `max_bytes`; `at_end` says whether the end
+        was reached."""
         self.at_end = False
         if not self._open():
             self.at_end = True
@@ -53,8 +55,8 @@ class LogReader:
         budget = max_bytes
         while budget > 0:
             # Ask for what the file has, not a whole chunk: read(n) allocates n bytes before it knows how many
-            # there are. A console polling a log 4 times a second that way churned two 1 MiB buffers per poll
-            # (8 GB in 11 min) for a few KB of lines, and glibc's heap around them grew ~15 MB/h in a window
+            # there are. A console polling a log 4 times a second that way churns two 1 MiB buffers per poll
+            # (8 GB in 11 min) for a few KB of lines, and glibc's heap around them grows ~15 MB/h in a window
             # left open (tests/perf/bench_gui_soak.py).
             available = os.fstat(self._handle.fileno()).st_size - self._handle.tell()
             chunk = self._handle.read(min(CHUNK, budget, available)) if available > 0 else b""

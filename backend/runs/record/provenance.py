@@ -33,10 +33,10 @@ MAX_DIFF_BYTES = 20 << 20
 # Asked of the training interpreter in one go, without importing torch: package metadata, the CUDA version torch was
 # built for (read from torch/version.py as text), the NCCL it ships with (the nvidia-nccl-cu* package pip wheels load)
 # and every installed distribution as `pip freeze --all` writes it (PEP 610's direct_url.json for URL, VCS and
-# editable installs). Importing torch here cost ~4 s of CPU in the run's first seconds, and `pip freeze` (a second
-# interpreter importing pip) another ~0.3 s: on a 2-core machine each showed on the job's own time under a flood of
-# output (tests/perf/bench_run_output.py); this costs ~0.1 s (76 packages). Whether CUDA is usable is the launch probe's answer
-# (recorded with the plan), not the record's.
+# editable installs). Importing torch here would cost ~4 s of CPU in the run's first seconds, and `pip freeze` (a
+# second interpreter importing pip) another ~0.3 s: on a 2-core machine each shows on the job's own time under a
+# flood of output (tests/perf/bench_run_output.py); this costs ~0.1 s (76 packages). Whether CUDA is usable is the
+# launch probe's answer (recorded with the plan), not the record's.
 _ASK_CODE = r"""
 import ast, json, platform, sys
 if sys.path and sys.path[0] == "":
@@ -207,6 +207,7 @@ def _driver_version() -> str | None:
 
 
 def host() -> dict[str, Any]:
+    """This machine: hostname, OS, CPU count, RAM and each NVIDIA GPU (none where NVML cannot be read)."""
     import psutil
 
     gpus: list[dict[str, Any]] = []

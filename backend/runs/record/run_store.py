@@ -255,7 +255,7 @@ class RunStore:
 
     def last_metrics(self, run_id: str) -> dict[str, float]:
         """{name: the latest value} over every series of the run."""
-        # One pass over the run's index entries (a correlated subquery per row took minutes at 200k rows).
+        # One pass over the run's index entries (a correlated subquery per row takes minutes at 200k rows).
         with self._lock:
             rows = self._db.execute(
                 "SELECT name, value FROM run_metrics WHERE rowid IN "
@@ -274,7 +274,7 @@ class RunStore:
         client polling a live run has not seen yet; pass the last rowid it got as the next mark."""
         # "+run_id": walk the few rows after the mark rather than the run's whole index range. Plain tuples, as
         # SQLite gives them (t and value have REAL affinity): a live run's every row passes here, and making each a
-        # Row, then a tuple again, was most of a minimised window's polling cost (py-spy on bench_gui_soak).
+        # Row, then a tuple again, would be most of a minimised window's polling cost (py-spy on bench_gui_soak).
         with self._lock:
             cursor = self._db.cursor()
             cursor.row_factory = None
@@ -332,6 +332,7 @@ class RunStore:
 
     # -- events ---------------------------------------------------------------------------------------------
     def add_event(self, run_id: str, kind: str, text: str, t: float | None = None) -> None:
+        """Record an event of the run (`t`: wall-clock time, default now)."""
         with self._write() as db:
             db.execute("INSERT INTO run_events(run_id, t, kind, text) VALUES (?, ?, ?, ?)",
                        (run_id, time.time() if t is None else t, kind, text))
@@ -351,6 +352,7 @@ class RunStore:
         return [RunEvent(int(r["id"]), str(r["run_id"]), float(r["t"]), str(r["kind"]), str(r["text"])) for r in rows]
 
     def events(self, run_id: str, after_id: int = 0) -> list[RunEvent]:
+        """The run's events newer than `after_id`, oldest first."""
         with self._lock:
             rows = self._db.execute("SELECT * FROM run_events WHERE run_id = ? AND id > ? ORDER BY id",
                                     (run_id, after_id)).fetchall()

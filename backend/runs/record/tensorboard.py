@@ -97,6 +97,8 @@ class TensorBoardReader:
 
     def poll(self, parsed_names: set[str], final: bool = False) -> list[tuple[str, int | None, float, float,
                                                                            int | None]]:
+        """New scalar rows (name, step, wall time, value, None) since the last poll, except tags a parsed series
+        stands for."""
         now = time.monotonic()
         if final or self._scanned_at is None or now - self._scanned_at >= self.rescan_s:
             self._files = event_files(self.roots, self.since)
@@ -107,7 +109,7 @@ class TensorBoardReader:
             if key not in self.loaders:
                 from tensorboard.backend.event_processing import event_file_loader  # once there is a file
 
-                # The legacy loader yields events as written (simple_value kept); the migrating one cost 4x here.
+                # The legacy loader yields events as written (simple_value kept); the migrating one costs 4x here.
                 self.loaders[key] = event_file_loader.LegacyEventFileLoader(key)
             try:
                 events = list(self.loaders[key].Load())
@@ -142,6 +144,7 @@ def wait_for_files(roots: list[Path], since: float, timeout_s: float) -> list[Pa
 
 
 def default_roots(argv: list[str], cwd: str) -> list[Path]:
+    """Where to look for event files: the checkpoint search roots plus `runs/` in the working directory."""
     from traindeck.backend.runs.record.checkpoints import search_roots
 
     roots = search_roots(argv, cwd)
