@@ -235,8 +235,8 @@ class _AlertReader:
     """Worker side: new alerts after `mark` (the first read only sets the mark) and whether they are wanted.
 
     Keeps its store open between reads: opening one (connection, pragmas, the schema check's write transaction)
-    every POLL_MS was most of this reader's cost, which a window left open for days pays every two seconds. Opened
-    again when the store's file is another one (moved, or TRAINDECK_HOME changed)."""
+    every POLL_MS would be most of this reader's cost, which a window left open for days pays every two seconds.
+    Opened again when the store's file is another one (moved, or TRAINDECK_HOME changed)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # reads run on the task pool's threads: one at a time; close() takes it if free

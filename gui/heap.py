@@ -1,10 +1,11 @@
 """The window's heap over days: what glibc's malloc keeps after it is freed is given back to the system.
 
-Measured in a 30 min soak (tests/perf/bench_gui_soak.py --diag, glibc's mallinfo2 every minute): once the console
-and the series reach their bounds, the memory in use stays flat (glibc's live bytes 38.8-39.5 MB, Python's blocks
-and objects flat, tracemalloc flat), yet the heap grew ~4.5 MB/h: the free space inside it (5.7 -> 7.4 MB). The
-page's short-lived buffers (a batch of lines, a chart's points) leave holes between long-lived small objects,
-and glibc only gives back free space at the heap's very top, which a live object almost always holds.
+Without trimming, a 30 min soak (tests/perf/bench_gui_soak.py --diag, glibc's mallinfo2 every minute) shows why:
+once the console and the series reach their bounds, the memory in use stays flat (glibc's live bytes 38.8-39.5 MB,
+Python's blocks and objects flat, tracemalloc flat), yet the heap grows ~4.5 MB/h: the free space inside it
+(5.7 -> 7.4 MB). The page's short-lived buffers (a batch of lines, a chart's points) leave holes between
+long-lived small objects, and glibc only gives back free space at the heap's very top, which a live object almost
+always holds.
 
 malloc_trim(0) also gives back the whole free pages inside the heap and every thread's arena (madvise), so the
 resident memory follows the memory in use. Once a minute: a trim walks the free lists (well under a millisecond
@@ -41,6 +42,7 @@ def malloc_trim() -> Callable[[], bool] | None:
 
 
 def trim_interval_s() -> float:
+    """Seconds between trims: TRAINDECK_HEAP_TRIM_S when it is a number (0: never), else TRIM_S."""
     try:
         return max(0.0, float(os.environ.get("TRAINDECK_HEAP_TRIM_S", TRIM_S)))
     except ValueError:

@@ -19,8 +19,8 @@ from PySide6.QtCore import QObject, QThreadPool, Signal, Slot
 
 
 class TaskError(str):
-    """A job's failure: its text (what pages show; a str, so existing `failed` slots take it as before) and the
-    exception object itself."""
+    """A job's failure: its text (what pages show; a str, so a `failed` slot that expects text takes it as it is)
+    and the exception object itself."""
 
     exception: BaseException
 
@@ -45,7 +45,7 @@ def _job(number: int, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dic
          relay: _Relay) -> Callable[[], None]:
     """The work as a plain callable for QThreadPool.start. Not a QRunnable subclass: PySide6 (6.11) keeps the
     Python side of such a runnable alive for good when it finishes before start() returns (a quick store read
-    often does), and with it everything the job refers to (tests/gui/test_tasks.py)."""
+    often does), and with it everything the job refers to."""
 
     def run() -> None:
         error: BaseException | None
@@ -64,9 +64,9 @@ def _job(number: int, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dic
 class Tasks(QObject):
     """A small thread pool for the pages. Results arrive on the UI thread; a job whose owner is gone is dropped.
 
-    One relay for every job, its answers matched by job number: a QObject and a connection made per job (as
-    before) cost ~300 bytes each that PySide6 never gave back, and a window watching a run starts two jobs a
-    second (tests/perf/bench_gui_soak.py)."""
+    One relay for every job, its answers matched by job number: a QObject and a connection made per job would
+    cost ~300 bytes each that PySide6 never gives back, and a window watching a run starts two jobs a second
+    (tests/perf/bench_gui_soak.py)."""
 
     def __init__(self, parent: QObject | None = None, max_threads: int = 4):
         super().__init__(parent)
@@ -83,6 +83,7 @@ class Tasks(QObject):
 
     def run(self, fn: Callable[..., Any], *args: Any, done: Callable[[Any], None] | None = None,
             failed: Callable[[TaskError], None] | None = None, **kwargs: Any) -> None:
+        """Run `fn(*args, **kwargs)` on the pool; `done(result)` or `failed(TaskError)` is called on the UI thread."""
         self._last_number += 1
         self._waiting[self._last_number] = (done, failed)
         self.pool.start(_job(self._last_number, fn, args, kwargs, self._relay))
@@ -130,6 +131,7 @@ class Lane:
 
     def run(self, fn: Callable[..., Any], *args: Any, done: Callable[[Any], None] | None = None,
             failed: Callable[[TaskError], None] | None = None, **kwargs: Any) -> None:
+        """Like Tasks.run, but the answer is dropped when a newer run() or invalidate() came after it."""
         self._ticket += 1
         ticket = self._ticket
 

@@ -1,9 +1,9 @@
 """Light and dark themes: Qt's Fusion style with a palette, and pyqtgraph's colours to match.
 
-Every text colour of both palettes reads at WCAG AA (contrast >= 4.5:1) on the backgrounds it is drawn on:
-tests/gui/test_theme.py computes it from these tables. Secondary text (a run's subtitle, metric names) uses the
+Every text colour of both palettes reads at WCAG AA (contrast >= 4.5:1) on the backgrounds it is drawn on, as
+computed from these tables. Secondary text (a run's subtitle, metric names) uses the
 PlaceholderText role through `set_muted`, never a style sheet: Qt resolves `palette(...)` in a style sheet once,
-so after a theme switch such text kept the other theme's colour (black at half opacity on a dark window).
+so after a theme switch such text would keep the other theme's colour (black at half opacity on a dark window).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ READ_PAIRS = (
 
 
 def is_dark(app: QApplication) -> bool:
+    """Whether the application's window background is dark."""
     return app.palette().color(QPalette.ColorRole.Window).lightness() < 128
 
 

@@ -1,5 +1,5 @@
 """The charts' axes and words: values written as people read them (12.3 GiB, 850 MiB/s, 45 %), a y axis that
-puts the unit on each tick (byte units in powers of two), and the legend's sample line. Split from charts.py."""
+puts the unit on each tick (byte units in powers of two), and the legend's sample line. Used by charts.py."""
 
 from __future__ import annotations
 

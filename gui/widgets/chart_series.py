@@ -1,6 +1,6 @@
 """What a chart holds of each series, and what it draws of it: a numpy ring buffer whose visible window is one
 contiguous slice (no copy for pyqtgraph), min/max folding of what leaves the ring (bounded memory for days), and
-peak decimation (~2 points a pixel column, every spike kept). Split from charts.py."""
+peak decimation (~2 points a pixel column, every spike kept). Used by charts.py."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ class ChartSeries:
         self.curve = curve
         self.colour = colour  # None: from the theme's palette by position
         self.fill = False
-        self.lone = False  # drawn as a dot: a line needs two points, and one point alone showed nothing
+        self.lone = False  # drawn as a dot: a line needs two points, and one point alone shows nothing
         # Points pushed out of the ring, folded to min/max buckets (None: dropped; see the module's doc).
         self.older = BoundedSeries(recent=1, max_buckets=older_buckets) if older_buckets else None
 

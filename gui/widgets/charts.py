@@ -16,7 +16,7 @@ Why it is built this way:
 - Units are formatted on the y axis ("B" and "B/s" in binary steps: GiB, MiB/s) and in the legend, which shows each
   series' latest value. Colours follow the application's light or dark palette, also when it changes.
 
-Split along those seams: the widget here, its series (ring, folding, decimation) in chart_series.py, axes and
+The code follows those seams: the widget here, its series (ring, folding, decimation) in chart_series.py, axes and
 value words in chart_axis.py. Its speed is benchmarked in tests/perf/bench_gui_charts.py.
 """
 

@@ -28,21 +28,22 @@ from traindeck.gui.widgets.log_view import LogView
 
 DEFAULT_MAX_LINES = 20_000
 TICK_MS = 80  # how often batches are applied: often enough to look live, rarely enough to batch a flood
-# ... while lines keep coming (every tick had some): a stream scrolls by faster than anyone reads it, and each
-# apply is a repaint; a window watching a run for days spent most of its CPU here (tests/perf/bench_gui_soak.py)
-# (1 s: at 500 ms the console's applies and repaints were a quarter of the window's CPU on the Runs page at 50
-# lines/s, py-spy on the soak; a flood still moves every second, like `top`)
+# ... while lines keep coming (every tick has some): a stream scrolls by faster than anyone reads it, and each
+# apply is a repaint; at TICK_MS a window watching a run for days spends most of its CPU here
+# (tests/perf/bench_gui_soak.py). 1 s: at 500 ms the console's applies and repaints are a quarter of the window's
+# CPU on the Runs page at 50 lines/s (py-spy on the soak); a flood still moves every second, like `top`.
 STREAM_TICK_MS = 1000
 FEED_POLL_S = 0.25  # how often the feed's thread looks for new output when the log is quiet
 PAUSED_POLL_S = 1.0  # the feed's reading pace while the console is paused
 # ... and how often its batches still go into the view then: a hidden view costs no repaint, and lines left pending
-# in the feed instead were a second copy of up to max_lines texts (~4 MB at 20,000 lines), grown each time the
-# page was hidden (the Monitor page in front: +37 MB/h in tests/perf/bench_gui_soak.py, flat once applied)
+# in the feed instead would be a second copy of up to max_lines texts (~4 MB at 20,000 lines), grown each time the
+# page is hidden (the Monitor page in front: +37 MB/h in tests/perf/bench_gui_soak.py; flat when applied)
 PAUSED_TICK_MS = 2_000
 MAX_LINE_CHARS = 4_000  # longer lines are cut for display (the whole line is in output.log)
 
 
 def display_text(line: Line) -> str:
+    """A line as the console shows it: tabs expanded, cut at MAX_LINE_CHARS, rank and node in front."""
     text = line.text
     if "\t" in text:
         text = text.expandtabs(8)  # the view places characters by column

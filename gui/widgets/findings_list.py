@@ -104,8 +104,8 @@ class FindingsList(QWidget):
 
     def _wrapped_height(self, row: int) -> int:
         """The row's height with its text wrapped at the list's width. The view's own size hint is computed for
-        the width the list had when it was last laid out (one line while it was hidden), which left the list
-        one line tall with the rest of a warning cut off."""
+        the width the list had when it was last laid out (one line while it was hidden), which would leave the
+        list one line tall with the rest of a warning cut off."""
         item = self.list.item(row)
         icon = self.list.iconSize().width() or self.style().pixelMetric(QStyle.PixelMetric.PM_SmallIconSize)
         width = max(60, self.width() - 2 * self.list.frameWidth() - icon - 24

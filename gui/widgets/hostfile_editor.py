@@ -1,4 +1,4 @@
-"""The Launch page's "Several machines" box (issue 15): a DeepSpeed hostfile edited as a table of hosts and slots, the
+"""The Launch page's "Several machines" box: a DeepSpeed hostfile edited as a table of hosts and slots, the
 nodes' SSH port, and Check hosts, the pre-flight checks of every host shown one row per check.
 
 The page launches with the saved file as `--hostfile` (and `--ssh-port`), exactly as `traindeck run --hostfile`
@@ -64,7 +64,7 @@ class HostfileEditor(QWidget):
                  context: Callable[[], object]) -> None:
         super().__init__()
         self.tasks, self.settings, self.make_request, self.context = tasks, settings, make_request, context
-        # A tick box above a frame rather than a checkable group box: unticked, that box still drew an empty frame.
+        # A tick box above a frame rather than a checkable group box: unticked, that box still draws an empty frame.
         self.enable = QCheckBox("Several machines (DeepSpeed hostfile)")
         self.enable.toggled.connect(self.toggled)
         self.enable.setToolTip("Run on every host of a hostfile through DeepSpeed's pdsh runner (passwordless SSH to "
@@ -115,7 +115,7 @@ class HostfileEditor(QWidget):
         self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 12)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.table.setFocusPolicy(Qt.FocusPolicy.NoFocus)
-        self.table.setMaximumWidth(560)  # host names are short: a full-width table was mostly empty
+        self.table.setMaximumWidth(560)  # host names are short: a full-width table would be mostly empty
         about = QLabel("Slots: the processes (ranks) on a host, usually its GPUs. Ranks are numbered host by host "
                        "in this order, and the first host is the rendezvous (master_addr).\n\nEvery host needs SSH "
                        "without a password prompt, this interpreter at the same path, the same torch and "

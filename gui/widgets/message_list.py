@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QLabel, QWidget
 _STYLE = {
     "error": ("✖", "#c62828", "#ff7b72"),
     "warning": ("⚠", "#9a5b00", "#f0b429"),
-    "ok": ("✔", "#2a7030", "#81c995"),  # each at 4.5:1 or more on its theme (tests/gui/test_theme.py)
+    "ok": ("✔", "#2a7030", "#81c995"),  # each at 4.5:1 or more on its theme (WCAG AA, as in theme.py)
     "note": ("•", "", ""),  # the palette's text colour
 }
 
@@ -26,6 +26,7 @@ def tone(severity: str, widget: QWidget) -> str:
 
 
 def rich_line(severity: str, text: str, widget: QWidget, *, bold: bool = False) -> str:
+    """One finding as HTML: its severity's marker and colour for `widget`'s theme, the text escaped."""
     marker = _STYLE.get(severity, _STYLE["note"])[0]
     colour = tone(severity, widget)
     body = html.escape(text)

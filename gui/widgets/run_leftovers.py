@@ -1,7 +1,7 @@
 """What a run leaves behind, as one panel: its checkpoints (step, kind, written, size), where it came from (parent,
 checkpoint resumed from, git commit), the stop it supports, and Resume / Rerun / Save now / Bundle.
 
-A part of the Runs page (issue 14); every backend call runs on the context's thread pool, and its outcome (or its
+A part of the Runs page; every backend call runs on the context's thread pool, and its outcome (or its
 failure, as one line) is said through `message` for the status bar.
 """
 
@@ -30,6 +30,7 @@ COLUMNS = ("Step", "Kind", "Written", "Size", "Path")
 
 
 def size_text(n: float) -> str:
+    """A byte count in binary units (512 B, 1.5 MiB, ...)."""
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
