@@ -589,12 +589,22 @@ class Check:
                             f"hjson {v.get('hjson')}")
 
     def monitor(self) -> None:
+        """One `monitor --once --json`; a second one if only PCIe was missing (its reader has its own thread and
+        `--once` waits at most a second for its first reading), judged on its own."""
         done = self.runner.td("monitor", "--once", "--json", limit=60)
         (self.out / "monitor.json").write_text(done.out or done.err, encoding="utf-8")
         if not done.ok:
             self.report.set("monitor", "FAIL", done.why())
             return
-        self.report.set("monitor", *judge_monitor(first_json(done.out)))
+        result, figures = judge_monitor(first_json(done.out))
+        if result == "FAIL" and figures.startswith("not read: PCIe;"):
+            again = self.runner.td("monitor", "--once", "--json", limit=60)
+            with (self.out / "monitor.json").open("a", encoding="utf-8") as f:
+                f.write(again.out or again.err)
+            if again.ok:
+                result, figures = judge_monitor(first_json(again.out))
+                figures = "second sample (the first had no PCIe figure): " + figures
+        self.report.set("monitor", result, figures)
 
     def build_cpu_adam(self) -> None:
         code = ("import time; t = time.time()\n"
