@@ -15,7 +15,7 @@ export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
 # own folder (~/.cache/traindeck/torch_extensions/<interpreter+torch>), where runs and tests find them. A
 # TORCH_EXTENSIONS_DIR you set yourself is used instead.
 
-.PHONY: demo test setup setup-core check-setup lint bench soak clean frozen icons install-desktop uninstall-desktop tour docs
+.PHONY: demo test setup setup-core check-setup lint bench soak clean frozen icons install-desktop uninstall-desktop tour docs gpu-check
 
 # Refuses at once, before any set-up, where no window could be seen (no DISPLAY / WAYLAND_DISPLAY) or Qt could not
 # open one (X11 libraries missing: the exact apt-get line is printed). Ctrl+C closes the window.
@@ -86,6 +86,18 @@ docs:
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+# The GPU acceptance check, for the rare day a GPU machine is lent (tests/gpu/acceptance.sh: NVML sampling, a CUDA
+# ZeRO-2 + CPU-offload run, the estimate against the measured peak, a CUDA OOM diagnosed, `stop` freeing the GPU).
+# Here it gathers what that machine lacks into .gpu/ (wheels from GPU_WHEELS, else downloaded or built for Python
+# 3.12), checks that what travels stays under the device tool's 64 MiB, dry-runs the check (no GPU here: it says so
+# in one line) and prints the device call to make. Needs only $(PYTHON) and its pip, not the .venv.
+GPU_WHEELS ?= ../shared/gpu/wheels
+gpu-check:
+	$(PYTHON) tests/gpu/prepare.py --kit "$(GPU_WHEELS)"
+	bash tests/gpu/acceptance.sh
+	@echo 'next, on a lent GPU machine (one call, from this checkout): device run with command'
+	@echo '  `bash tests/gpu/acceptance.sh`, carry [".gpu"], timeout_s 540; the table comes back as gpu-acceptance.md'
 
 # ---- the desktop app (docs/desktop-app.md) ---------------------------------------------------------------------
 # dist/traindeck/traindeck: one folder, the dashboard and the command line without a Python install. Training
