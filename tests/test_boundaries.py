@@ -155,3 +155,19 @@ def test_every_name_a_face_declares_is_importable():
         module = importlib.import_module(face)
         for name in getattr(module, "__all__", []):
             assert getattr(module, name) is not None, f"{face}.{name}"
+
+
+def test_no_face_name_is_also_a_module_of_its_package():
+    """Once a package's module X is imported, Python sets the package's attribute X to that module, so a face name
+    X meaning something else (a function) would turn into the module for every later `from package import X`."""
+    clashes = []
+    for face in sorted(_backend_faces()):
+        folder = REPO.joinpath(*face.split(".")[1:])
+        if not folder.is_dir():
+            continue
+        modules = {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+        stub = folder / "__init__.pyi"
+        whole = {a.name for node in ast.parse(stub.read_text(encoding="utf-8")).body
+                 if isinstance(node, ast.ImportFrom) and not node.module for a in node.names} if stub.is_file() else set()
+        clashes += [f"{face}.{name}" for name in (_names_of_face(face) - whole) & modules]
+    assert clashes == []

@@ -9,7 +9,7 @@ from traindeck.backend.estimate.model_shape import ModelConfigError
 from traindeck.backend.estimate.prelaunch import (
     FreeMemory,
     check_preset,
-    model_shape,
+    read_model_size,
     strategy_for_preset,
     workload_for_preset,
 )
@@ -57,13 +57,13 @@ def test_workload_reads_precision_optimizer_and_micro_batch_from_the_preset():
 
 
 def test_model_shape_reads_counts_and_says_what_is_wrong(tmp_path):
-    assert model_shape("1.5B").total_params == 1_500_000_000
+    assert read_model_size("1.5B").total_params == 1_500_000_000
     with pytest.raises(QuantityError, match="model size"):
-        model_shape("1.5Q")
+        read_model_size("1.5Q")
     with pytest.raises(QuantityError, match="empty"):
-        model_shape("  ")
+        read_model_size("  ")
     with pytest.raises(ModelConfigError, match="not found"):
-        model_shape(str(tmp_path / "missing" / "config.json"))
+        read_model_size(str(tmp_path / "missing" / "config.json"))
 
 
 def test_a_model_too_big_for_available_host_ram_does_not_fit():

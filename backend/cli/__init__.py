@@ -117,10 +117,10 @@ def _remote_options(args: list[str]) -> tuple[tuple[str, str | None] | None, lis
 
 
 def _forward(remote: tuple[str, str | None], rest: list[str]) -> int:
-    from traindeck.backend.remote import RemoteError, Target, forward
+    from traindeck.backend.remote import RemoteError, Target, run_remote
 
     try:
-        return forward(Target.make(*remote), rest)
+        return run_remote(Target.make(*remote), rest)
     except RemoteError as exc:
         print(f"traindeck: {exc}", file=sys.stderr)
         return exc.code

@@ -50,7 +50,7 @@ def launch_request(args: argparse.Namespace, script: str, script_args: list[str]
 
 def memory_check(size: str, preset: Any, config: Path | None, nproc: int | None) -> Any:
     """The pre-launch memory check, printed; None when there is nothing to check against (python launcher)."""
-    from traindeck.backend.estimate import check_preset, model_shape
+    from traindeck.backend.estimate import check_preset, read_model_size
     from traindeck.backend.presets import PresetError, import_preset
 
     if preset is None and config is not None:
@@ -63,7 +63,7 @@ def memory_check(size: str, preset: Any, config: Path | None, nproc: int | None)
               file=sys.stderr)
         return None
     try:
-        shape = model_shape(size)
+        shape = read_model_size(size)
     except (ValueError, OSError) as exc:
         raise UserError(f"--model-size {size}: {exc}") from exc
     check = check_preset(preset, shape, nproc)

@@ -112,7 +112,7 @@ from .model_shape import (
 from .model_states import PRECISIONS as PRECISIONS
 from .prelaunch import LaunchMemoryCheck as LaunchMemoryCheck
 from .prelaunch import check_preset as check_preset
-from .prelaunch import model_shape as model_shape
+from .prelaunch import read_model_size as read_model_size
 from .quantity import (
     GIB as GIB,
 )

@@ -1,6 +1,6 @@
 """Before launch: what a preset's strategy needs for a model of a given size, against what is free right now.
 
-    shape = model_shape("1.5B")                       # or a model's config.json (counted in a child process)
+    shape = read_model_size("1.5B")                     # or a model's config.json (counted in a child process)
     check = check_preset(preset, shape, nproc=2)      # detects free GPU memory (NVML) and available host RAM
     check.verdict, check.warnings                     # "fits" | "tight" | "does not fit" | "unknown"
 
@@ -37,7 +37,7 @@ _FSDP_STAGE = {"FULL_SHARD": 3, "1": 3, "SHARD_GRAD_OP": 2, "2": 2, "NO_SHARD": 
                "HYBRID_SHARD": 3, "4": 3, "HYBRID_SHARD_ZERO2": 2, "5": 2}
 
 
-def model_shape(text: str) -> ModelShape:
+def read_model_size(text: str) -> ModelShape:
     """A parameter count ("1.5B", "350M", "7e9") or a model config (config.json, its folder, or a cached model
     id). Raises ValueError (QuantityError / ModelConfigError) with a one-line message for the user."""
     text = text.strip()

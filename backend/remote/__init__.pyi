@@ -1,4 +1,4 @@
-from .forward import forward as forward
+from .forward import run_remote as run_remote
 from .forward import start_stdin_watch as start_stdin_watch
 from .runs import RemoteRuns as RemoteRuns
 from .runs import in_source as in_source

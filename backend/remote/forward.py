@@ -33,7 +33,7 @@ from traindeck.backend.remote.ssh import (
 )
 
 
-def forward(target: Target, args: list[str]) -> int:
+def run_remote(target: Target, args: list[str]) -> int:
     """Run `traindeck ARGS` on the target; returns the exit status (the remote one, or ours for ssh failures)."""
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     with tempfile.TemporaryDirectory(prefix="traindeck-ssh-") as tmp:  # created 0700 by tempfile

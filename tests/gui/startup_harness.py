@@ -69,7 +69,8 @@ def _report(window, all_pages: bool) -> None:  # type: ignore[no-untyped-def]
     if window is not None:
         data["pages"] = [p.key for p in window.page_types]
         data["built"] = sorted(window.pages)
-    data["page_modules"] = sorted(m for m in sys.modules if m.startswith("traindeck.gui.pages.") and m.endswith("_page"))
+    data["page_modules"] = sorted(m for m in sys.modules if m.startswith("traindeck.gui.pages.") and m.count(".") == 3
+                                  and m != "traindeck.gui.pages.base")
     if all_pages:
         data["heavy"] = sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)
         data["nvml_inits"] = nvml_inits

@@ -34,7 +34,7 @@ def test_start_imports_only_the_page_it_shows() -> None:
     # The other pages' modules (charts, numpy, pyqtgraph, schemas) load when first shown, not at start.
     started = _start()
     assert len(started["built"]) == 1 or started["pages"] == []
-    assert started["page_modules"] == [f"traindeck.gui.pages.{key}_page" for key in started["built"]]
+    assert started["page_modules"] == [f"traindeck.gui.pages.{key}" for key in started["built"]]
 
 
 def test_page_entries_read_from_source_match_the_page_classes() -> None:

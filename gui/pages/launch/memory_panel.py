@@ -98,7 +98,7 @@ class MemoryCheckBox(QGroupBox):
 # Worker-side: the estimator is imported on the worker thread the first time, so its import never stalls the UI.
 def _memory_check(text: str, shape: ModelShape | None, preset: Preset, nproc: int | None, env: dict[str, str]
                   ) -> tuple[ModelShape, LaunchMemoryCheck]:
-    from traindeck.backend.estimate import check_preset, model_shape
+    from traindeck.backend.estimate import check_preset, read_model_size
 
-    found = shape or model_shape(text)
+    found = shape or read_model_size(text)
     return found, check_preset(preset, found, nproc, env=env)
