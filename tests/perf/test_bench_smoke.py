@@ -67,6 +67,11 @@ def test_bench_smoke(name: str, tmp_path: Path) -> None:
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", TRAINDECK_HOME=str(tmp_path / "home"),
                TRAINDECK_NO_CLOSE_PROMPT="1",
                PYTHONPATH=os.pathsep.join([package_root, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    # Scratch folders a bench makes and leaves (its runs' logs and stores) land in tmp_path, not /tmp; the remote
+    # bench keeps the system's, as its ssh control sockets need a short path.
+    if name != "bench_remote_calls.py":
+        (tmp_path / "tmp").mkdir()
+        env["TMPDIR"] = str(tmp_path / "tmp")
     started = time.monotonic()
     try:
         done = subprocess.run([sys.executable, str(HERE / name), "--smoke"], cwd=REPO, env=env, capture_output=True,
