@@ -2,6 +2,7 @@
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python tests/perf/bench_gui_console.py            # 100k lines/s, 10 s each
     QT_QPA_PLATFORM=offscreen .venv/bin/python tests/perf/bench_gui_console.py --rate 200000 --seconds 5
+    QT_QPA_PLATFORM=offscreen .venv/bin/python tests/perf/bench_gui_console.py --smoke     # 5k lines/s, 1 s each
 
 A writer process appends to an output.log at a fixed rate ("lines": two ranks' lines in torchrun's `[defaultN]:`
 tags; "bars": one process printing through tqdm.write, so each line erases the bar, prints and redraws it, the bar
@@ -211,7 +212,11 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=100_000, help="lines per second written")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--mode", choices=("lines", "bars", "all"), default="all")
+    parser.add_argument("--smoke", action="store_true",
+                        help="5,000 lines/s for 1 s each: checks the bench runs end to end, measures nothing")
     args = parser.parse_args()
+    if args.smoke:
+        args.rate, args.seconds = 5_000, 1.0
     # The real window (every page's modules loaded, as in use) with the Runs page in front: its console is measured.
     app, window = create_window()
     window.resize(1280, 820)

@@ -1,6 +1,7 @@
 """History and Estimate pages: what each refresh costs, off and on the UI thread.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python tests/perf/bench_gui_history.py
+    QT_QPA_PLATFORM=offscreen .venv/bin/python tests/perf/bench_gui_history.py --smoke   # 3 runs x 60 samples, once
 
 Writes RUNS finished runs (store rows, 20 logged steps, an hour of resource samples each: 3,600 samples, chunked as
 the monitor writes them) into a private TRAINDECK_HOME, then times (median and worst of REPEAT, wall clock):
@@ -15,6 +16,7 @@ the monitor writes them) into a private TRAINDECK_HOME, then times (median and w
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import shutil
@@ -41,7 +43,7 @@ SAMPLES = int(os.environ.get("BENCH_SAMPLES", "3600"))
 REPEAT = int(os.environ.get("BENCH_REPEAT", "7"))
 
 
-def _time(fn, repeat: int = REPEAT) -> tuple[float, float]:
+def _time(fn, repeat: int) -> tuple[float, float]:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -51,12 +53,18 @@ def _time(fn, repeat: int = REPEAT) -> tuple[float, float]:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true",
+                        help="3 runs x 60 samples, each timing once: checks the bench runs end to end")
+    args = parser.parse_args()
+    runs, samples, repeat = (3, 60, 1) if args.smoke else (RUNS, SAMPLES, REPEAT)
+    many = 1 if args.smoke else 50  # the estimate rows' repeats: cheap calls, timed many times in the full form
     app = QApplication.instance() or QApplication([])
     start = time.perf_counter()
     with RunStore() as store:
-        ids = [make_run(store, f"run-{i}", stage=2 + i % 2, started=T0 + i * 3600, steps=200, samples=SAMPLES,
-                        port=29500 + i).id for i in range(RUNS)]
-    print(f"wrote {RUNS} runs x {SAMPLES} samples in {time.perf_counter() - start:.1f} s "
+        ids = [make_run(store, f"run-{i}", stage=2 + i % 2, started=T0 + i * 3600, steps=200, samples=samples,
+                        port=29500 + i).id for i in range(runs)]
+    print(f"wrote {runs} runs x {samples} samples in {time.perf_counter() - start:.1f} s "
           f"({RunStore().path.stat().st_size / 1e6:.0f} MB store)")
 
     rows_out = []
@@ -66,10 +74,10 @@ def main() -> int:
         rows_out[:] = history.rows()
         history.close()
 
-    results = [("history cold (worker)", *_time(cold, max(1, REPEAT // 3)))]
+    results = [("history cold (worker)", *_time(cold, max(1, repeat // 3)))]
     history = RunHistory()
     history.rows()
-    results.append(("history refresh, cached (worker)", *_time(history.rows)))
+    results.append(("history refresh, cached (worker)", *_time(history.rows, repeat)))
 
     from traindeck.gui.context import AppContext
     from traindeck.gui.pages.history import HistoryPage
@@ -87,7 +95,7 @@ def main() -> int:
         app.processEvents()
 
     page.history = history
-    results.append((f"list reset, {RUNS} rows in a new order (UI thread)", *_time(list_update)))
+    results.append((f"list reset, {runs} rows in a new order (UI thread)", *_time(list_update, repeat)))
     tick = [0]
 
     def one_running() -> None:  # the usual refresh: same runs, one of them still running (its duration moved)
@@ -97,14 +105,14 @@ def main() -> int:
         page._loaded(page.history, changed)
         app.processEvents()
 
-    results.append((f"list refresh, 1 of {RUNS} rows changed (UI thread)", *_time(one_running)))
+    results.append((f"list refresh, 1 of {runs} rows changed (UI thread)", *_time(one_running, repeat)))
 
     with RunStore() as store:
-        results.append(("compare two runs (worker)", *_time(lambda: compare_runs(store, ids[0], ids[1]))))
+        results.append(("compare two runs (worker)", *_time(lambda: compare_runs(store, ids[0], ids[1]), repeat)))
     form = EstimateForm(params="70B", gpus_per_node=8, nodes=2, gpu_mem="80", host_mem="1024", micro_batch=4,
                         seq_len=4096)
-    results.append(("estimate form -> rows + advice (worker)", *_time(lambda: estimate_form(form), 50)))
-    results.append(("check_form at an edit (UI thread)", *_time(lambda: check_form(form), 200)))
+    results.append(("estimate form -> rows + advice (worker)", *_time(lambda: estimate_form(form), many)))
+    results.append(("check_form at an edit (UI thread)", *_time(lambda: check_form(form), 4 * many)))
     history.close()
 
     width = max(len(name) for name, _, _ in results)

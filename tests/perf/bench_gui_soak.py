@@ -5,6 +5,7 @@
     QT_QPA_PLATFORM=offscreen .venv/bin/python tests/perf/bench_gui_soak.py --phases runs,minimised
     QT_QPA_PLATFORM=offscreen .venv/bin/python tests/perf/bench_gui_soak.py --diag mem.jsonl [--no-trim]  # what grows
     QT_QPA_PLATFORM=offscreen .venv/bin/python tests/perf/bench_gui_soak.py --paints paints.json  # what repaints
+    QT_QPA_PLATFORM=offscreen .venv/bin/python tests/perf/bench_gui_soak.py --smoke    # 2 s warm-up, 2 s a phase
 
 A real supervised run (plain python launcher, the environment real runs get) prints `--rate` lines a second, each
 an HF-Trainer-style dict of 4 metrics, with a tqdm-style bar redrawn on stderr every 10 lines; the real main
@@ -130,11 +131,18 @@ def main() -> int:
     parser.add_argument("--diag", type=Path, metavar="FILE",
                         help="every minute, append where the memory is (glibc's arenas, Python's blocks, each "
                              "mapping's anonymous kB) to FILE as JSON lines: to find what grows")
+    parser.add_argument("--smoke", action="store_true",
+                        help="a 2 s warm-up and 2 s a phase, sampled every 0.5 s: checks the soak runs end to end, "
+                             "measures nothing")
     parser.add_argument("--paints", type=Path, metavar="FILE",
                         help="count the window's paint and layout events per widget in each phase and write them "
                              "to FILE as JSON: what redraws, and how often (its event filter costs CPU: not for "
                              "the CPU figures)")
     args = parser.parse_args()
+    sample_ms = SAMPLE_MS
+    if args.smoke:
+        count = len([p for p in args.phases.split(",") if p.strip()])
+        args.warmup, args.minutes, sample_ms = 2 / 60, (2 + 2 * count) / 60, 500
     phases = [Phase(p.strip()) for p in args.phases.split(",") if p.strip()]
     unknown = [p.name for p in phases if p.name not in ("runs", "monitor", "minimised")]
     if unknown or not phases or args.warmup >= args.minutes:
@@ -235,7 +243,7 @@ def main() -> int:
         app.installEventFilter(census)
 
     timer = QTimer()
-    timer.setInterval(SAMPLE_MS)
+    timer.setInterval(sample_ms)
     timer.timeout.connect(tick)
     timer.start()
     app.exec()

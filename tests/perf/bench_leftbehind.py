@@ -1,6 +1,7 @@
 """What reading what a run leaves behind costs (issue 14), printed as a table; nothing is asserted.
 
     .venv/bin/python tests/perf/bench_leftbehind.py
+    .venv/bin/python tests/perf/bench_leftbehind.py --smoke    # 1 launch, 3 checkpoints, 40 scalars
 
 - the launch's share: writing request.json and starting the sidecar (what launch_run adds to a launch);
 - provenance: the sidecar's capture (git, versions from the training interpreter, pip freeze), wall time;
@@ -10,6 +11,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -27,6 +29,12 @@ def ms(seconds: float) -> str:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true",
+                        help="1 launch, 3 checkpoints and 50 other files, 10 TensorBoard steps: checks the bench runs "
+                             "end to end")
+    args = parser.parse_args()
+    launches, checkpoints, others, steps = (1, 3, 50, 10) if args.smoke else (5, 200, 5000, 5000)
     work = Path(tempfile.mkdtemp(prefix="bench-leftbehind-"))
     os.environ["TRAINDECK_HOME"] = str(work / "home")
     from traindeck.backend.launch.builders import LaunchRequest
@@ -42,7 +50,7 @@ def main() -> int:
     script.write_text("print('hi')\n")
     store = RunStore()
     launch_costs = []
-    for _ in range(5):
+    for _ in range(launches):
         run_dir = create_run_dir()
         (run_dir.path / "command.json").write_text(json.dumps({"argv": [sys.executable, str(script)],
                                                                "cwd": str(work), "python": sys.executable}))
@@ -50,7 +58,7 @@ def main() -> int:
         save_request(run_dir.path, LaunchRequest(script=str(script), cwd=work), preset_name=None)
         start_sidecar(run_dir.path, store.path)  # the run is unknown to the store: it reads once and ends
         launch_costs.append(time.perf_counter() - t0)
-    rows.append(("launch: request.json + start the sidecar (5 launches)",
+    rows.append((f"launch: request.json + start the sidecar ({launches} launches)",
                  f"median {ms(statistics.median(launch_costs))}, max {ms(max(launch_costs))}"))
 
     t0 = time.perf_counter()
@@ -60,12 +68,12 @@ def main() -> int:
                  "packages)"))
 
     tree = work / "tree"
-    for step in range(1, 201):
+    for step in range(1, checkpoints + 1):
         folder = tree / "out" / f"checkpoint-{step}"
         folder.mkdir(parents=True)
         for name in ("trainer_state.json", "model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth"):
             (folder / name).write_bytes(b"x" * 64)
-    for i in range(5000):
+    for i in range(others):
         (tree / "data" / f"d{i // 500}").mkdir(parents=True, exist_ok=True)
         (tree / "data" / f"d{i // 500}" / f"f{i}.txt").write_text("x")
     times = []
@@ -73,14 +81,14 @@ def main() -> int:
         t0 = time.perf_counter()
         found = find_checkpoints([tree])
         times.append(time.perf_counter() - t0)
-    rows.append((f"runs checkpoints: {len(found)} checkpoints among 6,000 files",
+    rows.append((f"runs checkpoints: {len(found)} checkpoints among {5 * checkpoints + others:,} files",
                  f"median {ms(statistics.median(times))}"))
 
     logdir = work / "tb"
     subprocess.run([sys.executable, "-c", (
         "import sys\nfrom torch.utils.tensorboard import SummaryWriter\n"
         f"w = SummaryWriter({str(logdir)!r})\n"
-        "for s in range(5000):\n"
+        f"for s in range({steps}):\n"
         "    for t in ('train/loss', 'train/lr', 'eval/loss', 'grad_norm'):\n"
         "        w.add_scalar(t, s * 0.001, s)\n"
         "w.close()\n")], check=True)

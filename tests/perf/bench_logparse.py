@@ -2,6 +2,7 @@
 
     .venv/bin/python tests/perf/bench_logparse.py              # 1M lines per corpus (a few minutes)
     .venv/bin/python tests/perf/bench_logparse.py --lines 200000
+    .venv/bin/python tests/perf/bench_logparse.py --smoke           # 500 lines, once: the table, not a measure
 
 Corpora are built from the captured fixtures in tests/fixtures/logs (real tqdm, HF Trainer, DeepSpeed, accelerate
 and torchrun output), repeated and mixed:
@@ -143,7 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=1_000_000, help="lines per corpus")
     ap.add_argument("--repeat", type=int, default=3, help="best of N (CPU time)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="500 lines per corpus, once: checks the bench runs end to end, measures nothing")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.lines, args.repeat = 500, 1
     ref = min(timeit.repeat("sum(range(1000))", number=2000, repeat=5)) / 2000 * 1e6
     print(f"python {sys.version.split()[0]}, {args.lines:,} lines per corpus, {CHUNK // 1024} KiB chunks, "
           f"best of {args.repeat} (CPU time); machine speed: sum(range(1000)) = {ref:.1f} us")

@@ -1,6 +1,7 @@
 """Cadence of the sampling loop (backend.monitor.loop.Collector) when each tick does work: prints a table.
 
-    .venv/bin/python tests/perf/bench_monitor_cadence.py
+    .venv/bin/python tests/perf/bench_monitor_cadence.py            # 2 s per row
+    .venv/bin/python tests/perf/bench_monitor_cadence.py --smoke    # 3 ticks per row: the table, not a measure
 
 The loop keeps absolute deadlines, so ticks land every interval however long a tick takes (up to the interval);
 a sleep(interval) loop would drift to interval + work. tests/test_monitor_host.py counts ticks; the spacing in
@@ -9,10 +10,15 @@ time is measured here, where a busy machine's jitter is a number to read, not a 
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 
-from traindeck.backend.monitor.loop import Collector
+from traindeck.backend.monitor.loop import MIN_INTERVAL_S, Collector
+
+# (interval s, work s a tick): the loop's fastest cadence idle and with 40% and 80% of it spent working, then a
+# slower cadence; intervals stay within what Collector accepts (check_interval).
+ROWS = ((MIN_INTERVAL_S, 0.0), (MIN_INTERVAL_S, 0.04), (MIN_INTERVAL_S, 0.08), (0.2, 0.08))
 
 
 class _Ticker(Collector):
@@ -27,11 +33,16 @@ class _Ticker(Collector):
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=2.0, help="how long each row's loop runs")
+    parser.add_argument("--smoke", action="store_true",
+                        help="about 3 ticks a row: checks the bench runs end to end, measures nothing")
+    args = parser.parse_args()
     print(f"{'interval s':>10} {'work s':>7} {'ticks':>6} {'median span ms':>15} {'p90 span ms':>12}")
-    for interval, work in ((0.1, 0.0), (0.1, 0.04), (0.1, 0.08), (0.05, 0.02)):
+    for interval, work in ROWS:
         ticker = _Ticker(interval, work)
         with ticker:
-            time.sleep(2.0)
+            time.sleep(3.5 * interval if args.smoke else args.seconds)
         spans = sorted(b - a for a, b in zip(ticker.times, ticker.times[1:], strict=False))
         p90 = spans[int(len(spans) * 0.9)] if spans else float("nan")
         print(f"{interval:>10.3f} {work:>7.3f} {len(ticker.times):>6} {statistics.median(spans) * 1000:>15.1f} "

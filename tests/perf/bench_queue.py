@@ -2,6 +2,7 @@
 
     .venv/bin/python tests/perf/bench_queue.py            # 5 queued runs, 5 NaN runs (about a minute or two)
     .venv/bin/python tests/perf/bench_queue.py --runs 3
+    .venv/bin/python tests/perf/bench_queue.py --smoke    # 2 queued runs (one gap), 1 NaN run
 
 Measures, with real supervised runs of a stdlib script (plain python launcher) started by the real CLI:
   gap    one queued run's end -> the next one's start (`--max-running 1`), from the run store's times
@@ -53,17 +54,20 @@ def summary(values: list[float]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=5)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="queued runs, and NaN runs")
+    parser.add_argument("--smoke", action="store_true",
+                        help="2 queued runs (one gap) and 1 NaN run: checks the bench runs end to end")
     args = parser.parse_args()
+    queued, nan_runs = (2, 1) if args.smoke else (max(2, args.runs), args.runs)
     cli("queue", "--max-running", "1")
-    ids = [cli("queue", "add", "--launcher", "python", JOB.name, "--steps", "3").split()[-1] for _ in range(args.runs)]
+    ids = [cli("queue", "add", "--launcher", "python", JOB.name, "--steps", "3").split()[-1] for _ in range(queued)]
     records = wait_ended(ids)
     gaps = [b.started_at - a.ended_at for a, b in zip(records, records[1:], strict=False)]
     overlaps = sum(1 for a, b in zip(records, records[1:], strict=False) if b.started_at < a.ended_at)
 
     asked, ended = [], []
-    for i in range(args.runs):
+    for i in range(nan_runs):
         stamp = SCRATCH / f"nan{i}.json"
         out = cli("run", "--detach", "--launcher", "python", "--stop-on-nan", JOB.name, "--steps", "600",
                   "--step-time", "0.1", "--nan-at", "10", "--stamp", str(stamp))

@@ -1,6 +1,7 @@
 """What one call to a remote traindeck costs, with and without the dashboard's persistent ssh connection.
 
-    .venv/bin/python tests/perf/bench_remote_calls.py      # root and openssh-server: a real sshd on 127.0.0.4:2224
+    .venv/bin/python tests/perf/bench_remote_calls.py          # root and openssh-server: a real sshd on 127.0.0.4:2224
+    .venv/bin/python tests/perf/bench_remote_calls.py --smoke  # one call of each kind
 
 Rows: a fresh `ssh` per call (TCP, key exchange, authentication each time) against calls through the ControlMaster
 (backend/remote/session.py), for `true` (ssh alone), `traindeck --version` and `runs list --json` (ssh plus the
@@ -10,6 +11,7 @@ the absolute figures.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import subprocess
 import sys
@@ -33,6 +35,11 @@ def timed(argv: list[str]) -> float:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=N, help="calls of each kind, with and without the connection")
+    parser.add_argument("--smoke", action="store_true", help="one call of each kind: checks the bench runs end to end")
+    args = parser.parse_args()
+    calls = 1 if args.smoke else args.calls
     with running_sshd() as remote:
         target = Target(remote.host, remote.traindeck, str(remote.ssh_config))
         session = Session(target)
@@ -44,8 +51,8 @@ def main() -> int:
             for label, args in (("true (ssh alone)", None), ("traindeck --version", ["--version"]),
                                 ("traindeck runs list --json", ["runs", "list", "--json"])):
                 command = "true" if args is None else remote_command(target, args, end_with_stdin=False)
-                fresh = [timed(ssh_argv(target, command)) for _ in range(N)]
-                kept = [timed(ssh_argv(target, command, control_path=session.control)) for _ in range(N)]
+                fresh = [timed(ssh_argv(target, command)) for _ in range(calls)]
+                kept = [timed(ssh_argv(target, command, control_path=session.control)) for _ in range(calls)]
                 rows.append((label, fresh, kept))
         finally:
             session.close()

@@ -2,6 +2,7 @@
 
     .venv/bin/python tests/perf/bench_run_output.py                 # 3M-line flood (about a minute or two)
     .venv/bin/python tests/perf/bench_run_output.py --flood-lines 500000 --quick
+    .venv/bin/python tests/perf/bench_run_output.py --smoke                   # every part, smallest runs (seconds)
 
 Measures, with real supervised runs (plain python launcher, the environment real runs get):
   latency   a job prints a timestamped line every 0.2 s with plain print() and never flushes; how long until the
@@ -354,7 +355,14 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the foreground comparison")
     parser.add_argument("--only", choices=("latency", "flood", "foreground", "tags", "quiet"), action="append",
                         help="run only these parts (repeatable)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="--quick on the smallest runs (2,000-line floods, 3 latency lines, one foreground "
+                             "round, 10 quiet steps): checks the bench runs end to end, measures nothing")
     args = parser.parse_args()
+    quiet_steps = 100 if args.quick else 300
+    if args.smoke:
+        args.flood_lines, args.print_lines, args.latency_lines, args.rounds = 2_000, 2_000, 3, 1
+        quiet_steps = 10
     store = RunStore()
     rows: list[tuple[str, str]] = []
     wanted = set(args.only or ("latency", "flood", "foreground", "tags", "quiet"))
@@ -368,7 +376,7 @@ def main() -> int:
     if "tags" in wanted:
         rows += bench_rank_tags(store, args.print_lines)
     if "quiet" in wanted:
-        rows += bench_quiet(store, 100 if args.quick else 300)
+        rows += bench_quiet(store, quiet_steps)
     width = max(len(name) for name, _ in rows)
     print(f"run engine output path ({psutil.cpu_count()} CPUs, python {sys.version.split()[0]})")
     for name, value in rows:
