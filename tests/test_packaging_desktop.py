@@ -93,7 +93,8 @@ def test_install_script_installs_and_removes_per_user(tmp_path: Path) -> None:
 def test_spec_ships_the_files_read_at_run_time() -> None:
     spec = (PACKAGING / "traindeck.spec").read_text()
     # Read as files (not imported) by the app or by the training interpreter it starts.
-    for needed in ('"resources"', '"site_hook"', '"native_probe.py"', '"count_worker.py"', '"*_page.py"',
+    for needed in ('"resources"', '"site_hook"', '"native_probe.py"', '"count_worker.py"', 'glob("*/__init__.py")',
+                   'glob("*/__init__.pyi")',
                    '"snapshot" / "*.json"'):
         assert needed in spec, needed
     for heavy in ("torch", "deepspeed", "accelerate", "transformers"):
