@@ -24,10 +24,11 @@ from PySide6.QtWidgets import QTabWidget, QVBoxLayout
 from traindeck.backend.monitor import MAX_INTERVAL_S, MIN_INTERVAL_S, RunChoice
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
-from traindeck.gui.pages.monitor.layout import NO_RUN, WINDOWS, MonitorLayout
+from traindeck.gui.pages.monitor.layout import MonitorLayout
 from traindeck.gui.pages.monitor.nodes_panel import MonitorNodes
 from traindeck.gui.pages.monitor.run_panel import MonitorRuns
 from traindeck.gui.pages.monitor.samples import MonitorSamples
+from traindeck.gui.pages.monitor.shared import NO_RUN, WINDOWS
 from traindeck.gui.widgets.offload_view import OffloadView
 from traindeck.gui.widgets.sampler_bridge import SamplerBridge
 

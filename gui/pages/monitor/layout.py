@@ -1,17 +1,15 @@
-"""The Monitor page's widgets: its toolbar and its three chart tabs (GPUs, Host, Run), built once, plus the small
-table helpers the sample display uses. `MonitorLayout` is a part of `MonitorPage` (monitor_page.py): it sets the
+"""The Monitor page's widgets: its toolbar and its three chart tabs (GPUs, Host, Run), built once, plus the GPU
+note the sample display uses (the chart and table makers are in shared.py). `MonitorLayout` is a part of `MonitorPage` (monitor_page.py): it sets the
 widgets as the page's attributes, which the page's other parts (monitor_samples.py, monitor_runs.py) fill.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence, QPalette, QShortcut
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QComboBox,
     QDoubleSpinBox,
     QGridLayout,
@@ -21,15 +19,13 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QStackedWidget,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from traindeck.backend.monitor import MAX_INTERVAL_S, MIN_INTERVAL_S, ResourceSample
 from traindeck.gui.pages.base import Page
-from traindeck.gui.widgets.charts import TimeSeriesChart
+from traindeck.gui.pages.monitor.shared import NO_RUN, WINDOWS, new_chart, new_table
 from traindeck.gui.widgets.core_bars import CoreBars
 
 if TYPE_CHECKING:  # a part of MonitorPage: typed as the page it is part of
@@ -37,13 +33,6 @@ if TYPE_CHECKING:  # a part of MonitorPage: typed as the page it is part of
 else:
     _Base = object
 
-# Each chart series: the last hour whole (at the default 1 s sampling; the 1 min-1 hour windows), older samples
-# folded into min/max buckets (the 6 and 24 hour windows, ~2 a pixel column): about 0.2 MB a series whatever
-# the run's length, where a day whole at 1 Hz took 2.8 MB a series (~40 MB for the page's ~15 series).
-RECENT_AT_1HZ = 3_600
-OLDER_BUCKETS = 2_000
-WINDOWS = (("1 min", 60.0), ("10 min", 600.0), ("1 hour", 3600.0), ("6 hours", 21600.0), ("24 hours", 86400.0))
-NO_RUN = "None: host and GPUs only"
 # The run's totals, a line each beside its ranks' lines: (chart, line, the recording's column for what came before
 # the page watched, the live snapshot's property for each sample since). Both feed every line: fed only from the
 # recording, "largest rank" and the CPU and locked totals stood still at their last recorded value while the ranks'
@@ -53,36 +42,6 @@ RUN_TOTAL_LINES = (("rank_rss_chart", "all ranks", "ranks_rss", "ranks_rss_bytes
                    ("rank_cpu_chart", "all ranks", "ranks_cpu_pct", "ranks_cpu_percent"),
                    ("rank_gpu_chart", "all ranks", "ranks_gpu_mem", "ranks_gpu_memory_bytes"),
                    ("rank_locked_chart", "all ranks", "ranks_locked", "ranks_locked_bytes"))
-
-
-def new_chart(title: str, unit: str) -> TimeSeriesChart:
-    return TimeSeriesChart(title, unit, max_points=RECENT_AT_1HZ, older_buckets=OLDER_BUCKETS)
-
-
-def new_table(headers: list[str]) -> QTableWidget:
-    table = QTableWidget(0, len(headers))
-    table.setHorizontalHeaderLabels(headers)
-    table.verticalHeader().setVisible(False)
-    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    table.horizontalHeader().setStretchLastSection(True)
-    table.setAlternatingRowColors(True)
-    table.setWordWrap(False)
-    table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 6)
-    return table
-
-
-def set_row(table: QTableWidget, row: int, cells: Iterable[str], right_from: int = 1) -> None:
-    for column, text in enumerate(cells):
-        item = table.item(row, column)
-        if item is None:
-            item = QTableWidgetItem()
-            if column >= right_from:
-                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            table.setItem(row, column, item)
-        if item.text() != text:
-            item.setText(text)
 
 
 def gpu_note(sample: ResourceSample) -> str:
@@ -97,12 +56,6 @@ def gpu_note(sample: ResourceSample) -> str:
         elif g.processes_unknown is not None:
             lines.append(f"GPU {g.index}: processes unknown: {g.processes_unknown}")
     return "\n".join(lines)
-
-
-def clear_series(chart: TimeSeriesChart) -> None:
-    """Remove the data but keep reference lines (the estimate, totals)."""
-    for name in chart.series_names():
-        chart.remove_series(name)
 
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QTableWidget, QVBoxLayout, QWidget
 
-from traindeck.gui.pages.monitor.layout import new_chart, new_table, set_row
+from traindeck.gui.pages.monitor.shared import new_chart, new_table, set_row
 from traindeck.gui.tasks import owned
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.chart_axis import format_value

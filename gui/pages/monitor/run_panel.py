@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from traindeck.backend.monitor import RunChoice, run_choices, run_history, run_offload
-from traindeck.gui.pages.monitor.layout import NO_RUN, RUN_TOTAL_LINES, clear_series
+from traindeck.gui.pages.monitor.layout import RUN_TOTAL_LINES
+from traindeck.gui.pages.monitor.shared import NO_RUN, clear_series
 from traindeck.gui.widgets.run_state import state_icon
 
 if TYPE_CHECKING:

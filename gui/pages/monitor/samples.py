@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import Qt
 
 from traindeck.backend.monitor import GpuSnapshot, ResourceSample, RunSnapshot
-from traindeck.gui.pages.monitor.layout import RUN_TOTAL_LINES, gpu_note, set_row
+from traindeck.gui.pages.monitor.layout import RUN_TOTAL_LINES, gpu_note
+from traindeck.gui.pages.monitor.shared import set_row
 from traindeck.gui.widgets.chart_axis import format_value
 
 if TYPE_CHECKING:
