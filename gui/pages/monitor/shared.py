@@ -54,3 +54,16 @@ def clear_series(chart: TimeSeriesChart) -> None:
     for name in chart.series_names():
         chart.remove_series(name)
 
+
+def break_lines(charts: Iterable[TimeSeriesChart], at: float) -> None:
+    """End each line that has points with a NaN at `at`: the charts draw it as a gap, where a line drawn straight
+    across a time without samples would claim values nobody measured."""
+    for chart in charts:
+        for name in chart.series_names():
+            if chart.point_count(name):
+                chart.append(name, [at], [float("nan")])
+
+
+def read_failed_text(error: str) -> str:
+    """The status line for a run's recording that could not be read."""
+    return f"Monitor: could not read the run's recording: {error.splitlines()[0]}"
