@@ -42,15 +42,15 @@ def _start(page, qtbot, module, **options) -> None:
 
 
 def _cell(page, row: int, column: int) -> str:
-    item = page.gpu_table.item(row, column)
+    item = page.gpu_panel.gpu_table.item(row, column)
     return "" if item is None else item.text()
 
 
 def test_versions_and_a_gpu_this_job_may_not_open(page, qtbot):
     module = FakePynvml(recording("dual_rtx_a5000"), no_permission=(0,), pcie_delay_s=0)
     _start(page, qtbot, module)
-    qtbot.waitUntil(lambda: page.gpu_table.rowCount() == 2 and _cell(page, 1, 9) == "1", timeout=WAIT_MS)
-    note = page.gpu_note.text()
+    qtbot.waitUntil(lambda: page.gpu_panel.gpu_table.rowCount() == 2 and _cell(page, 1, 9) == "1", timeout=WAIT_MS)
+    note = page.gpu_panel.gpu_note.text()
     assert "NVIDIA driver 590.44.01" in note and "CUDA 13.1" in note and "NVML 13.590.44.01" in note
     assert "GPU 0: no permission to open this GPU" in note
     assert "no permission" in _cell(page, 0, 1) and _cell(page, 0, 3) == "-"
@@ -64,7 +64,7 @@ def test_a_gpu_lost_mid_run_is_said_in_its_row(page, qtbot):
     qtbot.waitUntil(lambda: _cell(page, 1, 1) == "NVIDIA RTX A5000", timeout=WAIT_MS)
     module.driver.lose(1)
     qtbot.waitUntil(lambda: "Xid 79" in _cell(page, 1, 1), timeout=WAIT_MS)
-    assert "GPU 1: GPU lost" in page.gpu_note.text()
+    assert "GPU 1: GPU lost" in page.gpu_panel.gpu_note.text()
     assert _cell(page, 0, 1) == "NVIDIA RTX A5000"
 
 
@@ -73,14 +73,16 @@ def test_refused_process_lists_show_unknown_not_zero(page, qtbot):
     _start(page, qtbot, module)
     qtbot.waitUntil(lambda: _cell(page, 0, 9) != "", timeout=WAIT_MS)
     assert _cell(page, 0, 9) == "unknown"
-    assert page.gpu_table.item(0, 9).toolTip() == "NVML lists a MIG-enabled GPU's processes only to root"
-    assert "GPU 0: processes unknown" in page.gpu_note.text() and "NVIDIA driver 535.54.03" in page.gpu_note.text()
+    assert page.gpu_panel.gpu_table.item(0, 9).toolTip() == "NVML lists a MIG-enabled GPU's processes only to root"
+    note = page.gpu_panel.gpu_note.text()
+    assert "GPU 0: processes unknown" in note and "NVIDIA driver 535.54.03" in note
 
 
 def test_gpus_appear_once_the_driver_loads(page, qtbot):
     module = no_driver()
     _start(page, qtbot, module, retry_every_s=0.0)
-    qtbot.waitUntil(lambda: "No NVIDIA GPU" in page.no_gpu_label.text(), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: "No NVIDIA GPU" in page.gpu_panel.no_gpu_label.text(), timeout=WAIT_MS)
     install(module, FakeDriver(recording("gt_1030"), pcie_delay_s=0))
-    qtbot.waitUntil(lambda: page.gpu_stack.currentIndex() == 1 and page.gpu_table.rowCount() == 1, timeout=WAIT_MS)
+    gpus = page.gpu_panel
+    qtbot.waitUntil(lambda: gpus.currentIndex() == 1 and gpus.gpu_table.rowCount() == 1, timeout=WAIT_MS)
     assert _cell(page, 0, 1) == "NVIDIA GeForce GT 1030" and _cell(page, 0, 9) == "10"

@@ -48,7 +48,7 @@ def test_ring_keeps_the_newest_points_in_order_across_many_appends(whole):
 
 
 def test_a_monitor_chart_holds_its_ring_whole_from_its_first_point(qtbot):
-    from traindeck.gui.pages.monitor.layout import RECENT_AT_1HZ, new_chart
+    from traindeck.gui.pages.monitor.shared import RECENT_AT_1HZ, new_chart
 
     chart = new_chart("CPU", "%")
     qtbot.addWidget(chart)

@@ -92,7 +92,7 @@ def test_a_running_multi_node_runs_nodes_are_side_by_side_and_follow_the_watch(p
     qtbot.waitExposed(page)
     page.page_shown()  # follows the running run
     qtbot.waitUntil(lambda: page.tabs.isTabVisible(page._nodes_tab), timeout=WAIT_MS)
-    assert page._run is not None and page._run.id == run_id
+    assert page.picker.watched is not None and page.picker.watched.id == run_id
     page.tabs.setCurrentIndex(page._nodes_tab)
     qtbot.waitUntil(lambda: page.nodes_view.table.rowCount() == 2, timeout=WAIT_MS)
     first, second = _cells(page)
@@ -128,7 +128,7 @@ def test_a_running_multi_node_runs_nodes_are_side_by_side_and_follow_the_watch(p
     # The run ends: its peaks stay, the latest-figure columns and the charts go, and the reads stop.
     with RunStore() as store:
         store.finish_run(run_id, "succeeded")
-    page.refresh_runs()
+    page.picker.refresh()
     qtbot.waitUntil(lambda: page.nodes_view.table.isColumnHidden(2) and _cells(page)[0][-1] == "ended",
                     timeout=WAIT_MS)
     assert _cells(page)[0][7:9] == ["2 GiB", "6 GiB"] and not page.nodes_view.charts.isVisible()
@@ -159,7 +159,7 @@ def test_a_one_machine_run_has_no_nodes_tab(page, qtbot, launcher) -> None:
     page.show()
     qtbot.waitExposed(page)
     page.page_shown()
-    qtbot.waitUntil(lambda: page._run is not None and page._run.id == run_id, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: page.picker.watched is not None and page.picker.watched.id == run_id, timeout=WAIT_MS)
     page.ctx.tasks.wait(5000)
     qtbot.wait(100)
     assert not page.tabs.isTabVisible(page._nodes_tab) and page.nodes_view.table.rowCount() == 0

@@ -51,17 +51,18 @@ def _start(page, qtbot) -> None:
 def test_real_host_sampling_reaches_the_charts(page, qtbot):
     _start(page, qtbot)
     assert page.bridge.running and page.bridge.interval_s == pytest.approx(0.2)
-    qtbot.waitUntil(lambda: page.cpu_chart.point_count("CPU") >= 3 and page.ram_chart.point_count("used") >= 3,
+    host = page.host_panel
+    qtbot.waitUntil(lambda: host.cpu_chart.point_count("CPU") >= 3 and host.ram_chart.point_count("used") >= 3,
                     timeout=WAIT_MS)
     total = psutil.virtual_memory().total
-    assert 0 < page.ram_chart.last("used") < total
-    assert page.ram_chart.references()["total"] == total
-    assert 0 <= page.cpu_chart.last("CPU") <= 100
-    assert page.ram_chart.point_count("swap used") >= 3
-    assert page.disk_chart.point_count("read") >= 3 and page.net_chart.point_count("received") >= 3
-    assert len(page.core_bars.values()) == psutil.cpu_count()
+    assert 0 < page.host_panel.ram_chart.last("used") < total
+    assert page.host_panel.ram_chart.references()["total"] == total
+    assert 0 <= page.host_panel.cpu_chart.last("CPU") <= 100
+    assert page.host_panel.ram_chart.point_count("swap used") >= 3
+    assert host.disk_chart.point_count("read") >= 3 and host.net_chart.point_count("received") >= 3
+    assert len(page.host_panel.core_bars.values()) == psutil.cpu_count()
     assert "RAM" in page.summary.text() and f"{psutil.cpu_count()} cores" in page.summary.text()
-    x, _ = page.cpu_chart.data("CPU")
+    x, _ = page.host_panel.cpu_chart.data("CPU")
     assert abs(x[-1] - time.time()) < 10  # clock time on the x axis
     page.shutdown()
     assert not page.bridge.running
@@ -72,35 +73,36 @@ def test_no_gpu_state_shows_the_real_nvml_reason_while_the_rest_works(page, qtbo
     reason = NvmlLibrary().open()  # what the real NVML says here (off the page, in the test's own thread)
     assert reason
     _start(page, qtbot)
-    qtbot.waitUntil(lambda: "No NVIDIA GPU" in page.no_gpu_label.text(), timeout=WAIT_MS)
-    assert reason in page.no_gpu_label.text()
-    assert page.gpu_stack.currentWidget() is page.no_gpu_label
-    assert all(chart.series_names() == [] for chart in page.gpu_charts)
-    qtbot.waitUntil(lambda: page.ram_chart.point_count("used") >= 2, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: "No NVIDIA GPU" in page.gpu_panel.no_gpu_label.text(), timeout=WAIT_MS)
+    assert reason in page.gpu_panel.no_gpu_label.text()
+    assert page.gpu_panel.currentWidget() is page.gpu_panel.no_gpu_label
+    assert all(chart.series_names() == [] for chart in page.gpu_panel.charts)
+    qtbot.waitUntil(lambda: page.host_panel.ram_chart.point_count("used") >= 2, timeout=WAIT_MS)
     assert "no NVIDIA GPU" in page.summary.text()
     # Issue 12: the page opened on an empty GPU tab; without a GPU it shows the host (the GPU tab says why).
     assert page.tabs.currentIndex() == 1
-    assert page.rank_gpu_chart.title.endswith("no NVIDIA GPU")
+    assert page.run_panel.rank_gpu_chart.title.endswith("no NVIDIA GPU")
 
 
 def test_gpu_charts_receive_the_values_of_nvml_snapshots(page, qtbot):
     page.bridge.gpu_library_factory = lambda: NvmlLibrary(FakePynvml(recording("dual_rtx_a5000"), pcie_delay_s=0))
     _start(page, qtbot)
-    qtbot.waitUntil(lambda: page.pcie_h2d_chart.point_count("GPU 1") >= 2, timeout=WAIT_MS)
-    assert page.gpu_stack.currentIndex() == 1
+    qtbot.waitUntil(lambda: page.gpu_panel.pcie_h2d_chart.point_count("GPU 1") >= 2, timeout=WAIT_MS)
+    assert page.gpu_panel.currentIndex() == 1
     # The recording's values in our units, as the GPU sampler converts them.
-    assert page.gpu_mem_chart.last("GPU 0") == 22437 * MIB
-    assert page.gpu_mem_chart.last("GPU 1") == 17253 * MIB
-    assert page.gpu_mem_chart.references() == {"total": 24564 * MIB}
-    assert page.gpu_power_chart.last("GPU 1") == pytest.approx(13.6)
-    assert page.gpu_power_chart.references() == {"limit": 230.0}
-    assert page.gpu_temp_chart.last("GPU 0") == 13.0
-    assert page.gpu_util_chart.last("GPU 0") == 0.0
-    assert page.pcie_h2d_chart.last("GPU 0") == 439 * KIB and page.pcie_d2h_chart.last("GPU 0") == 488 * KIB
-    assert page.pcie_h2d_chart.last("GPU 1") == 488 * KIB
-    assert page.gpu_table.rowCount() == 2
-    assert page.gpu_table.item(0, 1).text() == "NVIDIA RTX A5000"
-    assert page.gpu_table.item(0, 3).text() == "21.9 GiB / 24 GiB"
+    assert page.gpu_panel.gpu_mem_chart.last("GPU 0") == 22437 * MIB
+    assert page.gpu_panel.gpu_mem_chart.last("GPU 1") == 17253 * MIB
+    assert page.gpu_panel.gpu_mem_chart.references() == {"total": 24564 * MIB}
+    assert page.gpu_panel.gpu_power_chart.last("GPU 1") == pytest.approx(13.6)
+    assert page.gpu_panel.gpu_power_chart.references() == {"limit": 230.0}
+    assert page.gpu_panel.gpu_temp_chart.last("GPU 0") == 13.0
+    assert page.gpu_panel.gpu_util_chart.last("GPU 0") == 0.0
+    gpus = page.gpu_panel
+    assert gpus.pcie_h2d_chart.last("GPU 0") == 439 * KIB and gpus.pcie_d2h_chart.last("GPU 0") == 488 * KIB
+    assert page.gpu_panel.pcie_h2d_chart.last("GPU 1") == 488 * KIB
+    assert page.gpu_panel.gpu_table.rowCount() == 2
+    assert page.gpu_panel.gpu_table.item(0, 1).text() == "NVIDIA RTX A5000"
+    assert page.gpu_panel.gpu_table.item(0, 3).text() == "21.9 GiB / 24 GiB"
     assert "2 GPUs" in page.summary.text()
 
 
@@ -113,29 +115,30 @@ def test_a_running_runs_ranks_are_sampled_live_with_their_real_memory(page, qtbo
                                     name="tree", state="running", started_at=time.time(),
                                     launcher_pid=tree["launcher"]))
         _start(page, qtbot)
-        qtbot.waitUntil(lambda: page.run_combo.count() == 2, timeout=WAIT_MS)
-        assert page.run_combo.itemData(1).id == "live-run-1" and "running" in page.run_combo.itemText(1)
-        page.run_combo.setCurrentIndex(1)
+        qtbot.waitUntil(lambda: page.picker.combo.count() == 2, timeout=WAIT_MS)
+        assert page.picker.combo.itemData(1).id == "live-run-1" and "running" in page.picker.combo.itemText(1)
+        page.picker.combo.setCurrentIndex(1)
         assert page.bridge.root_pid == tree["launcher"]
-        qtbot.waitUntil(lambda: page.rank_rss_chart.point_count("rank 1") >= 2, timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: page.run_panel.rank_rss_chart.point_count("rank 1") >= 2, timeout=WAIT_MS)
         for rank in (0, 1):
-            assert page.rank_rss_chart.last(f"rank {rank}") >= 64 * MIB  # each rank touched 64 MiB
-        assert page.rank_rss_chart.last("all ranks") >= 128 * MIB
-        assert page.rank_cpu_chart.point_count("rank 0") >= 2
+            assert page.run_panel.rank_rss_chart.last(f"rank {rank}") >= 64 * MIB  # each rank touched 64 MiB
+        assert page.run_panel.rank_rss_chart.last("all ranks") >= 128 * MIB
+        assert page.run_panel.rank_cpu_chart.point_count("rank 0") >= 2
         # The run's totals follow each sample too, not only the recording (they stood still once).
-        rss = page.rank_rss_chart
+        rss = page.run_panel.rank_rss_chart
         assert rss.last("largest rank") == max(rss.last("rank 0"), rss.last("rank 1"))
         assert rss.point_count("largest rank") == rss.point_count("all ranks") >= 2
-        cpu = page.rank_cpu_chart
+        cpu = page.run_panel.rank_cpu_chart
         assert cpu.point_count("all ranks") >= 2
         assert cpu.last("all ranks") == pytest.approx(cpu.last("rank 0") + cpu.last("rank 1"))
-        assert page.rank_locked_chart.point_count("all ranks") >= 2
-        assert "all ranks" not in page.rank_gpu_chart.series_names()  # no GPU here: no line promising figures
-        qtbot.waitUntil(lambda: page.process_table.rowCount() == 3, timeout=WAIT_MS)
-        rows = {page.process_table.item(r, 0).text(): page.process_table.item(r, 1).text() for r in range(3)}
+        assert page.run_panel.rank_locked_chart.point_count("all ranks") >= 2
+        assert "all ranks" not in page.run_panel.rank_gpu_chart.series_names()  # no GPU here: no line promising figures
+        qtbot.waitUntil(lambda: page.run_panel.process_table.rowCount() == 3, timeout=WAIT_MS)
+        table = page.run_panel.process_table
+        rows = {table.item(r, 0).text(): table.item(r, 1).text() for r in range(3)}
         assert rows == {str(tree["launcher"]): "launcher", str(tree["ranks"][0]): "rank", str(tree["ranks"][1]): "rank"}
-    page.choose_run(None)
-    assert page.bridge.root_pid is None and page.rank_rss_chart.series_names() == []
+    page.picker.choose(None)
+    assert page.bridge.root_pid is None and page.run_panel.rank_rss_chart.series_names() == []
 
 
 def test_a_run_picked_before_its_launcher_pid_is_recorded_is_sampled_once_it_is(page, qtbot, traindeck_home):
@@ -148,14 +151,14 @@ def test_a_run_picked_before_its_launcher_pid_is_recorded_is_sampled_once_it_is(
             store.add_run(RunRecord(id="live-run-2", run_dir=str(traindeck_home), created_at=time.time(),
                                     name="early", state="running", started_at=time.time()))
         _start(page, qtbot)
-        qtbot.waitUntil(lambda: page.run_combo.count() == 2, timeout=WAIT_MS)
-        page.run_combo.setCurrentIndex(1)
+        qtbot.waitUntil(lambda: page.picker.combo.count() == 2, timeout=WAIT_MS)
+        page.picker.combo.setCurrentIndex(1)
         assert page.bridge.root_pid is None
         with RunStore() as store:
             store.update_run("live-run-2", launcher_pid=tree["launcher"])
-        page.refresh_runs()
+        page.picker.refresh()
         qtbot.waitUntil(lambda: page.bridge.root_pid == tree["launcher"], timeout=WAIT_MS)
-        qtbot.waitUntil(lambda: page.rank_rss_chart.point_count("rank 0") >= 1, timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: page.run_panel.rank_rss_chart.point_count("rank 0") >= 1, timeout=WAIT_MS)
 
 
 def test_a_finished_run_is_read_back_with_its_offload_view_and_steps(page, qtbot, traindeck_home):
@@ -176,31 +179,32 @@ def test_a_finished_run_is_read_back_with_its_offload_view_and_steps(page, qtbot
     writer.close()
 
     _start(page, qtbot)
-    page.choose_run(RunChoice("done-run-1", "finished", "succeeded", None, samples[0].t))
+    page.picker.choose(RunChoice("done-run-1", "finished", "succeeded", None, samples[0].t))
     assert page.bridge.root_pid is None  # nothing to sample: it is read back
-    qtbot.waitUntil(lambda: page.rank_rss_chart.point_count("all ranks") > 100, timeout=WAIT_MS)
-    assert page.rank_rss_chart.last("all ranks") == pytest.approx(samples[-1].run.ranks_rss_bytes)
-    assert page.rank_rss_chart.x_window is None  # the whole run, not the live window
-    qtbot.waitUntil(lambda: page.process_table.rowCount() == 3, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: page.run_panel.rank_rss_chart.point_count("all ranks") > 100, timeout=WAIT_MS)
+    assert page.run_panel.rank_rss_chart.last("all ranks") == pytest.approx(samples[-1].run.ranks_rss_bytes)
+    assert page.run_panel.rank_rss_chart.x_window is None  # the whole run, not the live window
+    qtbot.waitUntil(lambda: page.run_panel.process_table.rowCount() == 3, timeout=WAIT_MS)
 
     page.tabs.setCurrentWidget(page.offload)
-    qtbot.waitUntil(lambda: page.offload.host.point_count("ranks' RSS") > 100, timeout=WAIT_MS)
-    assert page.offload.pcie.point_count("host -> GPU") > 100 and page.offload.nvme.point_count("read") > 100
-    assert "nvme0n1" in page.offload.nvme.title
-    assert page.offload.table.rowCount() == len(demo_steps(samples)) - 1
-    assert "s/step" in page.offload.summary.text()
+    qtbot.waitUntil(lambda: page.offload.view.host.point_count("ranks' RSS") > 100, timeout=WAIT_MS)
+    assert page.offload.view.pcie.point_count("host -> GPU") > 100 and page.offload.view.nvme.point_count("read") > 100
+    assert "nvme0n1" in page.offload.view.nvme.title
+    assert page.offload.view.table.rowCount() == len(demo_steps(samples)) - 1
+    assert "s/step" in page.offload.view.summary.text()
     first_step_t = demo_steps(samples)[0][0]
-    assert page.offload.step_axis.tickStrings([first_step_t], 1, 1) == ["1"]
+    assert page.offload.view.step_axis.tickStrings([first_step_t], 1, 1) == ["1"]
 
 
 def test_estimate_is_drawn_as_reference_lines_and_removed(page):
     page.set_estimate(20 * GIB, 40 * GIB)
-    for chart in (page.gpu_mem_chart, page.rank_gpu_chart):
+    for chart in (page.gpu_panel.gpu_mem_chart, page.run_panel.rank_gpu_chart):
         assert chart.references()["estimate"] == 20 * GIB
-    for chart in (page.rank_rss_chart, page.ram_chart, page.offload.host):
+    for chart in (page.run_panel.rank_rss_chart, page.host_panel.ram_chart, page.offload.view.host):
         assert chart.references()["estimate"] == 40 * GIB
     page.set_estimate(None, None)
-    for chart in (page.gpu_mem_chart, page.rank_gpu_chart, page.rank_rss_chart, page.ram_chart, page.offload.host):
+    for chart in (page.gpu_panel.gpu_mem_chart, page.run_panel.rank_gpu_chart, page.run_panel.rank_rss_chart,
+                  page.host_panel.ram_chart, page.offload.view.host):
         assert "estimate" not in chart.references()
 
 
@@ -208,17 +212,17 @@ def test_sampling_stops_when_hidden_for_long_and_restarts_when_shown(page, qtbot
     page._hidden_timer.setInterval(100)
     _start(page, qtbot)
     assert page.bridge.running
-    qtbot.waitUntil(lambda: page.cpu_chart.point_count("CPU") >= 2, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: page.host_panel.cpu_chart.point_count("CPU") >= 2, timeout=WAIT_MS)
     page.hide()
     qtbot.waitUntil(lambda: not page.bridge.running, timeout=WAIT_MS)
     hidden_at = time.time()
     page.show()
     page.page_shown()
     assert page.bridge.running
-    count = page.cpu_chart.point_count("CPU")
-    qtbot.waitUntil(lambda: page.cpu_chart.point_count("CPU") > count, timeout=WAIT_MS)
+    count = page.host_panel.cpu_chart.point_count("CPU")
+    qtbot.waitUntil(lambda: page.host_panel.cpu_chart.point_count("CPU") > count, timeout=WAIT_MS)
     # The minutes without samples are a gap in the line (NaN), not a straight line drawn across them.
-    x, y = page.cpu_chart.data("CPU")
+    x, y = page.host_panel.cpu_chart.data("CPU")
     gaps = x[np.isnan(y)]
     assert len(gaps) == 1 and gaps[0] >= hidden_at
 
@@ -232,46 +236,46 @@ def test_watch_run_follows_the_running_run_unless_the_person_picked_one(page):
     done = _choice("done-1", "succeeded", 100.0)
     first = _choice("run-1", "running", 200.0)
     # Nothing watched, one run running: watch it.
-    assert page.run_to_follow([first, done]) == "run-1"
-    page._run = first
-    assert page.run_to_follow([first, done]) is None  # already watching it
-    page._known_running = {"run-1"}
+    assert page.picker.run_to_follow([first, done]) == "run-1"
+    page.picker._run = first
+    assert page.picker.run_to_follow([first, done]) is None  # already watching it
+    page.picker._known_running = {"run-1"}
     # It finished and another started: follow the new one.
-    page._run = _choice("run-1", "succeeded", 200.0)
+    page.picker._run = _choice("run-1", "succeeded", 200.0)
     second = _choice("run-2", "running", 300.0)
-    assert page.run_to_follow([second, page._run, done]) == "run-2"
+    assert page.picker.run_to_follow([second, page.picker._run, done]) == "run-2"
     # The person picked a finished run while run-2 runs: that holds...
-    page._run, page._pinned, page._known_running = done, True, {"run-2"}
-    assert page.run_to_follow([second, done]) is None
+    page.picker._run, page.picker._pinned, page.picker._known_running = done, True, {"run-2"}
+    assert page.picker.run_to_follow([second, done]) is None
     # ...until a new run starts.
     third = _choice("run-3", "running", 400.0)
-    assert page.run_to_follow([third, second, done]) == "run-3"
+    assert page.picker.run_to_follow([third, second, done]) == "run-3"
     # A run launched from this window is watched as soon as it is listed, even over a pick.
-    page._pinned, page._known_running = True, {"run-3", "run-2"}
-    page._run_started("run-2")
-    assert page.run_to_follow([third, second, done]) == "run-2"
+    page.picker._pinned, page.picker._known_running = True, {"run-3", "run-2"}
+    page.picker.run_started("run-2")
+    assert page.picker.run_to_follow([third, second, done]) == "run-2"
 
 
 def test_interval_setting_restarts_sampling_and_is_remembered(page, qtbot):
     _start(page, qtbot)
-    page.interval_spin.setValue(0.5)
+    page.toolbar.interval_spin.setValue(0.5)
     assert page.bridge.running and page.bridge.interval_s == 0.5
     assert float(page.ctx.settings.value("monitor/interval")) == 0.5
-    page.window_combo.setCurrentText("1 hour")
-    assert page.cpu_chart.x_window == 3600
+    page.toolbar.window_combo.setCurrentText("1 hour")
+    assert page.host_panel.cpu_chart.x_window == 3600
     assert page.ctx.settings.value("monitor/window") == "1 hour"
 
 
 def test_demo_fills_every_chart_including_a_gpu_section(page, qtbot):
     _start(page, qtbot)
     page.load_demo()
-    assert not page.bridge.running and page.demo_label.isVisibleTo(page)
-    for chart in page.gpu_charts + page.host_charts + page.run_charts:
+    assert not page.bridge.running and page.toolbar.demo_label.isVisibleTo(page)
+    for chart in page.gpu_panel.charts + page.host_panel.charts + page.run_panel.charts:
         assert chart.series_names() and all(chart.point_count(n) > 100 for n in chart.series_names()), chart.title
-    assert page.gpu_stack.currentIndex() == 1 and page.gpu_table.rowCount() == 2
-    assert page.process_table.rowCount() == 3
-    qtbot.waitUntil(lambda: page.offload.table.rowCount() > 50, timeout=WAIT_MS)
-    assert page.offload.host.point_count("ranks' RSS") > 100
+    assert page.gpu_panel.currentIndex() == 1 and page.gpu_panel.gpu_table.rowCount() == 2
+    assert page.run_panel.process_table.rowCount() == 3
+    qtbot.waitUntil(lambda: page.offload.view.table.rowCount() > 50, timeout=WAIT_MS)
+    assert page.offload.view.host.point_count("ranks' RSS") > 100
     page.page_shown()  # showing the page again keeps the demo (no live sampling mixed in)
     assert not page.bridge.running
 
@@ -293,9 +297,9 @@ def test_demo_offload_without_gpu_samples_has_no_empty_series(page, qtbot):
 
     view = dict(demo_offload_view(demo_samples()))
     view["gpu_error"] = "NVML Shared Library Not Found: libnvidia-ml.so.1 is not on this machine (no NVIDIA driver)"
-    page.offload.set_view(view)
-    assert page.offload.gpu.series_names() == []  # no lone legend mark beside "none recorded"
-    assert page.offload.gpu.title == "GPU utilisation: none recorded"
-    assert "libnvidia-ml" in page.offload.gpu.toolTip()
-    assert page.offload.pcie.series_names() == [] and "none recorded" in page.offload.pcie.title
-    assert page.offload.table.isColumnHidden(2) and not page.offload.table.isColumnHidden(4)
+    page.offload.view.set_view(view)
+    assert page.offload.view.gpu.series_names() == []  # no lone legend mark beside "none recorded"
+    assert page.offload.view.gpu.title == "GPU utilisation: none recorded"
+    assert "libnvidia-ml" in page.offload.view.gpu.toolTip()
+    assert page.offload.view.pcie.series_names() == [] and "none recorded" in page.offload.view.pcie.title
+    assert page.offload.view.table.isColumnHidden(2) and not page.offload.view.table.isColumnHidden(4)

@@ -160,9 +160,9 @@ class Tour:
                         1500)
         window.show_page("monitor")
         monitor = window.pages["monitor"]
-        self.wait_until("Monitor to watch the running run", lambda: monitor._run is not None
-                        and monitor._run.id == first, 30)
-        monitor.window_combo.setCurrentIndex(0)  # the last minute: the tour's run is young
+        self.wait_until("Monitor to watch the running run", lambda: monitor.picker.watched is not None
+                        and monitor.picker.watched.id == first, 30)
+        monitor.toolbar.window_combo.setCurrentIndex(0)  # the last minute: the tour's run is young
         self.wait(2)
         self.shot("monitor")
         monitor.tabs.setCurrentIndex(2)

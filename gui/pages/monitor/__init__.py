@@ -8,9 +8,11 @@ only appends numbers to charts.
 
 Sampling stops when the page has been hidden for a while (or on shutdown) and restarts when it is shown.
 
-In parts: monitor_widgets.py builds the toolbar and tabs, monitor_samples.py shows samples, monitor_runs.py
-picks and reads the run watched, monitor_nodes.py is the Nodes tab of a multi-node run; this module ties them to
-the sampler and the page's life cycle.
+The page assembles panels, each a widget that owns its state and is told what to show: the run picker
+(run_picker.py) and the sampling settings (toolbar.py) above a summary line, and the tabs: GPUs (gpus_panel.py),
+Host (host_panel.py), Run (run_panel.py), Offload (offload_panel.py) and the Nodes of a multi-node run
+(nodes_panel.py). The page owns the sampler and its life cycle, hands each sample and the chosen run to the
+panels and relays their signals.
 """
 
 from __future__ import annotations
@@ -19,77 +21,78 @@ import time
 from typing import Any
 
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QTabWidget, QVBoxLayout
+from PySide6.QtWidgets import QHBoxLayout, QTabWidget, QVBoxLayout
 
-from traindeck.backend.monitor import MAX_INTERVAL_S, MIN_INTERVAL_S, RunChoice
+from traindeck.backend.monitor import MAX_INTERVAL_S, MIN_INTERVAL_S, ResourceSample, RunChoice
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
-from traindeck.gui.pages.monitor.layout import NO_RUN, WINDOWS, MonitorLayout
+from traindeck.gui.pages.monitor.gpus_panel import GpuPanel
+from traindeck.gui.pages.monitor.host_panel import HostPanel
 from traindeck.gui.pages.monitor.nodes_panel import MonitorNodes
-from traindeck.gui.pages.monitor.run_panel import MonitorRuns
-from traindeck.gui.pages.monitor.samples import MonitorSamples
-from traindeck.gui.widgets.offload_view import OffloadView
+from traindeck.gui.pages.monitor.offload_panel import OffloadPanel
+from traindeck.gui.pages.monitor.run_panel import RunPanel
+from traindeck.gui.pages.monitor.run_picker import RunPicker
+from traindeck.gui.pages.monitor.toolbar import MonitorToolbar, SampleSummary
 from traindeck.gui.widgets.sampler_bridge import SamplerBridge
 
 HIDDEN_STOP_MS = 60_000  # hidden this long: stop sampling (restarts on show)
-RUNS_REFRESH_MS = 10_000
-OFFLOAD_REFRESH_MS = 5_000
 
 
-class MonitorPage(MonitorRuns, MonitorSamples, MonitorLayout, Page):
+class MonitorPage(Page):
     key = "monitor"
     title = "Monitor"
     order = 40
 
     def __init__(self, ctx: AppContext):
         super().__init__(ctx)
-        self._run: RunChoice | None = None
-        self._gpu_state: str | None = None  # "gpus" or the NVML reason, to switch the GPU tab only on change
-        self._gpu_refs: dict[str, float] = {}
-        self._estimate: tuple[float | None, float | None] = (None, None)
         self._demo = False
         self._stopped_by_hiding = False
-        self._run_request = 0  # ignores results of reads for a run no longer chosen
-        # Follow the running run unless the person chose one: a pick of theirs holds until a new run starts.
-        self._pinned = False
-        self._known_running: set[str] = set()
-        self._follow_id: str | None = None  # a run launched from this window: watch it as soon as it is listed
         self._tab_chosen = False  # the person picked a tab: no more switching to Host on a machine without GPUs
 
         self.bridge = SamplerBridge(self)
         self.bridge.interval_s = self._saved_interval()
         self.bridge.sampled.connect(self._on_sample)
 
-        self._build_toolbar()
-        self.tabs = QTabWidget()
-        self.tabs.addTab(self._build_gpu_tab(), "&GPUs")
-        self.tabs.addTab(self._build_host_tab(), "&Host")
-        self.tabs.addTab(self._build_run_tab(), "&Run")
-        self.offload = OffloadView()
-        self.tabs.addTab(self.offload, "&Offload")
+        self.picker = RunPicker(ctx)
+        self.toolbar = MonitorToolbar(self.bridge.interval_s, str(ctx.settings.value("monitor/window", "10 min")))
+        self.summary = SampleSummary()
+        self.gpu_panel = GpuPanel()
+        self.host_panel = HostPanel()
+        self.run_panel = RunPanel(ctx)
+        self.offload = OffloadPanel(ctx)
         # A multi-node run's nodes side by side (issue 15); the tab is there only while the run watched has nodes.
         self.nodes_view = MonitorNodes(ctx.tasks, self.bridge.interval_s)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.gpu_panel, "&GPUs")
+        self.tabs.addTab(self.host_panel, "&Host")
+        self.tabs.addTab(self.run_panel, "&Run")
+        self.tabs.addTab(self.offload, "&Offload")
         self._nodes_tab = self.tabs.addTab(self.nodes_view, "&Nodes")
         self.tabs.setTabVisible(self._nodes_tab, False)
-        self.nodes_view.has_nodes.connect(lambda on: self.tabs.setTabVisible(self._nodes_tab, on))
-        self.tabs.currentChanged.connect(lambda _i: self._refresh_offload())
-        self.tabs.currentChanged.connect(lambda _i: self.nodes_view.refresh())
-        self.tabs.tabBarClicked.connect(lambda _i: setattr(self, "_tab_chosen", True))
-        ctx.run_started.connect(self._run_started)
 
+        self.picker.chosen.connect(self._watch)
+        self.toolbar.interval_changed.connect(self._interval_changed)
+        self.toolbar.window_changed.connect(self._apply_window)
+        self.gpu_panel.missing_at_start.connect(self._no_gpu_at_start)
+        self.gpu_panel.state_changed.connect(self.run_panel.set_gpus_present)
+        self.nodes_view.has_nodes.connect(lambda on: self.tabs.setTabVisible(self._nodes_tab, on))
+        self.tabs.currentChanged.connect(self._tab_changed)
+        self.tabs.tabBarClicked.connect(lambda _i: setattr(self, "_tab_chosen", True))
+        ctx.run_started.connect(self.picker.run_started)
+
+        top = QHBoxLayout()
+        top.addWidget(self.picker)
+        top.addSpacing(16)
+        top.addWidget(self.toolbar, 1)  # its stretch keeps the demo tag at the right end
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
-        layout.addLayout(self.toolbar)
+        layout.addLayout(top)
         layout.addWidget(self.summary)
         layout.addWidget(self.tabs, 1)
 
         self._hidden_timer = QTimer(self, singleShot=True, interval=HIDDEN_STOP_MS)
         self._hidden_timer.timeout.connect(self._stop_while_hidden)
-        self._runs_timer = QTimer(self, interval=RUNS_REFRESH_MS)
-        self._runs_timer.timeout.connect(self.refresh_runs)
-        self._offload_timer = QTimer(self, interval=OFFLOAD_REFRESH_MS)
-        self._offload_timer.timeout.connect(self._refresh_offload)
-        self._apply_window(self.window_combo.currentIndex())
+        self._apply_window(self.toolbar.window_s)
 
     # -------------------------------------------------------------------------------------------- settings
     def _saved_interval(self) -> float:
@@ -104,12 +107,39 @@ class MonitorPage(MonitorRuns, MonitorSamples, MonitorLayout, Page):
         self.bridge.set_interval(value)  # restarts the loop without waiting for it
         self.nodes_view.set_interval(value)
 
-    def _apply_window(self, index: int) -> None:
-        label, seconds = WINDOWS[max(0, index)]
-        self.ctx.settings.setValue("monitor/window", label)
-        live = self.gpu_charts + self.host_charts + (self.run_charts if self._run is None or self._run.live else ())
-        for chart in live + (self.nodes_view.ram_chart, self.nodes_view.cpu_chart):
-            chart.x_window = seconds
+    def _apply_window(self, seconds: float) -> None:
+        self.ctx.settings.setValue("monitor/window", self.toolbar.window_label)
+        for panel in (self.gpu_panel, self.host_panel, self.run_panel, self.nodes_view):
+            panel.set_window(seconds)
+
+    # ------------------------------------------------------------------------------------------ what is shown
+    def _on_sample(self, sample: ResourceSample, *, tables: bool = True) -> None:
+        tables = tables and not self.window().isMinimized()  # charts keep their points; tables wait for a restore
+        self.host_panel.show_sample(sample)
+        self.summary.show_sample(sample)
+        self.gpu_panel.show_sample(sample, tables)
+        if sample.run is not None:
+            self.run_panel.show_sample(sample.run, tables)
+
+    def _tab_changed(self, _index: int) -> None:
+        self.offload.set_current(self.tabs.currentWidget() is self.offload)
+        self.nodes_view.refresh()
+
+    def _no_gpu_at_start(self) -> None:
+        if not self._tab_chosen and self.tabs.currentIndex() == 0:
+            self.tabs.setCurrentIndex(1)  # no GPU: open on what there is to see (the GPU tab says why)
+
+    def _watch(self, choice: RunChoice | None) -> None:
+        """The picker's choice (None: host and GPUs only), handed to the sampler and to each panel that shows the run:
+        a running run is sampled live, a finished one read back."""
+        self.bridge.set_root_pid(choice.launcher_pid if choice is not None and choice.live else None)
+        # Live while running, launcher pid or not: the nodes are read from the node watch's files, and a run is
+        # listed before its supervisor records the pid.
+        self.nodes_view.set_run(choice.id if choice is not None and not self._demo else None,
+                                choice is not None and choice.state == "running")
+        self.run_panel.watch(choice, demo=self._demo)
+        self._apply_window(self.toolbar.window_s)
+        self.offload.watch(choice, demo=self._demo)
 
     # ------------------------------------------------------------------------------------------- lifecycle
     def start_sampling(self) -> None:
@@ -123,10 +153,8 @@ class MonitorPage(MonitorRuns, MonitorSamples, MonitorLayout, Page):
     def page_shown(self) -> None:
         self._hidden_timer.stop()
         self.start_sampling()
-        self.refresh_runs()
-        if not self._demo:
-            self._runs_timer.start()
-        self._refresh_offload()
+        self.picker.resume()
+        self.offload.refresh()
         self.nodes_view.resume()
 
     def hideEvent(self, event: Any) -> None:  # noqa: N802
@@ -147,8 +175,8 @@ class MonitorPage(MonitorRuns, MonitorSamples, MonitorLayout, Page):
 
     def _off_screen(self) -> None:
         self._hidden_timer.start()
-        self._runs_timer.stop()
-        self._offload_timer.stop()
+        self.picker.pause()
+        self.offload.pause()
         self.nodes_view.pause()
 
     def _back_on_screen(self) -> None:
@@ -162,11 +190,8 @@ class MonitorPage(MonitorRuns, MonitorSamples, MonitorLayout, Page):
         """End every live line here: sampling stopped while the page was hidden, and a line drawn straight across
         the minutes without samples would claim values nobody measured (the charts draw NaN as a gap)."""
         at = time.time() if t is None else t
-        for chart in self.gpu_charts + self.host_charts + (self.run_charts if self._run is not None and self._run.live
-                                                           else ()):
-            for name in chart.series_names():
-                if chart.point_count(name):
-                    chart.append(name, [at], [float("nan")])
+        for panel in (self.gpu_panel, self.host_panel, self.run_panel):
+            panel.break_lines(at)
 
     def _stop_while_hidden(self) -> None:
         if self.bridge.running:
@@ -174,52 +199,41 @@ class MonitorPage(MonitorRuns, MonitorSamples, MonitorLayout, Page):
             self.bridge.stop()
 
     def shutdown(self) -> None:
-        for timer in (self._hidden_timer, self._runs_timer, self._offload_timer):
-            timer.stop()
+        self._hidden_timer.stop()
+        self.picker.pause()
+        self.offload.pause()
         self.nodes_view.pause()
         self.bridge.stop(wait_s=2.0)  # let the loop release NVML before the process exits
 
     # -------------------------------------------------------------------------------------------- estimate
     def set_estimate(self, gpu_bytes_per_device: float | None, cpu_bytes_per_node: float | None) -> None:
         """Draw the memory estimate (per GPU, and host memory per node) as reference lines; None removes one."""
-        self._estimate = (gpu_bytes_per_device, cpu_bytes_per_node)
-        for chart, value in ((self.gpu_mem_chart, gpu_bytes_per_device), (self.rank_gpu_chart, gpu_bytes_per_device),
-                             (self.rank_rss_chart, cpu_bytes_per_node), (self.ram_chart, cpu_bytes_per_node)):
-            if value:
-                chart.add_reference(float(value), "estimate")
-            else:
-                chart.remove_reference("estimate")
+        self.gpu_panel.set_estimate(gpu_bytes_per_device)
+        self.run_panel.set_estimate(gpu_bytes_per_device, cpu_bytes_per_node)
+        self.host_panel.set_estimate(cpu_bytes_per_node)
         self.offload.set_estimate(cpu_bytes_per_node)
 
     # ------------------------------------------------------------------------------------------------- demo
     def load_demo(self) -> None:
         """Recorded-looking data in every chart, including a GPU section built from NVML-shaped snapshots."""
-        from traindeck.backend.monitor import demo_offload_view, demo_samples
+        from traindeck.backend.monitor import demo_samples
 
         self._demo = True
         self.stop_sampling()
-        for timer in (self._runs_timer, self._offload_timer):
-            timer.stop()
-        self.demo_label.show()
+        self.picker.pause()
+        self.offload.pause()
+        self.toolbar.show_demo_tag()
         samples = demo_samples()
-        for chart in self.gpu_charts + self.host_charts + self.run_charts:
-            chart.clear()
-        self._gpu_refs.clear()
-        self._gpu_state = None
+        for panel in (self.gpu_panel, self.host_panel, self.run_panel):
+            panel.clear()
         demo_run = RunChoice("demo", "train.py: ZeRO-2, optimizer offload to CPU + NVMe", "running", None,
                              samples[0].t)
-        self.run_combo.blockSignals(True)
-        self.run_combo.clear()
-        self.run_combo.addItem(NO_RUN, None)
-        self.run_combo.addItem(demo_run.label, demo_run)
-        self.run_combo.setCurrentIndex(1)
-        self.run_combo.blockSignals(False)
-        self.choose_run(demo_run)
-        self.run_title.setText(f"<b>{demo_run.label}</b> — demo data")
+        self.picker.show_demo(demo_run)
+        self.run_panel.set_title(f"<b>{demo_run.label}</b> — demo data")
         for index, sample in enumerate(samples):
             self._on_sample(sample, tables=index == len(samples) - 1)
         self.set_estimate(21.5 * 1024**3, 44 * 1024**3)
-        self.ctx.tasks.run(demo_offload_view, samples, done=self.offload.set_view, failed=self._read_failed)
+        self.offload.show_demo(samples)
 
 
 PAGE = MonitorPage

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QTableWidget, QVBoxLayout, QWidget
 
-from traindeck.gui.pages.monitor.layout import new_chart, new_table, set_row
+from traindeck.gui.pages.monitor.shared import new_chart, new_table, set_row
 from traindeck.gui.tasks import owned
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.chart_axis import format_value
@@ -121,6 +121,11 @@ class MonitorNodes(QWidget):
     def set_interval(self, seconds: float) -> None:
         self.timer.setInterval(int(max(NODES_MIN_S, seconds) * 1000))
 
+    def set_window(self, seconds: float) -> None:
+        """Show the newest `seconds` of both charts (and follow the newest data again)."""
+        for chart in (self.ram_chart, self.cpu_chart):
+            chart.x_window = seconds
+
     def set_run(self, run_id: str | None, live: bool) -> None:
         """Watch this run's nodes (None: none); one read at once tells whether it has any."""
         self._request += 1
@@ -204,7 +209,7 @@ class MonitorNodes(QWidget):
         for chart in (self.ram_chart, self.cpu_chart):
             known = set(chart.series_names())
             for node in nodes:  # a line per node in the table's order, whichever node reports first, so each node
-                host = str(node.get("host"))  # keeps its colour from one run to the next (CI saw node 2 first)
+                host = str(node.get("host"))  # keeps its colour from one run to the next
                 if host not in known:
                     chart.append(host, [], [])
         for node in nodes:

@@ -1,156 +1,166 @@
-"""The Monitor page's run: the runs listed in the picker, the one followed (a run just launched, else the newest
-running one unless the person picked another), its recorded history and its offload view, all read through
-`ctx.tasks`. `MonitorRuns` is a part of `MonitorPage`.
-"""
+"""The Monitor's Run tab: the watched run's ranks (host memory, CPU, GPU memory, pinned memory) charted a line each
+beside the run's totals, and its process table. A running run is fed from live samples; a finished one is read back
+from its recording through `ctx.tasks`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QGridLayout, QHeaderView, QLabel, QStackedWidget, QWidget
 
-from traindeck.backend.monitor import RunChoice, run_choices, run_history, run_offload
-from traindeck.gui.pages.monitor.layout import NO_RUN, RUN_TOTAL_LINES, clear_series
-from traindeck.gui.widgets.run_state import state_icon
+from traindeck.backend.monitor import RunChoice, RunSnapshot, run_history
+from traindeck.gui.context import AppContext
+from traindeck.gui.pages.monitor.shared import (
+    break_lines,
+    clear_series,
+    new_chart,
+    new_table,
+    read_failed_text,
+    set_row,
+)
+from traindeck.gui.widgets.chart_axis import format_value
+from traindeck.gui.widgets.charts import TimeSeriesChart
 
-if TYPE_CHECKING:
-    from PySide6.QtCore import QTimer
-
-    from traindeck.gui.pages.monitor.nodes_panel import MonitorNodes
-    from traindeck.gui.pages.monitor.samples import MonitorSamples
-    from traindeck.gui.widgets.offload_view import OffloadView
-    from traindeck.gui.widgets.sampler_bridge import SamplerBridge
-
-    _Base = MonitorSamples
-else:
-    _Base = object
+# The run's totals, a line each beside its ranks' lines: (chart, line, the recording's column for what came before
+# the panel watched, the live snapshot's property for each sample since). Both feed every line, so that "largest
+# rank" and the CPU and locked totals move with the ranks' own lines rather than stand at their last recorded value.
+RUN_TOTAL_LINES = (("rank_rss_chart", "all ranks", "ranks_rss", "ranks_rss_bytes"),
+                   ("rank_rss_chart", "largest rank", "rank_rss_max", "max_rank_rss_bytes"),
+                   ("rank_cpu_chart", "all ranks", "ranks_cpu_pct", "ranks_cpu_percent"),
+                   ("rank_gpu_chart", "all ranks", "ranks_gpu_mem", "ranks_gpu_memory_bytes"),
+                   ("rank_locked_chart", "all ranks", "ranks_locked", "ranks_locked_bytes"))
 
 
-class MonitorRuns(_Base):
-    """Picks and reads the run watched (see MonitorPage)."""
+def process_cells(p: Any) -> list[str]:
+    """A process table row from a live `ProcessSnapshot` or a recorded one (a dict)."""
+    get = (lambda k: p.get(k)) if isinstance(p, dict) else (lambda k: getattr(p, k))  # noqa: E731
+    rank = get("rank")
+    return [str(get("pid")), str(get("role") or ""), "" if rank is None else str(rank),
+            format_value(get("cpu_percent")), format_value(get("rss_bytes"), "B"),
+            format_value(get("locked_bytes"), "B"), format_value(get("gpu_memory_bytes"), "B"),
+            format_value(get("read_bytes"), "B"), format_value(get("write_bytes"), "B"), str(get("cmdline") or "")]
 
-    if TYPE_CHECKING:
-        _pinned: bool
-        _known_running: set[str]
-        _follow_id: str | None
-        _run_request: int
-        _offload_timer: QTimer
-        offload: OffloadView
-        bridge: SamplerBridge
-        nodes_view: MonitorNodes
 
-    def refresh_runs(self) -> None:
-        if self._demo:
-            return
-        self.ctx.tasks.run(run_choices, done=self._runs_listed, failed=self._runs_failed)
+class RunPanel(QStackedWidget):
+    """The run watched (`watch`), or a note asking to choose one (the stack's first page)."""
 
-    def _runs_failed(self, error: str) -> None:
-        self.ctx.status.emit(f"Monitor: could not list runs: {error.splitlines()[0]}")
+    def __init__(self, ctx: AppContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self._run: RunChoice | None = None
+        self._demo = False  # demo data: samples of a run that is not live are shown, nothing is read
+        self._request = 0  # ignores a recording read for a run no longer watched
+        self._gpus = False  # the sampler reads GPUs: only then do the ranks get GPU memory lines
+        self.run_title = QLabel()
+        self.rank_rss_chart = new_chart("Ranks' host memory (RSS)", "B")
+        self.rank_cpu_chart = new_chart("Ranks' CPU (100 % = one core)", "%")
+        self.rank_gpu_chart = new_chart("Ranks' GPU memory", "B")
+        self.rank_locked_chart = new_chart("Ranks' locked (pinned) host memory", "B")
+        self.charts: tuple[TimeSeriesChart, ...] = (self.rank_rss_chart, self.rank_cpu_chart, self.rank_gpu_chart,
+                                                    self.rank_locked_chart)
+        self.process_table = new_table(["PID", "Role", "Rank", "CPU %", "RSS", "Locked", "GPU memory", "Read",
+                                        "Written", "Command"])
+        self.process_table.horizontalHeader().setSectionResizeMode(9, QHeaderView.ResizeMode.Stretch)
+        content = QWidget()
+        grid = QGridLayout(content)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.addWidget(self.run_title, 0, 0, 1, 2)
+        for index, chart in enumerate(self.charts):
+            grid.addWidget(chart, 1 + index // 2, index % 2)
+        grid.addWidget(self.process_table, 3, 0, 1, 2)
+        grid.setRowStretch(1, 3)
+        grid.setRowStretch(2, 3)
+        grid.setRowStretch(3, 2)
+        self.no_run_label = QLabel("Choose a run above (a running one is sampled live: its launcher and every "
+                                   "rank; a finished one is read back from its recording).")
+        self.no_run_label.setWordWrap(True)
+        self.no_run_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.addWidget(self.no_run_label)
+        self.addWidget(content)
 
-    def _runs_listed(self, choices: list[RunChoice]) -> None:
-        if self._demo:
-            return  # a listing started before the demo data replaced the live view
-        current = self._run.id if self._run is not None else None
-        self.run_combo.blockSignals(True)
-        try:
-            self.run_combo.clear()
-            self.run_combo.addItem(NO_RUN, None)
-            for choice in choices:
-                self.run_combo.addItem(state_icon(choice.state), choice.label, choice)
-            follow = self.run_to_follow(choices)
-            if follow is not None:
-                current = follow
-            index = next((i for i in range(1, self.run_combo.count())
-                          if self.run_combo.itemData(i).id == current), 0)
-            self.run_combo.setCurrentIndex(index)
-        finally:
-            self.run_combo.blockSignals(False)
-        self._known_running = {c.id for c in choices if c.state == "running"}
-        chosen = self.run_combo.currentData()
-        if follow is not None and (self._run is None or self._run.id != follow):
-            self.choose_run(chosen)
-        elif current is not None and chosen is None:
-            self.choose_run(None)  # the run disappeared from the store
-        elif chosen is not None and self._run is not None and (chosen.state, chosen.live) != (self._run.state,
-                                                                                            self._run.live):
-            # It finished, or started, or its supervisor has just recorded the launcher's pid (a run picked in the
-            # first second of its launch): switch between live and recorded
-            self.choose_run(chosen)
-
-    def _run_chosen(self, index: int) -> None:
-        self.choose_run(self.run_combo.itemData(index))
-
-    def _run_picked(self, index: int) -> None:
-        choice = self.run_combo.itemData(index)
-        # Picking the running run (or nothing while one runs) is following; picking anything else holds.
-        self._pinned = not (choice is not None and choice.state == "running")
-        self._follow_id = None
-
-    def _run_started(self, run_id: str) -> None:
-        self._pinned = False
-        self._follow_id = run_id
-        self.refresh_runs()
-
-    def run_to_follow(self, choices: list[RunChoice]) -> str | None:
-        """The run to watch now instead of the current one, or None to stay: a run just launched from this window;
-        else, unless the person picked a run, the newest running run while the one watched is not running; and
-        a run that started since the last look even after a pick."""
-        running = [c for c in choices if c.state == "running"]  # newest first
-        if self._follow_id is not None and any(c.id == self._follow_id for c in choices):
-            chosen, self._follow_id = self._follow_id, None
-            return chosen
-        if not running:
-            return None
-        newest = running[0]
-        watched_live = self._run is not None and any(c.id == self._run.id for c in running)
-        if watched_live:
-            return None
-        if not self._pinned or newest.id not in self._known_running:
-            self._pinned = False
-            return newest.id
-        return None
-
-    def choose_run(self, choice: RunChoice | None) -> None:
-        """Watch `choice` (None: host and GPUs only). A running run is sampled live, a finished one read back."""
-        self._run = choice
-        self._run_request += 1
-        for chart in self.run_charts:
+    def watch(self, choice: RunChoice | None, *, demo: bool = False) -> None:
+        """Show `choice` (None: the note). A running run waits for live samples after its recorded totals; a
+        finished one is read back whole. With `demo`, nothing is read and every run's samples are taken."""
+        self._run, self._demo = choice, demo
+        self._request += 1
+        for chart in self.charts:
             clear_series(chart)
         self.process_table.setRowCount(0)
-        self.bridge.set_root_pid(choice.launcher_pid if choice is not None and choice.live else None)
-        # Live while running, launcher pid or not: the nodes are read from the node watch's files, and a run
-        # listed before its supervisor recorded the pid stayed "not live" (no refresh) until it ended.
-        self.nodes_view.set_run(choice.id if choice is not None and not self._demo else None,
-                                choice is not None and choice.state == "running")
-        self._apply_window(self.window_combo.currentIndex())
         if choice is None:
-            self.run_stack.setCurrentIndex(0)
-            self.offload.show_empty()
-            self._offload_timer.stop()
+            self.setCurrentIndex(0)
             return
-        self.run_stack.setCurrentIndex(1)
+        self.setCurrentIndex(1)
         if not choice.live:
-            for chart in self.run_charts:
+            for chart in self.charts:
                 chart.x_window = None  # a recording is shown whole
         how = "sampled live" if choice.live else "from its recording"
         self.run_title.setText(f"<b>{choice.label}</b> — {how}")
-        if not self._demo:
-            request = self._run_request
+        if not demo:
+            request = self._request
             self.ctx.tasks.run(run_history, choice.id, done=lambda r: self._history_loaded(request, r),
                                failed=self._read_failed)
-            if choice.live:
-                self._offload_timer.start()
+
+    def set_title(self, text: str) -> None:
+        self.run_title.setText(text)
+
+    def set_gpus_present(self, present: bool) -> None:
+        """Whether the sampler reads GPUs: the GPU memory chart says when it cannot."""
+        self._gpus = present
+        self.rank_gpu_chart.set_title("Ranks' GPU memory" if present else "Ranks' GPU memory: no NVIDIA GPU")
+
+    def set_window(self, seconds: float) -> None:
+        """Show the newest `seconds` of a live run (or of none); a recording stays whole."""
+        if self._run is None or self._run.live:
+            for chart in self.charts:
+                chart.x_window = seconds
+
+    def set_estimate(self, gpu_bytes_per_device: float | None, cpu_bytes_per_node: float | None) -> None:
+        """The memory estimate as reference lines (per GPU, host memory per node); None removes one."""
+        for chart, value in ((self.rank_gpu_chart, gpu_bytes_per_device), (self.rank_rss_chart, cpu_bytes_per_node)):
+            if value:
+                chart.add_reference(float(value), "estimate")
             else:
-                self._offload_timer.stop()
-            self._refresh_offload()
+                chart.remove_reference("estimate")
+
+    def break_lines(self, at: float) -> None:
+        """A gap at `at` in a live run's lines (a recording has none to break)."""
+        if self._run is not None and self._run.live:
+            break_lines(self.charts, at)
+
+    def clear(self) -> None:
+        """Every series and reference line gone (the demo's data replaces the live view)."""
+        for chart in self.charts:
+            chart.clear()
+
+    def show_sample(self, run: RunSnapshot, tables: bool) -> None:
+        """A live sample of the run's processes: taken while a live run is watched (or any run, in the demo)."""
+        if self._run is None or not (self._run.live or self._demo):
+            return
+        t = run.t
+        ranked = any(p.role == "rank" for p in run.processes)
+        for process in run.ranks:
+            name = f"rank {process.rank}" if ranked and process.rank is not None else f"PID {process.pid}"
+            self.rank_rss_chart.append(name, t, process.rss_bytes)
+            self.rank_cpu_chart.append(name, t, process.cpu_percent)
+            if self._gpus:  # no GPU: no empty series whose names promise figures
+                self.rank_gpu_chart.append(name, t, process.gpu_memory_bytes)
+            self.rank_locked_chart.append(name, t, process.locked_bytes)
+        if run.processes:
+            for chart_name, name, _column, live in RUN_TOTAL_LINES:
+                if chart_name != "rank_gpu_chart" or self._gpus:
+                    getattr(self, chart_name).append(name, t, getattr(run, live))
+        if tables:
+            self._fill_process_table([process_cells(p) for p in run.processes])
 
     def _read_failed(self, error: str) -> None:
-        self.ctx.status.emit(f"Monitor: could not read the run's recording: {error.splitlines()[0]}")
+        self.ctx.status.emit(read_failed_text(error))
 
     def _history_loaded(self, request: int, result: dict[str, Any]) -> None:
         """The run's recorded totals: the whole chart for a finished run; for a live one, what came before the
         first live sample."""
-        if request != self._run_request or self._run is None:
+        if request != self._request or self._run is None:
             return
         series = result["series"]
         t = series["t"]
@@ -164,21 +174,16 @@ class MonitorRuns(_Base):
             chart.set_series(name, np.concatenate((t[keep], live_x)), np.concatenate((values[keep], live_y)))
         last = result.get("last_processes")
         if last and not self._run.live:
-            self._fill_process_table([self._process_cells(p) for p in last["processes"]])
+            self._fill_process_table([process_cells(p) for p in last["processes"]])
         if not len(t):
             self.run_title.setText(f"<b>{self._run.label}</b> — nothing recorded"
                                    + (" yet; sampling live" if self._run.live else ""))
 
-    def _refresh_offload(self) -> None:
-        if self._demo or self._run is None or self.tabs.currentWidget() is not self.offload:
-            return
-        request = self._run_request
-        self.ctx.tasks.run(run_offload, self._run.id, done=lambda v: self._offload_loaded(request, v),
-                           failed=self._read_failed)
-
-    def _offload_loaded(self, request: int, view: dict[str, Any]) -> None:
-        if request == self._run_request and self._run is not None:
-            if len(view["t"]):
-                self.offload.set_view(view)
-            else:
-                self.offload.show_empty(f"Nothing recorded for {self._run.label} yet.")
+    def _fill_process_table(self, rows: list[list[str]]) -> None:
+        if self.process_table.rowCount() != len(rows):
+            self.process_table.setRowCount(len(rows))
+        for row, cells in enumerate(rows):
+            set_row(self.process_table, row, cells, right_from=2)
+            command = self.process_table.item(row, 9)
+            if command is not None:  # set_row has just filled the row
+                command.setTextAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)

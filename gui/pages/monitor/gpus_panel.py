@@ -1,0 +1,179 @@
+"""The Monitor's GPUs tab: a row per GPU (utilisation, memory, power, temperature, clock, PCIe, processes) over
+charts of each, fed each `ResourceSample`'s NVML snapshots; without a readable GPU, the reason NVML gives."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QGridLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
+
+from traindeck.backend.monitor import GpuSnapshot, ResourceSample
+from traindeck.gui.pages.monitor.shared import break_lines, new_chart, new_table, set_row
+from traindeck.gui.widgets.chart_axis import format_value
+from traindeck.gui.widgets.charts import TimeSeriesChart
+
+
+def gpu_note(sample: ResourceSample) -> str:
+    """One line of versions, then what could not be read, GPU by GPU."""
+    v = sample.gpu_versions
+    parts = [f"{label} {v[key]}" for key, label in (("driver", "NVIDIA driver"), ("cuda", "CUDA"), ("nvml", "NVML"))
+             if v.get(key)]
+    lines = ["  ·  ".join(parts)] if parts else []
+    for g in sample.gpus:
+        if g.error is not None:
+            lines.append(f"GPU {g.index}: {g.error}")
+        elif g.processes_unknown is not None:
+            lines.append(f"GPU {g.index}: processes unknown: {g.processes_unknown}")
+    return "\n".join(lines)
+
+
+class GpuPanel(QStackedWidget):
+    """The GPU charts, or the reason there are none (the stack's first page).
+
+    `state_changed(present)` says the GPUs became readable (True) or not, or that the reason changed;
+    `missing_at_start()` says the first sample since the start (or `clear`) has no GPU, before `state_changed`."""
+
+    state_changed = Signal(bool)
+    missing_at_start = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._state: str | None = None  # "gpus" or NVML's reason: the widgets switch only when it changes
+        self._refs: dict[str, float] = {}  # the reference lines drawn, by chart and label
+        self.no_gpu_label = QLabel("Looking for NVIDIA GPUs...")
+        self.no_gpu_label.setWordWrap(True)
+        self.no_gpu_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.no_gpu_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.gpu_table = new_table(["GPU", "Name", "Util", "Memory", "Power", "Temp", "SM clock", "PCIe in",
+                                    "PCIe out", "Processes"])
+        self.gpu_util_chart = new_chart("GPU utilisation", "%")
+        self.gpu_mem_chart = new_chart("GPU memory used", "B")
+        self.gpu_power_chart = new_chart("Power draw", "W")
+        self.gpu_temp_chart = new_chart("Temperature", "°C")
+        self.pcie_h2d_chart = new_chart("PCIe host -> GPU (RX)", "B/s")
+        self.pcie_d2h_chart = new_chart("PCIe GPU -> host (TX)", "B/s")
+        self.charts: tuple[TimeSeriesChart, ...] = (self.gpu_util_chart, self.gpu_mem_chart, self.gpu_power_chart,
+                                                    self.gpu_temp_chart, self.pcie_h2d_chart, self.pcie_d2h_chart)
+        # Driver, CUDA and NVML versions, and what NVML could not read (a GPU it may not open, a lost GPU,
+        # process lists it refused): said here rather than shown as zeros.
+        self.gpu_note = QLabel("")
+        self.gpu_note.setWordWrap(True)
+        self.gpu_note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        content = QWidget()
+        outer = QVBoxLayout(content)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(self.gpu_note)
+        charts = QWidget()
+        outer.addWidget(charts, 1)
+        grid = QGridLayout(charts)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.addWidget(self.gpu_table, 0, 0, 1, 2)
+        for index, chart in enumerate(self.charts):
+            grid.addWidget(chart, 1 + index // 2, index % 2)
+        for row in (1, 2, 3):
+            grid.setRowStretch(row, 1)
+        self.addWidget(self.no_gpu_label)
+        self.addWidget(content)
+
+    def show_sample(self, sample: ResourceSample, tables: bool) -> None:
+        """Charts take every sample; the table only when `tables` (not while the window is minimised)."""
+        if not sample.gpus:
+            reason = sample.gpu_error or "NVML found no GPU"
+            if self._state is None:
+                self.missing_at_start.emit()
+            if self._state != reason:
+                self._state = reason
+                self.no_gpu_label.setText(
+                    f"<p style='font-size:14pt'><b>No NVIDIA GPU:</b> {reason}</p>"
+                    "<p>Host, run and offload charts work without one. GPU charts appear here when NVML can read "
+                    "a GPU (NVIDIA driver loaded, nvidia-ml-py installed).</p>")
+                self.setCurrentIndex(0)
+                self.state_changed.emit(False)
+            return
+        if self._state != "gpus":
+            self._state = "gpus"
+            self.setCurrentIndex(1)
+            self.state_changed.emit(True)
+        for gpu in sample.gpus:
+            self._append(gpu)
+        self._references(sample.gpus)
+        note = gpu_note(sample)
+        if self.gpu_note.text() != note:
+            self.gpu_note.setText(note)
+        if tables:
+            self._fill_table(sample.gpus)
+
+    def set_window(self, seconds: float) -> None:
+        """Show the newest `seconds` of every chart (and follow the newest data again)."""
+        for chart in self.charts:
+            chart.x_window = seconds
+
+    def set_estimate(self, gpu_bytes_per_device: float | None) -> None:
+        """The estimate of memory per GPU as a reference line on the memory chart; None removes it."""
+        if gpu_bytes_per_device:
+            self.gpu_mem_chart.add_reference(float(gpu_bytes_per_device), "estimate")
+        else:
+            self.gpu_mem_chart.remove_reference("estimate")
+
+    def break_lines(self, at: float) -> None:
+        break_lines(self.charts, at)
+
+    def clear(self) -> None:
+        """Every series and reference line gone, and the GPUs unknown until the next sample."""
+        for chart in self.charts:
+            chart.clear()
+        self._refs.clear()
+        self._state = None
+
+    def _append(self, gpu: GpuSnapshot) -> None:
+        name, t = f"GPU {gpu.index}", gpu.t
+        self.gpu_util_chart.append(name, t, gpu.utilization_percent)
+        self.gpu_mem_chart.append(name, t, gpu.memory_used_bytes)
+        self.gpu_power_chart.append(name, t, gpu.power_w)
+        self.gpu_temp_chart.append(name, t, gpu.temperature_c)
+        pcie_t = gpu.pcie_t if gpu.pcie_t is not None else t  # PCIe is read on its own thread, with its own time
+        self.pcie_h2d_chart.append(name, pcie_t, gpu.pcie_h2d_bytes_per_s)
+        self.pcie_d2h_chart.append(name, pcie_t, gpu.pcie_d2h_bytes_per_s)
+
+    def _references(self, gpus: tuple[GpuSnapshot, ...]) -> None:
+        """Memory size and power limit as reference lines: one line when all GPUs agree, else one per GPU."""
+        for chart, values, kind in (
+            (self.gpu_mem_chart, [g.memory_total_bytes for g in gpus], "total"),
+            (self.gpu_power_chart, [g.power_limit_w for g in gpus], "limit"),
+        ):
+            known = {g.index: v for g, v in zip(gpus, values, strict=True) if v is not None}
+            if not known:
+                continue
+            wanted = ({kind: next(iter(known.values()))} if len(set(known.values())) == 1
+                      else {f"GPU {i} {kind}": v for i, v in known.items()})
+            for label, value in wanted.items():
+                key = f"{id(chart)}:{label}"
+                if self._refs.get(key) != value:
+                    self._refs[key] = value
+                    chart.add_reference(float(value), label)
+
+    def _fill_table(self, gpus: tuple[GpuSnapshot, ...]) -> None:
+        table = self.gpu_table
+        if table.rowCount() != len(gpus):
+            table.setRowCount(len(gpus))
+            header = table.horizontalHeader().height()
+            table.setFixedHeight(header + sum(table.rowHeight(r) for r in range(len(gpus))) + 6)
+        for row, g in enumerate(gpus):
+            if g.error is not None:  # a placeholder: this GPU could not be read at all
+                set_row(table, row, [str(g.index), f"{g.name or '?'}: {g.error}"] + ["-"] * 8, right_from=2)
+                continue
+            memory = (f"{format_value(g.memory_used_bytes, 'B')} / {format_value(g.memory_total_bytes, 'B')}"
+                      if g.memory_total_bytes else format_value(g.memory_used_bytes, "B"))
+            power = (f"{format_value(g.power_w)} / {format_value(g.power_limit_w, 'W')}"
+                     if g.power_limit_w else format_value(g.power_w, "W"))
+            estimate = " (est.)" if g.pcie_source == "sampled" else ""  # a 20 ms window, not a byte count
+            set_row(table, row, [
+                str(g.index), g.name or "?", format_value(g.utilization_percent, "%"), memory, power,
+                format_value(g.temperature_c, "°C"), format_value(g.sm_clock_mhz, "MHz"),
+                format_value(g.pcie_h2d_bytes_per_s, "B/s") + estimate,
+                format_value(g.pcie_d2h_bytes_per_s, "B/s") + estimate,
+                "unknown" if g.processes_unknown is not None else str(len(g.processes)),
+            ], right_from=2)
+            processes = table.item(row, 9)
+            if processes is not None:
+                processes.setToolTip(g.processes_unknown or "")
+

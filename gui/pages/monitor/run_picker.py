@@ -1,0 +1,151 @@
+"""The Monitor's run picker: the runs of the run store listed (through `ctx.tasks`) and the one watched, which
+follows the running run, a run just launched from this window first, unless the person picked another: a pick
+holds until a new run starts."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QWidget
+
+from traindeck.backend.monitor import RunChoice, run_choices
+from traindeck.gui.context import AppContext
+from traindeck.gui.pages.monitor.shared import NO_RUN
+from traindeck.gui.widgets.run_state import state_icon
+
+RUNS_REFRESH_MS = 10_000
+
+
+class RunPicker(QWidget):
+    """`chosen(RunChoice | None)`: the run to watch now (None: host and GPUs only), said on every choice, the same
+    run again included."""
+
+    chosen = Signal(object)
+
+    def __init__(self, ctx: AppContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self._run: RunChoice | None = None  # the run watched
+        self._demo = False  # demo data: the store is not listed
+        self._pinned = False  # the person picked a run (not the running one): it holds until a new run starts
+        self._known_running: set[str] = set()
+        self._follow_id: str | None = None  # a run launched from this window: watch it as soon as it is listed
+
+        self.combo = QComboBox()
+        self.combo.setMinimumContentsLength(40)  # "name · state · 24 Nov 02:33 · 2835" whole
+        self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.combo.setToolTip("The run whose processes are charted on the Run tab and whose recording feeds "
+                              "the Offload tab. Running runs are sampled live; finished ones are read back.")
+        self.combo.addItem(NO_RUN, None)
+        self.combo.activated.connect(self._picked)  # the person's pick (programmatic changes block signals)
+        self.combo.currentIndexChanged.connect(lambda index: self.choose(self.combo.itemData(index)))
+        refresh = QPushButton("Refresh")
+        refresh.setToolTip("Look for new runs (F5)")
+        refresh.clicked.connect(self.refresh)
+        QShortcut(QKeySequence("F5"), self, self.refresh)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        for widget in (QLabel("Watch run:"), self.combo, refresh):
+            row.addWidget(widget)
+
+        self.timer = QTimer(self, interval=RUNS_REFRESH_MS)
+        self.timer.timeout.connect(self.refresh)
+
+    @property
+    def watched(self) -> RunChoice | None:
+        return self._run
+
+    def choose(self, choice: RunChoice | None) -> None:
+        """Watch `choice` (None: host and GPUs only)."""
+        self._run = choice
+        self.chosen.emit(choice)
+
+    def resume(self) -> None:
+        """On screen: list the runs now and every RUNS_REFRESH_MS (not in the demo)."""
+        self.refresh()
+        if not self._demo:
+            self.timer.start()
+
+    def pause(self) -> None:
+        self.timer.stop()
+
+    def refresh(self) -> None:
+        if self._demo:
+            return
+        self.ctx.tasks.run(run_choices, done=self._listed, failed=self._failed)
+
+    def run_started(self, run_id: str) -> None:
+        """A run launched from this window: watch it as soon as it is listed, over a pick."""
+        self._pinned = False
+        self._follow_id = run_id
+        self.refresh()
+
+    def show_demo(self, choice: RunChoice) -> None:
+        """The demo's run, the only one listed, watched; the store is no longer listed."""
+        self._demo = True
+        self.timer.stop()
+        self.combo.blockSignals(True)
+        self.combo.clear()
+        self.combo.addItem(NO_RUN, None)
+        self.combo.addItem(choice.label, choice)
+        self.combo.setCurrentIndex(1)
+        self.combo.blockSignals(False)
+        self.choose(choice)
+
+    def run_to_follow(self, choices: list[RunChoice]) -> str | None:
+        """The run to watch now instead of the current one, or None to stay: a run just launched from this window;
+        else, unless the person picked a run, the newest running run while the one watched is not running; and
+        a run that started since the last look even after a pick."""
+        running = [c for c in choices if c.state == "running"]  # newest first
+        if self._follow_id is not None and any(c.id == self._follow_id for c in choices):
+            chosen, self._follow_id = self._follow_id, None
+            return chosen
+        if not running:
+            return None
+        newest = running[0]
+        watched_live = self._run is not None and any(c.id == self._run.id for c in running)
+        if watched_live:
+            return None
+        if not self._pinned or newest.id not in self._known_running:
+            self._pinned = False
+            return newest.id
+        return None
+
+    def _failed(self, error: str) -> None:
+        self.ctx.status.emit(f"Monitor: could not list runs: {error.splitlines()[0]}")
+
+    def _listed(self, choices: list[RunChoice]) -> None:
+        if self._demo:
+            return  # a listing started before the demo data replaced the live view
+        current = self._run.id if self._run is not None else None
+        self.combo.blockSignals(True)
+        try:
+            self.combo.clear()
+            self.combo.addItem(NO_RUN, None)
+            for choice in choices:
+                self.combo.addItem(state_icon(choice.state), choice.label, choice)
+            follow = self.run_to_follow(choices)
+            if follow is not None:
+                current = follow
+            index = next((i for i in range(1, self.combo.count()) if self.combo.itemData(i).id == current), 0)
+            self.combo.setCurrentIndex(index)
+        finally:
+            self.combo.blockSignals(False)
+        self._known_running = {c.id for c in choices if c.state == "running"}
+        chosen = self.combo.currentData()
+        if follow is not None and (self._run is None or self._run.id != follow):
+            self.choose(chosen)
+        elif current is not None and chosen is None:
+            self.choose(None)  # the run disappeared from the store
+        elif chosen is not None and self._run is not None and (chosen.state, chosen.live) != (self._run.state,
+                                                                                            self._run.live):
+            # It finished, or started, or its supervisor has just recorded the launcher's pid (a run picked in the
+            # first second of its launch): switch between live and recorded
+            self.choose(chosen)
+
+    def _picked(self, index: int) -> None:
+        choice = self.combo.itemData(index)
+        # Picking the running run (or nothing while one runs) is following; picking anything else holds.
+        self._pinned = not (choice is not None and choice.state == "running")
+        self._follow_id = None
+
