@@ -1,4 +1,4 @@
-"""What a run leaves behind, from History (issue 14): Rerun and Bundle for the selected run, and its line of work
+"""What a run leaves behind, from History: Rerun and Bundle for the selected run, and its line of work
 (parent -> resumed runs). Everything is read on the thread pool; outcomes and one-line failures go to the status
 bar."""
 
