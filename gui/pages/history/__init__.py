@@ -48,9 +48,10 @@ class HistoryPage(Page):
 
     # ------------------------------------------------------------------------------------------------ layout
     def _build(self) -> None:
-        self.run_table = RunTable(self)
-        self.compare_panel = ComparePanel(self.ctx, self._store_path, self)
-        self.leftovers = LeftoversPanel(self.ctx, self.run_table, self._store_path, self)
+        # Parented by the layouts below, in the order they are placed: the tab order follows the page's layout.
+        self.run_table = RunTable()
+        self.compare_panel = ComparePanel(self.ctx, self._store_path)
+        self.leftovers = LeftoversPanel(self.ctx, self.run_table, self._store_path)
 
         bar = QHBoxLayout()
         self.count_label = QLabel("Reading runs…")
