@@ -45,7 +45,7 @@ def page(qtbot, traindeck_home: Path):
 
 def wait_checked(qtbot, page) -> None:
     """Until the debounced check of the latest edit has come back."""
-    qtbot.waitUntil(lambda: not page._timer.isActive() and not page.findings._pending, timeout=10000)
+    qtbot.waitUntil(lambda: not page.checks._timer.isActive() and not page.checks.findings._pending, timeout=10000)
 
 
 def ds_form(page):
@@ -120,13 +120,13 @@ def test_an_invalid_value_shows_its_message_inline_and_in_the_list(qtbot, page):
     assert draft.errors()
     inline = page.editor.note_text("deepspeed.train_micro_batch_size_per_gpu")
     assert "out of range" in inline
-    assert "1 error" in page.findings.header_text()
-    assert any(m.path == "deepspeed.train_micro_batch_size_per_gpu" for m in page.findings.messages())
+    assert "1 error" in page.checks.findings.header_text()
+    assert any(m.path == "deepspeed.train_micro_batch_size_per_gpu" for m in page.checks.findings.messages())
 
     # Clicking the message goes to the field.
     page.editor.search.setText("zero")  # the search hides the field; jumping clears it
-    item = page.findings.list.item(0)
-    page.findings.list.itemClicked.emit(item)
+    item = page.checks.findings.list.item(0)
+    page.checks.findings.list.itemClicked.emit(item)
     assert page.editor.search.text() == "" and batch.isVisibleTo(ds_form(page))
     assert QApplication.focusWidget() is batch or not page.isActiveWindow()
 
@@ -139,14 +139,14 @@ def test_an_invalid_value_shows_its_message_inline_and_in_the_list(qtbot, page):
     # Issue 12: the same error showed twice beside the field, and the JSON preview silently kept the old value.
     inline = page.editor.note_text("deepspeed.train_micro_batch_size_per_gpu")
     assert inline.count("got 'abc'") == 1, inline
-    assert page.preview.not_applied.isVisible()
-    assert "deepspeed.train_micro_batch_size_per_gpu" in page.preview.not_applied.text()
+    assert page.checks.preview.not_applied.isVisible()
+    assert "deepspeed.train_micro_batch_size_per_gpu" in page.checks.preview.not_applied.text()
     batch.selectAll()
     qtbot.keyClicks(batch, "4")
     wait_checked(qtbot, page)
     assert not draft.errors() and page.editor.note_text("deepspeed.train_micro_batch_size_per_gpu") == ""
-    assert "No problems" in page.findings.header_text()
-    assert not page.preview.not_applied.isVisible()
+    assert "No problems" in page.checks.findings.header_text()
+    assert not page.checks.preview.not_applied.isVisible()
 
 
 def test_the_message_list_is_as_tall_as_its_wrapped_warnings(qtbot, page):
@@ -155,11 +155,12 @@ def test_the_message_list_is_as_tall_as_its_wrapped_warnings(qtbot, page):
             "gives no memory back to other ranks and slows every step down; remove it or raise the process count")
     messages = [Message("warning", "deepspeed.zero_optimization.offload_optimizer", long),
                 Message("warning", "deepspeed.gradient_clipping", long)]
-    page.findings.set_messages(messages)
-    qtbot.waitUntil(lambda: page.findings.list.isVisible())
-    line = page.findings.list.fontMetrics().lineSpacing()
+    findings = page.checks.findings
+    findings.set_messages(messages)
+    qtbot.waitUntil(lambda: findings.list.isVisible())
+    line = findings.list.fontMetrics().lineSpacing()
     # Each message wraps to two lines or more at this width: the list shows them whole.
-    assert page.findings.list.height() >= 4 * line, (page.findings.list.height(), line, page.findings.width())
+    assert findings.list.height() >= 4 * line, (findings.list.height(), line, findings.width())
 
 
 def test_stage_switch_hides_stage_3_only_settings(qtbot, page):
@@ -214,7 +215,7 @@ def test_save_as_save_rename_delete_through_the_actions(qtbot, page, monkeypatch
 
     # Save As under a name that exists asks before replacing it.
     save_preset(Preset(name="taken", launcher="python"))
-    page.refresh_presets()
+    page.files.refresh()
     qtbot.waitUntil(lambda: "taken" in page.presets.names())
     asked = answer(monkeypatch, getText=("taken", True), question=Button.No)
     page.action_save_as.trigger()
@@ -295,7 +296,7 @@ def test_unsaved_changes_are_guarded(qtbot, page, monkeypatch):
     assert page.confirm_close() is True  # a fresh, unedited preset: nothing to ask
 
     # Closing with changes: Discard closes, Save (a user preset) writes at once.
-    assert page.load_named("kept")
+    assert page.files.load_named("kept")
     ds_form(page).child("zero_optimization").editor("stage").setCurrentText("3")
     answer(monkeypatch, question=Button.Discard)
     assert page.confirm_close() is True
@@ -319,11 +320,12 @@ def test_a_value_put_back_is_no_unsaved_change(qtbot, page, monkeypatch):
 
 
 def test_native_check_shows_what_the_tools_said(qtbot, page):
-    page.show_native_result(["DeepSpeed (ds_config.json)"], [])
-    assert page.native_result.isVisible() and "DeepSpeed (ds_config.json) accept" in page.native_result.text()
+    checks = page.checks
+    checks.show_native_result(["DeepSpeed (ds_config.json)"], [])
+    assert checks.native_result.isVisible() and "DeepSpeed (ds_config.json) accept" in checks.native_result.text()
     said = Message("error", "deepspeed.zero_optimization.stage", "Input should be 0, 1, 2 or 3")
-    page.show_native_result(["DeepSpeed (ds_config.json)"], [said])
-    assert "Input should be 0, 1, 2 or 3" in page.native_result.text()
+    checks.show_native_result(["DeepSpeed (ds_config.json)"], [said])
+    assert "Input should be 0, 1, 2 or 3" in checks.native_result.text()
 
 
 # -------------------------------------------------------------------------------------------------- paste / open
@@ -371,23 +373,24 @@ def test_open_a_clean_config_loads_it_without_asking(qtbot, page, monkeypatch, t
 
 
 def test_preview_shows_the_files_and_the_command_for_the_launch_choice(qtbot, page, tmp_path: Path):
-    qtbot.waitUntil(lambda: page.preview.text("ds_config.json") != "")
-    ds = json.loads(page.preview.text("ds_config.json"))
+    preview = page.checks.preview
+    qtbot.waitUntil(lambda: preview.text("ds_config.json") != "")
+    ds = json.loads(preview.text("ds_config.json"))
     assert ds == page.ctx.draft.preset.deepspeed
-    assert not page.preview.is_shown("accelerate_config.yaml")  # the deepspeed launcher writes none
-    qtbot.waitUntil(lambda: "deepspeed.launcher.runner" in page.preview.text("Command"))
+    assert not preview.is_shown("accelerate_config.yaml")  # the deepspeed launcher writes none
+    qtbot.waitUntil(lambda: "deepspeed.launcher.runner" in preview.text("Command"))
     script = tmp_path / "train_me.py"
     script.write_text("")
     page.ctx.set_launch_choice(script=str(script), script_args=["--deepspeed_config", "{ds_config}"])
-    qtbot.waitUntil(lambda: str(script) in page.preview.text("Command"))
-    assert "RUN_ID/ds_config.json" in page.preview.text("Command")
-    page.preview.tabs.setCurrentIndex(page.preview.tabs.indexOf(page.preview._views["Command"]))
-    page.preview.copy_current()
+    qtbot.waitUntil(lambda: str(script) in preview.text("Command"))
+    assert "RUN_ID/ds_config.json" in preview.text("Command")
+    preview.tabs.setCurrentIndex(preview.tabs.indexOf(preview._views["Command"]))
+    preview.copy_current()
     copied = QApplication.clipboard().text()
-    assert copied == page.preview.text("Command").splitlines()[-1] and str(script) in copied
+    assert copied == preview.text("Command").splitlines()[-1] and str(script) in copied
 
     page.editor.launcher.setCurrentText("accelerate")
-    qtbot.waitUntil(lambda: "accelerate.commands.launch" in page.preview.text("Command"))
+    qtbot.waitUntil(lambda: "accelerate.commands.launch" in preview.text("Command"))
 
 
 def test_demo_shows_a_message_and_does_not_count_as_unsaved_work(qtbot, page, monkeypatch):

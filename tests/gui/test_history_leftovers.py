@@ -58,19 +58,19 @@ def test_chain_compare_provenance_and_bundle(qtbot, tmp_path: Path) -> None:  # 
     qtbot.addWidget(page)
     page.show()
     page.page_shown()
-    qtbot.waitUntil(lambda: len(page.model.rows) == 4, timeout=20000)
+    qtbot.waitUntil(lambda: len(page.run_table.model.rows) == 4, timeout=20000)
     try:
-        page.select_runs([third.id])
+        page.run_table.select_runs([third.id])
         qtbot.waitUntil(lambda: page.chain_label.isVisible(), timeout=20000)
         text = page.chain_label.text()
         assert text.startswith("Line of work: first → second (from checkpoint-40) → ")
         assert "<b>third</b> (from checkpoint-90)" in text
-        page.select_runs([alone.id])
+        page.run_table.select_runs([alone.id])
         qtbot.waitUntil(lambda: not page.chain_label.isVisible(), timeout=20000)
 
-        page.compare(first.id, third.id)
-        qtbot.waitUntil(lambda: page.tabs.tabText(3).startswith("Code and packages ("), timeout=20000)
-        table = page.provenance_table
+        page.compare_panel.compare(first.id, third.id)
+        qtbot.waitUntil(lambda: page.compare_panel.tabs.tabText(3).startswith("Code and packages ("), timeout=20000)
+        table = page.compare_panel.provenance_table
         cells = [tuple(table.item(r, c).text() if table.item(r, c) else "" for c in range(4))
                  for r in range(table.rowCount())]
         assert ("git commit", "a" * 40, "b" * 40, "differs") in cells
@@ -82,14 +82,14 @@ def test_chain_compare_provenance_and_bundle(qtbot, tmp_path: Path) -> None:  # 
         # The column of "differs" / "upgraded" has a heading, as on Figures (it was blank).
         assert table.horizontalHeaderItem(3).text() == "B vs A"
 
-        page.select_runs([first.id])
-        assert page.rerun_button.isEnabled() and page.bundle_button.isEnabled()
+        page.run_table.select_runs([first.id])
+        assert page.leftovers.rerun_button.isEnabled() and page.leftovers.bundle_button.isEnabled()
         target = tmp_path / "first.zip"
-        page.write_bundle(first.id, str(target))
+        page.leftovers.write_bundle(first.id, str(target))
         qtbot.waitUntil(lambda: any(s.startswith(f"wrote {target}") for s in said), timeout=30000)
         with zipfile.ZipFile(target) as archive:
             assert any(name.endswith("provenance.json") for name in archive.namelist())
-        page.rerun_selected()  # made by hand: no launch request kept, so it cannot be started again
+        page.leftovers.rerun_selected()  # made by hand: no launch request kept, so it cannot be started again
         qtbot.waitUntil(lambda: any(s.startswith(f"Cannot rerun {first.id}: ") for s in said), timeout=30000)
         failure = next(s for s in said if s.startswith("Cannot rerun"))
         assert "request.json" in failure and "\n" not in failure and "Traceback" not in failure

@@ -203,16 +203,17 @@ class Tour:
         print("History: the two runs compared", flush=True)
         window.show_page("history")
         history = window.pages["history"]
-        self.wait_until("History to list both runs", lambda: history.model.rowCount() >= 2, 60)
-        history.compare(first, second)
-        self.wait_until("the comparison", lambda: "Comparing" not in history.compare_title.text(), 60)
-        history.tabs.setCurrentIndex(1)  # "Config differences": what the two runs were given differently
+        compared = history.compare_panel
+        self.wait_until("History to list both runs", lambda: history.run_table.model.rowCount() >= 2, 60)
+        compared.compare(first, second)
+        self.wait_until("the comparison", lambda: "Comparing" not in compared.compare_title.text(), 60)
+        compared.tabs.setCurrentIndex(1)  # "Config differences": what the two runs were given differently
         self.wait(2)
         self.shot("history")
-        history.tabs.setCurrentIndex(2)
+        compared.tabs.setCurrentIndex(2)
         self.wait(1)
         self.shot("history-diff")
-        history.tabs.setCurrentIndex(0)
+        compared.tabs.setCurrentIndex(0)
         self.wait(1)
         self.shot("history-figures")
 

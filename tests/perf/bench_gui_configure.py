@@ -96,7 +96,7 @@ def main() -> int:
     ok = p95 <= KEYSTROKE_BUDGET_MS
     rows.append(("keystroke in a field (edit + filters) [UI]", med, p95, worst,
                  f"p95 budget {KEYSTROKE_BUDGET_MS:g}: {'ok' if ok else 'OVER'}"))
-    page._timer.stop()
+    page.checks._timer.stop()
     ctx.tasks.wait(10000)
     app.processEvents()
 
@@ -107,14 +107,14 @@ def main() -> int:
         app.processEvents()
 
     rows.append(("ZeRO stage switch (rows shown/hidden) [UI]", *timed(stage_switch, runs), ""))
-    page._timer.stop()
+    page.checks._timer.stop()
     ctx.tasks.wait(10000)
 
     names = iter(BUILTIN_NAMES * (runs + 2))
 
     def switch() -> None:
         ctx.draft.dirty = False  # no unsaved-changes question in a benchmark
-        page.load_named(next(names))
+        page.files.load_named(next(names))
         app.processEvents()
 
     med, p95, worst = timed(switch, runs)

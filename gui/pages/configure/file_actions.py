@@ -1,34 +1,42 @@
-"""The Configure page's file actions and their dialogs: new, save, save as, rename, delete, import, export, open
-and paste a config (with the repair on offer), each asking first about unsaved changes. Split from configure_page.py;
-ConfigurePage builds the widgets and state declared here and supplies the methods below that raise."""
+"""The Configure page's preset files: listing the presets, and the file actions with their dialogs: new, save,
+save as, rename, delete, import, export, open and paste a config (with the repair on offer), each asking first about
+unsaved changes. PresetFiles is an object the page holds; it changes ctx.draft and tells the page by signals what
+the page shows differently."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QLineEdit, QMessageBox
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from traindeck.backend.launch import ACCELERATE_CONFIG, DS_CONFIG
 from traindeck.backend.presets import (
     BUILTIN_NAMES,
     Preset,
     PresetError,
-    check_name,
     delete_preset,
     export_preset,
     import_preset,
+    list_presets,
     load_preset,
     rename_preset,
     save_preset,
 )
-from traindeck.gui.context import DEFAULT_PRESET
-from traindeck.gui.pages.base import Page
+from traindeck.gui.context import DEFAULT_PRESET, AppContext
+from traindeck.gui.pages.configure.draft_edits import DraftEdits, preset_content
+from traindeck.gui.pages.configure.preset_dialogs import (
+    ask_name,
+    ask_unsaved,
+    confirm,
+    is_builtin,
+    report_error,
+    valid_name,
+)
 
 if TYPE_CHECKING:
     from traindeck.backend.presets import ConfigText
@@ -37,30 +45,36 @@ SETTINGS_KEY = "draft/preset"  # the preset edited last (gui/app.py loads it at 
 CONFIG_FILTER = "Configs (*.yaml *.yml *.json);;All files (*)"
 
 
-class PresetFileActions(Page):
-    # -- state (assigned in ConfigurePage.__init__) ---------------------------------------------------------
-    _user_names: list[str]  # the user's preset names, from the last listing
-    _edits: int  # edits so far: a save tells whether the user went on typing while it was written
-    _clean: dict[str, object] | None  # the preset's content as loaded or last saved
+class PresetFiles(QObject):
+    """The presets on disk as the Configure page uses them; dialogs open over `widget`.
 
-    # -- what the page does that these actions call (ConfigurePage) -------------------------------------------
-    def _owning(self) -> contextlib.AbstractContextManager[None]:
-        raise NotImplementedError
+    The draft is replaced here (the page follows ctx.draft's own signals) or changed inside `edits.owning()`, and
+    the page hears of the rest through the signals below."""
 
-    def _has_unsaved_work(self) -> bool:
-        raise NotImplementedError
+    listed = Signal(list, list)  # the presets (Preset) and the problems met listing them
+    saved = Signal(str)  # the draft was written under this name: its title and checks follow
+    renamed = Signal(str)  # the draft's preset has this new name
+    loaded = Signal(object)  # this config (Preset), opened or pasted, is the draft now, not saved yet
 
-    def _is_builtin(self, name: str | None) -> bool:
-        raise NotImplementedError
+    def __init__(self, widget: QWidget, ctx: AppContext, edits: DraftEdits):
+        super().__init__(widget)
+        self.widget = widget
+        self.ctx = ctx
+        self.edits = edits
+        self.user_names: list[str] = []  # the user's preset names, from the last listing
 
-    def _update_title(self) -> None:
-        raise NotImplementedError
+    def refresh(self) -> None:
+        """List the presets again, on the pool: `listed` carries them."""
+        def listing() -> tuple[list[Preset], list[str]]:
+            problems: list[str] = []
+            return list_presets(problems), problems
 
-    def _schedule_check(self) -> None:
-        raise NotImplementedError
+        def done(result: tuple[list[Preset], list[str]]) -> None:
+            presets, problems = result
+            self.user_names = [p.name for p in presets if not p.builtin]
+            self.listed.emit(presets, problems)
 
-    def refresh_presets(self, then: Callable[[], None] | None = None) -> None:
-        raise NotImplementedError
+        self.ctx.tasks.run(listing, done=done, failed=lambda e: self.ctx.status.emit(f"Cannot list presets: {e}"))
 
     def load_named(self, name: str) -> bool:
         """Load the user's or a built-in preset into the draft (an error box when it cannot be read)."""
@@ -69,39 +83,58 @@ class PresetFileActions(Page):
         except PresetError as exc:
             self._error("Cannot open the preset", str(exc))
             return False
-        with self._owning():
+        with self.edits.owning():
             self.ctx.draft.replace(preset, name)
         self.ctx.status.emit(f"Preset {name}")
         return True
 
     # ---- unsaved changes
 
-    def _guard(self, then: Callable[[], None]) -> None:
+    def guard(self, then: Callable[[], None]) -> None:
         """Run `then` once unsaved changes are saved or discarded; not at all when the user cancels."""
-        if not self._has_unsaved_work():
+        if not self.edits.unsaved():
             then()
             return
-        answer = self._ask_unsaved()
+        answer = ask_unsaved(self.widget, self.ctx.draft)
         if answer == QMessageBox.StandardButton.Save:
             self.save(then=then)
         elif answer == QMessageBox.StandardButton.Discard:
             then()
 
-    def _ask_unsaved(self) -> QMessageBox.StandardButton:
-        draft = self.ctx.draft
-        name = draft.saved_as or (draft.preset.name if draft.preset else "the preset")
-        return QMessageBox.question(
-            self, "Unsaved changes", f"The preset '{name}' has unsaved changes. Save them?",
-            QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard | QMessageBox.StandardButton.Cancel,
-            QMessageBox.StandardButton.Save)
+    def open_named(self, name: str) -> None:
+        """Load a preset picked by name, asking first about unsaved changes."""
+        def load() -> None:
+            self.load_named(name)
+
+        self.guard(load)
+
+    def confirm_close(self) -> bool:
+        """The window is closing: True once unsaved changes are saved (written now) or discarded."""
+        if not self.edits.unsaved():
+            return True
+        answer = ask_unsaved(self.widget, self.ctx.draft)
+        if answer == QMessageBox.StandardButton.Discard:
+            return True
+        if answer != QMessageBox.StandardButton.Save:
+            return False
+        name = self._save_target(save_as=False)
+        if name is None:
+            return False
+        try:  # the window is closing: written now, not on the pool
+            path = save_preset(self._copy_named(name), overwrite=True)
+        except (PresetError, OSError) as exc:
+            self._error("The preset was not saved", str(exc))
+            return False
+        self._saved(name, path, self.edits.count, self.ctx.draft.preset, None)
+        return True
 
     def new_preset(self) -> None:
         from traindeck.backend.presets import blank_preset, free_name
 
         def start() -> None:
-            with self._owning():
-                self.ctx.draft.replace(blank_preset(free_name("untitled", self._user_names)), None)
-        self._guard(start)
+            with self.edits.owning():
+                self.ctx.draft.replace(blank_preset(free_name("untitled", self.user_names)), None)
+        self.guard(start)
 
     # ---- save, save as
 
@@ -119,44 +152,25 @@ class PresetFileActions(Page):
         """The name to save under: the current user preset's, or one asked for (built-ins, new presets, Save As)."""
         draft = self.ctx.draft
         current = draft.saved_as
-        if not save_as and current and not self._is_builtin(current):
+        if not save_as and current and not is_builtin(current):
             return current
         from traindeck.backend.presets import free_name
 
         base = draft.preset.name if draft.preset is not None else "my-preset"
-        if current and self._is_builtin(current):
+        if current and is_builtin(current):
             base = f"my-{current}"
         elif current:
             base = f"{current}-copy"
         why = "Built-in presets are read-only: save your changes as a new preset.\n\n" \
-            if self._is_builtin(current) and not save_as else ""
-        name = self._ask_name("Save preset as", f"{why}Name of the new preset:",
-                              free_name(base, self._user_names + list(BUILTIN_NAMES)))
+            if is_builtin(current) and not save_as else ""
+        name = ask_name(self.widget, "Save preset as", f"{why}Name of the new preset:",
+                              free_name(base, self.user_names + list(BUILTIN_NAMES)))
         if name is None:
             return None
-        if name != current and name.lower() in {n.lower() for n in self._user_names}:
-            answer = QMessageBox.question(
-                self, "Replace preset?", f"A preset named '{name}' exists. Replace it with this one?",
-                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
-            if answer != QMessageBox.StandardButton.Yes:
+        if name != current and name.lower() in {n.lower() for n in self.user_names}:
+            if not confirm(self.widget, "Replace preset?", f"A preset named '{name}' exists. Replace it with this one?"):
                 return None
         return name
-
-    def _ask_name(self, title: str, label: str, suggestion: str) -> str | None:
-        text = suggestion
-        while True:
-            text, ok = QInputDialog.getText(self, title, label, QLineEdit.EchoMode.Normal, text)
-            if not ok:
-                return None
-            name = text.strip()
-            try:
-                check_name(name)
-                if self._is_builtin(name):
-                    raise PresetError(f"'{name}' is the name of a built-in preset; choose another name")
-            except PresetError as exc:
-                QMessageBox.warning(self, title, str(exc))
-                continue
-            return name
 
     def _copy_named(self, name: str) -> Preset:
         preset = copy.deepcopy(self.ctx.draft.preset)
@@ -166,7 +180,7 @@ class PresetFileActions(Page):
 
     def _write(self, name: str, then: Callable[[], None] | None) -> None:
         target = self.ctx.draft.preset
-        edits = self._edits
+        edits = self.edits.count
         self.ctx.status.emit(f"Saving {name}…")
         self.ctx.tasks.run(save_preset, self._copy_named(name), overwrite=True,
                            done=lambda path: self._saved(name, path, edits, target, then),
@@ -177,19 +191,18 @@ class PresetFileActions(Page):
         draft = self.ctx.draft
         if draft.preset is target and target is not None:
             target.name, target.builtin, target.path = name, False, Path(path)
-            with self._owning():
+            with self.edits.owning():
                 draft.mark_saved(name)
-                if edits != self._edits:  # typed on while it was written: those edits are not saved yet
+                if edits != self.edits.count:  # typed on while it was written: those edits are not saved yet
                     draft.mark_edited()
                 else:
-                    self._clean = preset_content(target)
+                    self.edits.clean = preset_content(target)
             self.ctx.settings.setValue(SETTINGS_KEY, name)
-            self._update_title()
-            self._schedule_check()  # messages are now located in the saved file
-        if name not in self._user_names:
-            self._user_names.append(name)
+            self.saved.emit(name)  # the title follows, and messages are now located in the saved file
+        if name not in self.user_names:
+            self.user_names.append(name)
         self.ctx.status.emit(f"Saved preset {name} ({path})")
-        self.refresh_presets()
+        self.refresh()
         if then is not None:
             then()
 
@@ -197,12 +210,12 @@ class PresetFileActions(Page):
 
     def rename(self) -> None:
         old = self.ctx.draft.saved_as
-        if not old or self._is_builtin(old):
+        if not old or is_builtin(old):
             return
-        new = self._ask_name("Rename preset", f"New name for '{old}':", old)
+        new = ask_name(self.widget, "Rename preset", f"New name for '{old}':", old)
         if new is None or new == old:
             return
-        if new.lower() != old.lower() and new.lower() in {n.lower() for n in self._user_names}:
+        if new.lower() != old.lower() and new.lower() in {n.lower() for n in self.user_names}:
             self._error("The preset was not renamed", f"a preset named '{new}' already exists")
             return
         target = self.ctx.draft.preset
@@ -212,35 +225,32 @@ class PresetFileActions(Page):
             if draft.preset is target and target is not None:
                 dirty = draft.dirty
                 target.name, target.path = new, renamed.path
-                with self._owning():
+                with self.edits.owning():
                     draft.mark_saved(new)
                     if dirty:
                         draft.mark_edited()
                 self.ctx.settings.setValue(SETTINGS_KEY, new)
-                self._update_title()
+                self.renamed.emit(new)
             self.ctx.status.emit(f"Renamed {old} to {new}")
-            self.refresh_presets()
+            self.refresh()
 
         self.ctx.tasks.run(rename_preset, old, new, done=done,
                            failed=lambda error: self._error("The preset was not renamed", error))
 
     def delete(self) -> None:
         name = self.ctx.draft.saved_as
-        if not name or self._is_builtin(name):
+        if not name or is_builtin(name):
             return
         extra = " Its unsaved changes are lost too." if self.ctx.draft.dirty else ""
-        answer = QMessageBox.question(
-            self, "Delete preset?", f"Delete the preset '{name}'? This cannot be undone.{extra}",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
-        if answer != QMessageBox.StandardButton.Yes:
+        if not confirm(self.widget, "Delete preset?", f"Delete the preset '{name}'? This cannot be undone.{extra}"):
             return
 
         def done(_result: object) -> None:
-            self._user_names = [n for n in self._user_names if n != name]
+            self.user_names = [n for n in self.user_names if n != name]
             if self.ctx.draft.saved_as == name:
                 self.load_named(DEFAULT_PRESET)
             self.ctx.status.emit(f"Deleted preset {name}")
-            self.refresh_presets()
+            self.refresh()
 
         self.ctx.tasks.run(delete_preset, name, done=done,
                            failed=lambda error: self._error("The preset was not deleted", error))
@@ -249,7 +259,7 @@ class PresetFileActions(Page):
 
     def import_files(self) -> None:
         files, _filter = QFileDialog.getOpenFileNames(
-            self, "Import an accelerate config and/or a DeepSpeed config", str(Path.home()), CONFIG_FILTER)
+            self.widget, "Import an accelerate config and/or a DeepSpeed config", str(Path.home()), CONFIG_FILTER)
         if not files:
             return
         if len(files) > 2:
@@ -258,44 +268,40 @@ class PresetFileActions(Page):
         from traindeck.backend.presets import free_name
 
         stem = Path(files[0]).stem.replace("_", "-")
-        name = self._ask_name("Import preset", "Name of the new preset:",
-                              free_name(stem if _valid(stem) else "imported", self._user_names + list(BUILTIN_NAMES)))
+        name = ask_name(self.widget, "Import preset", "Name of the new preset:",
+                              free_name(stem if valid_name(stem) else "imported", self.user_names + list(BUILTIN_NAMES)))
         if name is None:
             return
-        if name.lower() in {n.lower() for n in self._user_names}:
-            answer = QMessageBox.question(
-                self, "Replace preset?", f"A preset named '{name}' exists. Replace it with the imported one?",
-                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
-            if answer != QMessageBox.StandardButton.Yes:
+        if name.lower() in {n.lower() for n in self.user_names}:
+            if not confirm(self.widget, "Replace preset?",
+                           f"A preset named '{name}' exists. Replace it with the imported one?"):
                 return
 
         def run() -> None:
             def done(preset: Preset) -> None:
-                self._user_names.append(name)
-                with self._owning():
+                self.user_names.append(name)
+                with self.edits.owning():
                     self.ctx.draft.replace(preset, name)
                 self.ctx.status.emit(f"Imported preset {name}")
-                self.refresh_presets()
+                self.refresh()
 
             self.ctx.tasks.run(import_preset, files, name, overwrite=True, done=done,
                                failed=lambda error: self._error("The configs were not imported", error))
 
-        self._guard(run)
+        self.guard(run)
 
     def export(self) -> None:
         preset = self.ctx.draft.preset
         if preset is None:
             return
-        folder = QFileDialog.getExistingDirectory(self, "Export the preset's config files to a folder",
+        folder = QFileDialog.getExistingDirectory(self.widget, "Export the preset's config files to a folder",
                                                   str(Path.home()))
         if not folder:
             return
         existing = [n for n in (ACCELERATE_CONFIG, DS_CONFIG) if (Path(folder) / n).exists()]
         if existing:
-            answer = QMessageBox.question(
-                self, "Replace files?", f"{', '.join(existing)} already exist in {folder}. Replace them?",
-                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
-            if answer != QMessageBox.StandardButton.Yes:
+            if not confirm(self.widget, "Replace files?",
+                           f"{', '.join(existing)} already exist in {folder}. Replace them?"):
                 return
 
         def done(written: list[Path]) -> None:
@@ -307,7 +313,7 @@ class PresetFileActions(Page):
     # ---- open, paste
 
     def open_config(self) -> None:
-        file, _filter = QFileDialog.getOpenFileName(self, "Open an accelerate or DeepSpeed config",
+        file, _filter = QFileDialog.getOpenFileName(self.widget, "Open an accelerate or DeepSpeed config",
                                                     str(Path.home()), CONFIG_FILTER)
         if not file:
             return
@@ -319,7 +325,7 @@ class PresetFileActions(Page):
     def paste_config(self) -> None:
         text = QGuiApplication.clipboard().text()
         if not text.strip():
-            QMessageBox.information(self, "Nothing to paste", "The clipboard holds no text. Copy an accelerate "
+            QMessageBox.information(self.widget, "Nothing to paste", "The clipboard holds no text. Copy an accelerate "
                                     "YAML or a DeepSpeed JSON first.")
             return
         from traindeck.backend.presets import examine_text
@@ -342,13 +348,13 @@ class PresetFileActions(Page):
         needs_dialog = config.offers_repair or not config.readable or bool(config.repair and config.repair.problems)
         choice = AS_IS
         if needs_dialog:
-            dialog = RepairDialog(config, self)
+            dialog = RepairDialog(config, self.widget)
             dialog.exec()
             if dialog.choice is None:
                 return
             choice = dialog.choice
         stem = Path(config.file).stem.replace("_", "-") if config.file else "pasted"
-        name = free_name(stem if _valid(stem) else "pasted", self._user_names + list(BUILTIN_NAMES))
+        name = free_name(stem if valid_name(stem) else "pasted", self.user_names + list(BUILTIN_NAMES))
         try:
             preset = config.preset(repaired=choice == REPAIR, name=name)
         except PresetError as exc:
@@ -356,34 +362,15 @@ class PresetFileActions(Page):
             return
 
         def load() -> None:
-            with self._owning():
+            with self.edits.owning():
                 self.ctx.draft.replace(preset, None)
-                self._edits += 1
+                self.edits.count += 1
                 self.ctx.draft.mark_edited()  # not saved anywhere yet: closing asks
-            self._update_title()
+            self.loaded.emit(preset)
             what = "repaired and loaded" if choice == REPAIR else "loaded"
             self.ctx.status.emit(f"Config {what} as the unsaved preset {name}: Save keeps it")
 
-        self._guard(load)
-
-    # ------------------------------------------------------------------------------------------------ errors
+        self.guard(load)
 
     def _error(self, title: str, text: str) -> None:
-        self.ctx.status.emit(f"{title}: {text.splitlines()[0] if text else ''}")
-        QMessageBox.warning(self, title, text)
-
-
-def preset_content(preset: Preset | None) -> dict[str, object] | None:
-    """What a preset says, without where it lives or what it is called (a copy: the draft goes on changing)."""
-    if preset is None:
-        return None
-    return copy.deepcopy({f.name: getattr(preset, f.name) for f in dataclasses.fields(preset)
-                          if f.name not in ("name", "builtin", "path")})
-
-
-def _valid(name: str) -> bool:
-    try:
-        check_name(name)
-    except PresetError:
-        return False
-    return True
+        report_error(self.widget, self.ctx, title, text)

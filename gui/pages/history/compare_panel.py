@@ -1,13 +1,15 @@
-"""History's comparison of two runs, drawn: figures side by side, config differences, the configs' unified diff.
-The comparison itself is backend/runs/control/compare.py. Part of HistoryPage (gui/pages/history/__init__.py), split off
-along its seams."""
+"""History's comparison of two runs, as one panel: figures side by side, config differences, the configs' unified
+diff, and "Code and packages" (two runs' git commits and dirty state, versions, and which packages differ in their
+pip freeze, and how). The comparisons themselves are backend/runs/control/compare.py and compare_provenance; both
+are read on the thread pool, from the run store the page names."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from PySide6.QtGui import QColor, QFont, QSyntaxHighlighter, QTextCharFormat
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtGui import QColor, QFont, QFontDatabase, QSyntaxHighlighter, QTextCharFormat
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -16,17 +18,34 @@ from PySide6.QtWidgets import (
     QTableWidget,
     QTableWidgetItem,
     QTabWidget,
+    QVBoxLayout,
+    QWidget,
 )
 
-from traindeck.backend.runs import RunComparison, RunHistory, RunStore, compare_runs
-from traindeck.gui.pages.base import Page
-from traindeck.gui.pages.history.run_table import RunsModel
+from traindeck.backend.runs import (
+    ProvenanceComparison,
+    RunComparison,
+    RunFigures,
+    RunStore,
+    compare_provenance,
+    compare_runs,
+)
+from traindeck.gui.context import AppContext
 from traindeck.gui.widgets.message_list import tone
+from traindeck.gui.widgets.run_leftovers import one_line
 
 
 def _compare(store_path: Path, id_a: str, id_b: str) -> RunComparison:
     with RunStore(store_path) as store:
         return compare_runs(store, id_a, id_b)
+
+
+def _provenance_of(store_path: Path, id_a: str, id_b: str) -> ProvenanceComparison:
+    with RunStore(store_path) as store:
+        a, b = store.get_run(id_a), store.get_run(id_b)
+    if a is None or b is None:
+        raise LookupError(f"no run {id_a if a is None else id_b} in the run store")
+    return compare_provenance(a.run_dir, b.run_dir)
 
 
 def setting_name(key: str) -> str:
@@ -58,20 +77,35 @@ class DiffHighlighter(QSyntaxHighlighter):
         self.setFormat(0, len(text), fmt)
 
 
-class HistoryComparePart(Page):
-    """The comparison's part of HistoryPage: what it reads of the page, declared here; its methods."""
+class ComparePanel(QWidget):
+    """Two runs side by side, in four tabs; `comparison` holds the latest comparison read."""
 
-    history: RunHistory
-    model: RunsModel
-    comparison: RunComparison | None
-    compare_title: QLabel
-    tabs: QTabWidget
-    figures_table: QTableWidget
-    config_table: QTableWidget
-    diff_view: QPlainTextEdit
-
-    def selected_ids(self) -> list[str]:
-        raise NotImplementedError  # HistoryPage (its list)
+    def __init__(self, ctx: AppContext, store_path: Callable[[], Path], parent: QWidget | None = None):
+        super().__init__(parent)
+        self.ctx = ctx
+        self._store_path = store_path  # the page's run store (the demo switches it)
+        self.comparison: RunComparison | None = None
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.compare_title = QLabel("Select two runs and press Compare to see them side by side.")
+        self.compare_title.setWordWrap(True)
+        self.compare_title.setTextFormat(Qt.TextFormat.RichText)
+        layout.addWidget(self.compare_title)
+        self.tabs = QTabWidget()
+        self.figures_table = self._side_by_side(("", "A", "B", "B vs A"))
+        self.config_table = self._side_by_side(("Setting", "A", "B"))
+        self.diff_view = QPlainTextEdit()
+        self.diff_view.setReadOnly(True)
+        self.diff_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.diff_view.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.diff_view.setPlaceholderText("The configs' unified diff appears here.")
+        self._highlighter = DiffHighlighter(self.diff_view)
+        self.provenance_table = self._side_by_side(("", "A", "B", "B vs A"))  # as on Figures: "differs", "upgraded"
+        self.tabs.addTab(self.figures_table, "Figures")
+        self.tabs.addTab(self.config_table, "Config differences")
+        self.tabs.addTab(self.diff_view, "Unified diff")
+        self.tabs.addTab(self.provenance_table, "Code and packages")
+        layout.addWidget(self.tabs, 1)
 
     def _side_by_side(self, headers: tuple[str, ...]) -> QTableWidget:
         table = QTableWidget(0, len(headers))
@@ -86,22 +120,34 @@ class HistoryComparePart(Page):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         return table
 
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            self._highlighter.rehighlight()  # diff colours follow the theme
+
     # ------------------------------------------------------------------------------------------------ compare
-    def compare_selected(self) -> None:
-        ids = self.selected_ids()
+    def compare_selected(self, ids: list[str], rows: list[RunFigures]) -> None:
+        """Compare the two runs selected among `rows`, the older as A; anything but two selected says so."""
         if len(ids) != 2:
             self.compare_title.setText("Select exactly two runs to compare (Ctrl+click the second).")
             return
-        by_id = {r.run_id: r for r in self.model.rows}
+        by_id = {r.run_id: r for r in rows}
         # The older run is A: "B vs A" then reads as what changed since.
         a, b = sorted(ids, key=lambda i: by_id[i].created_at if i in by_id else 0)
         self.compare(a, b)
 
     def compare(self, id_a: str, id_b: str) -> None:
+        store_path = self._store_path()
         self.compare_title.setText("Comparing…")
-        self.ctx.tasks.run(_compare, self.history.store_path, id_a, id_b, done=self._show_comparison,
+        self.ctx.tasks.run(_compare, store_path, id_a, id_b, done=self._show_comparison,
                            failed=lambda error: self.compare_title.setText(
                                f"Cannot compare: {error.splitlines()[0] if error else 'unknown error'}"))
+        self.tabs.setTabText(3, "Code and packages")
+        self._fill(self.provenance_table, [("Reading…", "", "", "")])
+        self.ctx.tasks.run(_provenance_of, store_path, id_a, id_b,
+                           done=self._show_provenance,
+                           failed=lambda text: self._fill(self.provenance_table,
+                                                          [(f"Cannot compare: {one_line(text)}", "", "", "")]))
 
     def _show_comparison(self, result: RunComparison) -> None:
         self.comparison = result
@@ -121,6 +167,19 @@ class HistoryComparePart(Page):
         self.tabs.setTabText(1, f"Config differences ({len(differing)})")
         self.config_table.setToolTip(f"{result.same} settings are the same in both runs")
         self.diff_view.setPlainText(result.unified_diff or "The two runs' config files are the same.")
+
+    def _show_provenance(self, result: ProvenanceComparison) -> None:
+        rows = [(what, a, b, "" if a == b else "differs") for what, a, b in result.rows]
+        bold = set()
+        if result.packages or result.same_packages:
+            bold.add(len(rows))
+            rows.append((f"Packages that differ ({len(result.packages)}; {result.same_packages} the same)", "", "",
+                         ""))
+            rows += [(f"  {d.name}", d.a or "-", d.b or "-", d.how) for d in result.packages]
+        rows += [(problem, "", "", "") for problem in result.problems]
+        self._fill(self.provenance_table, rows, bold_rows=bold)
+        self.tabs.setTabText(3, f"Code and packages ({len(result.packages)} differ)" if result.packages or
+                             result.same_packages else "Code and packages")
 
     def _fill(self, table: QTableWidget, rows: Sequence[tuple[str, ...]], bold_rows: set[int] | None = None) -> None:
         table.setRowCount(len(rows))

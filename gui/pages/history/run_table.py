@@ -1,5 +1,6 @@
-"""History's table of runs: the model behind it (cells formatted once per refresh, only changed rows reported)
-and its columns. Part of HistoryPage (gui/pages/history/__init__.py), split off along its seams."""
+"""History's table of runs: a panel (RunTable) that shows the runs and keeps their selection, and the model behind it
+(cells formatted once per refresh, only changed rows reported). The page gives it each new list and listens to its
+signals: the selection changed, a run is to be opened."""
 
 from __future__ import annotations
 
@@ -7,9 +8,20 @@ import functools
 import time
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
-from PySide6.QtGui import QBrush, QColor, QIcon
-from PySide6.QtWidgets import QWidget
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QEvent,
+    QItemSelection,
+    QItemSelectionModel,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+    Signal,
+)
+from PySide6.QtGui import QBrush, QColor, QIcon, QKeySequence, QShortcut
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QStyle, QTableView, QVBoxLayout, QWidget
 
 from traindeck.backend.runs import (
     RunFigures,
@@ -150,3 +162,101 @@ def _sort_keys(run: RunFigures) -> tuple[Any, ...]:
     values = (run.name.lower(), run.state, run.started_at or run.created_at, run.duration_s, run.preset or "",
               run.peak_gpu_mem_bytes, run.peak_host_ram_bytes, run.seconds_per_step, run.throughput)
     return tuple(-1.0 if v is None else v for v in values)
+
+
+class RunTable(QWidget):
+    """The runs, newest first, sortable by any column; one or more selected. Figure columns are as wide as their
+    widest cell, the name takes the rest. Enter or a double-click asks to open the selected run."""
+
+    selection_changed = Signal(list)  # the selected runs' ids, in the order shown
+    open_requested = Signal()  # Enter, Return or a double-click on the list
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._sized = False
+        self.model = RunsModel(self)
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setSortRole(SORT_ROLE)
+        self.table = QTableView()
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(2, Qt.SortOrder.DescendingOrder)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
+        self.table.setAlternatingRowColors(True)
+        header = self.table.horizontalHeader()
+        # Widths come from the formatted cells when the list changes (ResizeToContents would measure every cell at
+        # every refresh: a quarter second for 200 runs).
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Fixed)
+        self._name_min = self.fontMetrics().horizontalAdvance("llama-7b-offload-run") + 16
+        self.table.installEventFilter(self)
+        self.table.doubleClicked.connect(lambda _index: self.open_requested.emit())
+        self.table.selectionModel().selectionChanged.connect(
+            lambda *_args: self.selection_changed.emit(self.selected_ids()))
+        for keys in ("Return", "Enter"):
+            shortcut = QShortcut(QKeySequence(keys), self.table)
+            shortcut.setContext(Qt.ShortcutContext.WidgetShortcut)
+            shortcut.activated.connect(self.open_requested.emit)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.table)
+
+    @property
+    def rows(self) -> list[RunFigures]:
+        """The runs listed, in the store's order."""
+        return self.model.rows
+
+    def show_rows(self, rows: list[RunFigures]) -> None:
+        """A new list: changed rows are redrawn, the selection stays on its runs, columns fit a changed set."""
+        selected = self.selected_ids()
+        if self.model.set_rows(rows) or not self._sized:
+            self._size_columns()
+        if selected and self.selected_ids() != selected:
+            self.select_runs(selected)
+
+    def selected_ids(self) -> list[str]:
+        """The selected runs' ids, in the order shown."""
+        rows = sorted(index.row() for index in self.table.selectionModel().selectedRows())
+        return [str(self.proxy.index(row, 0).data(ID_ROLE)) for row in rows]
+
+    def select_runs(self, run_ids: list[str]) -> None:
+        selection = QItemSelection()
+        for row in range(self.proxy.rowCount()):
+            index = self.proxy.index(row, 0)
+            if index.data(ID_ROLE) in run_ids:
+                selection.select(index, self.proxy.index(row, len(COLUMNS) - 1))
+        self.table.selectionModel().select(selection, QItemSelectionModel.SelectionFlag.ClearAndSelect)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.table and event.type() == QEvent.Type.Resize:
+            self._fit_name_column()
+        return super().eventFilter(watched, event)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            self.model.restyle()  # state colours follow the theme
+
+    def _size_columns(self) -> None:
+        """Each figure column as wide as its widest cell (of the first few hundred runs); the name takes the rest."""
+        metrics = self.table.fontMetrics()
+        header = self.table.horizontalHeader().fontMetrics()
+        texts = self.model.texts()[:300]
+        for column in range(1, len(COLUMNS)):
+            widest = max((metrics.horizontalAdvance(t[column]) for t in texts), default=0)
+            if column == 1:  # the state's icon sits before its word
+                widest += self.table.style().pixelMetric(QStyle.PixelMetric.PM_SmallIconSize) + 8
+            self.table.setColumnWidth(column, max(widest, header.horizontalAdvance(COLUMNS[column]) + 14) + 14)
+        self._sized = bool(texts)
+        self._fit_name_column()
+
+    def _fit_name_column(self) -> None:
+        """The name takes the room the figures leave, but stays readable (the view scrolls instead)."""
+        others = sum(self.table.columnWidth(c) for c in range(1, len(COLUMNS)))
+        self.table.setColumnWidth(0, max(self._name_min, self.table.viewport().width() - others))
