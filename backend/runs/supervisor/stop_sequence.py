@@ -20,6 +20,8 @@ from traindeck.backend.runs.record.savestop import save_hold_s
 from traindeck.backend.runs.supervisor.run_end import RunEnd
 
 DEFAULT_GRACE_S = 10.0
+# SIGKILL follows SIGTERM after the grace period again, but never more than this much later.
+KILL_AFTER_TERM_MAX_S = 10.0
 LEFTOVER_GRACE_S = 5.0
 
 
@@ -37,7 +39,7 @@ class StopSequence:
         elapsed = now - self.started
         if elapsed < 0:
             return -1  # held: the script's companion is saving a checkpoint before it stops (savestop.py)
-        if elapsed >= self.grace_s + min(self.grace_s, 10.0):
+        if elapsed >= self.grace_s + min(self.grace_s, KILL_AFTER_TERM_MAX_S):
             return 2
         if elapsed >= self.grace_s:
             return 1
