@@ -63,6 +63,16 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
     assert _cycles(graph, modules) == []
 
 
+def test_the_supervisors_parts_import_no_cycle_even_for_type_checking() -> None:
+    """The supervisor's parts (stopper, end of the run, process tracker, output drain) are objects it holds and
+    hands what they need: none of them imports the supervisor back, not even for its type hints."""
+    graph = grimp.build_graph("traindeck", exclude_type_checking_imports=False, cache_dir=None)
+    modules = {m for m in graph.modules if m.startswith("traindeck.backend.runs.supervisor")}
+    assert {"traindeck.backend.runs.supervisor.process", "traindeck.backend.runs.supervisor.run_end",
+            "traindeck.backend.runs.supervisor.stop_sequence"} <= modules
+    assert _cycles(graph, modules) == []
+
+
 def test_the_cycle_finder_finds_a_cycle() -> None:
     class Graph:
         edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}

@@ -29,9 +29,11 @@ from runhelp import (
 )
 
 from traindeck.backend.runs.control.lifecycle import stop_run
+from traindeck.backend.runs.control.view import force_stop
 from traindeck.backend.runs.record.layout import RunDir
-from traindeck.backend.runs.record.run_store import RunStore
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 from traindeck.backend.runs.supervisor.liveness import reconcile
+from traindeck.backend.runs.supervisor.stop_sequence import KILL_AFTER_TERM_MAX_S
 
 
 def test_plain_python_run_records_output_progress_and_metrics() -> None:
@@ -141,6 +143,104 @@ def test_a_second_request_with_no_grace_forces_a_stop_under_way() -> None:
     done = wait_finished(run.id, 20)
     assert done.state == "stopped" and done.state_detail == "stopped forcefully (SIGKILL)"
     assert any("stop hurried: grace now 0 s" in e.text for e in RunStore().events(run.id))
+    assert leftovers(done) == []
+
+
+# A job that ignores SIGINT and SIGTERM and notes when each arrives (wall clock), one "NAME TIME" line each. SIGKILL
+# cannot be noted: its moment is when the process ended, as the supervisor recorded it.
+SIGNAL_DIARY = """
+import signal, sys, time
+diary = open(sys.argv[1], "a", buffering=1)
+def note(signum, _frame):
+    diary.write(f"{signal.Signals(signum).name} {time.time():.6f}\\n")
+signal.signal(signal.SIGINT, note)
+signal.signal(signal.SIGTERM, note)
+print("listening", flush=True)
+while True:
+    time.sleep(0.01)
+"""
+# How late a signal may come after it is due, on a busy machine (the supervisor looks 4x a second).
+LATE_S = 2.0
+
+
+def _signal_diary_job(tmp_path: Path) -> tuple[RunRecord, Path]:
+    script = tmp_path / "diary.py"
+    script.write_text(SIGNAL_DIARY)
+    diary = tmp_path / "signals.txt"
+    run = start([sys.executable, str(script), str(diary)])
+    wait_until(lambda: b"listening" in Path(run.run_dir, "output.log").read_bytes(), timeout=30)
+    return run, diary
+
+
+def _signals(diary: Path) -> list[tuple[str, float]]:
+    lines = diary.read_text().split() if diary.exists() else []
+    return [(name, float(when)) for name, when in zip(lines[::2], lines[1::2], strict=True)]
+
+
+def _launcher_end(record: RunRecord) -> tuple[float, int]:
+    """(when, return code) of the run's launcher (here the job itself), as the supervisor recorded them."""
+    [launcher] = [p for p in record.processes if p["role"] == "launcher"]
+    return launcher["ended_at"], launcher["returncode"]
+
+
+def _stop_signals_sent(run_id: str) -> list[str]:
+    return [text for kind, text in events(run_id) if kind == "stop_signal"]
+
+
+def test_a_stop_sends_sigint_then_sigterm_after_the_grace_then_sigkill_after_a_further_grace(
+        tmp_path: Path) -> None:
+    grace = 1.0
+    run, diary = _signal_diary_job(tmp_path)
+    asked = time.time()
+    stop_run(RunStore(), run.id, grace_s=grace, wait=False)
+    done = wait_finished(run.id, 30)
+    got = _signals(diary)
+    assert [name for name, _ in got] == ["SIGINT", "SIGTERM"], got
+    (_, sigint), (_, sigterm) = got
+    killed, code = _launcher_end(done)
+    assert code == -signal.SIGKILL
+    # The grace periods count from the moment the supervisor takes the request, which comes after `asked`.
+    further = min(grace, KILL_AFTER_TERM_MAX_S)
+    assert asked <= sigint < sigterm < killed
+    assert sigint < asked + LATE_S
+    assert asked + grace <= sigterm < asked + grace + LATE_S
+    assert asked + grace + further <= killed < asked + grace + further + LATE_S
+    assert done.state == "stopped" and done.state_detail == "stopped forcefully (SIGKILL)"
+    assert [text.split()[1] for text in _stop_signals_sent(run.id)] == ["SIGINT", "SIGTERM", "SIGKILL"]
+    assert leftovers(done) == []
+
+
+def test_the_dashboards_force_stop_sends_sigkill_at_once_and_no_other_signal(tmp_path: Path) -> None:
+    run, diary = _signal_diary_job(tmp_path)
+    asked = time.time()
+    with RunStore() as store:
+        force_stop(store, run.id)
+    assert RunDir(Path(run.run_dir)).stop_request()["grace_s"] == 0  # type: ignore[index]
+    done = wait_finished(run.id, 30)
+    assert _signals(diary) == []
+    killed, code = _launcher_end(done)
+    assert code == -signal.SIGKILL
+    assert asked <= killed < asked + LATE_S
+    assert done.state == "stopped" and done.state_detail == "stopped forcefully (SIGKILL)"
+    assert [text.split()[1] for text in _stop_signals_sent(run.id)] == ["SIGKILL"]
+    assert leftovers(done) == []
+
+
+def test_the_dashboards_force_stop_hurries_a_graceful_stop_to_sigkill_at_once(tmp_path: Path) -> None:
+    run, diary = _signal_diary_job(tmp_path)
+    stop_run(RunStore(), run.id, grace_s=600, wait=False)  # SIGINT now, which the job ignores
+    wait_until(lambda: _signals(diary), timeout=10)
+    asked = time.time()
+    with RunStore() as store:
+        force_stop(store, run.id)
+    done = wait_finished(run.id, 30)
+    assert [name for name, _ in _signals(diary)] == ["SIGINT"]
+    killed, code = _launcher_end(done)
+    assert code == -signal.SIGKILL
+    assert asked <= killed < asked + LATE_S
+    assert done.state == "stopped" and done.state_detail == "stopped forcefully (SIGKILL)"
+    assert any("stop hurried: grace now 0 s (SIGKILL now)" in text for _, text in events(run.id))
+    assert [text.split()[1] for text in _stop_signals_sent(run.id)] == ["SIGINT", "SIGKILL"]
     assert leftovers(done) == []
 
 

@@ -2,9 +2,10 @@
 
 - `process`: the supervisor itself (`python -m traindeck.backend.runs.supervisor.process RUN_DIR`): starts the
   launcher, drains its output, samples resources, watches for stalls, stops the run on request and writes its end.
-- `stop_sequence`, `run_end`, `output_drain`, `exits`: the parts it holds: the stop (signals and their escalation),
-  the end (nothing left behind, the diagnosis), the output path (pipe -> output.log -> progress and metrics), and
-  how each process ended.
+- `stop_sequence`, `run_end`, `tracking`, `output_drain`, `exits`: the parts it holds: the stop (signals and their
+  escalation), the end (nothing left behind, the diagnosis), the run's processes and ranks, the output path
+  (pipe -> output.log -> progress and metrics), and how each process ended; `instructions`: what it is told at its
+  start and the run store it writes through.
 - `liveness`: whether a run's supervisor is still there, and the end of a run whose supervisor is gone.
 - `sidecar`, `sentinel`, `node_sampler`, `beside`: the processes started beside it (provenance and TensorBoard
   reads; the last-resort stop after a killed supervisor; the per-node agents of a multi-node run).

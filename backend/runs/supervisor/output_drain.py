@@ -1,5 +1,6 @@
 """A run's output path inside the supervisor: the pipe the job writes into -> output.log (OutputPump), and
-output.log -> progress and metrics in the run store (OutputFollower).
+output.log -> progress and metrics in the run store (OutputFollower); OutputDrain holds the two, started and
+finished together.
 
 The job waits only when the pipe is full, so the pump does nothing but move bytes (splice(2), in the kernel) and
 the parsing follows the file at its own pace. Under a flood (the follower more than PARSE_MAX_LAG behind) parsing
@@ -16,11 +17,12 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from traindeck.backend.logparse import Line, LineAssembler, Metric, OutputParser, Progress
 from traindeck.backend.logparse.op_build import OpBuildTracker
+from traindeck.backend.runs.diagnosis.stall import Quiet
 from traindeck.backend.runs.record.log_follow import run_hosts
+from traindeck.backend.runs.supervisor.instructions import SafeStore
 from traindeck.backend.runs.supervisor.loss_guard import Watchdog
 
 PROGRESS_EVERY_S = 0.25
@@ -107,7 +109,7 @@ class OutputPump(threading.Thread):
 class OutputFollower(threading.Thread):
     """Follows output.log behind the pump: lines -> progress and metrics -> run store, at a bounded rate."""
 
-    def __init__(self, path: Path, pump: OutputPump, store: Any, run_id: str,  # store: the supervisor's SafeStore
+    def __init__(self, path: Path, pump: OutputPump, store: SafeStore, run_id: str,
                  watchdog: Watchdog | None = None) -> None:
         super().__init__(name="output-follower", daemon=True)
         self.path, self.pump, self.store, self.run_id = path, pump, store, run_id
@@ -234,3 +236,43 @@ class OutputFollower(threading.Thread):
             batch, self._metrics = self._metrics, []
             self.store.add_metrics(self.run_id, batch)
             self._metrics_written = now
+
+
+class OutputDrain:
+    """One run's output path: the pump (pipe -> output.log, from `read_fd` into `log_fd`) and the follower
+    (output.log at `path` -> the store), started together; `finish` waits for both once every process has ended."""
+
+    def __init__(self, read_fd: int, log_fd: int, path: Path, store: SafeStore, run_id: str,
+                 watchdog: Watchdog | None = None) -> None:
+        self.store, self.run_id = store, run_id
+        self.pump = OutputPump(read_fd, log_fd)
+        self.follower = OutputFollower(path, self.pump, store, run_id, watchdog)
+
+    def start(self) -> None:
+        self.pump.start()
+        self.follower.start()
+
+    @property
+    def last_progress_change(self) -> float:
+        return self.follower.last_progress_change
+
+    def quiet(self) -> Quiet:
+        """What the stall watch reads of the output at one check."""
+        return Quiet(self.pump.last_output, self.follower.last_progress_change, self.follower.step_times,
+                     self.follower.op_builds.building_now)
+
+    def finish(self) -> None:
+        """The pump reads the pipe to its end (closed, if something outside the run still holds it), the follower
+        parses the rest; a flood's skipped parsing is said in an event."""
+        self.pump.join(timeout=10.0)
+        if self.pump.is_alive():  # something outside our tree still holds the pipe: stop reading it
+            logger.warning("output pipe still open after every process ended; closing it")
+            os.close(self.pump.read_fd)
+            self.pump.join(timeout=2.0)
+        self.follower.pump_done.set()
+        self.pump.wake.set()
+        self.follower.join(timeout=30.0)
+        if self.follower.skipped_bytes:
+            self.store.add_event(self.run_id, "parse_skipped",
+                                 f"parsing skipped {self.follower.skipped_bytes / 2**20:.0f} MiB of a flood of output"
+                                 " (all of it is in output.log)")

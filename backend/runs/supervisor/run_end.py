@@ -3,9 +3,9 @@ marker, GPUs still listing its PIDs), free what DeepSpeed's CPU collectives leav
 (how every rank and the launcher ended, the log's tail, OOM kills, memory limits and peaks, stall stacks, the
 scheduler's word) and write the final state with its diagnosis.
 
-A part of the Supervisor (supervisor.py; it inherits RunEnd), split out along the seam its docstring named: these
-methods read the state the supervisor's loop kept, declared below, and change nothing of it but the tracked ranks'
-names.
+`RunEnd` is built by the supervisor when the run starts (it notes the OOM counters and the boot clock then) and
+reads the run's processes through `RunProcesses` (the supervisor's process tracker); of the stop it knows only how
+it ended the run, of the launcher only its return code.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import psutil
 
@@ -25,6 +24,7 @@ from traindeck.backend.runs import processes as procs
 from traindeck.backend.runs.diagnosis.cgroups import MemoryLimit, memory_limit
 from traindeck.backend.runs.diagnosis.diagnose import Evidence, ProcessEnd, diagnose, evidence_to_json
 from traindeck.backend.runs.diagnosis.evidence import (
+    boot_time_offset,
     kernel_oom_kills,
     launcher_spawned_ranks,
     log_tail,
@@ -32,72 +32,54 @@ from traindeck.backend.runs.diagnosis.evidence import (
 )
 from traindeck.backend.runs.diagnosis.scheduler_end import read_scheduler_end
 from traindeck.backend.runs.record.launch_settings import launch_settings
+from traindeck.backend.runs.record.layout import RunDir
+from traindeck.backend.runs.supervisor.instructions import SafeStore
+from traindeck.backend.runs.supervisor.loss_guard import Watchdog
 from traindeck.backend.runs.supervisor.node_diagnosis import remote_ends, with_nodes
 from traindeck.backend.runs.supervisor.shm_leftovers import free_buffers
-
-if TYPE_CHECKING:
-    import subprocess
-
-    from traindeck.backend.runs.diagnosis.stall import StallWatch
-    from traindeck.backend.runs.record.layout import RunDir
-    from traindeck.backend.runs.supervisor.loss_guard import Watchdog
-    from traindeck.backend.runs.supervisor.output_drain import OutputFollower
-    from traindeck.backend.runs.supervisor.process import Instructions, SafeStore
-    from traindeck.backend.runs.supervisor.stop_sequence import StopSequence
+from traindeck.backend.runs.supervisor.tracking import LauncherEnd, TrackedProcess
 
 logger = logging.getLogger("traindeck.supervisor")
 
 
-@dataclass
-class TrackedProcess:
-    """One process of the run as the supervisor saw it: its role (launcher, rank, helper) and how it ended."""
+class RunProcesses(Protocol):
+    """What the end of a run reads of its processes (the supervisor's ProcessTracker)."""
 
-    pid: int
-    started: float
-    name: str
-    role: str
-    rank: int | None
-    returncode: int | None = None
-    ended_at: float | None = None
+    tracked: dict[int, TrackedProcess]
+    zombies_unseen: dict[int, tuple[float, int | None]]
+    cgroups: dict[tuple[int, str], int | None]
+    rendezvous: set[tuple[str, str]]
 
-    def to_json(self) -> dict[str, Any]:
-        return {"pid": self.pid, "started": self.started, "name": self.name, "role": self.role, "rank": self.rank,
-                "returncode": self.returncode, "ended_at": self.ended_at}
-
+    def save(self) -> None: ...
 
 
 class RunEnd:
-    # The supervisor's state these methods read (set in Supervisor.__init__ and its loop).
-    run_id: str
-    run_dir: RunDir
-    spec: Instructions
-    store: SafeStore
-    tracked: dict[int, TrackedProcess]
-    _zombies_unseen: dict[int, tuple[float, int | None]]
-    sentinel: subprocess.Popen[bytes] | None
-    stop: StopSequence | None
-    launcher_returncode: int | None
-    oom_before: dict[str, int]
-    cgroups: dict[tuple[int, str], int | None]
-    rendezvous: set[tuple[str, str]]
-    boot_s_at_start: float | None
-    recorder: Any
-    watchdog: Watchdog
-    stall: StallWatch
-    follower: OutputFollower
-    _reap: Callable[[], None]
-    _save_processes: Callable[[], None]
+    """Nothing of the run left behind, the evidence and the diagnosis, the final state.
 
-    def _free_shared_memory(self) -> None:
+    `sentinel_pid` names the one process of the supervisor's tree that is not the run's, `reap` collects the
+    supervisor's children that end while leftovers are ended, `stop_detail` says how a stop ended the run (None
+    when none was asked)."""
+
+    def __init__(self, run_dir: RunDir, store: SafeStore, run_id: str, store_path: str, processes: RunProcesses,
+                 launcher: LauncherEnd, watchdog: Watchdog, *, sentinel_pid: Callable[[], int | None],
+                 reap: Callable[[], None], stop_detail: Callable[[], str | None]) -> None:
+        self.run_dir, self.store, self.run_id, self.store_path = run_dir, store, run_id, store_path
+        self.processes, self.launcher, self.watchdog = processes, launcher, watchdog
+        self._sentinel_pid, self._reap, self._stop_detail = sentinel_pid, reap, stop_detail
+        self.oom_before = oom_kill_counters()
+        self.boot_s_at_start = boot_time_offset()
+
+    def free_shared_memory(self) -> None:
         """DeepSpeed's CPU collectives never unlink their /dev/shm buffers (shm_leftovers.py): free this run's."""
-        removed, freed = free_buffers(self.rendezvous)
+        removed, freed = free_buffers(self.processes.rendezvous)
         if removed:
             self.store.add_event(self.run_id, "shm_freed", f"removed {removed} shared-memory buffer(s) DeepSpeed's "
                                  f"CPU collectives leave in /dev/shm ({freed / 2**20:.0f} MiB of RAM)")
 
-    def _confirm_nothing_remains(self) -> list[psutil.Process]:
+    def confirm_nothing_remains(self) -> list[psutil.Process]:
+        """Ends what is left of the run and says whether anything remains; returns what could not be ended."""
         def find() -> list[psutil.Process]:
-            sentinel = self.sentinel.pid if self.sentinel is not None else None
+            sentinel = self._sentinel_pid()
             found = {p.pid: p for p in procs.living(procs.descendants(os.getpid())) if p.pid != sentinel}
             for proc in procs.marked_processes(self.run_id, exclude=[sentinel] if sentinel else []):
                 found.setdefault(proc.pid, proc)
@@ -108,15 +90,16 @@ class RunEnd:
             self.store.add_event(self.run_id, "leftovers",
                                  f"{len(leftovers)} process(es) of the run outside its tree: ending them")
             leftovers = procs.end_processes(find, grace_s=3.0, reap=self._reap)
-        gpus = _gpu_holders(set(self.tracked))  # none, these PIDs, or cannot tell (and why)
-        text = f"nothing of the run remains ({len(self.tracked)} process(es) seen in all)"
+        tracked = self.processes.tracked
+        gpus = _gpu_holders(set(tracked))  # none, these PIDs, or cannot tell (and why)
+        text = f"nothing of the run remains ({len(tracked)} process(es) seen in all)"
         kind = "confirmed"
         if gpus.pids:
             text, kind = f"GPUs still list pids {sorted(gpus.pids)} of the run", "leftovers"
         elif leftovers:
             text, kind = f"{len(leftovers)} process(es) of the run are still alive", "leftovers"
         elif gpus.pids is None:
-            text = (f"no process of the run remains ({len(self.tracked)} seen in all); whether GPUs still hold "
+            text = (f"no process of the run remains ({len(tracked)} seen in all); whether GPUs still hold "
                     f"memory for it is unknown: {gpus.unknown}")
             kind = "unconfirmed"
         self.store.add_event(self.run_id, kind, text)
@@ -126,40 +109,43 @@ class RunEnd:
         """Ranks the scans could not name (dead within a scan, or before their RANK was readable), named from
         DeepSpeed's launch.py log: without them the first failure would be blamed on a rank that was ended after it."""
         changed = False
+        known = self.processes.tracked
         for pid, rank in launcher_spawned_ranks(self.run_dir.output).items():
-            tracked = self.tracked.get(pid)
+            tracked = known.get(pid)
             if tracked is not None:
                 if tracked.role == "helper":
                     tracked.role, tracked.rank, changed = "rank", rank, True
                 continue
-            seen = self._zombies_unseen.get(pid)  # never tracked, so never watched: at best seen as a zombie
-            starts = [t.started for t in self.tracked.values() if t.role in ("rank", "launcher")]
+            seen = self.processes.zombies_unseen.get(pid)  # never tracked, so never watched: at best seen as a zombie
+            starts = [t.started for t in known.values() if t.role in ("rank", "launcher")]
             # Never seen alive: it ended within one scan of starting, so before any rank that was seen.
             when = seen[0] if seen is not None else (min(starts) if starts else time.time())
             code = procs.describe_wait_status(seen[1])[0] if seen is not None and seen[1] is not None else None
-            self.tracked[pid] = TrackedProcess(pid, when, "?", "rank", rank, code, when)
+            known[pid] = TrackedProcess(pid, when, "?", "rank", rank, code, when)
             changed = True
         if changed:
-            self._save_processes()
+            self.processes.save()
 
-    def _evidence(self) -> Evidence:
+    def evidence(self, *, stall_stacks: str, recorder_ran: bool) -> Evidence:
+        """Everything the diagnosis reads; `stall_stacks` from the stall watch, memory peaks if the recorder ran."""
         self._name_ranks_from_launcher_log()
         ends = [ProcessEnd(t.pid, t.role, t.rank, t.ended_at or time.time(), t.returncode)
-                for t in self.tracked.values() if t.role in ("launcher", "rank") and t.ended_at is not None]
+                for t in self.processes.tracked.values() if t.role in ("launcher", "rank") and t.ended_at is not None]
         tail = log_tail(self.run_dir.output, max_bytes=1 << 20, max_lines=2000)
         ends += remote_ends(self.run_dir.path, tail)  # other nodes' ranks, as their agents saw them end
         after = oom_kill_counters()
         deltas = [after[k] - self.oom_before[k] for k in after if k in self.oom_before]
-        our_pids = set(self.tracked)
+        our_pids = set(self.processes.tracked)
         kernel = kernel_oom_kills(since_boot_s=self.boot_s_at_start)
-        memory = self._resource_summary()
+        memory = self._resource_summary() if recorder_ran else {}
         limit, cgroup_kills = self._memory_limit()
+        stop_detail = self._stop_detail()
         return Evidence(
-            launcher_returncode=self.launcher_returncode,
+            launcher_returncode=self.launcher.returncode,
             ends=ends,
             log_tail=tail,
-            stop_requested=self.stop is not None,
-            stop_detail=self.stop.detail if self.stop is not None else "",
+            stop_requested=stop_detail is not None,
+            stop_detail=stop_detail or "",
             oom_kills_during_run=max(deltas) if deltas else None,
             kernel_oom_pids={pid: text for pid, text in (kernel or {}).items() if pid in our_pids},
             kernel_log_readable=kernel is not None,
@@ -169,14 +155,14 @@ class RunEnd:
             memory_limit=limit,
             cgroup_oom_kills_during_run=cgroup_kills,
             settings=launch_settings(self.run_dir),
-            stall_stacks=self.stall.hang_stacks(self.follower.last_progress_change),
+            stall_stacks=stall_stacks,
             scheduler_end=read_scheduler_end(self.run_dir.path),
         )
 
     def _memory_limit(self) -> tuple[MemoryLimit | None, int | None]:
         """The tightest memory limit over the run's ranks (and launcher), with its OOM kills during the run."""
         best: tuple[MemoryLimit, int | None] | None = None
-        for (version, path), before in self.cgroups.items():
+        for (version, path), before in self.processes.cgroups.items():
             limit = memory_limit(version, path)
             if limit is None:
                 continue
@@ -187,18 +173,17 @@ class RunEnd:
         return best if best is not None else (None, None)
 
     def _resource_summary(self) -> Mapping[str, Any]:  # a ResourceSummary, or {}
-        """Memory peaks from the resource recorder (empty when it did not run)."""
-        if self.recorder is None:
-            return {}
+        """Memory peaks from the resource recorder's samples in the store."""
         try:
             from traindeck.backend.monitor.store_read import resource_summary
 
-            return resource_summary(self.spec.store, self.run_id)
+            return resource_summary(self.store_path, self.run_id)
         except Exception as exc:  # evidence is best-effort; the diagnosis works without it
             logger.warning("resource summary unavailable: %r", exc)
             return {}
 
-    def _finish(self, evidence: Evidence, state: str) -> None:
+    def finish(self, evidence: Evidence, state: str) -> None:
+        """The diagnosis (kept in evidence.json with its evidence), the final state, the end announced."""
         diagnosis = with_nodes(self.run_dir.path, self.watchdog.explain(state, diagnose(evidence)), state)
         try:  # kept for whoever wants to know why the diagnosis says what it says (and for replays)
             atomic_write_text(self.run_dir.evidence, json.dumps(
@@ -206,11 +191,12 @@ class RunEnd:
         except OSError as exc:
             logger.warning("could not write %s: %s", self.run_dir.evidence, exc)
         detail = ""
-        if state == "stopped" and self.stop is not None:
-            detail = f"stopped {self.stop.detail}"
+        stop_detail = self._stop_detail()
+        if state == "stopped" and stop_detail is not None:
+            detail = f"stopped {stop_detail}"
         elif state == "failed":
             detail = diagnosis.summary
-        self.store.finish_run(self.run_id, state, exit_code=self.launcher_returncode,
+        self.store.finish_run(self.run_id, state, exit_code=self.launcher.returncode,
                               diagnosis=None if state == "succeeded" else diagnosis.to_json(), state_detail=detail)
         self.store.add_event(self.run_id, "finished", f"{state}: {diagnosis.summary}")
         self.watchdog.announce_end(state, diagnosis)

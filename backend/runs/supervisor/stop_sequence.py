@@ -2,24 +2,30 @@
 after that; a later request with a shorter grace (a second Ctrl+C, Force stop) hurries it; a script whose companion
 saves first is held off for that save (savestop.py); processes that outlive the launcher are ended.
 
-A part of the Supervisor (supervisor.py; it inherits RunStop, which inherits RunEnd), split out along the seam its
-docstring named: these methods read and change the stop state declared below, from the supervisor's loop.
+`Stopper` is the supervisor's stop: its loop asks it each tick to look for a request (`check_request`) and to send
+what is due (`advance`, or `end_leftovers` when no stop was asked but the launcher is gone). It reads the stop file
+in the run directory, writes the stop's events to the store, and knows of the launcher only how it ended.
 """
 
 from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
 
 from traindeck.backend.runs import processes as procs
+from traindeck.backend.runs.record.layout import RunDir
 from traindeck.backend.runs.record.savestop import save_hold_s
-from traindeck.backend.runs.supervisor.run_end import RunEnd
+from traindeck.backend.runs.supervisor.instructions import SafeStore
+from traindeck.backend.runs.supervisor.tracking import LauncherEnd
 
 DEFAULT_GRACE_S = 10.0
+# SIGKILL follows SIGTERM after the grace period again, but never more than this much later.
+KILL_AFTER_TERM_MAX_S = 10.0
 LEFTOVER_GRACE_S = 5.0
 
 
@@ -37,7 +43,7 @@ class StopSequence:
         elapsed = now - self.started
         if elapsed < 0:
             return -1  # held: the script's companion is saving a checkpoint before it stops (savestop.py)
-        if elapsed >= self.grace_s + min(self.grace_s, 10.0):
+        if elapsed >= self.grace_s + min(self.grace_s, KILL_AFTER_TERM_MAX_S):
             return 2
         if elapsed >= self.grace_s:
             return 1
@@ -50,22 +56,42 @@ class StopSequence:
         return ("gracefully (SIGINT)", "after SIGTERM", "forcefully (SIGKILL)")[max(self.phase, 0)]
 
 
-class RunStop(RunEnd):
-    # The stop state (set in Supervisor.__init__, changed here and by the loop).
-    stop_signal_received: bool
-    leftover_since: float | None
-    launcher_ended_wall: float | None
-    _stop_request: dict[str, Any] | None
+class Stopper:
+    """The run's stop, from its request to its last signal, and the end of processes that outlive the launcher.
 
-    def request_stop_by_signal(self, signum: int, _frame: Any) -> None:
-        self.stop_signal_received = True
+    `on_stop` is told once, when a stop begins (the stall watch keeps its state from then on); `clock` is the
+    monotonic clock the supervisor's loop passes to `advance` and `end_leftovers`."""
 
-    def _check_stop_request(self) -> None:
+    def __init__(self, run_dir: RunDir, store: SafeStore, run_id: str, launcher: LauncherEnd, *,
+                 on_stop: Callable[[], None], clock: Callable[[], float] = time.monotonic) -> None:
+        self.run_dir, self.store, self.run_id, self.launcher = run_dir, store, run_id, launcher
+        self._on_stop, self._clock = on_stop, clock
+        self.stop: StopSequence | None = None
+        self.signal_received = False  # SIGTERM/SIGINT/SIGHUP sent to the supervisor: a stop with the default grace
+        self.leftover_since: float | None = None
+        self._request: dict[str, Any] | None = None  # the stop request in effect (a newer one may hurry it)
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop is not None
+
+    def detail(self) -> str | None:
+        """How the stop ended the run ("gracefully (SIGINT)", ...); None when no stop was asked."""
+        return self.stop.detail if self.stop is not None else None
+
+    def request_by_signal(self, signum: int, _frame: Any) -> None:
+        self.signal_received = True
+
+    def stop_now(self) -> None:
+        """The supervisor itself fails and ends the run's processes at once: the ends seen from now on are a stop's."""
+        self.stop = self.stop or StopSequence(0.0)
+
+    def check_request(self) -> None:
         if self.stop is not None:
             self._check_hurry()
             return
         request = self.run_dir.stop_request()
-        if request is None and not self.stop_signal_received:
+        if request is None and not self.signal_received:
             return
         grace = DEFAULT_GRACE_S
         if request is not None:
@@ -74,12 +100,12 @@ class RunStop(RunEnd):
             except (TypeError, ValueError):
                 pass
         hold = save_hold_s(self.run_dir.path, grace)
-        if self.launcher_returncode is not None and self.leftover_since is None \
+        if self.launcher.returncode is not None and self.leftover_since is None \
                 and not self._companion_stopped_it(request, hold):
             return  # the run ended by itself before the request arrived
-        self.stop = StopSequence(grace, started=time.monotonic() + hold)
-        self.stall.stop_requested()
-        self._stop_request = request
+        self.stop = StopSequence(grace, started=self._clock() + hold)
+        self._on_stop()
+        self._request = request
         self.store.update_run(self.run_id, stop_requested_at=time.time(), state_detail="stopping")
         self.store.add_event(self.run_id, "stop_requested", f"stop requested (grace {grace:g} s)" + (
             f"; the script saves a checkpoint and stops; signals only after {hold:g} s" if hold else ""))
@@ -87,10 +113,10 @@ class RunStop(RunEnd):
     def _companion_stopped_it(self, request: dict[str, Any] | None, hold: float) -> bool:
         """The companion reads the stop request itself: it can save and end the script between two of our ticks,
         so the launcher is already gone when we first see the request. Asked before the end, that run was stopped."""
-        if request is None or hold <= 0 or self.launcher_ended_wall is None:
+        if request is None or hold <= 0 or self.launcher.ended_wall is None:
             return False
         try:
-            return float(request.get("requested_at", float("inf"))) <= self.launcher_ended_wall
+            return float(request.get("requested_at", float("inf"))) <= self.launcher.ended_wall
         except (TypeError, ValueError):
             return False
 
@@ -99,20 +125,21 @@ class RunStop(RunEnd):
         grace 0 means SIGKILL now."""
         assert self.stop is not None
         request = self.run_dir.stop_request()
-        if request is None or request == self._stop_request:
+        if request is None or request == self._request:
             return
-        self._stop_request = request
+        self._request = request
         try:
             grace = max(0.0, float(request.get("grace_s", DEFAULT_GRACE_S)))
         except (TypeError, ValueError):
             return
         if grace >= self.stop.grace_s:
             return
-        self.stop.grace_s, self.stop.started = grace, time.monotonic()
+        self.stop.grace_s, self.stop.started = grace, self._clock()
         self.store.add_event(self.run_id, "stop_requested", f"stop hurried: grace now {grace:g} s"
                              + (" (SIGKILL now)" if grace == 0 else ""))
 
-    def _advance_stop(self, alive: list[psutil.Process], now: float) -> None:
+    def advance(self, alive: list[psutil.Process], now: float) -> None:
+        """Send the signal now due to every process of the run, and the current one to newcomers."""
         assert self.stop is not None
         stop = self.stop
         due = stop.due_phase(now)
@@ -142,7 +169,7 @@ class RunStop(RunEnd):
             if stop.phase == 2 and alive:
                 procs.send(alive, signal.SIGKILL)
 
-    def _end_leftovers(self, alive: list[psutil.Process], now: float) -> None:
+    def end_leftovers(self, alive: list[psutil.Process], now: float) -> None:
         """The launcher is gone but processes of the run remain (orphans adopted by us): end them."""
         if self.leftover_since is None:
             self.leftover_since = now
@@ -156,6 +183,18 @@ class RunStop(RunEnd):
                 self.store.add_event(self.run_id, "leftovers", f"sent SIGKILL to {count} leftover process(es)")
         else:
             procs.send(alive, signal.SIGTERM)
+
+    def not_our_signal(self, code: int | None) -> str:
+        """During a stop, a rank killed by a signal traindeck has not sent (yet) got it from its launcher: the
+        DeepSpeed launcher and torchrun pass a SIGINT on to their ranks as SIGTERM. Said, so that "killed by
+        SIGTERM" and the run's "stopped gracefully (SIGINT)" do not read as a contradiction."""
+        if self.stop is None or code is None or code >= 0:
+            return ""
+        sent = [int(s) for s in self.stop.PHASES[: max(self.stop.phase, 0) + 1]]
+        if -code in sent:
+            return ""
+        names = "/".join(procs.signal_name(s) for s in sent)
+        return f" (not sent by traindeck, which had sent {names}: its launcher passed the stop on)"
 
 
 def _name(proc: psutil.Process) -> str:
