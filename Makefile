@@ -15,7 +15,7 @@ export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
 # own folder (~/.cache/traindeck/torch_extensions/<interpreter+torch>), where runs and tests find them. A
 # TORCH_EXTENSIONS_DIR you set yourself is used instead.
 
-.PHONY: demo test setup setup-core check-setup lint bench soak clean frozen icons install-desktop uninstall-desktop tour docs gpu-check
+.PHONY: demo test test-fast setup setup-core check-setup lint bench soak clean frozen icons install-desktop uninstall-desktop tour docs gpu-check
 
 # Refuses at once, before any set-up, where no window could be seen (no DISPLAY / WAYLAND_DISPLAY) or Qt could not
 # open one (X11 libraries missing: the exact apt-get line is printed). Ctrl+C closes the window.
@@ -24,9 +24,17 @@ demo:
 	@$(MAKE) --no-print-directory $(STAMP)
 	$(BIN)/traindeck gui --demo
 
-# tests/perf holds benchmarks (they print tables; speed goals are read there, not asserted): `make bench`.
+# The tests in tiers (tests/unit, tests/gui, tests/launch: real supervised runs, tests/system: sshd, pdsh, Slurm,
+# packaging; tests/perf: the benchmarks' smoke forms), side by side on TEST_JOBS workers: real runs mostly wait on
+# their processes, so more workers than cores pays. Tests that share the one sshd / pdsh nodes / Slurm of a session
+# run on one worker (xdist group "machines"). The benchmarks themselves print tables: `make bench`.
+TEST_JOBS ?= 3
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --ignore=tests/perf
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup --durations=30
+
+# Everything without a real run, a server or a benchmark: unit and GUI tests, for the edit-test loop (< 2 min).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -m "not launch and not system and not perf" tests/unit tests/gui
 
 setup: $(STAMP)
 

@@ -1,4 +1,10 @@
-"""Shared fixtures. Every test runs with its own TRAINDECK_HOME so nothing touches the real user's files."""
+"""Shared fixtures. Every test runs with its own TRAINDECK_HOME so nothing touches the real user's files.
+
+The tests come in tiers, one folder each, and each folder gives its tests a marker (`-m` selects tiers):
+tests/unit/<package> (no process beyond a short subprocess), tests/gui (the dashboard, offscreen), tests/launch
+(real supervised runs), tests/system (sshd, pdsh, Slurm, packaging, a fresh set-up), tests/perf (the benchmarks'
+smoke forms). A GUI test that watches a real run carries `launch` itself. Helpers live in tests/support.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +18,14 @@ import pytest
 # No display on CI or these machines: Qt must render offscreen. Set before anything imports Qt.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+from support import FIXTURES, REPO, TESTS  # noqa: E402, F401
 
 # The remote-machine sshd (127.0.0.4:2224) is one session fixture for every module that uses it: a fixture imported
 # into two test modules is two instances, and the second sshd could not bind the port while the first one, with
 # another key, answered its tests ("authentication refused" in CI). The same for the two loopback "nodes"
 # (127.0.0.2/127.0.0.3:2222): the multi-node tests and the Launch page's Check hosts test share one sshd.
-from sshhelp import sshd  # noqa: E402, F401
-from sshnodes import ssh_nodes  # noqa: E402, F401
+from support.sshhelp import sshd  # noqa: E402, F401
+from support.sshnodes import ssh_nodes  # noqa: E402, F401
 
 
 @pytest.fixture(autouse=True)
@@ -61,18 +66,45 @@ def heavy_imports(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return guard.attempts
 
 
-def pretend_frozen(monkeypatch: pytest.MonkeyPatch, app: Path, bundle: Path, bindir: Path) -> dict[str, Path]:
-    """Make this process look like a PyInstaller app: sys.frozen, `app` (a stub, no Python) as sys.executable,
-    `bundle` as sys._MEIPASS, and a PATH holding only `bindir` with python3 (this interpreter) in it."""
-    bundle.mkdir(parents=True, exist_ok=True)
-    app.parent.mkdir(parents=True, exist_ok=True)
-    app.write_text("#!/bin/sh\n")
-    app.chmod(0o755)
-    bindir.mkdir(parents=True, exist_ok=True)
-    python3 = bindir / "python3"
-    python3.symlink_to(sys.executable)
-    monkeypatch.setattr(sys, "frozen", True, raising=False)
-    monkeypatch.setattr(sys, "_MEIPASS", str(bundle), raising=False)
-    monkeypatch.setattr(sys, "executable", str(app))
-    monkeypatch.setenv("PATH", str(bindir))
-    return {"bundle": bundle, "app": app, "python3": python3, "bin": bindir}
+# ---- real runs only in tests marked for them -------------------------------------------------------------------
+# A test that starts a real supervised run costs seconds and a core; such tests carry the `launch` marker (the
+# tests/launch folder gives it to its tests) so a quick tier can leave them out. A supervisor leaves supervisor.log
+# in its run directory: a test without the marker that left one fails here, whoever started the run. With
+# TRAINDECK_TEST_RECORD_LAUNCHES=FILE the test ids are appended to FILE instead (to sort tests into tiers).
+@pytest.fixture(autouse=True)
+def real_runs_only_where_marked(request: pytest.FixtureRequest, traindeck_home: Path):  # type: ignore[no-untyped-def]
+    from support import runhelp
+
+    from traindeck.backend.core.paths import runs_dir
+
+    runs = runs_dir()
+    runhelp.REAL_RUNS_ALLOWED = request.node.get_closest_marker("launch") is not None
+    yield
+    runhelp.REAL_RUNS_ALLOWED = False
+    started = sorted(path.parent.name for path in runs.glob("*/supervisor.log"))
+    if not started or request.node.get_closest_marker("launch") is not None:
+        return
+    record = os.environ.get("TRAINDECK_TEST_RECORD_LAUNCHES")
+    if record:
+        with open(record, "a", encoding="utf-8") as out:
+            out.write(request.node.nodeid + "\n")
+        return
+    pytest.fail(f"{request.node.nodeid} started {len(started)} real run(s) ({', '.join(started)}) without the "
+                "`launch` marker: move it to tests/launch or mark it `@pytest.mark.launch`", pytrace=False)
+
+
+TIERS = ("unit", "gui", "launch", "system", "perf")
+# Fixtures that start one server for the whole session on fixed loopback ports (sshd, the pdsh "nodes", Slurm):
+# every test that uses one runs on the same xdist worker, so no two workers start it.
+MACHINE_FIXTURES = {"sshd", "ssh_nodes", "slurm"}
+MACHINE_MARKERS = ("slurm", "multinode", "ssh")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = Path(str(item.path)).relative_to(TESTS).parts
+        if len(parts) > 1 and parts[0] in TIERS:
+            item.add_marker(parts[0])
+        if MACHINE_FIXTURES & set(getattr(item, "fixturenames", ())) \
+                or any(item.get_closest_marker(name) for name in MACHINE_MARKERS):
+            item.add_marker(pytest.mark.xdist_group("machines"))

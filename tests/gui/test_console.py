@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
-from qt_events import EventCount
+from support.qt_events import EventCount
 
 from traindeck.gui.widgets.console import PAUSED_TICK_MS, LogConsole
 

@@ -37,6 +37,7 @@ def _set_micro_batch(qtbot, page, text: str) -> None:  # type: ignore[no-untyped
     qtbot.keyClicks(editor, text)
 
 
+@pytest.mark.launch
 @pytest.mark.slow
 @pytest.mark.train
 @pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="needs the train extra")

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from runhelp import python_job, wait_finished  # noqa: E402
+from support.runhelp import python_job, wait_finished  # noqa: E402
 
 from traindeck.backend.runs.record.run_store import RunStore  # noqa: E402
 from traindeck.backend.runs.supervisor import alerts  # noqa: E402
@@ -97,6 +97,7 @@ def _wait_calls(qtbot, bus: Bus, count: int, timeout: int = 30000) -> list[dict[
     return bus.calls()
 
 
+@pytest.mark.launch
 def test_a_failed_and_a_succeeded_run_each_arrive_once_as_a_notify(qtbot, session_bus, notifier):
     shown: list[object] = []
     notifier.shown.connect(lambda alert, delivery: shown.append((alert, delivery)))
@@ -124,6 +125,7 @@ def test_a_failed_and_a_succeeded_run_each_arrive_once_as_a_notify(qtbot, sessio
     assert [d.how for _a, d in shown] == ["dbus", "dbus"]
 
 
+@pytest.mark.launch
 def test_clicking_the_notification_opens_the_run(qtbot, session_bus, notifier):
     opened: list[str] = []
     notifier.ctx.open_run.connect(opened.append)
@@ -134,6 +136,7 @@ def test_clicking_the_notification_opens_the_run(qtbot, session_bus, notifier):
     qtbot.waitUntil(lambda: opened == [run.id], timeout=10000)
 
 
+@pytest.mark.launch
 def test_no_notification_when_turned_off(qtbot, session_bus, notifier):
     alerts.save_desktop_notifications(False)
     assert alerts.desktop_notifications() is False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QWidget
-from qt_events import EventCount
+from support.qt_events import EventCount
 
 from traindeck.gui.widgets.labels import SteadyLabel, SteadyProgressBar
 

@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from probe_fixture import probe_cache  # noqa: F401 (a fixture)
+from support.probe_fixture import probe_cache  # noqa: F401 (a fixture)
 
 pytest.importorskip("PySide6")
 
 from PySide6.QtCore import QSettings  # noqa: E402
-from sshnodes import PORT, SshNodes  # noqa: E402
+from support.sshnodes import PORT, SshNodes  # noqa: E402
 
 from traindeck.backend.core import paths  # noqa: E402
 from traindeck.backend.nodes.hostfile import read_hostfile  # noqa: E402
@@ -203,7 +203,7 @@ def test_a_two_node_run_launched_from_the_page_is_watched_node_by_node_on_the_mo
         qtbot, page, tmp_path, monkeypatch, ssh_nodes: SshNodes) -> None:
     """The whole path on two loopback "nodes": the page's launch (its checks, DeepSpeed's pdsh runner, the node
     watch) and the Monitor's Nodes tab showing both nodes' ranks live; stopped from the backend at the end."""
-    from runhelp import DEMO, job_env, wait_finished
+    from support.runhelp import DEMO, job_env, wait_finished
 
     from traindeck.backend.launch.builders import DS_CONFIG_PLACEHOLDER
     from traindeck.backend.runs.control.lifecycle import stop_run

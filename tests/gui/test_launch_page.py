@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from probe_fixture import probe_cache  # noqa: F401 (a fixture)
+from support.probe_fixture import probe_cache  # noqa: F401 (a fixture)
 
 pytest.importorskip("PySide6")
 
@@ -273,6 +273,7 @@ def test_without_a_preset_the_demo_runs_with_plain_python(qtbot, make_page):
     qtbot.waitUntil(lambda: "choose a preset" in page.memory_result.plain_text(), timeout=5000)
 
 
+@pytest.mark.launch
 @pytest.mark.slow
 @pytest.mark.train
 @pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="needs the train extra")
@@ -372,10 +373,11 @@ def test_queue_puts_one_run_in_the_queue_for_later(qtbot, make_page, tmp_path):
     qtbot.waitUntil(lambda: not page.queue_button.isVisible(), timeout=15000)
 
 
+@pytest.mark.launch
 def test_the_stop_on_nan_box_stops_a_run_launched_from_the_page(qtbot, make_page, tmp_path):
     """Ticked, the box is `--stop-on-nan` for the run launched from the page: a loss printed as NaN ends it
     "stopped: loss became NaN at step 3"; the choice is remembered for the next window."""
-    from runhelp import SCRIPTS, wait_finished
+    from support.runhelp import SCRIPTS, wait_finished
 
     page = make_page(preset=None)
     page.script.setText(str(SCRIPTS / "queue_job.py"))

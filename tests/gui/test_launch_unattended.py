@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("PySide6")
 
 from fixtures.nvml.fake_driver import FakePynvml, recording  # noqa: E402
-from runhelp import python_job, wait_finished, wait_until  # noqa: E402
+from support.runhelp import python_job, wait_finished, wait_until  # noqa: E402
 
 from traindeck.backend.monitor.nvml import NvmlLibrary  # noqa: E402
 from traindeck.backend.runs.control.lifecycle import stop_run  # noqa: E402
@@ -48,6 +48,7 @@ def _picker(qtbot, tasks, name: str | None, **options: object):  # type: ignore[
     return picker
 
 
+@pytest.mark.launch
 def test_gpu_picker_shows_each_gpus_use_and_who_is_on_it(qtbot, tasks):
     run = python_job("--steps", "400", "--step-time", "0.1", name="on-the-gpu")
     try:

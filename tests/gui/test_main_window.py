@@ -238,7 +238,7 @@ def test_page_icons_stay_visible_after_switching_to_the_dark_theme(qtbot, make_w
 # ---- closing while a run runs (a real supervised run; the dialog is answered at QMessageBox.exec) ------------
 @pytest.fixture
 def running_run() -> Iterator[object]:
-    from runhelp import python_job, wait_finished, wait_until
+    from support.runhelp import python_job, wait_finished, wait_until
 
     from traindeck.backend.runs.control.lifecycle import stop_run
     from traindeck.backend.runs.record.run_store import RunStore
@@ -280,9 +280,10 @@ def _state(run_id: str) -> str:
     return record.state
 
 
+@pytest.mark.launch
 @pytest.mark.slow
 def test_close_keep_running_leaves_the_run_running(qtbot, make_window, running_run, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from runhelp import get
+    from support.runhelp import get
 
     from traindeck.backend.runs.record.layout import RunDir
 
@@ -309,9 +310,10 @@ def test_close_keep_running_leaves_the_run_running(qtbot, make_window, running_r
         assert again.stack.currentWidget() is again.pages["runs"]
 
 
+@pytest.mark.launch
 @pytest.mark.slow
 def test_close_stop_them_writes_the_stop_request(qtbot, make_window, running_run, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from runhelp import wait_finished
+    from support.runhelp import wait_finished
 
     from traindeck.backend.runs.record.layout import RunDir
 
@@ -325,6 +327,7 @@ def test_close_stop_them_writes_the_stop_request(qtbot, make_window, running_run
     assert wait_finished(running_run.id, 60).state == "stopped"
 
 
+@pytest.mark.launch
 @pytest.mark.slow
 def test_close_cancel_keeps_the_window_open(qtbot, make_window, running_run, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from traindeck.backend.runs.record.layout import RunDir

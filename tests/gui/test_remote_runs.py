@@ -11,9 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ (the sshd helper)
-from sshhelp import VENV_TRAINDECK, Remote, remote_processes  # noqa: E402
+from support.sshhelp import VENV_TRAINDECK, Remote, remote_processes
 
 pytestmark = pytest.mark.ssh
 # The runs' interpreter: this one (`run` checks it has torch; under load that probe is the slow part).

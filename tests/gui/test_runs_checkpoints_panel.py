@@ -67,6 +67,7 @@ def statuses(page: RunsPage) -> Callable[[], list[str]]:
     return lambda: said
 
 
+@pytest.mark.launch
 def test_checkpoints_live_save_now_stop_and_save_then_resume_and_bundle(qtbot, page: RunsPage,  # type: ignore[no-untyped-def]
                                                                          tmp_path: Path) -> None:
     said = statuses(page)
@@ -154,6 +155,7 @@ def test_checkpoints_live_save_now_stop_and_save_then_resume_and_bundle(qtbot, p
     assert "\n" not in failure and "Traceback" not in failure
 
 
+@pytest.mark.launch
 def test_a_run_without_the_companion_says_stop_sends_signals(qtbot, page: RunsPage, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     run_id = launch(tmp_path, "--output_dir", str(tmp_path / "out"), "--save_every", "5")
     page.open_run(run_id)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QSettings
-from runhelp import SCRIPTS, events, get, job_env, start, wait_finished
+from support.runhelp import SCRIPTS, events, get, job_env, start, wait_finished
 
 from traindeck.backend.core import paths
 from traindeck.backend.runs.record.run_store import RunStore
@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.train]
 STALL_S = 6.0  # far below the build: ~20 s on a quiet machine (CI here: 19.6 s), minutes under load
 
 
+@pytest.mark.launch
 def test_a_first_use_build_shows_as_a_build_in_runs_show_and_on_the_runs_page(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("torch", reason="needs the train extra")
     empty = tmp_path / "extensions"

@@ -263,6 +263,7 @@ def make_sure_it_ends(run_id: str) -> None:
             stop_run(store, run_id, grace_s=1.0)
 
 
+@pytest.mark.launch
 @pytest.mark.slow
 def test_real_run_streams_into_the_page_a_new_page_reattaches_and_stop_stops_it(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
     record = launch_demo("--steps", "5000", "--step-time", "0.02", "--log-every", "25")
@@ -311,6 +312,7 @@ def test_real_run_streams_into_the_page_a_new_page_reattaches_and_stop_stops_it(
         make_sure_it_ends(record.id)
 
 
+@pytest.mark.launch
 @pytest.mark.slow
 def test_force_stop_kills_a_run_at_once(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
     record = launch_demo("--steps", "5000", "--step-time", "0.02")

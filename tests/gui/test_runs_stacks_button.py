@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtCore import QSettings
-from runhelp import SCRIPTS, get, launch, wait_finished
+from support.runhelp import SCRIPTS, get, launch, wait_finished
 
 from traindeck.backend.core import paths
 from traindeck.backend.runs.control.lifecycle import stop_run
@@ -17,6 +17,7 @@ from traindeck.gui.pages.runs import RunsPage
 pytestmark = [pytest.mark.slow, pytest.mark.train]
 
 
+@pytest.mark.launch
 def test_stall_banner_and_stacks_button_name_the_stuck_rank(qtbot) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("torch", reason="needs the train extra")
     run = launch(SCRIPTS / "hang_in_load.py", launcher="python", nproc=2, name="hang", stall_min_s=6.0)

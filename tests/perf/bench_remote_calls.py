@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, for the sshd helper
 
-from sshhelp import running_sshd  # noqa: E402
+from support.sshhelp import running_sshd  # noqa: E402
 
 from traindeck.backend.remote.session import Session  # noqa: E402
 from traindeck.backend.remote.ssh import Target, remote_command, ssh_argv  # noqa: E402

@@ -46,7 +46,7 @@ TABLES = {
 def _skip_reason(name: str) -> str | None:
     """Why this machine cannot run the bench at all, in the words the suite's own tests skip with."""
     if name == "bench_remote_calls.py":
-        from sshhelp import _why_not
+        from support.sshhelp import _why_not
 
         why = _why_not()
         return f"remote-machine tests skipped: {why}" if why else None

@@ -1,0 +1,149 @@
+"""Two SSH "nodes" on loopback (tests/sshnodes.py: sshd on 127.0.0.2 and 127.0.0.3:2222) and pdsh: check-hosts,
+and real 2-node x 1-rank DeepSpeed runs on the CPU launched through a hostfile. Skipped where sshd/pdsh/root are
+missing. Real launches are slow on a loaded machine: one run is stopped, one has its node-2 rank killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.runhelp import DEMO, get, job_env, wait_finished, wait_until
+from support.sshnodes import SshNodes  # the ssh_nodes session fixture comes from conftest.py
+
+from traindeck.backend.launch.builders import LaunchRequest
+from traindeck.backend.runs.control.new_run import launch_run
+from traindeck.backend.runs.record.run_store import RunStore
+from traindeck.backend.runs.supervisor.node_sampler import read_state
+
+pytestmark = [pytest.mark.multinode]
+CONFIG = {"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1,
+          "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "torch_adam": True}},
+          "zero_optimization": {"stage": 0}}
+
+
+def _check_hosts(nodes: SshNodes, hostfile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "traindeck", "check-hosts", "--hostfile", str(hostfile), *extra],
+                          capture_output=True, text=True, env={**os.environ, **nodes.env}, timeout=300)
+
+
+def test_check_hosts_passes_on_the_nodes_and_fails_an_unreachable_host_and_a_wrong_python(
+        ssh_nodes: SshNodes, tmp_path: Path) -> None:  # noqa: F811
+    good = _check_hosts(ssh_nodes, ssh_nodes.hostfile(tmp_path / "good"))
+    assert good.returncode == 0, good.stdout + good.stderr
+    for host in ssh_nodes.hosts:
+        for check in ("ssh", "python", "versions", "network"):
+            assert any(line.split()[:3] == [host, check, "ok"] for line in good.stdout.splitlines()), good.stdout
+    bad = _check_hosts(ssh_nodes, ssh_nodes.hostfile(tmp_path / "bad", hosts=("127.0.0.2", "127.0.0.9")))
+    assert bad.returncode == 1
+    assert any(line.startswith("127.0.0.9") and "FAILED  not reachable by SSH" in line
+               for line in bad.stdout.splitlines()), bad.stdout
+    wrong = _check_hosts(ssh_nodes, tmp_path / "good", "--python", "/opt/no-such/python")
+    assert wrong.returncode == 1
+    assert "127.0.0.3            python    FAILED  /opt/no-such/python does not exist there" in wrong.stdout
+
+
+def _launch(nodes: SshNodes, tmp_path: Path, steps: int) -> str:
+    config = tmp_path / "ds.json"
+    config.write_text(json.dumps(CONFIG))
+    os.environ.update(nodes.env)  # the launcher's pdsh and the node watch's ssh read it from the environment
+    request = LaunchRequest(script=str(DEMO), launcher="deepspeed", hostfile=nodes.hostfile(tmp_path / "hostfile"),
+                            cwd=tmp_path, script_args=["--deepspeed_config", str(config), "--steps", str(steps),
+                                                       "--step-time", "0.05", "--log-every", "5", "--no-tqdm"],
+                            env={k: v for k, v in job_env().items() if k == "TORCH_EXTENSIONS_DIR"})
+    outcome = launch_run(request, name="two-nodes")
+    assert outcome.record is not None, outcome.plan.errors
+    return outcome.record.id
+
+
+def _both_ranks_running(run_id: str) -> dict:  # type: ignore[type-arg]
+    state = read_state(Path(get(run_id).run_dir))
+    if state and all(n["rank_pids"] and n["live"].get("ram_total") for n in state["nodes"]):
+        return state
+    return {}
+
+
+def _training(log: Path, tag: str) -> bool:
+    return any(line.startswith(tag) and "loss" in line for line in log.read_text(errors="replace").splitlines())
+
+
+def _events(run_id: str) -> list[str]:
+    with RunStore() as store:
+        return [e.text for e in store.events(run_id)]
+
+
+@pytest.mark.slow
+def test_a_two_node_run_streams_both_nodes_and_a_rank_killed_on_node_2_is_diagnosed_with_its_node(
+        ssh_nodes: SshNodes, tmp_path: Path) -> None:  # noqa: F811
+    run_id = _launch(ssh_nodes, tmp_path, steps=100000)
+    state = wait_until(lambda: _both_ranks_running(run_id), timeout=1500, interval=1.0)
+    log = Path(get(run_id).run_dir, "output.log")
+    # Both ranks training (past the rendezvous: a rank killed before it leaves its peer waiting 30 min there).
+    # The demo prints loss lines on rank 0 only; rank 1's own tagged lines show its node's output streams.
+    wait_until(lambda: _training(log, "127.0.0.2: [rank0]: ")
+               and "127.0.0.3: [rank1]: " in log.read_text(errors="replace"), timeout=900, interval=1.0)
+    node2 = next(n for n in state["nodes"] if n["host"] == "127.0.0.3")
+    os.kill(int(node2["rank_pids"]["1"]), signal.SIGKILL)
+    done = wait_finished(run_id, 600)
+    d = done.diagnosis
+    assert done.state == "failed" and d is not None
+    assert (d["rank"], d["node"]) == (1, "127.0.0.3"), d
+    assert "node 127.0.0.3" in d["summary"], d
+    events = _events(run_id)
+    wait_until(lambda: sum("nothing of the run remains" in e and e.startswith("node ")
+                           for e in _events(run_id)) == 2, timeout=120, interval=1.0)
+    final = read_state(Path(done.run_dir))
+    assert final is not None and all(n["peaks"].get("ram_used_bytes") for n in final["nodes"]), (final, events)
+
+
+@pytest.mark.slow
+def test_a_two_node_run_is_stopped_on_every_node_and_each_node_confirms_nothing_is_left(
+        ssh_nodes: SshNodes, tmp_path: Path) -> None:  # noqa: F811
+    from traindeck.backend.runs.control.lifecycle import stop_run
+
+    run_id = _launch(ssh_nodes, tmp_path, steps=100000)
+    state = wait_until(lambda: _both_ranks_running(run_id), timeout=1500, interval=1.0)
+    log = Path(get(run_id).run_dir, "output.log")
+    wait_until(lambda: _training(log, "127.0.0.2: [rank0]: "), timeout=900, interval=1.0)
+    with RunStore() as store:
+        stop_run(store, run_id, grace_s=5.0)
+    done = wait_finished(run_id, 600)
+    assert done.state == "stopped", done.state_detail
+    wait_until(lambda: sum("nothing of the run remains" in e and e.startswith("node ")
+                           for e in _events(run_id)) == 2, timeout=120, interval=1.0)
+    for node in state["nodes"]:
+        for pid in node["rank_pids"].values():
+            assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+@pytest.mark.slow
+def test_a_node_whose_agent_connection_drops_is_said_unreachable_and_named_in_the_diagnosis(
+        ssh_nodes: SshNodes, tmp_path: Path) -> None:  # noqa: F811
+    """The connection to node 2 drops (its agent's ssh is killed, as a network loss would end it). Its agent, cut
+    off, ends the run's processes on its node (nothing outlives the run's watch), so the run fails: the diagnosis
+    says the node became unreachable, and nothing could be confirmed there."""
+    import psutil
+
+    run_id = _launch(ssh_nodes, tmp_path, steps=100000)
+    wait_until(lambda: _both_ranks_running(run_id), timeout=1500, interval=1.0)
+    log = Path(get(run_id).run_dir, "output.log")
+    wait_until(lambda: _training(log, "127.0.0.2: [rank0]: ")
+               and "127.0.0.3: [rank1]: " in log.read_text(errors="replace"), timeout=900, interval=1.0)
+    agents = [p for p in psutil.process_iter(["name", "cmdline"])
+              if p.info["name"] == "ssh" and "127.0.0.3" in (p.info["cmdline"] or [])
+              and any("per-node agent" in arg for arg in p.info["cmdline"] or [])]
+    assert len(agents) == 1, [p.info["cmdline"][:6] for p in agents]
+    agents[0].kill()
+    wait_until(lambda: any(e.startswith("node 127.0.0.3 became unreachable") for e in _events(run_id)),
+               timeout=60, interval=0.5)
+    done = wait_finished(run_id, 600)
+    d = done.diagnosis
+    assert done.state == "failed" and d is not None
+    assert "Node 127.0.0.3 became unreachable during the run." in d["summary"], d
+    assert any(e.startswith("node 127.0.0.3 became unreachable: the agent's ssh ended") for e in d["evidence"]), d
+    wait_until(lambda: any("node 127.0.0.3: unreachable, so nothing could be confirmed there" in e
+                           for e in _events(run_id)), timeout=120, interval=1.0)

@@ -1,0 +1,117 @@
+"""`traindeck config check FILE... [--world-size N] [--json]`, run as users and scripts run it."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import TESTS
+
+DIR = TESTS / "fixtures" / "configs" / "accelerate"
+LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning|note): (?P<path>\S+): (?P<msg>.+)$")
+
+
+def check(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "traindeck", "config", "check", *map(str, args)],
+                          capture_output=True, text=True, timeout=120, cwd=cwd, check=False)
+
+
+def test_valid_files_exit_0_with_a_summary_on_stderr() -> None:
+    done = check(DIR / "written_deepspeed_zero2.yaml", DIR / "written_fsdp2.yaml")
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr.strip() == "traindeck: no problems found in 2 files"
+
+
+def test_warnings_alone_exit_0() -> None:
+    done = check(DIR / "pitfall_debug.yaml")
+    assert done.returncode == 0
+    (line,) = done.stdout.splitlines()
+    m = LINE.match(line)
+    assert m and (m["file"], m["line"], m["col"], m["sev"], m["path"]) == (
+        str(DIR / "pitfall_debug.yaml"), "2", "1", "warning", "debug")
+    assert done.stderr.strip() == "traindeck: 0 errors, 1 warning in 1 file"
+
+
+def test_errors_exit_1_one_compiler_style_line_each() -> None:
+    done = check(DIR / "pitfall_ds_file_with_inline.yaml", cwd=DIR)  # where accelerate would be launched
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert len(lines) == 4 and all(LINE.match(line) for line in lines)
+    assert lines[0].startswith(f"{DIR / 'pitfall_ds_file_with_inline.yaml'}:6:3: error: "
+                               f"deepspeed_config.gradient_accumulation_steps: accelerate refuses")
+    assert done.stderr.strip() == "traindeck: 4 errors, 0 warnings in 1 file"
+
+
+def test_relative_paths_are_printed_as_given() -> None:
+    done = check("typo_mixed_precision.yaml", cwd=DIR)
+    assert done.returncode == 1
+    assert done.stdout.startswith("typo_mixed_precision.yaml:4:1: error: mixed_precision: 'bf-16' is not allowed")
+
+
+def test_malformed_yaml_is_located_without_a_traceback() -> None:
+    done = check(DIR / "malformed_tab.yaml")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stdout.startswith(f"{DIR / 'malformed_tab.yaml'}:3:1: error: (document): YAML syntax:")
+
+
+def test_a_missing_file_is_an_error_at_that_file() -> None:
+    done = check(DIR / "written_no.yaml", "no_such_config.yaml")
+    assert done.returncode == 1
+    assert done.stdout.startswith("no_such_config.yaml:1:1: error: (document): cannot read the file")
+
+
+@pytest.mark.parametrize("args", [(), ("--world-size", "0", "a.yaml"), ("--world-size", "two", "a.yaml"),
+                                  ("--hf-trainer", "--plain-script", "a.yaml")])
+def test_usage_errors_exit_2(args: tuple[str, ...]) -> None:
+    done = check(*args)
+    assert done.returncode == 2 and "usage:" in done.stderr and done.stdout == ""
+
+
+def test_config_without_a_subcommand_exits_2() -> None:
+    done = subprocess.run([sys.executable, "-m", "traindeck", "config"], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 2 and "check" in done.stdout
+
+
+def test_json_is_the_list_of_messages() -> None:
+    done = check("--json", DIR / "pitfall_gpu_ids_too_few.yaml", DIR / "pitfall_debug.yaml")
+    assert done.returncode == 1
+    data = json.loads(done.stdout)
+    assert [(d["severity"], d["path"], d["line"], d["column"]) for d in data] == [
+        ("warning", "debug", 2, 1), ("error", "gpu_ids", 3, 1)]
+    assert set(data[0]) == {"file", "line", "column", "severity", "path", "message"}
+    assert data[1]["file"] == str(DIR / "pitfall_gpu_ids_too_few.yaml")
+    assert json.loads(check("--json", DIR / "written_no.yaml").stdout) == []
+
+
+def test_world_size_changes_the_batch_verdict() -> None:
+    json_file = DIR / "ds_batch16.json"  # train_batch_size 16 = micro 4 x accumulation 2 x 2 processes
+    assert check(json_file, "--world-size", "2").returncode == 0
+    done = check(json_file, "--world-size", "4")
+    assert done.returncode == 1 and "ds_batch16.json:2:3: error: train_batch_size:" in done.stdout
+    # Without --world-size the accelerate config's num_processes is the world size ...
+    assert check(DIR / "deepspeed_file_batch16_2_gpus.yaml", cwd=DIR).returncode == 0
+    done = check(DIR / "pitfall_batch16_4_gpus.yaml", cwd=DIR)
+    assert done.returncode == 1 and "x 4 processes = 32" in done.stdout
+    # ... and --world-size wins over it.
+    assert check(DIR / "pitfall_batch16_4_gpus.yaml", "--world-size", "2", cwd=DIR).returncode == 0
+    assert check(DIR / "deepspeed_file_batch16_2_gpus.yaml", "--world-size", "4", cwd=DIR).returncode == 1
+
+
+def test_an_accelerate_config_and_a_deepspeed_json_given_together() -> None:
+    done = check(DIR / "pitfall_precision_no_vs_json.yaml", DIR / "ds_bf16.json")
+    assert done.returncode == 0
+    files = [LINE.match(line)["file"] for line in done.stdout.splitlines()]  # type: ignore[index]
+    assert str(DIR / "ds_bf16.json") in files and str(DIR / "pitfall_precision_no_vs_json.yaml") in files
+
+
+@pytest.mark.train
+def test_native_adds_accelerates_own_verdict() -> None:
+    pytest.importorskip("accelerate")
+    done = check("--native", DIR / "typo_keys.yaml")
+    assert done.returncode == 1
+    assert "accelerate says: " in done.stdout and "num_proceses" in done.stdout
