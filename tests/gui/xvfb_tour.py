@@ -220,8 +220,9 @@ class Tour:
         window.show_page("estimate")
         estimate = window.pages["estimate"]
         self.wait_until("the machine's detection", lambda: estimate.detection_finished, 60)
-        if not estimate.gpu_mem.text():  # no GPU here: the figure a person would type for a 24 GiB card
-            estimate.gpu_mem.setText("24")
+        gpu_mem = estimate.inputs.gpu_mem
+        if not gpu_mem.text():  # no GPU here: the figure a person would type for a 24 GiB card
+            gpu_mem.setText("24")
         self.wait_until("the estimate", lambda: estimate.estimate is not None and estimate.estimate.advice
                         is not None, 60)
         self.wait(2)
