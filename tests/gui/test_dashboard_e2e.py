@@ -44,8 +44,8 @@ def _set_micro_batch(qtbot, page, text: str) -> None:  # type: ignore[no-untyped
 def test_invalid_value_blocks_launch_then_the_cpu_demo_runs_streams_and_stops(qtbot, window, heavy_imports):
     ctx = window.ctx
     launch = window.page("launch")
-    qtbot.waitUntil(lambda: launch.plan is not None and launch.plan.ok, timeout=60000)
-    assert launch.launch_button.isEnabled()
+    qtbot.waitUntil(lambda: launch.command_box.plan is not None and launch.command_box.plan.ok, timeout=60000)
+    assert launch.launch_bar.launch_button.isEnabled()
 
     # An invalid value on the Configure page: its message is shown and the Launch button is disabled.
     window.show_page("configure")
@@ -54,19 +54,21 @@ def test_invalid_value_blocks_launch_then_the_cpu_demo_runs_streams_and_stops(qt
     qtbot.waitUntil(lambda: any("train_micro_batch_size_per_gpu" in m.format() for m in ctx.draft.errors()),
                     timeout=10000)
     window.show_page("launch")
-    qtbot.waitUntil(lambda: not launch.launch_button.isEnabled(), timeout=10000)
-    assert "train_micro_batch_size_per_gpu" in launch.draft_errors.plain_text()
+    qtbot.waitUntil(lambda: not launch.launch_bar.launch_button.isEnabled(), timeout=10000)
+    assert "train_micro_batch_size_per_gpu" in launch.banner.draft_errors.plain_text()
 
     # Fixed: the demo launches from the window (Ctrl+Enter is tested on the Launch page itself).
     window.show_page("configure")
     _set_micro_batch(qtbot, configure, "4")
     qtbot.waitUntil(lambda: not ctx.draft.errors(), timeout=10000)
     window.show_page("launch")
-    launch.args.setText("--deepspeed_config {ds_config} --steps 2000 --batch-size 4 --step-time 0.05 --log-every 1")
-    qtbot.waitUntil(lambda: launch.launch_button.isEnabled() and launch.plan is not None and launch.plan.ok
-                    and "--step-time 0.05" in launch.command.toPlainText(), timeout=30000)
+    launch.script_box.args.setText(
+        "--deepspeed_config {ds_config} --steps 2000 --batch-size 4 --step-time 0.05 --log-every 1")
+    qtbot.waitUntil(lambda: launch.launch_bar.launch_button.isEnabled()
+                    and launch.command_box.plan is not None and launch.command_box.plan.ok
+                    and "--step-time 0.05" in launch.command_box.command.toPlainText(), timeout=30000)
     with qtbot.waitSignal(ctx.run_started, timeout=120000) as started:
-        qtbot.mouseClick(launch.launch_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(launch.launch_bar.launch_button, Qt.MouseButton.LeftButton)
     (run_id,) = started.args
     try:
         # The run view comes to the front and follows the run: output of both ranks and progress.

@@ -47,12 +47,12 @@ def _type(qtbot, edit, text: str) -> None:
 
 
 def _fill(qtbot, page, *, params="1.5B", gpus=1, gpu_mem="24", host_mem="64", micro_batch=1, seq_len=2048) -> None:
-    _type(qtbot, page.params, params)
-    page.gpus_per_node.setValue(gpus)
-    _type(qtbot, page.gpu_mem, gpu_mem)
-    _type(qtbot, page.host_mem, host_mem)
-    page.micro_batch.setValue(micro_batch)
-    page.seq_len.setValue(seq_len)
+    _type(qtbot, page.inputs.params, params)
+    page.inputs.gpus_per_node.setValue(gpus)
+    _type(qtbot, page.inputs.gpu_mem, gpu_mem)
+    _type(qtbot, page.inputs.host_mem, host_mem)
+    page.inputs.micro_batch.setValue(micro_batch)
+    page.inputs.seq_len.setValue(seq_len)
 
 
 def _wait_for(qtbot, page, **expected) -> None:
@@ -67,14 +67,14 @@ def _wait_for(qtbot, page, **expected) -> None:
 
 def test_table_shows_the_backend_rows_for_the_inputs(qtbot, page):
     _fill(qtbot, page, params="7B", gpus=4, gpu_mem="80", host_mem="256", micro_batch=2, seq_len=4096)
-    page.optimizer.setCurrentText("lion")
-    page.checkpointing.setChecked(True)
+    page.inputs.optimizer.setCurrentText("lion")
+    page.inputs.checkpointing.setChecked(True)
     _wait_for(qtbot, page, gpus_per_node=4, gpu_mem_bytes=80 * GIB, micro_batch=2, seq_len=4096, optimizer="lion",
               activation_checkpointing=True)
 
     expected = estimate_rows(shape_from_params(7_000_000_000), Machine(4, 1, 80 * GIB, 256 * GIB),
                              Workload(optimizer="lion", micro_batch=2, seq_len=4096, activation_checkpointing=True))
-    table = page.table
+    table = page.results.table
     assert table.rowCount() == len(expected)
     for r, row in enumerate(expected):
         cells = [table.item(r, c).text() for c in range(table.columnCount())]
@@ -90,33 +90,35 @@ def test_table_shows_the_backend_rows_for_the_inputs(qtbot, page):
     starred = [table.item(r, 0).data(Qt.ItemDataRole.UserRole) for r in range(table.rowCount())
                if table.item(r, 0).text().startswith("★")]
     assert starred == [chosen]
-    assert page.advice_title.text().startswith(page.estimate.advice.row.label)
+    assert page.advice.advice_title.text().startswith(page.estimate.advice.row.label)
 
 
 def test_a_bad_parameter_count_names_the_field_and_blocks_use(qtbot, page):
     _fill(qtbot, page)
     _wait_for(qtbot, page, gpu_mem_bytes=24 * GIB)
-    assert page.use_button.isEnabled()
+    assert page.advice.use_button.isEnabled()
 
-    _type(qtbot, page.params, "1.5Q")
+    _type(qtbot, page.inputs.params, "1.5Q")
     qtbot.waitUntil(lambda: bool(page.problems), timeout=5000)
-    shown = page.messages.plain_text()
-    assert shown.startswith("Parameters: cannot read '1.5Q'") and page.messages.isVisibleTo(page)
-    assert page.params.property("invalid") is True and "1.5Q" in page.params.toolTip()
-    assert not page.use_button.isEnabled() and not page.table.isEnabled()  # the old figures are greyed
+    shown = page.results.messages.plain_text()
+    assert shown.startswith("Parameters: cannot read '1.5Q'") and page.results.messages.isVisibleTo(page)
+    assert page.inputs.params.property("invalid") is True and "1.5Q" in page.inputs.params.toolTip()
+    # The old figures are greyed.
+    assert not page.advice.use_button.isEnabled() and not page.results.table.isEnabled()
 
-    _type(qtbot, page.params, "350M")
+    _type(qtbot, page.inputs.params, "350M")
     qtbot.waitUntil(lambda: not page.problems and page.estimate.shape.total_params == 350_000_000, timeout=5000)
-    assert not page.messages.isVisibleTo(page) and page.params.property("invalid") is False
-    assert page.table.isEnabled() and page.use_button.isEnabled()
+    assert not page.results.messages.isVisibleTo(page) and page.inputs.params.property("invalid") is False
+    assert page.results.table.isEnabled() and page.advice.use_button.isEnabled()
 
 
 def test_unknown_gpu_memory_shows_rows_and_asks_for_it(qtbot, page):
     _fill(qtbot, page, gpu_mem="")
-    page.gpu_mem.clear()
+    page.inputs.gpu_mem.clear()
     qtbot.waitUntil(lambda: page.estimate is not None and page.estimate.machine.gpu_mem_bytes is None, timeout=5000)
-    assert {page.table.item(r, 1).text() for r in range(page.table.rowCount())} == {"unknown"}
-    assert "GPU memory" in page.advice_text.text() and not page.use_button.isEnabled()
+    table = page.results.table
+    assert {table.item(r, 1).text() for r in range(table.rowCount())} == {"unknown"}
+    assert "GPU memory" in page.advice.advice_text.text() and not page.advice.use_button.isEnabled()
 
 
 def test_use_this_loads_the_advised_preset_into_the_draft(qtbot, page):
@@ -125,7 +127,7 @@ def test_use_this_loads_the_advised_preset_into_the_draft(qtbot, page):
     assert page.estimate.advice.preset == "zero2-offload"
     ctx = page.ctx
     with qtbot.waitSignal(ctx.navigate, timeout=5000) as navigated:
-        qtbot.mouseClick(page.use_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.advice.use_button, Qt.MouseButton.LeftButton)
     assert navigated.args == ["configure"]
     preset = ctx.draft.preset
     assert preset.name == "zero2-offload-advised" and ctx.draft.saved_as is None and ctx.draft.dirty
@@ -144,25 +146,25 @@ def test_use_this_asks_before_replacing_unsaved_changes(qtbot, page, monkeypatch
     asked = []
     answer = [QMessageBox.StandardButton.Cancel]
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: asked.append(a[2]) or answer[0])
-    page.use_advice()
+    page.advice.use_advice()
     qtbot.waitUntil(lambda: len(asked) == 1, timeout=5000)
     assert "cpu-demo" in asked[0]
     assert ctx.draft.preset.name == "cpu-demo" and ctx.draft.dirty  # kept
 
     answer[0] = QMessageBox.StandardButton.Discard
     with qtbot.waitSignal(ctx.draft.replaced, timeout=5000):
-        page.use_advice()
+        page.advice.use_advice()
     assert ctx.draft.preset.name == "zero2-offload-advised"
 
 
 def test_a_missing_model_config_names_the_field(qtbot, page, tmp_path):
     _fill(qtbot, page)
-    page.model_config.setText(str(tmp_path / "no-such" / "config.json"))
-    page.model_config.line.editingFinished.emit()
+    page.inputs.model_config.setText(str(tmp_path / "no-such" / "config.json"))
+    page.inputs.model_config.line.editingFinished.emit()
     qtbot.waitUntil(lambda: bool(page.problems), timeout=10000)
     assert page.problems[0].field == "model_config"
-    assert page.messages.plain_text().startswith("Model config: model config not found")
-    assert not page.params.isEnabled()  # the config replaces the count
+    assert page.results.messages.plain_text().startswith("Model config: model config not found")
+    assert not page.inputs.params.isEnabled()  # the config replaces the count
 
 
 @pytest.mark.train
@@ -170,12 +172,12 @@ def test_a_missing_model_config_names_the_field(qtbot, page, tmp_path):
 def test_a_model_config_is_counted_in_a_child_process(qtbot, page, heavy_imports):
     _fill(qtbot, page)
     config = FIXTURES / "models" / "gpt2-small" / "config.json"
-    page.model_config.setText(str(config))
-    page.model_config.line.editingFinished.emit()
+    page.inputs.model_config.setText(str(config))
+    page.inputs.model_config.line.editingFinished.emit()
     qtbot.waitUntil(lambda: page.estimate is not None and page.estimate.shape.source == str(config.resolve()),
                     timeout=120000)
     assert page.estimate.shape.total_params == 124_439_808  # tied embeddings counted once
-    assert "124.4M parameters" in page.model_summary.text()
+    assert "124.4M parameters" in page.results.model_summary.text()
     assert heavy_imports == []  # only the child imported torch and transformers
 
 
@@ -183,7 +185,7 @@ def test_demo_is_a_1_5b_model_on_one_24_gib_gpu(qtbot, page):
     page.load_demo()
     _wait_for(qtbot, page, gpus_per_node=1, gpu_mem_bytes=24 * GIB, host_mem_bytes=64 * GIB)
     assert page.estimate.shape.total_params == 1_500_000_000
-    assert page.estimate.advice.preset == "zero2-offload" and page.use_button.isEnabled()
+    assert page.estimate.advice.preset == "zero2-offload" and page.advice.use_button.isEnabled()
 
 
 def test_every_column_is_in_view_and_zero2_above_zero1_is_explained(qtbot, page):
@@ -194,14 +196,15 @@ def test_every_column_is_in_view_and_zero2_above_zero1_is_explained(qtbot, page)
     qtbot.waitExposed(page)
     _fill(qtbot, page, params="7B", gpus=1, gpu_mem="80", host_mem="256")
     _wait_for(qtbot, page, gpus_per_node=1, gpu_mem_bytes=80 * GIB)
-    qtbot.waitUntil(lambda: page.stage_note.isVisible())
-    assert "2 + 18/1" in page.stage_note.text()
+    qtbot.waitUntil(lambda: page.results.stage_note.isVisible())
+    assert "2 + 18/1" in page.results.stage_note.text()
     QApplication.processEvents()
-    assert page.clipped_columns() == []
-    assert page.table.viewport().height() >= 6 * page.table.rowHeight(0)  # the rows are readable, not squeezed
-    page.gpus_per_node.setValue(8)
+    assert page.results.clipped_columns() == []
+    table = page.results.table
+    assert table.viewport().height() >= 6 * table.rowHeight(0)  # the rows are readable, not squeezed
+    page.inputs.gpus_per_node.setValue(8)
     _wait_for(qtbot, page, gpus_per_node=8)
-    assert not page.stage_note.isVisible()
+    assert not page.results.stage_note.isVisible()
 
 
 def test_the_page_speaks_of_its_fields_not_of_command_line_options(qtbot, page):
@@ -211,9 +214,11 @@ def test_the_page_speaks_of_its_fields_not_of_command_line_options(qtbot, page):
     _wait_for(qtbot, page, gpus_per_node=1)
     qtbot.waitUntil(lambda: page.estimate.advice is not None and page.estimate.advice.row is not None,
                     timeout=10000)
-    shown = "\n".join((page.assumptions.text(), page.advice_text.text(), page.model_summary.text()))
+    shown = "\n".join((page.results.assumptions.text(), page.advice.advice_text.text(),
+                       page.results.model_summary.text()))
     assert "--largest-layer" not in shown and "--disk-free" not in shown, shown
     assert "zero2+opt-cpu" not in shown and "7 faster options were passed over" in shown
-    assert "ZeRO-2 + optimizer offload (CPU)" in page.advice_text.text()  # the "Passed over" list names them
-    assert "Largest layer" in page.assumptions.text()
-    assert "1 node × 1 GPU," in page.model_summary.text()
+    # The "Passed over" list names them.
+    assert "ZeRO-2 + optimizer offload (CPU)" in page.advice.advice_text.text()
+    assert "Largest layer" in page.results.assumptions.text()
+    assert "1 node × 1 GPU," in page.results.model_summary.text()

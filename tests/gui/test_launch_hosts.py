@@ -44,12 +44,12 @@ def page(qtbot, traindeck_home, probe_cache, tmp_path):  # noqa: F811
     page.show()
     script = tmp_path / "train.py"
     script.write_text("print('hi')\n")
-    page.script.setText(str(script))
-    page.cwd.setText(str(tmp_path))
-    page.args.setText("--deepspeed_config {ds_config} --steps 3")
-    page.env.set_env({})
-    page.interpreter.set_python(sys.executable)
-    page.launcher.setCurrentIndex(page.launcher.findData("deepspeed"))
+    page.script_box.script.setText(str(script))
+    page.script_box.cwd.setText(str(tmp_path))
+    page.script_box.args.setText("--deepspeed_config {ds_config} --steps 3")
+    page.env_box.env.set_env({})
+    page.runner.interpreter.set_python(sys.executable)
+    page.runner.launcher.setCurrentIndex(page.runner.launcher.findData("deepspeed"))
     yield page
     page.shutdown()
     ctx.tasks.wait(60000)
@@ -69,7 +69,7 @@ def _cell(page, row: int, column: int):  # type: ignore[no-untyped-def]
 
 
 def _launch_blocked_by(page, words: str) -> bool:
-    return any(words in reason for reason in page.why_not_launchable())
+    return any(words in reason for reason in page.launch_bar.why_not_launchable())
 
 
 def test_hosts_edited_on_the_page_are_saved_into_the_hostfile_with_its_comments(qtbot, page, tmp_path) -> None:
@@ -85,7 +85,7 @@ def test_hosts_edited_on_the_page_are_saved_into_the_hostfile_with_its_comments(
     page.hosts.add_button.click()
     _cell(page, 1, 0).setText("10.0.0.7")
     assert page.hosts.dirty and _launch_blocked_by(page, "save the hostfile")
-    assert not page.launch_button.isEnabled()
+    assert not page.launch_bar.launch_button.isEnabled()
 
     _cell(page, 1, 0).setText("bad name!")  # said beside the table, naming the row, and nothing is written
     assert "row 2: host 'bad name!' is not a host name or address" in page.hosts.problems.plain_text()
@@ -112,7 +112,7 @@ def test_hosts_edited_on_the_page_are_saved_into_the_hostfile_with_its_comments(
     assert str(page.ctx.settings.value("launch/hosts_on")).lower() == "true"
 
     # Another launcher: the box goes away and the launch is this machine's again.
-    page.launcher.setCurrentIndex(page.launcher.findData("python"))
+    page.runner.launcher.setCurrentIndex(page.runner.launcher.findData("python"))
     assert page.hosts.isHidden() and page.request().hostfile is None
 
 
@@ -126,8 +126,9 @@ def test_a_launch_from_the_page_has_the_plan_of_traindeck_run_with_the_same_host
     path.write_text("# two nodes\n127.0.0.2 slots=1\n127.0.0.3 slots=1\n")
     _open(qtbot, page, path, rows=2)
     page.hosts.ssh_port.setValue(PORT)
-    qtbot.waitUntil(lambda: page.plan is not None and not page._preview_timer.isActive(), timeout=20000)
-    mine = page.plan
+    qtbot.waitUntil(lambda: page.command_box.plan is not None and not page._preview_timer.isActive(),
+                    timeout=20000)
+    mine = page.command_box.plan
     assert mine.ok, mine.errors
 
     monkeypatch.chdir(tmp_path)  # `traindeck run` starts the run where it is run; the page in its working directory
@@ -136,7 +137,7 @@ def test_a_launch_from_the_page_has_the_plan_of_traindeck_run_with_the_same_host
                                       str(tmp_path / "train.py"), "--deepspeed_config", "{ds_config}",
                                       "--steps", "3"])
     request = launch_request(args, args.command[0], args.command[1:], None)
-    theirs = preview_plan(request, page.interpreter.environment)
+    theirs = preview_plan(request, page.runner.interpreter.environment)
     assert mine.argv == theirs.argv
     assert ["--hostfile", str(path), "--master_addr", "127.0.0.2", "--no_ssh_check", "--ssh_port", str(PORT)] == [
         a for a in mine.argv if a in ("--hostfile", str(path), "--master_addr", "127.0.0.2", "--no_ssh_check",
@@ -156,10 +157,11 @@ def test_check_hosts_shows_every_check_and_a_host_without_sshd_blocks_the_launch
     page.hosts.ssh_port.setValue(PORT)
     # Launched before any check: the launch runs the checks itself and refuses (as `traindeck run --hostfile`
     # does), nothing is recorded, and the page then shows every check.
-    qtbot.waitUntil(lambda: page.plan is not None and page.launch_button.isEnabled(), timeout=20000)
+    qtbot.waitUntil(lambda: page.command_box.plan is not None and page.launch_bar.launch_button.isEnabled(),
+                    timeout=20000)
     page.launch()
     qtbot.waitUntil(lambda: page.hosts.checking, timeout=120000)
-    assert "Not launched: 127.0.0.9: ssh: not reachable by SSH" in page.result.text()
+    assert "Not launched: 127.0.0.9: ssh: not reachable by SSH" in page.launch_bar.result.text()
     assert not page.hosts.check_button.isEnabled() and "Checking 2 host(s)" in page.hosts.check_status.text()
     with RunStore() as store:
         assert store.list_runs() == []
@@ -178,10 +180,11 @@ def test_check_hosts_shows_every_check_and_a_host_without_sshd_blocks_the_launch
     assert "1 of" in page.hosts.check_status.text() and "checks failed" in page.hosts.check_status.text()
 
     # Refused before launch, with the host and its reason beside the Launch button.
-    qtbot.waitUntil(lambda: page.plan is not None and not page._preview_timer.isActive(), timeout=20000)
-    assert not page.launch_button.isEnabled()
+    qtbot.waitUntil(lambda: page.command_box.plan is not None and not page._preview_timer.isActive(),
+                    timeout=20000)
+    assert not page.launch_bar.launch_button.isEnabled()
     assert _launch_blocked_by(page, "Several machines: 127.0.0.9: SSH without a password: ")
-    assert "127.0.0.9: SSH without a password" in page.result.text()
+    assert "127.0.0.9: SSH without a password" in page.launch_bar.result.text()
 
     # The host removed: the failure is stale (no longer blocks), and a new check passes on every host.
     _cell(page, 1, 2).click()
@@ -193,8 +196,9 @@ def test_check_hosts_shows_every_check_and_a_host_without_sshd_blocks_the_launch
     assert path.read_text().startswith("# a node and an address where no sshd listens\n")
     assert all(page.hosts.results.item(r, 2).text() == "✔ ok" for r in range(page.hosts.results.rowCount()))
     assert page.hosts.check_status.text().startswith("All ") and "on 1 host(s)" in page.hosts.check_status.text()
-    qtbot.waitUntil(lambda: page.plan is not None and not page._preview_timer.isActive(), timeout=20000)
-    assert not _launch_blocked_by(page, "Several machines"), page.why_not_launchable()
+    qtbot.waitUntil(lambda: page.command_box.plan is not None and not page._preview_timer.isActive(),
+                    timeout=20000)
+    assert not _launch_blocked_by(page, "Several machines"), page.launch_bar.why_not_launchable()
 
 
 @pytest.mark.slow
@@ -210,10 +214,11 @@ def test_a_two_node_run_launched_from_the_page_is_watched_node_by_node_on_the_mo
     from traindeck.gui.pages.monitor import MonitorPage
 
     monkeypatch.setenv("PDSH_SSH_ARGS_APPEND", ssh_nodes.env["PDSH_SSH_ARGS_APPEND"])
-    page.script.setText(str(DEMO))
-    page.args.setText(f"--deepspeed_config {DS_CONFIG_PLACEHOLDER} --steps 100000 --batch-size 4 --step-time 0.05 "
-                      "--log-every 5 --no-tqdm")
-    page.env.set_env({"DS_ACCELERATOR": "cpu", "TORCH_EXTENSIONS_DIR": job_env()["TORCH_EXTENSIONS_DIR"]})
+    page.script_box.script.setText(str(DEMO))
+    page.script_box.args.setText(f"--deepspeed_config {DS_CONFIG_PLACEHOLDER} --steps 100000 --batch-size 4 "
+                                 "--step-time 0.05 --log-every 5 --no-tqdm")
+    page.env_box.env.set_env({"DS_ACCELERATOR": "cpu",
+                              "TORCH_EXTENSIONS_DIR": job_env()["TORCH_EXTENSIONS_DIR"]})
     _open(qtbot, page, ssh_nodes.hostfile(tmp_path / "hostfile"), rows=2)
     page.hosts.ssh_port.setValue(PORT)
     monitor = MonitorPage(page.ctx)
@@ -221,12 +226,13 @@ def test_a_two_node_run_launched_from_the_page_is_watched_node_by_node_on_the_mo
     monitor.resize(1280, 800)
     monitor.show()
     monitor.page_shown()
-    qtbot.waitUntil(lambda: page.plan is not None and page.launch_button.isEnabled(), timeout=30000)
+    qtbot.waitUntil(lambda: page.command_box.plan is not None and page.launch_bar.launch_button.isEnabled(),
+                    timeout=30000)
     started: list[str] = []
     page.ctx.run_started.connect(started.append)
     page.launch()
-    qtbot.waitUntil(lambda: bool(started) or not page.launching, timeout=300000)
-    assert started, page.result.text()
+    qtbot.waitUntil(lambda: bool(started) or not page.launch_bar.launching, timeout=300000)
+    assert started, page.launch_bar.result.text()
     run_id = started[0]
     try:
         qtbot.waitUntil(lambda: monitor.tabs.isTabVisible(monitor._nodes_tab), timeout=60000)

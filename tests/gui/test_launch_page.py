@@ -53,8 +53,9 @@ def make_page(qtbot, traindeck_home, probe_cache):  # noqa: F811
 
 
 def _wait_plan(qtbot, page, timeout=15000):
-    qtbot.waitUntil(lambda: page.plan is not None and not page._preview_timer.isActive(), timeout=timeout)
-    return page.plan
+    qtbot.waitUntil(lambda: page.command_box.plan is not None and not page._preview_timer.isActive(),
+                    timeout=timeout)
+    return page.command_box.plan
 
 
 def _script(tmp_path: Path, text: str = "print('hi')\n") -> Path:
@@ -68,99 +69,103 @@ def test_fields_set_the_launch_choice_and_the_command_preview(qtbot, make_page, 
     page = make_page(preset="cpu-demo")
     script = _script(tmp_path)
     with qtbot.waitSignal(page.ctx.launch_choice_changed):
-        page.script.setText(str(script))
-    page.args.setText("--lr 1e-4 --title 'two words'")
-    page.cwd.setText(str(tmp_path))
-    page.interpreter.set_python(sys.executable)
-    page.launcher.setCurrentIndex(page.launcher.findData("python"))
-    page.nproc.setValue(1)
-    page.env.set_env({"FOO": "bar"})  # replaces the demo's DS_ACCELERATOR (nothing was chosen before)
+        page.script_box.script.setText(str(script))
+    page.script_box.args.setText("--lr 1e-4 --title 'two words'")
+    page.script_box.cwd.setText(str(tmp_path))
+    page.runner.interpreter.set_python(sys.executable)
+    page.runner.launcher.setCurrentIndex(page.runner.launcher.findData("python"))
+    page.runner.nproc.setValue(1)
+    page.env_box.env.set_env({"FOO": "bar"})  # replaces the demo's DS_ACCELERATOR (nothing was chosen before)
 
     choice = page.ctx.launch_choice
     assert (choice.script, choice.cwd, choice.python, choice.launcher, choice.nproc) == (
         str(script), str(tmp_path), sys.executable, "python", 1)
     assert choice.script_args == ["--lr", "1e-4", "--title", "two words"] and choice.env == {"FOO": "bar"}
     # One framed word per argument, as the script gets them ("two words" is one argument).
-    assert "gets 4 arguments" in page.argv_label.text()
+    assert "gets 4 arguments" in page.script_box.argv_label.text()
     # Shown with non-breaking hyphens, so a line never breaks inside one ("--" / "lr"): Qt breaks after a hyphen
     # whatever CSS says; the label is not selectable, as copying it would copy those hyphens.
-    shown = page.argv_label.text().replace("\u2011", "-")
+    shown = page.script_box.argv_label.text().replace("\u2011", "-")
     assert all(f"&nbsp;{word}&nbsp;</code>" in shown for word in ("--lr", "1e-4", "two words"))
-    assert "--lr" not in page.argv_label.text() and "\u2011\u2011lr" in page.argv_label.text()
-    assert not page.argv_label.textInteractionFlags() & Qt.TextInteractionFlag.TextSelectableByMouse
+    argv_label = page.script_box.argv_label
+    assert "--lr" not in argv_label.text() and "\u2011\u2011lr" in argv_label.text()
+    assert not argv_label.textInteractionFlags() & Qt.TextInteractionFlag.TextSelectableByMouse
 
     plan = _wait_plan(qtbot, page)
     assert plan.ok, plan.errors
-    assert page.command.toPlainText() == shlex.join(
+    assert page.command_box.command.toPlainText() == shlex.join(
         [sys.executable, str(script), "--lr", "1e-4", "--title", "two words"])
-    assert "FOO=bar" in page.command_env.text()
+    assert "FOO=bar" in page.command_box.command_env.text()
 
     # Back to the preset's launcher (deepspeed, 2 processes): the command follows, {ds_config} included.
-    page.launcher.setCurrentIndex(0)
-    page.nproc.setValue(0)
-    page.args.setText("--deepspeed_config {ds_config}")
+    page.runner.launcher.setCurrentIndex(0)
+    page.runner.nproc.setValue(0)
+    page.script_box.args.setText("--deepspeed_config {ds_config}")
     plan = _wait_plan(qtbot, page)
-    text = page.command.toPlainText()
+    text = page.command_box.command.toPlainText()
     assert "-m deepspeed.launcher.runner --num_gpus 2 --master_port FREE_PORT" in text
     assert str(paths.runs_dir() / "RUN_ID" / "ds_config.json") in text
-    assert "{ds_config} becomes" in page.argv_label.text()
-    assert page.launch_button.isEnabled()
+    assert "{ds_config} becomes" in page.script_box.argv_label.text()
+    assert page.launch_bar.launch_button.isEnabled()
 
     # An unbalanced quote: said beside the field, and nothing can be launched.
-    page.args.setText("--title 'unfinished")
-    assert "Arguments: No closing quotation" in page.args_note.plain_text()
-    assert not page.launch_button.isEnabled()
+    page.script_box.args.setText("--title 'unfinished")
+    assert "Arguments: No closing quotation" in page.script_box.args_note.plain_text()
+    assert not page.launch_bar.launch_button.isEnabled()
     assert heavy_imports == []  # the page never imports the training stack
 
 
 def test_draft_errors_block_launch_and_point_to_configure(qtbot, make_page, tmp_path):
     page = make_page(demo=True)
     _wait_plan(qtbot, page)
-    assert page.launch_button.isEnabled()
-    assert "cpu-demo" in page.preset_label.text() and "unsaved" not in page.preset_label.text()
+    assert page.launch_bar.launch_button.isEnabled()
+    assert "cpu-demo" in page.banner.preset_label.text() and "unsaved" not in page.banner.preset_label.text()
 
     with qtbot.assertNotEmitted(page.ctx.launch_choice_changed):  # the preset is not the Launch page's choice
         page.ctx.draft.mark_edited()
-    assert "unsaved changes" in page.preset_label.text()
+    assert "unsaved changes" in page.banner.preset_label.text()
     page.ctx.draft.set_messages([Message("error", "zero_optimization.stage", "must be one of 0, 1, 2, 3, got 4"),
                                  Message("warning", "steps_per_print", "prints every step")])
-    assert not page.launch_button.isEnabled()
-    shown = page.draft_errors.plain_text()
+    assert not page.launch_bar.launch_button.isEnabled()
+    shown = page.banner.draft_errors.plain_text()
     assert "fix these on the Configure page" in shown and "zero_optimization.stage: must be one of" in shown
     assert "steps_per_print" not in shown  # warnings do not block
     page.launch()  # Ctrl+Enter does the same: refused, with the reason
-    assert "Not launched" in page.result.text() and "preset has errors" in page.result.text()
-    assert page.result.text().count("preset has errors") == 1  # not again as "To launch: ..." below it
+    result = page.launch_bar.result
+    assert "Not launched" in result.text() and "preset has errors" in result.text()
+    assert result.text().count("preset has errors") == 1  # not again as "To launch: ..." below it
 
     with qtbot.waitSignal(page.ctx.navigate) as navigated:
-        page.preset_label.linkActivated.emit("configure")
+        page.banner.preset_label.linkActivated.emit("configure")
     assert navigated.args == ["configure"]
 
     page.ctx.draft.set_messages([])
-    assert page.launch_button.isEnabled() and page.draft_errors.isHidden()
-    assert "Not launched" not in page.result.text()  # the refusal's reasons are gone: so is the refusal
+    assert page.launch_bar.launch_button.isEnabled() and page.banner.draft_errors.isHidden()
+    assert "Not launched" not in result.text()  # the refusal's reasons are gone: so is the refusal
 
 
 def test_secret_values_are_masked_and_never_written_to_settings(qtbot, make_page, tmp_path, traindeck_home):
     page = make_page()
-    page.script.setText(str(_script(tmp_path)))
-    page.env.set_env({})
-    page.env.add_row("HF_TOKEN", SECRET)
-    page.env.add_row("HTTP_PROXY", f"http://me:{URL_PASSWORD}@proxy:3128")
-    page.env.add_row("MY_SETTING", "visible")
-    assert page.env.is_masked("HF_TOKEN") and not page.env.is_masked("MY_SETTING")
-    assert page.env.value_edit("HF_TOKEN").displayText() != SECRET
+    page.script_box.script.setText(str(_script(tmp_path)))
+    page.env_box.env.set_env({})
+    page.env_box.env.add_row("HF_TOKEN", SECRET)
+    page.env_box.env.add_row("HTTP_PROXY", f"http://me:{URL_PASSWORD}@proxy:3128")
+    page.env_box.env.add_row("MY_SETTING", "visible")
+    assert page.env_box.env.is_masked("HF_TOKEN") and not page.env_box.env.is_masked("MY_SETTING")
+    assert page.env_box.env.value_edit("HF_TOKEN").displayText() != SECRET
     assert page.ctx.launch_choice.env["HF_TOKEN"] == SECRET  # the run gets it
     plan = _wait_plan(qtbot, page)
-    assert "HF_TOKEN=***" in page.command_env.text() and SECRET not in page.command_env.text()
-    assert SECRET not in page.command.toPlainText() and plan.env["HF_TOKEN"] == SECRET
+    command_env = page.command_box.command_env.text()
+    assert "HF_TOKEN=***" in command_env and SECRET not in command_env
+    assert SECRET not in page.command_box.command.toPlainText() and plan.env["HF_TOKEN"] == SECRET
 
     # "NAME=value" pasted into the name cell is split.
-    row = page.env.add_row("", "")
-    name_edit = page.env.table.cellWidget(row, 0)
+    row = page.env_box.env.add_row("", "")
+    name_edit = page.env_box.env.table.cellWidget(row, 0)
     name_edit.setText("WANDB_API_KEY=abc123456")
     name_edit.editingFinished.emit()
-    assert page.env.env()["WANDB_API_KEY"] == "abc123456" and page.env.is_masked("WANDB_API_KEY")
+    env = page.env_box.env
+    assert env.env()["WANDB_API_KEY"] == "abc123456" and env.is_masked("WANDB_API_KEY")
 
     page.shutdown()
     page.ctx.settings.sync()
@@ -173,13 +178,15 @@ def test_secret_values_are_masked_and_never_written_to_settings(qtbot, make_page
 
     # Reopened: the names come back, the secret values do not; plain values do.
     again = make_page()
-    assert again.env.env() == {"HF_TOKEN": "", "HTTP_PROXY": "", "MY_SETTING": "visible", "WANDB_API_KEY": ""}
-    assert again.script.text() == str(tmp_path / "work" / "train.py")  # the last script is remembered
+    assert again.env_box.env.env() == {"HF_TOKEN": "", "HTTP_PROXY": "", "MY_SETTING": "visible",
+                                       "WANDB_API_KEY": ""}
+    # The last script is remembered.
+    assert again.script_box.script.text() == str(tmp_path / "work" / "train.py")
 
 
 def test_interpreter_probe_shows_versions_and_missing_ones(qtbot, make_page, tmp_path):
     page = make_page(demo=True)
-    picker = page.interpreter
+    picker = page.runner.interpreter
     qtbot.waitUntil(lambda: picker.environment is not None, timeout=30000)
     picker.check_button.click()  # a real probe, not the cached answer
     qtbot.waitUntil(lambda: picker.environment is not None and not picker.environment.from_cache, timeout=60000)
@@ -196,40 +203,43 @@ def test_interpreter_probe_shows_versions_and_missing_ones(qtbot, make_page, tmp
     text = picker.status_text()
     assert "torch: not installed" in text and "deepspeed: not installed" in text
     # The preview in flight when the interpreter changed may land first: wait for the one built for the bare venv.
-    qtbot.waitUntil(lambda: page.plan is not None and any("torch is not installed" in e for e in page.plan.errors),
+    qtbot.waitUntil(lambda: page.command_box.plan is not None
+                    and any("torch is not installed" in e for e in page.command_box.plan.errors),
                     timeout=15000)
-    assert not page.launch_button.isEnabled()
+    assert not page.launch_bar.launch_button.isEnabled()
 
     missing = tmp_path / "nowhere" / "python"
     picker.set_python(str(missing))
     qtbot.waitUntil(lambda: picker.environment is not None, timeout=10000)
     assert f"Python interpreter not found: {missing}" in picker.status_text()
-    qtbot.waitUntil(lambda: page.plan is not None and any("interpreter not found" in e for e in page.plan.errors),
+    qtbot.waitUntil(lambda: page.command_box.plan is not None
+                    and any("interpreter not found" in e for e in page.command_box.plan.errors),
                     timeout=15000)
-    assert not page.launch_button.isEnabled()
+    assert not page.launch_bar.launch_button.isEnabled()
 
 
 def test_memory_check_warns_and_asks_before_a_launch_that_does_not_fit(qtbot, make_page, tmp_path):
     page = make_page(demo=True)
     started = []
     page.ctx.run_started.connect(started.append)
-    page.model_size.setText("1.5Q")
-    qtbot.waitUntil(lambda: "model size" in page.memory_result.plain_text(), timeout=10000)
-    assert page.memory_result.items()[0][0] == "error"
+    page.memory_box.model_size.setText("1.5Q")
+    qtbot.waitUntil(lambda: "model size" in page.memory_box.memory_result.plain_text(), timeout=10000)
+    assert page.memory_box.memory_result.items()[0][0] == "error"
 
-    page.model_size.setText("1T")  # far beyond any workstation's RAM for ZeRO-2 with the optimizer on the CPU
-    qtbot.waitUntil(lambda: page.memory is not None, timeout=10000)
-    shown = page.memory_result.plain_text()
+    # Far beyond any workstation's RAM for ZeRO-2 with the optimizer on the CPU.
+    page.memory_box.model_size.setText("1T")
+    qtbot.waitUntil(lambda: page.memory_box.memory is not None, timeout=10000)
+    shown = page.memory_box.memory_result.plain_text()
     assert "ZeRO-2 + optimizer offload (CPU)" in shown and "does not fit" in shown
     assert "host RAM" in shown and "OOM killer" in shown
 
     _wait_plan(qtbot, page)
-    assert page.launch_button.isEnabled()  # a warning, not a block
-    page.launch_button.click()
+    assert page.launch_bar.launch_button.isEnabled()  # a warning, not a block
+    page.launch_bar.launch_button.click()
     box = page.findChild(QMessageBox, "memoryConfirm")
     assert box is not None and box.isVisible() and "OOM killer" in box.informativeText()
     box.button(QMessageBox.StandardButton.Cancel).click()
-    assert "Not launched" in page.result.text()
+    assert "Not launched" in page.launch_bar.result.text()
     page.ctx.tasks.wait(10000)
     assert started == []
     assert not paths.runs_dir().exists() or not any(paths.runs_dir().iterdir())
@@ -238,14 +248,15 @@ def test_memory_check_warns_and_asks_before_a_launch_that_does_not_fit(qtbot, ma
 def test_a_launch_that_fails_leaves_nothing_behind(qtbot, make_page, tmp_path):
     page = make_page(preset="single-process")
     script = _script(tmp_path)
-    page.script.setText(str(script))
-    page.args.setText("")
-    page.launcher.setCurrentIndex(page.launcher.findData("python"))
+    page.script_box.script.setText(str(script))
+    page.script_box.args.setText("")
+    page.runner.launcher.setCurrentIndex(page.runner.launcher.findData("python"))
     assert _wait_plan(qtbot, page).ok
     script.unlink()  # gone between the preview and the click
     page.launch()
-    qtbot.waitUntil(lambda: not page.launching, timeout=20000)
-    assert "Not launched" in page.result.text() and "script not found" in page.result.text()
+    qtbot.waitUntil(lambda: not page.launch_bar.launching, timeout=20000)
+    result = page.launch_bar.result.text()
+    assert "Not launched" in result and "script not found" in result
     assert not any(paths.runs_dir().iterdir())
     with RunStore() as store:
         assert store.list_runs() == []
@@ -266,11 +277,12 @@ def test_demo_is_prefilled_for_the_cpu_demo_preset(qtbot, make_page):
 def test_without_a_preset_the_demo_runs_with_plain_python(qtbot, make_page):
     page = make_page(preset=None)
     assert page.ctx.launch_choice.script_args[:1] == ["--steps"]  # no {ds_config} without a DeepSpeed config
-    assert "No preset" in page.preset_label.text() and page.launcher.itemText(0) == "python (no preset)"
+    assert "No preset" in page.banner.preset_label.text()
+    assert page.runner.launcher.itemText(0) == "python (no preset)"
     plan = _wait_plan(qtbot, page)
     assert plan.ok and plan.launcher == "python" and plan.nproc == 1
-    page.model_size.setText("1B")
-    qtbot.waitUntil(lambda: "choose a preset" in page.memory_result.plain_text(), timeout=5000)
+    page.memory_box.model_size.setText("1B")
+    qtbot.waitUntil(lambda: "choose a preset" in page.memory_box.memory_result.plain_text(), timeout=5000)
 
 
 @pytest.mark.launch
@@ -279,16 +291,17 @@ def test_without_a_preset_the_demo_runs_with_plain_python(qtbot, make_page):
 @pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="needs the train extra")
 def test_ctrl_enter_launches_the_cpu_demo_and_it_succeeds(qtbot, make_page, heavy_imports):
     page = make_page(demo=True)
-    page.args.setText("--deepspeed_config {ds_config} --steps 3 --batch-size 4 --step-time 0 --log-every 1")
+    page.script_box.args.setText(
+        "--deepspeed_config {ds_config} --steps 3 --batch-size 4 --step-time 0 --log-every 1")
     plan = _wait_plan(qtbot, page)
     assert plan.ok, plan.errors
     page.show()
     qtbot.waitExposed(page)
     page.activateWindow()
-    page.args.setFocus()
-    qtbot.waitUntil(page.args.hasFocus)
+    page.script_box.args.setFocus()
+    qtbot.waitUntil(page.script_box.args.hasFocus)
     with qtbot.waitSignal(page.ctx.run_started, timeout=120000) as started:
-        qtbot.keyClick(page.args, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+        qtbot.keyClick(page.script_box.args, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
     (run_id,) = started.args
     store = RunStore()
     try:
@@ -308,7 +321,7 @@ def test_ctrl_enter_launches_the_cpu_demo_and_it_succeeds(qtbot, make_page, heav
         assert record.state == "succeeded", (record.diagnosis, log[-3000:])
         assert (record.name, record.preset, record.launcher) == ("train_tiny", "cpu-demo", "deepspeed")
         assert "train_tiny: mode=deepspeed world_size=2" in log and "train_tiny: done" in log
-        assert f"Run {run_id} started" in page.result.text()
+        assert f"Run {run_id} started" in page.launch_bar.result.text()
         assert heavy_imports == []
     finally:
         store.close()
@@ -323,16 +336,17 @@ def test_a_sweep_on_the_page_queues_one_named_run_per_value(qtbot, make_page, tm
         queue.update_settings(paused=True)
     page = make_page(preset=None)
     script = _script(tmp_path)
-    page.script.setText(str(script))
-    page.name.setText("tiny")
-    page.args.setText("--steps 5 --lr 0.1")
+    page.script_box.script.setText(str(script))
+    page.script_box.name.setText("tiny")
+    page.script_box.args.setText("--steps 5 --lr 0.1")
     page.sweep.rows.setPlainText("steps = 2, 3")
     qtbot.waitUntil(lambda: page.sweep.active and len(page.sweep.points) == 2, timeout=15000)
     assert _wait_plan(qtbot, page).ok
-    qtbot.waitUntil(lambda: page.launch_button.isEnabled(), timeout=15000)
+    qtbot.waitUntil(lambda: page.launch_bar.launch_button.isEnabled(), timeout=15000)
     page.launch()
-    qtbot.waitUntil(lambda: not page.launching, timeout=60000)
-    assert "Queued 2 runs: tiny-steps=2, tiny-steps=3" in page.result.text(), page.result.text()
+    qtbot.waitUntil(lambda: not page.launch_bar.launching, timeout=60000)
+    result = page.launch_bar.result.text()
+    assert "Queued 2 runs: tiny-steps=2, tiny-steps=3" in result, result
     with QueueStore() as queue:
         entries = queue.waiting()
         assert [e.name for e in entries] == ["tiny-steps=2", "tiny-steps=3"]
@@ -354,15 +368,15 @@ def test_queue_puts_one_run_in_the_queue_for_later(qtbot, make_page, tmp_path):
     page.show()
     qtbot.waitExposed(page)
     script = _script(tmp_path)
-    page.script.setText(str(script))
-    page.name.setText("overnight")
-    page.args.setText("--steps 5")
+    page.script_box.script.setText(str(script))
+    page.script_box.name.setText("overnight")
+    page.script_box.args.setText("--steps 5")
     assert _wait_plan(qtbot, page).ok
-    qtbot.waitUntil(lambda: page.queue_button.isEnabled(), timeout=15000)
-    assert page.queue_button.isVisible() and page.launch_button.text() == "Launch"
-    qtbot.keyClick(page.args, Qt.Key.Key_Return,
+    qtbot.waitUntil(lambda: page.launch_bar.queue_button.isEnabled(), timeout=15000)
+    assert page.launch_bar.queue_button.isVisible() and page.launch_bar.launch_button.text() == "Launch"
+    qtbot.keyClick(page.script_box.args, Qt.Key.Key_Return,
                    Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
-    qtbot.waitUntil(lambda: "Queued 1 run: overnight" in page.result.text(), timeout=60000)
+    qtbot.waitUntil(lambda: "Queued 1 run: overnight" in page.launch_bar.result.text(), timeout=60000)
     with QueueStore() as queue:
         entries = queue.waiting()
         assert [(e.name, e.launch.script, e.launch.script_args) for e in entries] == [
@@ -370,7 +384,7 @@ def test_queue_puts_one_run_in_the_queue_for_later(qtbot, make_page, tmp_path):
         queue.remove(entries[0].run_id)
     page.sweep.rows.setPlainText("steps = 2, 3")
     qtbot.waitUntil(lambda: page.sweep.active, timeout=15000)
-    qtbot.waitUntil(lambda: not page.queue_button.isVisible(), timeout=15000)
+    qtbot.waitUntil(lambda: not page.launch_bar.queue_button.isVisible(), timeout=15000)
 
 
 @pytest.mark.launch
@@ -380,9 +394,9 @@ def test_the_stop_on_nan_box_stops_a_run_launched_from_the_page(qtbot, make_page
     from support.runhelp import SCRIPTS, wait_finished
 
     page = make_page(preset=None)
-    page.script.setText(str(SCRIPTS / "queue_job.py"))
-    page.args.setText("--steps 600 --step-time 0.1 --nan-at 3")
-    page.stop_on_nan.setChecked(True)
+    page.script_box.script.setText(str(SCRIPTS / "queue_job.py"))
+    page.script_box.args.setText("--steps 600 --step-time 0.1 --nan-at 3")
+    page.alert_settings.stop_on_nan.setChecked(True)
     assert _wait_plan(qtbot, page).ok
     with qtbot.waitSignal(page.ctx.run_started, timeout=60000) as started:
         page.launch()
@@ -390,4 +404,4 @@ def test_the_stop_on_nan_box_stops_a_run_launched_from_the_page(qtbot, make_page
     assert done.state == "stopped", (done.state, done.diagnosis)
     assert done.diagnosis is not None and done.diagnosis["summary"] == "stopped: loss became NaN at step 3"
     page._save_timer.timeout.emit()  # what the page does a moment after a change
-    assert make_page(preset=None).stop_on_nan.isChecked()
+    assert make_page(preset=None).alert_settings.stop_on_nan.isChecked()

@@ -421,12 +421,13 @@ def test_ctrl_2_then_ctrl_enter_reaches_the_launch_page_without_clicking_a_field
     qtbot.waitUntil(page.isVisible)
     focus = QApplication.focusWidget()
     assert focus is not None and page.isAncestorOf(focus), focus  # keys now go to the page, not the list
-    page.script.setText("")  # a launch that cannot start: the key must say why instead of doing nothing
+    # A launch that cannot start: the key must say why instead of doing nothing.
+    page.script_box.script.setText("")
     qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
-    assert "Not launched: Script: choose the training script" in page.result.toolTip()
+    assert "Not launched: Script: choose the training script" in page.launch_bar.result.toolTip()
     # The disabled button has its reason beside it, not an old "Run ... started" line alone.
-    assert not page.launch_button.isEnabled()
-    assert "To launch: Script: choose the training script" in page.result.toolTip()
+    assert not page.launch_bar.launch_button.isEnabled()
+    assert "To launch: Script: choose the training script" in page.launch_bar.result.toolTip()
 
 
 def test_theme_menu_marks_the_current_theme_and_help_offers_the_readme(qtbot, make_window, no_prompt) -> None:  # type: ignore[no-untyped-def]

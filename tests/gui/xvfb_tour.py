@@ -134,8 +134,8 @@ class Tour:
         window.nav.setFocus()
         self.key(Qt.Key.Key_2, Qt.KeyboardModifier.ControlModifier)
         launch = window.pages["launch"]
-        self.wait_until("a launchable demo (the command preview)", lambda: launch.plan is not None
-                        and not launch.why_not_launchable(), 120)
+        self.wait_until("a launchable demo (the command preview)", lambda: launch.command_box.plan is not None
+                        and not launch.launch_bar.why_not_launchable(), 120)
         self.wait(1)
         self.shot("launch")
         started: list[str] = []
@@ -189,9 +189,9 @@ class Tour:
 
         print("A second, shorter run", flush=True)
         window.show_page("launch")
-        launch.args.setText(SECOND_RUN_ARGS)
-        self.wait_until("the second command", lambda: launch.plan is not None and not launch.why_not_launchable(),
-                        120)
+        launch.script_box.args.setText(SECOND_RUN_ARGS)
+        self.wait_until("the second command", lambda: launch.command_box.plan is not None
+                        and not launch.launch_bar.why_not_launchable(), 120)
         launch.launch()
         self.wait_until("the second run to start", lambda: len(started) >= 2, 120)
         second = started[1]
@@ -221,8 +221,9 @@ class Tour:
         window.show_page("estimate")
         estimate = window.pages["estimate"]
         self.wait_until("the machine's detection", lambda: estimate.detection_finished, 60)
-        if not estimate.gpu_mem.text():  # no GPU here: the figure a person would type for a 24 GiB card
-            estimate.gpu_mem.setText("24")
+        gpu_mem = estimate.inputs.gpu_mem
+        if not gpu_mem.text():  # no GPU here: the figure a person would type for a 24 GiB card
+            gpu_mem.setText("24")
         self.wait_until("the estimate", lambda: estimate.estimate is not None and estimate.estimate.advice
                         is not None, 60)
         self.wait(2)

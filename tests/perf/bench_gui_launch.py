@@ -57,15 +57,15 @@ def main() -> int:
 
     # Keystrokes: each runs the page's field handler (argument split, checks, launch_choice, timers).
     keys = []
-    page.args.setFocus()
+    page.script_box.args.setFocus()
     for ch in typed:
         start = time.perf_counter()
-        QTest.keyClick(page.args, ch)
+        QTest.keyClick(page.script_box.args, ch)
         keys.append((time.perf_counter() - start) * 1000)
     for i in range(40):
-        page.env.add_row(f"VAR_{i}", "x")
+        page.env_box.env.add_row(f"VAR_{i}", "x")
     env_keys = []
-    edit = page.env.value_edit("VAR_20")
+    edit = page.env_box.env.value_edit("VAR_20")
     for ch in env_typed:
         start = time.perf_counter()
         QTest.keyClick(edit, ch)
@@ -85,27 +85,29 @@ def main() -> int:
     ticker = QTimer(interval=5, timerType=Qt.TimerType.PreciseTimer)
     ticker.timeout.connect(tick)
     ticker.start()
-    page.interpreter.probe(force=True)
-    page.model_size.setText("7B")
+    page.runner.interpreter.probe(force=True)
+    page.memory_box.model_size.setText("7B")
     memory_box = page.memory_box
 
     def memory_failed() -> list[str]:  # the check's own error line, once it has ended without a result
-        if page.memory is not None or memory_box.check_timer.isActive():
+        if memory_box.memory is not None or memory_box.check_timer.isActive():
             return []
-        return [text for severity, text in page.memory_result.items() if severity == "error"]
+        return [text for severity, text in memory_box.memory_result.items() if severity == "error"]
 
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         app.processEvents()
-        if page.interpreter.environment is not None and (page.memory is not None or memory_failed()) \
-                and page.plan is not None and ctx.tasks.pool.activeThreadCount() == 0:
+        if page.runner.interpreter.environment is not None \
+                and (memory_box.memory is not None or memory_failed()) \
+                and page.command_box.plan is not None and ctx.tasks.pool.activeThreadCount() == 0:
             break
         time.sleep(0.001)
     ticker.stop()
     # What the background work did not deliver: the timings above would otherwise describe work that never ended.
-    missing = [what for what, done in (("the interpreter probe", page.interpreter.environment is not None),
-                                       ("the command preview", page.plan is not None)) if not done]
-    if page.memory is None:
+    missing = [what for what, done in (
+        ("the interpreter probe", page.runner.interpreter.environment is not None),
+        ("the command preview", page.command_box.plan is not None)) if not done]
+    if memory_box.memory is None:
         missing.append(f"the memory check ({'; '.join(memory_failed()) or 'no result in 60 s'})")
     work_s = clock.elapsed() / 1000
     stall = max(gaps) - 5 if gaps else 0.0

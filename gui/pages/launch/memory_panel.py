@@ -1,7 +1,7 @@
 """The Launch page's memory check: a model size (or config.json) -> the preset's estimate set beside what is free.
 
-Split out of launch_page.py as it was: the estimator runs on ctx.tasks (backend.estimate.prelaunch), the page asks
-for a check when its inputs change and reads `memory` before launching.
+The estimator runs on ctx.tasks (backend.estimate.prelaunch); the page asks for a check when its inputs change, and
+the launch bar reads `memory` before launching.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import copy
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QSettings, QTimer, Signal
 from PySide6.QtWidgets import QGroupBox, QVBoxLayout
 
 from traindeck.gui.widgets.message_list import MessageList
@@ -23,12 +23,15 @@ if TYPE_CHECKING:  # the estimator is imported when a check runs, not with the p
 
 # What a check needs from the page, read on the UI thread: the preset, the process count, the extra environment.
 CheckInputs = Callable[[], "tuple[Preset | None, int | None, dict[str, str]]"]
+_S = "launch/"  # QSettings group
 
 
 class MemoryCheckBox(QGroupBox):
-    def __init__(self, tasks: Tasks, inputs: CheckInputs, saved: Callable[[], None]):
+    edited = Signal()  # the model size was edited (a choice worth saving)
+
+    def __init__(self, tasks: Tasks, settings: QSettings, inputs: CheckInputs):
         super().__init__("Memory check (optional)")
-        self._tasks, self._inputs, self._saved = tasks, inputs, saved
+        self._tasks, self._settings, self._inputs = tasks, settings, inputs
         self.memory: LaunchMemoryCheck | None = None  # the latest check for the current inputs
         self._check_gen = 0
         self._shapes: dict[str, ModelShape] = {}  # model size text -> ModelShape (counting a config.json is slow)
@@ -46,6 +49,21 @@ class MemoryCheckBox(QGroupBox):
         self.check_timer.timeout.connect(self.run_memory_check)
         self.model_size.textChanged.connect(self._model_size_changed)
 
+    def restore(self) -> None:
+        self.model_size.setText(str(self._settings.value(_S + "model_size", "")))
+
+    def save_settings(self) -> None:
+        self._settings.setValue(_S + "model_size", self.model_size.text())
+
+    def inputs_changed(self) -> None:
+        """The preset, the process count or the environment changed: check again shortly, when a size is given."""
+        if self.model_size.text():
+            self.check_timer.start()
+
+    def check_for_run(self) -> LaunchMemoryCheck | None:
+        """The check that goes with a run launched now (estimate.json): the latest one, when a size is given."""
+        return self.memory if self.model_size.text().strip() else None
+
     def _model_size_changed(self) -> None:
         self.memory = None
         self._check_gen += 1
@@ -53,7 +71,7 @@ class MemoryCheckBox(QGroupBox):
             self.memory_result.set_items([])
         else:
             self.check_timer.start()
-        self._saved()
+        self.edited.emit()
 
     def run_memory_check(self) -> None:
         self._check_gen += 1

@@ -1,0 +1,235 @@
+"""The Launch page's launch bar: the Launch and Queue buttons, the line beside them, why the run cannot start (or be
+queued) now, the memory question before a run that does not fit, and starting or queueing the run on ctx.tasks
+through the same backend calls as `traindeck run` (unattended.launch_on_gpus / queue_sweep).
+
+The bar acts on the choices the page gathers: it reads them through the `order` callable it is given, when a launch
+starts, and is told of the fields' problems by the page; the plan comes from the command box, the memory check from
+the memory box.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QMessageBox, QPushButton, QWidget
+
+from traindeck.gui.pages.launch.unattended import launch_on_gpus, queue_sweep
+from traindeck.gui.widgets.message_list import rich_line
+
+if TYPE_CHECKING:
+    from traindeck.backend.launch import LaunchRequest, TrainingEnvironment
+    from traindeck.backend.monitor import NvmlLibrary
+    from traindeck.backend.runs import LaunchOutcome, RunRecord
+    from traindeck.gui.context import AppContext
+    from traindeck.gui.pages.launch.command_panel import CommandBox
+    from traindeck.gui.pages.launch.memory_panel import MemoryCheckBox
+    from traindeck.gui.widgets.hostfile_editor import HostfileEditor
+    from traindeck.gui.widgets.sweep_editor import SweepEditor
+
+
+@dataclass(frozen=True)
+class LaunchOrder:
+    """What a launch starts from, read from the page's fields on the UI thread as it starts."""
+
+    request: LaunchRequest
+    name: str  # the run's name
+    environment: TrainingEnvironment | None  # the interpreter's packages, as last probed
+    gpus_text: str  # "0,2", "any:2" or "" (the launcher's default)
+    gpu_library: Callable[[], NvmlLibrary] | None  # what `any:N` samples the GPUs with (None: NVML itself)
+
+
+class LaunchBar(QWidget):
+    replan = Signal()  # a launch was refused at start: the preview should be built again for what is chosen now
+
+    def __init__(self, ctx: AppContext, order: Callable[[], LaunchOrder], command_box: CommandBox,
+                 memory_box: MemoryCheckBox, sweep: SweepEditor, hosts: HostfileEditor) -> None:
+        super().__init__()
+        self.ctx, self._order = ctx, order
+        self._command_box, self._memory_box, self._sweep, self._hosts = command_box, memory_box, sweep, hosts
+        self.launching = False
+        self._said: tuple[str, str] | None = None  # the last launch message (re-coloured when the theme changes)
+        self._blocked_line = ""  # why the Launch button is disabled now ("" when it is not)
+        self._said_was_blocked = False  # whether _said is a refused try's reasons (Ctrl+Enter while blocked)
+        self._queue_it = False  # the launch asked for goes to the queue (Queue, or a sweep)
+        self._field_problems: list[str] = []
+
+        bar = QHBoxLayout(self)
+        self.result = QLabel()
+        self.result.setWordWrap(True)
+        self.result.setTextFormat(Qt.TextFormat.RichText)
+        self.result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.launch_button = QPushButton("Launch")
+        self.launch_button.setToolTip("Start the run (Ctrl+Enter); it keeps running when the window closes")
+        font = QFont(self.launch_button.font())
+        font.setBold(True)
+        self.launch_button.setFont(font)
+        self.launch_button.setMinimumWidth(140)
+        self.launch_button.setDefault(True)
+        self.launch_button.clicked.connect(lambda: self.launch())  # not clicked(bool) as `queue`
+        # One run for later (tonight, after the current one): the queue starts it when what it needs is free.
+        # With a sweep the Launch button queues already, so this one is hidden then.
+        self.queue_button = QPushButton("Queue")
+        self.queue_button.clicked.connect(lambda: self.launch(queue=True))
+        bar.addWidget(self.result, 1)
+        bar.addWidget(self.queue_button)
+        bar.addWidget(self.launch_button)
+        bar.setContentsMargins(9, 4, 9, 6)
+        command_box.planned.connect(self.refresh)
+
+    # ============================================================================================ state
+    def set_field_problems(self, problems: list[str]) -> None:
+        """The page's field checks (script, arguments, environment, GPUs, sweep, hosts), in the order they are said."""
+        self._field_problems = list(problems)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """The buttons and the line beside them, for the choices, the preset and the plan as they are now."""
+        blocked = self.why_not_launchable()
+        self.launch_button.setEnabled(not blocked)
+        count = len(self._sweep.points)
+        self.launch_button.setText("Starting…" if self.launching else f"Queue {count} runs" if count > 1
+                                   else "Queue 1 run" if count else "Launch")
+        self.launch_button.setToolTip("Start the run (Ctrl+Enter); it keeps running when the window closes"
+                                      if not blocked else "Cannot launch yet: " + "; ".join(blocked))
+        self.queue_button.setVisible(not self._sweep.active)
+        queue_blocked = self.why_not_launchable(queue=True)
+        self.queue_button.setEnabled(not queue_blocked)
+        self.queue_button.setToolTip("Put this run in the queue (Ctrl+Shift+Enter): it starts when the runs before "
+                                     "it are done and its GPUs are free, whether or not this window is open"
+                                     if not queue_blocked else "Cannot queue it: " + "; ".join(queue_blocked))
+        # Beside a disabled button, say why it is disabled (a "Run ... started" line alone reads as if the button
+        # were broken); the last launch's line stays above it.
+        self._blocked_line = "" if self.launching or not blocked else "To launch: " + "; ".join(blocked)
+        if not blocked and self._said_was_blocked:
+            self._said = None  # "Not launched: <reasons>" once the reasons are gone would read as still true
+        self._show_result()
+
+    def _show_result(self) -> None:
+        lines = [rich_line(*self._said, self)] if self._said else []
+        same = (self._said is not None and self._said_was_blocked
+                and self._said[1].removeprefix("Not launched: ") == self._blocked_line.removeprefix("To launch: "))
+        if self._blocked_line and not same:  # the reasons of a refused try, said once
+            lines.append(rich_line("warning", self._blocked_line, self))
+        self.result.setText("<br>".join(lines))
+        self.result.setToolTip("\n".join(t for t in ((self._said or ("", ""))[1], self._blocked_line) if t))
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == event.Type.PaletteChange and hasattr(self, "result"):
+            # The theme changed: rich text keeps the colours it was laid out with, so lay it out again once the
+            # children have the new palette too.
+            QTimer.singleShot(0, self.refresh)
+
+    def why_not_launchable(self, queue: bool = False) -> list[str]:
+        """Why the run cannot start now (or, with `queue`, be queued); [] when it can."""
+        queue = queue or self._sweep.active
+        reasons: list[str] = []
+        if self.launching:
+            reasons.append("a launch is starting")
+        if self.ctx.draft.errors():
+            reasons.append("the preset has errors (see the Configure page)")
+        reasons += self._field_problems
+        draft = self.ctx.draft
+        if queue and draft.preset is not None and (draft.dirty or not draft.saved_as):
+            reasons.append("save the preset first: queued runs read it by name when they start")
+        if queue and not self._sweep.active and self._hosts.active:
+            reasons.append("Several machines: queued runs start on this machine only; launch it now instead")
+        plan = self._command_box.plan
+        if plan is not None:
+            reasons += plan.errors
+        return reasons
+
+    # ============================================================================================ launch
+    def launch(self, queue: bool = False) -> None:
+        """Launch with the current choices (Ctrl+Enter), or put them in the queue (Ctrl+Shift+Enter); asks first
+        when the memory check says it does not fit."""
+        self._queue_it = queue or self._sweep.active
+        blocked = self.why_not_launchable(queue=queue)
+        if blocked:
+            self._say("error", "Not launched: " + "; ".join(blocked), blocked=True)  # cleared with its reasons
+            return
+        memory = self._memory_box.memory
+        if memory is not None and memory.does_not_fit:
+            self._confirm_memory()
+            return
+        self._start()
+
+    def _confirm_memory(self) -> None:
+        box = QMessageBox(self)
+        box.setObjectName("memoryConfirm")
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.setIcon(QMessageBox.Icon.Warning)
+        box.setWindowTitle("The run may not fit in memory")
+        box.setText("The memory check says this run does not fit in what is free now.")
+        memory = self._memory_box.memory
+        box.setInformativeText("\n\n".join(memory.warnings) if memory else "")
+        anyway = box.addButton("Launch anyway", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        # Not exec(): the UI keeps running while the question is open.
+        box.finished.connect(lambda _r: self._start() if box.clickedButton() is anyway else
+                             self._say("note", "Not launched."))
+        box.open()
+
+    def _start(self) -> None:
+        self.launching = True
+        self.refresh()
+        self._say("note", "Starting the run…")
+        draft = self.ctx.draft
+        preset_name = (draft.saved_as or draft.preset.name) if draft.preset is not None else None
+        if preset_name and draft.dirty:
+            preset_name += " (edited)"
+        # The latest memory check goes with the run (estimate.json), to be set beside its measured peaks.
+        memory = self._memory_box.check_for_run()
+        order = self._order()
+        if self._queue_it:  # a sweep's runs, or this one run for later
+            self.ctx.tasks.run(queue_sweep, order.request, preset_name=draft.saved_as if draft.preset else None,
+                               name=order.name, sweep=self._sweep.axes() if self._sweep.active else [],
+                               gpus_text=order.gpus_text, done=self._queued, failed=self._launch_failed)
+            return
+        library = order.gpu_library() if order.gpu_library else None
+        self.ctx.tasks.run(launch_on_gpus, order.request, order.gpus_text, library, name=order.name,
+                           preset_name=preset_name, environment=order.environment, memory_check=memory,
+                           done=self._launched, failed=self._launch_failed)
+
+    def _queued(self, records: list[RunRecord]) -> None:
+        self.launching = False
+        self._say("ok", f"Queued {len(records)} run{'s' if len(records) != 1 else ''}: "
+                  + ", ".join(r.name for r in records) + " (see the Queue page).")
+        self.refresh()
+        self.ctx.status.emit(f"Queued {len(records)} run(s)")
+
+    def _launched(self, outcome: LaunchOutcome) -> None:
+        self.launching = False
+        if outcome.record is None:
+            errors = [e.removeprefix("not launched: ") for e in outcome.plan.errors]
+            self._say("error", "Not launched: " + "; ".join(errors))
+            if self._hosts.active and any("check-hosts" in e for e in errors):
+                self._hosts.check()  # a host failed the launch's checks: show them all, host by host
+            self.replan.emit()  # the preview shows the same problems, for what is chosen now
+            self.refresh()
+            return
+        run_id = outcome.record.id
+        self._say("ok", f"Run {run_id} started ({outcome.plan.launcher}, {processes_text(outcome.plan.nproc)}).")
+        self.refresh()
+        self.ctx.status.emit(f"Run {run_id} started")
+        self.ctx.run_started.emit(run_id)
+
+    def _launch_failed(self, error: str) -> None:
+        self.launching = False
+        self.refresh()
+        self._say("error", f"The run could not be started: {error.splitlines()[0] if error else 'unknown error'}")
+
+    def _say(self, severity: str, text: str, blocked: bool = False) -> None:
+        self._said, self._said_was_blocked = (severity, text), blocked
+        self._show_result()
+        if severity == "error":
+            self.ctx.status.emit(text)
+
+
+def processes_text(count: int) -> str:
+    return f"{count} process" + ("" if count == 1 else "es")

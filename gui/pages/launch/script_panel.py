@@ -1,0 +1,252 @@
+"""The Launch page's inputs: what runs (the script, its working directory, the run's name, the script's arguments),
+how it runs (the launcher, the process count, the interpreter) and the environment variables it gets. Each box
+checks, remembers (QSettings "launch/...") and says its own fields; `changed` tells the page that a choice changed.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QGroupBox,
+    QLabel,
+    QLineEdit,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from traindeck.backend.launch import DS_CONFIG_PLACEHOLDER, LAUNCHERS
+from traindeck.gui.pages.launch.command_panel import argv_html
+from traindeck.gui.widgets.env_table import EnvTable
+from traindeck.gui.widgets.interpreter_picker import InterpreterPicker
+from traindeck.gui.widgets.message_list import MessageList
+from traindeck.gui.widgets.path_field import PathField
+
+if TYPE_CHECKING:
+    from traindeck.backend.presets import Preset
+    from traindeck.gui.tasks import Tasks
+
+_S = "launch/"  # QSettings group
+
+
+class ScriptBox(QGroupBox):
+    """What runs: the training script, where it starts, the run's name and the script's arguments."""
+
+    changed = Signal()
+
+    def __init__(self, settings: QSettings) -> None:
+        super().__init__("Training script")
+        self._settings = settings
+        what_column = QVBoxLayout(self)
+        form = QFormLayout()
+        what_column.addLayout(form)
+        what_column.addStretch(1)  # the box is as tall as the environment beside it: rows stay together at the top
+        self.script = PathField("file", caption="Choose the training script", name_filter="Python (*.py);;All (*)",
+                                placeholder="train.py")
+        self.script.setToolTip("The Python file the launcher runs in every process")
+        self.script.start_dir = lambda: str(settings.value(_S + "last_dir", "") or "")
+        self.args = QLineEdit()
+        self.args.setPlaceholderText("--epochs 3 --deepspeed_config {ds_config}")
+        self.args.setToolTip("One line, split like a shell would (quotes keep spaces). "
+                             f"{DS_CONFIG_PLACEHOLDER} becomes the path of this run's ds_config.json.")
+        self.argv_label = QLabel()
+        self.argv_label.setTextFormat(Qt.TextFormat.RichText)
+        self.argv_label.setWordWrap(True)
+        self.argv_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.args_note = MessageList()
+        self.cwd = PathField("dir", caption="Working directory of the run", placeholder="the script's folder")
+        self.cwd.setToolTip("Where the processes start (relative paths in the script and its arguments start here)")
+        self.name = QLineEdit()
+        self.name.setPlaceholderText("the script's name")
+        self.name.setToolTip("A name for the run in Runs and History")
+        form.addRow("Script", self.script)
+        form.addRow("Working directory", self.cwd)
+        form.addRow("Run name", self.name)
+        form.addRow("Arguments", self.args)
+        below_args = QWidget()  # one row: a hidden note must not leave an empty form row behind
+        below = QVBoxLayout(below_args)
+        below.setContentsMargins(0, 0, 0, 0)
+        below.setSpacing(2)
+        below.addWidget(self.argv_label)
+        below.addWidget(self.args_note)
+        # Last: a wrapped label's height is worked out for a narrower width than it gets, and its spare lines would
+        # open a gap between the arguments and the fields below them.
+        form.addRow("", below_args)
+        for signal in (self.script.textChanged, self.args.textChanged, self.cwd.textChanged, self.name.textChanged):
+            signal.connect(self.changed)
+        self.script.picked.connect(lambda path: settings.setValue(_S + "last_dir", str(Path(path).parent)))
+
+    def split_args(self) -> tuple[list[str] | None, str | None]:
+        """The arguments as the script gets them, or None and why the line cannot be split."""
+        try:
+            return shlex.split(self.args.text()), None
+        except ValueError as exc:
+            return None, f"Arguments: {exc} (close the quote, or escape it with \\)"
+
+    def working_dir(self) -> str:
+        """The working directory chosen, or else the script's folder (when its path is absolute)."""
+        if self.cwd.text():
+            return str(Path(self.cwd.text()).expanduser())
+        script = self.script.text()
+        return str(Path(script).expanduser().parent) if script and Path(script).expanduser().is_absolute() else ""
+
+    def run_name(self) -> str:
+        return self.name.text().strip() or (Path(self.script.text()).stem if self.script.text() else "")
+
+    def check(self) -> list[str]:
+        """The fields' problems (said beside them), and the arguments shown as the script gets them."""
+        args, problem = self.split_args()
+        problems = (["Script: choose the training script"] if not self.script.text() else []) + (
+            [problem] if problem else [])
+        self.args_note.set_items([("error", problem)] if problem else [])
+        if args is not None:
+            note = f"   ({DS_CONFIG_PLACEHOLDER} becomes this run's ds_config.json)" if any(
+                DS_CONFIG_PLACEHOLDER in a for a in args) else ""
+            self.argv_label.setText(argv_html(args, self) + html.escape(note) if args
+                                    else "The script gets no arguments")
+        return problems
+
+    def fill(self, script: str, args: str) -> None:
+        """A fresh choice: this script and these arguments, started in the script's folder, named after it."""
+        self.script.setText(script)
+        self.args.setText(args)
+        self.args.setCursorPosition(0)  # the start of a long line says more than its end
+        self.cwd.setText("")
+        self.name.setText("")
+
+    def restore(self) -> None:
+        s = self._settings
+        self.script.setText(str(s.value(_S + "script", "")))
+        self.args.setText(str(s.value(_S + "args", "")))
+        self.args.setCursorPosition(0)
+        self.cwd.setText(str(s.value(_S + "cwd", "")))
+
+    def save_settings(self) -> None:
+        self._settings.setValue(_S + "script", self.script.text())
+        self._settings.setValue(_S + "args", self.args.text())
+        self._settings.setValue(_S + "cwd", self.cwd.text())
+
+
+class RunnerBox(QGroupBox):
+    """How it runs: the launcher (the preset's, or another for this launch), the processes and the interpreter."""
+
+    changed = Signal()  # the launcher or the interpreter changed
+    processes_changed = Signal()  # the process count changed (the memory check depends on it)
+    probed = Signal(object)  # the interpreter's TrainingEnvironment arrived
+
+    def __init__(self, tasks: Tasks, settings: QSettings) -> None:
+        super().__init__("Launcher and interpreter")
+        self._settings = settings
+        form = QFormLayout(self)
+        self.launcher = QComboBox()
+        self.launcher.setToolTip("accelerate launch, the deepspeed runner, or plain python (torchrun for several "
+                                 "processes). The preset chooses one; a different one here applies to this launch.")
+        self.nproc = QSpinBox()
+        self.nproc.setRange(0, 4096)
+        self.nproc.setToolTip("Processes (ranks) on this machine: usually one per GPU")
+        self.interpreter = InterpreterPicker(tasks)
+        form.addRow("Launcher", self.launcher)
+        form.addRow("Processes", self.nproc)
+        form.addRow("Interpreter", self.interpreter)
+        self.launcher.currentIndexChanged.connect(self.changed)
+        self.nproc.valueChanged.connect(self.processes_changed)
+        self.interpreter.changed.connect(self.changed)
+        self.interpreter.probed.connect(self.probed)
+
+    def launcher_choice(self) -> str:
+        """The launcher chosen here, "" for the preset's."""
+        return str(self.launcher.currentData() or "")
+
+    def set_launcher(self, launcher: str) -> None:
+        index = self.launcher.findData(launcher)
+        self.launcher.setCurrentIndex(max(0, index))
+
+    def offer_launchers(self, preset: Preset | None) -> None:
+        """The launchers offered for this preset, the one chosen kept (no `changed`: the choice is the same)."""
+        launcher = self.launcher_choice()
+        self.launcher.blockSignals(True)
+        self.launcher.clear()
+        self.launcher.addItem(f"preset's ({preset.launcher})" if preset else "python (no preset)", "")
+        for name in LAUNCHERS:
+            self.launcher.addItem(name, name)
+        self.set_launcher(launcher)
+        self.launcher.blockSignals(False)
+
+    def processes(self) -> int | None:
+        """The process count chosen, None for the preset's."""
+        return self.nproc.value() or None
+
+    def show_default_processes(self, preset: Preset | None, several_hosts: bool) -> None:
+        # With a hostfile, DeepSpeed starts each host's slots; a number here caps the processes on every host.
+        self.nproc.setSpecialValueText("each host's slots" if several_hosts else
+                                       f"preset's ({preset.process_count() if preset else 1})")
+
+    def fill(self) -> None:
+        """The defaults: the dashboard's interpreter, the preset's launcher and process count."""
+        self.interpreter.set_python("")
+        self.set_launcher("")
+        self.nproc.setValue(0)
+
+    def restore(self) -> None:
+        s = self._settings
+        self.interpreter.set_python(str(s.value(_S + "python", "")))
+        self.set_launcher(str(s.value(_S + "launcher", "")))
+        self.nproc.setValue(_int(s.value(_S + "nproc", 0)))
+
+    def save_settings(self) -> None:
+        self._settings.setValue(_S + "python", self.interpreter.python())
+        self._settings.setValue(_S + "launcher", self.launcher_choice())
+        self._settings.setValue(_S + "nproc", self.nproc.value())
+
+
+class EnvBox(QGroupBox):
+    """The environment variables added to the run's; secret values are masked and never saved."""
+
+    changed = Signal()
+
+    def __init__(self, settings: QSettings) -> None:
+        super().__init__("Environment variables")
+        self._settings = settings
+        env_layout = QVBoxLayout(self)
+        self.env = EnvTable()
+        self.env.setMinimumHeight(110)
+        self.env_note = QLabel("Added to the environment the run inherits. Values of names like *_TOKEN, *_KEY or "
+                               "*PASSWORD* are hidden and never saved.")
+        self.env_note.setWordWrap(True)
+        self.env_problems = MessageList()
+        env_layout.addWidget(self.env, 1)
+        env_layout.addWidget(self.env_note)
+        env_layout.addWidget(self.env_problems)
+        self.env.changed.connect(self.changed)
+
+    def check(self) -> list[str]:
+        """The table's problems, said below it."""
+        problems = self.env.problems()
+        self.env_problems.set_items([("error", p) for p in problems])
+        return problems
+
+    def restore(self) -> None:
+        try:
+            rows = json.loads(str(self._settings.value(_S + "env", "[]")))
+            self.env.set_env({str(n): str(v) for n, v in rows})
+        except (ValueError, TypeError):
+            self.env.set_env({})
+
+    def save_settings(self) -> None:
+        # Secret values never reach the settings file: savable() keeps only their names.
+        self._settings.setValue(_S + "env", json.dumps(self.env.savable()))
+
+
+def _int(value: object) -> int:
+    try:
+        return max(0, int(str(value)))
+    except ValueError:
+        return 0
