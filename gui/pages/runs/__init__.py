@@ -14,7 +14,6 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ from traindeck.gui.pages.runs.charts_panel import RunChartsPart
 from traindeck.gui.pages.runs.leftovers_panel import RunLeftoversPart
 from traindeck.gui.pages.runs.nodes_panel import RunNodesPart
 from traindeck.gui.pages.runs.run_list import _RUN_ID, RunListPart
+from traindeck.gui.pages.runs.source import RunsSource
 from traindeck.gui.pages.runs.stop_panel import STOP_GRACE_S, RunStopPart
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.console import LogConsole
@@ -68,13 +68,8 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
     def __init__(self, ctx: AppContext):
         super().__init__(ctx)
         self.confirm_stop = True  # ask before stopping (tests of the stop itself turn this off)
-        self._store_path: Path | None = None  # None: the user's run store; load_demo() uses a store of its own
-        self.remote: RemoteRuns | None = None  # another machine's runs instead (use_source; gui/remote_connect.py)
-        self._stores: dict[Path | None, RunStore] = {}  # by path; opened and used on worker threads only
-        self._store_lock = threading.Lock()
-        self._mark_lost = True
+        self.source = RunsSource(ctx)  # where the runs are read from, shared with the panels that read them
         self._demo_dir: str | None = None
-        self._closing = False
         self._listed: list[tuple[str, str, str, str, bool]] = []  # what the run list shows (see _fill_list)
 
         # The watched run's state (what was read, what is on its way, the stop story) lives in a model without
@@ -320,22 +315,22 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
 
     def poll(self) -> None:
         """Ask for the open run's news (the timer calls this every POLL_MS)."""
-        if self._closing:
+        if self.source.closing:
             return
         generation = self.watched.begin_poll()
         if generation is None:
             return  # nothing open, or a read is on its way (another follows it)
         arguments = self.watched.read_arguments()
-        self._call(watch.read_view, self.run_id, **arguments,
+        self.source.call(watch.read_view, self.run_id, **arguments,
                    done=lambda view: self._view_arrived(generation, view),
                    failed=lambda text: self._view_failed(generation, text))
 
     def _view_failed(self, generation: int, text: str) -> None:
         self.watched.poll_failed(generation)
-        self._report_failure(text)
+        self.source.report_failure(text)
 
     def _view_arrived(self, generation: int, view: watch.RunView | None) -> None:
-        if self._closing:
+        if self.source.closing:
             return
         change = self.watched.apply(generation, view)
         if change is None:
@@ -456,7 +451,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         stopping = running and (record.stop_requested_at is not None or self.watched.stop_pending)
         self.stop_button.setVisible(running)
         self.force_button.setVisible(running)
-        self.stacks_button.setVisible(running and self.remote is None)  # stacks: not over SSH yet
+        self.stacks_button.setVisible(running and self.source.remote is None)  # stacks: not over SSH yet
         self.stop_button.setEnabled(running and not stopping)
         self.stop_button.setText("Stopping…" if stopping else "Stop")
         self._show_stop_kind(record)  # "Stop and save" and Save now with the companion
@@ -537,19 +532,19 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
             generation = self.watched.begin_poll()
             assert generation is not None  # opened just above, nothing on its way
             arguments = self.watched.read_arguments()
-            view = self._in_store(store_path, watch.read_view, run_id, **arguments)
+            view = self.source.in_store(store_path, watch.read_view, run_id, **arguments)
             self._view_arrived(generation, view)
         self._show_run_state()  # also when the page is not on screen yet (screenshots grab it anyway)
         self.console.catch_up()
         self.loss_chart.flush()
         self.other_chart.flush()
-        self.records = self._in_store(store_path, watch.runs_for_list, mark_lost=False)
+        self.records = self.source.in_store(store_path, watch.runs_for_list, mark_lost=False)
         self._fill_list(self.records)
 
     def use_source(self, remote: RemoteRuns | None) -> None:
         """Show another machine's runs (None: this machine's again); closes the current run view."""
         self.use_store(None)
-        self.remote = remote
+        self.source.remote = remote
         self.records, self._listed, self._opened_by_user = [], [], False
         self._fill_list([])
         self.views.setCurrentIndex(0)
@@ -560,15 +555,15 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         self.watched.close()
         self.console.close_log()
         self.poll_timer.stop()
-        self._store_path = path
-        self._mark_lost = mark_lost
+        self.source.store_path = path
+        self.source.mark_lost = mark_lost
 
     def shutdown(self) -> None:
-        self._closing = True
+        self.source.closing = True
         for timer in (self.poll_timer, self.list_timer, self.clock_timer):
             timer.stop()
         self.console.close_log()
-        self.ctx.tasks.run(self._close_stores)
+        self.ctx.tasks.run(self.source.close_stores)
         self._remove_demo_dir()
 
     def _remove_demo_dir(self) -> None:

@@ -118,7 +118,7 @@ class RunChartsPart(RunsPageShared):
                 if self._detail.pop(name, None) is not None:  # the held points cover this range whole
                     self._undrawn.add(name)
                 continue
-            self._call(watch.read_range, self.run_id, name, low, high, series.x_is_time,
+            self.source.call(watch.read_range, self.run_id, name, low, high, series.x_is_time,
                        done=functools.partial(self._detail_arrived, generation, name, low, high))
         self._draw_series(force=True)
 

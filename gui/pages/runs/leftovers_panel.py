@@ -60,11 +60,11 @@ class RunLeftoversPart(RunsPageShared):
         self.save_now_button.setVisible(False)
         self.stop_kind_label.clear()
         self.lower_tabs.setTabText(1, "Checkpoints")
-        self.lower_tabs.setTabEnabled(1, self.remote is None)  # read from this machine's files: not over SSH yet
-        if self.remote is not None:
+        self.lower_tabs.setTabEnabled(1, self.source.remote is None)  # read from this machine's files: not over SSH yet
+        if self.source.remote is not None:
             self.lower_tabs.setCurrentIndex(0)
             return
-        self.leftovers.store_path = str(self._store_path) if self._store_path is not None else None
+        self.leftovers.store_path = str(self.source.store_path) if self.source.store_path is not None else None
         self.leftovers.show_run(run_id)
         self._leftovers_read_at = time.monotonic()
 
@@ -77,7 +77,7 @@ class RunLeftoversPart(RunsPageShared):
             self._leftovers_due()
 
     def _leftovers_due(self, force: bool = False) -> None:
-        if self.run_id is None or not self.on_screen() or self.remote is not None:
+        if self.run_id is None or not self.on_screen() or self.source.remote is not None:
             return
         now = time.monotonic()
         if force or now - self._leftovers_read_at >= LEFTOVERS_MS / 1000:

@@ -66,7 +66,7 @@ class RunNodesPart(RunsPageShared):
         self._nodes_read_at = 0.0
 
     def _nodes_news(self, change: ViewChange) -> None:
-        if self.remote is not None or not (change.first or self.on_screen()):
+        if self.source.remote is not None or not (change.first or self.on_screen()):
             return  # the node watch's files are on this machine; off screen, only the first read (the tab)
         now = time.monotonic()
         if not (change.first or change.ended_now) and now - self._nodes_read_at < NODES_MS / 1000:
@@ -79,7 +79,7 @@ class RunNodesPart(RunsPageShared):
                            done=lambda nodes: self._nodes_arrived(run_id, nodes))
 
     def _nodes_arrived(self, run_id: str, nodes: list[dict[str, Any]] | None) -> None:
-        if self._closing or run_id != self.run_id:
+        if self.source.closing or run_id != self.run_id:
             return
         self.lower_tabs.setTabVisible(self._nodes_tab, bool(nodes))
         rows = [node_row(n) for n in nodes or []]

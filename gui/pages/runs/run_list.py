@@ -29,8 +29,8 @@ class RunListPart(RunsPageShared):
         if self._listing:
             return
         self._listing = True
-        path = self._where()
-        self._call(watch.runs_for_list, mark_lost=self._mark_lost,
+        path = self.source.where()
+        self.source.call(watch.runs_for_list, mark_lost=self.source.mark_lost,
                    done=lambda records: self._list_arrived(records, reattach, path),
                    failed=self._list_failed)
 
@@ -40,13 +40,13 @@ class RunListPart(RunsPageShared):
 
     def _list_failed(self, text: str) -> None:
         self._listing = False
-        self._report_failure(text)
+        self.source.report_failure(text)
 
     def _list_arrived(self, records: list[RunRecord], reattach: bool, path: Path | RemoteRuns | None) -> None:
         self._listing = False
-        if self._closing:
+        if self.source.closing:
             return
-        if path is not self._where() and path != self._where():  # read from a store used before: ask the current one
+        if path is not self.source.where() and path != self.source.where():  # read from a store used before: ask the current one
             self.refresh_list(reattach)
             return
         self.records = records

@@ -73,7 +73,7 @@ class RunStopPart(RunsPageShared):
         generation = self.watched.generation
         fn = watch.force_stop if force else watch.request_stop
         args = (record.id,) if force else (record.id, STOP_GRACE_S)
-        self._call(fn, *args, done=lambda _messages: self._stop_sent(generation),
+        self.source.call(fn, *args, done=lambda _messages: self._stop_sent(generation),
                    failed=lambda text: self._stop_failed(generation, text))
 
     def force_stop(self) -> None:
@@ -81,7 +81,7 @@ class RunStopPart(RunsPageShared):
 
     def take_stacks(self) -> None:
         record = self.record
-        if record is None or record.state != "running" or self.remote is not None:  # not over SSH (yet)
+        if record is None or record.state != "running" or self.source.remote is not None:  # not over SSH (yet)
             return
         self.stacks_button.setEnabled(False)
         self.ctx.tasks.run(watch.take_stacks, record, done=self._show_stacks,
