@@ -40,7 +40,7 @@ from traindeck.backend.runs.control import view as watch
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.runs.charts_panel import RunChartsPart
 from traindeck.gui.pages.runs.leftovers_panel import RunLeftoversPart
-from traindeck.gui.pages.runs.nodes_panel import RunNodesPart
+from traindeck.gui.pages.runs.nodes_panel import NodesTable
 from traindeck.gui.pages.runs.run_list import _RUN_ID, RunListPart
 from traindeck.gui.pages.runs.source import RunsSource
 from traindeck.gui.pages.runs.stop_panel import STOP_GRACE_S, RunStopPart
@@ -60,7 +60,7 @@ HIDDEN_POLL_MS = 10_000  # ... while the page is hidden or the window minimised:
 LIST_MS = 2000  # the list of runs (and marking runs whose supervisor is gone as lost)
 
 
-class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNodesPart):
+class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart):
     key = "runs"
     title = "Runs"
     order = 30
@@ -224,7 +224,11 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.console)
         self.splitter.addWidget(self._build_leftovers(charts))
-        self._build_nodes()
+        # The Nodes tab, after the Checkpoints tab, shown only for a run with nodes.
+        self.nodes_table = NodesTable(self.ctx.tasks, self.watched, self.source)
+        self.nodes_table.rows_shown.connect(self._nodes_shown)
+        self._nodes_tab = self.lower_tabs.addTab(self.nodes_table, "Nodes")
+        self.lower_tabs.setTabVisible(self._nodes_tab, False)
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 2)
         self.splitter.setChildrenCollapsible(False)
@@ -299,7 +303,8 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         self.force_button.setVisible(False)
         self.stacks_button.setVisible(False)
         self._leftovers_opened(run_id)
-        self._nodes_opened()
+        self.nodes_table.open_run()
+        self.lower_tabs.setTabVisible(self._nodes_tab, False)
         self.views.setCurrentIndex(1)
         for row in range(self.run_list.count()):
             item = self.run_list.item(row)
@@ -344,7 +349,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
             self.console.set_paused(not self.on_screen())
         self._update_metrics(change)
         self._leftovers_news(change)
-        self._nodes_news(change)
+        self.nodes_table.news(change, self.on_screen())
         # A run going on as before is drawn on the clock's next tick (with the console and the clock, in one
         # repaint); a run just opened, ending or being stopped at once.
         steady = (record.state == "running" and not change.first and record.stop_requested_at is None
@@ -363,6 +368,10 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
             self.poll_timer.stop()  # nothing more will change
         if change.poll_again:
             QTimer.singleShot(0, self.poll)
+
+    def _nodes_shown(self, count: int) -> None:
+        self.lower_tabs.setTabVisible(self._nodes_tab, bool(count))
+        self.lower_tabs.setTabText(self._nodes_tab, f"Nodes ({count})" if count else "Nodes")
 
     def _pace_polling(self, changed: bool) -> None:
         """Poll often while the run reports and the page is seen; back off while nothing changes; rarely off screen."""
