@@ -71,7 +71,7 @@ def test_a_stopped_runs_traceback_is_called_the_expected_shape_of_a_stop(qtbot, 
     page = make_page()
     page.open_run(record.id)
     qtbot.waitUntil(lambda: page.diagnosis_panel.isVisible(), timeout=10000)
-    assert STOPPED_TRACEBACK_NOTE in page.diagnosis_evidence.text()
+    assert STOPPED_TRACEBACK_NOTE in page.diagnosis_panel.evidence.text()
     assert "expected, not a failure" in STOPPED_TRACEBACK_NOTE
 
 
@@ -93,13 +93,13 @@ def test_a_long_run_name_is_cut_and_never_widens_the_window(qtbot, make_page) ->
     short = add_run("tiny", state="running")
     page = make_page()
     page.open_run(short.id)
-    qtbot.waitUntil(lambda: page.name_label.full_text() == "tiny" and page.stop_button.isVisible(), timeout=10000)
+    qtbot.waitUntil(lambda: page.name_label.full_text() == "tiny" and page.stop_panel.stop_button.isVisible(), timeout=10000)
     narrow = settled_minimum_width(page)
     name = "sweep-" + "-".join(f"lr={v}" for v in ("1e-5", "3e-5", "1e-4")) + "-zero3-offload-nvme-" + "x" * 41
     assert len(name) >= 90
     record = add_run(name, state="running")
     page.open_run(record.id)
-    qtbot.waitUntil(lambda: page.name_label.full_text() == name and page.stop_button.isVisible(), timeout=10000)
+    qtbot.waitUntil(lambda: page.name_label.full_text() == name and page.stop_panel.stop_button.isVisible(), timeout=10000)
     assert settled_minimum_width(page) <= narrow + 10
     page.resize(1000, 700)
     page.show()
@@ -107,7 +107,7 @@ def test_a_long_run_name_is_cut_and_never_widens_the_window(qtbot, make_page) ->
     shown = page.name_label.text()
     assert shown != name and "…" in shown and shown.startswith("sweep-") and shown.endswith("x")
     assert name in page.name_label.toolTip() and record.id in page.name_label.toolTip()
-    assert page.stop_button.geometry().right() <= page.width()
+    assert page.stop_panel.stop_button.geometry().right() <= page.width()
 
 
 def test_failed_run_shows_its_diagnosis_prominently(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
@@ -121,11 +121,11 @@ def test_failed_run_shows_its_diagnosis_prominently(qtbot, make_page) -> None:  
     page = make_page()
     page.ctx.open_run.emit(record.id)
     qtbot.waitUntil(lambda: page.diagnosis_panel.isVisible(), timeout=10000)
-    assert page.diagnosis_summary.text() == "Failed: Rank 1 ran out of GPU memory (CUDA out of memory)."
-    assert page.diagnosis_evidence.text().splitlines() == [f"• {e}" for e in diagnosis["evidence"]]
-    assert page.diagnosis_advice.text() == "What to do: Lower the micro-batch size."
+    assert page.diagnosis_panel.summary.text() == "Failed: Rank 1 ran out of GPU memory (CUDA out of memory)."
+    assert page.diagnosis_panel.evidence.text().splitlines() == [f"• {e}" for e in diagnosis["evidence"]]
+    assert page.diagnosis_panel.advice.text() == "What to do: Lower the micro-batch size."
     assert page.state_text() == "failed"
-    assert not page.stop_button.isVisible() and not page.force_button.isVisible()
+    assert not page.stop_panel.stop_button.isVisible() and not page.stop_panel.force_button.isVisible()
     qtbot.waitUntil(lambda: page.console.ended, timeout=10000)
     assert page.console.shown_lines() == ["step 1", "[1] torch.OutOfMemoryError: CUDA out of memory."]
 
@@ -141,7 +141,7 @@ def test_the_diagnosis_panel_lists_follow_ons_and_which_memory_ran_out(qtbot, ma
     page = make_page()
     page.ctx.open_run.emit(record.id)
     qtbot.waitUntil(lambda: page.diagnosis_panel.isVisible(), timeout=10000)
-    assert page.diagnosis_evidence.text().splitlines() == [
+    assert page.diagnosis_panel.evidence.text().splitlines() == [
         "Out of: host RAM", "• [rank1]: RuntimeError: DefaultCPUAllocator: can't allocate memory",
         "Then (consequences, not the cause):", "• rank 0: RuntimeError: [gloo] Connection closed by peer [127.0.0.1]:1234"]
 
@@ -281,7 +281,7 @@ def test_real_run_streams_into_the_page_a_new_page_reattaches_and_stop_stops_it(
         bar_lines = [line for line in lines if "/5000 [" in line]
         # tqdm redraws the bar every 0.2 s, but the console shows one bar line between two loss lines at most.
         assert bar_lines and len(bar_lines) <= sum("'loss'" in line for line in lines) + 1
-        assert first.stop_button.isVisible() and first.stop_button.isEnabled()
+        assert first.stop_panel.stop_button.isVisible() and first.stop_panel.stop_button.isEnabled()
         first.shutdown()  # the window closes; the run goes on
 
         second = make_page()  # the window is opened again: it finds the run and follows it
@@ -292,11 +292,11 @@ def test_real_run_streams_into_the_page_a_new_page_reattaches_and_stop_stops_it(
         qtbot.waitUntil(lambda: second.console.shown_lines()[-1:] != [lines[-1]], timeout=30000)  # output too
 
         second.confirm_stop = False
-        qtbot.mouseClick(second.stop_button, Qt.MouseButton.LeftButton)
-        assert not second.stop_button.isEnabled() and second.stop_panel.isVisible()
+        qtbot.mouseClick(second.stop_panel.stop_button, Qt.MouseButton.LeftButton)
+        assert not second.stop_panel.stop_button.isEnabled() and second.stop_panel.story.isVisible()
         qtbot.waitUntil(lambda: second.record is not None and second.record.state == "stopped", timeout=60000)
         qtbot.waitUntil(lambda: second.remaining is not None, timeout=30000)
-        story = second.stop_label.text()
+        story = second.stop_panel.story_label.text()
         assert "stop requested" in story and "sent SIGINT" in story and "asked the run to stop" not in story
         assert story.splitlines()[-1] == "confirmed: no process of the run remains"
         assert second.remaining == []
@@ -304,8 +304,8 @@ def test_real_run_streams_into_the_page_a_new_page_reattaches_and_stop_stops_it(
             done = store.get_run(record.id)
         assert done is not None and run_processes(record.id, done) == []
         assert done.diagnosis is not None and done.diagnosis["kind"] == "stopped"
-        assert second.stop_title.text() == "Stopped" and "Stopped on request gracefully (SIGINT)" in story
-        assert not second.stop_button.isVisible()
+        assert second.stop_panel.story_title.text() == "Stopped" and "Stopped on request gracefully (SIGINT)" in story
+        assert not second.stop_panel.stop_button.isVisible()
         qtbot.waitUntil(lambda: second.console.ended, timeout=10000)
     finally:
         make_sure_it_ends(record.id)
@@ -319,10 +319,10 @@ def test_force_stop_kills_a_run_at_once(qtbot, make_page) -> None:  # type: igno
         page.open_run(record.id)
         qtbot.waitUntil(lambda: current_step(page) >= 5, timeout=90000)
         page.confirm_stop = False
-        qtbot.mouseClick(page.force_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.stop_panel.force_button, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: page.record is not None and page.record.state == "stopped", timeout=30000)
         qtbot.waitUntil(lambda: page.remaining is not None, timeout=30000)
-        assert "force stop" in page.stop_label.text() and "SIGKILL" in page.stop_label.text()
+        assert "force stop" in page.stop_panel.story_label.text() and "SIGKILL" in page.stop_panel.story_label.text()
         assert page.remaining == []
         assert page.record.state_detail == "stopped forcefully (SIGKILL)"
     finally:

@@ -18,14 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QListWidget,
-    QMessageBox,
     QPushButton,
     QSizePolicy,
     QSplitter,
@@ -43,7 +41,7 @@ from traindeck.gui.pages.runs.leftovers_panel import RunLeftoversPart
 from traindeck.gui.pages.runs.nodes_panel import NodesTable
 from traindeck.gui.pages.runs.run_list import _RUN_ID, RunListPart
 from traindeck.gui.pages.runs.source import RunsSource
-from traindeck.gui.pages.runs.stop_panel import STOP_GRACE_S, RunStopPart
+from traindeck.gui.pages.runs.stop_panel import DiagnosisPanel, StopPanel
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.console import LogConsole
 from traindeck.gui.widgets.labels import ElidedLabel, SteadyLabel, SteadyProgressBar
@@ -60,14 +58,13 @@ HIDDEN_POLL_MS = 10_000  # ... while the page is hidden or the window minimised:
 LIST_MS = 2000  # the list of runs (and marking runs whose supervisor is gone as lost)
 
 
-class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart):
+class RunsPage(RunListPart, RunChartsPart, RunLeftoversPart):
     key = "runs"
     title = "Runs"
     order = 30
 
     def __init__(self, ctx: AppContext):
         super().__init__(ctx)
-        self.confirm_stop = True  # ask before stopping (tests of the stop itself turn this off)
         self.source = RunsSource(ctx)  # where the runs are read from, shared with the panels that read them
         self._demo_dir: str | None = None
         self._listed: list[tuple[str, str, str, str, bool]] = []  # what the run list shows (see _fill_list)
@@ -133,31 +130,15 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart):
         self.state_badge = QLabel()
         self.duration_label = SteadyLabel("running for 0:00")  # ticks every second
         self.duration_label.setToolTip("How long the run has been running (or ran)")
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setShortcut(QKeySequence("Ctrl+."))
-        self.stop_button.setToolTip("Stop the run gracefully (Ctrl+.): SIGINT to every process, SIGTERM after "
-                                    f"{STOP_GRACE_S:g} s, SIGKILL if anything is still running after that")
-        self.stop_button.clicked.connect(lambda: self.stop_run())
-        self.force_button = QPushButton("Force stop")
-        self.force_button.setToolTip("Kill every process of the run now (SIGKILL): nothing gets to save or clean up")
-        self.force_button.clicked.connect(lambda: self.force_stop())
-        self.stacks_button = QPushButton("Stacks")
-        self.stacks_button.setToolTip("Dump every rank's Python stack (all threads) without stopping the run, and "
-                                      "see which rank is not where the others are (a hang)")
-        self.stacks_button.clicked.connect(lambda: self.take_stacks())
-        self.last_stacks: Any = None  # the last StackReport taken from this page
-        self.stacks_box: QMessageBox | None = None
-        self._build_stop_kind()
+        self.stop_panel = StopPanel(self.ctx, self.watched, self.source, self)
+        self.stop_panel.poll_wanted.connect(self.poll)
         header = QHBoxLayout()
         header.addWidget(self.name_label)
         header.addWidget(self.state_badge)
         header.addWidget(self.duration_label)
         header.addStretch(1)
-        header.addWidget(self.stacks_button)
-        header.addWidget(self.stop_kind_label)
-        header.addWidget(self.save_now_button)
-        header.addWidget(self.stop_button)
-        header.addWidget(self.force_button)
+        for widget in self.stop_panel.header_widgets():
+            header.addWidget(widget)
         self.meta_label = _label(selectable=True)
         self.meta_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         set_muted(self.meta_label)
@@ -177,18 +158,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart):
         self.stall_panel.setStyleSheet(panel_style("warning", "stallPanel"))
         self.stall_label = _label(wrap=True, selectable=True)
         stall_layout.addWidget(self.stall_label)
-        self.stop_panel, stop_layout = _panel("stopPanel")
-        self.stop_panel.setStyleSheet(panel_style("info", "stopPanel"))
-        self.stop_title = _label("Stopping", bold=True)
-        self.stop_label = _label(selectable=True, wrap=True)
-        stop_layout.addWidget(self.stop_title)
-        stop_layout.addWidget(self.stop_label)
-        self.diagnosis_panel, diagnosis_layout = _panel("diagnosisPanel")
-        self.diagnosis_summary = _label(wrap=True, selectable=True, bold=True)
-        self.diagnosis_evidence = _label(wrap=True, selectable=True)
-        self.diagnosis_advice = _label(wrap=True, selectable=True)
-        for widget in (self.diagnosis_summary, self.diagnosis_evidence, self.diagnosis_advice):
-            diagnosis_layout.addWidget(widget)
+        self.diagnosis_panel = DiagnosisPanel()
 
         # -- console and charts -------------------------------------------------------------------------------
         self.console = LogConsole()
@@ -242,7 +212,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart):
         view_layout.addLayout(progress)
         view_layout.addWidget(self.stall_panel)
         view_layout.addWidget(self.diagnosis_panel)
-        view_layout.addWidget(self.stop_panel)
+        view_layout.addWidget(self.stop_panel.story)
         view_layout.addWidget(self.splitter, 1)
 
         empty = QWidget()
@@ -270,7 +240,20 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(split)
 
+    @property
+    def confirm_stop(self) -> bool:
+        """Whether Stop asks first (tests of the stop itself turn this off)."""
+        return self.stop_panel.confirm
+
+    @confirm_stop.setter
+    def confirm_stop(self, confirm: bool) -> None:
+        self.stop_panel.confirm = confirm
+
     # ================================================================================================ one run
+    def stop_run(self, force: bool = False) -> None:
+        """Stop the open run: graceful, or SIGKILL now with force (asks first unless confirm_stop is off)."""
+        self.stop_panel.stop(force)
+
     def open_run(self, run_id: str) -> None:
         """Show this run (ctx.open_run, ctx.run_started, a click in the list)."""
         self._open(run_id, by_user=True)
@@ -292,16 +275,14 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart):
         self.other_box.clear()
         self.other_box.blockSignals(False)
         self._fill_metrics({})
-        for panel in (self.stall_panel, self.stop_panel, self.diagnosis_panel):
+        for panel in (self.stall_panel, self.diagnosis_panel):
             panel.setVisible(False)
+        self.stop_panel.open_run()
         self.name_label.set_full_text(run_id)
         self.state_badge.clear()
         self.meta_label.clear()
         self.progress_label.clear()
         self.progress_bar.setValue(0)
-        self.stop_button.setVisible(False)
-        self.force_button.setVisible(False)
-        self.stacks_button.setVisible(False)
         self._leftovers_opened(run_id)
         self.nodes_table.open_run()
         self.lower_tabs.setTabVisible(self._nodes_tab, False)
@@ -391,8 +372,8 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart):
         if record is None:
             return
         self._show_record(record)
-        self._show_stop_story()
-        self._show_diagnosis(record)
+        self.stop_panel.show_story()
+        self.diagnosis_panel.show_record(record, self.stop_panel.story_shown())
         self._draw_series()
         if self.watched.metrics:
             self._fill_metrics(self.watched.metrics)
@@ -456,14 +437,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart):
         self.meta_label.setText(" · ".join(parts))
         self.meta_label.setToolTip(" ".join(record.argv))
         self._update_duration()
-        running = record.state == "running"
-        stopping = running and (record.stop_requested_at is not None or self.watched.stop_pending)
-        self.stop_button.setVisible(running)
-        self.force_button.setVisible(running)
-        self.stacks_button.setVisible(running and self.source.remote is None)  # stacks: not over SSH yet
-        self.stop_button.setEnabled(running and not stopping)
-        self.stop_button.setText("Stopping…" if stopping else "Stop")
-        self._show_stop_kind(record)  # "Stop and save" and Save now with the companion
+        self.stop_panel.show_record(record)
         self._show_progress(record)
         stall = watch.stall_warning(record)
         build = watch.op_build_note(record)

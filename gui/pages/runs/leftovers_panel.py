@@ -11,11 +11,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from PySide6.QtWidgets import QLabel, QPushButton, QTabWidget, QWidget
+from PySide6.QtWidgets import QTabWidget, QWidget
 
 from traindeck.backend.runs import SAVE_THEN_STOP, ViewChange
 from traindeck.gui.pages.runs.shared import RunsPageShared
-from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.run_leftovers import RunLeftoversPanel
 
 LEFTOVERS_MS = 5000  # a running run's checkpoints are listed again this often (a folder walk each time)
@@ -24,30 +23,18 @@ LEFTOVERS_MS = 5000  # a running run's checkpoints are listed again this often (
 class RunLeftoversPart(RunsPageShared):
     leftovers: RunLeftoversPanel
     lower_tabs: QTabWidget
-    save_now_button: QPushButton
-    stop_kind_label: QLabel
     _leftovers_read_at: float
-
-    def _build_stop_kind(self) -> None:
-        """The header's widgets for the stop the run supports (built before the header is laid out)."""
-        self.companion = False
-        self._leftovers_read_at = 0.0
-        self.save_now_button = QPushButton("Save now")
-        self.save_now_button.setToolTip("Ask the script to save a checkpoint at its next step, without stopping "
-                                        "(its traindeck companion does it)")
-        self.save_now_button.clicked.connect(lambda: self.save_now())
-        self.save_now_button.setVisible(False)
-        self.stop_kind_label = QLabel()
-        set_muted(self.stop_kind_label)
 
     def _build_leftovers(self, charts: QWidget) -> QTabWidget:
         """The tabs below the console: Charts, Checkpoints."""
+        self._leftovers_read_at = 0.0
         self.leftovers = RunLeftoversPanel(self.ctx.tasks, None)
         self.leftovers.setObjectName("checkpointsPanel")
         self.leftovers.message.connect(self.ctx.status.emit)
         self.leftovers.run_started.connect(self.ctx.run_started.emit)
         self.leftovers.loaded.connect(self._leftovers_loaded)
         self.leftovers.save_button.setVisible(False)  # the header's Save now is the one shown
+        self.stop_panel.save_now_asked.connect(self.leftovers.save_now)
         self.lower_tabs = QTabWidget()
         self.lower_tabs.setDocumentMode(True)
         self.lower_tabs.addTab(charts, "Charts")
@@ -56,9 +43,6 @@ class RunLeftoversPart(RunsPageShared):
         return self.lower_tabs
 
     def _leftovers_opened(self, run_id: str) -> None:
-        self.companion = False
-        self.save_now_button.setVisible(False)
-        self.stop_kind_label.clear()
         self.lower_tabs.setTabText(1, "Checkpoints")
         self.lower_tabs.setTabEnabled(1, self.source.remote is None)  # read from this machine's files: not over SSH yet
         if self.source.remote is not None:
@@ -89,33 +73,4 @@ class RunLeftoversPart(RunsPageShared):
             return
         count = len(data.get("checkpoints") or [])
         self.lower_tabs.setTabText(1, f"Checkpoints ({count})" if count else "Checkpoints")
-        self.companion = data.get("stop") == SAVE_THEN_STOP
-        record = self.record
-        if record is not None:
-            self._show_stop_kind(record)
-
-    def _show_stop_kind(self, record: Any) -> None:
-        """The header says which stop the run supports; Save now / Stop and save only with the companion."""
-        running = record.state == "running"
-        self.save_now_button.setVisible(running and self.companion)
-        if not running:
-            self.stop_kind_label.clear()
-            return
-        stopping = record.stop_requested_at is not None or self.watched.stop_pending
-        if self.companion:
-            self.stop_kind_label.setText("stop saves a checkpoint first")
-            self.stop_kind_label.setToolTip("The script has traindeck's companion: Stop asks it to save a "
-                                            "checkpoint and end by itself; signals follow only if it does not")
-            if not stopping:
-                self.stop_button.setText("Stop and save")
-        else:
-            self.stop_kind_label.setText("stop does not save")
-            self.stop_kind_label.setToolTip("The script has no traindeck companion: Stop interrupts it as Ctrl+C "
-                                            "would (SIGINT, then SIGTERM, then SIGKILL); what it learnt since its "
-                                            "last checkpoint is lost unless it saves when interrupted")
-
-    def save_now(self) -> None:
-        record = self.record
-        if record is None or record.state != "running" or not self.companion:
-            return
-        self.leftovers.save_now()
+        self.stop_panel.set_companion(data.get("stop") == SAVE_THEN_STOP)

@@ -4,23 +4,19 @@ all of it; the store calls are source.py's."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from PySide6.QtWidgets import (
     QComboBox,
-    QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QListWidget,
-    QMessageBox,
-    QPushButton,
     QVBoxLayout,
 )
 
 from traindeck.backend.runs import BoundedSeries, RunEvent, RunRecord, WatchedRun
 from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.runs.source import RunsSource
+from traindeck.gui.pages.runs.stop_panel import StopPanel
 from traindeck.gui.widgets.charts import TimeSeriesChart
 
 
@@ -29,8 +25,6 @@ class RunsPageShared(Page):
     watched: WatchedRun
     source: RunsSource
     records: list[RunRecord]
-    confirm_stop: bool
-    companion: bool  # the open run's script has traindeck's companion (runs_leftovers.py)
     _listed: list[tuple[str, str, str, str, bool]]
     _listing: bool
     _opened_by_user: bool
@@ -40,19 +34,9 @@ class RunsPageShared(Page):
     _detail: dict[str, tuple[float, float, BoundedSeries]]
     _drawn_at: float
     _metric_labels: dict[str, QLabel]
-    last_stacks: Any
-    stacks_box: QMessageBox | None
     # -- widgets (built in RunsPage._build) -------------------------------------------------------------------
     run_list: QListWidget
-    stop_button: QPushButton
-    stacks_button: QPushButton
-    stop_panel: QFrame
-    stop_title: QLabel
-    stop_label: QLabel
-    diagnosis_panel: QFrame
-    diagnosis_summary: QLabel
-    diagnosis_evidence: QLabel
-    diagnosis_advice: QLabel
+    stop_panel: StopPanel
     loss_chart: TimeSeriesChart
     other_chart: TimeSeriesChart
     other_box: QComboBox
