@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QSplitter,
     QStackedWidget,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -37,7 +38,7 @@ from traindeck.backend.runs import STOPPED_TRACEBACK_NOTE, BoundedSeries, RunRec
 from traindeck.backend.runs.control import view as watch
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.runs.charts_panel import RunChartsPart
-from traindeck.gui.pages.runs.leftovers_panel import RunLeftoversPart
+from traindeck.gui.pages.runs.leftovers_panel import CheckpointsTab
 from traindeck.gui.pages.runs.nodes_panel import NodesTable
 from traindeck.gui.pages.runs.run_list import _RUN_ID, RunListPart
 from traindeck.gui.pages.runs.source import RunsSource
@@ -58,7 +59,7 @@ HIDDEN_POLL_MS = 10_000  # ... while the page is hidden or the window minimised:
 LIST_MS = 2000  # the list of runs (and marking runs whose supervisor is gone as lost)
 
 
-class RunsPage(RunListPart, RunChartsPart, RunLeftoversPart):
+class RunsPage(RunListPart, RunChartsPart):
     key = "runs"
     title = "Runs"
     order = 30
@@ -193,7 +194,17 @@ class RunsPage(RunListPart, RunChartsPart, RunLeftoversPart):
         self._charts_layout = charts_layout
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.console)
-        self.splitter.addWidget(self._build_leftovers(charts))
+        self.leftovers = CheckpointsTab(self.ctx.tasks, self.watched, self.source)
+        self.leftovers.message.connect(self.ctx.status.emit)
+        self.leftovers.run_started.connect(self.ctx.run_started.emit)
+        self.leftovers.listed.connect(self._checkpoints_listed)
+        self.stop_panel.save_now_asked.connect(self.leftovers.save_now)
+        self.lower_tabs = QTabWidget()  # below the console: Charts, Checkpoints, Nodes
+        self.lower_tabs.setDocumentMode(True)
+        self.lower_tabs.addTab(charts, "Charts")
+        self.lower_tabs.addTab(self.leftovers, "Checkpoints")
+        self.lower_tabs.currentChanged.connect(lambda _index: self.leftovers.due(self.on_screen(), force=True))
+        self.splitter.addWidget(self.lower_tabs)
         # The Nodes tab, after the Checkpoints tab, shown only for a run with nodes.
         self.nodes_table = NodesTable(self.ctx.tasks, self.watched, self.source)
         self.nodes_table.rows_shown.connect(self._nodes_shown)
@@ -283,7 +294,11 @@ class RunsPage(RunListPart, RunChartsPart, RunLeftoversPart):
         self.meta_label.clear()
         self.progress_label.clear()
         self.progress_bar.setValue(0)
-        self._leftovers_opened(run_id)
+        self.lower_tabs.setTabText(1, "Checkpoints")
+        self.lower_tabs.setTabEnabled(1, self.source.remote is None)  # read from this machine's files: not over SSH yet
+        if self.source.remote is not None:
+            self.lower_tabs.setCurrentIndex(0)
+        self.leftovers.open_run(run_id)
         self.nodes_table.open_run()
         self.lower_tabs.setTabVisible(self._nodes_tab, False)
         self.views.setCurrentIndex(1)
@@ -329,7 +344,7 @@ class RunsPage(RunListPart, RunChartsPart, RunLeftoversPart):
             self.console.open_log(record.log_path, ended=record.finished)
             self.console.set_paused(not self.on_screen())
         self._update_metrics(change)
-        self._leftovers_news(change)
+        self.leftovers.news(change, self.on_screen())
         self.nodes_table.news(change, self.on_screen())
         # A run going on as before is drawn on the clock's next tick (with the console and the clock, in one
         # repaint); a run just opened, ending or being stopped at once.
@@ -349,6 +364,10 @@ class RunsPage(RunListPart, RunChartsPart, RunLeftoversPart):
             self.poll_timer.stop()  # nothing more will change
         if change.poll_again:
             QTimer.singleShot(0, self.poll)
+
+    def _checkpoints_listed(self, count: int, companion: bool) -> None:
+        self.lower_tabs.setTabText(1, f"Checkpoints ({count})" if count else "Checkpoints")
+        self.stop_panel.set_companion(companion)
 
     def _nodes_shown(self, count: int) -> None:
         self.lower_tabs.setTabVisible(self._nodes_tab, bool(count))
@@ -400,7 +419,7 @@ class RunsPage(RunListPart, RunChartsPart, RunLeftoversPart):
         # step 54's labels after a visit to the Monitor).
         self._catch_up = True
         self.poll()
-        self._leftovers_due(force=True)
+        self.leftovers.due(self.on_screen(), force=True)
 
     def _off_screen(self) -> None:
         self.console.set_paused(True)
