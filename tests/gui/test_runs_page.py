@@ -184,31 +184,31 @@ def test_progress_metrics_and_charts_of_an_open_run(qtbot, make_page) -> None:  
                                                           ("epoch", step / 400))])
     page = make_page()
     page.open_run(record.id)
-    qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") == 12, timeout=10000)
+    qtbot.waitUntil(lambda: page.charts.loss_chart.point_count("loss") == 12, timeout=10000)
     assert page.progress_label.text() == "120 / 400 it (30%) · 8 it/s · 0:35 left"
     assert page.progress_bar.value() == 300
-    assert page.other_box.currentText() == "learning_rate"
-    qtbot.waitUntil(lambda: page.other_chart.point_count("learning_rate") == 12, timeout=10000)
+    assert page.charts.other_box.currentText() == "learning_rate"
+    qtbot.waitUntil(lambda: page.charts.other_chart.point_count("learning_rate") == 12, timeout=10000)
     with RunStore() as store:  # more points arrive: only the new ones are appended
         store.add_metrics(record.id, [("loss", 130, 1130.0, 1.7, None)])
         store.update_run(record.id, progress={"current": 130, "total": 400, "rate": 8.0, "eta_s": 34.0, "unit": "it"})
-    qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") == 13, timeout=10000)
-    assert page.loss_chart.last("loss") == pytest.approx(1.7)
+    qtbot.waitUntil(lambda: page.charts.loss_chart.point_count("loss") == 13, timeout=10000)
+    assert page.charts.loss_chart.last("loss") == pytest.approx(1.7)
     qtbot.waitUntil(lambda: page.progress_bar.value() == 325, timeout=10000)
     # Issue 12: the list said 32% while the header said 38%. The list's line comes from the record the header
     # shows, at the header's cadence (the list itself refreshes more slowly).
     item = next(page.run_list.item(i) for i in range(page.run_list.count())
                 if page.run_list.item(i).text().startswith("charts"))
     assert "(32%)" in page.progress_label.text() and "32%" in item.text(), (page.progress_label.text(), item.text())
-    page.other_box.setCurrentText("epoch")
-    qtbot.waitUntil(lambda: page.other_chart.point_count("epoch") == 12, timeout=10000)
-    assert page.other_chart.title == "epoch"
+    page.charts.other_box.setCurrentText("epoch")
+    qtbot.waitUntil(lambda: page.charts.other_chart.point_count("epoch") == 12, timeout=10000)
+    assert page.charts.other_chart.title == "epoch"
 
 
 def test_demo_run_looks_real_and_stays_out_of_the_users_store(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
     page = make_page()
     page.load_demo()
-    qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") > 10, timeout=10000)
+    qtbot.waitUntil(lambda: page.charts.loss_chart.point_count("loss") > 10, timeout=10000)
     qtbot.waitUntil(lambda: page.console.rank_box.count() == 3, timeout=10000)  # All ranks, Rank 0, Rank 1
     assert page.state_text() == "running"
     assert "1,240 / 2,000" in page.progress_label.text() and "left" in page.progress_label.text()
@@ -338,7 +338,7 @@ def test_off_screen_the_page_reads_but_draws_nothing_and_catches_up_on_return(qt
         store.add_metrics(record.id, [("loss", step, 1000.0 + step, 1.0 / step, None) for step in range(1, 11)])
     page = make_page()
     page.open_run(record.id)
-    qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") == 10 and "line 1" in page.console.shown_lines(),
+    qtbot.waitUntil(lambda: page.charts.loss_chart.point_count("loss") == 10 and "line 1" in page.console.shown_lines(),
                     timeout=10000)
     for leave, back in ((page.hide, page.show),
                         (lambda: (page.showMinimized(), page.window_minimised(True)),
@@ -346,7 +346,7 @@ def test_off_screen_the_page_reads_but_draws_nothing_and_catches_up_on_return(qt
         leave()
         qtbot.waitUntil(lambda: not page.on_screen(), timeout=5000)
         assert page.console.paused and page.poll_timer.interval() == HIDDEN_POLL_MS
-        drawn = page.loss_chart.point_count("loss")
+        drawn = page.charts.loss_chart.point_count("loss")
         lines = len(page.console.shown_lines())
         with record.log_path.open("ab") as log:
             log.write(b"".join(f"more {drawn} {i}\n".encode() for i in range(5)))
@@ -356,7 +356,7 @@ def test_off_screen_the_page_reads_but_draws_nothing_and_catches_up_on_return(qt
         page.poll()  # a poll off screen reads the news into the page's series, and draws none of it
         qtbot.waitUntil(lambda d=drawn: page.watched.series["loss"].count == d + 10, timeout=10000)
         qtbot.wait(1500)
-        assert page.loss_chart.point_count("loss") == drawn
+        assert page.charts.loss_chart.point_count("loss") == drawn
         assert len(page.console.shown_lines()) == lines
         # Written after the last poll off screen: read by the poll on return, and drawn as it arrives, without
         # waiting for the charts' pace (made a minute here, so only a catch-up draw can pass).
@@ -366,7 +366,7 @@ def test_off_screen_the_page_reads_but_draws_nothing_and_catches_up_on_return(qt
         with monkeypatch.context() as patch:  # (not monkeypatch.undo(): that would undo TRAINDECK_HOME too)
             patch.setattr(runs_charts, "CHART_MS", 60_000)
             back()
-            qtbot.waitUntil(lambda d=drawn: page.loss_chart.point_count("loss") == d + 15, timeout=10000)
+            qtbot.waitUntil(lambda d=drawn: page.charts.loss_chart.point_count("loss") == d + 15, timeout=10000)
         qtbot.waitUntil(lambda d=drawn: f"more {d} 4" in page.console.shown_lines(), timeout=10000)
         assert not page.console.paused and page.poll_timer.interval() <= POLL_MAX_MS  # live pace again
 
@@ -383,7 +383,7 @@ def test_polling_backs_off_while_nothing_changes(qtbot, make_page) -> None:  # t
     with RunStore() as store:
         store.add_metrics(record.id, [("loss", 2, 1001.0, 1.5, None)])
     qtbot.waitUntil(lambda: page.poll_timer.interval() == POLL_MS, timeout=10000)
-    qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") == 2, timeout=10000)
+    qtbot.waitUntil(lambda: page.charts.loss_chart.point_count("loss") == 2, timeout=10000)
 
 
 def test_a_zoom_into_the_reduced_history_reads_that_range_again_at_full_resolution(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
@@ -396,7 +396,7 @@ def test_a_zoom_into_the_reduced_history_reads_that_range_again_at_full_resoluti
                                       for step in range(1, total + 1)])
     page = make_page()
     page.open_run(record.id)
-    chart = page.loss_chart
+    chart = page.charts.loss_chart
     qtbot.waitUntil(lambda: chart.point_count("loss") > 0, timeout=20000)
 
     def shown_between(low: float, high: float) -> int:

@@ -19,8 +19,6 @@ from typing import Any
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
-    QComboBox,
-    QGridLayout,
     QHBoxLayout,
     QLabel,
     QListWidget,
@@ -37,7 +35,7 @@ from traindeck.backend.remote import RemoteRuns
 from traindeck.backend.runs import STOPPED_TRACEBACK_NOTE, BoundedSeries, RunRecord, RunStore, WatchedRun  # noqa: F401 (the note: tests read it here)
 from traindeck.backend.runs.control import view as watch
 from traindeck.gui.context import AppContext
-from traindeck.gui.pages.runs.charts_panel import RunChartsPart
+from traindeck.gui.pages.runs.charts_panel import ChartsPanel
 from traindeck.gui.pages.runs.leftovers_panel import CheckpointsTab
 from traindeck.gui.pages.runs.nodes_panel import NodesTable
 from traindeck.gui.pages.runs.run_list import _RUN_ID, RunListPart
@@ -59,7 +57,7 @@ HIDDEN_POLL_MS = 10_000  # ... while the page is hidden or the window minimised:
 LIST_MS = 2000  # the list of runs (and marking runs whose supervisor is gone as lost)
 
 
-class RunsPage(RunListPart, RunChartsPart):
+class RunsPage(RunListPart):
     key = "runs"
     title = "Runs"
     order = 30
@@ -76,18 +74,8 @@ class RunsPage(RunListPart, RunChartsPart):
         self.records: list[RunRecord] = []
         self._listing = False
         self._opened_by_user = False
-        # What the page has drawn (the series themselves are the model's, watched.series): drawn only while
-        # the page is on screen, and only when the screen would change.
-        self._undrawn: set[str] = set()  # series changed since last drawn
-        self._drawn: set[str] = set()  # series in a chart (one not yet drawn is drawn at once)
-        self._drawn_extent: dict[str, tuple[float, float, float]] = {}  # name: (last x, low, high) when drawn
-        # A chart zoomed into the folded (reduced) part of a series: that range re-read from the store at full
-        # resolution, {name: (low, high, points)}; dropped when the chart follows the newest data again.
-        self._detail: dict[str, tuple[float, float, BoundedSeries]] = {}
         self._stale = False  # news arrived while off screen: shown on return
         self._catch_up = False  # back on screen: the next view read is drawn at once, charts included
-        self._drawn_at = 0.0  # monotonic time the charts were last drawn
-        self._metric_labels: dict[str, QLabel] = {}
 
         self._build()
         ctx.open_run.connect(self.open_run)
@@ -163,35 +151,8 @@ class RunsPage(RunListPart, RunChartsPart):
 
         # -- console and charts -------------------------------------------------------------------------------
         self.console = LogConsole()
-        self.loss_chart = self._make_chart("Loss")
-        self.other_box = QComboBox()
-        self.other_box.setToolTip("The metric shown in the second chart")
-        self.other_box.setPlaceholderText("other metrics appear here as the run reports them")
-        self.other_box.currentIndexChanged.connect(self._other_chosen)
-        self.other_chart = self._make_chart("Metric")
-        other = QWidget()
-        other_layout = QVBoxLayout(other)
-        other_layout.setContentsMargins(0, 0, 0, 0)
-        other_layout.setSpacing(2)
-        other_layout.addWidget(self.other_box)
-        other_layout.addWidget(self.other_chart, 1)
-        self._other_layout = other_layout
-        self.metrics_grid = QGridLayout()
-        self.metrics_grid.setVerticalSpacing(2)
-        metrics_box = QWidget()
-        metrics_outer = QVBoxLayout(metrics_box)
-        metrics_outer.setContentsMargins(4, 0, 0, 0)
-        metrics_outer.addWidget(_label("Last metrics", bold=True))
-        metrics_outer.addLayout(self.metrics_grid)
-        metrics_outer.addStretch(1)
-        metrics_box.setMinimumWidth(170)
-        charts = QWidget()
-        charts_layout = QHBoxLayout(charts)
-        charts_layout.setContentsMargins(0, 0, 0, 0)
-        charts_layout.addWidget(self.loss_chart, 1)
-        charts_layout.addWidget(other, 1)
-        charts_layout.addWidget(metrics_box)
-        self._charts_layout = charts_layout
+        self.charts = ChartsPanel(self.watched, self.source)
+        self.charts.other_chosen.connect(self.poll)
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.console)
         self.leftovers = CheckpointsTab(self.ctx.tasks, self.watched, self.source)
@@ -201,7 +162,7 @@ class RunsPage(RunListPart, RunChartsPart):
         self.stop_panel.save_now_asked.connect(self.leftovers.save_now)
         self.lower_tabs = QTabWidget()  # below the console: Charts, Checkpoints, Nodes
         self.lower_tabs.setDocumentMode(True)
-        self.lower_tabs.addTab(charts, "Charts")
+        self.lower_tabs.addTab(self.charts, "Charts")
         self.lower_tabs.addTab(self.leftovers, "Checkpoints")
         self.lower_tabs.currentChanged.connect(lambda _index: self.leftovers.due(self.on_screen(), force=True))
         self.splitter.addWidget(self.lower_tabs)
@@ -273,19 +234,10 @@ class RunsPage(RunListPart, RunChartsPart):
         self._opened_by_user = self._opened_by_user or by_user
         if not self.watched.open(run_id):
             return
-        self._undrawn = set()
-        self._drawn = set()
-        self._drawn_extent = {}
-        self._detail = {}
         self._stale = False
         self._catch_up = False
         self.console.close_log()
-        self._new_loss_chart()
-        self._set_other(None)
-        self.other_box.blockSignals(True)
-        self.other_box.clear()
-        self.other_box.blockSignals(False)
-        self._fill_metrics({})
+        self.charts.open_run()
         for panel in (self.stall_panel, self.diagnosis_panel):
             panel.setVisible(False)
         self.stop_panel.open_run()
@@ -343,7 +295,7 @@ class RunsPage(RunListPart, RunChartsPart):
         if change.first:
             self.console.open_log(record.log_path, ended=record.finished)
             self.console.set_paused(not self.on_screen())
-        self._update_metrics(change)
+        self.charts.news(change)
         self.leftovers.news(change, self.on_screen())
         self.nodes_table.news(change, self.on_screen())
         # A run going on as before is drawn on the clock's next tick (with the console and the clock, in one
@@ -354,7 +306,7 @@ class RunsPage(RunListPart, RunChartsPart):
             self._show_run_state()
             if self._catch_up:
                 self._catch_up = False
-                self._draw_series(force=True)
+                self.charts.draw(force=True)
         else:
             self._stale = True  # drawn on the clock's next tick, or when the page is back on screen
         self._pace_polling(change.news)
@@ -393,11 +345,7 @@ class RunsPage(RunListPart, RunChartsPart):
         self._show_record(record)
         self.stop_panel.show_story()
         self.diagnosis_panel.show_record(record, self.stop_panel.story_shown())
-        self._draw_series()
-        if self.watched.metrics:
-            self._fill_metrics(self.watched.metrics)
-        elif record.finished:
-            self._fill_metrics({}, empty="none recorded")
+        self.charts.show_run(record)
 
     def _clock_tick(self) -> None:
         if self._stale and self.on_screen():
@@ -411,7 +359,7 @@ class RunsPage(RunListPart, RunChartsPart):
         self.console.set_paused(False)
         if self._stale:
             self._show_run_state()
-            self._draw_series(force=True)
+            self.charts.draw(force=True)
         self._update_duration()
         self.poll_timer.setInterval(POLL_MS)
         # What was drawn just now is the last hidden poll's (up to HIDDEN_POLL_MS old): this poll's news is drawn
@@ -538,8 +486,7 @@ class RunsPage(RunListPart, RunChartsPart):
             self._view_arrived(generation, view)
         self._show_run_state()  # also when the page is not on screen yet (screenshots grab it anyway)
         self.console.catch_up()
-        self.loss_chart.flush()
-        self.other_chart.flush()
+        self.charts.flush()
         self.records = self.source.in_store(store_path, watch.runs_for_list, mark_lost=False)
         self._fill_list(self.records)
 

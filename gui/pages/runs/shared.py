@@ -5,19 +5,13 @@ all of it; the store calls are source.py's."""
 from __future__ import annotations
 
 from PySide6.QtWidgets import (
-    QComboBox,
-    QGridLayout,
-    QHBoxLayout,
-    QLabel,
     QListWidget,
-    QVBoxLayout,
 )
 
-from traindeck.backend.runs import BoundedSeries, RunEvent, RunRecord, WatchedRun
+from traindeck.backend.runs import RunEvent, RunRecord, WatchedRun
 from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.runs.source import RunsSource
 from traindeck.gui.pages.runs.stop_panel import StopPanel
-from traindeck.gui.widgets.charts import TimeSeriesChart
 
 
 class RunsPageShared(Page):
@@ -28,21 +22,9 @@ class RunsPageShared(Page):
     _listed: list[tuple[str, str, str, str, bool]]
     _listing: bool
     _opened_by_user: bool
-    _undrawn: set[str]
-    _drawn: set[str]
-    _drawn_extent: dict[str, tuple[float, float, float]]
-    _detail: dict[str, tuple[float, float, BoundedSeries]]
-    _drawn_at: float
-    _metric_labels: dict[str, QLabel]
     # -- widgets (built in RunsPage._build) -------------------------------------------------------------------
     run_list: QListWidget
     stop_panel: StopPanel
-    loss_chart: TimeSeriesChart
-    other_chart: TimeSeriesChart
-    other_box: QComboBox
-    metrics_grid: QGridLayout
-    _other_layout: QVBoxLayout
-    _charts_layout: QHBoxLayout
 
     # -- what the page does that its parts call ------------------------------------------------------------------
     def _open(self, run_id: str, by_user: bool, poll: bool = True) -> None:
