@@ -21,7 +21,6 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
-    QListWidget,
     QPushButton,
     QSizePolicy,
     QSplitter,
@@ -38,7 +37,8 @@ from traindeck.gui.context import AppContext
 from traindeck.gui.pages.runs.charts_panel import ChartsPanel
 from traindeck.gui.pages.runs.leftovers_panel import CheckpointsTab
 from traindeck.gui.pages.runs.nodes_panel import NodesTable
-from traindeck.gui.pages.runs.run_list import _RUN_ID, RunListPart
+from traindeck.gui.pages.runs.run_list import RunList
+from traindeck.gui.pages.runs.shared import RunsPageShared
 from traindeck.gui.pages.runs.source import RunsSource
 from traindeck.gui.pages.runs.stop_panel import DiagnosisPanel, StopPanel
 from traindeck.gui.theme import set_muted
@@ -57,7 +57,7 @@ HIDDEN_POLL_MS = 10_000  # ... while the page is hidden or the window minimised:
 LIST_MS = 2000  # the list of runs (and marking runs whose supervisor is gone as lost)
 
 
-class RunsPage(RunListPart):
+class RunsPage(RunsPageShared):
     key = "runs"
     title = "Runs"
     order = 30
@@ -66,14 +66,11 @@ class RunsPage(RunListPart):
         super().__init__(ctx)
         self.source = RunsSource(ctx)  # where the runs are read from, shared with the panels that read them
         self._demo_dir: str | None = None
-        self._listed: list[tuple[str, str, str, str, bool]] = []  # what the run list shows (see _fill_list)
 
         # The watched run's state (what was read, what is on its way, the stop story) lives in a model without
         # widgets (backend/runs/control/watched_run.py, tested on its own); this page draws it.
         self.watched = WatchedRun()
-        self.records: list[RunRecord] = []
-        self._listing = False
-        self._opened_by_user = False
+        self._opened_by_user = False  # the user asked for a run: reattaching opens none of its own
         self._stale = False  # news arrived while off screen: shown on return
         self._catch_up = False  # back on screen: the next view read is drawn at once, charts included
 
@@ -98,18 +95,13 @@ class RunsPage(RunListPart):
         self.clock_timer.timeout.connect(self._clock_tick)
         self.console.follow_clock(self.clock_timer.timeout)
         self.clock_timer.start()
-        self.refresh_list(reattach=True)
+        self.run_list.refresh(reattach=True)
 
     # ================================================================================================ layout
     def _build(self) -> None:
-        self.run_list = QListWidget()
-        self.run_list.setObjectName("runList")
-        self.run_list.setMinimumWidth(200)
-        self.run_list.setMaximumWidth(320)
-        self.run_list.setSpacing(1)
-        self.run_list.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.run_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.run_list.currentItemChanged.connect(self._item_chosen)
+        self.run_list = RunList(self.watched, self.source)
+        self.run_list.chosen.connect(self.open_run)
+        self.run_list.running_found.connect(self._reattach)
 
         # -- header: name, state, duration, stop -----------------------------------------------------------
         self.name_label = ElidedLabel(bold=True)  # a long name is cut, never widens the window
@@ -230,6 +222,15 @@ class RunsPage(RunListPart):
         """Show this run (ctx.open_run, ctx.run_started, a click in the list)."""
         self._open(run_id, by_user=True)
 
+    def _list_tick(self) -> None:
+        if self.on_screen():
+            self.run_list.refresh()
+
+    def _reattach(self, run_id: str) -> None:
+        """The newest running run, found by the first look at the runs: opened unless one was asked for."""
+        if self.run_id is None and not self._opened_by_user:
+            self._open(run_id, by_user=False)  # the window was closed while it ran
+
     def _open(self, run_id: str, by_user: bool, poll: bool = True) -> None:
         self._opened_by_user = self._opened_by_user or by_user
         if not self.watched.open(run_id):
@@ -254,17 +255,12 @@ class RunsPage(RunListPart):
         self.nodes_table.open_run()
         self.lower_tabs.setTabVisible(self._nodes_tab, False)
         self.views.setCurrentIndex(1)
-        for row in range(self.run_list.count()):
-            item = self.run_list.item(row)
-            if item.data(_RUN_ID) == run_id:
-                self.run_list.blockSignals(True)
-                self.run_list.setCurrentItem(item)
-                self.run_list.blockSignals(False)
+        self.run_list.select(run_id)
         if poll:
             self.poll()
         self.poll_timer.start()
-        if not any(r.id == run_id for r in self.records):
-            self.refresh_list()  # just launched: not in the list yet
+        if not self.run_list.has(run_id):
+            self.run_list.refresh()  # just launched: not in the list yet
 
     def poll(self) -> None:
         """Ask for the open run's news (the timer calls this every POLL_MS)."""
@@ -390,7 +386,7 @@ class RunsPage(RunListPart):
 
     # ================================================================================================ showing
     def _show_record(self, record: RunRecord) -> None:
-        self._update_list_item(record)  # the list's line from the same record as the header (same percent)
+        self.run_list.update_item(record)  # the list's line from the same record as the header (same percent)
         self.name_label.set_full_text(record.name or record.id, "" if not record.name else record.id)
         self.state_badge.setText(record.state)
         style = badge_style(record.state)
@@ -459,7 +455,7 @@ class RunsPage(RunListPart):
 
     # ================================================================================================ page hooks
     def page_shown(self) -> None:
-        self.refresh_list()
+        self.run_list.refresh()
         if self.run_id is not None:
             self.poll()
 
@@ -487,17 +483,16 @@ class RunsPage(RunListPart):
         self._show_run_state()  # also when the page is not on screen yet (screenshots grab it anyway)
         self.console.catch_up()
         self.charts.flush()
-        self.records = self.source.in_store(store_path, watch.runs_for_list, mark_lost=False)
-        self._fill_list(self.records)
+        self.run_list.show_records(self.source.in_store(store_path, watch.runs_for_list, mark_lost=False))
 
     def use_source(self, remote: RemoteRuns | None) -> None:
         """Show another machine's runs (None: this machine's again); closes the current run view."""
         self.use_store(None)
         self.source.remote = remote
-        self.records, self._listed, self._opened_by_user = [], [], False
-        self._fill_list([])
+        self._opened_by_user = False
+        self.run_list.forget()
         self.views.setCurrentIndex(0)
-        self.refresh_list(reattach=True)
+        self.run_list.refresh(reattach=True)
 
     def use_store(self, path: Path | None, mark_lost: bool = True) -> None:
         """Read runs from another store (the demo's); closes the current run view."""

@@ -4,10 +4,6 @@ all of it; the store calls are source.py's."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import (
-    QListWidget,
-)
-
 from traindeck.backend.runs import RunEvent, RunRecord, WatchedRun
 from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.runs.source import RunsSource
@@ -18,12 +14,7 @@ class RunsPageShared(Page):
     # -- state (assigned in RunsPage.__init__) ---------------------------------------------------------------
     watched: WatchedRun
     source: RunsSource
-    records: list[RunRecord]
-    _listed: list[tuple[str, str, str, str, bool]]
-    _listing: bool
-    _opened_by_user: bool
     # -- widgets (built in RunsPage._build) -------------------------------------------------------------------
-    run_list: QListWidget
     stop_panel: StopPanel
 
     # -- what the page does that its parts call ------------------------------------------------------------------
