@@ -76,7 +76,7 @@ def test_invalid_value_blocks_launch_then_the_cpu_demo_runs_streams_and_stops(qt
         qtbot.waitUntil(lambda: int(((runs.record.progress if runs.record else None) or {}).get("current") or 0)
                         >= 3, timeout=120000)
         # (drawn on the page's next clock tick, within a second of the read)
-        qtbot.waitUntil(lambda: "/ 2,000 steps" in runs.progress_label.text(), timeout=5000)
+        qtbot.waitUntil(lambda: "/ 2,000 steps" in runs.header.progress_label.text(), timeout=5000)
         # Each rank's lines can be shown alone (DeepSpeed's launcher tags nothing; the site hook does).
         qtbot.waitUntil(lambda: runs.console.rank_box.count() == 3, timeout=30000)  # All, Rank 0, Rank 1
         runs.console.set_rank_filter(1)

@@ -93,20 +93,20 @@ def test_a_long_run_name_is_cut_and_never_widens_the_window(qtbot, make_page) ->
     short = add_run("tiny", state="running")
     page = make_page()
     page.open_run(short.id)
-    qtbot.waitUntil(lambda: page.name_label.full_text() == "tiny" and page.stop_panel.stop_button.isVisible(), timeout=10000)
+    qtbot.waitUntil(lambda: page.header.name_label.full_text() == "tiny" and page.stop_panel.stop_button.isVisible(), timeout=10000)
     narrow = settled_minimum_width(page)
     name = "sweep-" + "-".join(f"lr={v}" for v in ("1e-5", "3e-5", "1e-4")) + "-zero3-offload-nvme-" + "x" * 41
     assert len(name) >= 90
     record = add_run(name, state="running")
     page.open_run(record.id)
-    qtbot.waitUntil(lambda: page.name_label.full_text() == name and page.stop_panel.stop_button.isVisible(), timeout=10000)
+    qtbot.waitUntil(lambda: page.header.name_label.full_text() == name and page.stop_panel.stop_button.isVisible(), timeout=10000)
     assert settled_minimum_width(page) <= narrow + 10
     page.resize(1000, 700)
     page.show()
     qtbot.waitExposed(page)
-    shown = page.name_label.text()
+    shown = page.header.name_label.text()
     assert shown != name and "…" in shown and shown.startswith("sweep-") and shown.endswith("x")
-    assert name in page.name_label.toolTip() and record.id in page.name_label.toolTip()
+    assert name in page.header.name_label.toolTip() and record.id in page.header.name_label.toolTip()
     assert page.stop_panel.stop_button.geometry().right() <= page.width()
 
 
@@ -150,11 +150,11 @@ def test_stall_warning_shows_while_the_supervisor_says_stalled(qtbot, make_page)
     record = add_run("slow", state_detail="stalled: no output or progress for 12 min; a step usually takes 1.5 s")
     page = make_page()
     page.open_run(record.id)
-    qtbot.waitUntil(lambda: page.stall_panel.isVisible(), timeout=10000)
-    assert "no output or progress for 12 min" in page.stall_label.text()
+    qtbot.waitUntil(lambda: page.header.stall_panel.isVisible(), timeout=10000)
+    assert "no output or progress for 12 min" in page.header.stall_label.text()
     with RunStore() as store:
         store.update_run(record.id, state_detail="")  # the supervisor saw output again
-    qtbot.waitUntil(lambda: not page.stall_panel.isVisible(), timeout=10000)
+    qtbot.waitUntil(lambda: not page.header.stall_panel.isVisible(), timeout=10000)
 
 
 def test_page_opens_the_newest_running_run_and_lists_running_runs_first(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
@@ -185,8 +185,8 @@ def test_progress_metrics_and_charts_of_an_open_run(qtbot, make_page) -> None:  
     page = make_page()
     page.open_run(record.id)
     qtbot.waitUntil(lambda: page.charts.loss_chart.point_count("loss") == 12, timeout=10000)
-    assert page.progress_label.text() == "120 / 400 it (30%) · 8 it/s · 0:35 left"
-    assert page.progress_bar.value() == 300
+    assert page.header.progress_label.text() == "120 / 400 it (30%) · 8 it/s · 0:35 left"
+    assert page.header.progress_bar.value() == 300
     assert page.charts.other_box.currentText() == "learning_rate"
     qtbot.waitUntil(lambda: page.charts.other_chart.point_count("learning_rate") == 12, timeout=10000)
     with RunStore() as store:  # more points arrive: only the new ones are appended
@@ -194,12 +194,12 @@ def test_progress_metrics_and_charts_of_an_open_run(qtbot, make_page) -> None:  
         store.update_run(record.id, progress={"current": 130, "total": 400, "rate": 8.0, "eta_s": 34.0, "unit": "it"})
     qtbot.waitUntil(lambda: page.charts.loss_chart.point_count("loss") == 13, timeout=10000)
     assert page.charts.loss_chart.last("loss") == pytest.approx(1.7)
-    qtbot.waitUntil(lambda: page.progress_bar.value() == 325, timeout=10000)
+    qtbot.waitUntil(lambda: page.header.progress_bar.value() == 325, timeout=10000)
     # Issue 12: the list said 32% while the header said 38%. The list's line comes from the record the header
     # shows, at the header's cadence (the list itself refreshes more slowly).
     item = next(page.run_list.item(i) for i in range(page.run_list.count())
                 if page.run_list.item(i).text().startswith("charts"))
-    assert "(32%)" in page.progress_label.text() and "32%" in item.text(), (page.progress_label.text(), item.text())
+    assert "(32%)" in page.header.progress_label.text() and "32%" in item.text(), (page.header.progress_label.text(), item.text())
     page.charts.other_box.setCurrentText("epoch")
     qtbot.waitUntil(lambda: page.charts.other_chart.point_count("epoch") == 12, timeout=10000)
     assert page.charts.other_chart.title == "epoch"
@@ -211,7 +211,7 @@ def test_demo_run_looks_real_and_stays_out_of_the_users_store(qtbot, make_page) 
     qtbot.waitUntil(lambda: page.charts.loss_chart.point_count("loss") > 10, timeout=10000)
     qtbot.waitUntil(lambda: page.console.rank_box.count() == 3, timeout=10000)  # All ranks, Rank 0, Rank 1
     assert page.state_text() == "running"
-    assert "1,240 / 2,000" in page.progress_label.text() and "left" in page.progress_label.text()
+    assert "1,240 / 2,000" in page.header.progress_label.text() and "left" in page.header.progress_label.text()
     assert page.console.shown_lines()[-1].startswith("[0] train:  62%")
     qtbot.waitUntil(lambda: list_texts(page)[:2] == ["RUNNING", "gpt2-finetune"], timeout=10000)
     with RunStore() as store:
@@ -274,8 +274,8 @@ def test_real_run_streams_into_the_page_a_new_page_reattaches_and_stop_stops_it(
         step = current_step(first)
         qtbot.waitUntil(lambda: current_step(first) > step, timeout=30000)  # progress keeps coming
         # (drawn on the page's next clock tick, within a second of the read)
-        qtbot.waitUntil(lambda: "/ 5,000 steps" in first.progress_label.text()
-                        and "steps/s" in first.progress_label.text(), timeout=5000)
+        qtbot.waitUntil(lambda: "/ 5,000 steps" in first.header.progress_label.text()
+                        and "steps/s" in first.header.progress_label.text(), timeout=5000)
         qtbot.waitUntil(lambda: "'loss'" in first.console.text(), timeout=30000)
         lines = first.console.shown_lines()
         bar_lines = [line for line in lines if "/5000 [" in line]
@@ -429,7 +429,7 @@ def test_a_multi_node_runs_nodes_are_side_by_side_in_their_tab(qtbot, make_page)
     page = make_page()
     page.open_run(many.id)
     qtbot.waitUntil(lambda: page.nodes_table.rowCount() == 2, timeout=10000)
-    assert page.lower_tabs.isTabVisible(page._nodes_tab) and page.lower_tabs.tabText(page._nodes_tab) == "Nodes (2)"
+    assert page.lower_tabs.isTabVisible(page.lower_tabs.nodes_tab) and page.lower_tabs.tabText(page.lower_tabs.nodes_tab) == "Nodes (2)"
     cells = [[page.nodes_table.item(r, c).text() for c in range(page.nodes_table.columnCount())] for r in range(2)]
     assert cells[0] == ["127.0.0.2", "0", "1.00 GiB", "3.00 GiB of 8.00 GiB", "97 %", "-", "answering"]
     assert cells[1][0] == "127.0.0.3" and cells[1][-1] == "unreachable: ssh exit 255; ended ranks 1"
@@ -437,4 +437,4 @@ def test_a_multi_node_runs_nodes_are_side_by_side_in_their_tab(qtbot, make_page)
     qtbot.waitUntil(lambda: page.run_id == one.id and page.record is not None, timeout=10000)
     page.ctx.tasks.wait(5000)
     qtbot.wait(200)
-    assert not page.lower_tabs.isTabVisible(page._nodes_tab) and page.nodes_table.rowCount() == 0
+    assert not page.lower_tabs.isTabVisible(page.lower_tabs.nodes_tab) and page.nodes_table.rowCount() == 0

@@ -25,10 +25,10 @@ def test_stall_banner_and_stacks_button_name_the_stuck_rank(qtbot) -> None:  # t
     page.show()
     try:
         page.open_run(run.id)
-        qtbot.waitUntil(lambda: "rank 1 is in hang_in_load.py:1" in page.stall_label.text(), timeout=120000)
-        assert page.stall_panel.isVisible()
-        assert page.stall_label.text().startswith("⚠ The run looks stalled: no output or progress for ")
-        assert "load_batch; rank 0 waits in all_reduce" in page.stall_label.text()
+        qtbot.waitUntil(lambda: "rank 1 is in hang_in_load.py:1" in page.header.stall_label.text(), timeout=120000)
+        assert page.header.stall_panel.isVisible()
+        assert page.header.stall_label.text().startswith("⚠ The run looks stalled: no output or progress for ")
+        assert "load_batch; rank 0 waits in all_reduce" in page.header.stall_label.text()
 
         assert page.stop_panel.stacks_button.isVisible()
         page.stop_panel.stacks_button.click()

@@ -1,12 +1,13 @@
 """The run view: a list of runs (running first) and the open run's console, progress, charts, stop and diagnosis.
 
-Everything the page shows is read off the UI thread: the run store through `ctx.tasks` (a view every 0.5 s, the
-list every 2 s), the log by the console's own reading thread. Opening the page while runs are running shows the
-newest one and follows it: closing and reopening the window reattaches to a run, which never noticed either.
+Everything the page shows is read off the UI thread: the run store through `ctx.tasks` (the open run every POLL_MS,
+the list every LIST_MS), the log by the console's own reading thread. Opening the page while runs are running shows
+the newest one and follows it: closing and reopening the window reattaches to a run, which never noticed either.
 
-Layout and drawing only; the watched run's state is backend/runs/control/watched_run.py (WatchedRun). The page's parts live
-beside it: the run list (runs_list.py), the charts and metrics (runs_charts.py), the stop and diagnosis
-(runs_stop.py); RunsPage is made of them.
+The page is an assembly of panels, each owning its widgets and state and given the models it reads: the watched
+run (WatchedRun, backend/runs/control/watched_run.py, without widgets) and where runs are read from (RunsSource,
+source.py). The page owns the timing: when to poll, when to draw what the polls read (on its 1 s clock, at once for
+news that cannot wait, nothing while off screen, a catch-up on return), and hands each panel its part.
 """
 
 from __future__ import annotations
@@ -19,37 +20,31 @@ from typing import Any
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
-    QHBoxLayout,
-    QLabel,
     QPushButton,
-    QSizePolicy,
     QSplitter,
     QStackedWidget,
-    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
 from traindeck.backend.remote import RemoteRuns
-from traindeck.backend.runs import STOPPED_TRACEBACK_NOTE, BoundedSeries, RunRecord, RunStore, WatchedRun  # noqa: F401 (the note: tests read it here)
+from traindeck.backend.runs import STOPPED_TRACEBACK_NOTE, RunRecord, WatchedRun  # noqa: F401 (the note: tests read it here)
 from traindeck.backend.runs.control import view as watch
 from traindeck.gui.context import AppContext
+from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.runs.charts_panel import ChartsPanel
+from traindeck.gui.pages.runs.header import RunHeader
 from traindeck.gui.pages.runs.leftovers_panel import CheckpointsTab
 from traindeck.gui.pages.runs.nodes_panel import NodesTable
 from traindeck.gui.pages.runs.run_list import RunList
-from traindeck.gui.pages.runs.shared import RunsPageShared
-from traindeck.gui.pages.runs.source import RunsSource
+from traindeck.gui.pages.runs.source import RunsSource, create_demo_store
 from traindeck.gui.pages.runs.stop_panel import DiagnosisPanel, StopPanel
-from traindeck.gui.theme import set_muted
+from traindeck.gui.pages.runs.tabs import RunTabs
 from traindeck.gui.widgets.console import LogConsole
-from traindeck.gui.widgets.labels import ElidedLabel, SteadyLabel, SteadyProgressBar
 from traindeck.gui.widgets.labels import label as _label
-from traindeck.gui.widgets.labels import panel as _panel
-from traindeck.gui.widgets.run_state import badge_style, panel_style
 
-# The open run: record, events, metrics. Every 2 s, like nvitop's refresh: at 1 s, the reads and what they redraw
-# were about a fifth of the window's CPU watching a 50 lines/s run (py-spy on tests/perf/bench_gui_soak.py); the
+# The open run: record, events, metrics. Every 2 s, like nvitop's refresh: at 1 s the reads and what they redraw
+# take about a fifth of the window's CPU watching a 50 lines/s run (py-spy on tests/perf/bench_gui_soak.py); the
 # console and the run's clock still move every second.
 POLL_MS = 2000
 POLL_MAX_MS = 4000  # ... backing off (doubling) while nothing changes
@@ -57,7 +52,7 @@ HIDDEN_POLL_MS = 10_000  # ... while the page is hidden or the window minimised:
 LIST_MS = 2000  # the list of runs (and marking runs whose supervisor is gone as lost)
 
 
-class RunsPage(RunsPageShared):
+class RunsPage(Page):
     key = "runs"
     title = "Runs"
     order = 30
@@ -65,11 +60,8 @@ class RunsPage(RunsPageShared):
     def __init__(self, ctx: AppContext):
         super().__init__(ctx)
         self.source = RunsSource(ctx)  # where the runs are read from, shared with the panels that read them
+        self.watched = WatchedRun()  # what was read of the open run, what is on its way, the stop story
         self._demo_dir: str | None = None
-
-        # The watched run's state (what was read, what is on its way, the stop story) lives in a model without
-        # widgets (backend/runs/control/watched_run.py, tested on its own); this page draws it.
-        self.watched = WatchedRun()
         self._opened_by_user = False  # the user asked for a run: reattaching opens none of its own
         self._stale = False  # news arrived while off screen: shown on return
         self._catch_up = False  # back on screen: the next view read is drawn at once, charts included
@@ -86,7 +78,7 @@ class RunsPage(RunsPageShared):
         self.list_timer.timeout.connect(self._list_tick)
         self.list_timer.start()
         # The page's clock: once a second it moves the run's duration, draws what the last poll read and (through
-        # follow_clock) applies the console's stream, in one pass. Drawn as each arrived, they were 5.8 repaint
+        # follow_clock) applies the console's stream, in one pass. Drawn as each arrives, they cost 5.8 repaint
         # cycles of the window a second watching a 50 lines/s run, each repainting the parents and siblings of
         # what changed; 3.2 with this and SteadyLabel (bench_gui_soak --paints; the progress bar's own immediate
         # repaint still splits a pass in two).
@@ -103,42 +95,10 @@ class RunsPage(RunsPageShared):
         self.run_list.chosen.connect(self.open_run)
         self.run_list.running_found.connect(self._reattach)
 
-        # -- header: name, state, duration, stop -----------------------------------------------------------
-        self.name_label = ElidedLabel(bold=True)  # a long name is cut, never widens the window
-        font = self.name_label.font()
-        font.setPointSizeF(font.pointSizeF() * 1.35)
-        self.name_label.setFont(font)
-        self.state_badge = QLabel()
-        self.duration_label = SteadyLabel("running for 0:00")  # ticks every second
-        self.duration_label.setToolTip("How long the run has been running (or ran)")
+        # -- header (with the stop buttons), banners: stall, diagnosis, stop -------------------------------------
         self.stop_panel = StopPanel(self.ctx, self.watched, self.source, self)
         self.stop_panel.poll_wanted.connect(self.poll)
-        header = QHBoxLayout()
-        header.addWidget(self.name_label)
-        header.addWidget(self.state_badge)
-        header.addWidget(self.duration_label)
-        header.addStretch(1)
-        for widget in self.stop_panel.header_widgets():
-            header.addWidget(widget)
-        self.meta_label = _label(selectable=True)
-        self.meta_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        set_muted(self.meta_label)
-
-        # -- progress -----------------------------------------------------------------------------------------
-        self.progress_bar = SteadyProgressBar()  # repaints with the page, not on its own (setValue)
-        self.progress_bar.setRange(0, 1000)
-        self.progress_bar.setTextVisible(False)
-        self.progress_bar.setFixedHeight(14)
-        self.progress_label = SteadyLabel("1,000 / 10,000 steps (10%) · 9.99 steps/s")  # new words every poll
-        progress = QHBoxLayout()
-        progress.addWidget(self.progress_bar, 1)
-        progress.addWidget(self.progress_label)
-
-        # -- banners: stall, stop escalation, diagnosis -------------------------------------------------------
-        self.stall_panel, stall_layout = _panel("stallPanel")
-        self.stall_panel.setStyleSheet(panel_style("warning", "stallPanel"))
-        self.stall_label = _label(wrap=True, selectable=True)
-        stall_layout.addWidget(self.stall_label)
+        self.header = RunHeader(self.stop_panel.header_widgets())
         self.diagnosis_panel = DiagnosisPanel()
 
         # -- console and charts -------------------------------------------------------------------------------
@@ -150,19 +110,12 @@ class RunsPage(RunsPageShared):
         self.leftovers = CheckpointsTab(self.ctx.tasks, self.watched, self.source)
         self.leftovers.message.connect(self.ctx.status.emit)
         self.leftovers.run_started.connect(self.ctx.run_started.emit)
-        self.leftovers.listed.connect(self._checkpoints_listed)
-        self.stop_panel.save_now_asked.connect(self.leftovers.save_now)
-        self.lower_tabs = QTabWidget()  # below the console: Charts, Checkpoints, Nodes
-        self.lower_tabs.setDocumentMode(True)
-        self.lower_tabs.addTab(self.charts, "Charts")
-        self.lower_tabs.addTab(self.leftovers, "Checkpoints")
-        self.lower_tabs.currentChanged.connect(lambda _index: self.leftovers.due(self.on_screen(), force=True))
-        self.splitter.addWidget(self.lower_tabs)
-        # The Nodes tab, after the Checkpoints tab, shown only for a run with nodes.
         self.nodes_table = NodesTable(self.ctx.tasks, self.watched, self.source)
-        self.nodes_table.rows_shown.connect(self._nodes_shown)
-        self._nodes_tab = self.lower_tabs.addTab(self.nodes_table, "Nodes")
-        self.lower_tabs.setTabVisible(self._nodes_tab, False)
+        self.lower_tabs = RunTabs(self.charts, self.leftovers, self.nodes_table)
+        self.lower_tabs.currentChanged.connect(lambda _index: self.leftovers.due(self.on_screen(), force=True))
+        self.leftovers.listed.connect(lambda _count, companion: self.stop_panel.set_companion(companion))
+        self.stop_panel.save_now_asked.connect(self.leftovers.save_now)
+        self.splitter.addWidget(self.lower_tabs)
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 2)
         self.splitter.setChildrenCollapsible(False)
@@ -171,10 +124,7 @@ class RunsPage(RunsPageShared):
         run_view = QWidget()
         view_layout = QVBoxLayout(run_view)
         view_layout.setContentsMargins(8, 4, 4, 4)
-        view_layout.addLayout(header)
-        view_layout.addWidget(self.meta_label)
-        view_layout.addLayout(progress)
-        view_layout.addWidget(self.stall_panel)
+        view_layout.addWidget(self.header)
         view_layout.addWidget(self.diagnosis_panel)
         view_layout.addWidget(self.stop_panel.story)
         view_layout.addWidget(self.splitter, 1)
@@ -204,6 +154,20 @@ class RunsPage(RunsPageShared):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(split)
 
+    # ================================================================================================ the open run
+    @property
+    def run_id(self) -> str | None:
+        return self.watched.run_id
+
+    @property
+    def record(self) -> RunRecord | None:
+        return self.watched.record
+
+    @property
+    def remaining(self) -> list[int] | None:
+        """The run's processes still alive after it ended (None: not asked yet)."""
+        return self.watched.remaining
+
     @property
     def confirm_stop(self) -> bool:
         """Whether Stop asks first (tests of the stop itself turn this off)."""
@@ -213,7 +177,6 @@ class RunsPage(RunsPageShared):
     def confirm_stop(self, confirm: bool) -> None:
         self.stop_panel.confirm = confirm
 
-    # ================================================================================================ one run
     def stop_run(self, force: bool = False) -> None:
         """Stop the open run: graceful, or SIGKILL now with force (asks first unless confirm_stop is off)."""
         self.stop_panel.stop(force)
@@ -239,21 +202,12 @@ class RunsPage(RunsPageShared):
         self._catch_up = False
         self.console.close_log()
         self.charts.open_run()
-        for panel in (self.stall_panel, self.diagnosis_panel):
-            panel.setVisible(False)
+        self.diagnosis_panel.setVisible(False)
         self.stop_panel.open_run()
-        self.name_label.set_full_text(run_id)
-        self.state_badge.clear()
-        self.meta_label.clear()
-        self.progress_label.clear()
-        self.progress_bar.setValue(0)
-        self.lower_tabs.setTabText(1, "Checkpoints")
-        self.lower_tabs.setTabEnabled(1, self.source.remote is None)  # read from this machine's files: not over SSH yet
-        if self.source.remote is not None:
-            self.lower_tabs.setCurrentIndex(0)
+        self.header.open_run(run_id)
+        self.lower_tabs.open_run(remote=self.source.remote is not None)
         self.leftovers.open_run(run_id)
         self.nodes_table.open_run()
-        self.lower_tabs.setTabVisible(self._nodes_tab, False)
         self.views.setCurrentIndex(1)
         self.run_list.select(run_id)
         if poll:
@@ -285,7 +239,7 @@ class RunsPage(RunsPageShared):
         if change is None:
             if self.watched.current(generation) and view is None:
                 self.poll_timer.stop()
-                self.name_label.set_full_text(f"{self.run_id}: no such run")
+                self.header.no_such_run(str(self.run_id))
             return  # or about a run no longer open
         record = change.record
         if change.first:
@@ -313,14 +267,6 @@ class RunsPage(RunsPageShared):
         if change.poll_again:
             QTimer.singleShot(0, self.poll)
 
-    def _checkpoints_listed(self, count: int, companion: bool) -> None:
-        self.lower_tabs.setTabText(1, f"Checkpoints ({count})" if count else "Checkpoints")
-        self.stop_panel.set_companion(companion)
-
-    def _nodes_shown(self, count: int) -> None:
-        self.lower_tabs.setTabVisible(self._nodes_tab, bool(count))
-        self.lower_tabs.setTabText(self._nodes_tab, f"Nodes ({count})" if count else "Nodes")
-
     def _pace_polling(self, changed: bool) -> None:
         """Poll often while the run reports and the page is seen; back off while nothing changes; rarely off screen."""
         if not self.on_screen():
@@ -338,7 +284,10 @@ class RunsPage(RunsPageShared):
         record = self.record
         if record is None:
             return
-        self._show_record(record)
+        self.run_list.update_item(record)  # the list's line from the same record as the header (same percent)
+        self.header.show_record(record)
+        self._update_duration()
+        self.stop_panel.show_record(record)
         self.stop_panel.show_story()
         self.diagnosis_panel.show_record(record, self.stop_panel.story_shown())
         self.charts.show_run(record)
@@ -359,8 +308,7 @@ class RunsPage(RunsPageShared):
         self._update_duration()
         self.poll_timer.setInterval(POLL_MS)
         # What was drawn just now is the last hidden poll's (up to HIDDEN_POLL_MS old): this poll's news is drawn
-        # as soon as it arrives, charts too, not CHART_MS later (the tour's Runs page showed step 10's chart beside
-        # step 54's labels after a visit to the Monitor).
+        # as soon as it arrives, charts too, not CHART_MS later: an old chart beside new labels looks wrong.
         self._catch_up = True
         self.poll()
         self.leftovers.due(self.on_screen(), force=True)
@@ -384,74 +332,10 @@ class RunsPage(RunsPageShared):
         else:
             self._back_on_screen()
 
-    # ================================================================================================ showing
-    def _show_record(self, record: RunRecord) -> None:
-        self.run_list.update_item(record)  # the list's line from the same record as the header (same percent)
-        self.name_label.set_full_text(record.name or record.id, "" if not record.name else record.id)
-        self.state_badge.setText(record.state)
-        style = badge_style(record.state)
-        if self.state_badge.styleSheet() != style:  # every poll: setting a style sheet re-polishes, even the same
-            self.state_badge.setStyleSheet(style)
-        self.state_badge.setToolTip(record.state_detail or record.state)
-        parts = [record.id, record.launcher]
-        if record.preset:
-            parts.append(f"preset {record.preset}")
-        parts.append(" ".join([record.script, *self._script_args(record)]).strip() or "-")
-        self.meta_label.setText(" · ".join(parts))
-        self.meta_label.setToolTip(" ".join(record.argv))
-        self._update_duration()
-        self.stop_panel.show_record(record)
-        self._show_progress(record)
-        stall = watch.stall_warning(record)
-        build = watch.op_build_note(record)
-        self.stall_panel.setVisible(stall is not None or build is not None)
-        if build is not None:  # not a hang: a first use compiles ops for minutes, often without a line of output
-            self.stall_label.setText(f"⚙ {build[0].upper()}{build[1:]}: not a hang; the run goes on by itself "
-                                     "once they are built (kept for later runs).")
-        elif stall is not None:
-            self.stall_label.setText(f"⚠ The run looks stalled: {stall.removeprefix('stalled: ')}. It may be "
-                                     "waiting on another rank (a hang) or on slow I/O; the console shows its last "
-                                     "output.")
-
-    @staticmethod
-    def _script_args(record: RunRecord) -> list[str]:
-        if record.script and record.script in record.argv:
-            return record.argv[record.argv.index(record.script) + 1:]
-        return []
-
     def _update_duration(self) -> None:
         if not self.on_screen() and self.record is not None:
             return  # the clock ticks every second: nobody sees it now (updated on return)
-        record = self.record
-        if record is None:
-            self.duration_label.clear()
-            return
-        seconds = watch.run_duration(record)
-        verb = "running for" if record.state == "running" else "ran"
-        self.duration_label.setText(f"{verb} {watch.duration_text(seconds)}" if seconds is not None else "")
-
-    def _show_progress(self, record: RunRecord) -> None:
-        text = watch.progress_text(record.progress)
-        bar = self.progress_bar
-        if text is None:
-            if record.state == "running":
-                bar.setRange(0, 0)  # busy: no progress reported (yet)
-                self.progress_label.setText("no progress reported yet")
-            else:
-                bar.setRange(0, 1000)
-                bar.setValue(0)
-                self.progress_label.setText("no progress was reported")
-            return
-        bar.setRange(0, 1000)
-        if text.fraction is None:
-            bar.setRange(0, 0) if record.state == "running" else bar.setValue(1000)
-        else:
-            bar.setValue(int(1000 * text.fraction))
-        self.progress_label.setText(text.line() if record.state == "running" else text.count
-                                    + (f" ({100 * text.fraction:.0f}%)" if text.fraction is not None else "")
-                                    + (f" · {text.rate}" if text.rate else ""))
-
-        # (the metric values are filled by _show_run_state, with the rest, while the page is on screen)
+        self.header.show_duration(self.record)
 
     # ================================================================================================ page hooks
     def page_shown(self) -> None:
@@ -461,15 +345,10 @@ class RunsPage(RunsPageShared):
 
     def load_demo(self) -> None:
         """A run in progress and a few finished ones, in a store of their own (never the user's)."""
-        from traindeck.backend.runs import create_demo_runs, create_failed_demo, create_running_demo
-
         self._remove_demo_dir()
         self._demo_dir = tempfile.mkdtemp(prefix="traindeck-demo-runs-")
         atexit.register(shutil.rmtree, self._demo_dir, True)  # `gui --screenshot` quits without closing pages
-        store_path = Path(self._demo_dir) / "runs.sqlite3"
-        create_demo_runs(store_path, Path(self._demo_dir) / "runs")
-        create_failed_demo(store_path, Path(self._demo_dir) / "runs")
-        run_id = create_running_demo(store_path, Path(self._demo_dir) / "runs")
+        store_path, run_id = create_demo_store(Path(self._demo_dir))
         self.use_store(store_path, mark_lost=False)  # demo runs have no supervisor: do not mark them lost
         self._open(run_id, by_user=True, poll=False)
         # Screenshots are grabbed right after this returns: read the demo's own store here (a private file, no
@@ -515,9 +394,9 @@ class RunsPage(RunsPageShared):
             shutil.rmtree(self._demo_dir, ignore_errors=True)
             self._demo_dir = None
 
-    # ================================================================================================ tests
     def state_text(self) -> str:
-        return self.state_badge.text()
+        """The open run's state as its badge shows it."""
+        return self.header.state_text()
 
 
 PAGE = RunsPage

@@ -21,8 +21,8 @@ from traindeck.gui.widgets.labels import label as _label
 
 # Charts are redrawn for what the screen can show: at most every CHART_MS, and only once the new points reach a
 # new pixel column or leave the drawn value range, or CHART_MAX_MS passed (the legend's latest value). Late in a
-# long run a pixel column is minutes of steps: a redraw every poll moved nothing on screen and cost ~8 ms. (5 s,
-# every third poll, as a TensorBoard tab refreshes much less often: the charts' repaint was the largest single
+# long run a pixel column is minutes of steps: a redraw every poll moves nothing on screen and costs ~8 ms. (5 s,
+# every third poll, as a TensorBoard tab refreshes much less often: the charts' repaint is the largest single
 # painter of a window watching a 50 lines/s run, above the console's each second; py-spy --native on the soak.)
 CHART_MS = 5000
 CHART_MAX_MS = 30_000

@@ -1,4 +1,4 @@
-"""The Runs page's Checkpoints tab (issue 14): what the open run leaves behind, beside the charts (checkpoints with
+"""The Runs page's Checkpoints tab: what the open run leaves behind, beside the charts (checkpoints with
 step, time, size; Resume, Open folder, Rerun, Bundle; where the run came from and its provenance).
 
 The panel (gui/widgets/run_leftovers.py) reads on the thread pool. While a run goes it is read again with the

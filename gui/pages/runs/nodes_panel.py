@@ -1,4 +1,4 @@
-"""The Runs page's Nodes tab (issue 15): a multi-node run's nodes side by side, one row each: host, ranks, peak
+"""The Runs page's Nodes tab: a multi-node run's nodes side by side, one row each: host, ranks, peak
 ranks memory, peak RAM used, peak CPU, peak GPU memory and whether the node answers (from the node watch's
 nodes_state.json through backend/runs/control/node_report.py, as `runs show` prints them). The tab is there only for a run
 with nodes; it is read on the thread pool with the page's own poll, at most every NODES_MS and only on screen."""

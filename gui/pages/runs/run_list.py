@@ -79,7 +79,7 @@ class RunList(QListWidget):
         self.records = records
         shown = [(r.id, r.state, self._list_text(r), r.state_detail, r.id == self._watched.run_id) for r in records]
         if shown == self._listed:
-            return  # every 2 s: rebuilding an unchanged list cost a relayout and a repaint each time
+            return  # every 2 s: rebuilding an unchanged list costs a relayout and a repaint each time
         self._listed = shown
         self.blockSignals(True)
         try:
@@ -128,7 +128,7 @@ class RunList(QListWidget):
     @staticmethod
     def _list_text(record: RunRecord) -> str:
         when = time.localtime(record.started_at or record.created_at)
-        # Today's runs by the hour only: the list is narrow, and "since Nov 24 02:…" was cut off.
+        # Today's runs by the hour only: the list is narrow: "since Nov 24 02:…" is cut off.
         started = time.strftime("%H:%M" if when[:3] == time.localtime()[:3] else "%b %d %H:%M", when)
         if record.state == "running":
             progress = watch.progress_text(record.progress)

@@ -52,3 +52,14 @@ class RunsSource:
     def report_failure(self, text: str) -> None:
         if not self.closing:
             self.ctx.status.emit(f"Runs: {text.splitlines()[0] if text else 'failed'}")
+
+
+def create_demo_store(folder: Path) -> tuple[Path, str]:
+    """A run in progress and a few finished ones, in a store of their own under `folder`: the store's path and the
+    running run's id."""
+    from traindeck.backend.runs import create_demo_runs, create_failed_demo, create_running_demo
+
+    store_path = folder / "runs.sqlite3"
+    create_demo_runs(store_path, folder / "runs")
+    create_failed_demo(store_path, folder / "runs")
+    return store_path, create_running_demo(store_path, folder / "runs")
