@@ -78,10 +78,9 @@ class RunsPage(Page):
         self.list_timer.timeout.connect(self._list_tick)
         self.list_timer.start()
         # The page's clock: once a second it moves the run's duration, draws what the last poll read and (through
-        # follow_clock) applies the console's stream, in one pass. Drawn as each arrives, they cost 5.8 repaint
-        # cycles of the window a second watching a 50 lines/s run, each repainting the parents and siblings of
-        # what changed; 3.2 with this and SteadyLabel (bench_gui_soak --paints; the progress bar's own immediate
-        # repaint still splits a pass in two).
+        # follow_clock) applies the console's stream, in one pass: 3.2 repaint cycles of the window a second watching
+        # a 50 lines/s run, against 5.8 drawing each as it arrives (bench_gui_soak --paints, with SteadyLabel; the
+        # progress bar's own immediate repaint still splits a pass in two).
         self.clock_timer = QTimer(self)
         self.clock_timer.setInterval(1000)
         self.clock_timer.timeout.connect(self._clock_tick)
@@ -100,8 +99,7 @@ class RunsPage(Page):
         self.stop_panel.poll_wanted.connect(self.poll)
         self.header = RunHeader(self.stop_panel.header_widgets())
         self.diagnosis_panel = DiagnosisPanel()
-
-        # -- console and charts -------------------------------------------------------------------------------
+        # -- console above the tabs: charts, checkpoints, nodes ------------------------------------------------
         self.console = LogConsole()
         self.charts = ChartsPanel(self.watched, self.source)
         self.charts.other_chosen.connect(self.poll)
