@@ -57,7 +57,7 @@ class RunsPage(Page):
     title = "Runs"
     order = 30
 
-    def __init__(self, ctx: AppContext):
+    def __init__(self, ctx: AppContext) -> None:
         super().__init__(ctx)
         self.source = RunsSource(ctx)  # where the runs are read from, shared with the panels that read them
         self.watched = WatchedRun()  # what was read of the open run, what is on its way, the stop story

@@ -16,6 +16,8 @@ from traindeck.gui.widgets.run_state import badge_style, panel_style
 
 
 class RunHeader(QWidget):
+    """What the open run is and how far it got, drawn from its record."""
+
     def __init__(self, controls: list[QWidget]) -> None:
         """`controls` end the first row, after a stretch (the stop buttons)."""
         super().__init__()

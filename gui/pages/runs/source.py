@@ -15,6 +15,8 @@ from traindeck.gui.context import AppContext
 
 
 class RunsSource:
+    """One source of runs at a time (the page switches it); calls to it run on the thread pool."""
+
     def __init__(self, ctx: AppContext) -> None:
         self.ctx = ctx
         self.store_path: Path | None = None  # None: the user's run store; the demo uses a store of its own

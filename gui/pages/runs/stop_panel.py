@@ -31,7 +31,7 @@ class StopPanel(QObject):
     poll_wanted = Signal()  # a stop request was sent: read the run again now
     save_now_asked = Signal()  # Save now pressed for a run whose script has the companion
 
-    def __init__(self, ctx: AppContext, watched: WatchedRun, source: RunsSource, parent: QWidget):
+    def __init__(self, ctx: AppContext, watched: WatchedRun, source: RunsSource, parent: QWidget) -> None:
         super().__init__(parent)
         self._ctx, self._watched, self._source = ctx, watched, source
         self._boxes_parent = parent  # the message boxes' (the page: never disabled, unlike a button)

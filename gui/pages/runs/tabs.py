@@ -11,6 +11,8 @@ from traindeck.gui.pages.runs.nodes_panel import NodesTable
 
 
 class RunTabs(QTabWidget):
+    """Charts, Checkpoints and Nodes, each tab titled with what its panel counts."""
+
     def __init__(self, charts: ChartsPanel, checkpoints: CheckpointsTab, nodes: NodesTable) -> None:
         super().__init__()
         self.setDocumentMode(True)
