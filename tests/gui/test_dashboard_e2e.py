@@ -79,7 +79,7 @@ def test_invalid_value_blocks_launch_then_the_cpu_demo_runs_streams_and_stops(qt
         qtbot.waitUntil(lambda: int(((runs.record.progress if runs.record else None) or {}).get("current") or 0)
                         >= 3, timeout=120000)
         # (drawn on the page's next clock tick, within a second of the read)
-        qtbot.waitUntil(lambda: "/ 2,000 steps" in runs.progress_label.text(), timeout=5000)
+        qtbot.waitUntil(lambda: "/ 2,000 steps" in runs.header.progress_label.text(), timeout=5000)
         # Each rank's lines can be shown alone (DeepSpeed's launcher tags nothing; the site hook does).
         qtbot.waitUntil(lambda: runs.console.rank_box.count() == 3, timeout=30000)  # All, Rank 0, Rank 1
         runs.console.set_rank_filter(1)
@@ -90,11 +90,11 @@ def test_invalid_value_blocks_launch_then_the_cpu_demo_runs_streams_and_stops(qt
 
         # Stop: every rank ends, and the page says so.
         runs.confirm_stop = False
-        qtbot.mouseClick(runs.stop_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(runs.stop_panel.stop_button, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: runs.record is not None and runs.record.state == "stopped", timeout=90000)
         qtbot.waitUntil(lambda: runs.remaining is not None, timeout=30000)
         assert runs.remaining == []
-        assert runs.stop_label.text().splitlines()[-1] == "confirmed: no process of the run remains"
+        assert runs.stop_panel.story_label.text().splitlines()[-1] == "confirmed: no process of the run remains"
         with RunStore() as store:
             done = store.get_run(run_id)
         assert done is not None and run_processes(run_id, done) == []

@@ -76,9 +76,9 @@ def test_checkpoints_live_save_now_stop_and_save_then_resume_and_bundle(qtbot, p
     page.open_run(run_id)
     page.lower_tabs.setCurrentIndex(1)
     # The companion announces itself: the header says the stop saves first, and offers Save now.
-    qtbot.waitUntil(lambda: page.save_now_button.isVisible(), timeout=120000)
-    assert page.stop_button.text() == "Stop and save"
-    assert page.stop_kind_label.text() == "stop saves a checkpoint first"
+    qtbot.waitUntil(lambda: page.stop_panel.save_now_button.isVisible(), timeout=120000)
+    assert page.stop_panel.stop_button.text() == "Stop and save"
+    assert page.stop_panel.kind_label.text() == "stop saves a checkpoint first"
     assert "save a checkpoint, then stop" in page.leftovers.stop_kind.text()
     # The list grows while the run goes (read again with the page's poll, on screen).
     qtbot.waitUntil(lambda: len(rows(page)) >= 1, timeout=120000)
@@ -88,7 +88,7 @@ def test_checkpoints_live_save_now_stop_and_save_then_resume_and_bundle(qtbot, p
     assert not page.leftovers.resume_button.isEnabled()  # not while it runs
 
     saved_steps = {int(p.name.split("-")[1]) for p in out.glob("checkpoint-*")}
-    page.save_now_button.click()
+    page.stop_panel.save_now_button.click()
     qtbot.waitUntil(lambda: any("save a checkpoint at its next step" in s for s in said()), timeout=30000)
     # The script says which step it saved on request (that step may also be a multiple of 20: 1 in 20 runs).
     log_path = Path(get(run_id).run_dir, "output.log")
@@ -98,7 +98,7 @@ def test_checkpoints_live_save_now_stop_and_save_then_resume_and_bundle(qtbot, p
     assert get(run_id).state == "running"  # Save now does not stop it
 
     before = {p.name for p in out.glob("checkpoint-*")}
-    page.stop_button.click()
+    page.stop_panel.stop_button.click()
     qtbot.waitUntil(lambda: get(run_id).finished, timeout=120000)
     record = get(run_id)
     assert record.state == "stopped"
@@ -109,7 +109,7 @@ def test_checkpoints_live_save_now_stop_and_save_then_resume_and_bundle(qtbot, p
     assert f"saved at step {stop_step} and stopping" in log and "KeyboardInterrupt" not in log
     assert run_processes(run_id, record) == []
     qtbot.waitUntil(lambda: rows(page) and rows(page)[0] == str(stop_step), timeout=30000)  # newest first
-    assert not page.save_now_button.isVisible() and page.stop_kind_label.text() == ""
+    assert not page.stop_panel.save_now_button.isVisible() and page.stop_panel.kind_label.text() == ""
     assert saved_steps  # checkpoints were written before the stop
 
     # A look at the page with the panel (kept for the report).
@@ -159,8 +159,8 @@ def test_checkpoints_live_save_now_stop_and_save_then_resume_and_bundle(qtbot, p
 def test_a_run_without_the_companion_says_stop_sends_signals(qtbot, page: RunsPage, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     run_id = launch(tmp_path, "--output_dir", str(tmp_path / "out"), "--save_every", "5")
     page.open_run(run_id)
-    qtbot.waitUntil(lambda: page.stop_kind_label.text() == "stop does not save", timeout=120000)
-    assert page.stop_button.text() == "Stop" and not page.save_now_button.isVisible()
+    qtbot.waitUntil(lambda: page.stop_panel.kind_label.text() == "stop does not save", timeout=120000)
+    assert page.stop_panel.stop_button.text() == "Stop" and not page.stop_panel.save_now_button.isVisible()
     assert "signals" in page.leftovers.stop_kind.text()
     page.stop_run()
     qtbot.waitUntil(lambda: get(run_id).finished, timeout=60000)

@@ -44,8 +44,8 @@ def test_a_first_use_build_shows_as_a_build_in_runs_show_and_on_the_runs_page(qt
         shown = subprocess.run([sys.executable, "-m", "traindeck", "runs", "show", run.id], capture_output=True,
                                text=True, timeout=60)
         assert "state     running (building the torch extension tiny_op (first use, a few minutes))" in shown.stdout
-        qtbot.waitUntil(lambda: page.stall_panel.isVisible(), timeout=10000)
-        assert page.stall_label.text().startswith("⚙ Building the torch extension tiny_op (first use, a few minutes)"
+        qtbot.waitUntil(lambda: page.header.stall_panel.isVisible(), timeout=10000)
+        assert page.header.stall_label.text().startswith("⚙ Building the torch extension tiny_op (first use, a few minutes)"
                                                   ": not a hang")
         done = wait_finished(run.id, 600)
     finally:

@@ -71,7 +71,7 @@ def test_a_stopped_runs_traceback_is_called_the_expected_shape_of_a_stop(qtbot, 
     page = make_page()
     page.open_run(record.id)
     qtbot.waitUntil(lambda: page.diagnosis_panel.isVisible(), timeout=10000)
-    assert STOPPED_TRACEBACK_NOTE in page.diagnosis_evidence.text()
+    assert STOPPED_TRACEBACK_NOTE in page.diagnosis_panel.evidence.text()
     assert "expected, not a failure" in STOPPED_TRACEBACK_NOTE
 
 
@@ -93,21 +93,21 @@ def test_a_long_run_name_is_cut_and_never_widens_the_window(qtbot, make_page) ->
     short = add_run("tiny", state="running")
     page = make_page()
     page.open_run(short.id)
-    qtbot.waitUntil(lambda: page.name_label.full_text() == "tiny" and page.stop_button.isVisible(), timeout=10000)
+    qtbot.waitUntil(lambda: page.header.name_label.full_text() == "tiny" and page.stop_panel.stop_button.isVisible(), timeout=10000)
     narrow = settled_minimum_width(page)
     name = "sweep-" + "-".join(f"lr={v}" for v in ("1e-5", "3e-5", "1e-4")) + "-zero3-offload-nvme-" + "x" * 41
     assert len(name) >= 90
     record = add_run(name, state="running")
     page.open_run(record.id)
-    qtbot.waitUntil(lambda: page.name_label.full_text() == name and page.stop_button.isVisible(), timeout=10000)
+    qtbot.waitUntil(lambda: page.header.name_label.full_text() == name and page.stop_panel.stop_button.isVisible(), timeout=10000)
     assert settled_minimum_width(page) <= narrow + 10
     page.resize(1000, 700)
     page.show()
     qtbot.waitExposed(page)
-    shown = page.name_label.text()
+    shown = page.header.name_label.text()
     assert shown != name and "…" in shown and shown.startswith("sweep-") and shown.endswith("x")
-    assert name in page.name_label.toolTip() and record.id in page.name_label.toolTip()
-    assert page.stop_button.geometry().right() <= page.width()
+    assert name in page.header.name_label.toolTip() and record.id in page.header.name_label.toolTip()
+    assert page.stop_panel.stop_button.geometry().right() <= page.width()
 
 
 def test_failed_run_shows_its_diagnosis_prominently(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
@@ -121,11 +121,11 @@ def test_failed_run_shows_its_diagnosis_prominently(qtbot, make_page) -> None:  
     page = make_page()
     page.ctx.open_run.emit(record.id)
     qtbot.waitUntil(lambda: page.diagnosis_panel.isVisible(), timeout=10000)
-    assert page.diagnosis_summary.text() == "Failed: Rank 1 ran out of GPU memory (CUDA out of memory)."
-    assert page.diagnosis_evidence.text().splitlines() == [f"• {e}" for e in diagnosis["evidence"]]
-    assert page.diagnosis_advice.text() == "What to do: Lower the micro-batch size."
+    assert page.diagnosis_panel.summary.text() == "Failed: Rank 1 ran out of GPU memory (CUDA out of memory)."
+    assert page.diagnosis_panel.evidence.text().splitlines() == [f"• {e}" for e in diagnosis["evidence"]]
+    assert page.diagnosis_panel.advice.text() == "What to do: Lower the micro-batch size."
     assert page.state_text() == "failed"
-    assert not page.stop_button.isVisible() and not page.force_button.isVisible()
+    assert not page.stop_panel.stop_button.isVisible() and not page.stop_panel.force_button.isVisible()
     qtbot.waitUntil(lambda: page.console.ended, timeout=10000)
     assert page.console.shown_lines() == ["step 1", "[1] torch.OutOfMemoryError: CUDA out of memory."]
 
@@ -141,7 +141,7 @@ def test_the_diagnosis_panel_lists_follow_ons_and_which_memory_ran_out(qtbot, ma
     page = make_page()
     page.ctx.open_run.emit(record.id)
     qtbot.waitUntil(lambda: page.diagnosis_panel.isVisible(), timeout=10000)
-    assert page.diagnosis_evidence.text().splitlines() == [
+    assert page.diagnosis_panel.evidence.text().splitlines() == [
         "Out of: host RAM", "• [rank1]: RuntimeError: DefaultCPUAllocator: can't allocate memory",
         "Then (consequences, not the cause):", "• rank 0: RuntimeError: [gloo] Connection closed by peer [127.0.0.1]:1234"]
 
@@ -150,11 +150,11 @@ def test_stall_warning_shows_while_the_supervisor_says_stalled(qtbot, make_page)
     record = add_run("slow", state_detail="stalled: no output or progress for 12 min; a step usually takes 1.5 s")
     page = make_page()
     page.open_run(record.id)
-    qtbot.waitUntil(lambda: page.stall_panel.isVisible(), timeout=10000)
-    assert "no output or progress for 12 min" in page.stall_label.text()
+    qtbot.waitUntil(lambda: page.header.stall_panel.isVisible(), timeout=10000)
+    assert "no output or progress for 12 min" in page.header.stall_label.text()
     with RunStore() as store:
         store.update_run(record.id, state_detail="")  # the supervisor saw output again
-    qtbot.waitUntil(lambda: not page.stall_panel.isVisible(), timeout=10000)
+    qtbot.waitUntil(lambda: not page.header.stall_panel.isVisible(), timeout=10000)
 
 
 def test_page_opens_the_newest_running_run_and_lists_running_runs_first(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
@@ -184,34 +184,34 @@ def test_progress_metrics_and_charts_of_an_open_run(qtbot, make_page) -> None:  
                                                           ("epoch", step / 400))])
     page = make_page()
     page.open_run(record.id)
-    qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") == 12, timeout=10000)
-    assert page.progress_label.text() == "120 / 400 it (30%) · 8 it/s · 0:35 left"
-    assert page.progress_bar.value() == 300
-    assert page.other_box.currentText() == "learning_rate"
-    qtbot.waitUntil(lambda: page.other_chart.point_count("learning_rate") == 12, timeout=10000)
+    qtbot.waitUntil(lambda: page.charts.loss_chart.point_count("loss") == 12, timeout=10000)
+    assert page.header.progress_label.text() == "120 / 400 it (30%) · 8 it/s · 0:35 left"
+    assert page.header.progress_bar.value() == 300
+    assert page.charts.other_box.currentText() == "learning_rate"
+    qtbot.waitUntil(lambda: page.charts.other_chart.point_count("learning_rate") == 12, timeout=10000)
     with RunStore() as store:  # more points arrive: only the new ones are appended
         store.add_metrics(record.id, [("loss", 130, 1130.0, 1.7, None)])
         store.update_run(record.id, progress={"current": 130, "total": 400, "rate": 8.0, "eta_s": 34.0, "unit": "it"})
-    qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") == 13, timeout=10000)
-    assert page.loss_chart.last("loss") == pytest.approx(1.7)
-    qtbot.waitUntil(lambda: page.progress_bar.value() == 325, timeout=10000)
+    qtbot.waitUntil(lambda: page.charts.loss_chart.point_count("loss") == 13, timeout=10000)
+    assert page.charts.loss_chart.last("loss") == pytest.approx(1.7)
+    qtbot.waitUntil(lambda: page.header.progress_bar.value() == 325, timeout=10000)
     # Issue 12: the list said 32% while the header said 38%. The list's line comes from the record the header
     # shows, at the header's cadence (the list itself refreshes more slowly).
     item = next(page.run_list.item(i) for i in range(page.run_list.count())
                 if page.run_list.item(i).text().startswith("charts"))
-    assert "(32%)" in page.progress_label.text() and "32%" in item.text(), (page.progress_label.text(), item.text())
-    page.other_box.setCurrentText("epoch")
-    qtbot.waitUntil(lambda: page.other_chart.point_count("epoch") == 12, timeout=10000)
-    assert page.other_chart.title == "epoch"
+    assert "(32%)" in page.header.progress_label.text() and "32%" in item.text(), (page.header.progress_label.text(), item.text())
+    page.charts.other_box.setCurrentText("epoch")
+    qtbot.waitUntil(lambda: page.charts.other_chart.point_count("epoch") == 12, timeout=10000)
+    assert page.charts.other_chart.title == "epoch"
 
 
 def test_demo_run_looks_real_and_stays_out_of_the_users_store(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
     page = make_page()
     page.load_demo()
-    qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") > 10, timeout=10000)
+    qtbot.waitUntil(lambda: page.charts.loss_chart.point_count("loss") > 10, timeout=10000)
     qtbot.waitUntil(lambda: page.console.rank_box.count() == 3, timeout=10000)  # All ranks, Rank 0, Rank 1
     assert page.state_text() == "running"
-    assert "1,240 / 2,000" in page.progress_label.text() and "left" in page.progress_label.text()
+    assert "1,240 / 2,000" in page.header.progress_label.text() and "left" in page.header.progress_label.text()
     assert page.console.shown_lines()[-1].startswith("[0] train:  62%")
     qtbot.waitUntil(lambda: list_texts(page)[:2] == ["RUNNING", "gpt2-finetune"], timeout=10000)
     with RunStore() as store:
@@ -275,14 +275,14 @@ def test_real_run_streams_into_the_page_a_new_page_reattaches_and_stop_stops_it(
         step = current_step(first)
         qtbot.waitUntil(lambda: current_step(first) > step, timeout=30000)  # progress keeps coming
         # (drawn on the page's next clock tick, within a second of the read)
-        qtbot.waitUntil(lambda: "/ 5,000 steps" in first.progress_label.text()
-                        and "steps/s" in first.progress_label.text(), timeout=5000)
+        qtbot.waitUntil(lambda: "/ 5,000 steps" in first.header.progress_label.text()
+                        and "steps/s" in first.header.progress_label.text(), timeout=5000)
         qtbot.waitUntil(lambda: "'loss'" in first.console.text(), timeout=30000)
         lines = first.console.shown_lines()
         bar_lines = [line for line in lines if "/5000 [" in line]
         # tqdm redraws the bar every 0.2 s, but the console shows one bar line between two loss lines at most.
         assert bar_lines and len(bar_lines) <= sum("'loss'" in line for line in lines) + 1
-        assert first.stop_button.isVisible() and first.stop_button.isEnabled()
+        assert first.stop_panel.stop_button.isVisible() and first.stop_panel.stop_button.isEnabled()
         first.shutdown()  # the window closes; the run goes on
 
         second = make_page()  # the window is opened again: it finds the run and follows it
@@ -293,11 +293,11 @@ def test_real_run_streams_into_the_page_a_new_page_reattaches_and_stop_stops_it(
         qtbot.waitUntil(lambda: second.console.shown_lines()[-1:] != [lines[-1]], timeout=30000)  # output too
 
         second.confirm_stop = False
-        qtbot.mouseClick(second.stop_button, Qt.MouseButton.LeftButton)
-        assert not second.stop_button.isEnabled() and second.stop_panel.isVisible()
+        qtbot.mouseClick(second.stop_panel.stop_button, Qt.MouseButton.LeftButton)
+        assert not second.stop_panel.stop_button.isEnabled() and second.stop_panel.story.isVisible()
         qtbot.waitUntil(lambda: second.record is not None and second.record.state == "stopped", timeout=60000)
         qtbot.waitUntil(lambda: second.remaining is not None, timeout=30000)
-        story = second.stop_label.text()
+        story = second.stop_panel.story_label.text()
         assert "stop requested" in story and "sent SIGINT" in story and "asked the run to stop" not in story
         assert story.splitlines()[-1] == "confirmed: no process of the run remains"
         assert second.remaining == []
@@ -305,8 +305,8 @@ def test_real_run_streams_into_the_page_a_new_page_reattaches_and_stop_stops_it(
             done = store.get_run(record.id)
         assert done is not None and run_processes(record.id, done) == []
         assert done.diagnosis is not None and done.diagnosis["kind"] == "stopped"
-        assert second.stop_title.text() == "Stopped" and "Stopped on request gracefully (SIGINT)" in story
-        assert not second.stop_button.isVisible()
+        assert second.stop_panel.story_title.text() == "Stopped" and "Stopped on request gracefully (SIGINT)" in story
+        assert not second.stop_panel.stop_button.isVisible()
         qtbot.waitUntil(lambda: second.console.ended, timeout=10000)
     finally:
         make_sure_it_ends(record.id)
@@ -321,10 +321,10 @@ def test_force_stop_kills_a_run_at_once(qtbot, make_page) -> None:  # type: igno
         page.open_run(record.id)
         qtbot.waitUntil(lambda: current_step(page) >= 5, timeout=90000)
         page.confirm_stop = False
-        qtbot.mouseClick(page.force_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.stop_panel.force_button, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: page.record is not None and page.record.state == "stopped", timeout=30000)
         qtbot.waitUntil(lambda: page.remaining is not None, timeout=30000)
-        assert "force stop" in page.stop_label.text() and "SIGKILL" in page.stop_label.text()
+        assert "force stop" in page.stop_panel.story_label.text() and "SIGKILL" in page.stop_panel.story_label.text()
         assert page.remaining == []
         assert page.record.state_detail == "stopped forcefully (SIGKILL)"
     finally:
@@ -340,7 +340,7 @@ def test_off_screen_the_page_reads_but_draws_nothing_and_catches_up_on_return(qt
         store.add_metrics(record.id, [("loss", step, 1000.0 + step, 1.0 / step, None) for step in range(1, 11)])
     page = make_page()
     page.open_run(record.id)
-    qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") == 10 and "line 1" in page.console.shown_lines(),
+    qtbot.waitUntil(lambda: page.charts.loss_chart.point_count("loss") == 10 and "line 1" in page.console.shown_lines(),
                     timeout=10000)
     for leave, back in ((page.hide, page.show),
                         (lambda: (page.showMinimized(), page.window_minimised(True)),
@@ -348,7 +348,7 @@ def test_off_screen_the_page_reads_but_draws_nothing_and_catches_up_on_return(qt
         leave()
         qtbot.waitUntil(lambda: not page.on_screen(), timeout=5000)
         assert page.console.paused and page.poll_timer.interval() == HIDDEN_POLL_MS
-        drawn = page.loss_chart.point_count("loss")
+        drawn = page.charts.loss_chart.point_count("loss")
         lines = len(page.console.shown_lines())
         with record.log_path.open("ab") as log:
             log.write(b"".join(f"more {drawn} {i}\n".encode() for i in range(5)))
@@ -358,7 +358,7 @@ def test_off_screen_the_page_reads_but_draws_nothing_and_catches_up_on_return(qt
         page.poll()  # a poll off screen reads the news into the page's series, and draws none of it
         qtbot.waitUntil(lambda d=drawn: page.watched.series["loss"].count == d + 10, timeout=10000)
         qtbot.wait(1500)
-        assert page.loss_chart.point_count("loss") == drawn
+        assert page.charts.loss_chart.point_count("loss") == drawn
         assert len(page.console.shown_lines()) == lines
         # Written after the last poll off screen: read by the poll on return, and drawn as it arrives, without
         # waiting for the charts' pace (made a minute here, so only a catch-up draw can pass).
@@ -368,7 +368,7 @@ def test_off_screen_the_page_reads_but_draws_nothing_and_catches_up_on_return(qt
         with monkeypatch.context() as patch:  # (not monkeypatch.undo(): that would undo TRAINDECK_HOME too)
             patch.setattr(runs_charts, "CHART_MS", 60_000)
             back()
-            qtbot.waitUntil(lambda d=drawn: page.loss_chart.point_count("loss") == d + 15, timeout=10000)
+            qtbot.waitUntil(lambda d=drawn: page.charts.loss_chart.point_count("loss") == d + 15, timeout=10000)
         qtbot.waitUntil(lambda d=drawn: f"more {d} 4" in page.console.shown_lines(), timeout=10000)
         assert not page.console.paused and page.poll_timer.interval() <= POLL_MAX_MS  # live pace again
 
@@ -385,7 +385,7 @@ def test_polling_backs_off_while_nothing_changes(qtbot, make_page) -> None:  # t
     with RunStore() as store:
         store.add_metrics(record.id, [("loss", 2, 1001.0, 1.5, None)])
     qtbot.waitUntil(lambda: page.poll_timer.interval() == POLL_MS, timeout=10000)
-    qtbot.waitUntil(lambda: page.loss_chart.point_count("loss") == 2, timeout=10000)
+    qtbot.waitUntil(lambda: page.charts.loss_chart.point_count("loss") == 2, timeout=10000)
 
 
 def test_a_zoom_into_the_reduced_history_reads_that_range_again_at_full_resolution(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
@@ -398,7 +398,7 @@ def test_a_zoom_into_the_reduced_history_reads_that_range_again_at_full_resoluti
                                       for step in range(1, total + 1)])
     page = make_page()
     page.open_run(record.id)
-    chart = page.loss_chart
+    chart = page.charts.loss_chart
     qtbot.waitUntil(lambda: chart.point_count("loss") > 0, timeout=20000)
 
     def shown_between(low: float, high: float) -> int:
@@ -431,7 +431,7 @@ def test_a_multi_node_runs_nodes_are_side_by_side_in_their_tab(qtbot, make_page)
     page = make_page()
     page.open_run(many.id)
     qtbot.waitUntil(lambda: page.nodes_table.rowCount() == 2, timeout=10000)
-    assert page.lower_tabs.isTabVisible(page._nodes_tab) and page.lower_tabs.tabText(page._nodes_tab) == "Nodes (2)"
+    assert page.lower_tabs.isTabVisible(page.lower_tabs.nodes_tab) and page.lower_tabs.tabText(page.lower_tabs.nodes_tab) == "Nodes (2)"
     cells = [[page.nodes_table.item(r, c).text() for c in range(page.nodes_table.columnCount())] for r in range(2)]
     assert cells[0] == ["127.0.0.2", "0", "1.00 GiB", "3.00 GiB of 8.00 GiB", "97 %", "-", "answering"]
     assert cells[1][0] == "127.0.0.3" and cells[1][-1] == "unreachable: ssh exit 255; ended ranks 1"
@@ -439,4 +439,4 @@ def test_a_multi_node_runs_nodes_are_side_by_side_in_their_tab(qtbot, make_page)
     qtbot.waitUntil(lambda: page.run_id == one.id and page.record is not None, timeout=10000)
     page.ctx.tasks.wait(5000)
     qtbot.wait(200)
-    assert not page.lower_tabs.isTabVisible(page._nodes_tab) and page.nodes_table.rowCount() == 0
+    assert not page.lower_tabs.isTabVisible(page.lower_tabs.nodes_tab) and page.nodes_table.rowCount() == 0

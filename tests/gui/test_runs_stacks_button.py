@@ -26,17 +26,17 @@ def test_stall_banner_and_stacks_button_name_the_stuck_rank(qtbot) -> None:  # t
     page.show()
     try:
         page.open_run(run.id)
-        qtbot.waitUntil(lambda: "rank 1 is in hang_in_load.py:1" in page.stall_label.text(), timeout=120000)
-        assert page.stall_panel.isVisible()
-        assert page.stall_label.text().startswith("⚠ The run looks stalled: no output or progress for ")
-        assert "load_batch; rank 0 waits in all_reduce" in page.stall_label.text()
+        qtbot.waitUntil(lambda: "rank 1 is in hang_in_load.py:1" in page.header.stall_label.text(), timeout=120000)
+        assert page.header.stall_panel.isVisible()
+        assert page.header.stall_label.text().startswith("⚠ The run looks stalled: no output or progress for ")
+        assert "load_batch; rank 0 waits in all_reduce" in page.header.stall_label.text()
 
-        assert page.stacks_button.isVisible()
-        page.stacks_button.click()
-        qtbot.waitUntil(lambda: page.last_stacks is not None, timeout=60000)
-        assert page.last_stacks.summary.startswith("rank 1 is in hang_in_load.py:1")
-        assert page.stacks_box is not None and "load_batch" in page.stacks_box.detailedText()
-        page.stacks_box.close()
+        assert page.stop_panel.stacks_button.isVisible()
+        page.stop_panel.stacks_button.click()
+        qtbot.waitUntil(lambda: page.stop_panel.last_stacks is not None, timeout=60000)
+        assert page.stop_panel.last_stacks.summary.startswith("rank 1 is in hang_in_load.py:1")
+        assert page.stop_panel.stacks_box is not None and "load_batch" in page.stop_panel.stacks_box.detailedText()
+        page.stop_panel.stacks_box.close()
         assert get(run.id).state == "running", "taking stacks never stops the run"
     finally:
         with RunStore() as store:

@@ -1,12 +1,13 @@
 """The run view: a list of runs (running first) and the open run's console, progress, charts, stop and diagnosis.
 
-Everything the page shows is read off the UI thread: the run store through `ctx.tasks` (a view every 0.5 s, the
-list every 2 s), the log by the console's own reading thread. Opening the page while runs are running shows the
-newest one and follows it: closing and reopening the window reattaches to a run, which never noticed either.
+Everything the page shows is read off the UI thread: the run store through `ctx.tasks` (the open run every POLL_MS,
+the list every LIST_MS), the log by the console's own reading thread. Opening the page while runs are running shows
+the newest one and follows it: closing and reopening the window reattaches to a run, which never noticed either.
 
-Layout and drawing only; the watched run's state is backend/runs/control/watched_run.py (WatchedRun). The page's parts live
-beside it: the run list (runs_list.py), the charts and metrics (runs_charts.py), the stop and diagnosis
-(runs_stop.py); RunsPage is made of them.
+The page is an assembly of panels, each owning its widgets and state and given the models it reads: the watched
+run (WatchedRun, backend/runs/control/watched_run.py, without widgets) and where runs are read from (RunsSource,
+source.py). The page owns the timing: when to poll, when to draw what the polls read (on its 1 s clock, at once for
+news that cannot wait, nothing while off screen, a catch-up on return), and hands each panel its part.
 """
 
 from __future__ import annotations
@@ -14,21 +15,12 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
-    QComboBox,
-    QGridLayout,
-    QHBoxLayout,
-    QLabel,
-    QListWidget,
-    QMessageBox,
     QPushButton,
-    QSizePolicy,
     QSplitter,
     QStackedWidget,
     QVBoxLayout,
@@ -36,23 +28,23 @@ from PySide6.QtWidgets import (
 )
 
 from traindeck.backend.remote import RemoteRuns
-from traindeck.backend.runs import STOPPED_TRACEBACK_NOTE, BoundedSeries, RunRecord, RunStore, WatchedRun  # noqa: F401 (the note: tests read it here)
+from traindeck.backend.runs import STOPPED_TRACEBACK_NOTE, RunRecord, WatchedRun  # noqa: F401 (the note: tests read it here)
 from traindeck.backend.runs.control import view as watch
 from traindeck.gui.context import AppContext
-from traindeck.gui.pages.runs.charts_panel import RunChartsPart
-from traindeck.gui.pages.runs.leftovers_panel import RunLeftoversPart
-from traindeck.gui.pages.runs.nodes_panel import RunNodesPart
-from traindeck.gui.pages.runs.run_list import _RUN_ID, RunListPart
-from traindeck.gui.pages.runs.stop_panel import STOP_GRACE_S, RunStopPart
-from traindeck.gui.theme import set_muted
+from traindeck.gui.pages.base import Page
+from traindeck.gui.pages.runs.charts_panel import ChartsPanel
+from traindeck.gui.pages.runs.header import RunHeader
+from traindeck.gui.pages.runs.leftovers_panel import CheckpointsTab
+from traindeck.gui.pages.runs.nodes_panel import NodesTable
+from traindeck.gui.pages.runs.run_list import RunList
+from traindeck.gui.pages.runs.source import RunsSource, create_demo_store
+from traindeck.gui.pages.runs.stop_panel import DiagnosisPanel, StopPanel
+from traindeck.gui.pages.runs.tabs import RunTabs
 from traindeck.gui.widgets.console import LogConsole
-from traindeck.gui.widgets.labels import ElidedLabel, SteadyLabel, SteadyProgressBar
 from traindeck.gui.widgets.labels import label as _label
-from traindeck.gui.widgets.labels import panel as _panel
-from traindeck.gui.widgets.run_state import badge_style, panel_style
 
-# The open run: record, events, metrics. Every 2 s, like nvitop's refresh: at 1 s, the reads and what they redraw
-# were about a fifth of the window's CPU watching a 50 lines/s run (py-spy on tests/perf/bench_gui_soak.py); the
+# The open run: record, events, metrics. Every 2 s, like nvitop's refresh: at 1 s the reads and what they redraw
+# take about a fifth of the window's CPU watching a 50 lines/s run (py-spy on tests/perf/bench_gui_soak.py); the
 # console and the run's clock still move every second.
 POLL_MS = 2000
 POLL_MAX_MS = 4000  # ... backing off (doubling) while nothing changes
@@ -60,41 +52,19 @@ HIDDEN_POLL_MS = 10_000  # ... while the page is hidden or the window minimised:
 LIST_MS = 2000  # the list of runs (and marking runs whose supervisor is gone as lost)
 
 
-class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNodesPart):
+class RunsPage(Page):
     key = "runs"
     title = "Runs"
     order = 30
 
-    def __init__(self, ctx: AppContext):
+    def __init__(self, ctx: AppContext) -> None:
         super().__init__(ctx)
-        self.confirm_stop = True  # ask before stopping (tests of the stop itself turn this off)
-        self._store_path: Path | None = None  # None: the user's run store; load_demo() uses a store of its own
-        self.remote: RemoteRuns | None = None  # another machine's runs instead (use_source; gui/remote_connect.py)
-        self._stores: dict[Path | None, RunStore] = {}  # by path; opened and used on worker threads only
-        self._store_lock = threading.Lock()
-        self._mark_lost = True
+        self.source = RunsSource(ctx)  # where the runs are read from, shared with the panels that read them
+        self.watched = WatchedRun()  # what was read of the open run, what is on its way, the stop story
         self._demo_dir: str | None = None
-        self._closing = False
-        self._listed: list[tuple[str, str, str, str, bool]] = []  # what the run list shows (see _fill_list)
-
-        # The watched run's state (what was read, what is on its way, the stop story) lives in a model without
-        # widgets (backend/runs/control/watched_run.py, tested on its own); this page draws it.
-        self.watched = WatchedRun()
-        self.records: list[RunRecord] = []
-        self._listing = False
-        self._opened_by_user = False
-        # What the page has drawn (the series themselves are the model's, watched.series): drawn only while
-        # the page is on screen, and only when the screen would change.
-        self._undrawn: set[str] = set()  # series changed since last drawn
-        self._drawn: set[str] = set()  # series in a chart (one not yet drawn is drawn at once)
-        self._drawn_extent: dict[str, tuple[float, float, float]] = {}  # name: (last x, low, high) when drawn
-        # A chart zoomed into the folded (reduced) part of a series: that range re-read from the store at full
-        # resolution, {name: (low, high, points)}; dropped when the chart follows the newest data again.
-        self._detail: dict[str, tuple[float, float, BoundedSeries]] = {}
+        self._opened_by_user = False  # the user asked for a run: reattaching opens none of its own
         self._stale = False  # news arrived while off screen: shown on return
         self._catch_up = False  # back on screen: the next view read is drawn at once, charts included
-        self._drawn_at = 0.0  # monotonic time the charts were last drawn
-        self._metric_labels: dict[str, QLabel] = {}
 
         self._build()
         ctx.open_run.connect(self.open_run)
@@ -108,128 +78,42 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         self.list_timer.timeout.connect(self._list_tick)
         self.list_timer.start()
         # The page's clock: once a second it moves the run's duration, draws what the last poll read and (through
-        # follow_clock) applies the console's stream, in one pass. Drawn as each arrived, they were 5.8 repaint
-        # cycles of the window a second watching a 50 lines/s run, each repainting the parents and siblings of
-        # what changed; 3.2 with this and SteadyLabel (bench_gui_soak --paints; the progress bar's own immediate
-        # repaint still splits a pass in two).
+        # follow_clock) applies the console's stream, in one pass: 3.2 repaint cycles of the window a second watching
+        # a 50 lines/s run, against 5.8 drawing each as it arrives (bench_gui_soak --paints, with SteadyLabel; the
+        # progress bar's own immediate repaint still splits a pass in two).
         self.clock_timer = QTimer(self)
         self.clock_timer.setInterval(1000)
         self.clock_timer.timeout.connect(self._clock_tick)
         self.console.follow_clock(self.clock_timer.timeout)
         self.clock_timer.start()
-        self.refresh_list(reattach=True)
+        self.run_list.refresh(reattach=True)
 
     # ================================================================================================ layout
     def _build(self) -> None:
-        self.run_list = QListWidget()
-        self.run_list.setObjectName("runList")
-        self.run_list.setMinimumWidth(200)
-        self.run_list.setMaximumWidth(320)
-        self.run_list.setSpacing(1)
-        self.run_list.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.run_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.run_list.currentItemChanged.connect(self._item_chosen)
+        self.run_list = RunList(self.watched, self.source)
+        self.run_list.chosen.connect(self.open_run)
+        self.run_list.running_found.connect(self._reattach)
 
-        # -- header: name, state, duration, stop -----------------------------------------------------------
-        self.name_label = ElidedLabel(bold=True)  # a long name is cut, never widens the window
-        font = self.name_label.font()
-        font.setPointSizeF(font.pointSizeF() * 1.35)
-        self.name_label.setFont(font)
-        self.state_badge = QLabel()
-        self.duration_label = SteadyLabel("running for 0:00")  # ticks every second
-        self.duration_label.setToolTip("How long the run has been running (or ran)")
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setShortcut(QKeySequence("Ctrl+."))
-        self.stop_button.setToolTip("Stop the run gracefully (Ctrl+.): SIGINT to every process, SIGTERM after "
-                                    f"{STOP_GRACE_S:g} s, SIGKILL if anything is still running after that")
-        self.stop_button.clicked.connect(lambda: self.stop_run())
-        self.force_button = QPushButton("Force stop")
-        self.force_button.setToolTip("Kill every process of the run now (SIGKILL): nothing gets to save or clean up")
-        self.force_button.clicked.connect(lambda: self.force_stop())
-        self.stacks_button = QPushButton("Stacks")
-        self.stacks_button.setToolTip("Dump every rank's Python stack (all threads) without stopping the run, and "
-                                      "see which rank is not where the others are (a hang)")
-        self.stacks_button.clicked.connect(lambda: self.take_stacks())
-        self.last_stacks: Any = None  # the last StackReport taken from this page
-        self.stacks_box: QMessageBox | None = None
-        self._build_stop_kind()
-        header = QHBoxLayout()
-        header.addWidget(self.name_label)
-        header.addWidget(self.state_badge)
-        header.addWidget(self.duration_label)
-        header.addStretch(1)
-        header.addWidget(self.stacks_button)
-        header.addWidget(self.stop_kind_label)
-        header.addWidget(self.save_now_button)
-        header.addWidget(self.stop_button)
-        header.addWidget(self.force_button)
-        self.meta_label = _label(selectable=True)
-        self.meta_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        set_muted(self.meta_label)
-
-        # -- progress -----------------------------------------------------------------------------------------
-        self.progress_bar = SteadyProgressBar()  # repaints with the page, not on its own (setValue)
-        self.progress_bar.setRange(0, 1000)
-        self.progress_bar.setTextVisible(False)
-        self.progress_bar.setFixedHeight(14)
-        self.progress_label = SteadyLabel("1,000 / 10,000 steps (10%) · 9.99 steps/s")  # new words every poll
-        progress = QHBoxLayout()
-        progress.addWidget(self.progress_bar, 1)
-        progress.addWidget(self.progress_label)
-
-        # -- banners: stall, stop escalation, diagnosis -------------------------------------------------------
-        self.stall_panel, stall_layout = _panel("stallPanel")
-        self.stall_panel.setStyleSheet(panel_style("warning", "stallPanel"))
-        self.stall_label = _label(wrap=True, selectable=True)
-        stall_layout.addWidget(self.stall_label)
-        self.stop_panel, stop_layout = _panel("stopPanel")
-        self.stop_panel.setStyleSheet(panel_style("info", "stopPanel"))
-        self.stop_title = _label("Stopping", bold=True)
-        self.stop_label = _label(selectable=True, wrap=True)
-        stop_layout.addWidget(self.stop_title)
-        stop_layout.addWidget(self.stop_label)
-        self.diagnosis_panel, diagnosis_layout = _panel("diagnosisPanel")
-        self.diagnosis_summary = _label(wrap=True, selectable=True, bold=True)
-        self.diagnosis_evidence = _label(wrap=True, selectable=True)
-        self.diagnosis_advice = _label(wrap=True, selectable=True)
-        for widget in (self.diagnosis_summary, self.diagnosis_evidence, self.diagnosis_advice):
-            diagnosis_layout.addWidget(widget)
-
-        # -- console and charts -------------------------------------------------------------------------------
+        # -- header (with the stop buttons), banners: stall, diagnosis, stop -------------------------------------
+        self.stop_panel = StopPanel(self.ctx, self.watched, self.source, self)
+        self.stop_panel.poll_wanted.connect(self.poll)
+        self.header = RunHeader(self.stop_panel.header_widgets())
+        self.diagnosis_panel = DiagnosisPanel()
+        # -- console above the tabs: charts, checkpoints, nodes ------------------------------------------------
         self.console = LogConsole()
-        self.loss_chart = self._make_chart("Loss")
-        self.other_box = QComboBox()
-        self.other_box.setToolTip("The metric shown in the second chart")
-        self.other_box.setPlaceholderText("other metrics appear here as the run reports them")
-        self.other_box.currentIndexChanged.connect(self._other_chosen)
-        self.other_chart = self._make_chart("Metric")
-        other = QWidget()
-        other_layout = QVBoxLayout(other)
-        other_layout.setContentsMargins(0, 0, 0, 0)
-        other_layout.setSpacing(2)
-        other_layout.addWidget(self.other_box)
-        other_layout.addWidget(self.other_chart, 1)
-        self._other_layout = other_layout
-        self.metrics_grid = QGridLayout()
-        self.metrics_grid.setVerticalSpacing(2)
-        metrics_box = QWidget()
-        metrics_outer = QVBoxLayout(metrics_box)
-        metrics_outer.setContentsMargins(4, 0, 0, 0)
-        metrics_outer.addWidget(_label("Last metrics", bold=True))
-        metrics_outer.addLayout(self.metrics_grid)
-        metrics_outer.addStretch(1)
-        metrics_box.setMinimumWidth(170)
-        charts = QWidget()
-        charts_layout = QHBoxLayout(charts)
-        charts_layout.setContentsMargins(0, 0, 0, 0)
-        charts_layout.addWidget(self.loss_chart, 1)
-        charts_layout.addWidget(other, 1)
-        charts_layout.addWidget(metrics_box)
-        self._charts_layout = charts_layout
+        self.charts = ChartsPanel(self.watched, self.source)
+        self.charts.other_chosen.connect(self.poll)
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.console)
-        self.splitter.addWidget(self._build_leftovers(charts))
-        self._build_nodes()
+        self.leftovers = CheckpointsTab(self.ctx.tasks, self.watched, self.source)
+        self.leftovers.message.connect(self.ctx.status.emit)
+        self.leftovers.run_started.connect(self.ctx.run_started.emit)
+        self.nodes_table = NodesTable(self.ctx.tasks, self.watched, self.source)
+        self.lower_tabs = RunTabs(self.charts, self.leftovers, self.nodes_table)
+        self.lower_tabs.currentChanged.connect(lambda _index: self.leftovers.due(self.on_screen(), force=True))
+        self.leftovers.listed.connect(lambda _count, companion: self.stop_panel.set_companion(companion))
+        self.stop_panel.save_now_asked.connect(self.leftovers.save_now)
+        self.splitter.addWidget(self.lower_tabs)
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 2)
         self.splitter.setChildrenCollapsible(False)
@@ -238,12 +122,9 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         run_view = QWidget()
         view_layout = QVBoxLayout(run_view)
         view_layout.setContentsMargins(8, 4, 4, 4)
-        view_layout.addLayout(header)
-        view_layout.addWidget(self.meta_label)
-        view_layout.addLayout(progress)
-        view_layout.addWidget(self.stall_panel)
+        view_layout.addWidget(self.header)
         view_layout.addWidget(self.diagnosis_panel)
-        view_layout.addWidget(self.stop_panel)
+        view_layout.addWidget(self.stop_panel.story)
         view_layout.addWidget(self.splitter, 1)
 
         empty = QWidget()
@@ -271,85 +152,100 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(split)
 
-    # ================================================================================================ one run
+    # ================================================================================================ the open run
+    @property
+    def run_id(self) -> str | None:
+        return self.watched.run_id
+
+    @property
+    def record(self) -> RunRecord | None:
+        return self.watched.record
+
+    @property
+    def remaining(self) -> list[int] | None:
+        """The run's processes still alive after it ended (None: not asked yet)."""
+        return self.watched.remaining
+
+    @property
+    def confirm_stop(self) -> bool:
+        """Whether Stop asks first (tests of the stop itself turn this off)."""
+        return self.stop_panel.confirm
+
+    @confirm_stop.setter
+    def confirm_stop(self, confirm: bool) -> None:
+        self.stop_panel.confirm = confirm
+
+    def stop_run(self, force: bool = False) -> None:
+        """Stop the open run: graceful, or SIGKILL now with force (asks first unless confirm_stop is off)."""
+        self.stop_panel.stop(force)
+
     def open_run(self, run_id: str) -> None:
         """Show this run (ctx.open_run, ctx.run_started, a click in the list)."""
         self._open(run_id, by_user=True)
+
+    def _list_tick(self) -> None:
+        if self.on_screen():
+            self.run_list.refresh()
+
+    def _reattach(self, run_id: str) -> None:
+        """The newest running run, found by the first look at the runs: opened unless one was asked for."""
+        if self.run_id is None and not self._opened_by_user:
+            self._open(run_id, by_user=False)  # the window was closed while it ran
 
     def _open(self, run_id: str, by_user: bool, poll: bool = True) -> None:
         self._opened_by_user = self._opened_by_user or by_user
         if not self.watched.open(run_id):
             return
-        self._undrawn = set()
-        self._drawn = set()
-        self._drawn_extent = {}
-        self._detail = {}
         self._stale = False
         self._catch_up = False
         self.console.close_log()
-        self._new_loss_chart()
-        self._set_other(None)
-        self.other_box.blockSignals(True)
-        self.other_box.clear()
-        self.other_box.blockSignals(False)
-        self._fill_metrics({})
-        for panel in (self.stall_panel, self.stop_panel, self.diagnosis_panel):
-            panel.setVisible(False)
-        self.name_label.set_full_text(run_id)
-        self.state_badge.clear()
-        self.meta_label.clear()
-        self.progress_label.clear()
-        self.progress_bar.setValue(0)
-        self.stop_button.setVisible(False)
-        self.force_button.setVisible(False)
-        self.stacks_button.setVisible(False)
-        self._leftovers_opened(run_id)
-        self._nodes_opened()
+        self.charts.open_run()
+        self.diagnosis_panel.setVisible(False)
+        self.stop_panel.open_run()
+        self.header.open_run(run_id)
+        self.lower_tabs.open_run(remote=self.source.remote is not None)
+        self.leftovers.open_run(run_id)
+        self.nodes_table.open_run()
         self.views.setCurrentIndex(1)
-        for row in range(self.run_list.count()):
-            item = self.run_list.item(row)
-            if item.data(_RUN_ID) == run_id:
-                self.run_list.blockSignals(True)
-                self.run_list.setCurrentItem(item)
-                self.run_list.blockSignals(False)
+        self.run_list.select(run_id)
         if poll:
             self.poll()
         self.poll_timer.start()
-        if not any(r.id == run_id for r in self.records):
-            self.refresh_list()  # just launched: not in the list yet
+        if not self.run_list.has(run_id):
+            self.run_list.refresh()  # just launched: not in the list yet
 
     def poll(self) -> None:
         """Ask for the open run's news (the timer calls this every POLL_MS)."""
-        if self._closing:
+        if self.source.closing:
             return
         generation = self.watched.begin_poll()
         if generation is None:
             return  # nothing open, or a read is on its way (another follows it)
         arguments = self.watched.read_arguments()
-        self._call(watch.read_view, self.run_id, **arguments,
+        self.source.call(watch.read_view, self.run_id, **arguments,
                    done=lambda view: self._view_arrived(generation, view),
                    failed=lambda text: self._view_failed(generation, text))
 
     def _view_failed(self, generation: int, text: str) -> None:
         self.watched.poll_failed(generation)
-        self._report_failure(text)
+        self.source.report_failure(text)
 
     def _view_arrived(self, generation: int, view: watch.RunView | None) -> None:
-        if self._closing:
+        if self.source.closing:
             return
         change = self.watched.apply(generation, view)
         if change is None:
             if self.watched.current(generation) and view is None:
                 self.poll_timer.stop()
-                self.name_label.set_full_text(f"{self.run_id}: no such run")
+                self.header.no_such_run(str(self.run_id))
             return  # or about a run no longer open
         record = change.record
         if change.first:
             self.console.open_log(record.log_path, ended=record.finished)
             self.console.set_paused(not self.on_screen())
-        self._update_metrics(change)
-        self._leftovers_news(change)
-        self._nodes_news(change)
+        self.charts.news(change)
+        self.leftovers.news(change, self.on_screen())
+        self.nodes_table.news(change, self.on_screen())
         # A run going on as before is drawn on the clock's next tick (with the console and the clock, in one
         # repaint); a run just opened, ending or being stopped at once.
         steady = (record.state == "running" and not change.first and record.stop_requested_at is None
@@ -358,7 +254,7 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
             self._show_run_state()
             if self._catch_up:
                 self._catch_up = False
-                self._draw_series(force=True)
+                self.charts.draw(force=True)
         else:
             self._stale = True  # drawn on the clock's next tick, or when the page is back on screen
         self._pace_polling(change.news)
@@ -386,14 +282,13 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         record = self.record
         if record is None:
             return
-        self._show_record(record)
-        self._show_stop_story()
-        self._show_diagnosis(record)
-        self._draw_series()
-        if self.watched.metrics:
-            self._fill_metrics(self.watched.metrics)
-        elif record.finished:
-            self._fill_metrics({}, empty="none recorded")
+        self.run_list.update_item(record)  # the list's line from the same record as the header (same percent)
+        self.header.show_record(record)
+        self._update_duration()
+        self.stop_panel.show_record(record)
+        self.stop_panel.show_story()
+        self.diagnosis_panel.show_record(record, self.stop_panel.story_shown())
+        self.charts.show_run(record)
 
     def _clock_tick(self) -> None:
         if self._stale and self.on_screen():
@@ -407,15 +302,14 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         self.console.set_paused(False)
         if self._stale:
             self._show_run_state()
-            self._draw_series(force=True)
+            self.charts.draw(force=True)
         self._update_duration()
         self.poll_timer.setInterval(POLL_MS)
         # What was drawn just now is the last hidden poll's (up to HIDDEN_POLL_MS old): this poll's news is drawn
-        # as soon as it arrives, charts too, not CHART_MS later (the tour's Runs page showed step 10's chart beside
-        # step 54's labels after a visit to the Monitor).
+        # as soon as it arrives, charts too, not CHART_MS later: an old chart beside new labels looks wrong.
         self._catch_up = True
         self.poll()
-        self._leftovers_due(force=True)
+        self.leftovers.due(self.on_screen(), force=True)
 
     def _off_screen(self) -> None:
         self.console.set_paused(True)
@@ -436,99 +330,23 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
         else:
             self._back_on_screen()
 
-    # ================================================================================================ showing
-    def _show_record(self, record: RunRecord) -> None:
-        self._update_list_item(record)  # the list's line from the same record as the header (same percent)
-        self.name_label.set_full_text(record.name or record.id, "" if not record.name else record.id)
-        self.state_badge.setText(record.state)
-        style = badge_style(record.state)
-        if self.state_badge.styleSheet() != style:  # every poll: setting a style sheet re-polishes, even the same
-            self.state_badge.setStyleSheet(style)
-        self.state_badge.setToolTip(record.state_detail or record.state)
-        parts = [record.id, record.launcher]
-        if record.preset:
-            parts.append(f"preset {record.preset}")
-        parts.append(" ".join([record.script, *self._script_args(record)]).strip() or "-")
-        self.meta_label.setText(" · ".join(parts))
-        self.meta_label.setToolTip(" ".join(record.argv))
-        self._update_duration()
-        running = record.state == "running"
-        stopping = running and (record.stop_requested_at is not None or self.watched.stop_pending)
-        self.stop_button.setVisible(running)
-        self.force_button.setVisible(running)
-        self.stacks_button.setVisible(running and self.remote is None)  # stacks: not over SSH yet
-        self.stop_button.setEnabled(running and not stopping)
-        self.stop_button.setText("Stopping…" if stopping else "Stop")
-        self._show_stop_kind(record)  # "Stop and save" and Save now with the companion
-        self._show_progress(record)
-        stall = watch.stall_warning(record)
-        build = watch.op_build_note(record)
-        self.stall_panel.setVisible(stall is not None or build is not None)
-        if build is not None:  # not a hang: a first use compiles ops for minutes, often without a line of output
-            self.stall_label.setText(f"⚙ {build[0].upper()}{build[1:]}: not a hang; the run goes on by itself "
-                                     "once they are built (kept for later runs).")
-        elif stall is not None:
-            self.stall_label.setText(f"⚠ The run looks stalled: {stall.removeprefix('stalled: ')}. It may be "
-                                     "waiting on another rank (a hang) or on slow I/O; the console shows its last "
-                                     "output.")
-
-    @staticmethod
-    def _script_args(record: RunRecord) -> list[str]:
-        if record.script and record.script in record.argv:
-            return record.argv[record.argv.index(record.script) + 1:]
-        return []
-
     def _update_duration(self) -> None:
         if not self.on_screen() and self.record is not None:
             return  # the clock ticks every second: nobody sees it now (updated on return)
-        record = self.record
-        if record is None:
-            self.duration_label.clear()
-            return
-        seconds = watch.run_duration(record)
-        verb = "running for" if record.state == "running" else "ran"
-        self.duration_label.setText(f"{verb} {watch.duration_text(seconds)}" if seconds is not None else "")
-
-    def _show_progress(self, record: RunRecord) -> None:
-        text = watch.progress_text(record.progress)
-        bar = self.progress_bar
-        if text is None:
-            if record.state == "running":
-                bar.setRange(0, 0)  # busy: no progress reported (yet)
-                self.progress_label.setText("no progress reported yet")
-            else:
-                bar.setRange(0, 1000)
-                bar.setValue(0)
-                self.progress_label.setText("no progress was reported")
-            return
-        bar.setRange(0, 1000)
-        if text.fraction is None:
-            bar.setRange(0, 0) if record.state == "running" else bar.setValue(1000)
-        else:
-            bar.setValue(int(1000 * text.fraction))
-        self.progress_label.setText(text.line() if record.state == "running" else text.count
-                                    + (f" ({100 * text.fraction:.0f}%)" if text.fraction is not None else "")
-                                    + (f" · {text.rate}" if text.rate else ""))
-
-        # (the metric values are filled by _show_run_state, with the rest, while the page is on screen)
+        self.header.show_duration(self.record)
 
     # ================================================================================================ page hooks
     def page_shown(self) -> None:
-        self.refresh_list()
+        self.run_list.refresh()
         if self.run_id is not None:
             self.poll()
 
     def load_demo(self) -> None:
         """A run in progress and a few finished ones, in a store of their own (never the user's)."""
-        from traindeck.backend.runs import create_demo_runs, create_failed_demo, create_running_demo
-
         self._remove_demo_dir()
         self._demo_dir = tempfile.mkdtemp(prefix="traindeck-demo-runs-")
         atexit.register(shutil.rmtree, self._demo_dir, True)  # `gui --screenshot` quits without closing pages
-        store_path = Path(self._demo_dir) / "runs.sqlite3"
-        create_demo_runs(store_path, Path(self._demo_dir) / "runs")
-        create_failed_demo(store_path, Path(self._demo_dir) / "runs")
-        run_id = create_running_demo(store_path, Path(self._demo_dir) / "runs")
+        store_path, run_id = create_demo_store(Path(self._demo_dir))
         self.use_store(store_path, mark_lost=False)  # demo runs have no supervisor: do not mark them lost
         self._open(run_id, by_user=True, poll=False)
         # Screenshots are grabbed right after this returns: read the demo's own store here (a private file, no
@@ -537,38 +355,36 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
             generation = self.watched.begin_poll()
             assert generation is not None  # opened just above, nothing on its way
             arguments = self.watched.read_arguments()
-            view = self._in_store(store_path, watch.read_view, run_id, **arguments)
+            view = self.source.in_store(store_path, watch.read_view, run_id, **arguments)
             self._view_arrived(generation, view)
         self._show_run_state()  # also when the page is not on screen yet (screenshots grab it anyway)
         self.console.catch_up()
-        self.loss_chart.flush()
-        self.other_chart.flush()
-        self.records = self._in_store(store_path, watch.runs_for_list, mark_lost=False)
-        self._fill_list(self.records)
+        self.charts.flush()
+        self.run_list.show_records(self.source.in_store(store_path, watch.runs_for_list, mark_lost=False))
 
     def use_source(self, remote: RemoteRuns | None) -> None:
         """Show another machine's runs (None: this machine's again); closes the current run view."""
         self.use_store(None)
-        self.remote = remote
-        self.records, self._listed, self._opened_by_user = [], [], False
-        self._fill_list([])
+        self.source.remote = remote
+        self._opened_by_user = False
+        self.run_list.forget()
         self.views.setCurrentIndex(0)
-        self.refresh_list(reattach=True)
+        self.run_list.refresh(reattach=True)
 
     def use_store(self, path: Path | None, mark_lost: bool = True) -> None:
         """Read runs from another store (the demo's); closes the current run view."""
         self.watched.close()
         self.console.close_log()
         self.poll_timer.stop()
-        self._store_path = path
-        self._mark_lost = mark_lost
+        self.source.store_path = path
+        self.source.mark_lost = mark_lost
 
     def shutdown(self) -> None:
-        self._closing = True
+        self.source.closing = True
         for timer in (self.poll_timer, self.list_timer, self.clock_timer):
             timer.stop()
         self.console.close_log()
-        self.ctx.tasks.run(self._close_stores)
+        self.ctx.tasks.run(self.source.close_stores)
         self._remove_demo_dir()
 
     def _remove_demo_dir(self) -> None:
@@ -576,9 +392,9 @@ class RunsPage(RunListPart, RunChartsPart, RunStopPart, RunLeftoversPart, RunNod
             shutil.rmtree(self._demo_dir, ignore_errors=True)
             self._demo_dir = None
 
-    # ================================================================================================ tests
     def state_text(self) -> str:
-        return self.state_badge.text()
+        """The open run's state as its badge shows it."""
+        return self.header.state_text()
 
 
 PAGE = RunsPage

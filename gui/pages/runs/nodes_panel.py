@@ -1,4 +1,4 @@
-"""The Runs page's Nodes tab (issue 15): a multi-node run's nodes side by side, one row each: host, ranks, peak
+"""The Runs page's Nodes tab: a multi-node run's nodes side by side, one row each: host, ranks, peak
 ranks memory, peak RAM used, peak CPU, peak GPU memory and whether the node answers (from the node watch's
 nodes_state.json through backend/runs/control/node_report.py, as `runs show` prints them). The tab is there only for a run
 with nodes; it is read on the thread pool with the page's own poll, at most every NODES_MS and only on screen."""
@@ -9,10 +9,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem, QTabWidget
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem
 
-from traindeck.backend.runs import ViewChange
-from traindeck.gui.pages.runs.shared import RunsPageShared
+from traindeck.backend.runs import ViewChange, WatchedRun
+from traindeck.gui.pages.runs.source import RunsSource
+from traindeck.gui.tasks import Tasks
 
 NODES_MS = 5000
 COLUMNS = ("Node", "Ranks", "Peak ranks memory", "Peak RAM used", "Peak CPU", "Peak GPU memory", "State")
@@ -41,54 +43,51 @@ def read_nodes(run_dir: str) -> list[dict[str, Any]] | None:
     return nodes_summary(Path(run_dir)) if run_dir else None
 
 
-class RunNodesPart(RunsPageShared):
-    lower_tabs: QTabWidget  # built by RunLeftoversPart
-    nodes_table: QTableWidget
-    _nodes_read_at: float
-    _nodes_tab: int
+class NodesTable(QTableWidget):
+    """The Nodes tab's table: read on the thread pool after the open run's polls (the page hands it their news)."""
 
-    def _build_nodes(self) -> None:
-        """The Nodes tab, added after the Checkpoints tab and hidden until a run has nodes."""
-        self._nodes_read_at = 0.0
-        self.nodes_table = QTableWidget(0, len(COLUMNS))
-        self.nodes_table.setObjectName("nodesTable")
-        self.nodes_table.setHorizontalHeaderLabels(list(COLUMNS))
-        self.nodes_table.verticalHeader().setVisible(False)
-        self.nodes_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.nodes_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.nodes_table.horizontalHeader().setStretchLastSection(True)
-        self._nodes_tab = self.lower_tabs.addTab(self.nodes_table, "Nodes")
-        self.lower_tabs.setTabVisible(self._nodes_tab, False)
+    rows_shown = Signal(int)  # how many nodes are shown now (0: none, the page hides the tab)
 
-    def _nodes_opened(self) -> None:
-        self.nodes_table.setRowCount(0)
-        self.lower_tabs.setTabVisible(self._nodes_tab, False)
-        self._nodes_read_at = 0.0
+    def __init__(self, tasks: Tasks, watched: WatchedRun, source: RunsSource) -> None:
+        super().__init__(0, len(COLUMNS))
+        self._tasks, self._watched, self._source = tasks, watched, source
+        self._read_at = 0.0  # monotonic time of the last read
+        self.setObjectName("nodesTable")
+        self.setHorizontalHeaderLabels(list(COLUMNS))
+        self.verticalHeader().setVisible(False)
+        self.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.horizontalHeader().setStretchLastSection(True)
 
-    def _nodes_news(self, change: ViewChange) -> None:
-        if self.remote is not None or not (change.first or self.on_screen()):
+    def open_run(self) -> None:
+        """Another run is open: nothing shown until its first read."""
+        self.setRowCount(0)
+        self._read_at = 0.0
+
+    def news(self, change: ViewChange, on_screen: bool) -> None:
+        """After each poll of the open run: read the nodes again while it goes (on screen, every NODES_MS), once
+        when it is opened and once more when it ends."""
+        if self._source.remote is not None or not (change.first or on_screen):
             return  # the node watch's files are on this machine; off screen, only the first read (the tab)
         now = time.monotonic()
-        if not (change.first or change.ended_now) and now - self._nodes_read_at < NODES_MS / 1000:
+        if not (change.first or change.ended_now) and now - self._read_at < NODES_MS / 1000:
             return
         if not change.first and change.record.state != "running" and not change.ended_now:
             return
-        self._nodes_read_at = now
+        self._read_at = now
         run_id = change.record.id
-        self.ctx.tasks.run(read_nodes, change.record.run_dir,
-                           done=lambda nodes: self._nodes_arrived(run_id, nodes))
+        self._tasks.run(read_nodes, change.record.run_dir, done=lambda nodes: self._arrived(run_id, nodes))
 
-    def _nodes_arrived(self, run_id: str, nodes: list[dict[str, Any]] | None) -> None:
-        if self._closing or run_id != self.run_id:
+    def _arrived(self, run_id: str, nodes: list[dict[str, Any]] | None) -> None:
+        if self._source.closing or run_id != self._watched.run_id:
             return
-        self.lower_tabs.setTabVisible(self._nodes_tab, bool(nodes))
         rows = [node_row(n) for n in nodes or []]
-        self.nodes_table.setRowCount(len(rows))
+        self.setRowCount(len(rows))
         for r, row in enumerate(rows):
             for c, text in enumerate(row):
-                item = self.nodes_table.item(r, c)
+                item = self.item(r, c)
                 if item is None:
-                    self.nodes_table.setItem(r, c, QTableWidgetItem(text))
+                    self.setItem(r, c, QTableWidgetItem(text))
                 elif item.text() != text:
                     item.setText(text)
-        self.lower_tabs.setTabText(self._nodes_tab, f"Nodes ({len(rows)})" if rows else "Nodes")
+        self.rows_shown.emit(len(rows))

@@ -1,70 +1,89 @@
-"""The Runs page's list of runs (running first, then recent): read every LIST_MS while on screen, redrawn only
-when what it shows changed. Part of RunsPage (gui/pages/runs/__init__.py), split off along its seams."""
+"""The Runs page's list of runs (running first, then queued, then recent): read when the page asks (every LIST_MS
+while on screen), redrawn only when what it shows changed. It reads through the RunsSource it is given, marks the
+WatchedRun's run as the current one, and tells the page by signals which run the user chose and which one is
+running when a read was asked to reattach."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from pathlib import Path
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QListWidgetItem
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QListWidget, QListWidgetItem
 
 from traindeck.backend.remote import RemoteRuns
-from traindeck.backend.runs import RunRecord
+from traindeck.backend.runs import RunRecord, WatchedRun
 from traindeck.backend.runs.control import view as watch
-from traindeck.gui.pages.runs.shared import RunsPageShared
+from traindeck.gui.pages.runs.source import RunsSource
 from traindeck.gui.widgets.run_state import state_icon
-
-if TYPE_CHECKING:
-    from pathlib import Path
-
 
 _RUN_ID = Qt.ItemDataRole.UserRole
 
 
-class RunListPart(RunsPageShared):
-    """The run list's methods of RunsPage ."""
+class RunList(QListWidget):
+    """The runs as the store lists them, grouped under RUNNING, QUEUED and RECENT headers."""
 
-    def refresh_list(self, reattach: bool = False) -> None:
+    chosen = Signal(str)  # the user picked this run
+    running_found = Signal(str)  # a read asked to reattach found this run the newest running one
+
+    def __init__(self, watched: WatchedRun, source: RunsSource) -> None:
+        super().__init__()
+        self._watched, self._source = watched, source
+        self.records: list[RunRecord] = []  # as last read
+        self._listed: list[tuple[str, str, str, str, bool]] = []  # what the list shows (see show_records)
+        self._listing = False  # a read is on its way
+        self.setObjectName("runList")
+        self.setMinimumWidth(200)
+        self.setMaximumWidth(320)
+        self.setSpacing(1)
+        self.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.currentItemChanged.connect(self._item_chosen)
+
+    def refresh(self, reattach: bool = False) -> None:
+        """Read the runs again (unless a read is on its way); with reattach, say which one is running."""
         if self._listing:
             return
         self._listing = True
-        path = self._where()
-        self._call(watch.runs_for_list, mark_lost=self._mark_lost,
-                   done=lambda records: self._list_arrived(records, reattach, path),
-                   failed=self._list_failed)
+        path = self._source.where()
+        self._source.call(watch.runs_for_list, mark_lost=self._source.mark_lost,
+                          done=lambda records: self._arrived(records, reattach, path), failed=self._failed)
 
-    def _list_tick(self) -> None:
-        if self.on_screen():
-            self.refresh_list()
-
-    def _list_failed(self, text: str) -> None:
+    def _failed(self, text: str) -> None:
         self._listing = False
-        self._report_failure(text)
+        self._source.report_failure(text)
 
-    def _list_arrived(self, records: list[RunRecord], reattach: bool, path: Path | RemoteRuns | None) -> None:
+    def _arrived(self, records: list[RunRecord], reattach: bool, path: Path | RemoteRuns | None) -> None:
         self._listing = False
-        if self._closing:
+        if self._source.closing:
             return
-        if path is not self._where() and path != self._where():  # read from a store used before: ask the current one
-            self.refresh_list(reattach)
+        where = self._source.where()
+        if path is not where and path != where:  # read from a store used before: ask the current one
+            self.refresh(reattach)
             return
-        self.records = records
-        self._fill_list(records)
-        if reattach and self.run_id is None and not self._opened_by_user:
+        self.show_records(records)
+        if reattach:
             newest = watch.newest_running(records)
             if newest is not None:
-                self._open(newest.id, by_user=False)  # reattach: the window was closed while it ran
+                self.running_found.emit(newest.id)
 
-    def _fill_list(self, records: list[RunRecord]) -> None:
-        shown = [(r.id, r.state, self._list_text(r), r.state_detail, r.id == self.run_id) for r in records]
+    def forget(self) -> None:
+        """Another source: its first read is shown whatever this list shows meanwhile."""
+        self.records, self._listed = [], []
+
+    def has(self, run_id: str) -> bool:
+        """Whether the last read listed this run."""
+        return any(r.id == run_id for r in self.records)
+
+    def show_records(self, records: list[RunRecord]) -> None:
+        self.records = records
+        shown = [(r.id, r.state, self._list_text(r), r.state_detail, r.id == self._watched.run_id) for r in records]
         if shown == self._listed:
-            return  # every 2 s: rebuilding an unchanged list cost a relayout and a repaint each time
+            return  # every 2 s: rebuilding an unchanged list costs a relayout and a repaint each time
         self._listed = shown
-        box = self.run_list
-        box.blockSignals(True)
+        self.blockSignals(True)
         try:
-            box.clear()
+            self.clear()
             running = [r for r in records if r.state == "running"]
             queued = [r for r in records if r.state == "queued"]  # waiting in the queue: not yet run, not recent
             others = [r for r in records if r.state not in ("running", "queued")]
@@ -77,21 +96,31 @@ class RunListPart(RunsPageShared):
                 font.setBold(True)
                 font.setPointSizeF(font.pointSizeF() * 0.85)
                 header.setFont(font)
-                box.addItem(header)
+                self.addItem(header)
                 for record in group:
                     item = QListWidgetItem(state_icon(record.state), self._list_text(record))
                     item.setData(_RUN_ID, record.id)
                     item.setToolTip(f"{record.id}\n{record.state}"
                                     + (f": {record.state_detail}" if record.state_detail else ""))
-                    box.addItem(item)
-                    if record.id == self.run_id:
-                        box.setCurrentItem(item)
+                    self.addItem(item)
+                    if record.id == self._watched.run_id:
+                        self.setCurrentItem(item)
         finally:
-            box.blockSignals(False)
+            self.blockSignals(False)
 
-    def _update_list_item(self, record: RunRecord) -> None:
-        for row in range(self.run_list.count()):
-            item = self.run_list.item(row)
+    def select(self, run_id: str) -> None:
+        """Make this run's line the current one (as the page opens it: not a choice of the user's)."""
+        for row in range(self.count()):
+            item = self.item(row)
+            if item.data(_RUN_ID) == run_id:
+                self.blockSignals(True)
+                self.setCurrentItem(item)
+                self.blockSignals(False)
+
+    def update_item(self, record: RunRecord) -> None:
+        """The run's line from this record (the header's, at the header's pace: the same percent)."""
+        for row in range(self.count()):
+            item = self.item(row)
             if item.data(_RUN_ID) == record.id:
                 item.setText(self._list_text(record))
                 item.setIcon(state_icon(record.state))
@@ -99,7 +128,7 @@ class RunListPart(RunsPageShared):
     @staticmethod
     def _list_text(record: RunRecord) -> str:
         when = time.localtime(record.started_at or record.created_at)
-        # Today's runs by the hour only: the list is narrow, and "since Nov 24 02:…" was cut off.
+        # Today's runs by the hour only: the list is narrow: "since Nov 24 02:…" is cut off.
         started = time.strftime("%H:%M" if when[:3] == time.localtime()[:3] else "%b %d %H:%M", when)
         if record.state == "running":
             progress = watch.progress_text(record.progress)
@@ -113,4 +142,4 @@ class RunListPart(RunsPageShared):
 
     def _item_chosen(self, current: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
         if current is not None and current.data(_RUN_ID):
-            self._open(str(current.data(_RUN_ID)), by_user=True)
+            self.chosen.emit(str(current.data(_RUN_ID)))
