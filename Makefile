@@ -26,11 +26,13 @@ demo:
 
 # The tests in tiers (tests/unit, tests/gui, tests/launch: real supervised runs, tests/system: sshd, pdsh, Slurm,
 # packaging; tests/perf: the benchmarks' smoke forms), side by side on TEST_JOBS workers: real runs mostly wait on
-# their processes, so more workers than cores pays. Tests that share the one sshd / pdsh nodes / Slurm of a session
-# run on one worker (xdist group "machines"). The benchmarks themselves print tables: `make bench`.
+# their processes, so more workers than cores pays. The tests that use the session's sshd, pdsh nodes or Slurm
+# (marker `machines`) run afterwards on one worker: their servers are one per session, on fixed ports. The 30
+# slowest tests are printed. The benchmarks themselves print tables: `make bench`.
 TEST_JOBS ?= 3
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup --durations=30
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m "not machines" --durations=30
+	$(BIN)/python -m pytest -q -m machines --durations=10
 
 # Everything without a real run, a server or a benchmark: unit and GUI tests, for the edit-test loop (< 2 min).
 test-fast: $(STAMP)

@@ -17,7 +17,6 @@ interval (0: never), for the soak benchmark's comparisons.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import sys
 from collections.abc import Callable
@@ -32,8 +31,8 @@ def malloc_trim() -> Callable[[], bool] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
+        # The C library the process already has: no find_library, which runs ldconfig in a subprocess.
+        trim = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):  # musl: no malloc_trim (and its allocator returns memory itself)
         return None
     trim.argtypes = [ctypes.c_size_t]

@@ -68,7 +68,8 @@ def heavy_imports(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 # ---- real runs only in tests marked for them -------------------------------------------------------------------
 # A test that starts a real supervised run costs seconds and a core; such tests carry the `launch` marker (the
-# tests/launch folder gives it to its tests) so a quick tier can leave them out. A supervisor leaves supervisor.log
+# tests/launch folder gives it to its tests; tests/system's, which need servers anyway, may too) so a quick tier
+# can leave them out. A supervisor leaves supervisor.log
 # in its run directory: a test without the marker that left one fails here, whoever started the run. With
 # TRAINDECK_TEST_RECORD_LAUNCHES=FILE the test ids are appended to FILE instead (to sort tests into tiers).
 @pytest.fixture(autouse=True)
@@ -78,11 +79,12 @@ def real_runs_only_where_marked(request: pytest.FixtureRequest, traindeck_home: 
     from traindeck.backend.core.paths import runs_dir
 
     runs = runs_dir()
-    runhelp.REAL_RUNS_ALLOWED = request.node.get_closest_marker("launch") is not None
+    allowed = any(request.node.get_closest_marker(tier) for tier in ("launch", "system"))
+    runhelp.REAL_RUNS_ALLOWED = allowed
     yield
     runhelp.REAL_RUNS_ALLOWED = False
     started = sorted(path.parent.name for path in runs.glob("*/supervisor.log"))
-    if not started or request.node.get_closest_marker("launch") is not None:
+    if not started or allowed:
         return
     record = os.environ.get("TRAINDECK_TEST_RECORD_LAUNCHES")
     if record:
@@ -95,7 +97,9 @@ def real_runs_only_where_marked(request: pytest.FixtureRequest, traindeck_home: 
 
 TIERS = ("unit", "gui", "launch", "system", "perf")
 # Fixtures that start one server for the whole session on fixed loopback ports (sshd, the pdsh "nodes", Slurm):
-# every test that uses one runs on the same xdist worker, so no two workers start it.
+# the tests that use one are marked `machines`, and `make test` runs them after the others, on one worker. Side by
+# side with other tests they would also do harm: stopping a run launched through DeepSpeed's pdsh runner makes the
+# runner `pkill -f` every DeepSpeed launcher of the same interpreter on the "nodes", which are this machine.
 MACHINE_FIXTURES = {"sshd", "ssh_nodes", "slurm"}
 MACHINE_MARKERS = ("slurm", "multinode", "ssh")
 
@@ -107,4 +111,4 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(parts[0])
         if MACHINE_FIXTURES & set(getattr(item, "fixturenames", ())) \
                 or any(item.get_closest_marker(name) for name in MACHINE_MARKERS):
-            item.add_marker(pytest.mark.xdist_group("machines"))
+            item.add_marker(pytest.mark.machines)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import sys
 
 import pytest
@@ -12,38 +11,58 @@ from traindeck.gui.heap import HeapTrimmer, malloc_trim
 pytestmark = pytest.mark.skipif(malloc_trim() is None, reason="no glibc malloc_trim here")
 
 
-def _anonymous_kb() -> int:
+# Run in a bare process of its own, with malloc_trim's own source: in a process that loaded Qt, glibc's free lists
+# hold small chunks, so the "pins" come from there instead of right after each block, the blocks join the heap's
+# top and go back at free() already: the case the trim is for would not be set up.
+SCENARIO = """
+from __future__ import annotations
+import ctypes, json, sys
+from collections.abc import Callable
+{malloc_trim}
+
+def anonymous_kb():
     with open("/proc/self/smaps_rollup") as rollup:
-        for line in rollup:
-            if line.startswith("Anonymous:"):
-                return int(line.split()[1])
-    raise AssertionError("no Anonymous line")
+        return next(int(line.split()[1]) for line in rollup if line.startswith("Anonymous:"))
+
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+blocks, pins = [], []
+for _ in range(384):
+    block = libc.malloc(64 << 10)
+    ctypes.memset(block, 1, 64 << 10)  # touched: resident
+    blocks.append(block)
+    pins.append(libc.malloc(64))  # live, after the block: the hole it leaves cannot join the heap's top
+allocated = anonymous_kb()
+for block in blocks:
+    libc.free(block)
+before = anonymous_kb()
+TRIM = malloc_trim()
+if TRIM:
+    TRIM()
+print(json.dumps({"allocated": allocated, "before": before, "after": anonymous_kb()}))
+"""
 
 
 def test_a_trim_gives_back_free_space_held_below_a_live_block():
     """The window's case: freed buffers between live small objects, which glibc never gives back by itself (it
     only trims the heap's top). 24 MB in 64 KiB blocks (under the mmap threshold, so from the heap), each followed
     by a small block kept live, are written and freed: without a trim the resident memory stays; with one it goes."""
-    libc = ctypes.CDLL("libc.so.6")
-    libc.malloc.restype = ctypes.c_void_p
-    libc.malloc.argtypes = [ctypes.c_size_t]
-    libc.free.argtypes = [ctypes.c_void_p]
-    blocks, pins = [], []
-    for _ in range(384):
-        block = libc.malloc(64 << 10)
-        ctypes.memset(block, 1, 64 << 10)  # touched: resident
-        blocks.append(block)
-        pins.append(libc.malloc(64))  # live, after the block: the hole it leaves cannot join the heap's top
-    for block in blocks:
-        libc.free(block)
-    before = _anonymous_kb()
-    trim = malloc_trim()
-    assert trim is not None
-    trim()
-    after = _anonymous_kb()
-    for pin in pins:
-        libc.free(pin)
-    assert before - after > 16 << 10, f"anonymous memory {before} kB before the trim, {after} kB after"
+    import inspect
+    import json
+    import subprocess
+
+    scenario = SCENARIO.replace("{malloc_trim}", inspect.getsource(malloc_trim))
+    for trims in (False, True):
+        code = scenario if trims else scenario.replace("TRIM = malloc_trim()", "TRIM = None")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+        kb = json.loads(done.stdout)
+        assert kb["allocated"] - kb["before"] < 4 << 10, f"glibc gave the blocks back at free: {kb}"
+        if trims:
+            assert kb["before"] - kb["after"] > 16 << 10, f"the trim gave back too little: {kb}"
+        else:
+            assert kb["before"] - kb["after"] < 1 << 10, f"memory went back without a trim: {kb}"
 
 
 def test_the_window_trims_on_a_timer(qtbot, monkeypatch):

@@ -201,6 +201,7 @@ def test_check_hosts_shows_every_check_and_a_host_without_sshd_blocks_the_launch
     assert not _launch_blocked_by(page, "Several machines"), page.launch_bar.why_not_launchable()
 
 
+@pytest.mark.launch
 @pytest.mark.slow
 @pytest.mark.multinode
 def test_a_two_node_run_launched_from_the_page_is_watched_node_by_node_on_the_monitor(

@@ -42,6 +42,7 @@ def window(qapp, sshd: Remote, monkeypatch: pytest.MonkeyPatch) -> Iterator[obje
     qapp.processEvents()
 
 
+@pytest.mark.launch
 def test_runs_page_shows_the_remote_run_and_its_log_then_stops_it(window, sshd: Remote, tmp_path: Path,  # type: ignore[no-untyped-def]  # noqa: F811
                                                                    qtbot) -> None:
     slow = script(tmp_path, "gui_remote.py", 10_000, 0.2)
