@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout
 
@@ -27,6 +27,7 @@ from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.history.compare_panel import ComparePanel
 from traindeck.gui.pages.history.leftovers_panel import LeftoversPanel
 from traindeck.gui.pages.history.run_table import RunTable
+from traindeck.gui.polling import Poller
 
 REFRESH_MS = 3000
 
@@ -41,9 +42,7 @@ class HistoryPage(Page):
         self.history = RunHistory()
         self._refreshing = False
         self._demo_dir: str | None = None
-        self._timer = QTimer(self)
-        self._timer.setInterval(REFRESH_MS)
-        self._timer.timeout.connect(self.refresh)
+        self.poller = Poller(self, self.refresh, live_ms=REFRESH_MS)  # paused while the page is not seen
         self._build()
 
     # ------------------------------------------------------------------------------------------------ layout
@@ -97,15 +96,15 @@ class HistoryPage(Page):
     # ------------------------------------------------------------------------------------------------ list
     def page_shown(self) -> None:
         self.refresh()
-        self._timer.start()
+        self.poller.start()
 
     def hideEvent(self, event: Any) -> None:  # only a shown list is kept fresh
-        self._timer.stop()
+        self.poller.off_screen()
         super().hideEvent(event)
 
     def window_minimised(self, minimised: bool) -> None:  # nor one in a minimised window
         if minimised:
-            self._timer.stop()
+            self.poller.off_screen()
         else:
             self.page_shown()
 
@@ -174,7 +173,7 @@ class HistoryPage(Page):
         self.ctx.tasks.run(self.history.rows, done=loaded)
 
     def shutdown(self) -> None:
-        self._timer.stop()
+        self.poller.stop()
         # On the pool: closing waits for a read in flight; the window waits for the pool before it exits.
         self.ctx.tasks.run(self._close, self.history, self._demo_dir)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QTimer
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -23,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
+from traindeck.gui.polling import Poller
 
 REFRESH_MS = 2000
 COLUMNS = ("Pos", "Name", "State", "Waiting for", "GPUs", "Id")
@@ -39,9 +39,7 @@ class QueuePage(Page):
         self.paused = False
         self._busy = False
         self._showing_demo = False  # `gui --screenshot`'s made-up queue: kept, never replaced by a real read
-        self._timer = QTimer(self)
-        self._timer.setInterval(REFRESH_MS)
-        self._timer.timeout.connect(self.refresh)
+        self.poller = Poller(self, self.refresh, live_ms=REFRESH_MS)  # paused while the page is not seen
         self._build()
 
     def _build(self) -> None:
@@ -87,15 +85,15 @@ class QueuePage(Page):
     # ---------------------------------------------------------------------------------------------- reading
     def page_shown(self) -> None:
         self.refresh()
-        self._timer.start()
+        self.poller.start()
 
     def hideEvent(self, event: Any) -> None:  # noqa: N802 - only a shown (or soon shown) queue is read
-        self._timer.stop()
+        self.poller.off_screen()
         super().hideEvent(event)
 
     def window_minimised(self, minimised: bool) -> None:
         if minimised:
-            self._timer.stop()
+            self.poller.off_screen()
         else:
             self.page_shown()
 
@@ -193,7 +191,7 @@ class QueuePage(Page):
 
     def load_demo(self) -> None:
         self._showing_demo = True
-        self._timer.stop()
+        self.poller.stop()
         self.show_state({"paused": False, "pause_reason": "", "keeper_running": True, "runs": [
             {"id": "20260101-090000-a1b2", "name": "sweep-lr=1e-5", "position": None, "waiting_for": "",
              "state": "running", "held": False, "gpus": "any:1", "assigned_gpus": [0]},
@@ -204,7 +202,7 @@ class QueuePage(Page):
              "state": "queued", "held": True, "gpus": "", "assigned_gpus": None}]})
 
     def shutdown(self) -> None:
-        self._timer.stop()
+        self.poller.stop()
 
 
 PAGE = QueuePage

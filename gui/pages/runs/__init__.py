@@ -40,6 +40,7 @@ from traindeck.gui.pages.runs.run_list import RunList
 from traindeck.gui.pages.runs.source import RunsSource, create_demo_store
 from traindeck.gui.pages.runs.stop_panel import DiagnosisPanel, StopPanel
 from traindeck.gui.pages.runs.tabs import RunTabs
+from traindeck.gui.polling import Poller
 from traindeck.gui.widgets.console import LogConsole
 from traindeck.gui.widgets.labels import label as _label
 
@@ -70,9 +71,8 @@ class RunsPage(Page):
         ctx.open_run.connect(self.open_run)
         ctx.run_started.connect(self.open_run)  # opening the same run twice does nothing
 
-        self.poll_timer = QTimer(self)
-        self.poll_timer.setInterval(POLL_MS)
-        self.poll_timer.timeout.connect(self.poll)
+        self.poller = Poller(self, self.poll, live_ms=POLL_MS, max_ms=POLL_MAX_MS, hidden_ms=HIDDEN_POLL_MS)
+        self.poll_timer = self.poller.timer
         self.list_timer = QTimer(self)
         self.list_timer.setInterval(LIST_MS)
         self.list_timer.timeout.connect(self._list_tick)
@@ -210,12 +210,12 @@ class RunsPage(Page):
         self.run_list.select(run_id)
         if poll:
             self.poll()
-        self.poll_timer.start()
+        self.poller.start()
         if not self.run_list.has(run_id):
             self.run_list.refresh()  # just launched: not in the list yet
 
     def poll(self) -> None:
-        """Ask for the open run's news (the timer calls this every POLL_MS)."""
+        """Ask for the open run's news (the poller calls this at its pace)."""
         if self.source.closing:
             return
         generation = self.watched.begin_poll()
@@ -236,7 +236,7 @@ class RunsPage(Page):
         change = self.watched.apply(generation, view)
         if change is None:
             if self.watched.current(generation) and view is None:
-                self.poll_timer.stop()
+                self.poller.stop()
                 self.header.no_such_run(str(self.run_id))
             return  # or about a run no longer open
         record = change.record
@@ -261,20 +261,13 @@ class RunsPage(Page):
         if change.ended_now:
             self.console.run_ended()
         if change.done:
-            self.poll_timer.stop()  # nothing more will change
+            self.poller.stop()  # nothing more will change
         if change.poll_again:
             QTimer.singleShot(0, self.poll)
 
     def _pace_polling(self, changed: bool) -> None:
         """Poll often while the run reports and the page is seen; back off while nothing changes; rarely off screen."""
-        if not self.on_screen():
-            interval = HIDDEN_POLL_MS
-        elif changed:
-            interval = POLL_MS
-        else:
-            interval = min(POLL_MAX_MS, 2 * self.poll_timer.interval())
-        if interval != self.poll_timer.interval():
-            self.poll_timer.setInterval(interval)
+        self.poller.settle(changed, self.on_screen())
 
     def _show_run_state(self) -> None:
         """Everything drawn from the state read so far (after each poll on screen, and on return to the screen)."""
@@ -304,7 +297,7 @@ class RunsPage(Page):
             self._show_run_state()
             self.charts.draw(force=True)
         self._update_duration()
-        self.poll_timer.setInterval(POLL_MS)
+        self.poller.on_screen()
         # What was drawn just now is the last hidden poll's (up to HIDDEN_POLL_MS old): this poll's news is drawn
         # as soon as it arrives, charts too, not CHART_MS later: an old chart beside new labels looks wrong.
         self._catch_up = True
@@ -313,7 +306,7 @@ class RunsPage(Page):
 
     def _off_screen(self) -> None:
         self.console.set_paused(True)
-        self.poll_timer.setInterval(HIDDEN_POLL_MS)
+        self.poller.off_screen()
 
     def showEvent(self, event: Any) -> None:  # noqa: N802
         super().showEvent(event)
@@ -375,7 +368,7 @@ class RunsPage(Page):
         """Read runs from another store (the demo's); closes the current run view."""
         self.watched.close()
         self.console.close_log()
-        self.poll_timer.stop()
+        self.poller.stop()
         self.source.store_path = path
         self.source.mark_lost = mark_lost
 
