@@ -29,14 +29,19 @@ import re
 
 from .model import Line
 
-# C0 controls except \t \n \r, plus DEL. ESC (0x1b) is in the set, so one test tells whether a chunk needs cleaning.
-_CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_CTRL_BYTES = bytes(range(0x00, 0x09)) + b"\x0b\x0c" + bytes(range(0x0E, 0x20)) + b"\x7f"  # same set, as bytes
+# C0 controls except \t \n \r, DEL, and the C1 controls (U+0080-U+009F: some terminals read U+009B as ESC [).
+# ESC (0x1b) is in the set, so one test tells whether a chunk needs cleaning. As bytes: the C0 set, and 0xC2, the
+# first byte of every C1 control in UTF-8 (also of printable U+00A0-U+00BF, which then take the slower path).
+_CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_CTRL_BYTES = bytes(range(0x00, 0x09)) + b"\x0b\x0c" + bytes(range(0x0E, 0x20)) + b"\x7f\xc2"
 # CSI (colours, cursor moves, erase), OSC (titles, hyperlinks; BEL or ST terminated), DCS/SOS/PM/APC strings,
 # two-byte escapes (ESC 7, ESC M, charset selection ESC ( B ...).
 _ANSI = re.compile(
     r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[PX^_][^\x1b]*(?:\x1b\\)?|[ -/]+[0-~]|[0-~])"
 )
+# The same sequences in their 8-bit form: CSI (U+009B), OSC (U+009D) and DCS/SOS/PM/APC strings, ended by ST (U+009C).
+_ANSI8 = re.compile(r"\x9b[0-?]*[ -/]*[@-~]|\x9d[^\x07\x9c\x1b]*(?:\x07|\x9c)?|[\x90\x98\x9e\x9f][^\x9c\x1b]*\x9c?")
+_C1_INTRODUCERS = "\x9b\x9d\x90\x98\x9e\x9f"
 _CURSOR_UP_AT_END = re.compile(r"\x1b\[\d*[AF]\s*$")
 _INCOMPLETE_ESC_AT_END = re.compile(r"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]*|[ -/]*)$")
 _NUMERIC_TAG = re.compile(r"\s{0,4}(\d{1,5}): ")
@@ -47,9 +52,11 @@ DEFAULT_MAX_LINE_CHARS = 8 << 20
 
 
 def strip_ansi(text: str) -> str:
-    """`text` without escape sequences and control characters (tab kept)."""
+    """`text` without escape sequences (7-bit and 8-bit) and control characters (tab kept)."""
     if "\x1b" in text:
         text = _ANSI.sub("", text)
+    if any(c in text for c in _C1_INTRODUCERS):
+        text = _ANSI8.sub("", text)
     return _CTRL.sub("", text)
 
 
@@ -75,6 +82,7 @@ class LineAssembler:
         self._pend_len = 0
         self._pend_cr = False  # the pending text ends with "\r": the next byte decides what it was
         self._pend_dirty = False  # the pending text contains control characters / escape sequences
+        self._split_c2 = False  # the last chunk ended with 0xC2, the first byte of a C1 control in UTF-8
         self._numeric = numeric_prefix
         self.max_line_chars = max(1024, max_line_chars)
         names = "|".join(re.escape(r) for r in roles)
@@ -88,12 +96,13 @@ class LineAssembler:
     # ---- public API -------------------------------------------------------------------------------------------
     def feed(self, chunk: bytes) -> list[Line]:
         self.bytes_in += len(chunk)
+        split_c2, self._split_c2 = self._split_c2, chunk.endswith(b"\xc2")  # a C1 control's second byte comes next
         text = self._decoder.decode(chunk)
         if not text:
             return []
         # Control bytes never occur inside UTF-8 multi-byte sequences, so the raw chunk tells (6x faster than a
         # regex over the decoded text).
-        dirty = len(chunk.translate(None, _CTRL_BYTES)) != len(chunk)
+        dirty = len(chunk.translate(None, _CTRL_BYTES)) != len(chunk) or split_c2
         if not self._pend_cr and "\n" not in text and "\r" not in text:
             # No terminator: keep the piece (a list, so a huge unterminated line costs no quadratic copying).
             self._pend.append(text)
@@ -119,6 +128,7 @@ class LineAssembler:
         self._pend_len = 0
         self._pend_cr = False
         self._pend_dirty = False
+        self._split_c2 = False
         self._decoder.reset()
         if not text:
             return []
@@ -215,6 +225,8 @@ class LineAssembler:
                 if not transient and _CURSOR_UP_AT_END.search(s):
                     transient = True  # nested tqdm bars: draw, then move the cursor back up to redraw later
                 s = _ANSI.sub("", s)
+            if any(c in s for c in _C1_INTRODUCERS):
+                s = _ANSI8.sub("", s)
             if not s.isprintable():  # a fast C scan; false for tabs too, then the regex finds nothing
                 s = _CTRL.sub("", s)
         if redrawn or transient:

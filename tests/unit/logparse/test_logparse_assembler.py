@@ -159,6 +159,16 @@ def test_strip_ansi():
     assert strip_ansi("\x1b[1m\x1b[38;5;196mbold red\x1b[0m\x07") == "bold red"
 
 
+def test_8_bit_escapes_and_c1_controls_are_removed_whole():
+    """Some terminals read U+009B as ESC [: a log line must not reach `runs show` or the notify command with one."""
+    assert strip_ansi("a\u009b2Jb\u009b31mred\u009b0m") == "abred"
+    assert strip_ansi("title\u009d0;pwned\u0007 after\u0085") == "title after"
+    assert strip_ansi("caf\u00e9 \u00b0C \u00a9") == "caf\u00e9 \u00b0C \u00a9"  # printable Latin-1 stays
+    for cut in (1, 2, 3, 64):
+        lines = assemble("loss \u009b1;31m0.5\u009b0m\u0085\nfine \u00b0C\n".encode(), cut)
+        assert [line.text for line in lines] == ["loss 0.5", "fine \u00b0C"], cut
+
+
 @pytest.mark.parametrize("name", RAW_FIXTURES)
 def test_real_output_is_independent_of_chunking(name):
     data = (LOGS / name).read_bytes()
