@@ -14,10 +14,13 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+import psutil
 
 from traindeck.backend.core.fileio import atomic_write_text
 from traindeck.backend.core.paths import config_dir, data_dir, ensure_private_dir
@@ -123,28 +126,47 @@ def wait_all(timeout_s: float | None = None) -> None:
 
 
 def _run(argv: list[str], env: dict[str, str], limit: float, event: str, run_id: str) -> str:
+    """Run the command within `limit` seconds in all: its stderr goes to a private unlinked file, not a pipe, so a
+    process it left behind holding stderr (a daemon in a session of its own) cannot keep the call waiting."""
     started = time.monotonic()
-    try:
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, start_new_session=True)
-    except OSError as exc:
-        outcome = f"could not start: {exc.strerror or exc}"
-    else:
+    with tempfile.TemporaryFile() as err:  # created 0600 and unlinked at once
         try:
-            _, err = proc.communicate(timeout=limit)
-            outcome = f"exit code {proc.returncode}"
-            if proc.returncode and err:
-                outcome += ": " + first_line(err.decode(errors="replace"))[:200]
-        except subprocess.TimeoutExpired:
-            try:  # its own session: end whatever it started too
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            proc.communicate()
-            outcome = f"killed after {limit:g} s (time limit)"
+            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                    start_new_session=True)
+        except OSError as exc:
+            outcome = f"could not start: {exc.strerror or exc}"
+        else:
+            try:
+                proc.wait(timeout=limit)
+                outcome = f"exit code {proc.returncode}"
+                if proc.returncode:
+                    err.seek(0)
+                    message = first_line(err.read(4096).decode(errors="replace"))[:200]
+                    outcome += f": {message}" if message else ""
+            except subprocess.TimeoutExpired:
+                _end_command(proc)
+                outcome = f"killed after {limit:g} s (time limit)"
     _log(f"{event} run {run_id}: {argv[0]}: {outcome} ({time.monotonic() - started:.2f} s)")
     threading.current_thread().name = f"notify-{event}: {outcome}"  # what `notify --test` reports
     return outcome
+
+
+def _end_command(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the command's process group (its own session) and every process it started, wherever they went."""
+    try:
+        descendants = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        descendants = []
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    for child in descendants:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    proc.wait()
 
 
 def _log(text: str) -> None:
