@@ -31,8 +31,17 @@ app.exec()
 """
 
 
+def _missing_xcb_packages() -> list[str]:
+    from traindeck.backend.system_check import missing_qt_libraries
+
+    return missing_qt_libraries()
+
+
 @pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed (apt-get install xvfb xauth)")
 def test_the_window_shows_on_a_real_x_server(tmp_path: Path) -> None:
+    missing = _missing_xcb_packages()
+    if missing:
+        pytest.skip("Qt's xcb plugin lacks its libraries: apt-get install " + " ".join(missing))
     sys.path.insert(0, str(REPO))
     from tests.gui.xvfb_tour import start_xvfb
 
