@@ -303,3 +303,79 @@ def test_demo_offload_without_gpu_samples_has_no_empty_series(page, qtbot):
     assert "libnvidia-ml" in page.offload.view.gpu.toolTip()
     assert page.offload.view.pcie.series_names() == [] and "none recorded" in page.offload.view.pcie.title
     assert page.offload.view.table.isColumnHidden(2) and not page.offload.view.table.isColumnHidden(4)
+
+
+@pytest.mark.launch
+def test_a_run_launched_while_the_page_is_hidden_shows_its_recording_when_the_page_is_back(page, qtbot):
+    """Issue: the Monitor visited once, a run launched from the Launch page, the Monitor shown again 45 s later:
+    the Run tab said "nothing recorded yet; sampling live" and its charts started at the return, Refresh too, while
+    the run store held the samples of those seconds. The tab must show the recording since the run started, then
+    go on live; Refresh reads the recording again (here: the seconds sampling was stopped)."""
+    from support.runhelp import python_job, wait_finished, wait_until
+
+    from traindeck.backend.core.paths import run_store_path
+    from traindeck.backend.monitor.store_read import read_series
+    from traindeck.backend.runs.control.lifecycle import stop_run
+    from traindeck.backend.runs.record.run_store import RunStore
+
+    def recorded() -> np.ndarray:
+        return read_series(run_store_path(), run.id)["t"]
+
+    def before(t: float) -> np.ndarray:
+        x, y = page.run_panel.rank_rss_chart.data("all ranks")
+        return x[(x < t) & ~np.isnan(y)]
+
+    page._hidden_timer.setInterval(100)
+    _start(page, qtbot)  # the Monitor visited once
+    page.hide()  # another page shown: sampling stops after a while
+    qtbot.waitUntil(lambda: not page.bridge.running, timeout=WAIT_MS)
+    run = python_job("--steps", "150", "--step-time", "0.1")  # ~15 s
+    try:
+        with RunStore() as store:  # listed live, as the issue's "sampling live" says it was
+            wait_until(lambda: (store.get_run(run.id) or run).launcher_pid, timeout=30)
+        page.ctx.run_started.emit(run.id)  # as the Launch page does
+        qtbot.waitUntil(lambda: page.picker.watched is not None and page.picker.watched.id == run.id, timeout=WAIT_MS)
+        assert page.picker.watched.live
+        wait_until(lambda: len(recorded()) >= 4, timeout=30)  # the run records while the page is hidden
+
+        back = time.time()
+        page.show()
+        page.page_shown()
+        qtbot.waitUntil(lambda: len(before(back)) >= 3, timeout=WAIT_MS)
+        assert "nothing recorded" not in page.run_panel.run_title.text()
+        assert "sampled live" in page.run_panel.run_title.text()
+        assert before(back)[0] < back - 2 and before(back)[-1] > back - 3  # the recording up to the return
+        rss = page.run_panel.rank_rss_chart
+        qtbot.waitUntil(lambda: rss.data("all ranks")[0][-1] > back + 1, timeout=WAIT_MS)  # and on live
+        assert any(name != "all ranks" and rss.point_count(name) for name in rss.series_names())  # the ranks' lines
+
+        # Sampling stopped for a few seconds: Refresh reads what the run recorded meanwhile.
+        page.stop_sampling()
+        stopped = rss.data("all ranks")[0][-1]
+        wait_until(lambda: recorded()[-1] > stopped + 2.5, timeout=30)
+        page.picker.refresh_button.click()
+        qtbot.waitUntil(lambda: len(before(np.inf)[before(np.inf) > stopped]) >= 2, timeout=WAIT_MS)
+        assert "nothing recorded" not in page.run_panel.run_title.text()
+    finally:
+        with RunStore() as store:
+            record = store.get_run(run.id)
+            if record is not None and not record.finished:
+                stop_run(store, run.id, grace_s=1.0, wait=False)
+        wait_finished(run.id, 60)
+
+
+def test_recorded_totals_fill_what_live_samples_do_not_cover():
+    from traindeck.gui.pages.monitor.run_panel import with_recording
+
+    t = np.arange(0.0, 10.0)  # recorded every second from 0 to 9
+    values = t * 10
+    # Live from 3 to 4, a break (sampling stopped while hidden) at 8, live again from 8.5.
+    x = np.array([3.2, 4.2, 8.0, 8.5, 9.5])
+    y = np.array([1.0, 2.0, np.nan, 3.0, 4.0])
+    jx, jy = with_recording(t, values, x, y)
+    assert list(jx) == [0, 1, 2, 3, 3.2, 4.2, 5, 6, 7, 8, 8.5, 9.5]  # 4 and 9 fall in a live stretch
+    assert list(jy) == [0, 10, 20, 30, 1, 2, 50, 60, 70, 80, 3, 4]  # the filled gap loses its NaN
+    # Nothing recorded in a gap: its NaN stays; nothing live: the recording whole.
+    jx, jy = with_recording(np.array([0.0, 1.0]), np.array([5.0, 6.0]), x, y)
+    assert np.isnan(jy[list(jx).index(8.0)])
+    assert list(with_recording(t, values, np.empty(0), np.empty(0))[0]) == list(t)

@@ -6,7 +6,9 @@ and a process table), plus the run's offload view from its recording. Samples co
 `LiveSampler` on its own thread through `SamplerBridge`; run-store reads go through `ctx.tasks`. The UI thread
 only appends numbers to charts.
 
-Sampling stops when the page has been hidden for a while (or on shutdown) and restarts when it is shown.
+Sampling stops when the page has been hidden for a while (or on shutdown) and restarts when it is shown. A run
+watched while sampling is stopped (one launched from the Launch page meanwhile, say) has seconds nobody sampled
+live: each return, and Refresh, reads the watched run's recording again, and the Run tab fills those seconds from it.
 
 The page assembles panels, each a widget that owns its state and is told what to show: the run picker
 (run_picker.py) and the sampling settings (toolbar.py) above a summary line, and the tabs: GPUs (gpus_panel.py),
@@ -71,6 +73,7 @@ class MonitorPage(Page):
         self.tabs.setTabVisible(self._nodes_tab, False)
 
         self.picker.chosen.connect(self._watch)
+        self.picker.reread.connect(self._reread)
         self.toolbar.interval_changed.connect(self._interval_changed)
         self.toolbar.window_changed.connect(self._apply_window)
         self.gpu_panel.missing_at_start.connect(self._no_gpu_at_start)
@@ -141,6 +144,11 @@ class MonitorPage(Page):
         self._apply_window(self.toolbar.window_s)
         self.offload.watch(choice, demo=self._demo)
 
+    def _reread(self) -> None:
+        """Refresh: the watched run's recording read again (the Run tab's totals, the Offload tab when shown)."""
+        self.run_panel.reload()
+        self.offload.refresh()
+
     # ------------------------------------------------------------------------------------------- lifecycle
     def start_sampling(self) -> None:
         if self._demo:
@@ -154,6 +162,9 @@ class MonitorPage(Page):
         self._hidden_timer.stop()
         self.start_sampling()
         self.picker.resume()
+        watched = self.picker.watched
+        if watched is not None and watched.live and not self._demo:
+            self.run_panel.reload()  # what the run recorded while nobody sampled it (see the module's docstring)
         self.offload.refresh()
         self.nodes_view.resume()
 

@@ -1,6 +1,7 @@
 """The Monitor's Run tab: the watched run's ranks (host memory, CPU, GPU memory, pinned memory) charted a line each
-beside the run's totals, and its process table. A running run is fed from live samples; a finished one is read back
-from its recording through `ctx.tasks`."""
+beside the run's totals, and its process table. A running run is fed from live samples after its recorded totals; a
+finished one is read back from its recording through `ctx.tasks`. The recording is read again when the page asks
+(`reload`: back on screen, Refresh), so the totals also cover the seconds nobody sampled live."""
 
 from __future__ import annotations
 
@@ -31,6 +32,29 @@ RUN_TOTAL_LINES = (("rank_rss_chart", "all ranks", "ranks_rss", "ranks_rss_bytes
                    ("rank_cpu_chart", "all ranks", "ranks_cpu_pct", "ranks_cpu_percent"),
                    ("rank_gpu_chart", "all ranks", "ranks_gpu_mem", "ranks_gpu_memory_bytes"),
                    ("rank_locked_chart", "all ranks", "ranks_locked", "ranks_locked_bytes"))
+
+
+def with_recording(t: np.ndarray, values: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A total's line: its points (`x`, `y`: live samples and what was read before) joined with the recorded samples
+    (`t`, `values`) of the times those points do not cover, before the first one and inside each gap (a NaN: sampling
+    stopped while the page was hidden), oldest first. A gap that recorded samples fill loses its NaN: the recording
+    went on through it."""
+    finite = np.flatnonzero(~np.isnan(y))
+    if not len(finite):
+        return t, values
+    covered = np.zeros(len(t), dtype=bool)
+    for stretch in np.split(finite, np.flatnonzero(np.diff(finite) > 1) + 1):  # the points between two gaps
+        covered |= (t >= x[stretch[0]]) & (t <= x[stretch[-1]])
+    added = t[~covered]
+    keep = np.ones(len(x), dtype=bool)
+    for gap in np.flatnonzero(np.isnan(y)):
+        earlier, later = finite[finite < gap], finite[finite > gap]
+        low = x[earlier[-1]] if len(earlier) else -np.inf
+        high = x[later[0]] if len(later) else np.inf
+        keep[gap] = not np.any((added > low) & (added < high))
+    joined_x = np.concatenate((added, x[keep]))
+    order = np.argsort(joined_x, kind="stable")
+    return joined_x[order], np.concatenate((values[~covered], y[keep]))[order]
 
 
 def process_cells(p: Any) -> list[str]:
@@ -84,7 +108,7 @@ class RunPanel(QStackedWidget):
         """Show `choice` (None: the note). A running run waits for live samples after its recorded totals; a
         finished one is read back whole. With `demo`, nothing is read and every run's samples are taken."""
         self._run, self._demo = choice, demo
-        self._request += 1
+        self._request += 1  # a read still under way was for the run watched before
         for chart in self.charts:
             clear_series(chart)
         self.process_table.setRowCount(0)
@@ -95,12 +119,24 @@ class RunPanel(QStackedWidget):
         if not choice.live:
             for chart in self.charts:
                 chart.x_window = None  # a recording is shown whole
-        how = "sampled live" if choice.live else "from its recording"
-        self.run_title.setText(f"<b>{choice.label}</b> — {how}")
-        if not demo:
-            request = self._request
-            self.ctx.tasks.run(run_history, choice.id, done=lambda r: self._history_loaded(request, r),
-                               failed=self._read_failed)
+        self.run_title.setText(self._title())
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the watched run's recording (again): its totals fill the times that live samples do not cover,
+        those before the run was watched and those while sampling was stopped (the page hidden). Not in the demo."""
+        if self._run is None or self._demo:
+            return
+        self._request += 1  # the newest read answers; an older one may have found less recorded
+        request = self._request
+        self.ctx.tasks.run(run_history, self._run.id, done=lambda r: self._history_loaded(request, r),
+                           failed=self._read_failed)
+
+    def _title(self, nothing_recorded: bool = False) -> str:
+        assert self._run is not None
+        if nothing_recorded:
+            return f"<b>{self._run.label}</b> — nothing recorded" + (" yet; sampling live" if self._run.live else "")
+        return f"<b>{self._run.label}</b> — " + ("sampled live" if self._run.live else "from its recording")
 
     def set_title(self, text: str) -> None:
         self.run_title.setText(text)
@@ -158,8 +194,8 @@ class RunPanel(QStackedWidget):
         self.ctx.status.emit(read_failed_text(error))
 
     def _history_loaded(self, request: int, result: dict[str, Any]) -> None:
-        """The run's recorded totals: the whole chart for a finished run; for a live one, what came before the
-        first live sample."""
+        """The run's recorded totals: the whole chart for a finished run; for a live one, the times its live
+        samples do not cover (`with_recording`)."""
         if request != self._request or self._run is None:
             return
         series = result["series"]
@@ -169,15 +205,14 @@ class RunPanel(QStackedWidget):
             values = series[column]
             if not len(t) or np.all(np.isnan(values)):
                 continue
-            live_x, live_y = chart.data(name)
-            keep = t < live_x[0] if len(live_x) else np.ones(len(t), dtype=bool)
-            chart.set_series(name, np.concatenate((t[keep], live_x)), np.concatenate((values[keep], live_y)))
+            if self._run.live:
+                chart.set_series(name, *with_recording(t, values, *chart.data(name)))
+            else:
+                chart.set_series(name, t, values)
         last = result.get("last_processes")
         if last and not self._run.live:
             self._fill_process_table([process_cells(p) for p in last["processes"]])
-        if not len(t):
-            self.run_title.setText(f"<b>{self._run.label}</b> — nothing recorded"
-                                   + (" yet; sampling live" if self._run.live else ""))
+        self.run_title.setText(self._title(nothing_recorded=not len(t)))
 
     def _fill_process_table(self, rows: list[list[str]]) -> None:
         if self.process_table.rowCount() != len(rows):

@@ -18,9 +18,10 @@ RUNS_REFRESH_MS = 10_000
 
 class RunPicker(QWidget):
     """`chosen(RunChoice | None)`: the run to watch now (None: host and GPUs only), said on every choice, the same
-    run again included."""
+    run again included. `reread()`: the person pressed Refresh (or F5): read the watched run's recording again."""
 
     chosen = Signal(object)
+    reread = Signal()
 
     def __init__(self, ctx: AppContext) -> None:
         super().__init__()
@@ -39,13 +40,13 @@ class RunPicker(QWidget):
         self.combo.addItem(NO_RUN, None)
         self.combo.activated.connect(self._picked)  # the person's pick (programmatic changes block signals)
         self.combo.currentIndexChanged.connect(lambda index: self.choose(self.combo.itemData(index)))
-        refresh = QPushButton("Refresh")
-        refresh.setToolTip("Look for new runs (F5)")
-        refresh.clicked.connect(self.refresh)
-        QShortcut(QKeySequence("F5"), self, self.refresh)
+        self.refresh_button = QPushButton("Refresh")
+        self.refresh_button.setToolTip("Look for new runs and read the watched run's recording again (F5)")
+        self.refresh_button.clicked.connect(self._refresh_pressed)
+        QShortcut(QKeySequence("F5"), self, self._refresh_pressed)
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
-        for widget in (QLabel("Watch run:"), self.combo, refresh):
+        for widget in (QLabel("Watch run:"), self.combo, self.refresh_button):
             row.addWidget(widget)
 
         self.timer = QTimer(self, interval=RUNS_REFRESH_MS)
@@ -73,6 +74,11 @@ class RunPicker(QWidget):
         if self._demo:
             return
         self.ctx.tasks.run(run_choices, done=self._listed, failed=self._failed)
+
+    def _refresh_pressed(self) -> None:
+        self.refresh()
+        if not self._demo:
+            self.reread.emit()
 
     def run_started(self, run_id: str) -> None:
         """A run launched from this window: watch it as soon as it is listed, over a pick."""
