@@ -6,6 +6,7 @@ directory so they never touch the real user's presets or runs.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -55,13 +56,43 @@ def run_store_path() -> Path:
     return data_dir() / "runs.sqlite3"
 
 
+class SymlinkRefused(OSError):
+    """A symbolic link stands where traindeck writes a file or folder of its own; it is not followed.
+
+    Following it would append to, or change the mode of, whatever the link points at: the user's file."""
+
+    def __init__(self, path: Path | str) -> None:
+        super().__init__(errno.ELOOP, "refusing to write through a symbolic link", str(path))
+        self.path = Path(path)
+
+    def __str__(self) -> str:
+        return f"refusing to write through a symbolic link: {self.path}"
+
+
 def ensure_private_dir(path: Path) -> Path:
-    """Create `path` (and parents) readable by the user only: it may hold logs and commands with private data."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create `path` (and parents) readable by the user only: it may hold logs and commands with private data.
+
+    The folder itself is never a symbolic link: one found at `path` is refused (SymlinkRefused), so neither the
+    mode nor the contents of the folder it points at change. The mode is set through the opened folder (fchmod),
+    so a link planted between the check and the chmod changes nothing either.
+    """
+    path = Path(path)
     try:
-        os.chmod(path, 0o700)
+        path.mkdir(parents=True, mode=0o700)
+    except FileExistsError:
+        pass
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise SymlinkRefused(path) from exc
+        raise
+    try:
+        os.fchmod(fd, 0o700)
     except PermissionError:  # a directory the user does not own (e.g. a shared XDG root): leave it as it is
         pass
+    finally:
+        os.close(fd)
     return path
 
 

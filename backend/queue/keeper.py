@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from traindeck.backend.core.fileio import SymlinkRefused, open_private_append
 from traindeck.backend.core.paths import data_dir, ensure_private_dir
 from traindeck.backend.monitor.snapshots import GpuSnapshot
 from traindeck.backend.queue.entries import QUEUED, QueueEntry, QueueSettings, QueueStore, process_alive
@@ -203,11 +204,13 @@ def ensure_keeper(queue: QueueStore) -> bool:
     if keeper_running(queue):
         return False
     ensure_private_dir(data_dir())
-    with open(log_path(), "ab") as log:
-        os.fchmod(log.fileno(), 0o600)
+    log = open_private_append(log_path())  # never through a symbolic link (SymlinkRefused)
+    try:
         proc = subprocess.Popen(keeper_argv(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
                                 start_new_session=True, env={k: v for k, v in os.environ.items()
                                                              if k != "TRAINDECK_RUN_ID"})
+    finally:
+        os.close(log)
     out, _ = proc.communicate(timeout=30)
     return proc.returncode == 0 and out.strip().isdigit()
 
@@ -223,7 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(devnull, 1)
     os.close(devnull)
     ensure_private_dir(data_dir())
-    fd = os.open(lock_path(), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fd = os.open(lock_path(), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        _log(str(SymlinkRefused(lock_path())) if os.path.islink(lock_path()) else f"cannot open the queue lock: {exc}")
+        return 1
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from traindeck.backend.core.fileio import atomic_write_text
+from traindeck.backend.core.fileio import (
+    SymlinkRefused,
+    atomic_write_text,
+    create_private_file,
+    open_private_append,
+)
 from traindeck.backend.runs import processes as procs
 from traindeck.backend.runs.diagnosis.diagnose import Diagnosis
 from traindeck.backend.runs.record.layout import RunDir, create_run_dir, mask_argv
@@ -57,16 +62,23 @@ def start_run(plan: LaunchPlan, run_dir: RunDir, *, name: str = "", preset: str 
 
     own_store = store is None
     store = store or RunStore()
+    log_fd: int | None = None
     try:
-        run_dir.write_files(plan.files)
+        refusal: SymlinkRefused | None = None
         secrets = [value for key, value in plan.env.items() if is_secret_name(key)]
         argv = mask_argv(plan.argv, secrets)
-        command = {"argv": argv, "command_line": shlex.join(argv), "cwd": plan.cwd, "launcher": plan.launcher,
-                   "nproc": plan.nproc, "master_port": plan.master_port,
-                   "port_fixed": plan.port_fixed, "python": plan.python,
-                   "env": masked_env(plan.env)}
-        atomic_write_text(run_dir.command, json.dumps(command, indent=2, sort_keys=True) + "\n")
-        run_dir.output.touch(mode=0o600)
+        try:
+            run_dir.write_files(plan.files)
+            command = {"argv": argv, "command_line": shlex.join(argv), "cwd": plan.cwd, "launcher": plan.launcher,
+                       "nproc": plan.nproc, "master_port": plan.master_port,
+                       "port_fixed": plan.port_fixed, "python": plan.python,
+                       "env": masked_env(plan.env)}
+            atomic_write_text(run_dir.command, json.dumps(command, indent=2, sort_keys=True) + "\n")
+            # Both logs are new files of this run: a link found at either name is refused, never written through.
+            create_private_file(run_dir.output)
+            log_fd = open_private_append(run_dir.supervisor_log)
+        except SymlinkRefused as exc:
+            refusal = exc
         record = RunRecord(id=run_dir.run_id, run_dir=str(run_dir.path), created_at=time.time(), name=name,
                            preset=preset, launcher=plan.launcher, script=script or _script_of(plan), argv=argv,
                            cwd=plan.cwd)
@@ -75,13 +87,19 @@ def start_run(plan: LaunchPlan, run_dir: RunDir, *, name: str = "", preset: str 
                              argv=argv, cwd=plan.cwd, run_dir=record.run_dir, created_at=record.created_at)
         else:
             store.add_run(record)
+        if refusal is not None or log_fd is None:
+            error = str(refusal)
+            store.finish_run(record.id, "failed", state_detail=error,
+                             diagnosis=Diagnosis(f"The run was not started: {error}.", "start_failed",
+                                                 evidence=[error]).to_json())
+            raise RuntimeError(error) from refusal
         instructions = {"run_id": run_dir.run_id, "store": str(store.path), "argv": plan.argv, "cwd": plan.cwd,
                         "env": plan.env, "stall_min_s": stall_min_s}
-        with open(run_dir.supervisor_log, "ab") as log:
-            os.fchmod(log.fileno(), 0o600)
-            env = {k: v for k, v in os.environ.items() if k != procs.MARKER}
-            proc = subprocess.Popen(supervisor_argv(run_dir.path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=log, cwd=run_dir.path, env=env, start_new_session=True)
+        env = {k: v for k, v in os.environ.items() if k != procs.MARKER}
+        proc = subprocess.Popen(supervisor_argv(run_dir.path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=log_fd, cwd=run_dir.path, env=env, start_new_session=True)
+        os.close(log_fd)
+        log_fd = None
         # The supervisor reads its instructions, forks, prints the forked pid and its first half exits: the
         # supervisor that remains is nobody's child here, so closing this process never touches it.
         out, _ = proc.communicate(json.dumps(instructions).encode(), timeout=60)
@@ -102,6 +120,8 @@ def start_run(plan: LaunchPlan, run_dir: RunDir, *, name: str = "", preset: str 
             store.update_run(record.id, supervisor_pid=pid, supervisor_started=started)
         return store.get_run(record.id) or record
     finally:
+        if log_fd is not None:
+            os.close(log_fd)
         if own_store:
             store.close()
 

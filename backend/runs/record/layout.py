@@ -14,7 +14,6 @@ Run ids sort by time and read as one: 20261121-171503-ab12 (local time of creati
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import time
 from collections.abc import Mapping
@@ -87,7 +86,11 @@ class RunDir:
 
 
 def create_run_dir(run_id: str | None = None) -> RunDir:
-    """A new, empty, private run directory under runs_dir() with a fresh unique id (or the given one)."""
+    """A new, empty, private run directory under runs_dir() with a fresh unique id (or the given one).
+
+    runs_dir() must be a folder, not a symbolic link (SymlinkRefused); the run directory is new (mkdir fails on
+    anything already there, a link included) and made private through the opened folder, not by path.
+    """
     base = ensure_private_dir(runs_dir())
     for _attempt in range(100):
         rid = run_id or new_run_id()
@@ -98,8 +101,7 @@ def create_run_dir(run_id: str | None = None) -> RunDir:
             if run_id:
                 raise
             continue
-        os.chmod(path, 0o700)
-        return RunDir(path)
+        return RunDir(ensure_private_dir(path))
     raise RuntimeError("could not find a free run id")
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 
-from traindeck.backend.core.fileio import atomic_write_text
+from traindeck.backend.core.fileio import atomic_write_text, open_private_append
 from traindeck.backend.core.paths import config_dir, data_dir, ensure_private_dir
 
 EVENTS = ("succeeded", "failed", "stopped", "lost", "stalled", "nan")
@@ -172,7 +172,7 @@ def _end_command(proc: subprocess.Popen[bytes]) -> None:
 def _log(text: str) -> None:
     try:
         ensure_private_dir(log_path().parent)
-        fd = os.open(log_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = open_private_append(log_path())  # a symbolic link there is refused (an OSError): nothing is logged
         try:
             os.write(fd, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n".encode())
         finally:

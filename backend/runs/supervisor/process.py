@@ -38,6 +38,7 @@ from typing import Any
 
 import psutil
 
+from traindeck.backend.core.fileio import SymlinkRefused, open_private
 from traindeck.backend.launch.extension_locks import clear_stale_locks
 from traindeck.backend.runs import processes as procs
 from traindeck.backend.runs.diagnosis.diagnose import Diagnosis, Evidence, is_success
@@ -101,11 +102,18 @@ class Supervisor:
         self.store.update_run(self.run_id, supervisor_pid=me.pid, supervisor_started=me.create_time())
         if not procs.become_child_subreaper():
             logger.warning("could not become a child subreaper; orphaned ranks are found by their environment marker")
+        # Not O_APPEND (splice refuses it); only the pump writes from here on, at the end of the file. A symbolic
+        # link at output.log is refused: the run fails to start rather than write into whatever it points at.
+        try:
+            self.log_fd = open_private(self.run_dir.output, append=False)
+        except OSError as exc:
+            message = str(exc) if isinstance(exc, SymlinkRefused) else f"cannot open {self.run_dir.output}: {exc}"
+            logger.error("%s", message)
+            self.end.finish(Evidence(launcher_returncode=None, start_error=message), "failed")
+            return False
+        os.lseek(self.log_fd, 0, os.SEEK_END)
         self._start_sentinel()
         read_fd, write_fd = open_output_pipe()
-        # Not O_APPEND (splice refuses it); only the pump writes from here on, at the end of the file.
-        self.log_fd = os.open(self.run_dir.output, os.O_WRONLY | os.O_CREAT, 0o600)
-        os.lseek(self.log_fd, 0, os.SEEK_END)
         env = dict(self.spec.env)
         env[procs.MARKER] = self.run_id
         env["TRAINDECK_RUN_DIR"] = str(self.run_dir.path)

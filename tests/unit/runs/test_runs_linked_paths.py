@@ -1,0 +1,61 @@
+"""traindeck's own folders and logs beside a run are never reached through a symbolic link: a linked `runs` folder
+keeps its target's mode, a linked sidecar or notify log keeps its target's content and mode."""
+
+from __future__ import annotations
+
+import re
+import stat
+from pathlib import Path
+
+import pytest
+
+from traindeck.backend.core.fileio import SymlinkRefused
+from traindeck.backend.core.paths import runs_dir
+from traindeck.backend.runs.record.layout import create_run_dir
+from traindeck.backend.runs.supervisor import alerts
+from traindeck.backend.runs.supervisor.beside import start_beside
+
+TEXT = "the user's own file\n"
+
+
+def _precious(tmp_path: Path) -> Path:
+    target = tmp_path / "elsewhere" / "precious.txt"
+    target.parent.mkdir()
+    target.write_text(TEXT)
+    target.chmod(0o644)
+    return target
+
+
+def test_a_linked_runs_folder_is_refused_and_its_target_keeps_its_mode(tmp_path: Path) -> None:
+    target = tmp_path / "big-disk-runs"
+    target.mkdir()
+    target.chmod(0o755)
+    runs_dir().parent.mkdir(parents=True, exist_ok=True)
+    runs_dir().symlink_to(target)
+    with pytest.raises(SymlinkRefused, match=re.escape(f"refusing to write through a symbolic link: {runs_dir()}")):
+        create_run_dir()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755
+    assert list(target.iterdir()) == []
+
+
+def test_run_directories_are_private(tmp_path: Path) -> None:
+    run_dir = create_run_dir()
+    assert stat.S_IMODE(run_dir.path.stat().st_mode) == 0o700
+    assert stat.S_IMODE(runs_dir().stat().st_mode) == 0o700
+
+
+def test_a_linked_sidecar_log_keeps_the_sidecar_from_starting(tmp_path: Path) -> None:
+    target = _precious(tmp_path)
+    run_dir = create_run_dir()
+    (run_dir.path / "sidecar.log").symlink_to(target)
+    assert start_beside("traindeck.backend.runs.supervisor.sidecar", run_dir.path, tmp_path / "runs.sqlite3",
+                        "sidecar.log") is None
+    assert target.read_text() == TEXT and stat.S_IMODE(target.stat().st_mode) == 0o644
+
+
+def test_a_linked_notify_log_is_not_written_through(tmp_path: Path) -> None:
+    target = _precious(tmp_path)
+    alerts.log_path().parent.mkdir(parents=True, exist_ok=True)
+    alerts.log_path().symlink_to(target)
+    alerts._log("an alert was sent")
+    assert target.read_text() == TEXT and stat.S_IMODE(target.stat().st_mode) == 0o644
