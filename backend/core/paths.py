@@ -72,9 +72,10 @@ class SymlinkRefused(OSError):
 def ensure_private_dir(path: Path) -> Path:
     """Create `path` (and parents) readable by the user only: it may hold logs and commands with private data.
 
-    The folder itself is never a symbolic link: one found at `path` is refused (SymlinkRefused), so neither the
-    mode nor the contents of the folder it points at change. The mode is set through the opened folder (fchmod),
-    so a link planted between the check and the chmod changes nothing either.
+    A folder that is a symbolic link is the user's own arrangement (a data folder moved to a bigger disk): it is
+    used as it is, and its mode is left alone, so the folder it points at never changes mode. Otherwise the mode is
+    set through the opened folder (fchmod), so a link planted between the check and the chmod changes nothing.
+    Files traindeck writes are never opened through a link (fileio.open_private).
     """
     path = Path(path)
     try:
@@ -83,9 +84,11 @@ def ensure_private_dir(path: Path) -> Path:
         pass
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
+    except OSError:
+        if os.path.islink(path) and os.path.isdir(path):
+            return path  # the user's link to a folder: used, not chmod'ed
         if os.path.islink(path):
-            raise SymlinkRefused(path) from exc
+            raise SymlinkRefused(path) from None  # a dangling link, or one to a file: nothing to use
         raise
     try:
         os.fchmod(fd, 0o700)

@@ -121,16 +121,26 @@ def test_private_dir_is_created_0700_with_parents(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o700
 
 
-def test_private_dir_refuses_a_symlink_and_leaves_its_target_alone(tmp_path: Path) -> None:
+def test_private_dir_uses_a_linked_folder_and_leaves_its_mode_alone(tmp_path: Path) -> None:
+    """A data folder the user moved with a link is used as it is; the folder it points at is never chmod'ed."""
     target = tmp_path / "elsewhere"
     target.mkdir(mode=0o755)
     target.chmod(0o755)
     link = tmp_path / "runs"
     link.symlink_to(target)
+    assert ensure_private_dir(link) == link
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755
+
+
+def test_private_dir_refuses_a_link_to_a_file(tmp_path: Path) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    link = tmp_path / "runs"
+    link.symlink_to(target)
     with pytest.raises(SymlinkRefused) as caught:
         ensure_private_dir(link)
     assert str(caught.value) == f"refusing to write through a symbolic link: {link}"
-    assert stat.S_IMODE(target.stat().st_mode) == 0o755
+    assert target.read_text() == "mine"
 
 
 def test_private_dir_refuses_a_dangling_symlink(tmp_path: Path) -> None:

@@ -26,16 +26,26 @@ def _precious(tmp_path: Path) -> Path:
     return target
 
 
-def test_a_linked_runs_folder_is_refused_and_its_target_keeps_its_mode(tmp_path: Path) -> None:
+def test_a_linked_runs_folder_is_used_and_its_target_keeps_its_mode(tmp_path: Path) -> None:
+    """A runs folder moved to a bigger disk with a link is the user's arrangement: runs go there, and the folder
+    it points at is never chmod'ed."""
     target = tmp_path / "big-disk-runs"
     target.mkdir()
     target.chmod(0o755)
     runs_dir().parent.mkdir(parents=True, exist_ok=True)
     runs_dir().symlink_to(target)
+    run_dir = create_run_dir()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755
+    assert [p.name for p in target.iterdir()] == [run_dir.path.name]
+    assert stat.S_IMODE(run_dir.path.stat().st_mode) == 0o700
+
+
+def test_a_dangling_link_where_the_runs_folder_goes_is_refused(tmp_path: Path) -> None:
+    runs_dir().parent.mkdir(parents=True, exist_ok=True)
+    runs_dir().symlink_to(tmp_path / "gone")
     with pytest.raises(SymlinkRefused, match=re.escape(f"refusing to write through a symbolic link: {runs_dir()}")):
         create_run_dir()
-    assert stat.S_IMODE(target.stat().st_mode) == 0o755
-    assert list(target.iterdir()) == []
+    assert not (tmp_path / "gone").exists()
 
 
 def test_run_directories_are_private(tmp_path: Path) -> None:
