@@ -34,7 +34,7 @@ from traindeck.backend.launch.plan import Launcher, LaunchPlan
 from traindeck.backend.launch.ports import busy_port_message, pick_free_port, port_in_use
 from traindeck.backend.launch.probe import TrainingEnvironment, problems_for
 from traindeck.backend.nodes.node_plan import multi_node
-from traindeck.backend.presets import Preset
+from traindeck.backend.presets import Preset, PresetError, check_env
 
 DS_CONFIG_PLACEHOLDER = "{ds_config}"
 LAUNCHERS: tuple[Launcher, ...] = ("accelerate", "deepspeed", "python")
@@ -52,7 +52,8 @@ class LaunchRequest:
     nproc: int | None = None  # None: the preset's process count, else the accelerate config's num_processes, else 1
     python: str | None = None  # the training interpreter; None: this Python (a frozen app: python3 on PATH)
     cwd: Path | None = None  # None: the current directory
-    env: Mapping[str, str] = field(default_factory=dict)  # overrides on top of the inherited environment
+    # The user's own variables: over the inherited environment and over the preset's env.
+    env: Mapping[str, str] = field(default_factory=dict)
     master_port: int | None = None  # None: a free port is picked
     # DeepSpeed launcher only.
     num_nodes: int | None = None
@@ -118,8 +119,9 @@ def build_plan(
         errors.append(f"the number of processes must be at least 1, not {nproc}")
         nproc = 1
 
+    preset_env = _preset_env(request.preset, errors)
     env = training_env(request.env, base=base_env, helpers=helpers, python=python,
-                       site_dirs=environment.site_dirs if environment is not None else ())
+                       site_dirs=environment.site_dirs if environment is not None else (), preset_env=preset_env)
     if request.gpus is not None:
         _pin_gpus(env, launcher, request.gpus, errors)
     args = _script_args(request.script_args, ds_path, errors)
@@ -151,8 +153,9 @@ def build_plan(
     elif launcher == "deepspeed":
         argv, nproc = _deepspeed_argv(request, python, nproc, port, env, errors, warnings)
         if request.hostfile is not None:  # every node through DeepSpeed's pdsh runner (backend/nodes)
-            nodes = multi_node(request.hostfile, run_dir, ssh_port=request.ssh_port, overrides=request.env,
-                               env=env, cwd=cwd, python=python)
+            # The preset's variables travel to every node too, under the user's own.
+            nodes = multi_node(request.hostfile, run_dir, ssh_port=request.ssh_port,
+                               overrides={**preset_env, **request.env}, env=env, cwd=cwd, python=python)
             argv += nodes.argv
             files.update(nodes.files)
             env.update(nodes.env)
@@ -230,6 +233,18 @@ def _config_files(request: LaunchRequest, run_dir: Path, cwd: str, errors: list[
             section["deepspeed_config_file"] = str(run_dir / DS_CONFIG)
             files[ACCELERATE_CONFIG] = yaml.safe_dump({**accelerate, "deepspeed_config": section}, sort_keys=False)
     return files, accelerate, "accelerate"
+
+
+def _preset_env(preset: Preset | None, errors: list[str]) -> dict[str, str]:
+    """The variables the preset's runs need (a preset edited in memory may hold a wrong one: said, and left out)."""
+    if preset is None or not preset.env:
+        return {}
+    try:
+        check_env(preset.env)
+    except PresetError as exc:
+        errors.append(f"preset '{preset.name}': {exc}")
+        return {}
+    return dict(preset.env)
 
 
 def _script_args(args: Sequence[str], ds_path: str | None, errors: list[str]) -> list[str]:

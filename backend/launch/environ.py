@@ -137,8 +137,9 @@ def torch_extensions_dir(python: str, site_dirs: Sequence[str] = ()) -> Path:
 
 def training_env(overrides: Mapping[str, str] | None = None, *, base: Mapping[str, str] | None = None,
                  helpers: Path | None = None, python: str | None = None,
-                 site_dirs: Sequence[str] = ()) -> dict[str, str]:
-    """The complete environment for the launcher: `base` (default os.environ, un-frozen) + `overrides`, then:
+                 site_dirs: Sequence[str] = (), preset_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The complete environment for the launcher: `base` (default os.environ, un-frozen) + `preset_env` (what the
+    preset's runs need: it wins over what is inherited) + `overrides` (the user's own: they win over both), then:
 
     - PYTHONUNBUFFERED=1: every rank's prints reach the log within a second even if the script never flushes;
     - first on PYTHONPATH: a sitecustomize that makes stdout/stderr line-buffered (each line one write, so ranks
@@ -148,6 +149,7 @@ def training_env(overrides: Mapping[str, str] | None = None, *, base: Mapping[st
       (torch_extensions_dir), so DeepSpeed's JIT-built ops are kept and no other interpreter rebuilds them.
     """
     env = unfrozen_environ(os.environ if base is None else base)
+    env.update(preset_env or {})
     env.update(overrides or {})
     env["PYTHONUNBUFFERED"] = "1"
     ours = [str(line_buffering_dir()), str(helpers or pyhelpers_dir())]

@@ -8,10 +8,12 @@ atomically with mode 0600. A preset file is YAML:
     description: one line saying when to use it
     launcher: accelerate | deepspeed | python
     num_processes: 2          # optional; for launchers without an accelerate config (deepspeed, python)
+    env: {NAME: value}        # optional; variables every run needs (the user's own variables win on a clash)
     accelerate: {...}         # the accelerate launch config, as `accelerate config` writes it (or absent)
     deepspeed: {...}          # the DeepSpeed JSON config, as a mapping (or absent)
 
-Unknown top-level keys are kept (Preset.extra) and written back. The config sections are kept exactly as given:
+`env` is traindeck's own key: never written into the accelerate or DeepSpeed files, and refused on save when a
+name or value looks like a secret. Unknown top-level keys are kept (Preset.extra) and written back. The config sections are kept exactly as given:
 nothing is added, dropped or reordered. Exporting writes the files `accelerate launch` / `deepspeed` read (see
 `export_preset`; the same renderer the launcher uses).
 

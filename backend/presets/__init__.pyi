@@ -41,6 +41,9 @@ from .model import (
     PresetError as PresetError,
 )
 from .model import (
+    check_env as check_env,
+)
+from .model import (
     check_name as check_name,
 )
 from .model import (

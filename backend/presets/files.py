@@ -17,6 +17,7 @@ from traindeck.backend.presets.model import (
     Preset,
     PresetError,
     _builtin_clash,
+    check_env,
     check_name,
     dump_preset,
     read_preset_file,
@@ -99,6 +100,10 @@ def save_preset(preset: Preset, overwrite: bool = False) -> Path:
                           "(built-ins cannot be replaced)")
     if preset.launcher not in LAUNCHERS:
         raise PresetError(f"launcher must be one of {', '.join(LAUNCHERS)}, not {preset.launcher!r}")
+    try:
+        check_env(preset.env)
+    except PresetError as exc:
+        raise PresetError(f"cannot save preset '{preset.name}': {exc}") from None
     _refuse_secrets(preset)
     target = _user_path(preset.name)
     if target.exists() and not overwrite:

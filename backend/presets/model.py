@@ -59,6 +59,10 @@ class Preset:
     # Processes to start when there is no accelerate config to say it (deepspeed/python launchers); None: the
     # accelerate config's num_processes, else 1. See `process_count()`.
     num_processes: int | None = None
+    # Environment variables every run of this preset needs (cpu-demo: DS_ACCELERATOR=cpu). The launch sets them
+    # over the inherited environment and under the user's own variables; traindeck's key, never written into the
+    # accelerate or DeepSpeed files.
+    env: dict[str, str] = field(default_factory=dict)
     # Where the preset was read from (None for one built in memory); not part of the preset's value.
     path: Path | None = field(default=None, compare=False, repr=False)
 
@@ -79,7 +83,28 @@ class PresetError(Exception):
 
 # ------------------------------------------------------------------------------------------ file format
 
-_KNOWN_KEYS = ("schema_version", "name", "description", "launcher", "num_processes", "accelerate", "deepspeed")
+_KNOWN_KEYS = ("schema_version", "name", "description", "launcher", "num_processes", "env", "accelerate",
+               "deepspeed")
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_env(env: Any) -> None:
+    """Raise PresetError (one line) unless `env` is a mapping of environment variable names to text values."""
+    if not isinstance(env, dict):
+        raise PresetError("'env' must be a mapping of variable names to values (NAME: value), not "
+                          f"{type(env).__name__}")
+    for name, value in env.items():
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            raise PresetError(f"env: {str(name)!r} is not an environment variable name (letters, digits and '_', "
+                              "not starting with a digit)")
+        if not isinstance(value, str):
+            if not isinstance(value, (int, float)):
+                raise PresetError(f"env.{name} must be text, not {value!r}")
+            written = str(value).lower() if isinstance(value, bool) else str(value)
+            raise PresetError(f"env.{name} must be text, not {value!r}: quote it ({name}: '{written}')")
+        if "\0" in value:
+            raise PresetError(f"env.{name}: a value cannot hold a NUL character")
 
 # Older file versions and how to bring them to the current one: version -> function(data) -> data (next version).
 # Version 0 is a hand-written preset without `schema_version`, which may use the natural long names for the
@@ -138,10 +163,16 @@ def preset_from_mapping(data: Any, *, name: str | None = None, builtin: bool = F
     nproc = data.get("num_processes")
     if nproc is not None and (not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1):
         raise PresetError(f"{where}: num_processes must be a whole number >= 1, not {nproc!r}")
+    env = data.get("env")
+    env = {} if env is None else env
+    try:
+        check_env(env)
+    except PresetError as exc:
+        raise PresetError(f"{where}: {exc}") from None
     extra = {k: v for k, v in data.items() if k not in _KNOWN_KEYS}
     return Preset(name=preset_name, launcher=launcher, description=description, accelerate=sections["accelerate"],
                   deepspeed=sections["deepspeed"], builtin=builtin, schema_version=SCHEMA_VERSION, extra=extra,
-                  num_processes=nproc, path=path)
+                  num_processes=nproc, env=dict(env), path=path)
 
 
 def preset_to_mapping(preset: Preset) -> dict[str, Any]:
@@ -154,6 +185,8 @@ def preset_to_mapping(preset: Preset) -> dict[str, Any]:
     }
     if preset.num_processes is not None:
         out["num_processes"] = preset.num_processes
+    if preset.env:
+        out["env"] = dict(preset.env)
     if preset.accelerate is not None:
         out["accelerate"] = copy.deepcopy(preset.accelerate)
     if preset.deepspeed is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from traindeck.backend.core.masking import is_secret_name, looks_like_secret_value
+from traindeck.backend.core.masking import is_secret_name, looks_like_secret_value, mask_value
 from traindeck.backend.presets.model import Preset, PresetError, preset_to_mapping
 
 # ------------------------------------------------------------------------------------------ secrets
@@ -27,6 +27,9 @@ def find_secrets(data: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str,
     if isinstance(data, dict):
         for key, value in data.items():
             here = path + (str(key),)
+            if not path and key == "env" and isinstance(value, dict):
+                found += _env_secrets(value)
+                continue
             if looks_like_secret_key(str(key)) and value not in (None, "", [], {}) and not isinstance(value, bool) \
                     and not isinstance(value, dict):
                 found.append((format_path(here), f"the key '{key}' names a secret"))
@@ -37,6 +40,21 @@ def find_secrets(data: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str,
             found += find_secrets(item, path + (i,))
     elif isinstance(data, str) and looks_like_secret_value(data):
         found.append((format_path(path), "the value looks like an access token"))
+    return found
+
+
+def _env_secrets(env: dict[Any, Any]) -> list[tuple[str, str]]:
+    """A preset's `env`, judged as the run's environment is masked (masking.masked_env): a variable whose name
+    names a secret, or a value with a credential-shaped part or a password in a URL."""
+    found: list[tuple[str, str]] = []
+    for name, value in env.items():
+        where = f"env.{name}"
+        if is_secret_name(str(name)) and value not in (None, ""):
+            found.append((where, f"the variable '{name}' names a secret"))
+        elif isinstance(value, str) and looks_like_secret_value(value):
+            found.append((where, "the value looks like an access token"))
+        elif isinstance(value, str) and mask_value(value) != value:
+            found.append((where, "the value holds a password in a URL"))
     return found
 
 

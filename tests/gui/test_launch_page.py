@@ -267,10 +267,53 @@ def test_demo_is_prefilled_for_the_cpu_demo_preset(qtbot, make_page):
     choice = page.ctx.launch_choice
     assert choice.script == str(paths.resources_dir() / "demo" / "train_tiny.py")
     assert choice.script_args[:2] == ["--deepspeed_config", "{ds_config}"]
-    assert choice.env == {"DS_ACCELERATOR": "cpu"} and choice.nproc is None and choice.launcher == ""
+    assert choice.env == {} and choice.nproc is None and choice.launcher == ""
     plan = _wait_plan(qtbot, page)
     assert plan.ok, plan.errors
     assert plan.launcher == "deepspeed" and plan.nproc == 2
+    # The CPU accelerator comes from the preset, shown beside the table and in the command's environment.
+    assert plan.env["DS_ACCELERATOR"] == "cpu"
+    assert "from the preset: DS_ACCELERATOR=cpu" in page.env_box.preset_env.text()
+    assert not page.env_box.preset_env.isHidden()
+    assert "DS_ACCELERATOR=cpu" in page.command_box.command_env.text()
+
+
+def test_the_demo_leaves_nothing_in_the_saved_environment_after_a_switch_to_a_gpu_preset(qtbot, make_page,
+                                                                                          monkeypatch):
+    monkeypatch.delenv("DS_ACCELERATOR", raising=False)  # the plan inherits this process's environment
+    page = make_page(demo=True)
+    page.fill_demo()
+    _wait_plan(qtbot, page)
+    page.ctx.draft.replace(load_preset("zero2"), "zero2")
+    plan = _wait_plan(qtbot, page)
+    assert "DS_ACCELERATOR" not in plan.env
+    page.shutdown()
+    page._save_settings()
+    page.ctx.settings.sync()
+    saved = (paths.config_dir() / "window.ini").read_text()
+    assert "launch" in saved and "DS_ACCELERATOR" not in saved
+    # After a restart with the GPU preset: no CPU accelerator in the table or the plan.
+    again = make_page(preset="zero2")
+    assert again.env_box.env.env() == {}
+    assert "DS_ACCELERATOR" not in _wait_plan(qtbot, again).env
+    assert again.env_box.preset_env.isHidden()  # zero2 needs no variables of its own
+
+
+def test_the_table_wins_over_the_preset_and_says_so(qtbot, make_page):
+    page = make_page(demo=True)
+    page.env_box.env.set_env({"DS_ACCELERATOR": "cuda"})
+    plan = _wait_plan(qtbot, page)
+    assert plan.env["DS_ACCELERATOR"] == "cuda"
+    assert "DS_ACCELERATOR=cpu (the table's value is used)" in page.env_box.preset_env.text()
+
+
+def test_a_cpu_accelerator_left_in_the_table_is_pointed_out_for_a_gpu_preset(qtbot, make_page):
+    page = make_page(preset="zero2")
+    page.env_box.env.set_env({"DS_ACCELERATOR": "cpu"})  # as an older traindeck's demo saved it
+    note = page.env_box.preset_env
+    assert not note.isHidden() and "runs DeepSpeed on the CPU, not the GPUs: remove it" in note.text()
+    page.env_box.env.set_env({})
+    assert note.isHidden()
 
 
 

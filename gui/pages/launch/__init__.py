@@ -24,7 +24,7 @@ from PySide6.QtWidgets import QApplication, QFrame, QGridLayout, QScrollArea, QV
 from traindeck.backend.core import resources_dir
 from traindeck.backend.launch import DS_CONFIG_PLACEHOLDER, LaunchRequest
 from traindeck.backend.runs import STOP_ON_NAN_ENV
-from traindeck.gui.context import DEFAULT_PRESET, AppContext, LaunchChoice
+from traindeck.gui.context import AppContext, LaunchChoice
 from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.launch.command_panel import CommandBox
 from traindeck.gui.pages.launch.launch_bar import LaunchBar, LaunchOrder
@@ -45,8 +45,6 @@ DEMO_SCRIPT = "demo/train_tiny.py"  # under resources_dir()
 # 0.2 s per step makes the run last long enough to watch (about half a minute after DeepSpeed starts).
 DEMO_ARGS = "--steps 100 --batch-size 4 --step-time 0.2 --log-every 5"
 DEMO_DS_ARGS = f"--deepspeed_config {DS_CONFIG_PLACEHOLDER} "  # first, when the preset has a DeepSpeed config
-# The CPU accelerator even on a GPU machine: the demo preset is the no-GPU path.
-DEMO_ENV = {"DS_ACCELERATOR": "cpu"}
 DEMO_MODEL_SIZE = "1.5B"
 _S = "launch/"  # QSettings group
 
@@ -94,7 +92,7 @@ class LaunchPage(Page):
         # Several machines: a hostfile, shown for the deepspeed launcher only.
         self.hosts = HostfileEditor(ctx.tasks, ctx.settings, lambda: (self.request(), self._environment()),
                                     self.choice)
-        self.command_box = CommandBox(ctx.tasks, self.env_box.env.env)
+        self.command_box = CommandBox(ctx.tasks, self.env_box.run_env)
         self.launch_bar = LaunchBar(ctx, self._order, self.command_box, self.memory_box, self.sweep, self.hosts)
 
         content = QWidget()
@@ -160,12 +158,14 @@ class LaunchPage(Page):
         self.env_box.restore()
 
     def fill_demo(self) -> None:
-        """The CPU demo: train_tiny.py with arguments for the cpu-demo preset, so one click runs on any machine."""
+        """The CPU demo: train_tiny.py with arguments for the cpu-demo preset, so one click runs on any machine.
+        The table is emptied: what the demo's run needs (DS_ACCELERATOR=cpu) is the cpu-demo preset's own env, so
+        nothing demo-specific reaches the table or the saved settings."""
         preset = self.ctx.draft.preset
         self.script_box.fill(demo_script(),
                              (DEMO_DS_ARGS if preset is not None and preset.uses_deepspeed() else "") + DEMO_ARGS)
         self.runner.fill()
-        self.env_box.env.set_env(DEMO_ENV if preset is not None and preset.name == DEFAULT_PRESET else {})
+        self.env_box.env.set_env({})
 
     def _save_settings(self) -> None:
         s = self.ctx.settings
@@ -234,7 +234,7 @@ class LaunchPage(Page):
         return self.runner.interpreter.environment
 
     def _check_inputs(self) -> tuple[Preset | None, int | None, dict[str, str]]:
-        return self.ctx.draft.preset, self.runner.processes(), self.env_box.env.env()
+        return self.ctx.draft.preset, self.runner.processes(), self.env_box.run_env()
 
     # ============================================================================================ reacting
     def _fields_changed(self) -> None:
@@ -270,6 +270,7 @@ class LaunchPage(Page):
         self.launch_bar.set_field_problems(problems)
 
     def _draft_changed(self) -> None:
+        self.env_box.set_preset(self.ctx.draft.preset)
         self.runner.offer_launchers(self.ctx.draft.preset)
         self.launch_bar.refresh()
         self._recheck()  # the choice itself is unchanged: no launch_choice_changed for Configure to react to

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from traindeck.gui.tasks import Tasks
 
 _S = "launch/"  # QSettings group
+CPU_ACCELERATOR = ("DS_ACCELERATOR", "cpu")  # DeepSpeed on the CPU: what the cpu-demo preset sets
 
 
 class ScriptBox(QGroupBox):
@@ -208,24 +209,62 @@ class RunnerBox(QGroupBox):
 
 
 class EnvBox(QGroupBox):
-    """The environment variables added to the run's; secret values are masked and never saved."""
+    """The environment variables added to the run's; secret values are masked and never saved. Below the table,
+    read-only, the variables the preset sets itself (its `env`): they belong to the preset, so they are never
+    written into the table or the settings, and the table's own value wins on a clash."""
 
     changed = Signal()
 
     def __init__(self, settings: QSettings) -> None:
         super().__init__("Environment variables")
         self._settings = settings
+        self._preset: Preset | None = None
         env_layout = QVBoxLayout(self)
         self.env = EnvTable()
         self.env.setMinimumHeight(110)
         self.env_note = QLabel("Added to the environment the run inherits. Values of names like *_TOKEN, *_KEY or "
                                "*PASSWORD* are hidden and never saved.")
         self.env_note.setWordWrap(True)
+        self.preset_env = QLabel()
+        self.preset_env.setTextFormat(Qt.TextFormat.PlainText)
+        self.preset_env.setWordWrap(True)
+        self.preset_env.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.preset_env.hide()
         self.env_problems = MessageList()
         env_layout.addWidget(self.env, 1)
+        env_layout.addWidget(self.preset_env)
         env_layout.addWidget(self.env_note)
         env_layout.addWidget(self.env_problems)
         self.env.changed.connect(self.changed)
+        self.env.changed.connect(self._show_preset_env)
+
+    def set_preset(self, preset: Preset | None) -> None:
+        """The preset the run uses: its variables are shown beside the table."""
+        self._preset = preset
+        self._show_preset_env()
+
+    def run_env(self) -> dict[str, str]:
+        """What the run adds to the inherited environment: the preset's variables, then the table's over them."""
+        return {**(self._preset.env if self._preset is not None else {}), **self.env.env()}
+
+    def _show_preset_env(self) -> None:
+        from traindeck.backend.launch import masked_env
+
+        preset_env = dict(self._preset.env) if self._preset is not None else {}
+        table = self.env.env()
+        lines = []
+        if preset_env:
+            shown = masked_env(preset_env)
+            lines.append("Also set, from the preset: " + ", ".join(
+                f"{name}={shown[name]}" + (" (the table's value is used)" if name in table else "")
+                for name in preset_env))
+        # A CPU accelerator left in the table (the demo used to put it there) runs a GPU preset on the CPU.
+        if table.get(CPU_ACCELERATOR[0]) == CPU_ACCELERATOR[1] and preset_env.get(CPU_ACCELERATOR[0]) is None \
+                and self._preset is not None and self._preset.uses_deepspeed():
+            lines.append(f"{'='.join(CPU_ACCELERATOR)} in the table runs DeepSpeed on the CPU, not the GPUs: "
+                         "remove it for a GPU run")
+        self.preset_env.setText("\n".join(lines))
+        self.preset_env.setVisible(bool(lines))
 
     def check(self) -> list[str]:
         """The table's problems, said below it."""

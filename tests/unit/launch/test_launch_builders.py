@@ -403,3 +403,44 @@ def test_launcher_module_forms_run_the_script_with_the_chosen_interpreter(workdi
         assert "deepspeed_config_file" in fields
         assert not fields & {"mixed_precision", "zero_stage", "gradient_accumulation_steps", "gradient_clipping",
                              "offload_optimizer_device"}
+
+
+# ---- the preset's environment -------------------------------------------------------------------------------------
+
+def test_the_cpu_demo_plan_runs_on_the_cpu_accelerator_and_a_gpu_preset_plan_does_not(workdir, run_dir):
+    from traindeck.backend.presets import load_preset
+
+    base = {"PATH": "/usr/bin", "HOME": "/home/u"}
+    demo = plan_for(workdir, run_dir, preset=load_preset("cpu-demo"), base_env=base)
+    assert demo.env["DS_ACCELERATOR"] == "cpu"
+    gpu = plan_for(workdir, run_dir, preset=load_preset("zero2"), base_env=base)
+    assert "DS_ACCELERATOR" not in gpu.env
+    # The user's own variables win over the preset's; the preset's win over what the run inherits.
+    mine = plan_for(workdir, run_dir, preset=load_preset("cpu-demo"), base_env=base, env={"DS_ACCELERATOR": "cuda"})
+    assert mine.env["DS_ACCELERATOR"] == "cuda"
+    inherited = plan_for(workdir, run_dir, preset=load_preset("cpu-demo"), base_env={**base, "DS_ACCELERATOR": "cuda"})
+    assert inherited.env["DS_ACCELERATOR"] == "cpu"
+
+
+def test_traindeck_run_with_the_cpu_demo_preset_gets_the_cpu_accelerator(workdir, run_dir, monkeypatch):
+    import argparse
+
+    from traindeck.backend.cli.run_inputs import launch_request
+
+    monkeypatch.chdir(workdir)
+    args = argparse.Namespace(preset="cpu-demo", config=None, ssh_port=None, hostfile=None, launcher=None,
+                              nproc=None, python=PY, stop_on_nan=False)
+    request = launch_request(args, "train.py", [], None)
+    plan = build_plan(request, run_dir, base_env={"PATH": "/usr/bin"}, helpers=Path("/opt/td/pyhelpers"),
+                      is_port_busy=lambda port: False, free_port=lambda: PORT)
+    assert plan.env["DS_ACCELERATOR"] == "cpu" and plan.launcher == "deepspeed"
+
+
+def test_a_wrong_env_in_a_preset_edited_in_memory_is_an_error_not_a_crash(workdir, run_dir):
+    from traindeck.backend.presets import load_preset
+
+    preset = load_preset("cpu-demo")
+    preset.env = {"BAD NAME": "x"}
+    plan = plan_for(workdir, run_dir, preset=preset)
+    assert not plan.ok and any("'BAD NAME' is not an environment variable name" in e for e in plan.errors)
+    assert "BAD NAME" not in plan.env
