@@ -41,7 +41,7 @@ def run_fix(args: argparse.Namespace) -> int:
         where = f":{exc.line}" + (f":{exc.column}" if exc.column else "") if exc.line else ""
         raise UserError(f"{source}{where}: {exc}") from None
     result = repair_text(text, file=str(source))
-    sys.stdout.write("".join(f"{source}: {change}\n" for change in result.changes))
+    sys.stdout.write("".join(f"{source}: {line}\n" for line in result.changes + result.notes))
     left = _still_refused(result.text_out, source) if result.text_out is not None and not result.problems else []
     if result.text_out is None:  # one line: where the text stops being readable, even leniently
         why = "; ".join(p.removeprefix("cannot repair: ") for p in result.problems)

@@ -35,6 +35,7 @@ import yaml
 from traindeck.backend.config.bounded import MAX_BYTES, too_big
 from traindeck.backend.config.messages import PathT, format_path
 from traindeck.backend.config.repair_schema import NOTHING as _NOTHING
+from traindeck.backend.config.repair_schema import KeyBudget, undescribed_below
 from traindeck.backend.config.repair_schema import child_section as _child_section
 from traindeck.backend.config.repair_schema import close_choices as _close_choices
 from traindeck.backend.config.repair_schema import close_words as _close
@@ -45,7 +46,6 @@ from traindeck.backend.config.repair_schema import needs_quotes as _needs_quotes
 from traindeck.backend.config.repair_schema import removed_keys as _removed
 from traindeck.backend.config.repair_schema import show as _show
 from traindeck.backend.config.repair_schema import suggest_key as _suggest_key
-from traindeck.backend.config.repair_schema import undescribed_below
 from traindeck.backend.config.repair_tree import Entry as _Entry
 from traindeck.backend.config.repair_tree import KeyMap as _Map
 from traindeck.backend.config.repair_tree import Unparseable as _Unparseable
@@ -62,13 +62,15 @@ from traindeck.backend.config.validate import check_value, root_section
 class RepairResult:
     """text_out: the repaired text (None when the text cannot be parsed even after the fixes); changes: what was
     changed, one line each ("line 4: moved zero_stage under deepspeed_config"); problems: what could not be fixed
-    without guessing (the config still needs a human there)."""
+    without guessing (the config still needs a human there); notes: what the repair left unexamined (unknown keys
+    past the first few are not searched for misspellings), neither a change nor a problem."""
 
     text_out: str | None
     changes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     format: Format = "yaml"
     kind: Kind | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -93,6 +95,7 @@ class _Repairer:
         self.edits: list[tuple[int, int, str]] = []
         self.fmt: Format = "yaml"
         self._moved: list[_Entry] = []  # entries moved out of the level _follow_headers is walking
+        self.budget = KeyBudget()  # the unknown keys searched for a misspelt known key
 
     def change(self, line: int, text: str) -> None:
         self.changes.append((line, f"line {line}: {text}"))
@@ -167,9 +170,9 @@ class _Repairer:
                 kept.append(entry)
                 continue
             # Known nowhere along the chain: a misspelt key of the innermost header (or of this level)?
-            fixes = [(i, _suggest_key(chain[i][1], key)) for i in range(len(chain) - 1, -1, -1)]
+            fixes = [(i, _suggest_key(chain[i][1], key, self.budget)) for i in range(len(chain) - 1, -1, -1)]
             fixes = [(i, hint) for i, hint in fixes if hint]
-            level_hint = _suggest_key(section, key)
+            level_hint = _suggest_key(section, key, self.budget)
             if len(fixes) == 1 and not level_hint and isinstance(key, str):
                 i, hint = fixes[0]
                 self._place_pending(pending, chain[i], chain)
@@ -295,9 +298,9 @@ class _Repairer:
                 continue
             if key in section.DEPRECATED or key in fields_of(section) or key in _removed(section):
                 continue
-            hint = _suggest_key(section, key)
+            hint = _suggest_key(section, key, self.budget)
             if hint is None:
-                several = _close(key, list(fields_of(section)))
+                several = _close(key, list(fields_of(section))) if self.budget.allows(key) else []
                 if len(several) > 1:
                     self.problem(entry.line, f"unknown key '{key}' is close to several keys ("
                                              f"{', '.join(several)}); left as it is")
@@ -458,12 +461,12 @@ class _Repairer:
 # ------------------------------------------------------------------------------------------ entry point
 
 
-def _undescribed(kind: Kind | None, text: str) -> Callable[[PathT], bool] | None:
+def _undescribed(kind: Kind | None, text: str, budget: KeyBudget) -> Callable[[PathT], bool] | None:
     try:
         root = root_section(kind or ("deepspeed" if text.lstrip("\ufeff \t\r\n").startswith("{") else "accelerate"))
     except ModuleNotFoundError:
         return None
-    return undescribed_below(root)
+    return undescribed_below(root, budget)
 
 
 def repair_text(text: str, file: str | None = None, *, kind: Kind | None = None, fmt: Format | None = None
@@ -482,7 +485,7 @@ def repair_text(text: str, file: str | None = None, *, kind: Kind | None = None,
     flattened = False
     try:
         if fmt == "json":
-            reader = TolerantJsonReader(text, plain_below=_undescribed(kind, text))
+            reader = TolerantJsonReader(text, plain_below=_undescribed(kind, text, fixer.budget))
             tree = reader.read()
             syntax_edits = reader.edits
         else:
@@ -517,6 +520,9 @@ def repair_text(text: str, file: str | None = None, *, kind: Kind | None = None,
         fixer.repair(tree, section, ())
     changes = [c for _, c in sorted(fixer.changes, key=lambda c: c[0])]
     problems = [p for _, p in sorted(fixer.problems, key=lambda p: p[0])]
+    skipped = len(fixer.budget.skipped)
+    notes = [f"{skipped:,} more unknown key{'s' if skipped != 1 else ''} left as written (no suggestions past the "
+             f"first {fixer.budget.limit})"] if skipped else []
     if fixer.structural:
         plain = _plain(tree)
         if fmt == "json":
@@ -526,5 +532,5 @@ def repair_text(text: str, file: str | None = None, *, kind: Kind | None = None,
     else:
         edits = list(syntax_edits) + [(s, e, r, "") for s, e, r in fixer.edits]
         out = apply_edits(text, [(s, e, r) for s, e, r, _ in edits])
-    return RepairResult(out, changes, problems, fmt, kind)
+    return RepairResult(out, changes, problems, fmt, kind, notes)
 

@@ -2,12 +2,15 @@
 a misspelt one is, and the value a wrong one most likely meant.
 
 Lookups that walk a whole description (every section below the root that declares a key) are built once per root
-section and kept, so repairing a file with many unknown keys stays linear in the file.
+section and kept, so repairing a file with many unknown keys stays linear in the file. The did-you-mean searches
+(difflib) are the costly part: each word is searched once, and one file's repair searches its first SUGGEST_LIMIT
+unknown words only (KeyBudget).
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +18,28 @@ import yaml
 
 from traindeck.backend.config.messages import PathT
 from traindeck.backend.config.schema import FieldSpec, Section, fields_of
-from traindeck.backend.config.validate import suggest
+from traindeck.backend.config.validate import SUGGEST_LIMIT, suggest
+
+
+class KeyBudget:
+    """The unknown keys one repair searches for the known key they misspell: the first `limit` words of the file.
+    Later words are left as they are and counted: a file with thousands of unknown keys is no paste with a typo or
+    two, and a search for each would cost a difflib pass per key per section asked."""
+
+    def __init__(self, limit: int = SUGGEST_LIMIT) -> None:
+        self.limit = limit
+        self.searched: set[str] = set()
+        self.skipped: set[str] = set()
+
+    def allows(self, word: str) -> bool:
+        """True when `word` is (or may now be) searched; False, and counted, past the limit."""
+        if word in self.searched:
+            return True
+        if len(self.searched) < self.limit:
+            self.searched.add(word)
+            return True
+        self.skipped.add(word)
+        return False
 
 
 def knows(section: type[Section], key: Any) -> bool:
@@ -64,10 +88,10 @@ def _home_index(section: type[Section]) -> dict[str, tuple[PathT, ...]]:
     return {key: tuple(paths) for key, paths in index.items()}
 
 
-def undescribed_below(root: type[Section]) -> Callable[[PathT], bool]:
+def undescribed_below(root: type[Section], budget: KeyBudget | None = None) -> Callable[[PathT], bool]:
     """For the lenient JSON reader: a test that is True for a path below which no description knows any key (an
     unknown key that is no misspelling of a known one and belongs in no section), where a repair edits nothing in
-    place, so a strict mapping there can be read in one call."""
+    place, so a strict mapping there can be read in one call. `budget`: the repair's, which its searches count in."""
     movable: dict[tuple[type[Section], str], bool] = {}  # asked once per key: suggest_key costs a difflib pass
 
     def plain_below(path: PathT) -> bool:
@@ -79,7 +103,7 @@ def undescribed_below(root: type[Section]) -> Callable[[PathT], bool]:
                 section = child_section(section, key)
                 continue
             if (section, key) not in movable:
-                movable[(section, key)] = bool(suggest_key(section, key) or homes(section, key))
+                movable[(section, key)] = bool(suggest_key(section, key, budget) or homes(section, key))
             # A key that may be renamed or moved into a section has its keys repaired in place; others not.
             return not movable[(section, key)]
         return section is None
@@ -92,9 +116,12 @@ def removed_keys(section: type[Section]) -> dict[str, str]:
     return removed if isinstance(removed, dict) else {}
 
 
-def suggest_key(section: type[Section], key: str) -> str | None:
-    """The one known key `key` is a misspelling of; None for a key the tool dropped (REMOVED: not a typo)."""
+def suggest_key(section: type[Section], key: str, budget: KeyBudget | None = None) -> str | None:
+    """The one known key `key` is a misspelling of; None for a key the tool dropped (REMOVED: not a typo), and for
+    one past the `budget` (not searched)."""
     if not isinstance(key, str) or key in removed_keys(section):
+        return None
+    if budget is not None and not budget.allows(key):
         return None
     candidates = list(fields_of(section)) + [k for k in section.DEPRECATED]
     hint = suggest(key, candidates)
@@ -103,8 +130,13 @@ def suggest_key(section: type[Section], key: str) -> str | None:
 
 def close_words(word: str, candidates: list[str]) -> list[str]:
     """Every candidate close enough to be the intended spelling (as suggest() measures it)."""
-    lowered = {c.lower(): c for c in candidates if isinstance(c, str)}
-    return [lowered[c] for c in difflib.get_close_matches(word.lower(), list(lowered), n=4, cutoff=0.75)]
+    return list(_close_in(word, tuple(c for c in candidates if isinstance(c, str))))
+
+
+@functools.lru_cache(maxsize=4096)
+def _close_in(word: str, pool: tuple[str, ...]) -> tuple[str, ...]:
+    lowered = {c.lower(): c for c in pool}
+    return tuple(lowered[c] for c in difflib.get_close_matches(word.lower(), list(lowered), n=4, cutoff=0.75))
 
 
 def close_choices(word: str, choices: list[str]) -> list[str]:

@@ -11,6 +11,7 @@ Two layers, both producing `Message`s located at file:line:column:
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -95,9 +96,45 @@ def _load_rules(kind: Kind) -> list[Rule]:
 
 # ------------------------------------------------------------------------------------------ values
 
+# Unknown keys in one file that each get their own message (and a did-you-mean search). A real config has a few; a
+# file with thousands (a generated one, a paste of the wrong file) would otherwise get a line and a difflib search
+# per key: the rest are counted in one line per severity instead.
+SUGGEST_LIMIT = 20
 
-def check_values(data: dict[str, Any], section: type[Section], path: PathT = ()) -> list[Finding]:
-    """Every key of `data` against `section`: unknown and deprecated keys, types, ranges, allowed values."""
+
+@dataclass
+class UnknownKeys:
+    """The unknown keys of one file seen so far: `listed` got their own message; past `limit`, each severity's
+    further keys are counted (with the path of the first, where the summary line points)."""
+
+    limit: int = SUGGEST_LIMIT
+    listed: int = 0
+    rest: dict[Severity, tuple[PathT, int]] = field(default_factory=dict)
+
+    def take(self, severity: Severity, path: PathT) -> bool:
+        """True when the key at `path` gets its own message; otherwise it is counted in the summary."""
+        if self.listed < self.limit:
+            self.listed += 1
+            return True
+        first, count = self.rest.get(severity, (path, 0))
+        self.rest[severity] = (first, count + 1)
+        return False
+
+    def summary(self) -> list[Finding]:
+        """One line per severity for the keys not listed."""
+        return [(severity, first, f"... and {count:,} more unknown key{'s' if count != 1 else ''} (no suggestions "
+                                  f"past the first {self.limit})") for severity, (first, count) in self.rest.items()]
+
+
+def check_values(data: dict[str, Any], section: type[Section], path: PathT = (),
+                 unknown: UnknownKeys | None = None) -> list[Finding]:
+    """Every key of `data` against `section`: unknown and deprecated keys, types, ranges, allowed values.
+
+    `unknown` carries the count of unknown keys across the sections of one file; without it this call starts one
+    and ends its findings with the summary of the keys past the limit."""
+    if unknown is None:
+        unknown = UnknownKeys()
+        return check_values(data, section, path, unknown) + unknown.summary()
     findings: list[Finding] = []
     specs = fields_of(section)
     for key, value in data.items():
@@ -123,10 +160,14 @@ def check_values(data: dict[str, Any], section: type[Section], path: PathT = ())
                 findings.append(("warning", here, f"'{key}' is deprecated: use '{new}' (same meaning)"))
             spec = own or specs.get(new)
             if spec is not None:
-                findings += check_value(spec, value, here)
+                findings += check_value(spec, value, here, unknown)
             continue
         spec = specs.get(str(key))
         if spec is None:
+            severity: Severity = "note" if section.UNKNOWN == "warning" and looks_like_comment(str(key)) \
+                else section.UNKNOWN
+            if not unknown.take(severity, here):
+                continue
             text = f"unknown key '{key}' ({section.UNKNOWN_WHY})"
             placed = section.unknown_key_hint(str(key))
             if placed:
@@ -147,7 +188,7 @@ def check_values(data: dict[str, Any], section: type[Section], path: PathT = ())
         if twin is not None:
             findings.append(_spelling_clash(section, str(key), twin, here))
             continue
-        findings += check_value(spec, value, here)
+        findings += check_value(spec, value, here, unknown)
     return findings
 
 
@@ -183,8 +224,8 @@ def _spelling_clash(section: type[Section], key: str, twin: str, here: PathT) ->
     return ("warning", here, f"'{key}' and '{twin}' are two spellings of one key: only one of them is used; keep one")
 
 
-def check_value(spec: FieldSpec, value: Any, path: PathT) -> list[Finding]:
-    """One value against its key's description."""
+def check_value(spec: FieldSpec, value: Any, path: PathT, unknown: UnknownKeys | None = None) -> list[Finding]:
+    """One value against its key's description (`unknown`: as for check_values, when the value is a section)."""
     if value is None:
         if spec.nullable or spec.kind in ("any",):
             return []
@@ -196,7 +237,7 @@ def check_value(spec: FieldSpec, value: Any, path: PathT) -> list[Finding]:
         if not isinstance(value, dict):
             return [("error", path, f"expected a section of keys, got {_show(value)}")]
         assert spec.section is not None
-        return check_values(value, spec.section, path)
+        return check_values(value, spec.section, path, unknown)
     if kind == "choice":
         if value in spec.choices and type(value) is type(_match(value, spec.choices)):
             return []
@@ -267,8 +308,14 @@ def looks_like_comment(key: str) -> bool:
 
 
 def suggest(word: str, candidates: Iterable[str]) -> str | None:
-    """The candidate the user most likely meant: same text in another case, else a close spelling."""
-    pool = [c for c in candidates if isinstance(c, str)]
+    """The candidate the user most likely meant: same text in another case, else a close spelling.
+
+    Each (word, candidates) pair is searched once: the checker and the repair ask about the same keys."""
+    return _suggest_in(word, tuple(c for c in candidates if isinstance(c, str)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _suggest_in(word: str, pool: tuple[str, ...]) -> str | None:
     for candidate in pool:
         if candidate.lower() == word.lower() or candidate.lower().replace("-", "_") == word.lower().replace("-", "_"):
             return candidate
