@@ -36,7 +36,7 @@ test: $(STAMP)
 
 # Everything without a real run, a server or a benchmark: unit and GUI tests, for the edit-test loop (< 2 min).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 -m "not launch and not system and not perf" tests/unit tests/gui
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m "not launch and not system and not perf" tests/unit tests/gui
 
 setup: $(STAMP)
 
