@@ -58,9 +58,12 @@ def _int(value: Any) -> int | None:
 
 
 def _dt(data: dict[str, Any]) -> str | None:
-    """The distributed type when it is a valid one (else None: the value check reports it)."""
+    """The distributed type when it is a valid one (else None: the value check reports it). An unquoted NO (YAML's
+    false) counts as NO, as accelerate's launcher runs it (see yaml_false_distributed_type)."""
     value = data.get("distributed_type")
-    return value if value in DISTRIBUTED_TYPES else None
+    if value is False:
+        return "NO"
+    return value if isinstance(value, str) and value in DISTRIBUTED_TYPES else None
 
 
 def _on(value: Any) -> bool:
@@ -77,8 +80,8 @@ def _config_file(section: dict[str, Any]) -> str | None:
 def _processes(data: dict[str, Any]) -> tuple[int | None, int]:
     """(num_processes, num_machines) as accelerate launch uses them; num_processes is 1 for NO when absent."""
     n = _int(data.get("num_processes"))
-    if n is None and "num_processes" not in data and _dt(data) == "NO":
-        n = 1  # ClusterConfig.process_config
+    if n is None and "num_processes" not in data and data.get("distributed_type") == "NO":
+        n = 1  # ClusterConfig.process_config: for the string NO only, not for an unquoted NO (false)
     m = _int(data.get("num_machines", 1))
     return (n if n is not None and n > 0 else None), (m if m is not None and m > 0 else 1)
 
@@ -114,6 +117,30 @@ def distributed_type_and_sections(ctx: RuleContext) -> Iterable[Finding]:
             yield ("warning", (key,),
                    f"{key} is ignored: distributed_type is {dt}, and accelerate only reads {key} with "
                    f"distributed_type: {wanted}")
+
+
+@rule("accelerate")
+def yaml_false_distributed_type(ctx: RuleContext) -> Iterable[Finding]:
+    """`distributed_type: NO` unquoted is YAML 1.1's false. BaseConfig.__post_init__ converts only strings to
+    DistributedType, so false stays false; launch_command finds it equal to no distributed type and runs the
+    simple (single-process) launcher: NO, by accident. process_config defaults num_processes to 1 only for the
+    string NO, so without num_processes launch stops on its -1. (The value check leaves bools here to this rule.)"""
+    data = ctx.data
+    value = data.get("distributed_type")
+    if not isinstance(value, bool) or data.get("compute_environment") == "AMAZON_SAGEMAKER":
+        return
+    if value:
+        yield ("error", ("distributed_type",),
+               "true is not a distributed type: expected one of " + ", ".join(DISTRIBUTED_TYPES))
+    elif "num_processes" not in data:
+        yield ("error", ("distributed_type",),
+               "NO unquoted is YAML's false: accelerate defaults num_processes to 1 only for the text NO, so "
+               "accelerate launch refuses the file unless given --num_processes (\"You need to manually pass in "
+               "`--num_processes`\"); write distributed_type: \"NO\"")
+    else:
+        yield ("warning", ("distributed_type",),
+               "NO unquoted is YAML's false: accelerate launch runs one process only by accident (false matches "
+               "none of its distributed types); write distributed_type: \"NO\"")
 
 
 @rule("accelerate")

@@ -320,6 +320,8 @@ class AccelerateConfig(Section):
         "ipex_config": "accelerate 1.x dropped it (Intel Extension for PyTorch is used when installed) and refuses "
         "the file: delete the section",
     }
+    # `distributed_type: NO` unquoted is false, which accelerate's launcher takes as NO (accelerate_rules words it).
+    RULES_WORD_BOOL: ClassVar = frozenset({"distributed_type"})
 
     compute_environment: Literal["LOCAL_MACHINE", "AMAZON_SAGEMAKER"] = _f(
         "LOCAL_MACHINE", description="Where the job runs: this machine/cluster, or Amazon SageMaker")

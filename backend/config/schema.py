@@ -49,6 +49,9 @@ class Section(BaseModel):
     SNAPSHOT: ClassVar[tuple[str, str] | None] = None
     # Declared keys the snapshot does not list, each with why (the probe cannot see the tool read them).
     OUTSIDE_SNAPSHOT: ClassVar[dict[str, str]] = {}
+    # Choice keys where an unquoted YAML 1.1 boolean (NO -> false) is still taken by the tool: the value check
+    # leaves a bool there to the kind's rules, which say what the tool does with it.
+    RULES_WORD_BOOL: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def unknown_key_hint(cls, key: str) -> str | None:

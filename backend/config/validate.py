@@ -188,6 +188,8 @@ def check_values(data: dict[str, Any], section: type[Section], path: PathT = (),
         if twin is not None:
             findings.append(_spelling_clash(section, str(key), twin, here))
             continue
+        if isinstance(value, bool) and key in section.RULES_WORD_BOOL:
+            continue
         findings += check_value(spec, value, here, unknown)
     return findings
 

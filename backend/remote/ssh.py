@@ -28,6 +28,53 @@ SSH_CONFIG_ENV = "TRAINDECK_SSH_CONFIG"  # an ssh client config file to use inst
 REMOTE_ENV = "TRAINDECK_REMOTE"  # the remote traindeck command when --remote-traindeck is not given
 CONNECT_TIMEOUT_S = 10
 
+HOST_FORM = "user@host[:port]"
+# A host name, ssh config Host alias or IPv4 address; an IPv6 address in brackets (a port may follow) or bare (then
+# no port). Nothing ssh could read as an option, a second argument or a URI.
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_BRACKETED_V6 = re.compile(r"\[(?P<addr>[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(?:%[A-Za-z0-9_.-]+)?)\]")
+_BARE_V6 = re.compile(r"[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[A-Za-z0-9_.-]+)?")
+_USER = re.compile(r"[^\s@:/\[\]-][^\s:/\[\]]*")
+
+
+def parse_host(value: str) -> tuple[str, int | None]:
+    """`--host`'s `[user@]host[:port]` -> (ssh's destination, port or None). A RemoteError (exit 2) names what is
+    wrong with any other form, before ssh is called: ssh's own complaints are several lines of usage text."""
+
+    def wrong(what: str) -> RemoteError:
+        return RemoteError(f"--host: {value!r} {what} ({HOST_FORM})", 2)
+
+    if value.startswith("-"):
+        raise wrong("starts with '-' (an ssh option, not a host)")
+    user, at, rest = value.rpartition("@")
+    if at and not user:
+        raise wrong("has an empty user before '@'")
+    if at and not _USER.fullmatch(user):
+        raise wrong("has no valid user before '@'")
+    port_text: str | None = None
+    if (v6 := _BRACKETED_V6.match(rest)) is not None:
+        host, tail = v6.group("addr"), rest[v6.end():]
+        if tail:
+            if not tail.startswith(":"):
+                raise wrong("is not a host name")
+            port_text = tail[1:]
+    elif _BARE_V6.fullmatch(rest):
+        host = rest
+    else:
+        host, colon, port_text = rest.partition(":")
+        if not colon:
+            port_text = None
+        if not _NAME.fullmatch(host):
+            raise wrong("is not a host name")
+    port: int | None = None
+    if port_text is not None:
+        if not port_text.isascii() or not port_text.isdigit():
+            raise wrong("is not a host name")
+        port = int(port_text)
+        if not 1 <= port <= 65535:
+            raise wrong("has a port outside 1-65535")
+    return (f"{user}@{host}" if at else host), port
+
 
 class RemoteError(Exception):
     """A failure of the connection or of finding traindeck there: one line for the user, and an exit code."""
@@ -44,13 +91,14 @@ class Target:
     host: str
     traindeck: str = "traindeck"  # a command line for the remote side: a path, or e.g. `env X=1 /opt/td/traindeck`
     ssh_config: str | None = None  # -F FILE; None: the user's own ssh config (and the system's)
+    port: int | None = None  # -p PORT; None: the ssh config's (or 22)
 
     @classmethod
     def make(cls, host: str, traindeck: str | None = None) -> Target:
-        if not host or host.startswith("-") or any(c.isspace() for c in host):
-            raise RemoteError(f"not a host: {host!r} (expected USER@MACHINE or an ssh Host alias)", 2)
-        return cls(host, traindeck or os.environ.get(REMOTE_ENV) or "traindeck",
-                   os.environ.get(SSH_CONFIG_ENV) or None)
+        """From `--host`'s `[user@]host[:port]` (checked: see parse_host) and the remote traindeck command."""
+        destination, port = parse_host(host)
+        return cls(destination, traindeck or os.environ.get(REMOTE_ENV) or "traindeck",
+                   os.environ.get(SSH_CONFIG_ENV) or None, port)
 
     def traindeck_words(self) -> list[str]:
         try:
@@ -78,6 +126,8 @@ def ssh_argv(target: Target, command: str | None, *, tty: bool = False, control_
     argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}"]
     if target.ssh_config:
         argv += ["-F", target.ssh_config]
+    if target.port is not None:
+        argv += ["-p", str(target.port)]
     if control_path is not None:
         argv += ["-o", f"ControlPath={control_path}", "-o", "ControlMaster=" + ("yes" if master else "no")]
         if master:

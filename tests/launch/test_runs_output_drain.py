@@ -1,6 +1,7 @@
 """The supervisor's output path (runs/supervisor/output_drain.py) under a flood, with real supervised runs: every line in
 output.log in order, parsing sampling the newest output (said once as parse_skipped), the flood's last metric and
-progress in the store. (Output below the flood mark is parsed whole: test_runs_supervisor.py.)"""
+progress in the store, also when the flood is "\r" progress-bar redraws with no newline. (Output below the flood mark
+is parsed whole: test_runs_supervisor.py.)"""
 
 from __future__ import annotations
 
@@ -57,3 +58,25 @@ def test_a_flood_keeps_every_line_and_parses_its_newest_output(tmp_path: Path) -
     finally:
         store.close()
 
+
+
+REDRAWS = textwrap.dedent("""
+    import sys
+    n = int(sys.argv[1])
+    out = open(2, "w", buffering=1 << 16, closefd=False)
+    for i in range(1, n + 1):
+        out.write(f"\\rtrain: {100 * i // n:3d}%|#####| {i}/{n} [00:01<00:01, 9999.00it/s]")
+    out.flush()
+""")
+
+
+def test_a_flood_of_redraws_records_the_last_progress_the_output_reached(tmp_path: Path) -> None:
+    # Progress is written to the store at a pace; the redraw the output ended on must still be recorded.
+    script = tmp_path / "redraws.py"
+    script.write_text(REDRAWS)
+    steps = 1_000_000
+    run = start([sys.executable, str(script), str(steps)], cwd=tmp_path)
+    done = wait_finished(run.id, 120)
+    assert done.state == "succeeded", done.diagnosis
+    assert done.progress is not None
+    assert (done.progress["current"], done.progress["total"]) == (steps, steps)

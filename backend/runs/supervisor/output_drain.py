@@ -53,6 +53,14 @@ def open_output_pipe() -> tuple[int, int]:
     return read_fd, write_fd
 
 
+def _from_line_start(sample: bytes) -> bytes:
+    """`sample` (bytes cut from the middle of the log) from its first line start on: after its first "\\n" or
+    "\\r", since a flood of progress-bar redraws holds no "\\n" at all. Empty when it holds neither (the middle of
+    one huge line)."""
+    cuts = [i for i in (sample.find(b"\n"), sample.find(b"\r")) if i >= 0]
+    return sample[min(cuts) + 1:] if cuts else b""
+
+
 class OutputPump(threading.Thread):
     """Pipe -> output.log, raw, in large reads. Does nothing else, so it is never the reason the job waits."""
 
@@ -154,12 +162,11 @@ class OutputFollower(threading.Thread):
                         # A flood: parse the newest FLOOD_SAMPLE bytes only, then pause (see the module's docstring).
                         self.skipped_bytes += size - FLOOD_SAMPLE - position
                         handle.seek(size - FLOOD_SAMPLE)
-                        handle.readline()  # resynchronise on a line start
-                        position = handle.tell()
+                        sample = handle.read(FLOOD_SAMPLE)
+                        position = size
                         self.assembler = LineAssembler(hosts=self.hosts)
-                        for line in self.assembler.feed(handle.read(size - position)):
+                        for line in self.assembler.feed(_from_line_start(sample)):
                             self._line(line)
-                        position = handle.tell()
                         self._flush()
                         time.sleep(FLOOD_PAUSE_S)
                         continue
