@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import tempfile
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:  # Qt and the window are imported when the app starts, not with this module
@@ -29,7 +30,11 @@ def run_app(demo: bool = False, screenshot_dir: str | None = None) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    app, window = create_window(demo=demo or bool(screenshot_dir))
+    # Screenshots keep their window state in a scratch file: the user's window.ini (theme, last preset, page,
+    # geometry) is neither read into the shots nor written by them.
+    scratch = tempfile.TemporaryDirectory(prefix="traindeck-screenshots-") if screenshot_dir else None
+    settings_path = os.path.join(scratch.name, "window.ini") if scratch else None
+    app, window = create_window(demo=demo or bool(screenshot_dir), settings_path=settings_path)
     from traindeck.gui.error_log import install
 
     install(lambda line: window.statusBar().showMessage(line, 30000))
@@ -46,12 +51,15 @@ def run_app(demo: bool = False, screenshot_dir: str | None = None) -> int:
         def grab() -> None:
             for path in take_screenshots(window, screenshot_dir):
                 print(path)
-            window.ctx.settings.clear()  # screenshots must not leave window state behind
             app.quit()
 
         QTimer.singleShot(100, grab)
     assert isinstance(app, QApplication)
-    return app.exec()
+    try:
+        return app.exec()
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
 
 
 def display_problem() -> str | None:
@@ -86,8 +94,10 @@ def _xcb_plugin() -> str | None:
     return path if os.path.exists(path) else None
 
 
-def create_window(demo: bool = False) -> tuple[QApplication, MainWindow]:
-    """The application (created if needed) and a main window, not yet shown. Tests use this."""
+def create_window(demo: bool = False, settings_path: str | None = None) -> tuple[QApplication, MainWindow]:
+    """The application (created if needed) and a main window, not yet shown. Tests use this.
+
+    settings_path: the window state's INI file; None for the user's (window.ini in the config dir)."""
     from PySide6.QtCore import QCoreApplication, Qt
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
@@ -106,7 +116,7 @@ def create_window(demo: bool = False) -> tuple[QApplication, MainWindow]:
     app.setApplicationDisplayName("traindeck")
     # Wayland app id / X11 class: the desktop shows packaging/traindeck.desktop's icon and name for the window.
     app.setDesktopFileName("traindeck")
-    settings = _settings()
+    settings = _settings(settings_path)
     apply_theme(app, str(settings.value("theme", "system")))
     ctx = AppContext(demo=demo, settings=settings)
     _load_draft(ctx, None if demo else settings.value("draft/preset"))
@@ -114,11 +124,14 @@ def create_window(demo: bool = False) -> tuple[QApplication, MainWindow]:
     return app, window
 
 
-def _settings() -> QSettings:
+def _settings(path: str | None = None) -> QSettings:
     """Window state and page choices in the backend's config dir (XDG, or TRAINDECK_HOME): one place for all of
-    traindeck's settings, private like the rest (QSettings' own default would be ~/.config/Unknown Organization)."""
+    traindeck's settings, private like the rest (QSettings' own default would be ~/.config/Unknown Organization).
+    With a path, that INI file instead."""
     from PySide6.QtCore import QSettings
 
+    if path is not None:
+        return QSettings(path, QSettings.Format.IniFormat)
     from traindeck.backend.core import paths
 
     directory = paths.ensure_private_dir(paths.config_dir())

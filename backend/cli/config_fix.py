@@ -1,6 +1,8 @@
 """`traindeck config fix FILE -o OUT`: repair a pasted config (lost indentation, JSON punctuation, typos).
 
 Registered into the `config` group by backend/cli/config_cmd.py: `register_fix(config_subparsers)`.
+OUT `-` writes the repaired text to standard output and the report to standard error, so that the output holds
+only the file and can be piped or redirected.
 Exit 0: OUT written (the changes are printed, or that there was nothing to repair), and `config check` accepts it.
 Exit 1: nothing written, because the text cannot be parsed even after the fixes, a fix would be a guess, or the
 repaired config would still be refused by `config check` (each such place is printed). Files too big, binary or
@@ -24,7 +26,7 @@ def register_fix(config_subparsers: argparse._SubParsersAction) -> None:
                     "Ambiguous fixes are reported, never guessed.")
     p.add_argument("file", metavar="FILE", help="the config to repair")
     p.add_argument("-o", "--output", metavar="OUT", required=True,
-                   help="where to write the repaired config (may be FILE itself)")
+                   help="where to write the repaired config (may be FILE itself; `-` for standard output)")
     p.set_defaults(handler=run_fix)
 
 
@@ -41,7 +43,9 @@ def run_fix(args: argparse.Namespace) -> int:
         where = f":{exc.line}" + (f":{exc.column}" if exc.column else "") if exc.line else ""
         raise UserError(f"{source}{where}: {exc}") from None
     result = repair_text(text, file=str(source))
-    sys.stdout.write("".join(f"{source}: {line}\n" for line in result.changes + result.notes))
+    to_stdout = args.output == "-"
+    report = sys.stderr if to_stdout else sys.stdout  # stdout carries only the file when it is the output
+    report.write("".join(f"{source}: {line}\n" for line in result.changes + result.notes))
     left = _still_refused(result.text_out, source) if result.text_out is not None and not result.problems else []
     if result.text_out is None:  # one line: where the text stops being readable, even leniently
         why = "; ".join(p.removeprefix("cannot repair: ") for p in result.problems)
@@ -56,6 +60,14 @@ def run_fix(args: argparse.Namespace) -> int:
             f"`config check` would still refuse it: {len(left)} error(s) left to fix by hand"
         print(f"traindeck: {source} not repaired ({what}); nothing written", file=sys.stderr)
         return 1
+    if to_stdout:
+        sys.stdout.write(result.text_out)
+        sys.stdout.flush()
+        if not result.changes:
+            print(f"{source}: nothing to repair; written unchanged to standard output", file=sys.stderr)
+        else:
+            print(f"wrote standard output ({len(result.changes)} change(s))", file=sys.stderr)
+        return 0
     out = Path(args.output)
     try:
         atomic_write_text(out, result.text_out, mode=_mode_for(out, source))

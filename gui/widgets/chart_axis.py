@@ -23,14 +23,18 @@ def _binary_scale(value: float) -> int:
 
 
 def format_value(value: float | None, unit: str = "", digits: int = 3) -> str:
-    """A value as people read it: 12.3 GiB, 850 MiB/s, 45 %, 250 W, 61 °C; "-" for None/NaN."""
+    """A value as people read it: 12.3 GiB, 850 MiB/s, 45 %, 250 W, 61 °C; "-" for None/NaN. Byte values under
+    1 KiB are whole bytes (512 B; "<1 B" for a fraction of one)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if unit in ("B", "B/s"):
-        index = _binary_scale(value)
+        suffix = "/s" if unit == "B/s" else ""
+        if abs(value) < 1023.5:  # bytes are whole: under 1 KiB, a count of bytes without decimals
+            whole = round(value)
+            return f"<1 B{suffix}" if whole == 0 and value != 0 else f"{whole} B{suffix}"
+        index = max(1, _binary_scale(value))  # 1023.5 up to 1024 B reads 1 KiB
         scaled = value / 1024**index
-        suffix = _BINARY[index] + ("/s" if unit == "B/s" else "")
-        return f"{_significant(scaled, digits)} {suffix}"
+        return f"{_significant(scaled, digits)} {_BINARY[index]}{suffix}"
     text = _significant(value, digits)
     return f"{text} {unit}" if unit else text
 

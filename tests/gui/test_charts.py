@@ -282,3 +282,12 @@ def test_a_series_with_one_point_is_drawn_as_a_dot_until_it_has_a_line(chart):
     chart.append("loss", 2.0, 2.1)
     chart.flush()
     assert curve.opts["symbol"] is None
+
+
+def test_byte_counts_under_one_kib_are_whole_bytes() -> None:
+    # The Offload table's per-step means: a fraction of a byte is no amount anyone moved.
+    assert format_value(0.454, "B") == "<1 B"
+    assert format_value(0, "B") == "0 B"
+    assert format_value(12.6, "B") == "13 B" and format_value(512.4, "B/s") == "512 B/s"
+    assert format_value(1023.7, "B") == "1 KiB"  # rounded up into the next unit, not "1024 B"
+    assert format_value(1.5 * 2**10, "B") == "1.5 KiB" and format_value(2.25 * 2**30, "B") == "2.25 GiB"

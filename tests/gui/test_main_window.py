@@ -388,6 +388,26 @@ def test_screenshot_writes_one_non_blank_png_per_page(tmp_path: Path, qapp) -> N
         assert _distinct_colours(out / name) > 40, f"{name} looks blank"
 
 
+
+def test_screenshots_leave_the_users_settings_byte_identical(tmp_path: Path, traindeck_home: Path) -> None:
+    """The user's window.ini (theme, last preset, page, window state) is theirs: a screenshot run uses settings of
+    its own and leaves the file as it found it, byte for byte."""
+    ini = traindeck_home / "config" / "window.ini"
+    ini.parent.mkdir(parents=True, exist_ok=True)
+    text = ("[General]\ntheme=dark\n\n[draft]\npreset=my-zero3\n\n[launch]\nscript=/home/me/train.py\n"
+            "arguments=--lr 3e-4 --epochs 2\nenvironment=NCCL_DEBUG=INFO\n\n[window]\npage=history\n")
+    ini.write_bytes(text.encode())
+    ini.chmod(0o600)
+    out = tmp_path / "shots"
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", TRAINDECK_HOME=str(traindeck_home))
+    done = subprocess.run([sys.executable, "-m", "traindeck", "gui", "--screenshot", str(out)], capture_output=True,
+                          text=True, timeout=180, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert ini.read_bytes() == text.encode()
+    assert sorted(p.name for p in (traindeck_home / "config").iterdir()) == ["window.ini"]
+    assert len(list(out.glob("*.png"))) == len(discover_entries())
+
+
 def test_an_empty_page_counts_as_blank(qtbot, qapp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_prompt) -> None:  # type: ignore[no-untyped-def]
     # The measure above must tell a page that drew nothing: same window, an empty page, same crop.
     from traindeck.gui import main_window

@@ -44,6 +44,7 @@ class Evidence:
     log_tail: list[str] = field(default_factory=list)
     stop_requested: bool = False
     stop_detail: str = ""  # "gracefully after SIGINT" | "after SIGTERM" | "with SIGKILL"
+    stop_requested_at: float | None = None  # wall clock of the stop request, where the request recorded it
     oom_kills_during_run: int | None = None  # delta of the kernel/cgroup counters; None = not readable
     kernel_oom_pids: dict[int, str] = field(default_factory=dict)  # kmsg lines naming our pids
     kernel_log_readable: bool = False  # then a kill of ours would be in kernel_oom_pids; counters are not needed
@@ -346,7 +347,13 @@ def diagnose(ev: Evidence) -> Diagnosis:
     facts: list[str] = []
     ev = replace(ev, ends=fill_unseen_codes(ev.ends, lines))
     first = first_failure(ev.ends)
-    if first is not None:
+    if ev.stop_requested:
+        # The stop's signals reach the ranks in no set order: which one ended first says nothing about a cause.
+        ranks = sorted((e for e in ev.ends if e.role == "rank" and e.rank is not None), key=lambda e: e.rank or 0)
+        if ranks:
+            facts.append("after the stop request: " + "; ".join(f"rank {e.rank} {_ended(e.returncode)}"
+                                                                 for e in ranks))
+    elif first is not None:
         facts.append(f"rank {first.rank} (pid {first.pid}) {_ended(first.returncode)} at "
                      f"{time.strftime('%H:%M:%S', time.localtime(first.t))}, before the other ranks")
     if ev.launcher_returncode is not None:
@@ -364,7 +371,10 @@ def diagnose(ev: Evidence) -> Diagnosis:
     if ev.stop_requested:
         detail = f" {ev.stop_detail}" if ev.stop_detail else ""
         hung = f" while stalled: {ev.stall_stacks}" if ev.stall_stacks else ""
-        return Diagnosis(f"Stopped on request{detail}{hung}.", "stopped", evidence=facts)
+        when = f", requested at {time.strftime('%H:%M:%S', time.localtime(ev.stop_requested_at))}" \
+            if ev.stop_requested_at is not None else ""
+        hung = "," + hung if hung and when else hung
+        return Diagnosis(f"Stopped on request{detail}{when}{hung}.", "stopped", evidence=facts)
     scheduled = _scheduler_diagnosis(ev.scheduler_end, facts)
     if scheduled is not None:
         return scheduled

@@ -146,6 +146,7 @@ class RunEnd:
             log_tail=tail,
             stop_requested=stop_detail is not None,
             stop_detail=stop_detail or "",
+            stop_requested_at=_requested_at(self.run_dir.stop_request()) if stop_detail is not None else None,
             oom_kills_during_run=max(deltas) if deltas else None,
             kernel_oom_pids={pid: text for pid, text in (kernel or {}).items() if pid in our_pids},
             kernel_log_readable=kernel is not None,
@@ -215,3 +216,11 @@ def _gpu_holders(pids: set[int]) -> Any:
         return wait_for_gpus_to_let_go(pids)
     except Exception as exc:  # noqa: BLE001 - the end-of-run check reports, it never fails a run
         return GpuHolders(None, f"the GPU check failed: {exc!r}")
+
+
+def _requested_at(request: dict[str, Any] | None) -> float | None:
+    """When the stop was asked for, from the run's stop request (None where it does not say)."""
+    try:
+        return float((request or {})["requested_at"])
+    except (KeyError, TypeError, ValueError):
+        return None

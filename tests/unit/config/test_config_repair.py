@@ -240,3 +240,22 @@ def test_config_fix_with_nothing_to_fix_copies_and_says_so(tmp_path: Path, capsy
     good = FIXTURES / "configs/deepspeed/good/zero3.json"
     assert _cli(["config", "fix", str(good), "-o", str(out)]) == 0
     assert out.read_text() == good.read_text() and "nothing to repair" in capsys.readouterr().out
+
+
+def test_config_fix_to_dash_writes_the_file_to_stdout_and_the_report_to_stderr(tmp_path: Path, capsys,
+                                                                              monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert _cli(["config", "fix", str(REPAIR / "accelerate_deepspeed_flat.yaml"), "-o", "-"]) == 0
+    captured = capsys.readouterr()
+    assert not (tmp_path / "-").exists()
+    assert yaml.safe_load(captured.out) == yaml.safe_load((EXPECTED / "accelerate_deepspeed_flat.yaml").read_text())
+    assert "line 9: moved zero_stage under deepspeed_config" in captured.err
+
+
+def test_config_fix_to_dash_with_nothing_to_fix_prints_the_file_unchanged(tmp_path: Path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    good = FIXTURES / "configs/deepspeed/good/zero3.json"
+    assert _cli(["config", "fix", str(good), "-o", "-"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == good.read_text() and "nothing to repair" in captured.err
+    assert not (tmp_path / "-").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,20 @@ def test_stopped_start_failed_lost_and_success() -> None:
     assert diagnose(Evidence(None, supervisor_lost=True)).kind == "lost"
     ok = Evidence(0, ends=[ProcessEnd(1, "rank", 0, 1.0, 0), ProcessEnd(2, "launcher", None, 2.0, 0)])
     assert is_success(ok) and diagnose(ok).kind == "succeeded"
+
+
+
+def test_a_requested_stop_is_told_as_the_users_stop_and_blames_no_rank() -> None:
+    # The stop's signal reaches rank 0 first by chance: that is the stop at work, not rank 0 failing.
+    requested = 1_700_000_000.0
+    ev = Evidence(-2, ends=ends((0, -2, 10.0), (1, -2, 10.5)), stop_requested=True,
+                  stop_detail="gracefully (SIGINT)", stop_requested_at=requested)
+    d = diagnose(ev)
+    when = time.strftime("%H:%M:%S", time.localtime(requested))
+    assert d.kind == "stopped" and d.rank is None
+    assert d.summary == f"Stopped on request gracefully (SIGINT), requested at {when}."
+    assert not any("before the other ranks" in fact for fact in d.evidence), d.evidence
+    assert any("after the stop request" in fact and "rank 0" in fact and "rank 1" in fact for fact in d.evidence)
 
 
 def test_launcher_zero_with_a_failed_rank_is_not_success() -> None:
