@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
-from PySide6.QtGui import QKeySequence
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QFrame, QLabel, QMessageBox, QPushButton, QVBoxLayout, QWidget
 
 from traindeck.backend.runs import MEMORY_WORDS, STOPPED_TRACEBACK_NOTE, RunRecord, WatchedRun
@@ -41,7 +41,12 @@ class StopPanel(QObject):
         self.stacks_box: QMessageBox | None = None
 
         self.stop_button = QPushButton("Stop")
-        self.stop_button.setShortcut(QKeySequence("Ctrl+."))
+        # Ctrl+. belongs to the page, not to the button: it works wherever the focus is on the page (console,
+        # search field, run list, charts) and asks for the stop at once, as a click on Stop does. A button's own
+        # shortcut would compete with this one (Qt then fires neither) and only click after an animation.
+        self.stop_shortcut = QShortcut(QKeySequence("Ctrl+."), parent)
+        self.stop_shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.stop_shortcut.activated.connect(lambda: self.stop())
         self.stop_button.setToolTip("Stop the run gracefully (Ctrl+.): SIGINT to every process, SIGTERM after "
                                     f"{STOP_GRACE_S:g} s, SIGKILL if anything is still running after that")
         self.stop_button.clicked.connect(lambda: self.stop())
