@@ -24,6 +24,7 @@ class SweepEditor(QGroupBox):
         layout = QVBoxLayout(self)
         self.rows = QPlainTextEdit()
         self.rows.setPlaceholderText("lr = 1e-5, 3e-5\nzero_stage = 2, 3")
+        self.rows.setTabChangesFocus(True)  # a form field: Tab moves to the next field, a row never holds a tab
         self.rows.setToolTip("One NAME = V1, V2 per line. A NAME is a script option (--NAME VALUE replaces the "
                              "script's own) or a preset value (zero_stage, gradient_accumulation_steps, "
                              "deepspeed.KEY.PATH). Every combination becomes a queued run named after its values.")
