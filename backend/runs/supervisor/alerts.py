@@ -152,16 +152,34 @@ def _run(argv: list[str], env: dict[str, str], limit: float, event: str, run_id:
 
 
 def _end_command(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the command's process group (its own session) and every process it started, wherever they went."""
+    """SIGKILL the command's process group (its own session) and every process it started, wherever they went.
+
+    The group is stopped first and its descendants are listed until the list holds still, so a child that was
+    about to fork or to leave for a session of its own (setsid) is caught before anything is killed."""
     try:
-        descendants = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.Error:
-        descendants = []
+        os.killpg(proc.pid, signal.SIGSTOP)
+    except OSError:
+        pass
+    found: dict[int, psutil.Process] = {}
+    for _ in range(5):
+        try:
+            descendants = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.Error:
+            break
+        new = [child for child in descendants if child.pid not in found]
+        if not new:
+            break
+        for child in new:
+            found[child.pid] = child
+            try:
+                child.suspend()
+            except psutil.Error:
+                pass
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
         pass
-    for child in descendants:
+    for child in found.values():
         try:
             child.kill()
         except psutil.Error:
