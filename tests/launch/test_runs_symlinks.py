@@ -4,13 +4,13 @@ run fails to start, its record says why, and the file the link points at keeps i
 from __future__ import annotations
 
 import json
-import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from support.planted import assert_untouched, precious_file
 from support.runhelp import job_env, wait_finished
 
 from traindeck.backend.launch.plan import LaunchPlan
@@ -18,21 +18,6 @@ from traindeck.backend.runs.control.lifecycle import new_run_dir, start_run
 from traindeck.backend.runs.record.layout import RunDir
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 from traindeck.backend.runs.supervisor.liveness import supervisor_argv
-
-TEXT = "the user's own file\n"
-
-
-def _precious(tmp_path: Path) -> Path:
-    target = tmp_path / "elsewhere" / "precious.txt"
-    target.parent.mkdir()
-    target.write_text(TEXT)
-    target.chmod(0o644)
-    return target
-
-
-def _assert_untouched(target: Path) -> None:
-    assert target.read_text() == TEXT
-    assert stat.S_IMODE(target.stat().st_mode) == 0o644
 
 
 def _plan(run_dir: RunDir, marker: Path) -> LaunchPlan:
@@ -44,7 +29,7 @@ def _plan(run_dir: RunDir, marker: Path) -> LaunchPlan:
 
 @pytest.mark.parametrize("log_name", ["output.log", "supervisor.log"])
 def test_a_linked_run_log_fails_the_start_and_is_not_written_through(tmp_path: Path, log_name: str) -> None:
-    target = _precious(tmp_path)
+    target = precious_file(tmp_path)
     marker = tmp_path / "job-ran"
     run_dir = new_run_dir()
     link = run_dir.path / log_name
@@ -59,13 +44,13 @@ def test_a_linked_run_log_fails_the_start_and_is_not_written_through(tmp_path: P
     assert record.diagnosis is not None and record.diagnosis["kind"] == "start_failed"
     assert refusal in record.diagnosis["summary"] and refusal in record.diagnosis["evidence"]
     time.sleep(1.0)  # a supervisor started anyway would have written by now
-    _assert_untouched(target)
+    assert_untouched(target)
     assert link.is_symlink() and not marker.exists()
 
 
 def test_the_supervisor_refuses_an_output_log_linked_after_the_start(tmp_path: Path) -> None:
     """The link appears between start_run creating output.log and the supervisor opening it."""
-    target = _precious(tmp_path)
+    target = precious_file(tmp_path)
     marker = tmp_path / "job-ran"
     run_dir = new_run_dir()
     plan = _plan(run_dir, marker)
@@ -85,5 +70,5 @@ def test_the_supervisor_refuses_an_output_log_linked_after_the_start(tmp_path: P
     assert done.state == "failed" and done.diagnosis is not None
     assert refusal in json.dumps(done.diagnosis)
     assert refusal in (run_dir.path / "supervisor.log").read_text()
-    _assert_untouched(target)
+    assert_untouched(target)
     assert not marker.exists()

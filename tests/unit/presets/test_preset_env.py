@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from support.presets import user_preset
 
 from traindeck.backend.core import paths
 from traindeck.backend.presets import (
-    Preset,
     PresetError,
     dump_preset,
     export_preset,
@@ -21,13 +21,6 @@ from traindeck.backend.presets import (
 )
 
 
-def _user(name: str = "mine", **kw) -> Preset:
-    base = dict(name=name, launcher="deepspeed", description="test preset",
-                deepspeed={"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}})
-    base.update(kw)
-    return Preset(**base)
-
-
 def test_cpu_demo_carries_the_cpu_accelerator_and_gpu_presets_carry_none():
     assert load_preset("cpu-demo").env == {"DS_ACCELERATOR": "cpu"}
     assert load_preset("zero2").env == {}
@@ -35,7 +28,7 @@ def test_cpu_demo_carries_the_cpu_accelerator_and_gpu_presets_carry_none():
 
 
 def test_env_round_trips_through_a_user_file_with_unknown_keys():
-    preset = _user(env={"OMP_NUM_THREADS": "4", "NCCL_DEBUG": "WARN", "EMPTY": ""}, extra={"my_note": "kept"})
+    preset = user_preset(env={"OMP_NUM_THREADS": "4", "NCCL_DEBUG": "WARN", "EMPTY": ""}, extra={"my_note": "kept"})
     target = save_preset(preset)
     data = yaml.safe_load(target.read_text())
     assert data["env"] == {"OMP_NUM_THREADS": "4", "NCCL_DEBUG": "WARN", "EMPTY": ""}
@@ -71,7 +64,7 @@ def test_a_bad_env_is_one_clear_line_with_the_place(env, why):
         preset_from_mapping({"schema_version": 1, "name": "x", "launcher": "python", "env": env})
     assert why in str(info.value) and "\n" not in str(info.value)
     with pytest.raises(PresetError, match="env"):
-        save_preset(_user(env=env))
+        save_preset(user_preset(env=env))
     assert not (paths.presets_dir() / "mine.yaml").exists()
 
 
@@ -84,7 +77,7 @@ def test_a_bad_env_is_one_clear_line_with_the_place(env, why):
 ])
 def test_a_secret_looking_env_is_refused_in_one_line(env, where, why):
     with pytest.raises(PresetError) as info:
-        save_preset(_user(env=env))
+        save_preset(user_preset(env=env))
     text = str(info.value)
     assert f"'{where}' looks like a secret" in text and why in text and "\n" not in text
     assert not (paths.presets_dir() / "mine.yaml").exists()
@@ -94,5 +87,5 @@ def test_harmless_env_passes_the_secret_check():
     env = {"TOKENIZERS_PARALLELISM": "false", "DS_ACCELERATOR": "cpu", "HF_HOME": "/data/hf",
            "PRIVATE_KEY_PATH": "/x", "WANDB_BASE_URL": "https://api.wandb.ai"}
     assert find_secrets({"env": env}) == []
-    save_preset(_user(env=env))
+    save_preset(user_preset(env=env))
     assert load_preset("mine").env == env

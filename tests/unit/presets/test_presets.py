@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.presets import user_preset
 
 from traindeck.backend.core import paths
 from traindeck.backend.presets import (
     BUILTIN_NAMES,
     NVME_PLACEHOLDER,
     SCHEMA_VERSION,
-    Preset,
     PresetError,
     delete_preset,
     dump_preset,
@@ -29,14 +29,6 @@ from traindeck.backend.presets import (
     save_preset,
     validate_preset,
 )
-
-
-def _user(name: str = "mine", **kw) -> Preset:
-    base = dict(name=name, launcher="deepspeed", description="test preset",
-                deepspeed={"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}})
-    base.update(kw)
-    return Preset(**base)
-
 
 # ------------------------------------------------------------------------------------------ built-ins
 
@@ -125,7 +117,7 @@ def test_builtins_use_concrete_values_that_work_with_the_plain_deepspeed_launche
 
 
 def test_save_then_load_keeps_everything_including_unknown_keys_and_writes_0600():
-    preset = _user(extra={"notes": {"who": "me", "why": ["a", 1]}, "future_key": 3},
+    preset = user_preset(extra={"notes": {"who": "me", "why": ["a", 1]}, "future_key": 3},
                    accelerate={"distributed_type": "DEEPSPEED", "my_own_key": "x"}, launcher="accelerate",
                    num_processes=None)
     target = save_preset(preset)
@@ -140,10 +132,10 @@ def test_save_then_load_keeps_everything_including_unknown_keys_and_writes_0600(
 
 
 def test_existing_preset_is_not_overwritten_unless_asked():
-    save_preset(_user())
+    save_preset(user_preset())
     with pytest.raises(PresetError, match="already exists"):
-        save_preset(_user(description="other"))
-    save_preset(_user(description="other"), overwrite=True)
+        save_preset(user_preset(description="other"))
+    save_preset(user_preset(description="other"), overwrite=True)
     assert load_preset("mine").description == "other"
 
 
@@ -151,14 +143,14 @@ def test_existing_preset_is_not_overwritten_unless_asked():
                                  "back\\slash", "nul\0"])
 def test_bad_names_are_refused_with_the_reason(bad):
     with pytest.raises(PresetError, match="cannot be a preset name|needs a name"):
-        save_preset(_user(name=bad))
+        save_preset(user_preset(name=bad))
     assert not any(paths.presets_dir().glob("*")) if paths.presets_dir().exists() else True
 
 
 @pytest.mark.parametrize("name", ["zero2", "ZERO2", "cpu-demo", "Single-Process"])
 def test_user_presets_cannot_take_a_builtin_name(name):
     with pytest.raises(PresetError, match="built-in preset"):
-        save_preset(_user(name=name))
+        save_preset(user_preset(name=name))
     with pytest.raises(PresetError, match="built-in"):
         import_preset([Path("x.json")], name)
 
@@ -171,9 +163,9 @@ def test_builtins_cannot_be_deleted_or_renamed():
 
 
 def test_delete_and_rename():
-    save_preset(_user())
+    save_preset(user_preset())
     renamed = rename_preset("mine", "yours")
-    assert renamed.name == "yours" and load_preset("yours").deepspeed == _user().deepspeed
+    assert renamed.name == "yours" and load_preset("yours").deepspeed == user_preset().deepspeed
     assert not (paths.presets_dir() / "mine.yaml").exists()
     assert yaml.safe_load((paths.presets_dir() / "yours.yaml").read_text())["name"] == "yours"
     delete_preset("yours")
@@ -182,7 +174,7 @@ def test_delete_and_rename():
 
 
 def test_unknown_name_suggests_the_closest():
-    save_preset(_user(name="my-zero3-big"))
+    save_preset(user_preset(name="my-zero3-big"))
     with pytest.raises(PresetError, match="did you mean 'zero2'"):
         load_preset("zer02")
     with pytest.raises(PresetError, match="did you mean 'my-zero3-big'"):
@@ -195,7 +187,7 @@ def test_unknown_name_suggests_the_closest():
     ("extra", "hub_token"), ("accelerate", "wandb_api_key"), ("deepspeed", "password"),
 ])
 def test_secrets_are_refused_naming_the_key(where, key):
-    preset = _user(launcher="accelerate", accelerate={"distributed_type": "NO"})
+    preset = user_preset(launcher="accelerate", accelerate={"distributed_type": "NO"})
     target = {"extra": preset.extra, "accelerate": preset.accelerate, "deepspeed": preset.deepspeed}[where]
     target[key] = "s3cr3t-value"
     with pytest.raises(PresetError, match=f"'{where + '.' if where != 'extra' else ''}{key}' looks like a secret"):
@@ -204,7 +196,7 @@ def test_secrets_are_refused_naming_the_key(where, key):
 
 
 def test_secret_values_are_refused_under_any_key_and_harmless_keys_pass():
-    preset = _user(extra={"note": "hf_" + "a" * 34})
+    preset = user_preset(extra={"note": "hf_" + "a" * 34})
     with pytest.raises(PresetError, match="'note' looks like a secret .*access token"):
         save_preset(preset)
     harmless = {"tokenizer_name": "gpt2", "max_tokens": 5, "megatron_lm_calculate_per_token_loss": True,
@@ -230,8 +222,8 @@ def test_schema_version_newer_is_a_clear_error_and_older_is_migrated():
 
 
 def test_list_shows_builtins_then_user_presets_and_reports_broken_files_without_failing():
-    save_preset(_user(name="b-second"))
-    save_preset(_user(name="a-first"))
+    save_preset(user_preset(name="b-second"))
+    save_preset(user_preset(name="a-first"))
     directory = paths.presets_dir()
     (directory / "broken.yaml").write_text("name: [unclosed\n")
     (directory / ".a-first.yaml.abc123.tmp").write_text("half a fi")  # a killed writer's leftover
@@ -306,7 +298,7 @@ def test_import_from_accelerates_default_location(tmp_path, monkeypatch):
 
 
 def test_validation_is_located_in_the_preset_file_with_section_paths():
-    preset = _user(launcher="accelerate",
+    preset = user_preset(launcher="accelerate",
                    accelerate={"distributed_type": "DEEPSPEED", "num_processes": 2,
                                "deepspeed_config": {"zero_stage": 2}},
                    deepspeed={"train_batch_size": 7, "train_micro_batch_size_per_gpu": 2,
@@ -327,7 +319,7 @@ def test_validation_is_located_in_the_preset_file_with_section_paths():
 
 
 def test_validation_of_a_preset_in_memory_has_no_file():
-    messages = validate_preset(_user(deepspeed={"zero_optimization": {"stage": 7}}))
+    messages = validate_preset(user_preset(deepspeed={"zero_optimization": {"stage": 7}}))
     assert messages and all(m.file is None for m in messages)
 
 

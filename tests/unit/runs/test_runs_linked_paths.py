@@ -8,22 +8,13 @@ import stat
 from pathlib import Path
 
 import pytest
+from support.planted import TEXT, precious_file
 
 from traindeck.backend.core.fileio import SymlinkRefused
 from traindeck.backend.core.paths import runs_dir
 from traindeck.backend.runs.record.layout import create_run_dir
 from traindeck.backend.runs.supervisor import alerts
 from traindeck.backend.runs.supervisor.beside import start_beside
-
-TEXT = "the user's own file\n"
-
-
-def _precious(tmp_path: Path) -> Path:
-    target = tmp_path / "elsewhere" / "precious.txt"
-    target.parent.mkdir()
-    target.write_text(TEXT)
-    target.chmod(0o644)
-    return target
 
 
 def test_a_linked_runs_folder_is_used_and_its_target_keeps_its_mode(tmp_path: Path) -> None:
@@ -55,7 +46,7 @@ def test_run_directories_are_private(tmp_path: Path) -> None:
 
 
 def test_a_linked_sidecar_log_keeps_the_sidecar_from_starting(tmp_path: Path) -> None:
-    target = _precious(tmp_path)
+    target = precious_file(tmp_path)
     run_dir = create_run_dir()
     (run_dir.path / "sidecar.log").symlink_to(target)
     assert start_beside("traindeck.backend.runs.supervisor.sidecar", run_dir.path, tmp_path / "runs.sqlite3",
@@ -64,7 +55,7 @@ def test_a_linked_sidecar_log_keeps_the_sidecar_from_starting(tmp_path: Path) ->
 
 
 def test_a_linked_notify_log_is_not_written_through(tmp_path: Path) -> None:
-    target = _precious(tmp_path)
+    target = precious_file(tmp_path)
     alerts.log_path().parent.mkdir(parents=True, exist_ok=True)
     alerts.log_path().symlink_to(target)
     alerts._log("an alert was sent")
