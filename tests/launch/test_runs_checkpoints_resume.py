@@ -115,7 +115,7 @@ def test_deepspeed_checkpoints_and_resume_with_a_template(tmp_path: Path) -> Non
     first = started(traindeck("run", "--detach", str(DS_SCRIPT), "--save_dir", str(save), "--steps", "4",
                               cwd=tmp_path))
     done = wait_finished(first, 600)
-    assert done.state == "succeeded", log_of(first, tmp_path)[-3000:]
+    assert done.state == "succeeded", (done.diagnosis, log_of(first, tmp_path)[-3000:])
     found = listed(first, tmp_path)
     assert [(c["step"], c["kind"], Path(c["path"]).name, c["latest"]) for c in found] == [
         (2, "deepspeed", "global_step2", False), (4, "deepspeed", "global_step4", True)]
@@ -127,7 +127,7 @@ def test_deepspeed_checkpoints_and_resume_with_a_template(tmp_path: Path) -> Non
                                cwd=tmp_path))
     resumed = wait_finished(second, 600)
     log = log_of(second, tmp_path)
-    assert resumed.state == "succeeded", log[-3000:]
+    assert resumed.state == "succeeded", (resumed.state_detail, resumed.diagnosis, log[-3000:])
     assert f"resumed from checkpoint {save / 'global_step4'}" in log and "at step 4" in log
     assert "done at step 8" in log
     assert show(second, tmp_path)["resumed_from"] == str(save / "global_step4")
