@@ -44,6 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "host through DeepSpeed's pdsh runner, after checking them (traindeck check-hosts)")
     p.add_argument("--ssh-port", type=int, metavar="N", help="with --hostfile: the hosts' SSH port")
     p.add_argument("--stop-on-nan", action="store_true", help="stop the run gracefully when its loss becomes NaN/inf")
+    p.add_argument("--no-step-timing", action="store_true", help="do not time each rank's step phases "
+                   "(forward, backward, communication, optimizer) from inside the ranks (see `traindeck steps`)")
     p.add_argument("--sweep", action="append", metavar="NAME=V1,V2", help="queue one run per combination of values "
                    "(a script option --NAME, or a preset value: zero_stage, deepspeed.KEY.PATH); repeatable")
     p.add_argument("--detach", action="store_true", help="start the run and print its id (last line) instead of "

@@ -27,11 +27,20 @@ def load_preset_named(name: str) -> Any:
         raise UserError(str(exc)) from exc
 
 
+def run_env(args: argparse.Namespace) -> dict[str, str]:
+    """The environment `run`'s switches add to the run: --stop-on-nan, --no-step-timing."""
+    from traindeck.backend.runs import STEP_TIMING_ENV, STOP_ON_NAN_ENV
+
+    env = {STOP_ON_NAN_ENV: "1"} if getattr(args, "stop_on_nan", False) else {}
+    if getattr(args, "no_step_timing", False):
+        env[STEP_TIMING_ENV] = "0"
+    return env
+
+
 def launch_request(args: argparse.Namespace, script: str, script_args: list[str],
                    gpus: tuple[int, ...] | None) -> LaunchRequest:
     """The LaunchRequest `traindeck run` builds from its options (the dashboard's Launch page builds the same)."""
     from traindeck.backend.launch import LaunchRequest
-    from traindeck.backend.runs import STOP_ON_NAN_ENV
 
     preset = None
     if args.preset:
@@ -43,7 +52,7 @@ def launch_request(args: argparse.Namespace, script: str, script_args: list[str]
         raise UserError("--ssh-port goes with --hostfile")
     return LaunchRequest(script=script, script_args=script_args, preset=preset, config_file=config,
                          launcher=args.launcher, nproc=args.nproc, python=args.python, cwd=Path.cwd(),
-                         gpus=gpus, env={STOP_ON_NAN_ENV: "1"} if args.stop_on_nan else {},
+                         gpus=gpus, env=run_env(args),
                          hostfile=Path(args.hostfile).expanduser() if args.hostfile else None,
                          ssh_port=args.ssh_port)
 
@@ -103,7 +112,6 @@ def open_queue() -> QueueStore:
 def enqueue(args: argparse.Namespace, held: bool = False) -> list[RunRecord]:
     """Queue what `run`/`queue add` was given (one run, or one per sweep combination); prints the ids."""
     from traindeck.backend.queue import QueuedLaunch, queue_launches
-    from traindeck.backend.runs import STOP_ON_NAN_ENV
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -122,7 +130,7 @@ def enqueue(args: argparse.Namespace, held: bool = False) -> list[RunRecord]:
     if getattr(args, "model_size", None):  # advice for now; the GPUs free at its turn are not known yet
         memory_check(args.model_size, preset, Path(config) if config else None, args.nproc)
         print("traindeck: note: the memory check is not kept with a queued run", file=sys.stderr)
-    env = {STOP_ON_NAN_ENV: "1"} if getattr(args, "stop_on_nan", False) else {}
+    env = run_env(args)
     launch = QueuedLaunch(script=script, script_args=script_args, preset=args.preset, config_file=config,
                           launcher=args.launcher, nproc=args.nproc, python=args.python, cwd=os.getcwd(), env=env)
     queue = open_queue()

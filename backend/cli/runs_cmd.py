@@ -92,8 +92,10 @@ def run_summary(store: RunStore, record: RunRecord) -> dict[str, Any]:
     data["estimate"] = estimate  # the pre-launch estimate (`run --model-size`, the Launch page), or null
     if estimate is not None and isinstance(data.get("resources"), dict) and "error" not in data["resources"]:
         data["estimate_vs_measured"] = estimate_vs_measured(estimate, data["resources"])
-    from traindeck.backend.runs import nodes_summary
+    from traindeck.backend.runs import nodes_summary, run_step_anatomy
 
+    # Each rank's median step phases and memory, what bounds the run, and why (the site hook's step timing).
+    data["step_anatomy"] = run_step_anatomy(record, store).to_json()
     nodes = nodes_summary(Path(record.run_dir)) if record.run_dir else None
     if nodes is not None:  # multi-node runs: per node its host, ranks and peaks
         data["nodes"] = nodes

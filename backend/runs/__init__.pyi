@@ -57,6 +57,8 @@ from .control.relaunch import rerun as rerun
 from .control.relaunch import resume as resume
 from .control.resume import ResumeError as ResumeError
 from .control.resume import check_template as check_template
+from .control.step_view import STEP_TIMING_ENV as STEP_TIMING_ENV
+from .control.step_view import run_step_anatomy as run_step_anatomy
 from .control.view import RunView as RunView
 from .control.view import duration_text as duration_text
 from .control.view import read_view as read_view

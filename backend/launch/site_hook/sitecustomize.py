@@ -12,7 +12,8 @@ TRAINDECK_RANK_TAGS=0 turns that off.
 In each rank (and in the run's first Python process, the launcher or a single-process script) it arms faulthandler
 on SIGUSR2: `traindeck stacks` (and the supervisor, once, when the run stalls) sends it to dump every thread's
 Python stack into <run dir>/stacks/<pid>.txt without stopping the process, even while it is stuck in C code
-holding the GIL (the dump is written by a C signal handler). Then runs the sitecustomize this file shadows, if any.
+holding the GIL (the dump is written by a C signal handler). It arms step timing (_traindeck_steps: each
+optimizer step's phases and memory, written to <run dir>/steps/; TRAINDECK_STEP_TIMING=0 turns it off). Then runs the sitecustomize this file shadows, if any.
 
 Kept to the standard library and old-Python syntax: it runs inside whatever interpreter the user trains with.
 """
@@ -148,6 +149,17 @@ def _arm_stack_dumps():
         _STACK_FILE = None  # no dumps for this process; `traindeck stacks` says so instead of signalling it
 
 
+def _arm_step_timing():
+    if not os.environ.get("TRAINDECK_RUN_DIR") or os.environ.get("TRAINDECK_STEP_TIMING", "1") == "0":
+        return
+    try:
+        import _traindeck_steps
+
+        _traindeck_steps.arm()
+    except Exception:  # noqa: BLE001 - timing is an extra: the run goes on without it
+        pass
+
+
 def _run_shadowed_sitecustomize():
     here = os.path.dirname(os.path.abspath(__file__))
     for entry in sys.path:
@@ -168,4 +180,5 @@ def _run_shadowed_sitecustomize():
 _line_buffered()
 _tag_ranks()
 _arm_stack_dumps()
+_arm_step_timing()
 _run_shadowed_sitecustomize()

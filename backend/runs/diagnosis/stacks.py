@@ -35,7 +35,7 @@ _THREAD = re.compile(r"^(?P<current>Current thread|Thread) (?P<ident>0x[0-9a-fA-
                      r" \(most recent call first\):")
 _FRAME = re.compile(r'^\s+File "(?P<file>.*)", line (?P<line>\d+|\?\?\?) in (?P<function>.+)$')
 _LIBRARY = re.compile(r"[/\\](?:site-packages|dist-packages)[/\\]|[/\\]lib[/\\]python\d+(?:\.\d+)?[/\\]|^<frozen "
-                      r"|[/\\]site_hook[/\\]sitecustomize\.py$|^<string>$")
+                      r"|[/\\]site_hook[/\\](?:sitecustomize|_traindeck_steps)\.py$|^<string>$")
 _COLLECTIVE_FILE = re.compile(r"torch[/\\]distributed[/\\]|deepspeed[/\\]comm[/\\]|deepspeed[/\\]runtime[/\\]comm")
 _COLLECTIVE_FUNCTION = re.compile(r"^(?:all_reduce|all_gather\w*|reduce_scatter\w*|broadcast\w*|barrier|monitored_barrier"
                                   r"|reduce|gather|scatter|all_to_all\w*|send|recv|isend|irecv|wait|"

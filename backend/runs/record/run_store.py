@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from traindeck.backend.core.paths import ensure_private_dir, run_store_path
+from traindeck.backend.steps import PHASES, StepRecord
 
 SCHEMA_VERSION = 1
 FINAL_STATES = frozenset({"succeeded", "failed", "stopped", "lost"})
@@ -61,6 +62,13 @@ CREATE TABLE IF NOT EXISTS run_events (
     id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, t REAL NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS run_events_by_run ON run_events(run_id, id);
+CREATE TABLE IF NOT EXISTS step_phases (                -- one optimizer step of one rank (backend/steps)
+    run_id TEXT NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL, t REAL NOT NULL, step_ms REAL NOT NULL,
+    forward_ms REAL NOT NULL, backward_ms REAL NOT NULL, communication_ms REAL NOT NULL, optimizer_ms REAL NOT NULL,
+    swap_ms REAL NOT NULL, other_ms REAL NOT NULL, gpu_allocated INTEGER, gpu_reserved INTEGER,
+    gpu_peak_allocated INTEGER, gpu_peak_reserved INTEGER, host_rss INTEGER, host_pinned INTEGER,
+    PRIMARY KEY (run_id, rank, step)
+);
 """
 
 _JSON_FIELDS = ("argv", "diagnosis", "progress", "processes")
@@ -241,6 +249,36 @@ class RunStore:
                 if len(candidates) > 1 and "name" in query:
                     return candidates[0]  # a name used twice means the newest run of that name
         return None
+
+    # -- step phases ----------------------------------------------------------------------------------------
+    def add_steps(self, run_id: str, records: Iterable[StepRecord]) -> None:
+        """One row per (rank, step); a step written again (a resumed run counting from its checkpoint) replaces
+        the older row."""
+        batch = [(run_id, r.rank, r.step, r.t, r.step_ms, *(r.phase(p) for p in PHASES), r.gpu_allocated,
+                  r.gpu_reserved, r.gpu_peak_allocated, r.gpu_peak_reserved, r.host_rss, r.host_pinned)
+                 for r in records]
+        if not batch:
+            return
+        with self._write() as db:
+            db.executemany("INSERT OR REPLACE INTO step_phases VALUES (" + ", ".join("?" * 17) + ")", batch)
+
+    def steps(self, run_id: str, rank: int | None = None, after_t: float | None = None) -> list[StepRecord]:
+        """The run's step records (of one rank if given, recorded after `after_t` if given), by rank and step."""
+        query = "SELECT * FROM step_phases WHERE run_id = ?"
+        params: list[Any] = [run_id]
+        if rank is not None:
+            query += " AND rank = ?"
+            params.append(rank)
+        if after_t is not None:
+            query += " AND t > ?"
+            params.append(after_t)
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY rank, step", params).fetchall()
+        return [StepRecord(rank=int(r["rank"]), step=int(r["step"]), t=float(r["t"]), step_ms=float(r["step_ms"]),
+                           phases_ms={p: float(r[p + "_ms"]) for p in PHASES}, gpu_allocated=r["gpu_allocated"],
+                           gpu_reserved=r["gpu_reserved"], gpu_peak_allocated=r["gpu_peak_allocated"],
+                           gpu_peak_reserved=r["gpu_peak_reserved"], host_rss=r["host_rss"],
+                           host_pinned=r["host_pinned"]) for r in rows]
 
     # -- metrics --------------------------------------------------------------------------------------------
     def add_metrics(self, run_id: str, rows: Iterable[tuple[str, int | None, float, float, int | None]]) -> None:

@@ -51,6 +51,7 @@ from traindeck.backend.runs.supervisor.loss_guard import Watchdog
 from traindeck.backend.runs.supervisor.output_drain import OutputDrain, open_output_pipe
 from traindeck.backend.runs.supervisor.run_end import RunEnd
 from traindeck.backend.runs.supervisor.shm_leftovers import free_abandoned_buffers
+from traindeck.backend.runs.supervisor.step_intake import StepIntake
 from traindeck.backend.runs.supervisor.stop_sequence import Stopper
 from traindeck.backend.runs.supervisor.tracking import LauncherEnd, ProcessTracker
 
@@ -89,6 +90,7 @@ class Supervisor:
                                on_stop=self.stall.stop_requested, clock=clock)
         self.tracker = ProcessTracker(self.store, self.run_id, exclude=self._sentinel_pid,
                                       explain_end=self.stopper.not_our_signal)
+        self.step_intake = StepIntake(run_dir, self.store, self.run_id)
         self.end = RunEnd(run_dir, self.store, self.run_id, spec.store, self.tracker, self.launcher_end,
                           self.watchdog, sentinel_pid=self._sentinel_pid, reap=self.reap,
                           stop_detail=self.stopper.detail)
@@ -210,6 +212,7 @@ class Supervisor:
                 self.stopper.advance(alive, now)
             elif self.launcher_end.returncode is not None and alive:
                 self.stopper.end_leftovers(alive, now)
+            self.step_intake.poll(now)
             if now - last_stall_check >= 5.0 and self.launcher_end.returncode is None:
                 self._check_stall(now, alive)
                 last_stall_check = now
@@ -246,6 +249,7 @@ class Supervisor:
         assert self.drain is not None
         self.stall.run_ended(self.clock())
         self.drain.finish()
+        self.step_intake.finish()
         if self.recorder is not None:
             try:
                 self.recorder.stop()

@@ -200,7 +200,15 @@ def test_line_buffering_hook_is_plain_stdlib():
     hook = REPO / "backend" / "launch" / "site_hook" / "sitecustomize.py"
     imports = set(re.findall(r"^\s*(?:import|from)\s+([\w.]+)", hook.read_text(), flags=re.M))
     # io: already loaded by every interpreter; faulthandler and signal are built into the interpreter (stack dumps)
-    assert imports <= {"io", "os", "sys", "importlib.util", "faulthandler", "signal"}
+    assert imports <= {"io", "os", "sys", "importlib.util", "faulthandler", "signal", "_traindeck_steps"}
+
+
+def test_step_timing_hook_imports_the_standard_library_and_what_the_rank_already_loaded():
+    hook = REPO / "backend" / "launch" / "site_hook" / "_traindeck_steps.py"
+    imports = set(re.findall(r"^\s*(?:import|from)\s+([\w.]+)", hook.read_text(), flags=re.M))
+    stdlib = {"json", "os", "sys", "threading", "time", "typing", "atexit", "importlib.util"}
+    # torch's own modules, imported only inside the attach functions, after the rank imported torch itself
+    assert {i for i in imports if not i.startswith("torch")} <= stdlib
 
 
 # ---- JIT-built ops: one folder per training interpreter ------------------------------------------------------------

@@ -1,0 +1,45 @@
+"""`traindeck steps ID`: where each rank's step time and memory go, and what bounds the run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from traindeck.backend.cli import UserError
+
+ORDER = 34
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("steps", help="each rank's step phases and memory, and what bounds the run",
+                       description="Each rank's median step: forward, backward, communication, optimizer, NVMe swap "
+                                   "and the time outside the engine (data loading, the script's own work), their "
+                                   "share of the step, the memory peaks, the slowest rank, and one line naming what "
+                                   "bounds the run, with advice. Measured inside every rank by the run's site hook "
+                                   "(no change to the script or its config); `run --no-step-timing` turns it off.")
+    p.add_argument("id", metavar="ID", help="run id (or a unique part of it, or the run's name)")
+    p.add_argument("--rank", type=int, metavar="N", help="only this rank")
+    p.add_argument("--json", action="store_true", help="the same as `runs show ID --json`'s step_anatomy")
+    p.set_defaults(handler=_steps)
+
+
+def _steps(args: argparse.Namespace) -> int:
+    from traindeck.backend.runs import RunStore, reconcile, run_step_anatomy
+    from traindeck.backend.steps import anatomy_table
+
+    with RunStore() as store:
+        reconcile(store, report=lambda text: print(f"traindeck: {text}", file=sys.stderr))
+        run_id = store.resolve_id(args.id)
+        record = store.get_run(run_id) if run_id else None
+        if record is None:
+            raise UserError(f"no run matches {args.id!r} (see `traindeck runs list`)")
+        anatomy = run_step_anatomy(record, store, rank=args.rank)
+    if args.rank is not None and not anatomy.ranks and not args.json:
+        raise UserError(f"run {record.id} has no timed step of rank {args.rank}")
+    if args.json:
+        print(json.dumps(anatomy.to_json(), indent=2))
+    else:
+        print(f"run {record.id} ({record.name}, {record.state})")
+        print(anatomy_table(anatomy, args.rank), end="")
+    return 0

@@ -1,0 +1,491 @@
+"""Step timing inside a rank: where each optimizer step's time and memory go, with no change to the script.
+
+sitecustomize imports this module in each rank of a traindeck run (unless TRAINDECK_STEP_TIMING=0). It imports
+nothing heavy itself: an import hook waits for the rank to import torch (and DeepSpeed) and then attaches to
+their public entry points:
+
+- DeepSpeed: `DeepSpeedEngine.forward/backward/step` (the step ends when `global_steps` moves, so gradient
+  accumulation micro-steps belong to one step), every collective of `deepspeed.comm`, and ZeRO-Infinity's NVMe
+  swappers. The engine's own wall_clock_breakdown is left off: turning it on would print into the user's output.
+- Any other loop (accelerate, HF Trainer, plain PyTorch): torch's global optimizer step hooks (the step ends after
+  `optimizer.step`), `torch.autograd.backward`, the outermost module's forward (found with torch's global module
+  hooks during the first step, then timed with hooks on that module alone), and torch.distributed's collectives.
+
+Time is charged to the innermost phase running (a collective inside backward is communication, not backward), and
+what runs outside every phase is "other" (data loading, the script's own work), so a step's phases add up to its
+wall time. On CUDA the device is synchronised when an outermost phase starts or ends, as DeepSpeed's own timers do,
+so the GPU's work is charged to the phase that queued it (TRAINDECK_STEP_SYNC=0 turns that off).
+
+Each step becomes one JSON line in <run dir>/steps/rank<R>.jsonl (written at most twice a second and at exit),
+never on the user's stdout: the supervisor reads those files into the run store. The first line says what was
+attached and what could not be (an unknown DeepSpeed version): the run goes on either way. Nothing here changes
+what the script computes: no tensor is touched and torch's peak-memory counters are read, never reset.
+
+Kept to the standard library and old-Python syntax, like sitecustomize.
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+PHASES = ("forward", "backward", "communication", "optimizer", "swap", "other")
+_FLUSH_S = 0.5
+_THIN_AFTER = 20000  # steps: past this, one step in ten is written (a week-long run stays a few MB per rank)
+
+_clock = time.perf_counter
+
+
+class _Timing:
+    """The rank's phase clock: a stack of running phases, the time charged to each since the step began."""
+
+    def __init__(self, folder, rank):
+        self.folder = folder
+        self.rank = rank
+        self.pid = os.getpid()
+        self.lock = threading.RLock()
+        self.stack = []
+        self.charged = dict.fromkeys(PHASES, 0.0)
+        self.mark = _clock()
+        self.step_start = self.mark
+        self.steps = 0
+        self.engine_steps = False  # a DeepSpeed engine ends the steps: torch's optimizer hooks only time
+        self.attached = []
+        self.missing = []
+        self.pending = []
+        self.last_flush = self.mark
+        self.fd: Any = None
+        self.said_hooks = False
+        self.sync: Any = None  # torch.cuda.synchronize once CUDA is in use and syncing is on
+        self.cuda: Any = None
+        self.page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+        self.settle_forward = None  # set while the first step finds the outermost modules
+        self.active = False  # a phase ran: this process trains (the launcher never does)
+
+    # -- the clock --------------------------------------------------------------------------------------------
+    def enter(self, phase):
+        with self.lock:
+            if not self.stack:
+                self._synchronize()
+            now = _clock()
+            if not self.active:  # the first step starts with the first phase, not at interpreter start-up
+                self.active = True
+                self.step_start = self.mark = now
+            self.charged[self.stack[-1] if self.stack else "other"] += now - self.mark
+            self.stack.append(phase)
+            self.mark = now
+
+    def leave(self, phase):
+        with self.lock:
+            if not self.stack:
+                return
+            if len(self.stack) == 1:
+                self._synchronize()
+            now = _clock()
+            self.charged[self.stack[-1]] += now - self.mark
+            # Unwind to the phase that ends (an exception may have skipped an inner leave).
+            while self.stack:
+                if self.stack.pop() == phase:
+                    break
+            self.mark = now
+
+    def step_ended(self, step=None):
+        with self.lock:
+            now = _clock()
+            self.charged[self.stack[-1] if self.stack else "other"] += now - self.mark
+            self.mark = now
+            self.steps = step if step is not None else self.steps + 1
+            record = {"step": self.steps, "t": round(time.time(), 3),
+                      "step_ms": round((now - self.step_start) * 1000.0, 3)}
+            for phase in PHASES:
+                record[phase + "_ms"] = round(self.charged[phase] * 1000.0, 3)
+                self.charged[phase] = 0.0
+            self.step_start = now
+            if self.steps <= _THIN_AFTER or self.steps % 10 == 0:
+                record.update(self._memory())
+                self.pending.append(record)
+            if now - self.last_flush >= _FLUSH_S or len(self.pending) == 1:
+                self.flush()
+            settle, self.settle_forward = self.settle_forward, None
+            if settle is not None:
+                try:
+                    settle()
+                except Exception:  # noqa: BLE001 - the forward stays timed by the global hooks
+                    pass
+            self.mark = _clock()  # the bookkeeping above is ours, not the script's: it is charged to nobody
+
+    def _synchronize(self):
+        sync = self.sync
+        if sync is None:
+            return
+        try:
+            if self.cuda.is_initialized():
+                sync()
+        except Exception:  # noqa: BLE001 - a device error belongs to the script, which will meet it itself
+            pass
+
+    # -- memory -----------------------------------------------------------------------------------------------
+    def _memory(self):
+        out = {}
+        cuda = self.cuda
+        if cuda is not None:
+            try:
+                if cuda.is_initialized():
+                    out["gpu_allocated"] = cuda.memory_allocated()
+                    out["gpu_reserved"] = cuda.memory_reserved()
+                    out["gpu_peak_allocated"] = cuda.max_memory_allocated()
+                    out["gpu_peak_reserved"] = cuda.max_memory_reserved()
+            except Exception:  # noqa: BLE001
+                pass
+        try:
+            with open("/proc/self/statm", "rb") as f:
+                out["host_rss"] = int(f.read().split()[1]) * self.page
+        except (OSError, ValueError, IndexError):
+            pass
+        try:
+            with open("/proc/self/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"VmPin:") or line.startswith(b"VmLck:"):
+                        key = "host_pinned" if line.startswith(b"VmPin:") else "host_locked"
+                        out[key] = int(line.split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            pass
+        return out
+
+    # -- the side channel -------------------------------------------------------------------------------------
+    def _open(self):
+        if self.fd is not None:
+            return True
+        if os.getpid() != self.pid:  # a forked child (a data loader worker) never writes the rank's file
+            return False
+        try:
+            if not os.path.isdir(self.folder):
+                os.makedirs(self.folder, mode=0o700, exist_ok=True)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+            self.fd = os.open(os.path.join(self.folder, f"rank{self.rank}.jsonl"), flags, 0o600)
+        except OSError:
+            self.fd = None
+            return False
+        return True
+
+    def hooks_line(self):
+        return {"kind": "hooks", "rank": self.rank, "pid": self.pid, "attached": list(self.attached),
+                "missing": list(self.missing), "sync": self.sync is not None}
+
+    def flush(self):
+        with self.lock:
+            if not self.active:  # the launcher, or a helper Python: nothing to say
+                return
+            if not self._open():
+                self.pending = []
+                return
+            lines = []
+            if not self.said_hooks:
+                lines.append(self.hooks_line())
+                self.said_hooks = True
+            lines.extend(self.pending)
+            self.pending = []
+            self.last_flush = _clock()
+            if not lines:
+                return
+            data = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()
+            try:
+                os.write(self.fd, data)
+            except OSError:  # a full disk: the steps are lost, the run is not
+                pass
+
+    def note(self, attached=None, missing=None):
+        with self.lock:
+            if attached and attached not in self.attached:
+                self.attached.append(attached)
+            if missing and missing not in self.missing:
+                self.missing.append(missing)
+            if self.said_hooks:  # a later attachment (DeepSpeed imported after the first step): say it again
+                self.said_hooks = False
+
+
+_TIMING: Any = None
+
+
+def _timed(phase, function):
+    """`function` run as `phase` of the step."""
+
+    def timed(*args, **kwargs):
+        timing = _TIMING
+        timing.enter(phase)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            timing.leave(phase)
+
+    setattr(timed, "__wrapped__", function)  # noqa: B010 - a function attribute mypy does not know
+    for name in ("__name__", "__qualname__", "__doc__", "__module__"):
+        try:
+            setattr(timed, name, getattr(function, name))
+        except (AttributeError, TypeError):
+            pass
+    setattr(timed, "_traindeck_phase", phase)  # noqa: B010
+    return timed
+
+
+def _wrap_functions(namespace, names, phase):
+    done = []
+    for name in names:
+        function = getattr(namespace, name, None)
+        if function is None or getattr(function, "_traindeck_phase", None):
+            continue
+        setattr(namespace, name, _timed(phase, function))
+        done.append(name)
+    return done
+
+
+# ---- torch ---------------------------------------------------------------------------------------------------
+_TORCH_COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+                      "broadcast", "reduce", "barrier", "all_to_all", "all_to_all_single", "gather", "scatter",
+                      "all_reduce_coalesced", "all_gather_coalesced", "send", "recv", "monitored_barrier")
+
+
+def _attach_torch(torch):
+    timing = _TIMING
+    try:
+        timing.cuda = torch.cuda
+        if os.environ.get("TRAINDECK_STEP_SYNC", "1") != "0":
+            timing.sync = torch.cuda.synchronize
+    except AttributeError:
+        pass
+    try:
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        def before_step(optimizer, args, kwargs):
+            timing.enter("optimizer")
+
+        def after_step(optimizer, args, kwargs):
+            timing.leave("optimizer")
+            if not timing.engine_steps and not timing.stack:
+                timing.step_ended()
+
+        register_optimizer_step_pre_hook(before_step)
+        register_optimizer_step_post_hook(after_step)
+        timing.note(attached="torch optimizer step")
+    except (ImportError, AttributeError):
+        timing.note(missing="torch optimizer step hooks (torch < 2.0)")
+    try:
+        import torch.autograd
+
+        torch.autograd.backward = _timed("backward", torch.autograd.backward)
+        timing.note(attached="torch backward")
+    except (ImportError, AttributeError):
+        timing.note(missing="torch.autograd.backward")
+    try:
+        _attach_forward(torch)
+        timing.note(attached="outermost module forward")
+    except (ImportError, AttributeError):
+        timing.note(missing="module forward hooks")
+    try:
+        import torch.distributed as dist
+
+        if _wrap_functions(dist, _TORCH_COLLECTIVES, "communication"):
+            timing.note(attached="torch.distributed collectives")
+    except (ImportError, AttributeError):
+        pass
+
+
+def _attach_forward(torch):
+    """Times the outermost forward. During the first step torch's global module hooks find which modules run
+    outermost; after it, hooks on those modules alone do the timing (global hooks cost every module call)."""
+    from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
+    timing = _TIMING
+    depth = [0]
+    roots = {}
+    handles: list = []
+
+    def outermost_pre(module, args):
+        if depth[0] == 0 and not timing.stack:
+            roots[id(module)] = module
+            timing.enter("forward")
+            depth[0] = 1
+        elif depth[0]:
+            depth[0] += 1
+
+    def outermost_post(module, args, output):
+        if depth[0]:
+            depth[0] -= 1
+            if depth[0] == 0:
+                timing.leave("forward")
+
+    def root_pre(module, args):
+        if not timing.stack:
+            timing.enter("forward")
+            module._traindeck_forward_open = True
+
+    def root_post(module, args, output):
+        if getattr(module, "_traindeck_forward_open", False):
+            module._traindeck_forward_open = False
+            timing.leave("forward")
+
+    def settle():
+        if not roots:
+            return
+        for handle in handles:
+            handle.remove()
+        del handles[:]
+        for module in roots.values():
+            module.register_forward_pre_hook(root_pre)
+            module.register_forward_hook(root_post)
+        depth[0] = 0
+
+    handles.append(register_module_forward_pre_hook(outermost_pre))
+    handles.append(register_module_forward_hook(outermost_post))
+    timing.settle_forward = settle
+
+
+# ---- DeepSpeed -----------------------------------------------------------------------------------------------
+_DS_COLLECTIVES = ("all_reduce", "all_reduce_coalesced", "inference_all_reduce", "reduce", "reduce_scatter",
+                   "reduce_scatter_fn", "reduce_scatter_tensor", "all_gather", "all_gather_into_tensor",
+                   "allgather_fn", "all_gather_coalesced", "broadcast", "barrier", "monitored_barrier",
+                   "all_to_all", "all_to_all_single", "send", "recv", "gather", "scatter")
+
+
+def _attach_deepspeed_comm(module):
+    done = _wrap_functions(module, _DS_COLLECTIVES, "communication")
+    package = sys.modules.get("deepspeed.comm")
+    if package is not None and package is not module:
+        _wrap_functions(package, _DS_COLLECTIVES, "communication")
+    if done:
+        _TIMING.note(attached="deepspeed.comm collectives")
+    else:
+        _TIMING.note(missing="deepspeed.comm collectives (none of the known names)")
+
+
+def _attach_deepspeed_engine(module):
+    timing = _TIMING
+    engine = getattr(module, "DeepSpeedEngine", None)
+    if engine is None or not all(hasattr(engine, n) for n in ("forward", "backward", "step")):
+        timing.note(missing="DeepSpeedEngine forward/backward/step (unknown DeepSpeed version)")
+        return
+    if getattr(engine.step, "_traindeck_phase", None):
+        return
+    forward, backward, step = engine.forward, engine.backward, engine.step
+    engine.forward = _timed("forward", forward)
+    engine.backward = _timed("backward", backward)
+
+    def timed_step(self, *args, **kwargs):
+        before = getattr(self, "global_steps", None)
+        timing.engine_steps = True
+        timing.enter("optimizer")
+        try:
+            return step(self, *args, **kwargs)
+        finally:
+            timing.leave("optimizer")
+            after = getattr(self, "global_steps", None)
+            if after is None or after != before:
+                timing.step_ended(after)
+
+    setattr(timed_step, "_traindeck_phase", "optimizer")  # noqa: B010
+    setattr(timed_step, "__wrapped__", step)  # noqa: B010
+    timed_step.__name__ = "step"
+    timed_step.__doc__ = step.__doc__
+    engine.step = timed_step
+    timing.note(attached="DeepSpeedEngine forward/backward/step")
+
+
+_SWAP_METHODS = {
+    "deepspeed.runtime.swap_tensor.partitioned_param_swapper": (
+        "AsyncPartitionedParameterSwapper",
+        ("swap_in", "swap_out_and_release", "synchronize_reads", "synchronize_writes", "swap_into_buffer")),
+    "deepspeed.runtime.swap_tensor.partitioned_optimizer_swapper": (
+        "PartitionedOptimizerSwapper", ("swap_in_optimizer_state", "swap_out_optimizer_state", "swap_out_gradients")),
+    "deepspeed.runtime.swap_tensor.pipelined_optimizer_swapper": (
+        "PipelinedOptimizerSwapper", ("swap_in_optimizer_state", "swap_out_optimizer_state", "swap_out_gradients")),
+}
+
+
+def _attach_swapper(module):
+    class_name, methods = _SWAP_METHODS[module.__name__]
+    cls = getattr(module, class_name, None)
+    done = _wrap_functions(cls, methods, "swap") if cls is not None else []
+    if done:
+        _TIMING.note(attached=f"NVMe swap ({class_name})")
+    else:
+        _TIMING.note(missing=f"NVMe swap timing ({class_name} not found)")
+
+
+# ---- waiting for imports -------------------------------------------------------------------------------------
+_ATTACH = {
+    "torch": _attach_torch,
+    "deepspeed.comm.comm": _attach_deepspeed_comm,
+    "deepspeed.runtime.engine": _attach_deepspeed_engine,
+}
+for _name in _SWAP_METHODS:
+    _ATTACH[_name] = _attach_swapper
+
+
+class _AfterImport:
+    """A meta path finder that lets the other finders find a watched module, then attaches after it executes."""
+
+    def __init__(self):
+        self.busy = set()
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in _ATTACH or name in self.busy:
+            return None
+        self.busy.add(name)
+        try:
+            import importlib.util
+
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        finally:
+            self.busy.discard(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _AttachingLoader(spec.loader, _ATTACH[name])  # type: ignore[assignment]
+        return spec
+
+
+class _AttachingLoader:
+    def __init__(self, loader, attach):
+        self.loader = loader
+        self.attach = attach
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        try:
+            self.attach(module)
+        except Exception as exc:  # noqa: BLE001 - the run goes on untimed; the Step view says why
+            _TIMING.note(missing=f"{module.__name__}: {type(exc).__name__}: {exc}")
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+
+def arm():
+    """Starts timing in this process if it is a rank of a traindeck run (or its only Python process)."""
+    global _TIMING
+    run_dir = os.environ.get("TRAINDECK_RUN_DIR")
+    if not run_dir or os.environ.get("TRAINDECK_STEP_TIMING", "1") == "0" or _TIMING is not None:
+        return
+    rank = os.environ.get("RANK", "")
+    owner = os.environ.get("TRAINDECK_STEPS_PID")
+    if rank.isdigit():
+        if os.environ.get("TRAINDECK_STEPS_RANK") == rank:
+            return  # a Python started by this rank (it inherits RANK)
+        os.environ["TRAINDECK_STEPS_RANK"] = rank
+    elif owner and owner != str(os.getppid()):
+        return  # deeper than a child of the run's first Python
+    if not owner:
+        os.environ["TRAINDECK_STEPS_PID"] = str(os.getpid())
+    _TIMING = _Timing(os.path.join(run_dir, "steps"), rank if rank.isdigit() else "0")
+    if "torch" in sys.modules:  # imported before us (a shadowed sitecustomize): attach now
+        _attach_torch(sys.modules["torch"])
+    sys.meta_path.insert(0, _AfterImport())
+    import atexit
+
+    atexit.register(_TIMING.flush)

@@ -1,0 +1,132 @@
+"""A run's step anatomy as the CLI and the dashboard show it: the store's step rows, the run's set-up for the
+advice (its DeepSpeed config, cores and ranks, the pre-launch estimate, ZeRO-3's trace-cache invalidations in its
+log) and why a phase may be missing (what the ranks' hooks could not attach to, or timing turned off)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from traindeck.backend.runs.record.layout import RunDir
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+from traindeck.backend.steps import RunFacts, StepAnatomy, StepFiles, StepRecord, analyse
+
+STEP_TIMING_ENV = "TRAINDECK_STEP_TIMING"
+_TIMING_EVENT = "step_timing"
+_TRACE_CACHE = b"Invalidate trace cache"
+_LOG_TAIL = 64 << 20  # the part of output.log searched for trace-cache invalidations
+
+
+def _json_file(path: Path) -> Any:
+    try:
+        if path.is_symlink() or path.stat().st_size > 4 << 20:
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _command(run_dir: RunDir) -> dict[str, Any]:
+    data = _json_file(run_dir.command)
+    return data if isinstance(data, dict) else {}
+
+
+def deepspeed_config(run_dir: RunDir, command: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's DeepSpeed JSON: the one traindeck wrote into the run directory, else the file the script was given
+    (--deepspeed_config / --deepspeed / --deepspeed-config FILE.json)."""
+    config = _json_file(run_dir.path / "ds_config.json")
+    if isinstance(config, dict):
+        return config
+    argv: list[Any] = command["argv"] if isinstance(command.get("argv"), list) else []
+    for i, arg in enumerate(argv):
+        value = None
+        for flag in ("--deepspeed_config", "--deepspeed", "--deepspeed-config"):
+            if arg == flag and i + 1 < len(argv):
+                value = argv[i + 1]
+            elif isinstance(arg, str) and arg.startswith(flag + "="):
+                value = arg.split("=", 1)[1]
+        if isinstance(value, str) and value.endswith(".json"):
+            path = Path(value) if os.path.isabs(value) else Path(str(command.get("cwd") or run_dir.path)) / value
+            config = _json_file(path)
+            if isinstance(config, dict):
+                return config
+    return None
+
+
+def trace_cache_invalidations(log: Path) -> int | None:
+    """How many "Invalidate trace cache" lines ZeRO-3 printed (in the last 64 MiB of the log)."""
+    try:
+        with open(log, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - _LOG_TAIL))
+            count = 0
+            while chunk := f.read(8 << 20):
+                count += chunk.count(_TRACE_CACHE)
+            return count
+    except OSError:
+        return None
+
+
+def _cores() -> int | None:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
+
+
+def run_facts(record: RunRecord, records: list[StepRecord]) -> RunFacts:
+    run_dir = RunDir(Path(record.run_dir))
+    command = _command(run_dir)
+    estimate = _json_file(run_dir.path / "estimate.json")
+    estimate_gpu = estimate.get("gpu_total_bytes_per_device") if isinstance(estimate, dict) else None
+    local_ranks = [p for p in record.processes if isinstance(p, dict) and p.get("role") == "rank"]
+    ranks = len(local_ranks) or len({r.rank for r in records}) or None
+    invalidations = trace_cache_invalidations(run_dir.output)
+    return RunFacts(ds_config=deepspeed_config(run_dir, command), cpu_cores=_cores(), ranks_on_host=ranks,
+                    trace_cache_invalidations=invalidations or None,
+                    estimate_gpu_bytes=int(estimate_gpu) if isinstance(estimate_gpu, (int, float)) else None)
+
+
+def timing_notes(record: RunRecord, store: RunStore, have_steps: bool) -> list[str]:
+    """Why the anatomy may be empty or partial, in the user's words."""
+    notes = []
+    for event in store.events(record.id):
+        if event.kind == _TIMING_EVENT and "could not attach" in event.text:
+            notes.append(event.text)
+    if not have_steps:
+        env = _command(RunDir(Path(record.run_dir))).get("env")
+        if isinstance(env, dict) and str(env.get(STEP_TIMING_ENV, "")).strip() == "0":
+            notes.append("step timing was off for this run (--no-step-timing)")
+        elif record.state == "running":
+            notes.append("no step has ended yet")
+        else:
+            notes.append("no optimizer step was seen: the script never called optimizer.step() or a DeepSpeed "
+                         "engine's step() in a process traindeck started")
+    return notes
+
+
+def _files_of(record: RunRecord) -> list[StepRecord]:
+    files = StepFiles(record.run_dir)
+    out: list[StepRecord] = []
+    for _ in range(64):
+        steps, reports = files.read_new()
+        if not steps and not reports:
+            break
+        out.extend(steps)
+    return out
+
+
+def run_step_anatomy(record: RunRecord, store: RunStore | None = None, rank: int | None = None) -> StepAnatomy:
+    """The anatomy of the run's recorded steps (all ranks, or one)."""
+    own = store is None
+    store = store or RunStore()
+    try:
+        records = store.steps(record.id, rank=rank)
+        if not records and record.run_dir:  # the supervisor could not store them (it died, the disk was full)
+            records = [r for r in _files_of(record) if rank is None or r.rank == rank]
+        return analyse(records, notes=timing_notes(record, store, bool(records)), facts=run_facts(record, records))
+    finally:
+        if own:
+            store.close()

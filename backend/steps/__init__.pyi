@@ -1,0 +1,12 @@
+from .advice import RunFacts as RunFacts
+from .anatomy import BOUNDS as BOUNDS
+from .anatomy import RankAnatomy as RankAnatomy
+from .anatomy import Slowdown as Slowdown
+from .anatomy import StepAnatomy as StepAnatomy
+from .anatomy import analyse as analyse
+from .anatomy import by_rank as by_rank
+from .records import PHASES as PHASES
+from .records import HookReport as HookReport
+from .records import StepRecord as StepRecord
+from .report import anatomy_table as anatomy_table
+from .side_channel import StepFiles as StepFiles

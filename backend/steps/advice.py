@@ -1,0 +1,177 @@
+"""The one-line verdict on what bounds a run, and advice from rules written from DeepSpeed's and PyTorch's own docs.
+
+Each rule names the setting it is about and the document it comes from, so the advice can be checked:
+- DeepSpeed's configuration reference (deepspeed.ai/docs/config-json): `offload_optimizer.pin_memory`,
+  `overlap_comm`, `stage3_prefetch_bucket_size`, `stage3_max_live_parameters`, `reduce_bucket_size`,
+  `allgather_bucket_size`, the aio block for NVMe;
+- DeepSpeed's ZeRO-Offload tutorial: CPU Adam's speed scales with the host cores each rank gets;
+- DeepSpeed PR #6557: "Invalidate trace cache" means ZeRO-3's prefetch schedule was thrown away that step;
+- PyTorch's CUDA memory-management notes: a large reserved-but-unallocated gap is fragmentation, and
+  `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` is the allocator's answer to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from traindeck.backend.steps.anatomy import RankAnatomy
+
+GiB = 1 << 30
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the run's set-up says, for the advice (every field may be unknown)."""
+
+    ds_config: Mapping[str, Any] | None = None
+    cpu_cores: int | None = None
+    ranks_on_host: int | None = None
+    trace_cache_invalidations: int | None = None
+    estimate_gpu_bytes: int | None = None  # the pre-launch estimate of one GPU's peak
+    estimate_host_bytes: int | None = None  # ... and of the host's (offload)
+
+
+def _zero(facts: RunFacts | None) -> Mapping[str, Any]:
+    config = facts.ds_config if facts is not None and isinstance(facts.ds_config, Mapping) else {}
+    zero = config.get("zero_optimization")
+    return zero if isinstance(zero, Mapping) else {}
+
+
+def _offload_device(zero: Mapping[str, Any], key: str) -> str | None:
+    block = zero.get(key)
+    if isinstance(block, Mapping):
+        device = block.get("device")
+        return str(device) if device not in (None, "none") else None
+    return None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("GiB", GiB), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def cores_per_rank(facts: RunFacts | None) -> float | None:
+    if facts is None or not facts.cpu_cores or not facts.ranks_on_host:
+        return None
+    return facts.cpu_cores / facts.ranks_on_host
+
+
+def describe_bound(bound: str, slowest: RankAnatomy, ranks: Mapping[int, RankAnatomy], where: str,
+                   facts: RunFacts | None) -> str:
+    """'optimizer-bound: the optimizer step takes 61% of each step on both ranks (120 ms of 196 ms); ...'."""
+    from traindeck.backend.steps.anatomy import BOUND_WORDS
+
+    share = slowest.share(bound)
+    said = (f"{bound}-bound: {BOUND_WORDS[bound]} {share:.0%} of each step{where} "
+            f"({slowest.bound_ms(bound):.0f} ms of {slowest.step_ms:.0f} ms")
+    said += f" on rank {slowest.rank})" if len(ranks) > 1 and f"rank {slowest.rank}" not in where \
+        and not where.startswith((" on both", " on all")) else ")"
+    zero = _zero(facts)
+    if bound == "optimizer" and _offload_device(zero, "offload_optimizer") == "cpu":
+        said += "; the optimizer runs on the CPU (offload_optimizer: cpu)"
+        per = cores_per_rank(facts)
+        if per is not None and facts is not None:
+            said += f"; {facts.ranks_on_host} rank(s) share {facts.cpu_cores} core(s)"
+    if bound == "swap":
+        devices = [k for k in ("offload_optimizer", "offload_param") if _offload_device(zero, k) == "nvme"]
+        if devices:
+            said += f" ({' and '.join(devices)} on NVMe)"
+    if len(ranks) > 1:
+        others = [a for a in ranks.values() if a.rank != slowest.rank]
+        fastest = min(others, key=lambda a: a.own_work_ms)
+        gap = slowest.own_work_ms - fastest.own_work_ms
+        if fastest.own_work_ms > 0 and gap / fastest.own_work_ms >= 0.25 and gap >= 1.0:
+            said += (f"; rank {slowest.rank} is the slowest: {slowest.own_work_ms:.0f} ms of its own work per step, "
+                     f"{gap:.0f} ms ({gap / fastest.own_work_ms:.0%}) more than rank {fastest.rank}, "
+                     f"which waits for it in communication")
+    return said
+
+
+def advise(bound: str, ranks: Mapping[int, RankAnatomy], slowest: RankAnatomy, facts: RunFacts | None) -> list[str]:
+    """Advice lines, most useful first; empty when nothing applies."""
+    out: list[str] = []
+    zero = _zero(facts)
+    stage = _number(zero.get("stage"))
+    optimizer_device = _offload_device(zero, "offload_optimizer")
+    per = cores_per_rank(facts)
+    if bound == "optimizer" and optimizer_device == "cpu":
+        if per is not None and per < 4:
+            out.append(f"CPU Adam has {per:.1f} core(s) per rank: its speed grows with the host cores each rank "
+                       f"gets (DeepSpeed's ZeRO-Offload tutorial); fewer ranks per host or more cores shorten "
+                       f"the optimizer step")
+        block = zero.get("offload_optimizer")
+        if isinstance(block, Mapping) and block.get("pin_memory") is not True:
+            out.append("offload_optimizer.pin_memory is off: pinned host buffers make the GPU<->CPU copies of "
+                       "the offloaded optimizer faster (DeepSpeed's config reference)")
+        out.append("with the optimizer offloaded, a larger batch per step (or gradient accumulation) spreads the "
+                   "same CPU Adam time over more samples")
+    overlap = zero.get("overlap_comm")
+    if overlap is True and (ranks and max(a.share("communication") for a in ranks.values()) >= 0.05):
+        out.append("overlap_comm is on: communication overlaps backward, so the communication figure is an upper "
+                   "bound of what it costs the step")
+    if stage == 3:
+        for key, default in (("stage3_prefetch_bucket_size", "5e7"), ("stage3_max_live_parameters", "1e9"),
+                             ("stage3_max_reuse_distance", "1e9")):
+            if key in zero and _number(zero.get(key)) == 0:
+                out.append(f"{key} is 0: ZeRO-3 fetches each parameter only when it is needed, so every "
+                           f"all-gather waits in the critical path (DeepSpeed's default is {default})")
+    for key in ("reduce_bucket_size", "allgather_bucket_size"):
+        value = _number(zero.get(key))
+        if value is not None and 0 < value < 1e6 and bound == "communication":
+            out.append(f"{key} is {value:.0f} elements: many small collectives, each with its own latency "
+                       f"(DeepSpeed's default is 5e8)")
+    steps = max((a.steps for a in ranks.values()), default=0)
+    if facts is not None and facts.trace_cache_invalidations and steps:
+        per_step = facts.trace_cache_invalidations / steps
+        out.append(f"ZeRO-3 invalidated its trace cache {facts.trace_cache_invalidations} time(s) over {steps} "
+                   f"steps ({per_step:.1f} a step): each invalidation throws the prefetch schedule away, so that "
+                   f"step's parameters are fetched one by one (DeepSpeed PR #6557); a model whose modules run in a "
+                   f"different order each step (data-dependent branches) causes it")
+    out.extend(memory_advice(ranks, facts))
+    if bound == "data":
+        out.append(f"rank {slowest.rank} spends most of its step outside the engine: data loading (more "
+                   f"DataLoader workers, pin_memory, prefetch) or the script's own work between steps")
+    return out
+
+
+def memory_advice(ranks: Mapping[int, RankAnatomy], facts: RunFacts | None) -> list[str]:
+    """Fragmentation and estimate-vs-measured lines from the ranks' recorded CUDA memory."""
+    out: list[str] = []
+    for anatomy in ranks.values():
+        gap = anatomy.gpu_reserved_minus_allocated
+        reserved = anatomy.peak_gpu_reserved
+        if gap is not None and reserved and gap >= 1 * GiB and gap >= 0.2 * reserved:
+            out.append(f"rank {anatomy.rank}: {_size(gap)} of GPU memory reserved but not allocated "
+                       f"({gap / reserved:.0%} of the {_size(reserved)} peak reserved): fragmentation; "
+                       f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets the allocator grow segments instead "
+                       f"of keeping many half-used ones (PyTorch's CUDA memory notes)")
+            break
+    if facts is not None and facts.estimate_gpu_bytes:
+        peaks = [a.peak_gpu_allocated for a in ranks.values() if a.peak_gpu_allocated]
+        if peaks:
+            peak = max(peaks)
+            ratio = peak / facts.estimate_gpu_bytes
+            if ratio > 1.25 or ratio < 0.5:
+                more = "above" if ratio > 1 else "below"
+                out.append(f"the measured peak GPU allocation ({_size(peak)}) is {ratio:.1f}x the pre-launch "
+                           f"estimate ({_size(facts.estimate_gpu_bytes)}), {more} it: the estimate counts "
+                           f"parameters, gradients and optimizer states, not activations or buffers")
+    return out

@@ -1,0 +1,188 @@
+"""A run's step anatomy: per rank, the median time of each phase of a step and its share; the slowest rank; what
+bounds the run, said in one line with its numbers; where the step time changed mid-run.
+
+Medians are taken over the steps after the first few (the first steps build caches, JIT ops and allocator pools).
+The slowest rank is the one with the most work of its own per step (step time minus communication): in a
+synchronous run every rank's step lasts as long as the slowest one's, and the others spend the difference waiting
+in a collective, so the step time alone cannot tell them apart.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from traindeck.backend.steps.records import PHASES, StepRecord
+
+# What bounds a run, by the phases it is made of: the words of `runs show --json`'s "bound".
+BOUNDS: dict[str, tuple[str, ...]] = {
+    "compute": ("forward", "backward"),
+    "communication": ("communication",),
+    "optimizer": ("optimizer",),
+    "swap": ("swap",),
+    "data": ("other",),
+}
+BOUND_WORDS = {
+    "compute": "forward and backward take",
+    "communication": "communication (collectives and their waits) takes",
+    "optimizer": "the optimizer step takes",
+    "swap": "NVMe swapping takes",
+    "data": "time outside the engine (data loading, the script's own work) takes",
+}
+
+
+def warmup_steps(count: int) -> int:
+    """How many first steps the medians leave out: 3, fewer for a short run, none for one of 1-2 steps."""
+    if count <= 2:
+        return 0
+    return min(3, count // 4) or 1
+
+
+@dataclass(frozen=True)
+class RankAnatomy:
+    """One rank's median step: each phase's milliseconds (adding up to about `step_ms`) and its memory peaks."""
+
+    rank: int
+    steps: int
+    phases_ms: dict[str, float]
+    step_ms: float
+    peak_gpu_allocated: int | None
+    peak_gpu_reserved: int | None
+    gpu_reserved_minus_allocated: int | None  # at the last step: memory the allocator holds but no tensor uses
+    peak_host: int | None
+    peak_host_pinned: int | None
+
+    @property
+    def own_work_ms(self) -> float:
+        """The step minus its communication: the time this rank's own work takes."""
+        return max(0.0, self.step_ms - self.phases_ms.get("communication", 0.0))
+
+    def bound_ms(self, bound: str) -> float:
+        return sum(self.phases_ms.get(p, 0.0) for p in BOUNDS[bound])
+
+    def share(self, bound: str) -> float:
+        total = sum(self.phases_ms.values())
+        return self.bound_ms(bound) / total if total > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"steps": self.steps}
+        for phase in PHASES:
+            out[f"{phase}_ms"] = round(self.phases_ms.get(phase, 0.0), 3)
+        out["step_ms"] = round(self.step_ms, 3)
+        out["peak_gpu_allocated_bytes"] = self.peak_gpu_allocated
+        out["peak_gpu_reserved_bytes"] = self.peak_gpu_reserved
+        out["peak_host_bytes"] = self.peak_host
+        return out
+
+
+@dataclass(frozen=True)
+class Slowdown:
+    """The step time changed mid-run: from which step (and when), by how much, and in which phase."""
+
+    step: int
+    t: float
+    before_ms: float
+    after_ms: float
+    phase: str
+
+    def text(self) -> str:
+        return (f"steps became {self.after_ms / self.before_ms:.1f}x slower from step {self.step}: "
+                f"{self.before_ms:.0f} ms -> {self.after_ms:.0f} ms, most of it in {self.phase}")
+
+
+@dataclass(frozen=True)
+class StepAnatomy:
+    """The whole run's anatomy. `bound` is None until a rank has timed a step."""
+
+    ranks: dict[int, RankAnatomy]
+    bound: str | None
+    slowest_rank: int | None
+    summary: str
+    advice: tuple[str, ...] = ()
+    slowdown: Slowdown | None = None
+    notes: tuple[str, ...] = field(default=())  # why a phase may be missing (hooks that could not attach)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ranks": {str(r): a.to_json() for r, a in sorted(self.ranks.items())}, "bound": self.bound,
+                "slowest_rank": self.slowest_rank, "summary": self.summary, "advice": list(self.advice),
+                "slowdown": self.slowdown.text() if self.slowdown else None, "notes": list(self.notes)}
+
+
+def _max(values: Iterable[int | None]) -> int | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def rank_anatomy(rank: int, records: Sequence[StepRecord]) -> RankAnatomy:
+    """The median step of one rank's records (in step order), after the warm-up steps."""
+    kept = list(records[warmup_steps(len(records)):]) or list(records)
+    phases = {p: statistics.median(r.phase(p) for r in kept) for p in PHASES}
+    last = records[-1]
+    gap = (last.gpu_reserved - last.gpu_allocated
+           if last.gpu_reserved is not None and last.gpu_allocated is not None else None)
+    return RankAnatomy(
+        rank=rank, steps=len(records), phases_ms=phases, step_ms=statistics.median(r.step_ms for r in kept),
+        peak_gpu_allocated=_max(r.gpu_peak_allocated for r in records),
+        peak_gpu_reserved=_max(r.gpu_peak_reserved for r in records), gpu_reserved_minus_allocated=gap,
+        peak_host=_max(r.host_rss for r in records), peak_host_pinned=_max(r.host_pinned for r in records))
+
+
+def by_rank(records: Iterable[StepRecord]) -> dict[int, list[StepRecord]]:
+    out: dict[int, list[StepRecord]] = {}
+    for record in records:
+        out.setdefault(record.rank, []).append(record)
+    for steps in out.values():
+        steps.sort(key=lambda r: r.step)
+    return out
+
+
+def _ranks_word(ranks: Sequence[int], world: int) -> str:
+    if world == 1:
+        return ""
+    if len(ranks) == world:
+        return " on both ranks" if world == 2 else f" on all {world} ranks"
+    return " on rank " + ", ".join(str(r) for r in ranks) if len(ranks) == 1 else \
+        " on ranks " + ", ".join(str(r) for r in ranks)
+
+
+def find_slowdown(records: Sequence[StepRecord], factor: float = 1.5) -> Slowdown | None:
+    """The first step from which one rank's step time stays `factor` times above its early median."""
+    kept = list(records[warmup_steps(len(records)):])
+    window = max(5, len(kept) // 10)
+    if len(kept) < 3 * window:
+        return None
+    before = statistics.median(r.step_ms for r in kept[:window])
+    if before <= 0:
+        return None
+    for start in range(window, len(kept) - window + 1):
+        after_part = kept[start:]
+        after = statistics.median(r.step_ms for r in after_part)
+        head = statistics.median(r.step_ms for r in kept[start:start + window])
+        if head >= factor * before and after >= factor * before:
+            grew = {p: statistics.median(r.phase(p) for r in after_part)
+                    - statistics.median(r.phase(p) for r in kept[:window]) for p in PHASES}
+            phase = max(grew, key=lambda p: grew[p])
+            return Slowdown(step=kept[start].step, t=kept[start].t, before_ms=before, after_ms=after, phase=phase)
+    return None
+
+
+def analyse(records: Iterable[StepRecord], *, notes: Sequence[str] = (), facts: Any = None) -> StepAnatomy:
+    """The anatomy of a run's step records (any order, any ranks). `facts` (a `RunFacts`) adds advice."""
+    from traindeck.backend.steps.advice import advise, describe_bound
+
+    grouped = by_rank(records)
+    if not grouped:
+        return StepAnatomy(ranks={}, bound=None, slowest_rank=None, notes=tuple(notes),
+                           summary="no step timed yet" + (": " + "; ".join(notes) if notes else ""))
+    ranks = {rank: rank_anatomy(rank, steps) for rank, steps in sorted(grouped.items())}
+    slowest = max(ranks.values(), key=lambda a: (a.own_work_ms, -a.rank))
+    bound = max(BOUNDS, key=lambda b: slowest.bound_ms(b))
+    # The ranks where the same bound is also the largest share: "on both ranks" or "on rank 1".
+    alike = [r for r, a in ranks.items() if max(BOUNDS, key=lambda b: a.bound_ms(b)) == bound]
+    summary = describe_bound(bound, slowest, ranks, _ranks_word(alike, len(ranks)), facts)
+    slowdown = find_slowdown(grouped[slowest.rank])
+    advice = advise(bound, ranks, slowest, facts)
+    return StepAnatomy(ranks=ranks, bound=bound, slowest_rank=slowest.rank, summary=summary, advice=tuple(advice),
+                       slowdown=slowdown, notes=tuple(notes))

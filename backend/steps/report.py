@@ -1,0 +1,43 @@
+"""`traindeck steps`: the per-rank table of median phase times and shares, the verdict and the advice, as text."""
+
+from __future__ import annotations
+
+from traindeck.backend.steps.anatomy import StepAnatomy
+from traindeck.backend.steps.records import PHASES
+
+_MiB = 1 << 20
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / _MiB:.0f} MiB"
+
+
+def anatomy_table(anatomy: StepAnatomy, rank: int | None = None) -> str:
+    """The table (one row per rank, `rank` alone if given), then the verdict, the slow-down and the advice."""
+    if not anatomy.ranks:
+        return anatomy.summary + "\n"
+    header = ["rank", "steps", *PHASES, "step", "GPU peak", "host peak"]
+    rows = [header]
+    for r, a in sorted(anatomy.ranks.items()):
+        if rank is not None and r != rank:
+            continue
+        mark = "*" if r == anatomy.slowest_rank and len(anatomy.ranks) > 1 else ""
+        total = sum(a.phases_ms.values()) or 1.0
+        cells = [f"{r}{mark}", str(a.steps)]
+        cells += [f"{a.phases_ms[p]:.1f} ms {a.phases_ms[p] / total:4.0%}" for p in PHASES]
+        cells += [f"{a.step_ms:.1f} ms", _bytes(a.peak_gpu_allocated), _bytes(a.peak_host)]
+        rows.append(cells)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.rjust(widths[i]) for i, cell in enumerate(row)) for row in rows]
+    lines.append("median of each phase per step (after the first steps) and its share; * the slowest rank")
+    lines.append("")
+    lines.append(anatomy.summary)
+    if anatomy.slowdown is not None:
+        lines.append(anatomy.slowdown.text())
+    for note in anatomy.notes:
+        lines.append("note: " + note)
+    for advice in anatomy.advice:
+        lines.append("- " + advice)
+    return "\n".join(lines) + "\n"
