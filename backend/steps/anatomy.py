@@ -161,6 +161,9 @@ def find_slowdown(records: Sequence[StepRecord], factor: float = 1.5) -> Slowdow
         after = statistics.median(r.step_ms for r in after_part)
         head = statistics.median(r.step_ms for r in kept[start:start + window])
         if head >= factor * before and after >= factor * before:
+            # The window's median turns when most of it is slow: the slow-down starts at its first slow step.
+            start = next(i for i in range(start, start + window) if kept[i].step_ms >= factor * before)
+            after_part = kept[start:]
             grew = {p: statistics.median(r.phase(p) for r in after_part)
                     - statistics.median(r.phase(p) for r in kept[:window]) for p in PHASES}
             phase = max(grew, key=lambda p: grew[p])
