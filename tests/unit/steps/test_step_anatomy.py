@@ -17,7 +17,15 @@ from traindeck.backend.runs.record.layout import RunDir
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 from traindeck.backend.runs.supervisor.instructions import SafeStore
 from traindeck.backend.runs.supervisor.step_intake import StepIntake
-from traindeck.backend.steps import PHASES, HookReport, RunFacts, StepFiles, StepRecord, analyse, anatomy_table
+from traindeck.backend.steps import (
+    PHASES,
+    HookReport,
+    RunFacts,
+    StepFiles,
+    StepRecord,
+    analyse,
+    anatomy_table,
+)
 from traindeck.backend.steps.records import parse_line
 
 
