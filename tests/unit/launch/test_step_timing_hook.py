@@ -61,7 +61,9 @@ def test_each_step_is_timed_and_its_phases_add_up_to_the_scripts_own_step_time(t
     assert [r.rank for r in reports] == [0]
     assert {"torch optimizer step", "torch backward", "outermost module forward"} <= set(reports[0].attached)
     assert [s.step for s in steps] == list(range(1, 13)) and {s.rank for s in steps} == {0}
-    for s, begin, end in zip(steps[1:], own["ends"][:-1], own["ends"][1:], strict=True):
+    # From the third step: the first step's end opens the file and settles the forward hooks, which the
+    # script's own clock (read after its step) does not see but the second step's "other" does.
+    for s, begin, end in zip(steps[2:], own["ends"][1:-1], own["ends"][2:], strict=True):
         measured = (end - begin) * 1000.0
         assert abs(sum(s.phases_ms.values()) - s.step_ms) <= 0.01 * s.step_ms
         assert abs(s.step_ms - measured) <= 0.05 * measured, (s, measured)
