@@ -28,7 +28,7 @@ data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(96
                                    batch_size=8, num_workers=int(sys.argv[2]))
 ends, losses = [], []
 for x, y in data:
-    time.sleep(0.02)  # "data loading"
+    time.sleep(0.05)  # "data loading"
     loss = torch.nn.functional.mse_loss(model(x), y)
     loss.backward()
     opt.step()
@@ -68,7 +68,7 @@ def test_each_step_is_timed_and_its_phases_add_up_to_the_scripts_own_step_time(t
         assert abs(sum(s.phases_ms.values()) - s.step_ms) <= 0.01 * s.step_ms
         assert abs(s.step_ms - measured) <= 0.05 * measured, (s, measured)
         assert s.phase("forward") > 0 and s.phase("backward") > 0 and s.phase("optimizer") > 0
-        assert s.phase("other") >= 19.0  # the sleep is outside every phase: data loading
+        assert s.phase("other") >= 49.0  # the sleep is outside every phase: data loading
         assert s.host_rss and s.host_rss > 10 << 20
     assert sorted(os.listdir(run_dir / "steps")) == ["rank0.jsonl"]
     assert (run_dir / "steps" / "rank0.jsonl").stat().st_mode & 0o077 == 0
