@@ -129,7 +129,28 @@ def run_offload(run_id: str, max_points: int = 2000, store_path: Path | str | No
     steps = step_times(run_id, path)
     view = offload_view(path, run_id, steps, max_points=max_points)
     view["step_times"] = steps
+    view["step_phases"] = step_phases(run_id, path)
     return view
+
+
+def step_phases(run_id: str, store_path: Path | str, last: int = 3000) -> dict[str, Any] | None:
+    """The slowest rank's step phases on the offload view's time axis: {"rank", "t": [step end times], "<phase>":
+    [ms per step]} for its newest `last` steps, or None when no step was timed (backend/steps)."""
+    import numpy as np
+
+    from traindeck.backend.runs.record.run_store import RunStore
+    from traindeck.backend.steps import PHASES, analyse
+
+    with RunStore(store_path, busy_timeout_s=2.0) as store:
+        recent = store.steps(run_id, last=200)
+        if not recent:
+            return None
+        rank = analyse(recent).slowest_rank
+        records = store.steps(run_id, rank=rank, last=last)
+    out: dict[str, Any] = {"rank": rank, "t": np.array([r.t for r in records], dtype=float)}
+    for phase in PHASES:
+        out[phase] = np.array([r.phase(phase) for r in records], dtype=float)
+    return out
 
 
 def summarize_steps(figures: Sequence[dict[str, Any]], last: int = 20) -> dict[str, float | None]:

@@ -31,6 +31,7 @@ from traindeck.gui.widgets.chart_axis import format_value
 from traindeck.gui.widgets.charts import TimeSeriesChart
 
 TABLE_ROWS = 300  # the newest steps; older ones are in the run's log
+STACK_ORDER = ("forward", "backward", "communication", "optimizer", "swap", "other")  # bottom to top
 
 
 class StepAxisItem(pg.AxisItem):
@@ -101,7 +102,10 @@ class OffloadView(QWidget):
         self.pcie = TimeSeriesChart("PCIe (all GPUs)", "B/s")
         self.nvme = TimeSeriesChart("NVMe I/O (offload folder)", "B/s")
         self.gpu = TimeSeriesChart("GPU utilisation (mean)", "%")
-        self.charts = (self.host, self.pcie, self.nvme, self.gpu)
+        self.phases = TimeSeriesChart("Step phases (stacked, per step)", "ms")
+        self.phases.setToolTip("Each training step of the slowest rank, timed inside the rank: forward, backward, "
+                               "communication, optimizer, NVMe swap and the rest, stacked (traindeck steps ID)")
+        self.charts = (self.host, self.pcie, self.nvme, self.gpu, self.phases)
         for chart in self.charts[1:]:
             chart.link_x(self.host)
         for chart in self.charts:
@@ -222,7 +226,21 @@ class OffloadView(QWidget):
         for column in (2, 3, 7):
             self.table.setColumnHidden(column, no_gpu)
         self.step_axis.set_steps(view.get("step_times") or [])
+        self._show_phases(view.get("step_phases"))
         self._fill_table(view.get("steps") or [], nvme)
+
+    def _show_phases(self, phases: dict[str, Any] | None) -> None:
+        """The slowest rank's phases per step, stacked: each line is the sum of its phase and those below it."""
+        if not phases or not len(phases["t"]):
+            for name in STACK_ORDER:
+                self.phases.remove_series(name)
+            self.phases.set_title("Step phases: none timed (traindeck steps ID says why)")
+            return
+        self.phases.set_title(f"Step phases of rank {phases['rank']} (stacked, ms per step)")
+        top = np.zeros(len(phases["t"]))
+        for name in STACK_ORDER:
+            top = top + np.asarray(phases[name], dtype=float)
+            self.phases.set_series(name, phases["t"], top.copy(), fill=True)
 
     def _fill_table(self, figures: list[dict[str, Any]], nvme: bool) -> None:
         prefix = "nvme" if nvme else "disk"

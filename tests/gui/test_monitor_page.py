@@ -166,12 +166,19 @@ def test_a_finished_run_is_read_back_with_its_offload_view_and_steps(page, qtbot
     from traindeck.backend.monitor.demo import demo_samples, demo_steps
     from traindeck.backend.monitor.sample_store import ResourceWriter
     from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+    from traindeck.backend.steps import StepRecord
 
     samples = demo_samples(seconds=180, end=time.time() - 60)
     with RunStore() as store:
         store.add_run(RunRecord(id="done-run-1", run_dir=str(traindeck_home), created_at=samples[0].t,
                                 name="finished", state="succeeded", started_at=samples[0].t, ended_at=samples[-1].t))
         store.add_metrics("done-run-1", [("loss", step, t, 2.0, 0) for t, step in demo_steps(samples)])
+        # Each step's phases as the ranks time them: rank 1 spends 30 ms more of its own in the optimizer.
+        store.add_steps("done-run-1", [
+            StepRecord(rank=rank, step=step, t=t, step_ms=100.0,
+                       phases_ms={"forward": 10.0, "backward": 20.0, "communication": 40.0 - 30.0 * rank,
+                                  "optimizer": 20.0 + 30.0 * rank, "swap": 0.0, "other": 10.0})
+            for t, step in demo_steps(samples) for rank in (0, 1)])
     writer = ResourceWriter(run_store_path(), "done-run-1", interval_s=1.0, started_at=samples[0].t)
     for sample in samples:
         writer.write(sample, commit=False)
@@ -194,6 +201,12 @@ def test_a_finished_run_is_read_back_with_its_offload_view_and_steps(page, qtbot
     assert "s/step" in page.offload.view.summary.text()
     first_step_t = demo_steps(samples)[0][0]
     assert page.offload.view.step_axis.tickStrings([first_step_t], 1, 1) == ["1"]
+    # The slowest rank's phases, stacked on the same time axis: the top line is the whole step.
+    phases = page.offload.view.phases
+    assert phases.title == "Step phases of rank 1 (stacked, ms per step)"
+    assert phases.point_count("other") == len(demo_steps(samples))
+    assert phases.last("forward") == 10.0 and phases.last("communication") == 40.0
+    assert phases.last("optimizer") == 90.0 and phases.last("other") == 100.0
 
 
 def test_estimate_is_drawn_as_reference_lines_and_removed(page):

@@ -262,8 +262,10 @@ class RunStore:
         with self._write() as db:
             db.executemany("INSERT OR REPLACE INTO step_phases VALUES (" + ", ".join("?" * 17) + ")", batch)
 
-    def steps(self, run_id: str, rank: int | None = None, after_t: float | None = None) -> list[StepRecord]:
-        """The run's step records (of one rank if given, recorded after `after_t` if given), by rank and step."""
+    def steps(self, run_id: str, rank: int | None = None, after_t: float | None = None,
+              last: int | None = None) -> list[StepRecord]:
+        """The run's step records (of one rank if given, recorded after `after_t` if given, only each rank's newest
+        `last` steps if given), by rank and step."""
         query = "SELECT * FROM step_phases WHERE run_id = ?"
         params: list[Any] = [run_id]
         if rank is not None:
@@ -272,6 +274,11 @@ class RunStore:
         if after_t is not None:
             query += " AND t > ?"
             params.append(after_t)
+        if last is not None:
+            numbered = query.replace(
+                "SELECT *", "SELECT *, ROW_NUMBER() OVER (PARTITION BY rank ORDER BY step DESC) AS newest", 1)
+            query = f"SELECT * FROM ({numbered}) WHERE newest <= ?"
+            params.append(last)
         with self._lock:
             rows = self._db.execute(query + " ORDER BY rank, step", params).fetchall()
         return [StepRecord(rank=int(r["rank"]), step=int(r["step"]), t=float(r["t"]), step_ms=float(r["step_ms"]),

@@ -219,6 +219,8 @@ def test_the_supervisor_stores_each_step_once_and_each_ranks_hooks_once(tmp_path
             f.write(hooks + "\n" + line(5, forward=50) + "\n" + line(6, forward=6) + "\n")
         intake.finish()
         steps = store.steps(record.id)
+        assert [s.step for s in store.steps(record.id, last=2)] == [5, 6]
+        assert store.steps(record.id, rank=1) == []
         events = [e.text for e in store.events(record.id) if e.kind == "step_timing"]
     assert [(s.step, s.phase("forward")) for s in steps] == [(1, 1), (2, 2), (3, 3), (4, 4), (5, 50), (6, 6)]
     assert events == ["rank 0: step timing attached to torch backward"]
