@@ -54,6 +54,7 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("demo_on_gpu", "its rank is listed on the GPU while it runs (NVML through `traindeck monitor --run`)"),
     ("demo_recorded", "NVML recorded into the run: the rank's GPU memory among its samples (`runs show`)"),
     ("demo_gone", "after its end no process of the run is on the GPU (NVML), end check confirmed"),
+    ("demo_steps", "its steps timed inside the rank on CUDA: phases, CUDA memory per step, the bound (`runs show`)"),
     ("estimate", f"estimate vs measured peak: ZeRO-2 bf16 AdamW, {BIG_PARAMS / 1e9:.2f}e9 params (> 10 GB)"),
     ("kept_estimate", "that run's kept estimate (`run --model-size`) beside its recorded peaks (`runs show`)"),
     ("oom", "a planted CUDA OOM is diagnosed as GPU memory, with the allocator's numbers"),
@@ -308,6 +309,23 @@ def judge_estimate(row: Mapping[str, Any] | None, probe: Mapping[str, Mapping[st
         return "FAIL", "no GPU memory recorded; " + figures
     big = max(nvml or 0, allocated or 0) > BIG_ENOUGH
     ok = ESTIMATE_LOW <= r_nvml <= ESTIMATE_HIGH and big
+    return ("PASS" if ok else "FAIL"), figures
+
+
+def judge_steps(show: Mapping[str, Any] | None, want_steps: int) -> tuple[str, str]:
+    """The run's step anatomy (`runs show`'s step_anatomy): rank 0 timed nearly every step, with CUDA memory
+    read inside the rank, its phases adding up to its step, and a bound named."""
+    anatomy = (show or {}).get("step_anatomy") or {}
+    rank = (anatomy.get("ranks") or {}).get("0")
+    if not rank:
+        return "FAIL", f"no timed step of rank 0: {anatomy.get('summary') or 'no step_anatomy in runs show'}"
+    phases = {k[:-3]: v for k, v in rank.items() if k.endswith("_ms") and k != "step_ms"}
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in phases.items() if v)
+    figures = (f"{rank['steps']} steps of rank 0; median ms: {parts} of {rank['step_ms']:.1f}; GPU peak allocated "
+               f"{mib(rank.get('peak_gpu_allocated_bytes'))}, reserved {mib(rank.get('peak_gpu_reserved_bytes'))}; "
+               f"{anatomy.get('summary')}")
+    ok = (rank["steps"] >= 0.9 * want_steps and rank.get("peak_gpu_allocated_bytes")
+          and anatomy.get("bound") and phases.get("forward", 0) > 0 and phases.get("optimizer", 0) > 0)
     return ("PASS" if ok else "FAIL"), figures
 
 
@@ -665,6 +683,7 @@ class Check:
                 f"; NVML's list incomplete: {'; '.join(seen['unknown'])}" if seen["unknown"] else ""))
         self.report.set("demo_recorded", *judge_recorded(show.get("resources")))
         self.report.set("demo_gone", *self.gone(show, seen["pids"], seen["rank"] is not None))
+        self.report.set("demo_steps", *judge_steps(show, want_steps=150))
 
     def gone(self, show: Mapping[str, Any], pids: set[int], was_there: bool) -> tuple[str, str]:
         """After a run's end: NVML (traindeck and nvidia-smi) lists none of its processes, which it did list while
@@ -768,7 +787,7 @@ class Check:
         t0 = time.monotonic()
         steps: list[tuple[Callable[[], None], tuple[str, ...]]] = [
             (self.machine, ("machine", "wheels")), (self.monitor, ("monitor",)), (self.build_cpu_adam, ("cpu_adam",)),
-            (self.demo, ("demo_run", "demo_on_gpu", "demo_recorded", "demo_gone")),
+            (self.demo, ("demo_run", "demo_on_gpu", "demo_recorded", "demo_gone", "demo_steps")),
             (self.estimate, ("estimate", "kept_estimate")), (self.oom, ("oom",)), (self.stop, ("stop",))]
         for step, keys in steps:
             print(f"[{time.monotonic() - t0:5.0f}s] {step.__name__} ({self.runner.left():.0f} s left)", flush=True)

@@ -159,6 +159,22 @@ def test_recorded_gpu_figures_pass_only_with_the_ranks_own_memory() -> None:
     assert check.judge_recorded({"error": "no table"}) == ("FAIL", "resources could not be read: no table")
 
 
+def test_step_timing_passes_with_cuda_memory_read_inside_the_rank() -> None:
+    rank = {"steps": 150, "forward_ms": 1.5, "backward_ms": 3.0, "communication_ms": 0.2, "optimizer_ms": 9.0,
+            "swap_ms": 0.0, "other_ms": 100.4, "step_ms": 114.1, "peak_gpu_allocated_bytes": 300 * 2**20,
+            "peak_gpu_reserved_bytes": 400 * 2**20, "peak_host_bytes": 2**31}
+    show = {"step_anatomy": {"ranks": {"0": rank}, "bound": "data", "slowest_rank": 0, "summary": "data-bound: ..."}}
+    result, figures = check.judge_steps(show, want_steps=150)
+    assert result == "PASS" and figures.startswith("150 steps of rank 0; median ms: forward 1.5, backward 3.0")
+    assert "GPU peak allocated 300 MiB, reserved 400 MiB; data-bound" in figures
+    # On the CPU (no CUDA figures), with steps missing, or without the anatomy: FAIL, saying why.
+    assert check.judge_steps({"step_anatomy": {**show["step_anatomy"], "ranks": {
+        "0": {**rank, "peak_gpu_allocated_bytes": None}}}}, want_steps=150)[0] == "FAIL"
+    assert check.judge_steps({"step_anatomy": {**show["step_anatomy"], "ranks": {"0": {**rank, "steps": 20}}}},
+                             want_steps=150)[0] == "FAIL"
+    assert check.judge_steps({}, want_steps=150) == ("FAIL", "no timed step of rank 0: no step_anatomy in runs show")
+
+
 ZERO2_ROW = {"strategy": "zero2", "framework": "deepspeed", "zero_stage": 2, "offload_optimizer": "none",
              "gpu_bytes_per_device": 21474836480, "activation_bytes_per_device": 2919424,
              "overhead_bytes_per_device": 3221517414, "gpu_total_bytes_per_device": 24699273318}
