@@ -9,10 +9,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from support.runhelp import DEMO, get, job_env, wait_finished, wait_until
+from support.runhelp import BEHAVE, DEMO, get, job_env, launch, ranks, wait_finished, wait_until
 from support.sshnodes import SshNodes  # the ssh_nodes session fixture comes from conftest.py
 
 from traindeck.backend.launch.builders import LaunchRequest
@@ -105,6 +106,12 @@ def test_a_two_node_run_is_stopped_on_every_node_and_each_node_confirms_nothing_
         ssh_nodes: SshNodes, tmp_path: Path) -> None:  # noqa: F811
     from traindeck.backend.runs.control.lifecycle import stop_run
 
+    # A bystander: another DeepSpeed run of the same Python on the same machine (the nodes are loopback addresses
+    # of it). On SIGINT or SIGTERM DeepSpeed's multi-node runner runs `pdsh -w NODES pkill -f "<python> -u -m
+    # deepspeed.launcher.launch"`, which would end this run's launcher too (DeepSpeed #6807).
+    bystander = launch(BEHAVE, "--steps", "100000", "--step-time", "0.05", launcher="deepspeed", nproc=1,
+                       name="bystander")
+    wait_until(lambda: ranks(get(bystander.id)), timeout=300, interval=0.5)
     run_id = _launch(ssh_nodes, tmp_path, steps=100000)
     state = wait_until(lambda: _both_ranks_running(run_id), timeout=1500, interval=1.0)
     log = Path(get(run_id).run_dir, "output.log")
@@ -113,6 +120,13 @@ def test_a_two_node_run_is_stopped_on_every_node_and_each_node_confirms_nothing_
         stop_run(store, run_id, grace_s=5.0)
     done = wait_finished(run_id, 600)
     assert done.state == "stopped", done.state_detail
+    time.sleep(3.0)  # the runner's pkill, had it run, takes a moment to reach the bystander's launcher
+    survivor = get(bystander.id)
+    assert survivor.state == "running", (survivor.state, survivor.state_detail, survivor.diagnosis)
+    assert any("DeepSpeed's runner and pdsh get no SIGINT/SIGTERM" in e for e in _events(run_id))
+    with RunStore() as store:
+        stop_run(store, bystander.id, grace_s=2.0)
+    assert wait_finished(bystander.id, 120).state == "stopped"
     wait_until(lambda: sum("nothing of the run remains" in e and e.startswith("node ")
                            for e in _events(run_id)) == 2, timeout=120, interval=1.0)
     for node in state["nodes"]:

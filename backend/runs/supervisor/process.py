@@ -48,6 +48,7 @@ from traindeck.backend.runs.record.run_store import RunStore
 from traindeck.backend.runs.supervisor.diary import log_to_stderr
 from traindeck.backend.runs.supervisor.instructions import Instructions, SafeStore
 from traindeck.backend.runs.supervisor.loss_guard import Watchdog
+from traindeck.backend.runs.supervisor.node_sampler import STATE_FILE as NODES_STATE_FILE
 from traindeck.backend.runs.supervisor.output_drain import OutputDrain, open_output_pipe
 from traindeck.backend.runs.supervisor.run_end import RunEnd
 from traindeck.backend.runs.supervisor.shm_leftovers import free_abandoned_buffers
@@ -87,7 +88,7 @@ class Supervisor:
         self.stall = StallWatch(self.store, spec.run_id, run_dir.path, spec.stall_min_s, _log,
                                 on_stall=self.watchdog.stalled)
         self.stopper = Stopper(run_dir, self.store, self.run_id, self.launcher_end,
-                               on_stop=self.stall.stop_requested, clock=clock)
+                               on_stop=self.stall.stop_requested, clock=clock, spared=self._multinode_runner)
         self.tracker = ProcessTracker(self.store, self.run_id, exclude=self._sentinel_pid,
                                       explain_end=self.stopper.not_our_signal)
         self.step_intake = StepIntake(run_dir, self.store, self.run_id)
@@ -97,6 +98,19 @@ class Supervisor:
 
     def _sentinel_pid(self) -> int | None:
         return self.sentinel.pid if self.sentinel is not None else None
+
+    def _multinode_runner(self) -> set[int]:
+        """DeepSpeed's runner and what it started here (pdsh, ssh) in a multi-node run whose node agents stop the
+        ranks on each node (their state file is there): a SIGINT or SIGTERM to the runner or its pdsh makes it
+        `pkill -f` every DeepSpeed launcher of the same Python on those nodes (DeepSpeed #6807)."""
+        if self.launcher is None or self.launcher_end.returncode is not None \
+                or not (self.run_dir.path / NODES_STATE_FILE).exists():
+            return set()
+        try:
+            runner = psutil.Process(self.launcher.pid)
+            return {runner.pid} | {child.pid for child in runner.children(recursive=True)}
+        except psutil.Error:
+            return set()
 
     # -- start ------------------------------------------------------------------------------------------------
     def start(self) -> bool:

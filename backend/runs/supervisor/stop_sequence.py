@@ -27,6 +27,10 @@ DEFAULT_GRACE_S = 10.0
 # SIGKILL follows SIGTERM after the grace period again, but never more than this much later.
 KILL_AFTER_TERM_MAX_S = 10.0
 LEFTOVER_GRACE_S = 5.0
+MULTINODE_RUNNER_SPARED = (
+    "multi-node run: the ranks are stopped on each node by traindeck's node agents; DeepSpeed's runner and pdsh get "
+    "no SIGINT/SIGTERM (on either, the runner runs `pkill -f` for every DeepSpeed launcher of this Python on the "
+    "nodes, other runs' included): they end when the ranks do, or get SIGKILL after the grace period")
 
 
 @dataclass
@@ -63,9 +67,13 @@ class Stopper:
     monotonic clock the supervisor's loop passes to `advance` and `end_leftovers`."""
 
     def __init__(self, run_dir: RunDir, store: SafeStore, run_id: str, launcher: LauncherEnd, *,
-                 on_stop: Callable[[], None], clock: Callable[[], float] = time.monotonic) -> None:
+                 on_stop: Callable[[], None], clock: Callable[[], float] = time.monotonic,
+                 spared: Callable[[], set[int]] = set) -> None:
         self.run_dir, self.store, self.run_id, self.launcher = run_dir, store, run_id, launcher
         self._on_stop, self._clock = on_stop, clock
+        # Processes SIGINT and SIGTERM must not reach (DeepSpeed's multi-node runner and its pdsh): SIGKILL only.
+        self._spared = spared
+        self._said_spared = False
         self.stop: StopSequence | None = None
         self.signal_received = False  # SIGTERM/SIGINT/SIGHUP sent to the supervisor: a stop with the default grace
         self.leftover_since: float | None = None
@@ -145,14 +153,19 @@ class Stopper:
         due = stop.due_phase(now)
         if due < 0:
             return
+        spared = self._spared() if due < 2 else set()
+        if spared and not self._said_spared:
+            self._said_spared = True
+            self.store.add_event(self.run_id, "stop_signal", MULTINODE_RUNNER_SPARED)
         if due > stop.phase:
             stop.phase = due
             stop.signalled.clear()
             sig = stop.PHASES[due]
             if due > 0 and not alive:
                 return
-            count = procs.send(alive, sig)
-            stop.signalled.update(p.pid for p in alive)
+            targets = [p for p in alive if p.pid not in spared]
+            count = procs.send(targets, sig)
+            stop.signalled.update(p.pid for p in targets)
             name = procs.signal_name(sig)
             text = f"sent {name} to {count} process(es)"
             if due == 1:
@@ -162,7 +175,7 @@ class Stopper:
             self.store.add_event(self.run_id, "stop_signal", text)
             self.store.update_run(self.run_id, state_detail=f"stopping ({name})")
         else:
-            newcomers = [p for p in alive if p.pid not in stop.signalled]
+            newcomers = [p for p in alive if p.pid not in stop.signalled and p.pid not in spared]
             if newcomers:
                 procs.send(newcomers, stop.PHASES[stop.phase])
                 stop.signalled.update(p.pid for p in newcomers)
