@@ -3,10 +3,12 @@
 is gone. A build that was killed (Ctrl+C on `make setup`, a run stopped while its rank compiled, an OOM kill) never
 removes it, and the next set-up or run hangs with no word until someone finds the file and deletes it by hand.
 
-The baton records no pid, so a lock is judged stale when no living process could be building in that folder: none
-(other than this one and its parents) has it in its command line or working folder (ninja, the compilers) or names it
-as its TORCH_EXTENSIONS_DIR (the Python process holding the baton). That errs on the safe side: any living process of
-that interpreter's runs keeps a lock.
+The baton records no pid and keeps no file open (it creates the file, closes it, and deletes it when the build ends),
+so a lock is judged held only while something is building that op: a process (other than this one and its parents)
+whose working folder is in the op's folder (ninja, the compilers it starts) or whose command line names that folder
+(a compiler's sources and objects). The holder's own Python runs ninja within a second of taking the baton, so a
+lock younger than MIN_AGE_S is kept whatever the process table says. Sharing TORCH_EXTENSIONS_DIR holds nothing: the
+user's shells export it, other runs use it, and the very ranks waiting on the lock have it.
 """
 
 from __future__ import annotations
@@ -30,21 +32,22 @@ def locks_in(folder: Path) -> list[Path]:
         return []
 
 
-def _users(folder: str, processes: Iterable[psutil.Process]) -> bool:
-    """Whether any of `processes` could be building in `folder`."""
-    try:  # ourselves and the shell or make that started us (which may export TORCH_EXTENSIONS_DIR) build nothing
+def _building(op_folder: str, processes: Iterable[psutil.Process]) -> bool:
+    """Whether any of `processes` is building in `op_folder` (its working folder is there, or its command line
+    names it)."""
+    try:  # ourselves and the shell or make that started us build nothing
         mine = {os.getpid(), *(parent.pid for parent in psutil.Process().parents())}
     except psutil.Error:
         mine = {os.getpid()}
+    inside = op_folder.rstrip(os.sep) + os.sep
     for proc in processes:
         try:
             if proc.pid in mine:
                 continue
-            if any(folder in arg for arg in proc.cmdline()):
+            cwd = proc.cwd()
+            if cwd == op_folder or cwd.startswith(inside):
                 return True
-            if proc.cwd().startswith(folder):
-                return True
-            if os.path.realpath(proc.environ().get("TORCH_EXTENSIONS_DIR", "") or "/nonexistent") == folder:
+            if any(op_folder in arg for arg in proc.cmdline()):
                 return True
         except (psutil.Error, OSError):
             continue
@@ -56,18 +59,40 @@ def stale_locks(folder: Path, *, now: float | None = None) -> list[Path]:
     found = locks_in(folder)
     if not found:
         return []
-    real = os.path.realpath(folder)
-    if _users(real, psutil.process_iter()):
-        return []
     now = time.time() if now is None else now
+    processes = list(psutil.process_iter())
     stale = []
     for lock in found:
         try:
-            if now - lock.stat().st_mtime >= MIN_AGE_S:
-                stale.append(lock)
+            if now - lock.stat().st_mtime < MIN_AGE_S:
+                continue
         except OSError:
             continue
+        if not _building(os.path.realpath(lock.parent), processes):
+            stale.append(lock)
     return stale
+
+
+def lock_holders(folder: Path) -> str:
+    """Who holds the build locks in `folder`, in words, for a run whose ranks wait on one: stale locks are removed
+    ("held by nobody: removed <path>"), held ones name their builder ("<op> held by PID N (ninja)")."""
+    removed = clear_stale_locks(folder)
+    if removed:
+        return "held by nobody: " + "; ".join(removed)
+    held = []
+    processes = list(psutil.process_iter())
+    for lock in locks_in(folder):
+        op = os.path.realpath(lock.parent)
+        for proc in processes:
+            try:
+                if proc.cwd().startswith(op) or any(op in arg for arg in proc.cmdline()):
+                    held.append(f"{lock.parent.name} lock held by PID {proc.pid} ({proc.name()}), building it")
+                    break
+            except (psutil.Error, OSError):
+                continue
+        else:
+            held.append(f"{lock} is younger than {MIN_AGE_S:.0f} s: a build is starting")
+    return "; ".join(held) or f"no build lock in {folder} any more"
 
 
 def clear_stale_locks(folder: Path) -> list[str]:

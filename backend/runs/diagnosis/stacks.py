@@ -36,6 +36,9 @@ _THREAD = re.compile(r"^(?P<current>Current thread|Thread) (?P<ident>0x[0-9a-fA-
 _FRAME = re.compile(r'^\s+File "(?P<file>.*)", line (?P<line>\d+|\?\?\?) in (?P<function>.+)$')
 _LIBRARY = re.compile(r"[/\\](?:site-packages|dist-packages)[/\\]|[/\\]lib[/\\]python\d+(?:\.\d+)?[/\\]|^<frozen "
                       r"|[/\\]site_hook[/\\](?:sitecustomize|_traindeck_steps)\.py$|^<string>$")
+# torch.utils.cpp_extension waits here, polling, while another process holds an op's build lock (FileBaton).
+_BATON_FILE = re.compile(r"torch[/\\]utils[/\\]file_baton\.py$")
+BUILD_LOCK_WAIT = "an op build lock"
 _COLLECTIVE_FILE = re.compile(r"torch[/\\]distributed[/\\]|deepspeed[/\\]comm[/\\]|deepspeed[/\\]runtime[/\\]comm")
 _COLLECTIVE_FUNCTION = re.compile(r"^(?:all_reduce|all_gather\w*|reduce_scatter\w*|broadcast\w*|barrier|monitored_barrier"
                                   r"|reduce|gather|scatter|all_to_all\w*|send|recv|isend|irecv|wait|"
@@ -139,7 +142,9 @@ def locate(stack: RankStack) -> None:
     inner = thread.frames[: thread.frames.index(user)] if user is not None else thread.frames
     stack.where = user.short() if user is not None else (thread.frames[0].short() if thread.frames else "")
     collective = [f for f in inner if _COLLECTIVE_FILE.search(f.file) and _COLLECTIVE_FUNCTION.match(f.function)]
-    if collective:
+    if any(_BATON_FILE.search(f.file) for f in inner):
+        stack.waits_in = BUILD_LOCK_WAIT
+    elif collective:
         # The outermost collective call below the user's code names it (all_reduce, not the wait() inside it).
         stack.waits_in = collective[-1].function
     elif any(_COLLECTIVE_FILE.search(f.file) for f in inner):

@@ -41,9 +41,12 @@ class Quiet:
 
 class StallWatch:
     def __init__(self, store: Any, run_id: str, run_dir: Path, stall_min_s: float,
-                 log: Callable[[str], None], on_stall: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None], on_stall: Callable[[str], None] | None = None,
+                 on_lock_wait: Callable[[], str] | None = None) -> None:
         self.store, self.run_id, self.run_dir, self.stall_min_s, self._log = store, run_id, run_dir, stall_min_s, log
         self._on_stall = on_stall  # told each stall's text (the watchdog's alert)
+        # When a stalled rank waits on an op build lock: who holds it, or that it was stale and is removed.
+        self._on_lock_wait = on_lock_wait
         self.stalled = False
         self.building: list[str] = []  # ops being built as last shown (no stall is declared meanwhile)
         self.build_seen_at = 0.0
@@ -132,10 +135,13 @@ class StallWatch:
             report = stacks.take_run_stacks(self.run_dir, records, reason="stall", keep_as="stall_stacks.json")
             if report is None:
                 return
-            self.stall_stacks = report.summary
-            self.store.add_event(self.run_id, "stacks", f"stacks when the run stalled: {report.summary}")
+            summary = report.summary
+            if stacks.BUILD_LOCK_WAIT in summary and self._on_lock_wait is not None:
+                summary += f" ({self._on_lock_wait()})"
+            self.stall_stacks = summary
+            self.store.add_event(self.run_id, "stacks", f"stacks when the run stalled: {summary}")
             if self.stalled:
-                self.store.update_run(self.run_id, state_detail=f"{stall_text}; {report.summary}")
+                self.store.update_run(self.run_id, state_detail=f"{stall_text}; {summary}")
         except Exception:  # forensics must never take the supervisor down
             self._log("taking stacks failed:\n" + traceback.format_exc())
         finally:

@@ -86,7 +86,7 @@ class Supervisor:
         self.drain: OutputDrain | None = None
         self.watchdog = Watchdog(self.store, self.run_id, run_dir, spec.env)
         self.stall = StallWatch(self.store, spec.run_id, run_dir.path, spec.stall_min_s, _log,
-                                on_stall=self.watchdog.stalled)
+                                on_stall=self.watchdog.stalled, on_lock_wait=self._build_lock_holders)
         self.stopper = Stopper(run_dir, self.store, self.run_id, self.launcher_end,
                                on_stop=self.stall.stop_requested, clock=clock, spared=self._multinode_runner)
         self.tracker = ProcessTracker(self.store, self.run_id, exclude=self._sentinel_pid,
@@ -154,6 +154,15 @@ class Supervisor:
         self.drain.start()
         self._start_recorder()
         return True
+
+    def _build_lock_holders(self) -> str:
+        """Said when stalled ranks wait on an op build lock: who holds it, or that it was stale and is removed."""
+        folder = self.spec.env.get("TORCH_EXTENSIONS_DIR")
+        if not folder:
+            return "TORCH_EXTENSIONS_DIR unknown: the lock's holder cannot be looked for"
+        from traindeck.backend.launch.extension_locks import lock_holders
+
+        return lock_holders(Path(folder))
 
     def _clear_stale_build_locks(self, env: dict[str, str]) -> None:
         """A killed op build's lock makes every later load of that op wait forever, silently (extension_locks.py)."""

@@ -43,23 +43,107 @@ def test_a_lock_just_made_is_kept(tmp_path: Path) -> None:
     assert stale_locks(tmp_path) == [] and lock.exists()
 
 
-@pytest.mark.parametrize("how", ["environment", "working folder", "command line"])
-def test_a_lock_is_kept_while_a_process_could_be_building(tmp_path: Path, how: str) -> None:
+@pytest.mark.parametrize("how", ["working folder", "command line"])
+def test_a_lock_is_kept_while_a_process_builds_that_op(tmp_path: Path, how: str) -> None:
     lock = _lock(tmp_path)
-    if how == "environment":  # the Python process holding the baton
-        proc = _sleeper(env=dict(os.environ, TORCH_EXTENSIONS_DIR=str(tmp_path)))
-    elif how == "working folder":  # ninja runs in the op's folder
+    other = _lock(tmp_path, op="fused_adam")
+    if how == "working folder":  # ninja runs in the op's folder
         proc = _sleeper(cwd=lock.parent)
     else:  # a compiler names the op's sources and objects
         proc = subprocess.Popen([sys.executable, "-c", "import time, sys; time.sleep(60)",
                                  str(lock.parent / "cpu_adam.o")])
     try:
-        time.sleep(0.3)  # its command line and environment are readable once exec'd
-        assert stale_locks(tmp_path) == [] and lock.exists()
+        time.sleep(0.3)  # its command line and working folder are readable once exec'd
+        assert stale_locks(tmp_path) == [other] and lock.exists()  # another op's build holds nothing of this one
     finally:
         proc.kill()
         proc.wait()
-    assert stale_locks(tmp_path) == [lock]
+    assert stale_locks(tmp_path) == [lock, other]
+
+
+def test_who_holds_a_lock_is_said_for_ranks_waiting_on_it(tmp_path: Path) -> None:
+    from traindeck.backend.launch.extension_locks import lock_holders
+
+    lock = _lock(tmp_path)
+    builder = _sleeper(cwd=lock.parent)
+    try:
+        time.sleep(0.3)
+        said = lock_holders(tmp_path)
+        assert said.startswith(f"cpu_adam lock held by PID {builder.pid} (") and said.endswith("), building it")
+    finally:
+        builder.kill()
+        builder.wait()
+    said = lock_holders(tmp_path)
+    assert said.startswith("held by nobody: removed a stale build lock") and str(lock) in said
+    assert not lock.exists()
+
+
+def test_sharing_the_extensions_folder_holds_no_lock(tmp_path: Path) -> None:
+    # The user's shell exporting TORCH_EXTENSIONS_DIR, another run using it, and the ranks waiting on the lock all
+    # have it in their environment: none of them builds anything.
+    lock = _lock(tmp_path)
+    proc = _sleeper(env=dict(os.environ, TORCH_EXTENSIONS_DIR=str(tmp_path)))
+    try:
+        time.sleep(0.3)
+        assert stale_locks(tmp_path) == [lock]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+BUILD = textwrap.dedent("""
+    import sys
+    from torch.utils.cpp_extension import load_inline
+    load_inline("traindeck_lock_probe", cpp_sources="int probe() { return 7; }", functions=["probe"],
+                build_directory=sys.argv[1], verbose=True)
+""")
+
+
+@pytest.mark.train
+def test_a_real_build_killed_mid_way_leaves_a_lock_judged_stale_once_its_compilers_are_gone(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    import psutil
+
+    op = tmp_path / "torch_extensions" / "traindeck_lock_probe"
+    op.mkdir(parents=True)
+    script = tmp_path / "build.py"
+    script.write_text(BUILD)
+    build = subprocess.Popen([sys.executable, str(script), str(op)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        def compiling() -> bool:
+            try:
+                return any(p.cwd() == str(op) for p in psutil.Process(build.pid).children(recursive=True))
+            except psutil.Error:
+                return False
+
+        deadline = time.monotonic() + 120
+        while not compiling():
+            assert build.poll() is None and time.monotonic() < deadline, "the build never started ninja"
+            time.sleep(0.05)
+        assert (op / "lock").exists()
+        # While ninja and the compiler run, the lock is held (even when old enough to be judged).
+        assert stale_locks(op.parent, now=time.time() + 3600) == []
+    finally:
+        # A force stop or an OOM kill of the whole build: nothing of it runs its clean-up. ninja gives each compiler
+        # its own process group, so they are killed by pid (a compiler left running keeps the lock held until its
+        # end, rightly).
+        tree = [build.pid]
+        try:
+            tree += [p.pid for p in psutil.Process(build.pid).children(recursive=True)]
+        except psutil.Error:
+            pass
+        for pid in tree:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        build.wait()
+    deadline = time.monotonic() + 30
+    while stale_locks(op.parent, now=time.time() + 3600) != [op / "lock"]:
+        assert time.monotonic() < deadline, "the lock never became stale"
+        assert (op / "lock").exists()
+        time.sleep(0.2)
 
 
 LOADER = textwrap.dedent("""

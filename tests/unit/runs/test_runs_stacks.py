@@ -59,6 +59,16 @@ def test_the_rank_outside_the_collective_is_named_first() -> None:
                                 "(train.py:40 main)")
 
 
+def test_ranks_waiting_on_an_op_build_lock_are_said_so() -> None:
+    # torch.utils.cpp_extension polls the lock while another process builds the op (or a killed build left it).
+    waiting = ["/venv/lib/python3.11/site-packages/torch/utils/file_baton.py:49:wait",
+               "/venv/lib/python3.11/site-packages/torch/utils/cpp_extension.py:2300:_jit_compile",
+               "/venv/lib/python3.11/site-packages/deepspeed/ops/op_builder/builder.py:540:jit_load",
+               "/home/u/train.py:30:main", "/home/u/train.py:50:<module>"]
+    assert summarize([_rank(0, *waiting), _rank(1, *waiting)]) == \
+        "ranks 0, 1 wait in an op build lock (train.py:30 main)"
+
+
 def test_ranks_all_in_one_place_and_missing_ones() -> None:
     same = [_rank(r, "/home/u/train.py:12:step", "/home/u/train.py:50:<module>") for r in (0, 1)]
     gone = RankStack(7, 2, error="the process is gone")
