@@ -1,5 +1,15 @@
 from .assembler import LineAssembler as LineAssembler
 from .assembler import strip_ansi as strip_ansi
+from .memory_lines import DsMemoryLine as DsMemoryLine
+from .memory_lines import EstimateRow as EstimateRow
+from .memory_lines import MemorySummary as MemorySummary
+from .memory_lines import TorchOom as TorchOom
+from .memory_lines import parse_ds_memory as parse_ds_memory
+from .memory_lines import parse_torch_oom as parse_torch_oom
+from .memory_lines import read_ds_memory as read_ds_memory
+from .memory_lines import read_estimate_rows as read_estimate_rows
+from .memory_lines import read_memory_summaries as read_memory_summaries
+from .memory_lines import strip_rank_tag as strip_rank_tag
 from .model import Line as Line
 from .model import Metric as Metric
 from .model import Progress as Progress

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from traindeck.backend.steps.memory import memory_advice
+
 if TYPE_CHECKING:
     from traindeck.backend.steps.anatomy import RankAnatomy
 
@@ -151,27 +153,3 @@ def advise(bound: str, ranks: Mapping[int, RankAnatomy], slowest: RankAnatomy, f
                    f"DataLoader workers, pin_memory, prefetch) or the script's own work between steps")
     return out
 
-
-def memory_advice(ranks: Mapping[int, RankAnatomy], facts: RunFacts | None) -> list[str]:
-    """Fragmentation and estimate-vs-measured lines from the ranks' recorded CUDA memory."""
-    out: list[str] = []
-    for anatomy in ranks.values():
-        gap = anatomy.gpu_reserved_minus_allocated
-        reserved = anatomy.peak_gpu_reserved
-        if gap is not None and reserved and gap >= 1 * GiB and gap >= 0.2 * reserved:
-            out.append(f"rank {anatomy.rank}: {_size(gap)} of GPU memory reserved but not allocated "
-                       f"({gap / reserved:.0%} of the {_size(reserved)} peak reserved): fragmentation; "
-                       f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets the allocator grow segments instead "
-                       f"of keeping many half-used ones (PyTorch's CUDA memory notes)")
-            break
-    if facts is not None and facts.estimate_gpu_bytes:
-        peaks = [a.peak_gpu_allocated for a in ranks.values() if a.peak_gpu_allocated]
-        if peaks:
-            peak = max(peaks)
-            ratio = peak / facts.estimate_gpu_bytes
-            if ratio > 1.25 or ratio < 0.5:
-                more = "above" if ratio > 1 else "below"
-                out.append(f"the measured peak GPU allocation ({_size(peak)}) is {ratio:.1f}x the pre-launch "
-                           f"estimate ({_size(facts.estimate_gpu_bytes)}), {more} it: the estimate counts "
-                           f"parameters, gradients and optimizer states, not activations or buffers")
-    return out

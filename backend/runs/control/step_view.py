@@ -6,12 +6,23 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from traindeck.backend.logparse import read_ds_memory
 from traindeck.backend.runs.record.layout import RunDir
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
-from traindeck.backend.steps import RunFacts, StepAnatomy, StepFiles, StepRecord, analyse
+from traindeck.backend.steps import (
+    MemorySample,
+    RunFacts,
+    StepAnatomy,
+    StepFiles,
+    StepRecord,
+    analyse,
+    samples_from_deepspeed,
+    with_log_memory,
+)
 
 STEP_TIMING_ENV = "TRAINDECK_STEP_TIMING"
 _TIMING_EVENT = "step_timing"
@@ -126,7 +137,41 @@ def run_step_anatomy(record: RunRecord, store: RunStore | None = None, rank: int
         records = store.steps(record.id, rank=rank)
         if not records and record.run_dir:  # the supervisor could not store them (it died, the disk was full)
             records = [r for r in _files_of(record) if rank is None or r.rank == rank]
-        return analyse(records, notes=timing_notes(record, store, bool(records)), facts=run_facts(record, records))
+        facts = run_facts(record, records)
+        anatomy = analyse(records, notes=timing_notes(record, store, bool(records)), facts=facts)
+        if record.run_dir and not any(r.gpu_allocated is not None or r.gpu_peak_allocated is not None
+                                      for r in records):  # no CUDA figures recorded: DeepSpeed's MA/CA lines
+            logged = log_memory_samples(RunDir(Path(record.run_dir)).output)
+            anatomy = with_log_memory(anatomy, {r: s for r, s in logged.items() if rank in (None, r)}, facts)
+        return anatomy
     finally:
         if own:
             store.close()
+
+
+def log_memory_samples(log: Path) -> dict[int, list[MemorySample]]:
+    """Per rank, DeepSpeed's MA/CA reports in the last 64 MiB of the run's log (its `see_memory_usage` lines, which
+    `"memory_breakdown": true` prints around every forward, backward and step). Only the 8 MiB chunks that hold an
+    MA line are decoded; a line longer than 1 MiB is dropped."""
+
+    def lines() -> Iterator[str]:
+        with open(log, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - _LOG_TAIL))
+            partial = size > _LOG_TAIL  # the first line read is the end of one cut by the seek
+            tail = b""
+            while chunk := f.read(8 << 20):
+                data = tail + chunk
+                cut = data.rfind(b"\n") + 1
+                data, tail = data[:cut], data[cut:] if len(data) - cut < 1 << 20 else b""
+                if partial and data:
+                    data, partial = data[data.find(b"\n") + 1:], False
+                if b"Max_MA" in data:
+                    yield from data.decode("utf-8", "replace").splitlines()
+            if b"Max_MA" in tail and not partial:
+                yield tail.decode("utf-8", "replace")
+
+    try:
+        return samples_from_deepspeed(read_ds_memory(lines()))
+    except OSError:
+        return {}
