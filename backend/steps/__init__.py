@@ -4,8 +4,12 @@ Modules:
 - `records`: `StepRecord` (one step of one rank) and `HookReport` (what a rank's timing attached to), read from
   the lines the run's site hook writes;
 - `side_channel`: `StepFiles`, the bounded incremental reader of <run dir>/steps/rank<R>.jsonl;
-- `anatomy`: `analyse` -> `StepAnatomy` (per-rank medians, slowest rank, bound, slowdown);
-- `advice`: `RunFacts` and the rules (from DeepSpeed's and PyTorch's docs) behind the verdict and its advice;
+- `anatomy`: `StepAnatomy`, `RankAnatomy` (per-rank medians, peaks), the bounds, the slow-down;
+- `facts`: `RunFacts`, what the run's set-up says (its DeepSpeed config, cores, estimate);
+- `memory`: per-rank GPU memory verdicts (fragmentation, estimate against the measured peak) from the step records
+  or from DeepSpeed's MA/CA lines and torch's OOM message;
+- `advice`: the one-line verdict and the rules (from DeepSpeed's and PyTorch's docs) behind the advice;
+- `verdict`: `analyse` -> `StepAnatomy`: the anatomy with its bound, summary and advice;
 - `report`: the text table of `traindeck steps`.
 
 The writer lives in launch/site_hook (it runs inside the user's interpreter, standard library only).

@@ -1,10 +1,9 @@
-from .advice import RunFacts as RunFacts
 from .anatomy import BOUNDS as BOUNDS
 from .anatomy import RankAnatomy as RankAnatomy
 from .anatomy import Slowdown as Slowdown
 from .anatomy import StepAnatomy as StepAnatomy
-from .anatomy import analyse as analyse
 from .anatomy import by_rank as by_rank
+from .facts import RunFacts as RunFacts
 from .memory import EstimateCheck as EstimateCheck
 from .memory import Fragmentation as Fragmentation
 from .memory import MemorySample as MemorySample
@@ -25,3 +24,4 @@ from .records import HookReport as HookReport
 from .records import StepRecord as StepRecord
 from .report import anatomy_table as anatomy_table
 from .side_channel import StepFiles as StepFiles
+from .verdict import analyse as analyse

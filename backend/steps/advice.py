@@ -13,27 +13,11 @@ Each rule names the setting it is about and the document it comes from, so the a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from traindeck.backend.steps.anatomy import BOUND_WORDS, RankAnatomy
+from traindeck.backend.steps.facts import RunFacts
 from traindeck.backend.steps.memory import memory_advice
-
-if TYPE_CHECKING:
-    from traindeck.backend.steps.anatomy import RankAnatomy
-
-GiB = 1 << 30
-
-
-@dataclass(frozen=True)
-class RunFacts:
-    """What the run's set-up says, for the advice (every field may be unknown)."""
-
-    ds_config: Mapping[str, Any] | None = None
-    cpu_cores: int | None = None
-    ranks_on_host: int | None = None
-    trace_cache_invalidations: int | None = None
-    estimate_gpu_bytes: int | None = None  # the pre-launch estimate of one GPU's peak
-    estimate_host_bytes: int | None = None  # ... and of the host's (offload)
 
 
 def _zero(facts: RunFacts | None) -> Mapping[str, Any]:
@@ -63,13 +47,6 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def _size(n: float) -> str:
-    for unit, scale in (("GiB", GiB), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
 def cores_per_rank(facts: RunFacts | None) -> float | None:
     if facts is None or not facts.cpu_cores or not facts.ranks_on_host:
         return None
@@ -79,8 +56,6 @@ def cores_per_rank(facts: RunFacts | None) -> float | None:
 def describe_bound(bound: str, slowest: RankAnatomy, ranks: Mapping[int, RankAnatomy], where: str,
                    facts: RunFacts | None) -> str:
     """'optimizer-bound: the optimizer step takes 61% of each step on both ranks (120 ms of 196 ms); ...'."""
-    from traindeck.backend.steps.anatomy import BOUND_WORDS
-
     share = slowest.share(bound)
     said = (f"{bound}-bound: {BOUND_WORDS[bound]} {share:.0%} of each step{where} "
             f"({slowest.bound_ms(bound):.0f} ms of {slowest.step_ms:.0f} ms")

@@ -138,7 +138,7 @@ def by_rank(records: Iterable[StepRecord]) -> dict[int, list[StepRecord]]:
     return out
 
 
-def _ranks_word(ranks: Sequence[int], world: int) -> str:
+def ranks_word(ranks: Sequence[int], world: int) -> str:
     if world == 1:
         return ""
     if len(ranks) == world:
@@ -169,23 +169,3 @@ def find_slowdown(records: Sequence[StepRecord], factor: float = 1.5) -> Slowdow
             phase = max(grew, key=lambda p: grew[p])
             return Slowdown(step=kept[start].step, t=kept[start].t, before_ms=before, after_ms=after, phase=phase)
     return None
-
-
-def analyse(records: Iterable[StepRecord], *, notes: Sequence[str] = (), facts: Any = None) -> StepAnatomy:
-    """The anatomy of a run's step records (any order, any ranks). `facts` (a `RunFacts`) adds advice."""
-    from traindeck.backend.steps.advice import advise, describe_bound
-
-    grouped = by_rank(records)
-    if not grouped:
-        return StepAnatomy(ranks={}, bound=None, slowest_rank=None, notes=tuple(notes),
-                           summary="no step timed yet" + (": " + "; ".join(notes) if notes else ""))
-    ranks = {rank: rank_anatomy(rank, steps) for rank, steps in sorted(grouped.items())}
-    slowest = max(ranks.values(), key=lambda a: (a.own_work_ms, -a.rank))
-    bound = max(BOUNDS, key=lambda b: slowest.bound_ms(b))
-    # The ranks where the same bound is also the largest share: "on both ranks" or "on rank 1".
-    alike = [r for r, a in ranks.items() if max(BOUNDS, key=lambda b: a.bound_ms(b)) == bound]
-    summary = describe_bound(bound, slowest, ranks, _ranks_word(alike, len(ranks)), facts)
-    slowdown = find_slowdown(grouped[slowest.rank])
-    advice = advise(bound, ranks, slowest, facts)
-    return StepAnatomy(ranks=ranks, bound=bound, slowest_rank=slowest.rank, summary=summary, advice=tuple(advice),
-                       slowdown=slowdown, notes=tuple(notes))

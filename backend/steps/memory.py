@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from traindeck.backend.logparse import DsMemoryLine, TorchOom
-    from traindeck.backend.steps.advice import RunFacts
     from traindeck.backend.steps.anatomy import RankAnatomy, StepAnatomy
+    from traindeck.backend.steps.facts import RunFacts
     from traindeck.backend.steps.records import StepRecord
 
 GiB = 1 << 30

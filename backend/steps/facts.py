@@ -1,0 +1,21 @@
+"""What a run's set-up says, for the step anatomy's advice: its DeepSpeed config, cores and ranks on the host,
+ZeRO-3's trace-cache invalidations, the pre-launch estimate. Filled by the caller (backend/runs/control/step_view.py
+reads them from the run directory); every field may be unknown."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the run's set-up says, for the advice (every field may be unknown)."""
+
+    ds_config: Mapping[str, Any] | None = None
+    cpu_cores: int | None = None
+    ranks_on_host: int | None = None
+    trace_cache_invalidations: int | None = None
+    estimate_gpu_bytes: int | None = None  # the pre-launch estimate of one GPU's peak
+    estimate_host_bytes: int | None = None  # ... and of the host's (offload)
