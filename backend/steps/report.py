@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from traindeck.backend.steps.anatomy import StepAnatomy
+from traindeck.backend.steps.memory import memory_line, rank_memory_of
 from traindeck.backend.steps.records import PHASES
 
 _MiB = 1 << 20
@@ -17,7 +18,7 @@ def _bytes(n: int | None) -> str:
 def anatomy_table(anatomy: StepAnatomy, rank: int | None = None) -> str:
     """The table (one row per rank, `rank` alone if given), then the verdict, the slow-down and the advice."""
     if not anatomy.ranks:
-        return anatomy.summary + "\n"
+        return "".join(line + "\n" for line in (anatomy.summary, *("- " + a for a in anatomy.advice)))
     header = ["rank", "steps", *PHASES, "step", "GPU peak", "host peak"]
     rows = [header]
     for r, a in sorted(anatomy.ranks.items()):
@@ -32,6 +33,9 @@ def anatomy_table(anatomy: StepAnatomy, rank: int | None = None) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.rjust(widths[i]) for i, cell in enumerate(row)) for row in rows]
     lines.append("median of each phase per step (after the first steps) and its share; * the slowest rank")
+    for r, a in sorted(anatomy.ranks.items()):
+        if rank is None or r == rank:
+            lines.append("memory: " + memory_line(rank_memory_of(a)))
     lines.append("")
     lines.append(anatomy.summary)
     if anatomy.slowdown is not None:
