@@ -142,7 +142,11 @@ def test_a_second_request_with_no_grace_forces_a_stop_under_way() -> None:
     layout.request_stop(0)
     done = wait_finished(run.id, 20)
     assert done.state == "stopped" and done.state_detail == "stopped forcefully (SIGKILL)"
-    assert any("stop hurried: grace now 0 s" in e.text for e in RunStore().events(run.id))
+    texts = [e.text for e in RunStore().events(run.id)]
+    assert any("stop hurried: grace now 0 s" in t for t in texts)
+    # SIGKILL came without a SIGTERM before it: the event says the stop was forced, not "after SIGTERM".
+    assert any(t.startswith("sent SIGKILL to") and t.endswith("(forced stop)") for t in texts), texts
+    assert not any("after SIGTERM" in t for t in texts), texts
     assert leftovers(done) == []
 
 

@@ -158,6 +158,7 @@ class Stopper:
             self._said_spared = True
             self.store.add_event(self.run_id, "stop_signal", MULTINODE_RUNNER_SPARED)
         if due > stop.phase:
+            skipped = due - max(stop.phase, 0) > 1 or (stop.phase < 0 and due > 0)  # a forced stop: no SIGTERM sent
             stop.phase = due
             stop.signalled.clear()
             sig = stop.PHASES[due]
@@ -171,7 +172,7 @@ class Stopper:
             if due == 1:
                 text += f" still alive after {stop.grace_s:g} s"
             elif due == 2:
-                text += " still alive after SIGTERM"
+                text += " (forced stop)" if skipped else " still alive after SIGTERM"
             self.store.add_event(self.run_id, "stop_signal", text)
             self.store.update_run(self.run_id, state_detail=f"stopping ({name})")
         else:
