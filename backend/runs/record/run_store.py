@@ -5,6 +5,9 @@ writer writes; every write is a short transaction and every connection waits (bu
 when another process holds the write lock for a moment. Logs are not in here: they stay as files in each run
 directory. Other parts of traindeck (resource samples) add their own tables to the same file; this module only
 creates and migrates the tables it owns.
+
+Text that comes from a run (events, the diagnosis, the state's detail) is masked on its way in (masking.mask_text):
+an exception message or a log line quoted there never puts a token in the store, whoever writes it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from traindeck.backend.core.masking import mask_json, mask_text
 from traindeck.backend.core.paths import ensure_private_dir, run_store_path
 from traindeck.backend.steps import PHASES, StepRecord
 
@@ -72,6 +76,7 @@ CREATE TABLE IF NOT EXISTS step_phases (                -- one optimizer step of
 """
 
 _JSON_FIELDS = ("argv", "diagnosis", "progress", "processes")
+_RUN_TEXT = ("diagnosis", "state_detail")  # columns that quote the run's own output
 _COLUMNS = (
     "id", "name", "preset", "launcher", "script", "argv", "cwd", "run_dir", "created_at", "started_at", "ended_at",
     "state", "state_detail", "exit_code", "diagnosis", "progress", "supervisor_pid", "supervisor_started",
@@ -130,8 +135,11 @@ class StoreError(Exception):
 class RunStore:
     """A connection to the run store. Thread-safe (one lock around the connection); cheap to open."""
 
-    def __init__(self, path: Path | str | None = None, *, busy_timeout_s: float = 15.0) -> None:
+    def __init__(self, path: Path | str | None = None, *, busy_timeout_s: float = 15.0,
+                 secret_values: Sequence[str] = ()) -> None:
         self.path = Path(path) if path is not None else run_store_path()
+        # Masked in every text written here, beside what mask_text finds by shape (a supervisor: its run's secrets).
+        self.secret_values = list(secret_values)
         ensure_private_dir(self.path.parent)
         if not self.path.exists():
             # Created private before SQLite opens it: the WAL and shm files inherit this mode.
@@ -196,16 +204,21 @@ class RunStore:
         unknown = set(fields) - set(_COLUMNS)
         if unknown:
             raise ValueError(f"unknown run fields: {sorted(unknown)}")
-        values = _to_row(fields)
+        values = _to_row(self._masked(fields))
         assignments = ", ".join(f"{k} = ?" for k in values)
         with self._write() as db:
             db.execute(f"UPDATE runs SET {assignments} WHERE id = ?", (*values.values(), run_id))
+
+    def _masked(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """`fields` with the run's own text in them (the diagnosis, the state's detail) masked."""
+        return {name: mask_json(value, self.secret_values) if name in _RUN_TEXT else value
+                for name, value in fields.items()}
 
     def finish_run(self, run_id: str, state: str, *, only_if_running: bool = False, **fields: Any) -> bool:
         """Move a run to a final state; with only_if_running, do nothing (False) if someone else ended it first."""
         if state not in FINAL_STATES:
             raise ValueError(f"not a final state: {state}")
-        values = _to_row({"state": state, **fields})
+        values = _to_row(self._masked({"state": state, **fields}))
         values.setdefault("ended_at", time.time())
         assignments = ", ".join(f"{k} = ?" for k in values)
         condition = " AND state = 'running'" if only_if_running else ""
@@ -380,7 +393,7 @@ class RunStore:
         """Record an event of the run (`t`: wall-clock time, default now)."""
         with self._write() as db:
             db.execute("INSERT INTO run_events(run_id, t, kind, text) VALUES (?, ?, ?, ?)",
-                       (run_id, time.time() if t is None else t, kind, text))
+                       (run_id, time.time() if t is None else t, kind, mask_text(text, self.secret_values)))
 
     def events_mark(self) -> int:
         """The id of the newest event of any run (0: none): where reading `events_after` starts."""

@@ -4,7 +4,7 @@ shows desktop notifications for the same events: `desktop` in the same file).
 `traindeck notify --command CMD...` saves an argv (never a shell line) in `notify.json` in the config dir. The
 supervisor (and whoever marks a run lost) calls `announce`; the command gets the event in its environment:
 TRAINDECK_EVENT (succeeded|failed|stopped|lost|stalled|nan), TRAINDECK_RUN_ID, TRAINDECK_RUN_NAME,
-TRAINDECK_DIAGNOSIS (first line). It runs on a thread of its own, in its own session, with a time limit, and
+TRAINDECK_DIAGNOSIS (first line, secrets masked). It runs on a thread of its own, in its own session, with a time limit, and
 what happened is logged to `notify.log` in the data dir: a failing or hanging command never touches the run.
 """
 
@@ -23,6 +23,7 @@ from pathlib import Path
 import psutil
 
 from traindeck.backend.core.fileio import atomic_write_text, open_private_append
+from traindeck.backend.core.masking import mask_text
 from traindeck.backend.core.paths import config_dir, data_dir, ensure_private_dir
 
 EVENTS = ("succeeded", "failed", "stopped", "lost", "stalled", "nan")
@@ -109,7 +110,7 @@ def announce(event: str, run_id: str, run_name: str, diagnosis: str | None = Non
         return None
     env = dict(os.environ)
     env.update({"TRAINDECK_EVENT": event, "TRAINDECK_RUN_ID": run_id, "TRAINDECK_RUN_NAME": run_name,
-                "TRAINDECK_DIAGNOSIS": first_line(diagnosis)})
+                "TRAINDECK_DIAGNOSIS": mask_text(first_line(diagnosis))})
     env.pop("TRAINDECK_RUN_DIR", None)
     thread = threading.Thread(target=_run, args=(argv, env, time_limit_s(), event, run_id),
                               name=f"notify-{event}", daemon=True)
@@ -192,7 +193,7 @@ def _log(text: str) -> None:
         ensure_private_dir(log_path().parent)
         fd = open_private_append(log_path())  # a symbolic link there is refused (an OSError): nothing is logged
         try:
-            os.write(fd, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n".encode())
+            os.write(fd, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {mask_text(text)}\n".encode())
         finally:
             os.close(fd)
     except OSError:

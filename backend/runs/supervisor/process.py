@@ -39,6 +39,7 @@ from typing import Any
 import psutil
 
 from traindeck.backend.core.fileio import SymlinkRefused, open_private
+from traindeck.backend.core.masking import secret_values
 from traindeck.backend.launch.extension_locks import clear_stale_locks
 from traindeck.backend.runs import processes as procs
 from traindeck.backend.runs.diagnosis.diagnose import Diagnosis, Evidence, is_success
@@ -76,7 +77,9 @@ class Supervisor:
 
     def __init__(self, run_dir: RunDir, spec: Instructions, clock: Callable[[], float] = time.monotonic) -> None:
         self.run_dir, self.spec, self.clock = run_dir, spec, clock
-        self.store = SafeStore(RunStore(spec.store))
+        # The values of the run's secret variables: masked, beside credential shapes, in all it writes down.
+        self.secrets = secret_values(spec.env)
+        self.store = SafeStore(RunStore(spec.store, secret_values=self.secrets))
         self.run_id = spec.run_id
         self.launcher: subprocess.Popen[bytes] | None = None
         self.launcher_end = LauncherEnd()
@@ -94,7 +97,7 @@ class Supervisor:
         self.step_intake = StepIntake(run_dir, self.store, self.run_id)
         self.end = RunEnd(run_dir, self.store, self.run_id, spec.store, self.tracker, self.launcher_end,
                           self.watchdog, sentinel_pid=self._sentinel_pid, reap=self.reap,
-                          stop_detail=self.stopper.detail)
+                          stop_detail=self.stopper.detail, secrets=self.secrets)
 
     def _sentinel_pid(self) -> int | None:
         return self.sentinel.pid if self.sentinel is not None else None
@@ -313,9 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m traindeck.backend.runs.supervisor.process RUN_DIR  (instructions on stdin)", file=sys.stderr)
         return 2
-    log_to_stderr(logger)
     run_dir = RunDir(Path(args[0]))
     spec = Instructions.read(sys.stdin)
+    log_to_stderr(logger, secret_values(spec.env))
     # Nothing more comes on stdin; holding the pipe open would tie us to whoever started us.
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)

@@ -14,15 +14,22 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import psutil
 
 from traindeck.backend.core.fileio import atomic_write_text
+from traindeck.backend.core.masking import mask_json
 from traindeck.backend.runs import processes as procs
 from traindeck.backend.runs.diagnosis.cgroups import MemoryLimit, memory_limit
-from traindeck.backend.runs.diagnosis.diagnose import Evidence, ProcessEnd, diagnose, evidence_to_json
+from traindeck.backend.runs.diagnosis.diagnose import (
+    Diagnosis,
+    Evidence,
+    ProcessEnd,
+    diagnose,
+    evidence_to_json,
+)
 from traindeck.backend.runs.diagnosis.evidence import (
     boot_time_offset,
     kernel_oom_kills,
@@ -58,12 +65,15 @@ class RunEnd:
 
     `sentinel_pid` names the one process of the supervisor's tree that is not the run's, `reap` collects the
     supervisor's children that end while leftovers are ended, `stop_detail` says how a stop ended the run (None
-    when none was asked)."""
+    when none was asked), `secrets` are the values of the run's secret variables: masked, beside credential shapes,
+    in the diagnosis and the evidence (an exception's text may quote a token)."""
 
     def __init__(self, run_dir: RunDir, store: SafeStore, run_id: str, store_path: str, processes: RunProcesses,
                  launcher: LauncherEnd, watchdog: Watchdog, *, sentinel_pid: Callable[[], int | None],
-                 reap: Callable[[], None], stop_detail: Callable[[], str | None]) -> None:
+                 reap: Callable[[], None], stop_detail: Callable[[], str | None], secrets: Sequence[str] = ()
+                 ) -> None:
         self.run_dir, self.store, self.run_id, self.store_path = run_dir, store, run_id, store_path
+        self.secrets = list(secrets)
         self.processes, self.launcher, self.watchdog = processes, launcher, watchdog
         self._sentinel_pid, self._reap, self._stop_detail = sentinel_pid, reap, stop_detail
         self.oom_before = oom_kill_counters()
@@ -186,9 +196,11 @@ class RunEnd:
     def finish(self, evidence: Evidence, state: str) -> None:
         """The diagnosis (kept in evidence.json with its evidence), the final state, the end announced."""
         diagnosis = with_nodes(self.run_dir.path, self.watchdog.explain(state, diagnose(evidence)), state)
+        # Everything below (evidence.json, the store, the notify command, supervisor.log) gets it masked.
+        diagnosis = Diagnosis(**mask_json(diagnosis.to_json(), self.secrets))
         try:  # kept for whoever wants to know why the diagnosis says what it says (and for replays)
-            atomic_write_text(self.run_dir.evidence, json.dumps(
-                {"evidence": evidence_to_json(evidence), "diagnosis": diagnosis.to_json()}, indent=1))
+            atomic_write_text(self.run_dir.evidence, json.dumps(mask_json(
+                {"evidence": evidence_to_json(evidence), "diagnosis": diagnosis.to_json()}, self.secrets), indent=1))
         except OSError as exc:
             logger.warning("could not write %s: %s", self.run_dir.evidence, exc)
         detail = ""

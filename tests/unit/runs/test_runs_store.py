@@ -93,3 +93,28 @@ def test_mask_argv_hides_token_options_and_known_secret_values() -> None:
     assert mask_argv(argv, ["hf_SECRET9876"]) == [
         "python", "t.py", "--hub_token", "***", "--wandb-api-key=***", "--lr", "1e-4", "--push_to_hub_token_file",
         "x", "--note=uses *** inside"]
+
+
+def test_run_text_is_masked_on_its_way_into_the_store_and_other_columns_are_not(tmp_path: Path) -> None:
+    """Whoever writes (a supervisor, the queue, a lost-run check): an event, a diagnosis or a state's detail that
+    quotes a token holds *** in the database file; the run's secret values are masked wherever they appear."""
+    token, jwt = "hf_" + "Pq8" * 12, "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlLXZhbHVl"
+    path = tmp_path / "runs.sqlite3"
+    store = RunStore(path, secret_values=["opaque-value-77"])
+    store.add_run(record("20260101-000000-aaaa", 1.0, "max_tokens=512"))
+    store.add_event("20260101-000000-aaaa", "finished", f"failed: bad token {token} (opaque-value-77)")
+    store.add_event("20260101-000000-aaaa", "note", "commit 9fceb02d0ae598e95dc970b74767f19372d61af8 loss=0.123")
+    store.finish_run("20260101-000000-aaaa", "failed", state_detail=f"RuntimeError: {token}",
+                     diagnosis={"summary": f"The script raised HTTPError: Authorization: Bearer {jwt}", "rank": 0,
+                                "evidence": ["opaque-value-77 refused"]})
+    store.close()
+    for name in ("runs.sqlite3", "runs.sqlite3-wal"):
+        data = (tmp_path / name).read_bytes() if (tmp_path / name).exists() else b""
+        assert token.encode() not in data and jwt.encode() not in data and b"opaque-value-77" not in data
+    with RunStore(path) as again:
+        got = again.get_run("20260101-000000-aaaa")
+        assert [e.text for e in again.events("20260101-000000-aaaa")] == [
+            "failed: bad token *** (***)", "commit 9fceb02d0ae598e95dc970b74767f19372d61af8 loss=0.123"]
+    assert got is not None and got.name == "max_tokens=512" and got.state_detail == "RuntimeError: ***"
+    assert got.diagnosis == {"summary": "The script raised HTTPError: Authorization: Bearer ***", "rank": 0,
+                             "evidence": ["*** refused"]}
