@@ -117,7 +117,9 @@ def _emit(payload: dict[str, Any]) -> None:
     except Exception:  # noqa: BLE001
         pass
     try:
-        sys.stdout.write(line + "\n")
+        # "\r" first: a plain carriage-return bar has no newline after it, and this line would otherwise be glued
+        # to its end (the bar's next redraw comes after it anyway).
+        sys.stdout.write("\r" + line + "\n")
         sys.stdout.flush()
     except (OSError, ValueError, AttributeError):  # closed or missing stdout, broken pipe
         pass

@@ -43,7 +43,7 @@ SCRIPT = (
 
 def test_helper_prints_one_line_per_call_and_the_parser_reads_it_exactly():
     out = run_script(SCRIPT)
-    lines = out.splitlines()
+    lines = [line for line in out.splitlines() if line]  # each starts with "\r" (see the test below)
     assert len(lines) == 4 and all(line.startswith(REPORT_MARKER + "{") for line in lines)
     assert json.loads(lines[0][len(REPORT_MARKER):])["kind"] == "progress"
     items = parse_all(out)
@@ -92,7 +92,7 @@ def test_values_tensor_like_nan_and_junk():
         "td.progress(float('nan'))\n"  # not a count: no line
     )
     out = run_script(code)
-    assert len(out.splitlines()) == 1
+    assert len([line for line in out.splitlines() if line]) == 1
     items = parse_all(out)
     got = {m.name: m.value for m in items}
     assert got["t"] == 0.5 and got["ok"] == 3.0 and math.isnan(got["nan"]) and got["inf"] == math.inf
@@ -110,6 +110,18 @@ def test_helper_has_no_dependencies():
     text = (HELPERS / "traindeck_report.py").read_text()
     imports = {line.split()[1].split(".")[0] for line in text.splitlines() if line.startswith(("import ", "from "))}
     assert imports <= {"__future__", "json", "math", "os", "sys", "time", "typing"}
+
+
+def test_a_report_after_a_plain_carriage_return_bar_is_not_glued_to_it():
+    # A script's own bar ("\rtrain: 10%| 1/10", no newline) then a report: the report starts a segment of its own,
+    # so `traindeck logs` and the console hide it whole, and the parser reads it.
+    code = "import sys, traindeck_report as td\nsys.stdout.write('\\rtrain:  10%| 1/10')\ntd.progress(1, total=10)\n"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "TRAINDECK_REPORT")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, env={**env, "PYTHONPATH": str(HELPERS)},
+                         timeout=60, check=True).stdout.decode()  # bytes: text mode would turn "\r" into "\n"
+    bar, report = out.rstrip("\n").split("\r")[1:]
+    assert bar == "train:  10%| 1/10" and report.startswith(REPORT_MARKER + "{")
+    assert Progress(1, 10, None, None, "step", None, "report", "") in parse_all(out)
 
 
 def test_marker_glued_after_a_bar_is_found():
