@@ -41,6 +41,7 @@ TABLES = {
     "bench_queue.py": "NaN line printed",
     "bench_remote_calls.py": "ControlMaster median/best",
     "bench_run_output.py": "run engine output path",
+    "bench_step_timing.py": "median step ms, timing on",
 }
 
 

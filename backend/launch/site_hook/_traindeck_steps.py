@@ -70,9 +70,12 @@ class _Timing:
             if not self.stack:
                 self._synchronize()
             now = _clock()
-            if not self.active:  # the first step starts with the first phase, not at interpreter start-up
+            if not self.active and phase != "communication":
+                # The first step starts with the first phase of training, not at interpreter start-up nor with
+                # the set-up's collectives (deepspeed.initialize broadcasts the model): what ran before is dropped.
                 self.active = True
                 self.step_start = self.mark = now
+                self.charged = dict.fromkeys(PHASES, 0.0)
             self.charged[self.stack[-1] if self.stack else "other"] += now - self.mark
             self.stack.append(phase)
             self.mark = now
@@ -106,7 +109,7 @@ class _Timing:
             if self.steps <= _THIN_AFTER or self.steps % 10 == 0:
                 record.update(self._memory())
                 self.pending.append(record)
-            if now - self.last_flush >= _FLUSH_S or len(self.pending) == 1:
+            if now - self.last_flush >= _FLUSH_S or not self.said_hooks:  # the first step goes out at once
                 self.flush()
             settle, self.settle_forward = self.settle_forward, None
             if settle is not None:
@@ -114,7 +117,8 @@ class _Timing:
                     settle()
                 except Exception:  # noqa: BLE001 - the forward stays timed by the global hooks
                     pass
-            self.mark = now  # this bookkeeping (a write, twice a second) counts in the next step's "other"
+            # The bookkeeping above is part of the next step's wall time (the script waits for it): it is charged
+            # to "other" with whatever runs before the next phase, so the phases still add up to the step.
 
     def _synchronize(self):
         sync = self.sync

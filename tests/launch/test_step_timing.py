@@ -1,0 +1,193 @@
+"""Issue 25's acceptance runs: real supervised runs on the CPU whose step phases the run's site hook times.
+
+Two DeepSpeed ranks through the deepspeed launcher (ZeRO-2 with CPU optimizer offload, ZeRO-3 with parameter
+offload, ZeRO-2 without offload and one rank slow in its data loading), an HF Trainer run and a 2-process
+accelerate loop. The scripts are unmodified training loops (no traindeck import, no wall_clock_breakdown in the
+DeepSpeed config) that time their own optimizer steps with time.perf_counter() between consecutive step returns;
+each test checks that every rank has every step's phases and that, per step, the phases add up to the recorded
+step time and the recorded step time to the script's own, within 5%. The hook ends a step just before its own
+bookkeeping and the script just after, so the two clocks' boundaries differ by that bookkeeping: tens of
+microseconds a step, but after step 1 it is one-time work (creating and opening the rank's file, moving the forward
+timing from torch's global hooks to the outermost module: 0.7-5 ms seen here), so step 2 is compared only for its
+phases against its recorded time. The models are sized for steps of 20 ms or more.
+
+On this 2-core machine a ZeRO-2 CPU-offload run is not optimizer-bound: DeepSpeed's CPU Adam updates a rank's
+half of the parameters in a few ms, while gloo's all-reduce of the gradients and all-gather of the parameters over
+loopback, and ZeRO's gradient copies in backward, take several times that (see the lead's notes in the branch's
+report). The offload test therefore asserts the verdict the numbers give, whatever it is, and that CPU Adam ran
+inside the optimizer phase; on a GPU host the same check reads "optimizer-bound".
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.runhelp import SCRIPTS, launch, leftovers, wait_finished
+
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+from traindeck.backend.steps import StepRecord, analyse, anatomy_table
+from traindeck.backend.steps.anatomy import BOUNDS
+
+pytestmark = [pytest.mark.slow, pytest.mark.train]
+deepspeed = pytest.importorskip("deepspeed", reason="needs the train extra")
+
+LOOP = SCRIPTS / "step_timing_loop.py"
+TRAINER = SCRIPTS / "step_timing_trainer.py"
+CPU = {"DS_ACCELERATOR": "cpu"}
+ADAMW = {"type": "AdamW", "params": {"lr": 0.001}}
+STEPS = 12
+TOLERANCE = 0.05
+
+
+def _config(tmp_path: Path, zero: dict[str, Any], batch: int = 8) -> str:
+    path = tmp_path / "ds_config.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": batch, "gradient_accumulation_steps": 1,
+                                "optimizer": ADAMW, "zero_optimization": zero}))
+    return str(path)
+
+
+def _finished(run: RunRecord, timeout: float = 300) -> RunRecord:
+    done = wait_finished(run.id, timeout)
+    log = Path(done.run_dir, "output.log").read_text(errors="replace")
+    assert done.state == "succeeded", (done.diagnosis, log[-3000:])
+    assert leftovers(done) == []
+    return done
+
+
+def _steps(run: RunRecord) -> dict[int, dict[int, StepRecord]]:
+    with RunStore() as store:
+        records = store.steps(run.id)
+    out: dict[int, dict[int, StepRecord]] = {}
+    for record in records:
+        out.setdefault(record.rank, {})[record.step] = record
+    return out
+
+
+def _own_times(tmp_path: Path, rank: int) -> dict[int, float]:
+    data = json.loads((tmp_path / f"times{rank}.json").read_text())
+    return {int(step): ms for step, ms in data["step_ms"].items()}
+
+
+def _assert_every_step(steps: dict[int, dict[int, StepRecord]], ranks: int, count: int,
+                       phases: tuple[str, ...]) -> None:
+    """Every rank has steps 1..count, and from the second step on each named phase took time in every step."""
+    assert sorted(steps) == list(range(ranks)), sorted(steps)
+    for rank, mine in steps.items():
+        assert sorted(mine) == list(range(1, count + 1)), (rank, sorted(mine))
+        for number, record in mine.items():
+            if number == 1:  # the first step's forward starts the clock; later ones are whole
+                continue
+            for phase in phases:
+                assert record.phase(phase) > 0, (rank, number, phase, record.phases_ms)
+
+
+def _assert_adds_up(steps: dict[int, dict[int, StepRecord]], tmp_path: Path) -> None:
+    """Per step and rank: the phases sum to the recorded step time, and that to the script's own, within 5%."""
+    for rank, mine in steps.items():
+        own = _own_times(tmp_path, rank)
+        assert sorted(own) == list(range(2, len(mine) + 1)), (rank, sorted(own))
+        for number, script_ms in own.items():
+            record = mine[number]
+            total = sum(record.phases_ms.values())
+            assert abs(total - record.step_ms) <= TOLERANCE * record.step_ms, (rank, number, total, record)
+            if number == 2:  # the hook's one-time work after step 1 lies on the boundary: see the module's notes
+                continue
+            assert abs(record.step_ms - script_ms) <= TOLERANCE * script_ms, (rank, number, script_ms, record)
+            assert abs(total - script_ms) <= TOLERANCE * script_ms, (rank, number, script_ms, total)
+
+
+def _cli(*args: str) -> str:
+    return subprocess.run([sys.executable, "-m", "traindeck", *args], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def _show(run: RunRecord) -> None:
+    """The run's `traindeck steps` table on the test's output (pytest -s shows the figures)."""
+    print("\n" + _cli("steps", run.id))
+
+
+def test_zero2_cpu_offload_times_both_ranks_and_names_the_bound_with_its_numbers(tmp_path: Path) -> None:
+    config = _config(tmp_path, {"stage": 2, "offload_optimizer": {"device": "cpu"}}, batch=4)
+    run = _finished(launch(LOOP, "--deepspeed_config", config, "--steps", str(STEPS), "--hidden", "1024",
+                           "--layers", "1", "--batch-size", "4", "--times", str(tmp_path / "times{rank}.json"),
+                           launcher="deepspeed", nproc=2, env=CPU, name="zero2-offload"))
+    log = Path(run.run_dir, "output.log").read_text(errors="replace")
+    assert "optimizer=DeepSpeedCPUAdam" in log, log[-3000:]
+    steps = _steps(run)
+    _assert_every_step(steps, 2, STEPS, ("forward", "backward", "communication", "optimizer"))
+    _assert_adds_up(steps, tmp_path)
+
+    # The verdict through the real CLI: the group of phases that is largest on the slowest rank, with its numbers.
+    anatomy = json.loads(_cli("steps", run.id, "--json"))
+    _show(run)
+    slowest = anatomy["ranks"][str(anatomy["slowest_rank"])]
+    grouped = {bound: sum(slowest[f"{p}_ms"] for p in phases) for bound, phases in BOUNDS.items()}
+    assert anatomy["bound"] == max(grouped, key=lambda b: grouped[b]), (grouped, anatomy)
+    bound = anatomy["bound"]
+    assert anatomy["summary"].startswith(f"{bound}-bound: "), anatomy["summary"]
+    assert f"({grouped[bound]:.0f} ms of {slowest['step_ms']:.0f} ms" in anatomy["summary"], anatomy["summary"]
+    if bound == "optimizer":
+        assert "offload_optimizer: cpu" in anatomy["summary"], anatomy["summary"]
+    # CPU Adam runs inside the engine's step: the optimizer phase is a real share of every step on both ranks.
+    for rank in ("0", "1"):
+        assert anatomy["ranks"][rank]["optimizer_ms"] >= 0.5, anatomy["ranks"][rank]
+    shown = json.loads(_cli("runs", "show", run.id, "--json"))["step_anatomy"]
+    assert shown["bound"] == bound and shown["summary"] == anatomy["summary"]
+
+
+def test_zero3_parameter_offload_times_both_ranks_every_step(tmp_path: Path) -> None:
+    config = _config(tmp_path, {"stage": 3, "offload_param": {"device": "cpu"}})
+    run = _finished(launch(LOOP, "--deepspeed_config", config, "--steps", str(STEPS), "--hidden", "512",
+                           "--times", str(tmp_path / "times{rank}.json"), launcher="deepspeed", nproc=2, env=CPU,
+                           name="zero3-param-offload"))
+    steps = _steps(run)
+    # ZeRO-3 gathers each layer's parameters for forward and backward: communication in every step.
+    _assert_every_step(steps, 2, STEPS, ("forward", "backward", "communication", "optimizer"))
+    _assert_adds_up(steps, tmp_path)
+    _show(run)
+
+
+def test_a_rank_slow_in_its_data_loading_is_named_the_slowest_with_data(tmp_path: Path) -> None:
+    # ZeRO-2 without offload; rank 1 sleeps 150 ms in its data loading every step, rank 0 waits for it.
+    config = _config(tmp_path, {"stage": 2})
+    run = _finished(launch(LOOP, "--deepspeed_config", config, "--steps", str(STEPS), "--hidden", "256",
+                           "--sleep-rank", "1", "--sleep-s", "0.15", "--times", str(tmp_path / "times{rank}.json"),
+                           launcher="deepspeed", nproc=2, env=CPU, name="zero2-slow-data"))
+    steps = _steps(run)
+    _assert_every_step(steps, 2, STEPS, ("forward", "backward", "communication", "optimizer"))
+    _assert_adds_up(steps, tmp_path)
+    anatomy = analyse([record for mine in steps.values() for record in mine.values()])
+    print("\n" + anatomy_table(anatomy))
+    assert anatomy.slowest_rank == 1 and anatomy.bound == "data", anatomy.summary
+    assert anatomy.summary.startswith("data-bound: ") and "rank 1 is the slowest" in anatomy.summary
+    assert anatomy.ranks[1].phases_ms["other"] >= 140, anatomy.ranks[1]
+    assert anatomy.ranks[0].phases_ms["communication"] >= 100, anatomy.ranks[0]  # rank 0 waits in a collective
+    assert any("data loading" in line for line in anatomy.advice), anatomy.advice
+
+
+def test_hf_trainer_run_gets_forward_backward_and_optimizer(tmp_path: Path) -> None:
+    run = _finished(launch(TRAINER, "--output_dir", str(tmp_path / "out"), "--max_steps", str(STEPS), "--batch_size",
+                           "64", "--times", str(tmp_path / "times{rank}.json"), launcher="python", name="hf-trainer"))
+    steps = _steps(run)
+    _assert_every_step(steps, 1, STEPS, ("forward", "backward", "optimizer"))
+    _assert_adds_up(steps, tmp_path)
+    _show(run)
+
+
+def test_accelerate_loop_gets_forward_backward_and_optimizer_on_both_ranks(tmp_path: Path) -> None:
+    # ACCELERATE_USE_CPU: without a probed environment the minimal accelerate config says MULTI_GPU, and on a host
+    # without CUDA each process would then train alone (process_index 0 in both).
+    run = _finished(launch(LOOP, "--steps", str(STEPS), "--hidden", "512", "--batch-size", "256", "--times",
+                           str(tmp_path / "times{rank}.json"), launcher="accelerate", nproc=2, name="accelerate",
+                           env={"ACCELERATE_USE_CPU": "true"}))
+    log = Path(run.run_dir, "output.log").read_text(errors="replace")
+    assert "mode=accelerate rank=1" in log, log[-3000:]
+    steps = _steps(run)
+    _assert_every_step(steps, 2, STEPS, ("forward", "backward", "optimizer"))
+    _assert_adds_up(steps, tmp_path)
+    _show(run)
