@@ -63,6 +63,9 @@ class _Timing:
         self.page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
         self.settle_forward = None  # set while the first step finds the outermost modules
         self.active = False  # a phase ran: this process trains (the launcher never does)
+        self.statm_fd = None
+        self.pinned_at = float("-inf")
+        self.pinned = {}
 
     # -- the clock --------------------------------------------------------------------------------------------
     def enter(self, phase):
@@ -143,19 +146,25 @@ class _Timing:
                     out["gpu_peak_reserved"] = cuda.max_memory_reserved()
             except Exception:  # noqa: BLE001
                 pass
-        try:
-            with open("/proc/self/statm", "rb") as f:
-                out["host_rss"] = int(f.read().split()[1]) * self.page
+        try:  # one pread on a descriptor kept open: a few microseconds a step
+            if self.statm_fd is None:
+                self.statm_fd = os.open("/proc/self/statm", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            out["host_rss"] = int(os.pread(self.statm_fd, 256, 0).split()[1]) * self.page
         except (OSError, ValueError, IndexError):
             pass
-        try:
-            with open("/proc/self/status", "rb") as f:
-                for line in f:
-                    if line.startswith(b"VmPin:") or line.startswith(b"VmLck:"):
-                        key = "host_pinned" if line.startswith(b"VmPin:") else "host_locked"
-                        out[key] = int(line.split()[1]) * 1024
-        except (OSError, ValueError, IndexError):
-            pass
+        now = _clock()
+        if now - self.pinned_at >= 1.0:  # pinned memory changes slowly: /proc/self/status once a second
+            self.pinned_at = now
+            self.pinned = {}
+            try:
+                with open("/proc/self/status", "rb") as f:
+                    for line in f:
+                        if line.startswith(b"VmPin:") or line.startswith(b"VmLck:"):
+                            key = "host_pinned" if line.startswith(b"VmPin:") else "host_locked"
+                            self.pinned[key] = int(line.split()[1]) * 1024
+            except (OSError, ValueError, IndexError):
+                pass
+        out.update(self.pinned)
         return out
 
     # -- the side channel -------------------------------------------------------------------------------------
