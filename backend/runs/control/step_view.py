@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from traindeck.backend.runs.record.layout import RunDir
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
-from traindeck.backend.steps import RunFacts, StepAnatomy, StepFiles, StepRecord, analyse
+from traindeck.backend.steps import RunFacts, StepAnatomy, StepFiles, StepRecord, analyse, by_rank
 
 STEP_TIMING_ENV = "TRAINDECK_STEP_TIMING"
 _TIMING_EVENT = "step_timing"
@@ -130,3 +131,25 @@ def run_step_anatomy(record: RunRecord, store: RunStore | None = None, rank: int
     finally:
         if own:
             store.close()
+
+
+RECENT_STEPS = 60  # the steps of one rank the dashboard draws as bars
+
+
+@dataclass(frozen=True)
+class StepView:
+    """What the dashboard's Step tab shows of a run: the anatomy of all its ranks and each rank's latest steps (at
+    most `RECENT_STEPS`, in step order)."""
+
+    anatomy: StepAnatomy
+    recent: dict[int, tuple[StepRecord, ...]]
+
+
+def read_step_view(store: RunStore, record: RunRecord, recent: int = RECENT_STEPS) -> StepView:
+    """The run's anatomy and latest steps per rank, from one read of its step rows (the ranks' files when the store
+    has none)."""
+    records = store.steps(record.id)
+    if not records and record.run_dir:
+        records = _files_of(record)
+    anatomy = analyse(records, notes=timing_notes(record, store, bool(records)), facts=run_facts(record, records))
+    return StepView(anatomy=anatomy, recent={rank: tuple(steps[-recent:]) for rank, steps in by_rank(records).items()})
