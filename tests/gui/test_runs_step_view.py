@@ -1,19 +1,22 @@
 """Inside the step, in the dashboard: the Runs page's Step tab over the real run store (planted step rows: the
 per-rank table with the slowest rank marked, the verdict, the empty state and its reason, the rank switch, and the
-tab following a live run)."""
+tab following a live run), and the Launch page's step-timing box."""
 
 from __future__ import annotations
 
 import html
 import json
+import shutil
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 from PySide6.QtCore import QSettings
+from support.probe_fixture import probe_cache  # noqa: F401 (a fixture)
 
 from traindeck.backend.core import paths
 from traindeck.backend.core.fileio import atomic_write_text
+from traindeck.backend.presets import load_preset
 from traindeck.backend.runs import STEP_TIMING_ENV, run_step_anatomy
 from traindeck.backend.runs.control.step_view import RECENT_STEPS
 from traindeck.backend.runs.record.layout import create_run_dir
@@ -193,3 +196,43 @@ def test_the_tab_is_read_only_while_it_is_shown(qtbot, make_page) -> None:  # ty
     assert page.step_panel.view is None  # the Charts tab is the one shown: nothing read for the Step tab
     page.lower_tabs.setCurrentIndex(page.lower_tabs.step_tab)
     qtbot.waitUntil(lambda: page.step_panel.table.rowCount() == 1, timeout=10000)
+
+
+# ------------------------------------------------------------------------------------------------ Launch
+@pytest.fixture
+def make_launch_page(qtbot, traindeck_home, probe_cache):  # type: ignore[no-untyped-def]  # noqa: F811
+    from traindeck.gui.pages.launch import LaunchPage
+
+    shutil.copytree(probe_cache, traindeck_home / "cache" / "probes")
+    contexts = []
+
+    def make():  # type: ignore[no-untyped-def]
+        settings = QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
+        ctx = AppContext(settings=settings)
+        ctx.draft.replace(load_preset("cpu-demo"), "cpu-demo")
+        contexts.append(ctx)
+        page = LaunchPage(ctx)
+        qtbot.addWidget(page)
+        return page
+
+    yield make
+    for ctx in contexts:
+        ctx.tasks.wait(30000)
+
+
+def test_the_launch_box_turns_step_timing_off_for_the_run_and_is_remembered(qtbot, make_launch_page, tmp_path):  # type: ignore[no-untyped-def]
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    page = make_launch_page()
+    box = page.alert_settings.step_timing
+    assert box.isChecked() and "forward, backward, communication, optimizer" in box.text() and box.toolTip()
+    page.script_box.script.setText(str(script))
+    assert STEP_TIMING_ENV not in page.request().env  # on: the run times its steps (the hook's default)
+    box.setChecked(False)
+    assert page.request().env[STEP_TIMING_ENV] == "0"
+    page._save_timer.timeout.emit()  # what the page does a moment after a change
+    again = make_launch_page()
+    assert not again.alert_settings.step_timing.isChecked()
+    assert again.request().env[STEP_TIMING_ENV] == "0"
+    again.alert_settings.step_timing.setChecked(True)
+    assert STEP_TIMING_ENV not in again.request().env
