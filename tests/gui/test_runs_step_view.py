@@ -1,6 +1,6 @@
 """Inside the step, in the dashboard: the Runs page's Step tab over the real run store (planted step rows: the
 per-rank table with the slowest rank marked, the verdict, the empty state and its reason, the rank switch, and the
-tab following a live run), and the Launch page's step-timing box."""
+tab following a live run), the Launch page's step-timing box, and History's two step anatomies side by side."""
 
 from __future__ import annotations
 
@@ -236,3 +236,33 @@ def test_the_launch_box_turns_step_timing_off_for_the_run_and_is_remembered(qtbo
     assert again.request().env[STEP_TIMING_ENV] == "0"
     again.alert_settings.step_timing.setChecked(True)
     assert STEP_TIMING_ENV not in again.request().env
+
+
+# ------------------------------------------------------------------------------------------------ History
+def test_history_compares_two_runs_step_anatomies(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from traindeck.gui.pages.history import HistoryPage
+
+    zero2, zero3 = add_run("zero2", state="succeeded"), add_run("zero3", state="succeeded")
+    plant(zero2, steps(0, 10, backward=40.0, communication=10.0), steps(1, 10, backward=45.0, communication=10.0))
+    plant(zero3, steps(0, 10, backward=40.0, communication=200.0), steps(1, 10, backward=40.0, communication=210.0))
+    page = HistoryPage(AppContext())
+    qtbot.addWidget(page)
+    try:
+        panel = page.compare_panel
+        panel.compare(zero2.id, zero3.id)
+        qtbot.waitUntil(lambda: panel.step_anatomies is not None, timeout=10000)
+        a, b = panel.step_anatomies
+        assert (a.bound, b.bound) == ("compute", "communication")
+        assert panel.tabs.tabText(4) == "Step anatomy"
+        table = panel.steps_table
+        rows = {table.item(r, 0).text().strip(): [table.item(r, c).text() for c in (1, 2, 3)]
+                for r in range(table.rowCount())}
+        assert rows["Slowest rank"][:2] == ["1 of 2", "0 of 2"]
+        assert rows["communication"] == ["10.0 ms", "200.0 ms", "20.00x (higher)"]
+        assert rows["backward"] == ["45.0 ms", "40.0 ms", "0.89x (lower)"]
+        assert rows["Bound by"] == ["compute", "communication", "differs"]
+        verdicts = panel.steps_verdicts.text()
+        assert f"<b>A</b>: {html.escape(a.summary)}<br><b>B</b>: {html.escape(b.summary)}" == verdicts
+    finally:
+        page.shutdown()
+        page.ctx.tasks.wait(10000)
