@@ -58,6 +58,8 @@ from .control.relaunch import resume as resume
 from .control.resume import ResumeError as ResumeError
 from .control.resume import check_template as check_template
 from .control.step_view import STEP_TIMING_ENV as STEP_TIMING_ENV
+from .control.step_view import StepView as StepView
+from .control.step_view import read_step_view as read_step_view
 from .control.step_view import run_step_anatomy as run_step_anatomy
 from .control.view import RunView as RunView
 from .control.view import duration_text as duration_text

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from traindeck.backend.steps import (
     StepFiles,
     StepRecord,
     analyse,
+    by_rank,
     samples_from_deepspeed,
     with_log_memory,
 )
@@ -129,21 +131,29 @@ def _files_of(record: RunRecord) -> list[StepRecord]:
     return out
 
 
+def _records(record: RunRecord, store: RunStore, rank: int | None = None) -> list[StepRecord]:
+    records = store.steps(record.id, rank=rank)
+    if not records and record.run_dir:  # the supervisor could not store them (it died, the disk was full)
+        records = [r for r in _files_of(record) if rank is None or r.rank == rank]
+    return records
+
+
+def _anatomy(record: RunRecord, store: RunStore, records: list[StepRecord], rank: int | None) -> StepAnatomy:
+    facts = run_facts(record, records)
+    anatomy = analyse(records, notes=timing_notes(record, store, bool(records)), facts=facts)
+    if record.run_dir and not any(r.gpu_allocated is not None or r.gpu_peak_allocated is not None
+                                  for r in records):  # no CUDA figures recorded: DeepSpeed's MA/CA lines
+        logged = log_memory_samples(RunDir(Path(record.run_dir)).output)
+        anatomy = with_log_memory(anatomy, {r: s for r, s in logged.items() if rank in (None, r)}, facts)
+    return anatomy
+
+
 def run_step_anatomy(record: RunRecord, store: RunStore | None = None, rank: int | None = None) -> StepAnatomy:
     """The anatomy of the run's recorded steps (all ranks, or one)."""
     own = store is None
     store = store or RunStore()
     try:
-        records = store.steps(record.id, rank=rank)
-        if not records and record.run_dir:  # the supervisor could not store them (it died, the disk was full)
-            records = [r for r in _files_of(record) if rank is None or r.rank == rank]
-        facts = run_facts(record, records)
-        anatomy = analyse(records, notes=timing_notes(record, store, bool(records)), facts=facts)
-        if record.run_dir and not any(r.gpu_allocated is not None or r.gpu_peak_allocated is not None
-                                      for r in records):  # no CUDA figures recorded: DeepSpeed's MA/CA lines
-            logged = log_memory_samples(RunDir(Path(record.run_dir)).output)
-            anatomy = with_log_memory(anatomy, {r: s for r, s in logged.items() if rank in (None, r)}, facts)
-        return anatomy
+        return _anatomy(record, store, _records(record, store, rank), rank)
     finally:
         if own:
             store.close()
@@ -175,3 +185,23 @@ def log_memory_samples(log: Path) -> dict[int, list[MemorySample]]:
         return samples_from_deepspeed(read_ds_memory(lines()))
     except OSError:
         return {}
+
+
+RECENT_STEPS = 60  # the steps of one rank the dashboard draws as bars
+
+
+@dataclass(frozen=True)
+class StepView:
+    """What the dashboard's Step tab shows of a run: the anatomy of all its ranks and each rank's latest steps (at
+    most `RECENT_STEPS`, in step order)."""
+
+    anatomy: StepAnatomy
+    recent: dict[int, tuple[StepRecord, ...]]
+
+
+def read_step_view(store: RunStore, record: RunRecord, recent: int = RECENT_STEPS) -> StepView:
+    """The run's anatomy and latest steps per rank, from one read of its step rows (the ranks' files when the store
+    has none)."""
+    records = _records(record, store)
+    anatomy = _anatomy(record, store, records, None)
+    return StepView(anatomy=anatomy, recent={rank: tuple(steps[-recent:]) for rank, steps in by_rank(records).items()})

@@ -1,10 +1,12 @@
 """History's comparison of two runs, as one panel: figures side by side, config differences, the configs' unified
-diff, and "Code and packages" (two runs' git commits and dirty state, versions, and which packages differ in their
-pip freeze, and how). The comparisons themselves are backend/runs/control/compare.py and compare_provenance; both
-are read on the thread pool, from the run store the page names."""
+diff, "Code and packages" (two runs' git commits and dirty state, versions, and which packages differ in their
+pip freeze, and how) and "Step anatomy" (each run's slowest rank's median phase times and its verdict: ZeRO-2
+against ZeRO-3, say). The comparisons themselves are backend/runs/control/compare.py, compare_provenance and
+run_step_anatomy; all are read on the thread pool, from the run store the page names."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -29,7 +31,10 @@ from traindeck.backend.runs import (
     RunStore,
     compare_provenance,
     compare_runs,
+    format_bytes,
+    run_step_anatomy,
 )
+from traindeck.backend.steps import PHASES, RankAnatomy, StepAnatomy
 from traindeck.gui.context import AppContext
 from traindeck.gui.widgets.message_list import tone
 from traindeck.gui.widgets.run_leftovers import one_line
@@ -46,6 +51,51 @@ def _provenance_of(store_path: Path, id_a: str, id_b: str) -> ProvenanceComparis
     if a is None or b is None:
         raise LookupError(f"no run {id_a if a is None else id_b} in the run store")
     return compare_provenance(a.run_dir, b.run_dir)
+
+
+def _step_anatomies(store_path: Path, id_a: str, id_b: str) -> tuple[StepAnatomy, StepAnatomy]:
+    with RunStore(store_path) as store:
+        a, b = store.get_run(id_a), store.get_run(id_b)
+        if a is None or b is None:
+            raise LookupError(f"no run {id_a if a is None else id_b} in the run store")
+        return run_step_anatomy(a, store), run_step_anatomy(b, store)
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    """B relative to A ("0.62x (lower)"), as the Figures tab says it; "" when either is unknown or zero."""
+    if a is None or b is None or a <= 0 or b <= 0:
+        return ""
+    ratio = b / a
+    if abs(ratio - 1) < 0.005:
+        return "same"
+    return f"{ratio:.2f}x ({'lower' if ratio < 1 else 'higher'})"
+
+
+def anatomy_rows(a: StepAnatomy, b: StepAnatomy) -> list[tuple[str, str, str, str]]:
+    """Two runs' step anatomies side by side: the slowest rank of each, its median phase times, step time and GPU
+    peak, and what bounds each run."""
+    def slowest(anatomy: StepAnatomy) -> RankAnatomy | None:
+        return anatomy.ranks.get(anatomy.slowest_rank) if anatomy.slowest_rank is not None else None
+
+    sa, sb = slowest(a), slowest(b)
+
+    def rank(anatomy: StepAnatomy, r: RankAnatomy | None) -> str:
+        return "-" if r is None else f"{r.rank} of {len(anatomy.ranks)}"
+
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1f} ms"
+
+    rows = [("Slowest rank", rank(a, sa), rank(b, sb), "")]
+    for phase in PHASES:
+        va = sa.phases_ms.get(phase, 0.0) if sa else None
+        vb = sb.phases_ms.get(phase, 0.0) if sb else None
+        rows.append((f"  {phase}", ms(va), ms(vb), _ratio(va, vb)))
+    rows.append(("Step", ms(sa.step_ms if sa else None), ms(sb.step_ms if sb else None),
+                 _ratio(sa.step_ms if sa else None, sb.step_ms if sb else None)))
+    ga, gb = sa.peak_gpu_allocated if sa else None, sb.peak_gpu_allocated if sb else None
+    rows.append(("GPU peak (allocated)", format_bytes(ga), format_bytes(gb), _ratio(ga, gb)))
+    rows.append(("Bound by", a.bound or "-", b.bound or "-", "" if a.bound == b.bound else "differs"))
+    return rows
 
 
 def setting_name(key: str) -> str:
@@ -101,10 +151,24 @@ class ComparePanel(QWidget):
         self.diff_view.setPlaceholderText("The configs' unified diff appears here.")
         self._highlighter = DiffHighlighter(self.diff_view)
         self.provenance_table = self._side_by_side(("", "A", "B", "B vs A"))  # as on Figures: "differs", "upgraded"
+        # Step anatomy: the slowest ranks' median phases side by side, each run's verdict below them.
+        self.steps_table = self._side_by_side(("Median per step (slowest rank)", "A", "B", "B vs A"))
+        self.steps_verdicts = QLabel()
+        self.steps_verdicts.setObjectName("stepVerdicts")
+        self.steps_verdicts.setWordWrap(True)
+        self.steps_verdicts.setTextFormat(Qt.TextFormat.RichText)
+        self.steps_verdicts.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        steps = QWidget()
+        steps_layout = QVBoxLayout(steps)
+        steps_layout.setContentsMargins(0, 0, 0, 0)
+        steps_layout.addWidget(self.steps_table, 1)
+        steps_layout.addWidget(self.steps_verdicts)
+        self.step_anatomies: tuple[StepAnatomy, StepAnatomy] | None = None
         self.tabs.addTab(self.figures_table, "Figures")
         self.tabs.addTab(self.config_table, "Config differences")
         self.tabs.addTab(self.diff_view, "Unified diff")
         self.tabs.addTab(self.provenance_table, "Code and packages")
+        self.tabs.addTab(steps, "Step anatomy")
         layout.addWidget(self.tabs, 1)
 
     def _side_by_side(self, headers: tuple[str, ...]) -> QTableWidget:
@@ -148,6 +212,12 @@ class ComparePanel(QWidget):
                            done=self._show_provenance,
                            failed=lambda text: self._fill(self.provenance_table,
                                                           [(f"Cannot compare: {one_line(text)}", "", "", "")]))
+        self.step_anatomies = None
+        self._fill(self.steps_table, [("Reading…", "", "", "")])
+        self.steps_verdicts.setText("")
+        self.ctx.tasks.run(_step_anatomies, store_path, id_a, id_b, done=self._show_step_anatomies,
+                           failed=lambda text: self._fill(self.steps_table,
+                                                          [(f"Cannot compare: {one_line(text)}", "", "", "")]))
 
     def _show_comparison(self, result: RunComparison) -> None:
         self.comparison = result
@@ -180,6 +250,12 @@ class ComparePanel(QWidget):
         self._fill(self.provenance_table, rows, bold_rows=bold)
         self.tabs.setTabText(3, f"Code and packages ({len(result.packages)} differ)" if result.packages or
                              result.same_packages else "Code and packages")
+
+    def _show_step_anatomies(self, result: tuple[StepAnatomy, StepAnatomy]) -> None:
+        self.step_anatomies = a, b = result
+        self._fill(self.steps_table, anatomy_rows(a, b))
+        self.steps_verdicts.setText("<br>".join(f"<b>{side}</b>: {html.escape(anatomy.summary)}"
+                                                for side, anatomy in (("A", a), ("B", b))))
 
     def _fill(self, table: QTableWidget, rows: Sequence[tuple[str, ...]], bold_rows: set[int] | None = None) -> None:
         table.setRowCount(len(rows))

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QApplication, QFrame, QGridLayout, QScrollArea, QV
 
 from traindeck.backend.core import resources_dir
 from traindeck.backend.launch import DS_CONFIG_PLACEHOLDER, LaunchRequest
-from traindeck.backend.runs import STOP_ON_NAN_ENV
+from traindeck.backend.runs import STEP_TIMING_ENV, STOP_ON_NAN_ENV
 from traindeck.gui.context import AppContext, LaunchChoice
 from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.launch.command_panel import CommandBox
@@ -140,7 +140,8 @@ class LaunchPage(Page):
         self.launch_bar.replan.connect(lambda: self._preview_timer.start())
         self.runner.probed.connect(lambda _env: self._preview_timer.start())
         for signal in (self.script_box.changed, self.runner.changed, self.gpu_picker.changed, self.sweep.changed,
-                       self.alert_settings.stop_on_nan.toggled, self.hosts.changed):
+                       self.alert_settings.stop_on_nan.toggled, self.alert_settings.step_timing.toggled,
+                       self.hosts.changed):
             signal.connect(self._fields_changed)
         for signal in (self.runner.processes_changed, self.env_box.changed):
             signal.connect(self._memory_inputs_changed)
@@ -176,6 +177,7 @@ class LaunchPage(Page):
         s.setValue(_S + "gpus", self.gpu_picker.gpus_text())
         s.setValue(_S + "sweep", json.dumps(self.sweep.axes()))
         s.setValue(_S + "stop_on_nan", self.alert_settings.stop_on_nan.isChecked())
+        s.setValue(_S + "step_timing", self.alert_settings.step_timing.isChecked())
         self.hosts.save_settings()
 
     def _restore_unattended(self) -> None:
@@ -186,6 +188,7 @@ class LaunchPage(Page):
         except (ValueError, TypeError):
             self.sweep.set_axes([])
         self.alert_settings.stop_on_nan.setChecked(str(s.value(_S + "stop_on_nan", "false")).lower() == "true")
+        self.alert_settings.step_timing.setChecked(str(s.value(_S + "step_timing", "true")).lower() == "true")
 
     def choice(self) -> LaunchChoice:
         """The page's fields as ctx.launch_choice (arguments as the script gets them, before {ds_config})."""
@@ -200,13 +203,14 @@ class LaunchPage(Page):
         Configure may edit the draft)."""
         choice = self.choice()
         preset = copy.deepcopy(self.ctx.draft.preset)
-        stop_on_nan = self.alert_settings.stop_on_nan.isChecked()
+        switches = ({STOP_ON_NAN_ENV: "1"} if self.alert_settings.stop_on_nan.isChecked() else {}) | (
+            {} if self.alert_settings.step_timing.isChecked() else {STEP_TIMING_ENV: "0"})
         return LaunchRequest(script=str(Path(choice.script).expanduser()) if choice.script else "",
                              script_args=choice.script_args, preset=preset,
                              launcher=cast("Launcher | None", choice.launcher or None),  # build_plan names a wrong one
                              nproc=choice.nproc, python=choice.python or None,
                              cwd=Path(choice.cwd) if choice.cwd else None,
-                             env=dict(choice.env) | ({STOP_ON_NAN_ENV: "1"} if stop_on_nan else {}),
+                             env=dict(choice.env) | switches,
                              gpus=self._gpus_for_preview(), hostfile=self.hosts.hostfile(), ssh_port=self.hosts.port())
 
     def _gpus_for_preview(self) -> tuple[int, ...] | None:

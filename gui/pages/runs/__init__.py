@@ -1,4 +1,5 @@
-"""The run view: a list of runs (running first) and the open run's console, progress, charts, stop and diagnosis.
+"""The run view: a list of runs (running first) and the open run's console, progress, charts, step anatomy, stop and
+diagnosis.
 
 Everything the page shows is read off the UI thread: the run store through `ctx.tasks` (the open run every POLL_MS,
 the list every LIST_MS), the log by the console's own reading thread. Opening the page while runs are running shows
@@ -38,6 +39,7 @@ from traindeck.gui.pages.runs.leftovers_panel import CheckpointsTab
 from traindeck.gui.pages.runs.nodes_panel import NodesTable
 from traindeck.gui.pages.runs.run_list import RunList
 from traindeck.gui.pages.runs.source import RunsSource, create_demo_store
+from traindeck.gui.pages.runs.step_panel import StepPanel
 from traindeck.gui.pages.runs.stop_panel import DiagnosisPanel, StopPanel
 from traindeck.gui.pages.runs.tabs import RunTabs
 from traindeck.gui.polling import Poller
@@ -99,7 +101,7 @@ class RunsPage(Page):
         self.stop_panel.poll_wanted.connect(self.poll)
         self.header = RunHeader(self.stop_panel.header_widgets())
         self.diagnosis_panel = DiagnosisPanel()
-        # -- console above the tabs: charts, checkpoints, nodes ------------------------------------------------
+        # -- console above the tabs: charts, checkpoints, step, nodes ---------------------------------------------
         self.console = LogConsole()
         self.charts = ChartsPanel(self.watched, self.source)
         self.charts.other_chosen.connect(self.poll)
@@ -109,7 +111,8 @@ class RunsPage(Page):
         self.leftovers.message.connect(self.ctx.status.emit)
         self.leftovers.run_started.connect(self.ctx.run_started.emit)
         self.nodes_table = NodesTable(self.ctx.tasks, self.watched, self.source)
-        self.lower_tabs = RunTabs(self.charts, self.leftovers, self.nodes_table)
+        self.step_panel = StepPanel(self.watched, self.source)
+        self.lower_tabs = RunTabs(self.charts, self.leftovers, self.step_panel, self.nodes_table)
         self.lower_tabs.currentChanged.connect(lambda _index: self.leftovers.due(self.on_screen(), force=True))
         self.leftovers.listed.connect(lambda _count, companion: self.stop_panel.set_companion(companion))
         self.stop_panel.save_now_asked.connect(self.leftovers.save_now)
@@ -206,6 +209,7 @@ class RunsPage(Page):
         self.lower_tabs.open_run(remote=self.source.remote is not None)
         self.leftovers.open_run(run_id)
         self.nodes_table.open_run()
+        self.step_panel.open_run()
         self.views.setCurrentIndex(1)
         self.run_list.select(run_id)
         if poll:
@@ -246,6 +250,7 @@ class RunsPage(Page):
         self.charts.news(change)
         self.leftovers.news(change, self.on_screen())
         self.nodes_table.news(change, self.on_screen())
+        self.step_panel.news(change, self.on_screen())
         # A run going on as before is drawn on the clock's next tick (with the console and the clock, in one
         # repaint); a run just opened, ending or being stopped at once.
         steady = (record.state == "running" and not change.first and record.stop_requested_at is None

@@ -1,5 +1,5 @@
-"""The Runs page's tabs below the console: Charts, Checkpoints, and Nodes (shown only for a run with nodes). The
-tabs are titled from what their panels say they show."""
+"""The Runs page's tabs below the console: Charts, Checkpoints, Step (inside the run's steps), and Nodes (shown only
+for a run with nodes). The tabs are titled from what their panels say they show."""
 
 from __future__ import annotations
 
@@ -8,16 +8,20 @@ from PySide6.QtWidgets import QTabWidget
 from traindeck.gui.pages.runs.charts_panel import ChartsPanel
 from traindeck.gui.pages.runs.leftovers_panel import CheckpointsTab
 from traindeck.gui.pages.runs.nodes_panel import NodesTable
+from traindeck.gui.pages.runs.step_panel import StepPanel
 
 
 class RunTabs(QTabWidget):
-    """Charts, Checkpoints and Nodes, each tab titled with what its panel counts."""
+    """Charts, Checkpoints, Step and Nodes, each tab titled with what its panel counts."""
 
-    def __init__(self, charts: ChartsPanel, checkpoints: CheckpointsTab, nodes: NodesTable) -> None:
+    def __init__(self, charts: ChartsPanel, checkpoints: CheckpointsTab, step: StepPanel, nodes: NodesTable) -> None:
         super().__init__()
         self.setDocumentMode(True)
         self.addTab(charts, "Charts")
         self.checkpoints_tab = self.addTab(checkpoints, "Checkpoints")
+        self.step_tab = self.addTab(step, "Step")
+        self.setTabToolTip(self.step_tab, "Inside each step: forward, backward, communication, optimizer, swap and "
+                                          "other time per rank, memory peaks, what bounds the run")
         self.nodes_tab = self.addTab(nodes, "Nodes")
         self.setTabVisible(self.nodes_tab, False)
         checkpoints.listed.connect(lambda count, _companion: self._show_checkpoints(count))

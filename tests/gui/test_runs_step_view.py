@@ -1,0 +1,268 @@
+"""Inside the step, in the dashboard: the Runs page's Step tab over the real run store (planted step rows: the
+per-rank table with the slowest rank marked, the verdict, the empty state and its reason, the rank switch, and the
+tab following a live run), the Launch page's step-timing box, and History's two step anatomies side by side."""
+
+from __future__ import annotations
+
+import html
+import json
+import shutil
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from PySide6.QtCore import QSettings
+from support.probe_fixture import probe_cache  # noqa: F401 (a fixture)
+
+from traindeck.backend.core import paths
+from traindeck.backend.core.fileio import atomic_write_text
+from traindeck.backend.presets import load_preset
+from traindeck.backend.runs import STEP_TIMING_ENV, run_step_anatomy
+from traindeck.backend.runs.control.step_view import RECENT_STEPS
+from traindeck.backend.runs.record.layout import create_run_dir
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+from traindeck.backend.steps import PHASES, StepRecord
+from traindeck.gui.context import AppContext
+from traindeck.gui.pages.runs import RunsPage
+from traindeck.gui.pages.runs import step_panel as step_module
+
+GIB = 1 << 30
+
+
+def add_run(name: str, state: str = "running", env: dict[str, str] | None = None) -> RunRecord:
+    """A run as the store knows it (no processes): its directory, output.log and command.json, and its row."""
+    run_dir = create_run_dir()
+    run_dir.output.write_bytes(b"")
+    atomic_write_text(run_dir.command, json.dumps({"argv": ["python", "train.py"], "env": env or {}}))
+    record = RunRecord(id=run_dir.run_id, run_dir=str(run_dir.path), created_at=time.time(), name=name,
+                       started_at=time.time())
+    with RunStore() as store:
+        store.add_run(record)
+        if state != "running":
+            store.finish_run(record.id, state)
+        return store.get_run(record.id) or record
+
+
+def steps(rank: int, count: int, backward: float, first: int = 1, communication: float = 20.0) -> list[StepRecord]:
+    """`count` steps of one rank: forward 10 ms, `backward`, `communication`, optimizer 5 ms, other 2 ms."""
+    out = []
+    for step in range(first, first + count):
+        phases = {"forward": 10.0, "backward": backward, "communication": communication, "optimizer": 5.0,
+                  "swap": 0.0, "other": 2.0}
+        out.append(StepRecord(rank=rank, step=step, t=1000.0 + step, step_ms=sum(phases.values()), phases_ms=phases,
+                              gpu_allocated=2 * GIB, gpu_reserved=3 * GIB, gpu_peak_allocated=(4 + rank) * GIB,
+                              gpu_peak_reserved=5 * GIB, host_rss=GIB, host_pinned=0))
+    return out
+
+
+def plant(record: RunRecord, *records: list[StepRecord]) -> None:
+    with RunStore() as store:
+        for batch in records:
+            store.add_steps(record.id, batch)
+
+
+@pytest.fixture
+def make_page(qtbot) -> Iterator[Callable[[], RunsPage]]:  # type: ignore[no-untyped-def]
+    pages: list[RunsPage] = []
+
+    def make() -> RunsPage:
+        settings = QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
+        page = RunsPage(AppContext(settings=settings))
+        qtbot.addWidget(page)
+        page.resize(1280, 860)
+        page.show()
+        pages.append(page)
+        return page
+
+    yield make
+    for page in pages:
+        page.shutdown()
+        page.ctx.tasks.wait(30000)
+
+
+def open_step_tab(qtbot, page: RunsPage, run_id: str) -> step_module.StepPanel:  # type: ignore[no-untyped-def]
+    page.open_run(run_id)
+    page.lower_tabs.setCurrentIndex(page.lower_tabs.step_tab)
+    qtbot.waitUntil(lambda: page.step_panel.view is not None, timeout=10000)
+    return page.step_panel
+
+
+def table_cells(panel: step_module.StepPanel) -> list[list[str]]:
+    table = panel.table
+    return [[table.item(r, c).text() for c in range(table.columnCount())] for r in range(table.rowCount())]
+
+
+def test_the_step_tab_shows_each_ranks_median_step_and_marks_the_slowest(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    record = add_run("zero3")
+    plant(record, steps(0, 12, backward=40.0), steps(1, 12, backward=90.0))  # rank 1 does more of its own work
+    page = make_page()
+    panel = open_step_tab(qtbot, page, record.id)
+    assert page.lower_tabs.tabText(page.lower_tabs.step_tab) == "Step"
+    assert panel.pages.currentIndex() == 1 and panel.isVisible()
+    rows = table_cells(panel)
+    header = [panel.table.horizontalHeaderItem(c).text() for c in range(panel.table.columnCount())]
+    assert header == ["Rank", "Steps", *PHASES, "Step", "GPU peak", "Host peak"]
+    assert [row[0] for row in rows] == ["0", "1 (slowest)"]
+    assert rows[0][1] == "12" and rows[1][1] == "12"
+    # Rank 1: backward 90 of 127 ms; its step, GPU and host peaks.
+    assert rows[1][header.index("backward")] == "90.0 ms  71%"
+    assert rows[0][header.index("backward")] == "40.0 ms  52%"
+    assert rows[1][header.index("Step")] == "127.0 ms"
+    assert rows[1][header.index("GPU peak")] == "5.0 GiB" and rows[1][header.index("Host peak")] == "1.0 GiB"
+    assert panel.table.item(1, 0).font().bold() and not panel.table.item(0, 0).font().bold()
+    expected = run_step_anatomy(record)
+    assert expected.slowest_rank == 1 and expected.bound == "compute"
+    assert panel.verdict.text() == expected.summary and "forward and backward" in panel.verdict.text()
+    assert expected.advice and all(f"• {html.escape(advice)}" in panel.details.text() for advice in expected.advice)
+    # The bars: one stacked bar per rank's median step (all ranks side by side), one colour per phase in the legend.
+    box = panel.rank_box
+    assert [box.itemText(i) for i in range(box.count())] == ["All ranks side by side", "rank 0", "rank 1 (slowest)"]
+    assert panel.chosen_rank() is None
+    assert [label.text for _sample, label in panel.legend.items] == list(PHASES)
+    backward = panel._bars[PHASES.index("backward")].opts
+    assert list(backward["x"]) == [0.0, 1.0] and list(backward["height"]) == [40.0, 90.0]
+    assert list(backward["y0"]) == [10.0, 10.0]  # on top of forward
+    assert len({bar.opts["brush"] for bar in panel._bars}) == len(PHASES)
+
+
+def test_the_rank_box_shows_one_ranks_latest_steps(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    record = add_run("two ranks")
+    many = RECENT_STEPS + 15
+    plant(record, steps(0, many, backward=40.0), steps(1, many, backward=90.0))
+    page = make_page()
+    panel = open_step_tab(qtbot, page, record.id)
+    panel.rank_box.setCurrentIndex(panel.rank_box.findText("rank 0"))
+    assert panel.chosen_rank() == 0
+    bars = panel._bars[PHASES.index("backward")].opts
+    assert list(bars["x"]) == [float(s) for s in range(16, many + 1)]  # the latest RECENT_STEPS steps
+    assert set(bars["height"]) == {40.0}
+    assert page.step_panel.plot.getPlotItem().getAxis("bottom").labelText == "step of rank 0"
+    panel.rank_box.setCurrentIndex(panel.rank_box.findText("rank 1 (slowest)"))
+    assert set(panel._bars[PHASES.index("backward")].opts["height"]) == {90.0}
+    panel.rank_box.setCurrentIndex(0)
+    assert len(panel._bars[0].opts["x"]) == 2
+
+
+def test_a_run_timed_off_says_so_instead_of_a_table(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    record = add_run("untimed", state="succeeded", env={STEP_TIMING_ENV: "0"})
+    page = make_page()
+    panel = open_step_tab(qtbot, page, record.id)
+    assert panel.pages.currentIndex() == 0 and panel.empty.isVisible()
+    assert panel.empty.text() == "No step timed yet: step timing was off for this run (--no-step-timing)."
+    assert panel.table.rowCount() == 0
+
+
+def test_the_tab_follows_a_live_run_from_no_step_to_its_steps(qtbot, make_page, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(step_module, "STEP_MS", 0)
+    record = add_run("live")
+    page = make_page()
+    panel = open_step_tab(qtbot, page, record.id)
+    assert panel.empty.text() == "No step timed yet: no step has ended yet."
+    plant(record, steps(0, 3, backward=40.0))
+    qtbot.waitUntil(lambda: panel.table.rowCount() == 1, timeout=20000)  # read again with the page's own polls
+    assert table_cells(panel)[0][:2] == ["0", "3"]
+    assert panel.rank_box.count() == 1 and panel.chosen_rank() == 0  # one rank: its steps, no side by side
+    plant(record, steps(0, 2, backward=40.0, first=4))
+    qtbot.waitUntil(lambda: table_cells(panel)[0][1] == "5", timeout=20000)
+    assert list(panel._bars[0].opts["x"]) == [1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_a_run_that_ended_behind_another_tab_shows_its_last_steps_when_the_tab_is_back(qtbot, make_page, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(step_module, "STEP_MS", 600_000)  # no read for time's sake: only the one owed at the end
+    record = add_run("ends unseen")
+    plant(record, steps(0, 3, backward=40.0))
+    page = make_page()
+    panel = open_step_tab(qtbot, page, record.id)
+    qtbot.waitUntil(lambda: panel.table.rowCount() == 1, timeout=10000)
+    page.lower_tabs.setCurrentIndex(0)
+    plant(record, steps(0, 4, backward=40.0, first=4))
+    with RunStore() as store:
+        store.finish_run(record.id, "succeeded")
+    page.poll()
+    qtbot.waitUntil(lambda: page.record is not None and page.record.finished, timeout=10000)
+    qtbot.waitUntil(lambda: page.ctx.tasks.waiting == 0, timeout=10000)  # every answer delivered
+    assert table_cells(panel)[0][1] == "3"  # hidden: not read
+    page.lower_tabs.setCurrentIndex(page.lower_tabs.step_tab)
+    qtbot.waitUntil(lambda: table_cells(panel)[0][1] == "7", timeout=10000)
+
+
+def test_the_tab_is_read_only_while_it_is_shown(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    record = add_run("unseen", state="succeeded")
+    plant(record, steps(0, 5, backward=40.0))
+    page = make_page()
+    page.open_run(record.id)
+    qtbot.waitUntil(lambda: page.record is not None and page.record.id == record.id, timeout=10000)
+    qtbot.waitUntil(lambda: page.ctx.tasks.waiting == 0, timeout=10000)  # every answer delivered
+    assert page.step_panel.view is None  # the Charts tab is the one shown: nothing read for the Step tab
+    page.lower_tabs.setCurrentIndex(page.lower_tabs.step_tab)
+    qtbot.waitUntil(lambda: page.step_panel.table.rowCount() == 1, timeout=10000)
+
+
+# ------------------------------------------------------------------------------------------------ Launch
+@pytest.fixture
+def make_launch_page(qtbot, traindeck_home, probe_cache):  # type: ignore[no-untyped-def]  # noqa: F811
+    from traindeck.gui.pages.launch import LaunchPage
+
+    shutil.copytree(probe_cache, traindeck_home / "cache" / "probes")
+    contexts = []
+
+    def make():  # type: ignore[no-untyped-def]
+        settings = QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
+        ctx = AppContext(settings=settings)
+        ctx.draft.replace(load_preset("cpu-demo"), "cpu-demo")
+        contexts.append(ctx)
+        page = LaunchPage(ctx)
+        qtbot.addWidget(page)
+        return page
+
+    yield make
+    for ctx in contexts:
+        ctx.tasks.wait(30000)
+
+
+def test_the_launch_box_turns_step_timing_off_for_the_run_and_is_remembered(qtbot, make_launch_page, tmp_path):  # type: ignore[no-untyped-def]
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    page = make_launch_page()
+    box = page.alert_settings.step_timing
+    assert box.isChecked() and "forward, backward, communication, optimizer" in box.text() and box.toolTip()
+    page.script_box.script.setText(str(script))
+    assert STEP_TIMING_ENV not in page.request().env  # on: the run times its steps (the hook's default)
+    box.setChecked(False)
+    assert page.request().env[STEP_TIMING_ENV] == "0"
+    page._save_timer.timeout.emit()  # what the page does a moment after a change
+    again = make_launch_page()
+    assert not again.alert_settings.step_timing.isChecked()
+    assert again.request().env[STEP_TIMING_ENV] == "0"
+    again.alert_settings.step_timing.setChecked(True)
+    assert STEP_TIMING_ENV not in again.request().env
+
+
+# ------------------------------------------------------------------------------------------------ History
+def test_history_compares_two_runs_step_anatomies(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from traindeck.gui.pages.history import HistoryPage
+
+    zero2, zero3 = add_run("zero2", state="succeeded"), add_run("zero3", state="succeeded")
+    plant(zero2, steps(0, 10, backward=40.0, communication=10.0), steps(1, 10, backward=45.0, communication=10.0))
+    plant(zero3, steps(0, 10, backward=40.0, communication=200.0), steps(1, 10, backward=40.0, communication=210.0))
+    page = HistoryPage(AppContext())
+    qtbot.addWidget(page)
+    try:
+        panel = page.compare_panel
+        panel.compare(zero2.id, zero3.id)
+        qtbot.waitUntil(lambda: panel.step_anatomies is not None, timeout=10000)
+        a, b = panel.step_anatomies
+        assert (a.bound, b.bound) == ("compute", "communication")
+        assert panel.tabs.tabText(4) == "Step anatomy"
+        table = panel.steps_table
+        rows = {table.item(r, 0).text().strip(): [table.item(r, c).text() for c in (1, 2, 3)]
+                for r in range(table.rowCount())}
+        assert rows["Slowest rank"][:2] == ["1 of 2", "0 of 2"]
+        assert rows["communication"] == ["10.0 ms", "200.0 ms", "20.00x (higher)"]
+        assert rows["backward"] == ["45.0 ms", "40.0 ms", "0.89x (lower)"]
+        assert rows["Bound by"] == ["compute", "communication", "differs"]
+        verdicts = panel.steps_verdicts.text()
+        assert f"<b>A</b>: {html.escape(a.summary)}<br><b>B</b>: {html.escape(b.summary)}" == verdicts
+    finally:
+        page.shutdown()
+        page.ctx.tasks.wait(10000)
