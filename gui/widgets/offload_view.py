@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 from traindeck.backend.monitor import summarize_steps
 from traindeck.gui.widgets.chart_axis import format_value
 from traindeck.gui.widgets.charts import TimeSeriesChart
+from traindeck.gui.widgets.phase_colours import phase_colours
 
 TABLE_ROWS = 300  # the newest steps; older ones are in the run's log
 STACK_ORDER = ("forward", "backward", "communication", "optimizer", "swap", "other")  # bottom to top
@@ -238,9 +239,10 @@ class OffloadView(QWidget):
             return
         self.phases.set_title(f"Step phases of rank {phases['rank']} (stacked, ms per step)")
         top = np.zeros(len(phases["t"]))
+        colours = phase_colours(self)
         for name in STACK_ORDER:
             top = top + np.asarray(phases[name], dtype=float)
-            self.phases.set_series(name, phases["t"], top.copy(), fill=True)
+            self.phases.set_series(name, phases["t"], top.copy(), colour=colours[name], fill=True)
 
     def _fill_table(self, figures: list[dict[str, Any]], nvme: bool) -> None:
         prefix = "nvme" if nvme else "disk"

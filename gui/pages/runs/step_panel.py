@@ -40,14 +40,10 @@ from traindeck.gui.pages.runs.source import RunsSource
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.labels import label as _label
 from traindeck.gui.widgets.message_list import tone
+from traindeck.gui.widgets.phase_colours import phase_colours
 
 STEP_MS = 5000  # a running run's steps are read again this often while the tab is on screen
 ALL_RANKS = "All ranks side by side"
-# One colour per phase, told apart on white and on near-black backgrounds; "other" (outside the engine) is grey.
-PHASE_COLOURS_LIGHT = {"forward": "#1f77b4", "backward": "#2ca02c", "communication": "#d62728",
-                       "optimizer": "#9467bd", "swap": "#ff7f0e", "other": "#9e9e9e"}
-PHASE_COLOURS_DARK = {"forward": "#8ab4f8", "backward": "#81c995", "communication": "#f28b82",
-                      "optimizer": "#c58af9", "swap": "#fdd663", "other": "#8a8a8a"}
 TABLE_ROWS = 6  # ranks shown in the table before it scrolls
 COLUMNS = ("Rank", "Steps", *PHASES, "Step", "GPU peak", "Host peak")
 SLOWEST = "slowest"
@@ -390,8 +386,7 @@ class StepPanel(QWidget):
                 self._bars.append(text)
 
     def _colours(self) -> dict[str, str]:
-        dark = self.palette().color(QPalette.ColorRole.Base).lightness() < 128
-        return PHASE_COLOURS_DARK if dark else PHASE_COLOURS_LIGHT
+        return phase_colours(self)
 
     def _apply_theme(self) -> None:
         palette = self.palette()
