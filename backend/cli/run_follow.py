@@ -184,7 +184,8 @@ def follow_run(store: RunStore, run_id: str, stream: Any = None) -> int:
                     continue
                 # Scripts without a redrawn bar (DeepSpeed step lines, the reporting helper) get one from the store.
                 if not bar_text and record.progress:
-                    console.set_status(f"[{record.name}] {progress_text(record.progress)}")
+                    console.set_status(f"[{record.name}] " + progress_text(
+                        record.progress, stalled=record.state_detail.startswith("stalled")))
             if flooding:
                 time.sleep(FLOOD_PAUSE_S)  # a sample of the newest output is all a flood needs; the CPU is the job's
             elif reader.at_end:

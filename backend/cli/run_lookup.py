@@ -60,8 +60,9 @@ def clock(seconds: float | None) -> str:
     return duration_text(seconds) if seconds is not None else "?"
 
 
-def progress_text(progress: dict[str, Any] | None, running: bool = True) -> str:
-    """'40/100 (40%) 3.2 it/s ETA 0:19'; the ETA only while the run is running (an ended run expects nothing)."""
+def progress_text(progress: dict[str, Any] | None, running: bool = True, stalled: bool = False) -> str:
+    """'40/100 (40%) 3.2 it/s ETA 0:19'; the ETA only while the run is running (an ended run expects nothing), and
+    'stalled' instead of the last rate and ETA while it is stalled."""
     if not progress:
         return ""
     current, total = progress.get("current") or 0, progress.get("total")
@@ -69,6 +70,8 @@ def progress_text(progress: dict[str, Any] | None, running: bool = True) -> str:
     text = f"{current:g}/{total:g}" if total else f"{current:g}"
     if total:
         text += f" ({100 * current / total:.0f}%)"
+    if running and stalled:
+        return text + " stalled"
     if progress.get("rate"):
         text += f" {progress['rate']:.3g} {unit}/s"
     if running and progress.get("eta_s") is not None:

@@ -119,7 +119,8 @@ def _list(args: argparse.Namespace) -> int:
     rows = [header]
     for r in records:
         end = r.ended_at or time.time()
-        rows.append((r.id, r.name, r.state, progress_text(r.progress, running=r.state == "running"),
+        rows.append((r.id, r.name, r.state, progress_text(r.progress, running=r.state == "running",
+                                                          stalled=r.state_detail.startswith("stalled")),
                      # a queued run has not started: when it was queued, said as such
                      time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started_at or r.created_at))
                      if r.state != "queued" else time.strftime("queued %H:%M", time.localtime(r.created_at)),
@@ -180,7 +181,7 @@ def _show(args: argparse.Namespace) -> int:
     took = f" ({clock(record.ended_at - record.started_at)})" if record.started_at and record.ended_at else ""
     print(f"started   {data['started_at'] or '-'}   ended {data['ended_at'] or '-'}{took}")
     if data["progress"]:
-        print(f"progress  {progress_text(record.progress, running=record.state == 'running')}")
+        print(f"progress  {progress_text(record.progress, running=record.state == 'running', stalled=record.state_detail.startswith('stalled'))}")
     if data["metrics"]:
         print("metrics   " + ", ".join(f"{k}={v:.6g}" for k, v in data["metrics"].items()))
     print(f"resources {resources_text(data.get('resources'))}")

@@ -147,14 +147,20 @@ def test_the_diagnosis_panel_lists_follow_ons_and_which_memory_ran_out(qtbot, ma
 
 
 def test_stall_warning_shows_while_the_supervisor_says_stalled(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
-    record = add_run("slow", state_detail="stalled: no output or progress for 12 min; a step usually takes 1.5 s")
+    record = add_run("slow", state_detail="stalled: no output or progress for 12 min; a step usually takes 1.5 s",
+                     progress={"current": 78, "total": 100, "rate": 8.86, "eta_s": 200, "unit": "step"})
     page = make_page()
     page.open_run(record.id)
     qtbot.waitUntil(lambda: page.header.stall_panel.isVisible(), timeout=10000)
     assert "no output or progress for 12 min" in page.header.stall_label.text()
+    # The last rate and ETA do not stand frozen as if they held: the progress line and the list say stalled.
+    assert page.header.progress_label.text() == "78 / 100 steps (78%) · stalled: no time left can be told"
+    assert list_texts(page)[1] == "slow"
+    assert page.run_list.item(1).text().splitlines()[1].startswith("stalled · 78% · since ")
     with RunStore() as store:
         store.update_run(record.id, state_detail="")  # the supervisor saw output again
     qtbot.waitUntil(lambda: not page.header.stall_panel.isVisible(), timeout=10000)
+    assert page.header.progress_label.text() == "78 / 100 steps (78%) · 8.86 steps/s · 3:20 left"
 
 
 def test_page_opens_the_newest_running_run_and_lists_running_runs_first(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]

@@ -116,6 +116,9 @@ def force_stop(store: RunStore, run_id: str) -> list[str]:
 
 
 # ---- words --------------------------------------------------------------------------------------------------------
+STALLED_ETA = "stalled"
+
+
 @dataclass(frozen=True)
 class ProgressText:
     fraction: float | None  # 0..1, None when the total is unknown
@@ -129,13 +132,16 @@ class ProgressText:
             parts[0] += f" ({100 * self.fraction:.0f}%)"
         if self.rate:
             parts.append(self.rate)
-        if self.eta:  # "ETA 10:47" beside clock times (started 09:51) read as a time of day: say it is what is left
+        if self.eta == STALLED_ETA:
+            parts.append("stalled: no time left can be told")
+        elif self.eta:  # "ETA 10:47" beside clock times (started 09:51) read as a time of day: say it is what is left
             parts.append(f"{self.eta} left")
         return " · ".join(parts)
 
 
-def progress_text(progress: Mapping[str, Any] | None) -> ProgressText | None:
-    """The run record's progress {current, total, rate, eta_s, unit} in words; None when there is none."""
+def progress_text(progress: Mapping[str, Any] | None, *, stalled: bool = False) -> ProgressText | None:
+    """The run record's progress {current, total, rate, eta_s, unit} in words; None when there is none. While the
+    run is `stalled` the last rate and ETA are not shown as if they held: the ETA reads "stalled"."""
     if not progress or progress.get("current") is None:
         return None
     current = float(progress["current"])
@@ -149,7 +155,9 @@ def progress_text(progress: Mapping[str, Any] | None) -> ProgressText | None:
     if value:
         rate = f"{value:.3g} {units}/s" if value >= 1 else f"{1 / value:.3g} s/{unit}"
     eta = ""
-    if progress.get("eta_s") is not None and (fraction is None or fraction < 1):
+    if stalled:
+        rate, eta = "", STALLED_ETA
+    elif progress.get("eta_s") is not None and (fraction is None or fraction < 1):
         eta = duration_text(float(progress["eta_s"]))
     return ProgressText(fraction, count, rate, eta)
 

@@ -116,7 +116,7 @@ class RunHeader(QWidget):
         return []
 
     def _show_progress(self, record: RunRecord) -> None:
-        text = watch.progress_text(record.progress)
+        text = watch.progress_text(record.progress, stalled=watch.stall_warning(record) is not None)
         bar = self.progress_bar
         if text is None:
             if record.state == "running":

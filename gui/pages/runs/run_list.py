@@ -133,7 +133,7 @@ class RunList(QListWidget):
         if record.state == "running":
             progress = watch.progress_text(record.progress)
             done = f" · {100 * progress.fraction:.0f}%" if progress is not None and progress.fraction is not None else ""
-            detail = f"running{done} · since {started}"
+            detail = f"{'stalled' if watch.stall_warning(record) else 'running'}{done} · since {started}"
         elif record.state == "queued":  # it has not run: no duration, and when it was queued
             detail = f"queued at {started}"
         else:

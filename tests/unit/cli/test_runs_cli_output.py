@@ -247,3 +247,12 @@ def test_a_queued_run_is_listed_as_queued_not_as_started(tmp_path: Path) -> None
     row = rows["20261124-000000-qqqq"]
     assert row["STATE"] == "queued" and row["TIME"] == "-"
     assert row["STARTED"] == time.strftime("queued %H:%M", time.localtime(created))
+
+
+def test_a_stalled_runs_progress_says_stalled_not_its_last_rate_and_eta() -> None:
+    from traindeck.backend.cli.run_lookup import progress_text
+
+    progress = {"current": 78, "total": 100, "rate": 8.86, "eta_s": 200, "unit": "step"}
+    assert progress_text(progress) == "78/100 (78%) 8.86 step/s ETA 3:20"
+    assert progress_text(progress, stalled=True) == "78/100 (78%) stalled"
+    assert progress_text(progress, running=False, stalled=True) == "78/100 (78%) 8.86 step/s"
