@@ -191,3 +191,17 @@ def test_accelerate_loop_gets_forward_backward_and_optimizer_on_both_ranks(tmp_p
     _assert_every_step(steps, 2, STEPS, ("forward", "backward", "optimizer"))
     _assert_adds_up(steps, tmp_path)
     _show(run)
+
+
+def test_no_step_timing_runs_untimed_and_says_so(tmp_path: Path) -> None:
+    # `traindeck run --no-step-timing`: the ranks write no step file, and `traindeck steps` says why it has none.
+    out = subprocess.run([sys.executable, "-m", "traindeck", "run", "--no-step-timing", "--name", "untimed",
+                          str(LOOP), "--steps", "5", "--hidden", "32"], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    with RunStore() as store:
+        record = store.get_run(store.resolve_id("untimed") or "")
+    assert record is not None and record.state == "succeeded"
+    assert not (Path(record.run_dir) / "steps").exists()
+    said = _cli("steps", "untimed")
+    assert "no step timed yet: step timing was off for this run (--no-step-timing)" in said
