@@ -38,6 +38,9 @@ def run_app(demo: bool = False, screenshot_dir: str | None = None) -> int:
     from traindeck.gui.error_log import install
 
     install(lambda line: window.statusBar().showMessage(line, 30000))
+    from traindeck.backend.runs import on_store_rebuilt
+
+    on_store_rebuilt(lambda line: window.ctx.status.emit(f"Recovered: {line}"))  # also those rebuilt already
     window.show()
     # Ctrl+C in the terminal closes the window (runs keep running, as when the window is closed): Qt's event loop
     # runs in C++, so a timer lets Python look at its signals a few times a second.

@@ -174,6 +174,11 @@ class Tour:
         self.wait_until("more steps", lambda: runs.record is not None
                         and (runs.record.progress or {}).get("current", 0) >= 40, 120)
         self.shot("runs")
+        runs.lower_tabs.setCurrentWidget(runs.step_panel)  # the Step tab: each rank's step phases, live
+        self.wait_until("timed steps", lambda: runs.step_panel.table.rowCount() >= 2, 60)
+        self.wait(2)
+        self.shot("runs-step")
+        runs.lower_tabs.setCurrentIndex(0)
         runs.stop_run()
         self.wait_until("the run to stop", lambda: self.run_state(first) != "running", 120)
         self.wait_until("the page to show the stop", lambda: runs.record is not None and runs.record.finished, 30)

@@ -27,6 +27,7 @@ from traindeck.backend.core.fileio import (
 )
 from traindeck.backend.runs import processes as procs
 from traindeck.backend.runs.diagnosis.diagnose import Diagnosis
+from traindeck.backend.runs.record.folder_record import write_identity
 from traindeck.backend.runs.record.layout import RunDir, create_run_dir, mask_argv
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 from traindeck.backend.runs.supervisor.liveness import (
@@ -87,6 +88,8 @@ def start_run(plan: LaunchPlan, run_dir: RunDir, *, name: str = "", preset: str 
                              argv=argv, cwd=plan.cwd, run_dir=record.run_dir, created_at=record.created_at)
         else:
             store.add_run(record)
+        if refusal is None:
+            _keep_identity(run_dir, record)
         if refusal is not None or log_fd is None:
             error = str(refusal)
             store.finish_run(record.id, "failed", state_detail=error,
@@ -124,6 +127,16 @@ def start_run(plan: LaunchPlan, run_dir: RunDir, *, name: str = "", preset: str 
             os.close(log_fd)
         if own_store:
             store.close()
+
+
+def _keep_identity(run_dir: RunDir, record: RunRecord) -> None:
+    """run.json: the run's name and preset in its folder, for a run store rebuilt from the folders; a failure to
+    write it costs only that (the rebuild then names the run after its script)."""
+    try:
+        write_identity(run_dir.path, record.id, name=record.name, preset=record.preset, script=record.script,
+                       created_at=record.created_at)
+    except OSError:
+        pass
 
 
 def _script_of(plan: LaunchPlan) -> str:

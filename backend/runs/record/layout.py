@@ -6,6 +6,8 @@
         output.log                every byte the launcher and its ranks wrote to stdout/stderr, in order, whole
         supervisor.log            the supervisor's own messages (and its traceback if it ever crashes)
         evidence.json             what the supervisor saw at the end (exits, OOM kills, memory limit; not the log)
+        run.json, end.json        the run's name and its end, as the store has them (folder_record): a run store
+                                  rebuilt from the folders (store_rebuild) still knows them
         stop                      present when a stop was requested (JSON: grace, requested_at); see request_stop
 
 Run ids sort by time and read as one: 20261121-171503-ab12 (local time of creation + 4 random hex digits).

@@ -26,10 +26,12 @@ from typing import Any
 
 from traindeck.backend.core.masking import mask_json, mask_text
 from traindeck.backend.core.paths import ensure_private_dir, run_store_path
+from traindeck.backend.runs.record import store_rebuild
+from traindeck.backend.runs.record.folder_record import FINAL_STATES, record_fields
+from traindeck.backend.runs.record.layout import OUTPUT
 from traindeck.backend.steps import PHASES, StepRecord
 
 SCHEMA_VERSION = 1
-FINAL_STATES = frozenset({"succeeded", "failed", "stopped", "lost"})
 STATES = frozenset({"running"}) | FINAL_STATES
 
 _SCHEMA = """
@@ -136,23 +138,48 @@ class RunStore:
     """A connection to the run store. Thread-safe (one lock around the connection); cheap to open."""
 
     def __init__(self, path: Path | str | None = None, *, busy_timeout_s: float = 15.0,
-                 secret_values: Sequence[str] = ()) -> None:
+                 secret_values: Sequence[str] = (), check: bool = True) -> None:
+        """Open (or create) the store at `path` (default: run_store_path()).
+
+        A store found corrupt or emptied is moved aside and rebuilt from the run folders first (store_rebuild);
+        `rebuilt` then holds the line said about it. `check=False` opens the file as it is (the rebuild's own new
+        store). A store that is only busy raises sqlite3.OperationalError ("database is locked") as before.
+        `secret_values` are masked in every text written here, beside what mask_text finds by shape (a
+        supervisor: its run's secrets)."""
         self.path = Path(path) if path is not None else run_store_path()
-        # Masked in every text written here, beside what mask_text finds by shape (a supervisor: its run's secrets).
         self.secret_values = list(secret_values)
         ensure_private_dir(self.path.parent)
-        if not self.path.exists():
-            # Created private before SQLite opens it: the WAL and shm files inherit this mode.
-            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(str(self.path), timeout=busy_timeout_s, isolation_level=None,
+        self._busy_timeout_s = busy_timeout_s
+        self.rebuilt: str | None = None
+        if not check:
+            if not self.path.exists():
+                os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
+            self._connect()
+            return
+        try:
+            if store_rebuild.needs_care(self.path):
+                self.rebuilt = store_rebuild.open_missing_or_empty(self.path, self._connect, _refill)
+            else:
+                self._connect()
+        except sqlite3.DatabaseError as exc:
+            if not store_rebuild.is_corrupt(exc):
+                raise
+            self.rebuilt = store_rebuild.rebuild_corrupt(self.path, exc, self._connect, _refill)
+
+    def _connect(self) -> None:
+        self._db = sqlite3.connect(str(self.path), timeout=self._busy_timeout_s, isolation_level=None,
                                    check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-        self._db.execute("PRAGMA journal_mode = WAL")
-        # NORMAL is durable across process crashes in WAL mode (only a power loss may lose the last commits).
-        self._db.execute("PRAGMA synchronous = NORMAL")
-        self._migrate()
+        try:
+            self._db.row_factory = sqlite3.Row
+            self._db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            # NORMAL is durable across process crashes in WAL mode (only a power loss may lose the last commits).
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+        except BaseException:
+            self._db.close()
+            raise
 
     # -- plumbing -------------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -415,6 +442,33 @@ class RunStore:
             rows = self._db.execute("SELECT * FROM run_events WHERE run_id = ? AND id > ? ORDER BY id",
                                     (run_id, after_id)).fetchall()
         return [RunEvent(int(r["id"]), str(r["run_id"]), float(r["t"]), str(r["kind"]), str(r["text"])) for r in rows]
+
+
+def _refill(path: Path, folders: list[Path], why: str) -> tuple[int, int]:
+    """A new store at `path` holding the runs of `folders` (store_rebuild.Refill): each run's record, its metrics
+    and progress from its output.log, its living supervisor, and a 'rebuilt' event saying `why`."""
+    supervisors = store_rebuild.living_supervisors()
+    runs = clipped = 0
+    with RunStore(path, check=False) as store:
+        for folder in folders:
+            fields = record_fields(folder)
+            if fields is None:
+                continue
+            record = RunRecord(**fields)
+            if not record.finished and str(folder) in supervisors:
+                record.supervisor_pid, record.supervisor_started = supervisors[str(folder)]
+            store.add_run(record)
+            log = folder / OUTPUT
+            end = record.ended_at or (log.stat().st_mtime if log.exists() else record.created_at)
+            rows, progress, partly = store_rebuild.log_metrics(log, record.started_at or record.created_at, end)
+            store.add_metrics(record.id, rows)
+            if progress is not None:
+                store.update_run(record.id, progress=progress)
+            what = f"ended {record.state}" if record.finished else "no end recorded yet"
+            store.add_event(record.id, "rebuilt", f"recorded again from its run folder ({what}): the run store "
+                            f"{why}; its earlier events are only in the moved-aside store")
+            runs, clipped = runs + 1, clipped + partly
+    return runs, clipped
 
 
 def _like_escape(text: str) -> str:

@@ -16,6 +16,7 @@ import psutil
 
 from traindeck.backend.runs import processes as procs
 from traindeck.backend.runs.diagnosis.diagnose import Diagnosis
+from traindeck.backend.runs.record.folder_record import read_end
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
 # A run whose supervisor has not written its pid after this long was never started (its starter died).
@@ -77,10 +78,20 @@ def run_processes(run_id: str, record: RunRecord | None = None) -> list[psutil.P
 
 def end_lost_run(store: RunStore, run_id: str, reason: str, report: Callable[[str], None] | None = None
                  ) -> list[psutil.Process]:
-    """For a run without a supervisor: end every process left of it, mark it lost; returns survivors (none)."""
+    """For a run without a supervisor: end every process left of it, mark it lost; returns survivors (none).
+
+    A run whose folder holds its end (end.json: the supervisor finished it, but the store it wrote to was replaced
+    meanwhile) gets that end instead."""
     say = report or (lambda _text: None)
     record = store.get_run(run_id)
     if record is None:
+        return []
+    end = read_end(record.run_dir, run_id) if record.run_dir else None
+    if end is not None:  # the supervisor ended the run, but its end never reached this store (store_rebuild)
+        if store.finish_run(run_id, end["state"], only_if_running=True, exit_code=end["exit_code"],
+                            ended_at=end["ended_at"], diagnosis=end["diagnosis"], state_detail=end["state_detail"]):
+            summary = (end["diagnosis"] or {}).get("summary") or "as its run folder's end.json says"
+            store.add_event(run_id, "finished", f"{end['state']}: {summary}")
         return []
     survivors = procs.end_processes(lambda: run_processes(run_id, record), grace_s=3.0, report=say)
     evidence = [f"supervisor pid {record.supervisor_pid} is gone"]

@@ -38,6 +38,7 @@ from traindeck.backend.runs.diagnosis.evidence import (
     oom_kill_counters,
 )
 from traindeck.backend.runs.diagnosis.scheduler_end import read_scheduler_end
+from traindeck.backend.runs.record.folder_record import write_end
 from traindeck.backend.runs.record.launch_settings import launch_settings
 from traindeck.backend.runs.record.layout import RunDir
 from traindeck.backend.runs.supervisor.instructions import SafeStore
@@ -194,7 +195,8 @@ class RunEnd:
             return {}
 
     def finish(self, evidence: Evidence, state: str) -> None:
-        """The diagnosis (kept in evidence.json with its evidence), the final state, the end announced."""
+        """The diagnosis (kept in evidence.json with its evidence), the final state (in end.json and the store), the
+        end announced."""
         diagnosis = with_nodes(self.run_dir.path, self.watchdog.explain(state, diagnose(evidence)), state)
         # Everything below (evidence.json, the store, the notify command, supervisor.log) gets it masked.
         diagnosis = Diagnosis(**mask_json(diagnosis.to_json(), self.secrets))
@@ -209,8 +211,15 @@ class RunEnd:
             detail = f"stopped {stop_detail}"
         elif state == "failed":
             detail = diagnosis.summary
-        self.store.finish_run(self.run_id, state, exit_code=self.launcher.returncode,
-                              diagnosis=None if state == "succeeded" else diagnosis.to_json(), state_detail=detail)
+        ended_at = time.time()
+        kept = None if state == "succeeded" else diagnosis.to_json()
+        try:  # the end in the run folder too: a run store rebuilt from the folders still knows it (store_rebuild)
+            write_end(self.run_dir.path, self.run_id, state, exit_code=self.launcher.returncode, ended_at=ended_at,
+                      diagnosis=kept, state_detail=detail)
+        except OSError as exc:
+            logger.warning("could not write the run's end into its folder: %s", exc)
+        self.store.finish_run(self.run_id, state, exit_code=self.launcher.returncode, ended_at=ended_at,
+                              diagnosis=kept, state_detail=detail)
         self.store.add_event(self.run_id, "finished", f"{state}: {diagnosis.summary}")
         self.watchdog.announce_end(state, diagnosis)
         logger.info("run %s %s: %s", self.run_id, state, diagnosis.summary)
