@@ -74,6 +74,7 @@ class TimeSeriesChart(QWidget):
         self._dirty = False
         self._setting_range = False
         self._dark = False
+        self._legend_values: dict[str, float] = {}  # what a legend says instead of a series' last value (see below)
 
         self._y_axis = UnitAxisItem(unit)
         self.plot_widget = pg.PlotWidget(axisItems={"left": self._y_axis, "bottom": self._make_x_axis()})
@@ -396,10 +397,19 @@ class TimeSeriesChart(QWidget):
         if not self._setting_range:  # the user zoomed or panned: decimate for the new range, refit y
             self._schedule()
 
+    def set_legend_value(self, name: str, value: float | None) -> None:
+        """The value the legend shows beside `name` instead of its line's last point (a stacked chart's line is a
+        running sum; its legend says the part's own value). None: back to the last point."""
+        if value is None:
+            self._legend_values.pop(name, None)
+        else:
+            self._legend_values[name] = value
+        self._schedule()
+
     def _update_legend(self) -> None:
         for sample, label in self.legend.items:
             name = sample.item.name()
-            value = self.last(name) if name in self._series else None
+            value = self._legend_values.get(name, self.last(name) if name in self._series else None)
             label.setText(f"{name}  {format_value(value, self.unit)}" if value is not None else name)
 
     # ------------------------------------------------------------------------------------------------- theme

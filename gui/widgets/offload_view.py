@@ -243,6 +243,8 @@ class OffloadView(QWidget):
         for name in STACK_ORDER:
             top = top + np.asarray(phases[name], dtype=float)
             self.phases.set_series(name, phases["t"], top.copy(), colour=colours[name], fill=True)
+            own = np.asarray(phases[name], dtype=float)
+            self.phases.set_legend_value(name, float(own[-1]) if own.size else None)  # its own ms, not the sum
 
     def _fill_table(self, figures: list[dict[str, Any]], nvme: bool) -> None:
         prefix = "nvme" if nvme else "disk"

@@ -207,6 +207,9 @@ def test_a_finished_run_is_read_back_with_its_offload_view_and_steps(page, qtbot
     assert phases.point_count("other") == len(demo_steps(samples))
     assert phases.last("forward") == 10.0 and phases.last("communication") == 40.0
     assert phases.last("optimizer") == 90.0 and phases.last("other") == 100.0
+    phases.flush()
+    legend = {sample.item.name(): label.text for sample, label in phases.legend.items}
+    assert legend["optimizer"] == "optimizer  50 ms" and legend["other"] == "other  10 ms"  # each part's own
 
 
 def test_estimate_is_drawn_as_reference_lines_and_removed(page):
