@@ -32,7 +32,7 @@ from traindeck.backend.runs.control.lifecycle import stop_run
 from traindeck.backend.runs.control.view import force_stop
 from traindeck.backend.runs.record.layout import RunDir
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
-from traindeck.backend.runs.supervisor.liveness import reconcile
+from traindeck.backend.runs.supervisor.liveness import LOST_RUN_UNCONFIRMED, reconcile
 from traindeck.backend.runs.supervisor.stop_sequence import KILL_AFTER_TERM_MAX_S
 
 
@@ -283,6 +283,38 @@ def test_killed_supervisor_leaves_no_process_and_the_run_is_marked_lost() -> Non
     assert done.diagnosis is not None and done.diagnosis["kind"] == "lost"
     wait_until(lambda: not any(_alive(pid) for pid in job), timeout=15)
     assert leftovers(done) == []
+
+
+STRAY = """
+import os, subprocess, sys, time
+# A child with an environment of its own (no run marker), in a session of its own: only the supervisor, as the
+# run's subreaper, could know it is the run's.
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env={"PATH": os.environ["PATH"]},
+                         start_new_session=True)
+open(sys.argv[1], "w").write(str(child.pid))
+print("stray started", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_a_lost_runs_end_check_never_confirms_what_it_cannot_see(tmp_path: Path) -> None:
+    script = tmp_path / "stray.py"
+    script.write_text(STRAY)
+    pid_file = tmp_path / "stray.pid"
+    run = start([sys.executable, str(script), str(pid_file)])
+    wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), timeout=30)
+    stray = int(pid_file.read_text())
+    try:
+        record = wait_until(lambda: (r := get(run.id)).supervisor_pid and r, timeout=30)
+        os.kill(record.supervisor_pid, signal.SIGKILL)  # type: ignore[arg-type]
+        done = wait_finished(run.id, 30)
+        assert done.state == "lost"
+        kinds = [kind for kind, _text in events(run.id)]
+        assert "confirmed" not in kinds, events(run.id)
+        assert ("unconfirmed", LOST_RUN_UNCONFIRMED) in events(run.id)
+    finally:
+        os.kill(stray, signal.SIGKILL)
 
 
 def test_a_reader_marks_a_run_lost_when_supervisor_and_sentinel_are_both_gone() -> None:

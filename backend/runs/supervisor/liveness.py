@@ -76,6 +76,11 @@ def run_processes(run_id: str, record: RunRecord | None = None) -> list[psutil.P
     return procs.living(found.values())
 
 
+LOST_RUN_UNCONFIRMED = (
+    "no process with the run's marker remains; without the supervisor, a process that dropped the marker (a child "
+    "started with an environment of its own, a daemon that left the session) cannot be ruled out")
+
+
 def end_lost_run(store: RunStore, run_id: str, reason: str, report: Callable[[str], None] | None = None
                  ) -> list[psutil.Process]:
     """For a run without a supervisor: end every process left of it, mark it lost; returns survivors (none).
@@ -106,8 +111,9 @@ def end_lost_run(store: RunStore, run_id: str, reason: str, report: Callable[[st
 
         alerts.announce("lost", run_id, record.name, diagnosis.summary)
         alerts.wait_all()  # the sentinel or CLI exits right after this; the alert is time-limited
-        store.add_event(run_id, "confirmed" if not survivors else "leftovers",
-                        "nothing of the run remains" if not survivors else
-                        f"{len(survivors)} process(es) still alive")
+        # Without its supervisor (the run's subreaper) only processes that carry the run's marker can be found: a
+        # child started with an environment of its own, or a daemon that left the session, cannot be ruled out.
+        store.add_event(run_id, "unconfirmed" if not survivors else "leftovers",
+                        LOST_RUN_UNCONFIRMED if not survivors else f"{len(survivors)} process(es) still alive")
         say(f"run {run_id} marked lost: {reason}")
     return survivors
