@@ -23,6 +23,11 @@ from .control.history import (
 from .control.history import (
     format_seconds_per_step as format_seconds_per_step,
 )
+from .control.history_table import HistoryRow as HistoryRow
+from .control.history_table import HistoryTable as HistoryTable
+from .control.history_table import format_metric as format_metric
+from .control.history_table import higher_is_better as higher_is_better
+from .control.history_table import history_table as history_table
 from .control.leftbehind import summary_fields as summary_fields
 from .control.lifecycle import (
     StopOutcome as StopOutcome,
@@ -98,6 +103,9 @@ from .record.savestop import SAVE_THEN_STOP as SAVE_THEN_STOP
 from .record.savestop import request_save as request_save
 from .record.savestop import save_hold_s as save_hold_s
 from .record.series import BoundedSeries as BoundedSeries
+from .record.sweep_mark import SweepMark as SweepMark
+from .record.sweep_mark import read_sweep_mark as read_sweep_mark
+from .record.sweep_mark import write_sweep_mark as write_sweep_mark
 from .supervisor.alerts import desktop_notifications as desktop_notifications
 from .supervisor.liveness import (
     INTERNAL_MODULES as INTERNAL_MODULES,
