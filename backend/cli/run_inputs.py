@@ -109,6 +109,10 @@ def open_queue() -> QueueStore:
     return queue
 
 
+def _say_sweep_note(note: str) -> None:
+    print(f"traindeck: note: sweep {note}", file=sys.stderr)
+
+
 def enqueue(args: argparse.Namespace, held: bool = False) -> list[RunRecord]:
     """Queue what `run`/`queue add` was given (one run, or one per sweep combination); prints the ids."""
     from traindeck.backend.queue import QueuedLaunch, queue_launches
@@ -137,7 +141,7 @@ def enqueue(args: argparse.Namespace, held: bool = False) -> list[RunRecord]:
     try:
         records = queue_launches(queue, launch, name=args.name or Path(script).stem,
                                  sweep=getattr(args, "sweep", None) or [], gpus=getattr(args, "gpus", None) or "",
-                                 held=held)
+                                 held=held, report=_say_sweep_note)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     finally:

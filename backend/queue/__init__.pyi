@@ -1,5 +1,6 @@
+from .adding import SweepPlan as SweepPlan
 from .adding import queue_launches as queue_launches
-from .adding import sweep_points as sweep_points
+from .adding import sweep_plan as sweep_plan
 from .adding import sweep_run_name as sweep_run_name
 from .entries import QueuedLaunch as QueuedLaunch
 from .entries import QueueStore as QueueStore

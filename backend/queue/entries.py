@@ -59,6 +59,7 @@ class QueuedLaunch:
     python: str | None = None
     cwd: str = ""
     env: dict[str, str] = field(default_factory=dict)
+    sweep: dict[str, Any] = field(default_factory=dict)  # a sweep's run: its SweepMark (runs.record.sweep_mark)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, sort_keys=True)

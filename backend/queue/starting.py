@@ -17,6 +17,7 @@ from traindeck.backend.queue.entries import QueuedLaunch, QueueEntry, QueueStore
 from traindeck.backend.queue.sweep import apply_overrides
 from traindeck.backend.runs.diagnosis.diagnose import Diagnosis
 from traindeck.backend.runs.record.layout import RunDir, create_run_dir
+from traindeck.backend.runs.record.sweep_mark import SweepMark, write_sweep_mark
 
 
 class LaunchProblem(Exception):
@@ -63,6 +64,9 @@ def start_queued(queue: QueueStore, entry: QueueEntry, gpus: list[int] | None) -
         from traindeck.backend.runs.control.new_run import probe_for
 
         run_dir = _fresh_run_dir(entry.run_id)
+        mark = SweepMark.from_dict(entry.launch.sweep)
+        if mark is not None:  # a sweep's run keeps its sweep and values beside its other records (History)
+            write_sweep_mark(run_dir.path, mark)
         plan = build_plan(request, run_dir.path, environment=probe_for(request.python))
         if plan.errors:
             raise LaunchProblem("; ".join(plan.errors))

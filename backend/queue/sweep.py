@@ -3,6 +3,13 @@
 A NAME is a preset value when it is one of the short names below or a dotted key path into the preset
 (`deepspeed.zero_optimization.stage`); otherwise it is a script argument: `--NAME VALUE` replaces the script's
 own `--NAME x` / `--NAME=x`, or is added at the end.
+
+A script argument that the preset's DeepSpeed config decides instead is aimed at the config (`aim_axis`): when the
+config defines the optimizer, DeepSpeed builds it from `optimizer.params` and never sees the script's `--lr`, so
+`lr` (or `learning_rate`) sets `optimizer.params.lr` (and the scheduler's `warmup_max_lr`, the rate a warm-up
+reaches), and any other name that is a key of `optimizer.params` sets that key. The script's own `--NAME` is set
+to match where its arguments name it. A value the config leaves "auto" is the script's (HF Trainer fills it in
+from its arguments).
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ import copy
 import itertools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -28,6 +35,8 @@ PRESET_KEYS = {
 }
 _NAME = re.compile(r"^[A-Za-z_][\w.-]*$")
 MAX_RUNS = 256
+# Names a sweep means as the learning rate: the DeepSpeed optimizer's `lr`.
+LR_NAMES = frozenset({"lr", "learning_rate"})
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,8 @@ class SweepAxis:
     name: str
     values: tuple[str, ...]
     preset_path: str | None  # None: a script argument
+    also_paths: tuple[str, ...] = ()  # further preset values set alike (the scheduler's warm-up peak beside lr)
+    script_arg: bool = False  # a preset value that the script is given as --NAME too (its arguments name it)
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,7 @@ class SweepPoint:
     label: str
     script_args: list[str]
     preset_overrides: dict[str, Any]
+    values: dict[str, str] = field(default_factory=dict)  # swept name -> this run's value, as written
 
 
 def parse_axis(text: str) -> SweepAxis:
@@ -75,12 +87,50 @@ def expand(axes: Sequence[SweepAxis], script_args: Sequence[str]) -> list[SweepP
         overrides: dict[str, Any] = {}
         for axis, value in zip(axes, combo, strict=True):
             if axis.preset_path is not None:
-                overrides[axis.preset_path] = _typed(value)
-            else:
+                for path in (axis.preset_path, *axis.also_paths):
+                    overrides[path] = _typed(value)
+            if axis.preset_path is None or axis.script_arg:
                 args = set_script_arg(args, axis.name, value)
         label = "-".join(f"{a.name}={v}" for a, v in zip(axes, combo, strict=True))
-        points.append(SweepPoint(label, args, overrides))
+        points.append(SweepPoint(label, args, overrides, {a.name: v for a, v in zip(axes, combo, strict=True)}))
     return points
+
+
+def aim_axis(axis: SweepAxis, deepspeed: Mapping[str, Any] | None, script_args: Sequence[str]
+             ) -> tuple[SweepAxis, str]:
+    """A script-argument axis aimed at the DeepSpeed config where the config decides that setting (see the module's
+    docstring), with one line that says where the values go ("" when they go where the name says)."""
+    if axis.preset_path is not None:
+        return axis, ""
+    named = names_script_arg(script_args, axis.name)
+    optimizer = (deepspeed or {}).get("optimizer")
+    params = optimizer.get("params") if isinstance(optimizer, dict) else None
+    key = "lr" if axis.name in LR_NAMES else axis.name
+    # "auto": HF Trainer fills the value in from its own arguments, and refuses a config that disagrees with them.
+    auto = isinstance(params, dict) and params.get(key) == "auto"
+    if isinstance(optimizer, dict) and not auto and (key == "lr" or (isinstance(params, dict) and key in params)):
+        paths = [f"deepspeed.optimizer.params.{key}"]
+        scheduler = (deepspeed or {}).get("scheduler")
+        scheduled = scheduler.get("params") if isinstance(scheduler, dict) else None
+        if isinstance(scheduled, dict):
+            paths += [f"deepspeed.scheduler.params.{k}" for k in (("warmup_max_lr",) if key == "lr" else (key,))
+                      if k in scheduled and scheduled[k] != "auto"]
+        where = " and ".join(p.removeprefix("deepspeed.") for p in paths)
+        also = (f"; the script's --{axis.name} is set to match" if named else
+                f"; the script is not given --{axis.name} (its arguments do not name it)")
+        note = (f"{axis.name}: set in each run's DeepSpeed config ({where}): the config defines the optimizer, so "
+                f"DeepSpeed trains with its {key}, not the script's" + also)
+        return SweepAxis(axis.name, axis.values, paths[0], tuple(paths[1:]), script_arg=named), note
+    if named:
+        return axis, ""
+    return axis, (f"{axis.name}: not a preset value: each run's script is given --{axis.name} VALUE, added to its "
+                  "arguments (they do not name it now), so the script must accept that option")
+
+
+def names_script_arg(args: Sequence[str], name: str) -> bool:
+    """Do the script's arguments give `--name` a value already?"""
+    option = f"--{name}"
+    return any((arg == option and i + 1 < len(args)) or arg.startswith(option + "=") for i, arg in enumerate(args))
 
 
 def set_script_arg(args: Sequence[str], name: str, value: str) -> list[str]:

@@ -23,6 +23,11 @@ from .control.history import (
 from .control.history import (
     format_seconds_per_step as format_seconds_per_step,
 )
+from .control.history_table import HistoryRow as HistoryRow
+from .control.history_table import HistoryTable as HistoryTable
+from .control.history_table import format_metric as format_metric
+from .control.history_table import higher_is_better as higher_is_better
+from .control.history_table import history_table as history_table
 from .control.leftbehind import summary_fields as summary_fields
 from .control.lifecycle import (
     StopOutcome as StopOutcome,
@@ -100,6 +105,9 @@ from .record.savestop import save_hold_s as save_hold_s
 from .record.series import BoundedSeries as BoundedSeries
 from .record.store_rebuild import on_store_rebuilt as on_store_rebuilt
 from .record.store_rebuild import store_rebuilds as store_rebuilds
+from .record.sweep_mark import SweepMark as SweepMark
+from .record.sweep_mark import read_sweep_mark as read_sweep_mark
+from .record.sweep_mark import write_sweep_mark as write_sweep_mark
 from .supervisor.alerts import desktop_notifications as desktop_notifications
 from .supervisor.liveness import (
     INTERNAL_MODULES as INTERNAL_MODULES,

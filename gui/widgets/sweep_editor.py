@@ -6,12 +6,16 @@ per combination, named after its values, exactly as `traindeck run --sweep` does
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QGroupBox, QLabel, QPlainTextEdit, QVBoxLayout
 
 from traindeck.backend.queue import SweepPoint
+
+if TYPE_CHECKING:
+    from traindeck.backend.presets import Preset
 
 _SHOWN_NAMES = 4
 
@@ -27,7 +31,9 @@ class SweepEditor(QGroupBox):
         self.rows.setTabChangesFocus(True)  # a form field: Tab moves to the next field, a row never holds a tab
         self.rows.setToolTip("One NAME = V1, V2 per line. A NAME is a script option (--NAME VALUE replaces the "
                              "script's own) or a preset value (zero_stage, gradient_accumulation_steps, "
-                             "deepspeed.KEY.PATH). Every combination becomes a queued run named after its values.")
+                             "deepspeed.KEY.PATH). lr reaches the DeepSpeed config's optimizer.params.lr when the config "
+                             "defines the optimizer (DeepSpeed trains with that, not the script's --lr). Every "
+                             "combination becomes a queued run named after its values.")
         self.rows.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.rows.setFixedHeight(self.rows.fontMetrics().lineSpacing() * 4 + 12)
         self.summary = QLabel()
@@ -37,6 +43,7 @@ class SweepEditor(QGroupBox):
         layout.addStretch(1)
         self.rows.textChanged.connect(self.changed)
         self.points: list[SweepPoint] = []
+        self.notes: list[str] = []  # where values go when that is not what their names say
         self.error = ""
 
     def axes(self) -> list[str]:
@@ -46,25 +53,28 @@ class SweepEditor(QGroupBox):
     def set_axes(self, axes: list[str]) -> None:
         self.rows.setPlainText("\n".join(a.replace("=", " = ", 1) for a in axes))
 
-    def update_summary(self, script_args: list[str], has_preset: bool, base_name: str) -> None:
-        """Expand the rows (backend.queue.adding, as `--sweep`) and say how many runs they make."""
-        from traindeck.backend.queue import sweep_points, sweep_run_name
+    def update_summary(self, script_args: list[str], preset: Preset | None, base_name: str) -> None:
+        """Expand the rows (backend.queue.adding, as `--sweep`) for this preset, say how many runs they make and
+        where a value goes when that is not what its name says (`lr` into the DeepSpeed config that defines the
+        optimizer)."""
+        from traindeck.backend.queue import sweep_plan, sweep_run_name
 
-        self.points, self.error = [], ""
+        self.points, self.notes, self.error = [], [], ""
         axes = self.axes()
         if not axes:
             self.summary.setText("No sweep: one run. A row NAME = V1, V2 queues one run per value.")
             return
         try:
-            self.points = sweep_points(axes, script_args, has_preset)
+            plan = sweep_plan(axes, script_args, preset)
         except ValueError as exc:
             self.error = "Sweep: " + str(exc).removeprefix("--sweep ")
             self.summary.setText(self.error)
             return
+        self.points, self.notes = plan.points, plan.notes
         names = [sweep_run_name(base_name, p) for p in self.points[:_SHOWN_NAMES]]
         more = f", and {len(self.points) - _SHOWN_NAMES} more" if len(self.points) > _SHOWN_NAMES else ""
         self.summary.setText(f"Makes {len(self.points)} queued run{'s' if len(self.points) != 1 else ''}: "
-                             + ", ".join(names) + more)
+                             + ", ".join(names) + more + "".join(f"\n{note}." for note in self.notes))
 
     @property
     def active(self) -> bool:

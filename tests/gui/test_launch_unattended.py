@@ -95,22 +95,27 @@ def test_gpu_picker_on_an_idle_mig_card_and_on_a_machine_without_gpus(qtbot, tas
 
 
 def test_sweep_editor_counts_and_names_runs_as_the_cli_does(qtbot):
+    from traindeck.backend.presets import load_preset
     from traindeck.gui.widgets.sweep_editor import SweepEditor
 
+    demo = load_preset("cpu-demo")  # its DeepSpeed config defines the optimizer: lr goes there too
     editor = SweepEditor()
     qtbot.addWidget(editor)
-    editor.update_summary(["--lr", "0.1"], has_preset=True, base_name="tiny")
+    editor.update_summary(["--lr", "0.1"], demo, base_name="tiny")
     assert not editor.active and "one run" in editor.summary.text()
     editor.rows.setPlainText("lr = 1e-5, 3e-5\n\nzero_stage = 2, 3\n")
     assert editor.axes() == ["lr=1e-5,3e-5", "zero_stage=2,3"]
-    editor.update_summary(["--lr", "0.1"], has_preset=True, base_name="tiny")
+    editor.update_summary(["--lr", "0.1"], demo, base_name="tiny")
     assert [p.label for p in editor.points] == ["lr=1e-5-zero_stage=2", "lr=1e-5-zero_stage=3",
                                                 "lr=3e-5-zero_stage=2", "lr=3e-5-zero_stage=3"]
     assert editor.summary.text().startswith("Makes 4 queued runs: tiny-lr=1e-5-zero_stage=2,")
-    editor.update_summary([], has_preset=False, base_name="tiny")
+    assert editor.points[0].preset_overrides["deepspeed.optimizer.params.lr"] == 1e-5
+    assert editor.notes == [editor.notes[0]] and "optimizer.params.lr" in editor.notes[0]
+    assert editor.notes[0] in editor.summary.text()  # the editor says which setting the value reaches
+    editor.update_summary([], None, base_name="tiny")
     assert editor.error == "Sweep: over a preset value needs --preset NAME"
     editor.rows.setPlainText("lr = 1, 1")
-    editor.update_summary([], has_preset=False, base_name="tiny")
+    editor.update_summary([], None, base_name="tiny")
     assert "a value is given twice" in editor.error
 
 

@@ -1,4 +1,5 @@
-"""Run history: each run's figures (duration, peak memory, seconds per step, throughput, final metrics).
+"""Run history: each run's figures (duration, peak memory, seconds per step, throughput, final metrics, each
+metric's lowest and highest value, the sweep it belongs to).
 
 Read from the run store (the run's record, its metrics and the monitor's resource samples); nothing here writes.
 A finished run's figures never change, so `RunHistory` computes them once and re-reads only running runs.
@@ -17,6 +18,7 @@ from typing import Any
 from traindeck.backend.core.paths import run_store_path
 from traindeck.backend.runs.control.view import duration_text
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+from traindeck.backend.runs.record.sweep_mark import SweepMark, read_sweep_mark
 from traindeck.backend.runs.supervisor.liveness import reconcile
 
 # Progress units that count optimizer steps (tqdm's default "it" included): their rate is steps per second.
@@ -57,6 +59,8 @@ class RunFigures:
     final_metrics: dict[str, float] = field(default_factory=dict)
     exit_code: int | None = None
     summary: str = ""  # the diagnosis' one line, or the state detail
+    metric_extremes: dict[str, tuple[float, float]] = field(default_factory=dict)  # name -> (lowest, highest)
+    sweep: SweepMark | None = None  # the sweep the run was queued by, and its values
 
     @property
     def finished(self) -> bool:
@@ -150,6 +154,7 @@ def run_figures(store: RunStore, record: RunRecord, now: float | None = None) ->
         peak_host_ram_bytes=host, peak_host_used_bytes=_int(res.get("peak_host_used_bytes")),
         seconds_per_step=sps, seconds_per_step_source=source, throughput=rate, throughput_unit=unit,
         final_metrics=last, exit_code=record.exit_code, summary=summary,
+        metric_extremes=store.metric_extremes(record.id), sweep=read_sweep_mark(record.run_dir),
     )
 
 

@@ -415,6 +415,14 @@ class RunStore:
         return {str(r["name"]): (int(r["s0"]), int(r["s1"]), float(r["t0"]), float(r["t1"]), int(r["n"]))
                 for r in rows}
 
+    def metric_extremes(self, run_id: str) -> dict[str, tuple[float, float]]:
+        """{name: (lowest, highest value)} of every series of the run: a run's best loss or accuracy without
+        reading the series (run history)."""
+        with self._lock:
+            rows = self._db.execute("SELECT name, min(value) AS lo, max(value) AS hi FROM run_metrics "
+                                    "WHERE run_id = ? GROUP BY name", (run_id,)).fetchall()
+        return {str(r["name"]): (float(r["lo"]), float(r["hi"])) for r in rows if r["lo"] is not None}
+
     # -- events ---------------------------------------------------------------------------------------------
     def add_event(self, run_id: str, kind: str, text: str, t: float | None = None) -> None:
         """Record an event of the run (`t`: wall-clock time, default now)."""

@@ -1,6 +1,10 @@
 """History's table of runs: a panel (RunTable) that shows the runs and keeps their selection, and the model behind it
 (cells formatted once per refresh, only changed rows reported). The page gives it each new list and listens to its
-signals: the selection changed, a run is to be opened."""
+signals: the selection changed, a run is to be opened.
+
+Beside each run's figures the table answers "which was best": the swept values as columns, the final and best
+value of a metric the panel lets the user choose (loss unless chosen), a sweep's runs together under the sweep's
+name and its best run marked. That table is `backend.runs.history_table` (Qt-free); this module presents it."""
 
 from __future__ import annotations
 
@@ -20,15 +24,29 @@ from PySide6.QtCore import (
     Qt,
     Signal,
 )
-from PySide6.QtGui import QBrush, QColor, QIcon, QKeySequence, QShortcut
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QStyle, QTableView, QVBoxLayout, QWidget
+from PySide6.QtGui import QBrush, QColor, QFont, QIcon, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QStyle,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
 
 from traindeck.backend.runs import (
+    HistoryRow,
+    HistoryTable,
     RunFigures,
     format_bytes,
     format_duration,
+    format_metric,
     format_rate,
     format_seconds_per_step,
+    history_table,
 )
 from traindeck.gui.widgets.message_list import tone
 from traindeck.gui.widgets.run_state import state_icon
@@ -45,6 +63,9 @@ COLUMN_TIPS = (
     "Seconds per optimizer step (hover a cell to see how it was measured)",
     "Samples or tokens per second the run reported, else its progress rate",
 )
+SWEEP_TIP = ("The sweep the run was queued by (its runs together when sorted by Started); ★ marks the sweep's best "
+             "run by the chosen metric's best value")
+BEST_MARK = "★ "
 STATE_SEVERITY = {"succeeded": "ok", "failed": "error", "lost": "error", "stopped": "warning", "running": "note"}
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 ID_ROLE = Qt.ItemDataRole.UserRole + 2
@@ -55,43 +76,57 @@ def _started(t: float | None) -> str:
 
 
 class RunsModel(QAbstractTableModel):
-    """The runs as the table shows them. Cells are formatted once per refresh (views ask for data thousands of
-    times); `set_rows` reports only the rows that changed, so the view keeps its selection and scroll position."""
+    """The runs as the table shows them: the fixed figure columns, then the sweep, the swept values and the chosen
+    metric's final and best values (history_table). Cells are formatted once per refresh (views ask for data
+    thousands of times); `set_table` reports only the rows that changed, so the view keeps its selection and scroll
+    position."""
 
     def __init__(self, parent: QWidget):
         super().__init__(parent)
         self.rows: list[RunFigures] = []
+        self.table = history_table([])
+        self.headers: tuple[str, ...] = COLUMNS
+        self.tips: tuple[str, ...] = COLUMN_TIPS
         self._text: list[tuple[str, ...]] = []
         self._sort: list[tuple[Any, ...]] = []
+        self._best: list[bool] = []
         self._view = parent
         self._brushes: dict[str, QBrush | None] = {}
+        self._bold = QFont(parent.font())
+        self._bold.setBold(True)
 
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self.rows)
 
     def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(COLUMNS)
+        return 0 if parent.isValid() else len(self.headers)
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal:
+        if orientation == Qt.Orientation.Horizontal and 0 <= section < len(self.headers):
             if role == Qt.ItemDataRole.DisplayRole:
-                return COLUMNS[section]
+                return self.headers[section]
             if role == Qt.ItemDataRole.ToolTipRole:
-                return COLUMN_TIPS[section]
+                return self.tips[section]
         return None
 
-    def set_rows(self, rows: list[RunFigures]) -> bool:
-        """Take a new list; True when the set or order of runs changed (the view was reset)."""
-        texts = [_cells(r) for r in rows]
-        sorts = [_sort_keys(r) for r in rows]
-        if [r.run_id for r in rows] == [r.run_id for r in self.rows]:
-            changed = [i for i, (old, new) in enumerate(zip(self.rows, rows, strict=True)) if old != new]
-            self.rows, self._text, self._sort = rows, texts, sorts
+    def set_table(self, table: HistoryTable) -> bool:
+        """Take a new table; True when the set or order of runs, or the columns, changed (the view was reset)."""
+        headers, tips = _headers(table)
+        rows = [r.run for r in table.rows]
+        params = table.param_sort_keys()
+        texts = [_cells(r) for r in table.rows]
+        sorts = [_sort_keys(r, keys) for r, keys in zip(table.rows, params, strict=True)]
+        best = [r.is_best for r in table.rows]
+        if [r.run_id for r in rows] == [r.run_id for r in self.rows] and headers == self.headers:
+            changed = [i for i in range(len(rows)) if texts[i] != self._text[i] or rows[i] != self.rows[i]
+                       or best[i] != self._best[i]]
+            self.rows, self.table, self._text, self._sort, self._best = rows, table, texts, sorts, best
             for i in changed:
-                self.dataChanged.emit(self.index(i, 0), self.index(i, len(COLUMNS) - 1))
+                self.dataChanged.emit(self.index(i, 0), self.index(i, len(headers) - 1))
             return False
         self.beginResetModel()
-        self.rows, self._text, self._sort = rows, texts, sorts
+        self.rows, self.table, self._text, self._sort, self._best = rows, table, texts, sorts, best
+        self.headers, self.tips = headers, tips
         self.endResetModel()
         return True
 
@@ -119,9 +154,11 @@ class RunsModel(QAbstractTableModel):
         if role == SORT_ROLE:
             return self._sort[row][column]
         if role == Qt.ItemDataRole.TextAlignmentRole:
-            return _RIGHT if column in _NUMERIC else None
+            return _RIGHT if column in _NUMERIC or column >= len(self.headers) - 2 else None
         if role == Qt.ItemDataRole.ForegroundRole:
             return self._state_brush(self.rows[row].state) if column == 1 else None
+        if role == Qt.ItemDataRole.FontRole:
+            return self._bold if self._best[row] and column in (0, SWEEP_COLUMN) else None
         if role == Qt.ItemDataRole.DecorationRole and column == 1:
             return _state_icon(self.rows[row].state)  # the state at a glance: the Runs list's icon and colour
         if role == ID_ROLE:
@@ -130,6 +167,9 @@ class RunsModel(QAbstractTableModel):
             run = self.rows[row]
             if column == 7 and run.seconds_per_step_source:
                 return f"From {run.seconds_per_step_source}"
+            if self._best[row] and column == SWEEP_COLUMN:
+                word = "highest" if self.table.higher_is_better else "lowest"
+                return f"The best run of its sweep: the {word} {self.table.metric}"
             lines = [f"Run {run.run_id}"] + ([run.summary] if run.summary else []) + [f"Folder: {run.run_dir}"]
             return "\n".join(lines)
         return None
@@ -144,7 +184,21 @@ _NUMERIC = frozenset({3, 5, 6, 7, 8})
 _RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
 
 
-def _cells(run: RunFigures) -> tuple[str, ...]:
+SWEEP_COLUMN = len(COLUMNS)  # the first column after the fixed ones
+
+
+def _headers(table: HistoryTable) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The columns for this table (the swept names and the metric vary) and their tips."""
+    better = "highest" if table.higher_is_better else "lowest"
+    headers = (*COLUMNS, "Sweep", *table.params, f"Final {table.metric}", f"Best {table.metric}")
+    tips = (*COLUMN_TIPS, SWEEP_TIP, *(f"The value of {name} the sweep gave the run" for name in table.params),
+            f"The last {table.metric} the run logged",
+            f"The {better} {table.metric} the run logged ({better} is best); choose the metric above the table")
+    return headers, tips
+
+
+def _cells(row: HistoryRow) -> tuple[str, ...]:
+    run = row.run
     return (
         run.name or run.run_id,
         run.state + (f" ({run.exit_code})" if run.state == "failed" and run.exit_code else ""),
@@ -155,18 +209,26 @@ def _cells(run: RunFigures) -> tuple[str, ...]:
         format_bytes(run.peak_host_ram_bytes),
         format_seconds_per_step(run.seconds_per_step),
         format_rate(run.throughput, run.throughput_unit),
+        (BEST_MARK if row.is_best else "") + (row.group_label or "-"),
+        *(value or "-" for value in row.params),
+        format_metric(row.final),
+        format_metric(row.best),
     )
 
 
-def _sort_keys(run: RunFigures) -> tuple[Any, ...]:
-    values = (run.name.lower(), run.state, run.started_at or run.created_at, run.duration_s, run.preset or "",
-              run.peak_gpu_mem_bytes, run.peak_host_ram_bytes, run.seconds_per_step, run.throughput)
+def _sort_keys(row: HistoryRow, params: tuple[float | str, ...]) -> tuple[Any, ...]:
+    run = row.run
+    # Started sorts by sort_time: a sweep's runs stay together, newest first.
+    values = (run.name.lower(), run.state, row.sort_time, run.duration_s, run.preset or "",
+              run.peak_gpu_mem_bytes, run.peak_host_ram_bytes, run.seconds_per_step, run.throughput,
+              f"{row.group_label} {row.group}" if row.group else "", *params, row.final, row.best)
     return tuple(-1.0 if v is None else v for v in values)
 
 
 class RunTable(QWidget):
-    """The runs, newest first, sortable by any column; one or more selected. Figure columns are as wide as their
-    widest cell, the name takes the rest. Enter or a double-click asks to open the selected run."""
+    """The runs, newest first (a sweep's runs together), sortable by any column; one or more selected. Figure columns
+    are as wide as their widest cell, the name takes the rest. Enter or a double-click asks to open the selected
+    run. The panel keeps the metric whose final and best values it shows (loss until one is chosen)."""
 
     selection_changed = Signal(list)  # the selected runs' ids, in the order shown
     open_requested = Signal()  # Enter, Return or a double-click on the list
@@ -174,6 +236,8 @@ class RunTable(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self._sized = False
+        self._runs: list[RunFigures] = []
+        self._metric: str | None = None  # chosen by the user; None: history_table's default (loss)
         self.model = RunsModel(self)
         self.proxy = QSortFilterProxyModel(self)
         self.proxy.setSourceModel(self.model)
@@ -203,22 +267,65 @@ class RunTable(QWidget):
             shortcut.setContext(Qt.ShortcutContext.WidgetShortcut)
             shortcut.activated.connect(self.open_requested.emit)
 
+        self.metric_box = QComboBox()
+        self.metric_box.setToolTip("The metric whose final and best values the last two columns show, and by which "
+                                   "each sweep's best run is marked (★)")
+        self.metric_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.metric_box.currentTextChanged.connect(self._metric_chosen)
+        label = QLabel("&Best by:")
+        label.setBuddy(self.metric_box)
+        chooser = QHBoxLayout()
+        chooser.addStretch(1)
+        chooser.addWidget(label)
+        chooser.addWidget(self.metric_box)
+
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(chooser)
         layout.addWidget(self.table)
 
     @property
     def rows(self) -> list[RunFigures]:
-        """The runs listed, in the store's order."""
+        """The runs listed, in the table's order (a sweep's runs together)."""
         return self.model.rows
+
+    @property
+    def history(self) -> HistoryTable:
+        """The table shown: its swept names, its metric, each row's final and best values and group."""
+        return self.model.table
 
     def show_rows(self, rows: list[RunFigures]) -> None:
         """A new list: changed rows are redrawn, the selection stays on its runs, columns fit a changed set."""
+        self._runs = rows
+        table = history_table(rows, self._metric)
+        self._offer_metrics(table)
         selected = self.selected_ids()
-        if self.model.set_rows(rows) or not self._sized:
+        if self.model.set_table(table) or not self._sized:
             self._size_columns()
         if selected and self.selected_ids() != selected:
             self.select_runs(selected)
+
+    def choose_metric(self, metric: str) -> None:
+        """Show the final and best values of `metric` (and mark each sweep's best by it)."""
+        self._metric = metric
+        self.show_rows(self._runs)
+
+    def _metric_chosen(self, metric: str) -> None:
+        if metric and metric != self.model.table.metric:
+            self.choose_metric(metric)
+
+    def _offer_metrics(self, table: HistoryTable) -> None:
+        """The metrics the runs logged, in the chooser, with the table's one current."""
+        names = list(table.metrics) if table.metric in table.metrics else [table.metric, *table.metrics]
+        if [self.metric_box.itemText(i) for i in range(self.metric_box.count())] != names:
+            self.metric_box.blockSignals(True)
+            self.metric_box.clear()
+            self.metric_box.addItems(names)
+            self.metric_box.blockSignals(False)
+        if self.metric_box.currentText() != table.metric:
+            self.metric_box.blockSignals(True)
+            self.metric_box.setCurrentText(table.metric)
+            self.metric_box.blockSignals(False)
 
     def selected_ids(self) -> list[str]:
         """The selected runs' ids, in the order shown."""
@@ -230,7 +337,7 @@ class RunTable(QWidget):
         for row in range(self.proxy.rowCount()):
             index = self.proxy.index(row, 0)
             if index.data(ID_ROLE) in run_ids:
-                selection.select(index, self.proxy.index(row, len(COLUMNS) - 1))
+                selection.select(index, self.proxy.index(row, self.model.columnCount() - 1))
         self.table.selectionModel().select(selection, QItemSelectionModel.SelectionFlag.ClearAndSelect)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
@@ -248,15 +355,18 @@ class RunTable(QWidget):
         metrics = self.table.fontMetrics()
         header = self.table.horizontalHeader().fontMetrics()
         texts = self.model.texts()[:300]
-        for column in range(1, len(COLUMNS)):
+        headers = self.model.headers
+        for column in range(1, len(headers)):
             widest = max((metrics.horizontalAdvance(t[column]) for t in texts), default=0)
             if column == 1:  # the state's icon sits before its word
                 widest += self.table.style().pixelMetric(QStyle.PixelMetric.PM_SmallIconSize) + 8
-            self.table.setColumnWidth(column, max(widest, header.horizontalAdvance(COLUMNS[column]) + 14) + 14)
+            if column == SWEEP_COLUMN:  # the best run's name is drawn bold
+                widest += metrics.horizontalAdvance(BEST_MARK) + 8
+            self.table.setColumnWidth(column, max(widest, header.horizontalAdvance(headers[column]) + 14) + 14)
         self._sized = bool(texts)
         self._fit_name_column()
 
     def _fit_name_column(self) -> None:
         """The name takes the room the figures leave, but stays readable (the view scrolls instead)."""
-        others = sum(self.table.columnWidth(c) for c in range(1, len(COLUMNS)))
+        others = sum(self.table.columnWidth(c) for c in range(1, self.model.columnCount()))
         self.table.setColumnWidth(0, max(self._name_min, self.table.viewport().width() - others))

@@ -258,7 +258,7 @@ class LaunchPage(Page):
         args = self.script_box.split_args()[0]
         problems = self.script_box.check() + self.env_box.check()
         preset = self.ctx.draft.preset
-        self.sweep.update_summary(args or [], preset is not None, self.run_name() or "run")
+        self.sweep.update_summary(args or [], preset, self.run_name() or "run")
         problems += [p for p in (self.gpu_picker.problem(), self.sweep.error) if p]
         launcher = self.runner.launcher_choice() or (preset.launcher if preset else "python")
         self.hosts.setVisible(launcher == "deepspeed")

@@ -1,0 +1,151 @@
+"""History's table for "which was best": the runs' swept values and one metric's final and best values as columns,
+a sweep's runs grouped, the best run of each sweep marked. Qt-free: the History page's table presents it.
+
+A metric's best value is its lowest, or its highest for names that count what is wanted more of (accuracy, F1,
+BLEU, reward, throughput: `higher_is_better`). A sweep's best run is the one with the best best-value among its runs
+that did not fail.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from traindeck.backend.runs.control.history import RunFigures
+
+DEFAULT_METRIC = "loss"
+# Metric names where more is better; every other metric (loss, perplexity, error rates) is better lower.
+_HIGHER = re.compile(r"acc|f1|bleu|rouge|auc|precision|recall|score|reward|map\b|_per_s|per_sec|throughput|mfu",
+                     re.IGNORECASE)
+_FAILED = frozenset({"failed", "lost"})  # such a run's values are no result
+
+
+def higher_is_better(metric: str) -> bool:
+    return bool(_HIGHER.search(metric))
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One run with the table's extra cells."""
+
+    run: RunFigures
+    params: tuple[str, ...]  # the run's value of each swept name of the table ("" where it has none)
+    final: float | None  # the metric's last value
+    best: float | None  # its lowest (highest for higher_is_better) value
+    group: str  # the sweep's id; "" for a run of no sweep
+    group_label: str  # "name: lr, zero_stage (4 runs)"; "" for a run of no sweep
+    is_best: bool  # the best run of its sweep by `best`
+    sort_time: float  # its start for ordering: its sweep's newest start, less a millisecond per newer run of the
+    # sweep (a sweep's runs stay together, newest first, in a list sorted by start); its own start otherwise
+
+
+@dataclass(frozen=True)
+class HistoryTable:
+    metric: str
+    higher_is_better: bool
+    params: tuple[str, ...]  # the swept names of the runs shown, in the order first met
+    rows: list[HistoryRow]  # a sweep's runs together, at the place of its newest run; otherwise as given
+    metrics: tuple[str, ...]  # every metric the runs logged (to choose from), sorted
+
+    def param_sort_keys(self) -> list[tuple[float | str, ...]]:
+        """Per row, one sort key per swept name: numbers where every value of that name is one, else the text."""
+        numeric = [all(_number(r.params[i]) is not None for r in self.rows if r.params[i])
+                   for i in range(len(self.params))]
+        out = []
+        for row in self.rows:
+            keys: list[float | str] = []
+            for i, text in enumerate(row.params):
+                number = _number(text) if text else None
+                keys.append((-math.inf if number is None else number) if numeric[i] else text)
+            out.append(tuple(keys))
+        return out
+
+
+def default_metric(metrics: Sequence[str]) -> str:
+    """`loss` when a run logged it, else the first name with loss in it, else the first name."""
+    if DEFAULT_METRIC in metrics or not metrics:
+        return DEFAULT_METRIC
+    return next((m for m in metrics if "loss" in m.lower()), metrics[0])
+
+
+def history_table(runs: Sequence[RunFigures], metric: str | None = None) -> HistoryTable:
+    """The table for `runs` (newest first, as RunHistory lists them) by `metric` (None: default_metric)."""
+    metrics = tuple(sorted({name for run in runs for name in (*run.final_metrics, *run.metric_extremes)}))
+    metric = metric or default_metric(metrics)
+    higher = higher_is_better(metric)
+    params: dict[str, None] = {}
+    for run in reversed(runs):  # the oldest sweep's names first: their columns keep their place as runs come
+        for name in (run.sweep.values if run.sweep else {}):
+            params.setdefault(name, None)
+    names = tuple(params)
+
+    members: dict[str, list[RunFigures]] = {}
+    for run in runs:
+        if run.sweep is not None:
+            members.setdefault(run.sweep.sweep_id, []).append(run)
+    best_of: dict[str, str] = {}
+    for sweep_id, group in members.items():
+        scored = [(value, run.run_id) for run in group if run.state not in _FAILED
+                  and (value := _best(run, metric, higher)) is not None]
+        if len(scored) >= 2:
+            best_of[sweep_id] = (max if higher else min)(scored)[1]
+
+    rows: list[HistoryRow] = []
+    placed: set[str] = set()
+    for run in runs:
+        if run.sweep is None:
+            rows.append(_row(run, names, metric, higher, "", "", False, _start(run)))
+            continue
+        sweep_id = run.sweep.sweep_id
+        if sweep_id in placed:
+            continue
+        placed.add(sweep_id)
+        group = members[sweep_id]
+        newest = max(_start(r) for r in group)
+        label = _group_label(group)
+        rank = {r.run_id: i for i, r in enumerate(sorted(group, key=_start, reverse=True))}
+        rows += [_row(r, names, metric, higher, sweep_id, label, best_of.get(sweep_id) == r.run_id,
+                      newest - rank[r.run_id] * 1e-3) for r in group]
+    return HistoryTable(metric, higher, names, rows, metrics)
+
+
+def _row(run: RunFigures, names: tuple[str, ...], metric: str, higher: bool, group: str, label: str,
+         is_best: bool, sort_time: float) -> HistoryRow:
+    values = run.sweep.values if run.sweep else {}
+    return HistoryRow(run=run, params=tuple(values.get(n, "") for n in names), final=run.final_metrics.get(metric),
+                      best=_best(run, metric, higher), group=group, group_label=label, is_best=is_best,
+                      sort_time=sort_time)
+
+
+def _best(run: RunFigures, metric: str, higher: bool) -> float | None:
+    extremes = run.metric_extremes.get(metric)
+    if extremes is None:
+        return run.final_metrics.get(metric)
+    return extremes[1] if higher else extremes[0]
+
+
+def _start(run: RunFigures) -> float:
+    return run.started_at or run.created_at
+
+
+def _group_label(group: Sequence[RunFigures]) -> str:
+    mark = group[0].sweep
+    assert mark is not None
+    names = ", ".join(mark.values) or "sweep"
+    shown = len(group)
+    count = f"{shown} of {mark.size} runs" if mark.size > shown else f"{shown} run{'s' if shown != 1 else ''}"
+    return f"{mark.name}: {names} ({count})" if mark.name else f"{names} ({count})"
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def format_metric(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
