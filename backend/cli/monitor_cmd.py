@@ -1,11 +1,20 @@
-"""`traindeck monitor`: live host, GPU and (with --run) run-process samples, for people on SSH."""
+"""`traindeck monitor`: live host, GPU and (with --run) run-process samples, for people on SSH.
+
+On a terminal the screen is redrawn in place, like top and nvitop: the alternate screen (the shell's screen comes
+back on exit), each frame written from the top-left corner, every line cleared to its end and the rest of the
+screen below the frame cleared, lines cut to the terminal's width and the frame to its height (a line that wraps or
+a frame that scrolls would leave the next frame drawn off its place). Piped or with --json, one block (or JSON line)
+per sample, as a log reads.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import sys
 import time
-from typing import Any
+from typing import Any, TextIO
 
 from traindeck.backend.cli import UserError
 
@@ -22,7 +31,52 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--once", action="store_true", help="print one sample and exit")
     p.add_argument("--json", action="store_true", help="one JSON object per sample and line")
     p.add_argument("--run", metavar="ID", help="also show the processes of this run (its id, a unique part of it or its name, as for `runs show`; or a PID)")
+    p.add_argument("--processes", action="store_true",
+                   help="also list the machine's busiest processes (CPU, RSS, GPU memory, run), every 2 s at most")
     p.set_defaults(handler=_run)
+
+
+# The terminal's control sequences (ECMA-48 / xterm): what top and nvitop draw with.
+ALT_SCREEN_ON, ALT_SCREEN_OFF = "\x1b[?1049h", "\x1b[?1049l"
+CURSOR_HIDE, CURSOR_SHOW = "\x1b[?25l", "\x1b[?25h"
+HOME, CLEAR_LINE_END, CLEAR_BELOW = "\x1b[H", "\x1b[K", "\x1b[J"
+
+
+class Screen:
+    """Frames drawn in place on a terminal (`in_place`), or printed one after the other (a pipe, a file)."""
+
+    def __init__(self, out: TextIO, in_place: bool) -> None:
+        self.out = out
+        self.in_place = in_place
+
+    def __enter__(self) -> Screen:
+        if self.in_place:
+            self.out.write(ALT_SCREEN_ON + CURSOR_HIDE)
+            self.out.flush()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.in_place:
+            self.out.write(CURSOR_SHOW + ALT_SCREEN_OFF)
+            self.out.flush()
+
+    def rows_left(self, text: str) -> int | None:
+        """Lines the terminal has below `text` (None: not a terminal, no limit)."""
+        if not self.in_place:
+            return None
+        return max(0, shutil.get_terminal_size().lines - len(text.splitlines()))
+
+    def draw(self, text: str) -> None:
+        if not self.in_place:
+            self.out.write(text + "\n")
+            self.out.flush()
+            return
+        size = shutil.get_terminal_size()
+        lines = [line[: size.columns] for line in text.splitlines()[: size.lines]]
+        # Home, each line then cleared to its end (a shorter line than last frame's), then everything below cleared.
+        self.out.write(HOME + "".join(line + CLEAR_LINE_END + "\n" for line in lines[:-1])
+                       + (lines[-1] + CLEAR_LINE_END if lines else "") + CLEAR_BELOW)
+        self.out.flush()
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -32,22 +86,42 @@ def _run(args: argparse.Namespace) -> int:
         interval = check_interval(args.interval)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
+    from traindeck.backend.monitor import MACHINE_EVERY_S
+
     root_pid = _launcher_pid(args.run) if args.run else None
     sampler = ResourceSampler(root_pid, interval_s=interval)
-    with sampler:
+    in_place = sys.stdout.isatty() and not args.json and not args.once
+    machine = None
+    machine_at = -float("inf")
+    with sampler, Screen(sys.stdout, in_place) as screen:
+        if args.processes:
+            sampler.machine.sample()  # the first reading, that CPU % is measured against
         # Rates and CPU % need two readings: wait a moment after the first (and for the first PCIe reading).
         sampler.gpus.wait_for_pcie(timeout=1.0)
         next_at = time.monotonic() + min(interval, 0.5) if args.once else time.monotonic() + interval
-        while True:
-            time.sleep(max(0.0, next_at - time.monotonic()))
-            sample = sampler.sample()
-            if args.json:
-                print(json.dumps(sample.to_json_dict(), separators=(",", ":")), flush=True)
-            else:
-                print(format_sample(sample), flush=True)
-            if args.once:
-                return 0
-            next_at += interval
+        try:
+            while True:
+                time.sleep(max(0.0, next_at - time.monotonic()))
+                due = args.processes and time.monotonic() - machine_at >= MACHINE_EVERY_S - interval / 2
+                if due:
+                    machine_at = time.monotonic()
+                sample = sampler.sample(machine=due)
+                machine = sample.machine or machine  # between snapshots, the last one is shown again
+                if args.json:
+                    screen.draw(json.dumps(sample.to_json_dict(), separators=(",", ":")))
+                else:
+                    text = format_sample(sample)
+                    if args.processes and machine is not None:
+                        left = screen.rows_left(text)
+                        text += "\n" + format_machine(machine, 20 if left is None else left)
+                    screen.draw(text)
+                if args.once:
+                    return 0
+                next_at += interval
+        except KeyboardInterrupt:
+            if not in_place:
+                raise
+            return 0  # Ctrl+C ends a full-screen view, as it ends top
 
 
 def _launcher_pid(text: str) -> int:
@@ -148,3 +222,17 @@ def format_sample(sample: Any) -> str:
             )
     return "\n".join(lines)
 
+
+
+def format_machine(machine: Any, rows: int) -> str:
+    """The machine's busiest processes (by CPU, then RSS) in at most `rows` lines, a header included."""
+    if rows < 2:
+        return ""
+    busiest = sorted(machine.processes, key=lambda p: (-(p.cpu_percent or 0.0), -(p.rss_bytes or 0)))
+    lines = [f"  {'PID':>7} {'USER':10} {'CPU%':>6} {'RSS':>10} {'GPU MEM':>10} {'RUN':20}  COMMAND"
+             f"   ({len(machine.processes)} processes)"]
+    for p in busiest[: rows - 1]:
+        lines.append(f"  {p.pid:>7} {p.user[:10]:10} {_num(p.cpu_percent, '6.1f'):>6} {_bytes(p.rss_bytes):>10} "
+                     f"{_bytes(p.gpu_memory_bytes) if p.gpu_memory_bytes is not None else '':>10} "
+                     f"{p.run_id or '':20}  {p.cmdline}")
+    return "\n".join(lines)

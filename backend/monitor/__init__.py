@@ -10,7 +10,10 @@ Modules, each usable alone:
 - `run_gpus`: the run's GPUs by UUID (CUDA_VISIBLE_DEVICES mapped in PCI bus order).
 - `host`: `HostSampler` (CPU, RAM, swap, disks, network) and `block_device_for_path`.
 - `processes`: `RunProcessSampler` (every process under a run's launcher, with ranks found by environment).
-- `sampler`: `ResourceSampler`, one call that takes all three and ties GPU memory to the run's processes.
+- `machine`: `MachineProcessSampler` (every process of the machine, htop's table: user, CPU, RSS, GPU memory, run)
+  and `ProcessTable`, that table filtered and sorted for a viewer.
+- `sampler`: `ResourceSampler`, one call that takes all three (and, on request, the machine's processes) and ties
+  GPU memory to the run's processes.
 - `store` / `recorder` / `offload`: the run store's resource tables, `RunResourceRecorder`, and the readers
   `read_series`, `resource_summary`, `offload_view`.
 

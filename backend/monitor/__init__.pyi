@@ -1,3 +1,4 @@
+from .demo import demo_machine as demo_machine
 from .demo import demo_offload_view as demo_offload_view
 from .demo import demo_samples as demo_samples
 from .live import (
@@ -21,9 +22,15 @@ from .live import (
 from .loop import MAX_INTERVAL_S as MAX_INTERVAL_S
 from .loop import MIN_INTERVAL_S as MIN_INTERVAL_S
 from .loop import check_interval as check_interval
+from .machine import MACHINE_EVERY_S as MACHINE_EVERY_S
+from .machine import PROCESS_SORT_KEYS as PROCESS_SORT_KEYS
+from .machine import MachineProcessSampler as MachineProcessSampler
+from .machine import ProcessTable as ProcessTable
 from .nvml import NvmlLibrary as NvmlLibrary
 from .sampler import ResourceSampler as ResourceSampler
 from .snapshots import GpuSnapshot as GpuSnapshot
+from .snapshots import MachineProcess as MachineProcess
+from .snapshots import MachineSnapshot as MachineSnapshot
 from .snapshots import ResourceSample as ResourceSample
 from .snapshots import RunSnapshot as RunSnapshot
 from .store_read import resource_summary as resource_summary

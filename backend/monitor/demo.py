@@ -23,6 +23,8 @@ from traindeck.backend.monitor.snapshots import (
     GpuProcess,
     GpuSnapshot,
     HostSnapshot,
+    MachineProcess,
+    MachineSnapshot,
     ResourceSample,
     RunProcess,
     RunSnapshot,
@@ -121,6 +123,23 @@ def demo_samples(seconds: int = 900, end: float | None = None, gpus: int = 2, se
         run = RunSnapshot(t=t, root_pid=ROOT_PID, processes=tuple(processes))
         samples.append(ResourceSample(t=t, host=host, gpus=tuple(gpu_list), gpu_error=None, run=run))
     return samples
+
+
+def demo_machine(sample: ResourceSample, run_id: str = "demo") -> MachineSnapshot:
+    """The machine's processes at `sample`: the run's (marked with `run_id`, their GPU memory from the GPUs' lists)
+    among what else a workstation runs."""
+    by_pid = {p.pid: p.used_memory_bytes or 0 for g in sample.gpus for p in g.processes}
+    processes = [MachineProcess(p.pid, p.ppid or 1, "ann", p.name, p.cmdline, p.cpu_percent, p.rss_bytes,
+                                by_pid.get(p.pid), run_id) for p in (sample.run.processes if sample.run else ())]
+    others = (("ann", "firefox", 6.5, 1.9 * GIB), ("ann", "code", 3.1, 1.1 * GIB), ("ann", "Xorg", 1.8, 0.3 * GIB),
+              ("root", "dockerd", 0.4, 0.1 * GIB), ("ann", "jupyter-lab", 0.2, 0.4 * GIB),
+              ("root", "systemd", 0.0, 0.01 * GIB), ("ann", "bash", 0.0, 0.005 * GIB),
+              ("postgres", "postgres: writer", 0.1, 0.05 * GIB), ("ann", "tmux", 0.0, 0.01 * GIB))
+    for index, (user, command, cpu, rss) in enumerate(others):
+        processes.append(MachineProcess(2100 + 37 * index, 1, user, command.split(":")[0], command, cpu, int(rss),
+                                        None, None))
+    return MachineSnapshot(t=sample.t, processes=tuple(processes), cpu_count=len(sample.host.per_core_percent),
+                           gpu_memory_known=bool(sample.gpus), took_s=0.004)
 
 
 def demo_steps(samples: list[ResourceSample]) -> list[tuple[float, int]]:

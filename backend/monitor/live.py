@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from traindeck.backend.monitor.loop import Collector
+from traindeck.backend.monitor.machine import MACHINE_EVERY_S
 from traindeck.backend.monitor.nvml import NvmlLibrary
 from traindeck.backend.monitor.offload import offload_view
 from traindeck.backend.monitor.sampler import ResourceSampler
@@ -29,6 +30,8 @@ class LiveSampler(Collector):
     """Samples host, GPUs and (when `root_pid` is set) a run's process tree every `interval_s` seconds.
 
     `on_sample` runs on the sampling thread. `root_pid` may be set from any thread; the next sample follows it.
+    While `machine_processes` is set (from any thread: a viewer showing its process table), a sample every
+    `machine_every_s` (2 s at least) also carries the whole machine's processes (`ResourceSample.machine`).
     `stop(timeout=0)` returns at once (the loop ends after the sample in progress, then releases NVML).
     """
 
@@ -36,6 +39,9 @@ class LiveSampler(Collector):
                  watch_paths: Sequence[str] = (), gpu_library: NvmlLibrary | None = None) -> None:
         super().__init__(interval_s, name="live-monitor")
         self.root_pid = root_pid  # a plain attribute: assignment is atomic, read once per sample
+        self.machine_processes = False  # likewise
+        self.machine_every_s = MACHINE_EVERY_S
+        self._machine_at = -float("inf")
         self._on_sample = on_sample
         self._sampler = ResourceSampler(lambda: self.root_pid, watch_paths=watch_paths, gpu_library=gpu_library,
                                         interval_s=self.interval_s)
@@ -44,7 +50,18 @@ class LiveSampler(Collector):
         self._sampler.start()
 
     def _tick(self) -> None:
-        self._on_sample(self._sampler.sample())
+        now = time.monotonic()
+        # Half an interval of slack: at 1 s sampling a 2 s table comes every second tick, not every third.
+        machine = self.machine_processes and now - self._machine_at >= self.machine_every_s - self.interval_s / 2
+        if machine and now - self._machine_at > 2 * self.machine_every_s + self.interval_s:
+            # The first snapshot since the table was shown: CPU % needs a reading to compare with. Take it now
+            # and the snapshot at the next tick, one interval later (a table of "-" would wait 2 s otherwise).
+            self._sampler.machine.sample()
+            self._machine_at = now - self.machine_every_s
+            machine = False
+        elif machine:
+            self._machine_at = now
+        self._on_sample(self._sampler.sample(machine=machine))
 
     def _finish(self) -> None:
         self._sampler.stop()

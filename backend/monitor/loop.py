@@ -31,7 +31,8 @@ def check_interval(interval_s: float) -> float:
 class Collector:
     """Runs `_tick()` every `interval_s` seconds on a daemon thread between `start()` and `stop()`.
 
-    Subclasses override `_tick` and optionally `_prime` (once on the thread before the first interval, e.g. to
+    `interval_s` may be changed while the loop runs (a viewer slowing it down while nobody looks): the next
+    deadline is the first to use it. Subclasses override `_tick` and optionally `_prime` (once on the thread before the first interval, e.g. to
     take the first counter readings that rates are computed against) and `_finish` (once on the thread after the
     last tick). An exception in a tick is logged and the loop goes on: a monitor must outlive a bad sample.
     """

@@ -1,4 +1,5 @@
-"""`ResourceSampler`: host, GPUs and a run's processes in one `ResourceSample`, GPU memory tied to processes."""
+"""`ResourceSampler`: host, GPUs and a run's processes in one `ResourceSample`, GPU memory tied to processes; on
+request the whole machine's processes too."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from collections.abc import Callable, Sequence
 from traindeck.backend.monitor.gpu_processes import describe, gpu_memory_by_pid
 from traindeck.backend.monitor.gpu_sampler import GpuSampler
 from traindeck.backend.monitor.host import HostSampler
+from traindeck.backend.monitor.machine import MachineProcessSampler
 from traindeck.backend.monitor.nvml import NvmlLibrary
 from traindeck.backend.monitor.processes import RunProcessSampler
 from traindeck.backend.monitor.run_gpus import run_gpus
-from traindeck.backend.monitor.snapshots import GpuReadout, ResourceSample, RunSnapshot
+from traindeck.backend.monitor.snapshots import GpuReadout, MachineSnapshot, ResourceSample, RunSnapshot
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +44,7 @@ class ResourceSampler:
             self._root_pid = root_pid
         self.host = HostSampler(watch_paths)
         self.gpus = GpuSampler(gpu_library, pcie_interval_s=interval_s)
+        self.machine = MachineProcessSampler()
         self._run: RunProcessSampler | None = None
 
     def start(self) -> None:
@@ -66,7 +69,9 @@ class ResourceSampler:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def sample(self) -> ResourceSample:
+    def sample(self, *, machine: bool = False) -> ResourceSample:
+        """Host, GPUs and the run; with `machine`, every process of the machine as well (`MachineProcessSampler`:
+        take it every `MACHINE_EVERY_S` at most)."""
         t = time.time()
         host = self.host.sample()
         try:
@@ -84,8 +89,16 @@ class ResourceSampler:
             run = dataclasses.replace(
                 run, processes=tuple(dataclasses.replace(p, gpu_memory_bytes=by_pid.get(p.pid)) for p in run.processes)
             )
+        machine_snapshot: MachineSnapshot | None = None
+        if machine:
+            try:
+                # NVML's lists say which PIDs hold GPU memory; without NVML nobody can tell (None for every process).
+                machine_snapshot = self.machine.sample(gpu_memory_by_pid(readout.gpus) if readout.gpus else None)
+            except Exception:  # noqa: BLE001
+                logger.warning("machine process snapshot failed", exc_info=True)
         return ResourceSample(t=t, host=host, gpus=readout.gpus, gpu_error=readout.error, run=run,
-                              run_gpus=run_gpus(readout.gpus, run), gpu_versions=dict(readout.versions))
+                              run_gpus=run_gpus(readout.gpus, run), gpu_versions=dict(readout.versions),
+                              machine=machine_snapshot)
 
     def _sample_run(self) -> RunSnapshot | None:
         root = self._root_pid()

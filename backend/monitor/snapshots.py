@@ -146,6 +146,32 @@ class RunSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class MachineProcess:
+    """One process of the whole machine, as htop lists it (see machine.py)."""
+
+    pid: int
+    ppid: int
+    user: str
+    name: str
+    cmdline: str  # one line, shortened for display
+    cpu_percent: float | None  # of one core (a busy 4-thread process shows up to 400); None at its first snapshot
+    rss_bytes: int | None
+    gpu_memory_bytes: int | None  # over all GPUs, from NVML's process lists; None: holds none, or NVML cannot tell
+    run_id: str | None  # the traindeck run it belongs to (TRAINDECK_RUN_ID in its environment)
+
+
+@dataclass(frozen=True, slots=True)
+class MachineSnapshot:
+    """Every user-space process at one moment, and what the snapshot cost (`took_s`, wall seconds)."""
+
+    t: float
+    processes: tuple[MachineProcess, ...]
+    cpu_count: int
+    gpu_memory_known: bool  # NVML's process lists were read: a None GPU memory means "holds none"
+    took_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class ResourceSample:
     """Host, GPUs and (when a run is watched) its processes, taken together."""
 
@@ -156,6 +182,7 @@ class ResourceSample:
     run: RunSnapshot | None = None
     run_gpus: tuple[str, ...] | None = None  # UUIDs of the GPUs the run uses; None: cannot tell (all count)
     gpu_versions: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    machine: MachineSnapshot | None = None  # the whole machine's processes, in the samples a viewer asked them for
 
     def to_json_dict(self) -> dict[str, Any]:
         """The `traindeck monitor --json` shape: host, gpus (possibly empty), gpu_error, and processes with a run."""
@@ -170,4 +197,6 @@ class ResourceSample:
         if self.run is not None:
             out["root_pid"] = self.run.root_pid
             out["processes"] = [dataclasses.asdict(p) for p in self.run.processes]
+        if self.machine is not None:
+            out["machine_processes"] = [dataclasses.asdict(p) for p in self.machine.processes]
         return out

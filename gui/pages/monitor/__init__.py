@@ -2,18 +2,21 @@
 
 Live charts of every GPU (utilisation, memory, power, temperature, PCIe each way), the host (per-core bars and
 total CPU, RAM, swap, disk and network I/O) and the chosen run's ranks (memory, CPU, GPU memory, pinned memory,
-and a process table), plus the run's offload view from its recording. Samples come from the backend's
-`LiveSampler` on its own thread through `SamplerBridge`; run-store reads go through `ctx.tasks`. The UI thread
-only appends numbers to charts.
+and a process table), the whole machine's processes (htop's table, the run's rows highlighted), plus the run's
+offload view from its recording. Samples come from the backend's `LiveSampler` on its own thread through
+`SamplerBridge`; run-store reads go through `ctx.tasks`. The UI thread only appends numbers to charts.
 
-Sampling stops when the page has been hidden for a while (or on shutdown) and restarts when it is shown. A run
-watched while sampling is stopped (one launched from the Launch page meanwhile, say) has seconds nobody sampled
-live: each return, and Refresh, reads the watched run's recording again, and the Run tab fills those seconds from it.
+Sampling starts when the page is first shown and goes on while it is hidden or the window minimised, at one sample
+a second at most, so that the charts hold every second on return (nothing is drawn meanwhile, and tables wait for
+the return). The machine's processes are snapshotted only while their tab is on screen. While less has been sampled
+than the chosen window (a first open), the charts show what there is across their width instead of a sliver at the
+right end. A run watched while sampling was stopped has seconds nobody sampled live: each return, and Refresh,
+reads the watched run's recording again, and the Run tab fills those seconds from it.
 
 The page assembles panels, each a widget that owns its state and is told what to show: the run picker
 (run_picker.py) and the sampling settings (toolbar.py) above a summary line, and the tabs: GPUs (gpus_panel.py),
-Host (host_panel.py), Run (run_panel.py), Offload (offload_panel.py) and the Nodes of a multi-node run
-(nodes_panel.py). The page owns the sampler and its life cycle, hands each sample and the chosen run to the
+Host (host_panel.py), Run (run_panel.py), Offload (offload_panel.py), Processes (processes_panel.py) and the Nodes
+of a multi-node run (nodes_panel.py). The page owns the sampler and its life cycle, hands each sample and the chosen run to the
 panels and relays their signals.
 """
 
@@ -22,7 +25,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QHBoxLayout, QTabWidget, QVBoxLayout
 
 from traindeck.backend.monitor import MAX_INTERVAL_S, MIN_INTERVAL_S, ResourceSample, RunChoice
@@ -32,12 +34,14 @@ from traindeck.gui.pages.monitor.gpus_panel import GpuPanel
 from traindeck.gui.pages.monitor.host_panel import HostPanel
 from traindeck.gui.pages.monitor.nodes_panel import MonitorNodes
 from traindeck.gui.pages.monitor.offload_panel import OffloadPanel
+from traindeck.gui.pages.monitor.processes_panel import ProcessesPanel
 from traindeck.gui.pages.monitor.run_panel import RunPanel
 from traindeck.gui.pages.monitor.run_picker import RunPicker
+from traindeck.gui.pages.monitor.shared import fitted_window
 from traindeck.gui.pages.monitor.toolbar import MonitorToolbar, SampleSummary
 from traindeck.gui.widgets.sampler_bridge import SamplerBridge
 
-HIDDEN_STOP_MS = 60_000  # hidden this long: stop sampling (restarts on show)
+FIT_FLOOR_SAMPLES = 10  # a first open's window fits what was sampled, but spans this many samples at least
 
 
 class MonitorPage(Page):
@@ -48,12 +52,13 @@ class MonitorPage(Page):
     def __init__(self, ctx: AppContext):
         super().__init__(ctx)
         self._demo = False
-        self._stopped_by_hiding = False
+        self._sampled_since: float | None = None  # the first live sample's time: the window fits what came since
+        self._stopped_at: float | None = None  # sampling was stopped then (lines break there when it restarts)
         self._tab_chosen = False  # the person picked a tab: no more switching to Host on a machine without GPUs
 
         self.bridge = SamplerBridge(self)
         self.bridge.interval_s = self._saved_interval()
-        self.bridge.sampled.connect(self._on_sample)
+        self.bridge.sampled.connect(self._live_sample)
 
         self.picker = RunPicker(ctx)
         self.toolbar = MonitorToolbar(self.bridge.interval_s, str(ctx.settings.value("monitor/window", "10 min")))
@@ -62,6 +67,7 @@ class MonitorPage(Page):
         self.host_panel = HostPanel()
         self.run_panel = RunPanel(ctx)
         self.offload = OffloadPanel(ctx)
+        self.processes = ProcessesPanel()
         # A multi-node run's nodes side by side (issue 15); the tab is there only while the run watched has nodes.
         self.nodes_view = MonitorNodes(ctx.tasks, self.bridge.interval_s)
         self.tabs = QTabWidget()
@@ -69,11 +75,13 @@ class MonitorPage(Page):
         self.tabs.addTab(self.host_panel, "&Host")
         self.tabs.addTab(self.run_panel, "&Run")
         self.tabs.addTab(self.offload, "&Offload")
+        self.tabs.addTab(self.processes, "&Processes")
         self._nodes_tab = self.tabs.addTab(self.nodes_view, "&Nodes")
         self.tabs.setTabVisible(self._nodes_tab, False)
 
         self.picker.chosen.connect(self._watch)
         self.picker.reread.connect(self._reread)
+        self.picker.listed.connect(self._runs_listed)
         self.toolbar.interval_changed.connect(self._interval_changed)
         self.toolbar.window_changed.connect(self._apply_window)
         self.gpu_panel.missing_at_start.connect(self._no_gpu_at_start)
@@ -93,8 +101,6 @@ class MonitorPage(Page):
         layout.addWidget(self.summary)
         layout.addWidget(self.tabs, 1)
 
-        self._hidden_timer = QTimer(self, singleShot=True, interval=HIDDEN_STOP_MS)
-        self._hidden_timer.timeout.connect(self._stop_while_hidden)
         self._apply_window(self.toolbar.window_s)
 
     # -------------------------------------------------------------------------------------------- settings
@@ -114,8 +120,31 @@ class MonitorPage(Page):
         self.ctx.settings.setValue("monitor/window", self.toolbar.window_label)
         for panel in (self.gpu_panel, self.host_panel, self.run_panel, self.nodes_view):
             panel.set_window(seconds)
+        if self._sampled_since is not None:
+            self._fit_windows(time.time())
+
+    def _fit_windows(self, now: float) -> None:
+        """While less was sampled than the chosen window, each chart's window is what was sampled (a first open
+        fills the charts rather than drawing a sliver at the right end of ten empty minutes)."""
+        if self._sampled_since is None or self._demo:
+            return
+        chosen, floor = self.toolbar.window_s, FIT_FLOOR_SAMPLES * self.bridge.interval_s
+        if now - self._sampled_since < chosen:
+            for panel in (self.gpu_panel, self.host_panel):
+                panel.fit_window(fitted_window(chosen, now - self._sampled_since, floor))
+        watched = self.picker.watched
+        if watched is not None and watched.live:  # its charts start at the run's start (its recording)
+            since = min(watched.started_at or self._sampled_since, self._sampled_since)
+            if now - since < chosen:
+                self.run_panel.fit_window(fitted_window(chosen, now - since, floor))
 
     # ------------------------------------------------------------------------------------------ what is shown
+    def _live_sample(self, sample: ResourceSample) -> None:
+        if self._sampled_since is None:
+            self._sampled_since = sample.t
+        self._on_sample(sample, tables=self.on_screen())
+        self._fit_windows(sample.t)
+
     def _on_sample(self, sample: ResourceSample, *, tables: bool = True) -> None:
         tables = tables and not self.window().isMinimized()  # charts keep their points; tables wait for a restore
         self.host_panel.show_sample(sample)
@@ -123,10 +152,25 @@ class MonitorPage(Page):
         self.gpu_panel.show_sample(sample, tables)
         if sample.run is not None:
             self.run_panel.show_sample(sample.run, tables)
+        if sample.machine is not None and tables:
+            self.processes.show_snapshot(sample.machine)
+
+    def _runs_listed(self, choices: list[RunChoice]) -> None:
+        """The Processes tab names runs as the picker does: the name and the id's end (the id alone if unnamed)."""
+        labels = {}
+        for choice in choices:
+            name = choice.label.split(" · ")[0]
+            labels[choice.id] = name if name == choice.id else f"{name} · {choice.id[-4:]}"
+        self.processes.set_run_labels(labels)
 
     def _tab_changed(self, _index: int) -> None:
         self.offload.set_current(self.tabs.currentWidget() is self.offload)
         self.nodes_view.refresh()
+        self._want_processes()
+
+    def _want_processes(self) -> None:
+        """The machine's processes are snapshotted only while their table is on screen."""
+        self.bridge.set_machine_processes(self.tabs.currentWidget() is self.processes and self.on_screen())
 
     def _no_gpu_at_start(self) -> None:
         if not self._tab_chosen and self.tabs.currentIndex() == 0:
@@ -141,6 +185,7 @@ class MonitorPage(Page):
         self.nodes_view.set_run(choice.id if choice is not None and not self._demo else None,
                                 choice is not None and choice.state == "running")
         self.run_panel.watch(choice, demo=self._demo)
+        self.processes.watch(choice.id if choice is not None else None)
         self._apply_window(self.toolbar.window_s)
         self.offload.watch(choice, demo=self._demo)
 
@@ -153,13 +198,17 @@ class MonitorPage(Page):
     def start_sampling(self) -> None:
         if self._demo:
             return
+        if self._stopped_at is not None and not self.bridge.running:
+            self.break_lines(self._stopped_at)
+            self._stopped_at = None
         self.bridge.start()
 
     def stop_sampling(self) -> None:
+        if self.bridge.running:
+            self._stopped_at = time.time()
         self.bridge.stop()
 
     def page_shown(self) -> None:
-        self._hidden_timer.stop()
         self.start_sampling()
         self.picker.resume()
         watched = self.picker.watched
@@ -177,7 +226,7 @@ class MonitorPage(Page):
         self._back_on_screen()
 
     def window_minimised(self, minimised: bool) -> None:
-        # A minimised window is as good as a hidden page: the same pause (sampling stops after HIDDEN_STOP_MS).
+        # A minimised window is as good as a hidden page: the same pause (sampling goes on at 1 Hz at most).
         if minimised:
             self._off_screen()
         else:
@@ -185,32 +234,25 @@ class MonitorPage(Page):
             self.page_shown()
 
     def _off_screen(self) -> None:
-        self._hidden_timer.start()
+        # Sampling goes on (slower, nothing drawn): the charts hold every second when the page is back.
+        self.bridge.set_background(True)
+        self.bridge.set_machine_processes(False)
         self.picker.pause()
         self.offload.pause()
         self.nodes_view.pause()
 
     def _back_on_screen(self) -> None:
-        self._hidden_timer.stop()
-        if self._stopped_by_hiding:
-            self._stopped_by_hiding = False
-            self.break_lines()
-            self.start_sampling()
+        self.bridge.set_background(False)
+        self._want_processes()
 
     def break_lines(self, t: float | None = None) -> None:
-        """End every live line here: sampling stopped while the page was hidden, and a line drawn straight across
-        the minutes without samples would claim values nobody measured (the charts draw NaN as a gap)."""
+        """End every live line here: sampling was stopped, and a line drawn straight across the time without
+        samples would claim values nobody measured (the charts draw NaN as a gap)."""
         at = time.time() if t is None else t
         for panel in (self.gpu_panel, self.host_panel, self.run_panel):
             panel.break_lines(at)
 
-    def _stop_while_hidden(self) -> None:
-        if self.bridge.running:
-            self._stopped_by_hiding = True
-            self.bridge.stop()
-
     def shutdown(self) -> None:
-        self._hidden_timer.stop()
         self.picker.pause()
         self.offload.pause()
         self.nodes_view.pause()
@@ -227,7 +269,7 @@ class MonitorPage(Page):
     # ------------------------------------------------------------------------------------------------- demo
     def load_demo(self) -> None:
         """Recorded-looking data in every chart, including a GPU section built from NVML-shaped snapshots."""
-        from traindeck.backend.monitor import demo_samples
+        from traindeck.backend.monitor import demo_machine, demo_samples
 
         self._demo = True
         self.stop_sampling()
@@ -243,6 +285,8 @@ class MonitorPage(Page):
         self.run_panel.set_title(f"<b>{demo_run.label}</b> — demo data")
         for index, sample in enumerate(samples):
             self._on_sample(sample, tables=index == len(samples) - 1)
+        self.processes.set_run_labels({demo_run.id: "train.py · demo"})
+        self.processes.show_snapshot(demo_machine(samples[-1], demo_run.id))
         self.set_estimate(21.5 * 1024**3, 44 * 1024**3)
         self.offload.show_demo(samples)
 

@@ -7,7 +7,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from traindeck.backend.monitor import GpuSnapshot, ResourceSample
-from traindeck.gui.pages.monitor.shared import break_lines, new_chart, new_table, set_row
+from traindeck.gui.pages.monitor.shared import break_lines, fit_window, new_chart, new_table, set_row
 from traindeck.gui.widgets.chart_axis import format_value
 from traindeck.gui.widgets.charts import TimeSeriesChart
 
@@ -106,6 +106,10 @@ class GpuPanel(QStackedWidget):
         """Show the newest `seconds` of every chart (and follow the newest data again)."""
         for chart in self.charts:
             chart.x_window = seconds
+
+    def fit_window(self, seconds: float) -> None:
+        """A window that fits what was sampled (see shared.fitted_window); a chart the person zoomed keeps its view."""
+        fit_window(self.charts, seconds)
 
     def set_estimate(self, gpu_bytes_per_device: float | None) -> None:
         """The estimate of memory per GPU as a reference line on the memory chart; None removes it."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QVBoxLayout, QWidget
 
 from traindeck.backend.monitor import ResourceSample
-from traindeck.gui.pages.monitor.shared import break_lines, new_chart
+from traindeck.gui.pages.monitor.shared import break_lines, fit_window, new_chart
 from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.core_bars import CoreBars
 
@@ -57,6 +57,10 @@ class HostPanel(QWidget):
         """Show the newest `seconds` of every chart (and follow the newest data again)."""
         for chart in self.charts:
             chart.x_window = seconds
+
+    def fit_window(self, seconds: float) -> None:
+        """A window that fits what was sampled (see shared.fitted_window); a chart the person zoomed keeps its view."""
+        fit_window(self.charts, seconds)
 
     def set_estimate(self, cpu_bytes_per_node: float | None) -> None:
         """The estimate of host memory per node as a reference line on the RAM chart; None removes it."""

@@ -16,6 +16,7 @@ from traindeck.gui.context import AppContext
 from traindeck.gui.pages.monitor.shared import (
     break_lines,
     clear_series,
+    fit_window,
     new_chart,
     new_table,
     read_failed_text,
@@ -151,6 +152,11 @@ class RunPanel(QStackedWidget):
         if self._run is None or self._run.live:
             for chart in self.charts:
                 chart.x_window = seconds
+
+    def fit_window(self, seconds: float) -> None:
+        """A live run's window fitted to what its charts hold (see shared.fitted_window); a recording stays whole."""
+        if self._run is not None and self._run.live:
+            fit_window(self.charts, seconds)
 
     def set_estimate(self, gpu_bytes_per_device: float | None, cpu_bytes_per_node: float | None) -> None:
         """The memory estimate as reference lines (per GPU, host memory per node); None removes one."""

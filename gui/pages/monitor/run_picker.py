@@ -1,6 +1,7 @@
-"""The Monitor's run picker: the runs of the run store listed (through `ctx.tasks`) and the one watched, which
-follows the running run, a run just launched from this window first, unless the person picked another: a pick
-holds until a new run starts."""
+"""The Monitor's run picker: the runs of the run store listed (through `ctx.tasks`, every few seconds while on
+screen) and the one watched, which follows the newest run that starts, wherever it was started (this window, the
+CLI, the queue), a run just launched from this window first; a run the person picked holds until a new run
+starts."""
 
 from __future__ import annotations
 
@@ -13,15 +14,17 @@ from traindeck.gui.context import AppContext
 from traindeck.gui.pages.monitor.shared import NO_RUN
 from traindeck.gui.widgets.run_state import state_icon
 
-RUNS_REFRESH_MS = 10_000
+RUNS_REFRESH_MS = 3_000  # a run started from the CLI or the queue is watched within this (a store read, off-thread)
 
 
 class RunPicker(QWidget):
     """`chosen(RunChoice | None)`: the run to watch now (None: host and GPUs only), said on every choice, the same
-    run again included. `reread()`: the person pressed Refresh (or F5): read the watched run's recording again."""
+    run again included. `reread()`: the person pressed Refresh (or F5): read the watched run's recording again.
+    `listed(list[RunChoice])`: the runs listed, when they changed."""
 
     chosen = Signal(object)
     reread = Signal()
+    listed = Signal(list)
 
     def __init__(self, ctx: AppContext) -> None:
         super().__init__()
@@ -31,6 +34,7 @@ class RunPicker(QWidget):
         self._pinned = False  # the person picked a run (not the running one): it holds until a new run starts
         self._known_running: set[str] = set()
         self._follow_id: str | None = None  # a run launched from this window: watch it as soon as it is listed
+        self._choices: list[RunChoice] | None = None  # the last listing (an unchanged one leaves the combo alone)
 
         self.combo = QComboBox()
         self.combo.setMinimumContentsLength(40)  # "name · state · 24 Nov 02:33 · 2835" whole
@@ -100,8 +104,9 @@ class RunPicker(QWidget):
 
     def run_to_follow(self, choices: list[RunChoice]) -> str | None:
         """The run to watch now instead of the current one, or None to stay: a run just launched from this window;
-        else, unless the person picked a run, the newest running run while the one watched is not running; and
-        a run that started since the last look even after a pick."""
+        else the newest run that started since the last look (from anywhere: this window, the CLI, the queue),
+        over the run watched and over a pick; else, unless the person picked a run, the newest running run while
+        the one watched is not running."""
         running = [c for c in choices if c.state == "running"]  # newest first
         if self._follow_id is not None and any(c.id == self._follow_id for c in choices):
             chosen, self._follow_id = self._follow_id, None
@@ -109,13 +114,15 @@ class RunPicker(QWidget):
         if not running:
             return None
         newest = running[0]
-        watched_live = self._run is not None and any(c.id == self._run.id for c in running)
-        if watched_live:
+        if self._run is not None and newest.id == self._run.id:
             return None
-        if not self._pinned or newest.id not in self._known_running:
+        if newest.id not in self._known_running:  # it started since the last look
             self._pinned = False
             return newest.id
-        return None
+        watched_live = self._run is not None and any(c.id == self._run.id for c in running)
+        if watched_live or self._pinned:
+            return None
+        return newest.id
 
     def _failed(self, error: str) -> None:
         self.ctx.status.emit(f"Monitor: could not list runs: {error.splitlines()[0]}")
@@ -123,6 +130,10 @@ class RunPicker(QWidget):
     def _listed(self, choices: list[RunChoice]) -> None:
         if self._demo:
             return  # a listing started before the demo data replaced the live view
+        if choices == self._choices and (self._follow_id is None or all(c.id != self._follow_id for c in choices)):
+            return  # nothing new (and an open drop-down list is left alone)
+        self._choices = choices
+        self.listed.emit(choices)
         current = self._run.id if self._run is not None else None
         self.combo.blockSignals(True)
         try:

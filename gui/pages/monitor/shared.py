@@ -49,6 +49,19 @@ def set_row(table: QTableWidget, row: int, cells: Iterable[str], right_from: int
             item.setText(text)
 
 
+def fitted_window(chosen_s: float, sampled_s: float, floor_s: float) -> float:
+    """The chart window to show: `chosen_s`, or while less was sampled, what was (`floor_s` at least), so that a first
+    open fills the chart instead of drawing a sliver at the right end of an empty window."""
+    return min(chosen_s, max(sampled_s, floor_s))
+
+
+def fit_window(charts: Iterable[TimeSeriesChart], seconds: float) -> None:
+    """`seconds` as the window of each chart that follows the newest data (one the person zoomed keeps its view)."""
+    for chart in charts:
+        if chart.following and chart.x_window != seconds:
+            chart.x_window = seconds
+
+
 def clear_series(chart: TimeSeriesChart) -> None:
     """Remove the data but keep reference lines (the estimate, totals)."""
     for name in chart.series_names():

@@ -1,0 +1,87 @@
+"""`traindeck monitor` on a terminal redraws one screen in place, as top and nvitop do (a real pseudo-terminal, a
+real subprocess); piped, it prints one plain block per sample."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+
+from traindeck.backend.cli.monitor_cmd import (
+    ALT_SCREEN_OFF,
+    ALT_SCREEN_ON,
+    CLEAR_BELOW,
+    CLEAR_LINE_END,
+    CURSOR_SHOW,
+    HOME,
+)
+
+ROWS, COLUMNS = 24, 90
+
+
+def _read(fd: int, seconds: float) -> bytes:
+    out = b""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # the other end closed
+                break
+            if not chunk:
+                break
+            out += chunk
+    return out
+
+
+def test_on_a_terminal_each_sample_redraws_the_screen_in_place_and_ctrl_c_gives_the_shell_back():
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen([sys.executable, "-m", "traindeck", "monitor", "--interval", "0.5", "--processes"],
+                            stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=env, close_fds=True)
+    os.close(slave)
+    try:
+        output = _read(master, 6.0)
+        proc.send_signal(signal.SIGINT)
+        output += _read(master, 3.0)
+        assert proc.wait(10) == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    text = output.decode("utf-8", "replace")
+    assert text.startswith(ALT_SCREEN_ON)  # the alternate screen: the shell's screen comes back on exit
+    assert text.rstrip().endswith(CURSOR_SHOW + ALT_SCREEN_OFF)
+    frames = text.split(HOME)[1:]
+    assert len(frames) >= 4  # ~ one a 0.5 s after start-up, each from the top-left corner
+    for frame in frames[:-1]:
+        assert frame.endswith(CLEAR_BELOW)  # what the last frame drew below this one is cleared
+        lines = [line.rstrip("\r") for line in frame[: -len(CLEAR_BELOW)].split("\n")]  # the tty adds a \r
+        assert len(lines) <= ROWS  # never scrolls
+        for line in lines:
+            assert line.endswith(CLEAR_LINE_END)  # a shorter line than last time leaves nothing behind
+            assert len(line) - len(CLEAR_LINE_END) <= COLUMNS  # never wraps
+    assert "CPU" in frames[1] and "RAM" in frames[1]
+    assert re.search(r"PID +USER +CPU%", frames[-2])  # the machine's busiest processes fill the screen
+    assert len(frames[-2].split("\n")) == ROWS
+
+
+def test_piped_it_prints_one_plain_block_per_sample():
+    proc = subprocess.Popen([sys.executable, "-m", "traindeck", "monitor", "--interval", "0.5"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(4.0)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=10)
+    text = out.decode()
+    assert "\x1b" not in text
+    assert len(re.findall(r"^\d\d:\d\d:\d\d  CPU", text, flags=re.M)) >= 3
