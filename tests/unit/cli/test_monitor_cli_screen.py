@@ -72,8 +72,10 @@ def test_on_a_terminal_each_sample_redraws_the_screen_in_place_and_ctrl_c_gives_
             assert line.endswith(CLEAR_LINE_END)  # a shorter line than last time leaves nothing behind
             assert len(line) - len(CLEAR_LINE_END) <= COLUMNS  # never wraps
     assert "CPU" in frames[1] and "RAM" in frames[1]
-    assert re.search(r"PID +USER +CPU%", frames[-2])  # the machine's busiest processes fill the screen
-    assert len(frames[-2].split("\n")) == ROWS
+    # The machine's busiest processes below the samples, within the screen (how many depends on the machine).
+    assert re.search(r"PID +USER +CPU%", frames[-2])
+    assert len(frames[-2].split("\n")) <= ROWS
+    assert len(re.findall(r"^ +\d+ \S+ +[\d.-]+ ", frames[-2], flags=re.M)) >= 3  # this test, the monitor, init
 
 
 def test_piped_it_prints_one_plain_block_per_sample():
