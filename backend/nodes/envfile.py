@@ -6,8 +6,10 @@ own prefixes: NCCL on CUDA) and (2) every line of one file, `.deepspeed_env` in 
 the file DS_ENV_FILE names. Nothing else crosses: a variable set only here is unset on the other nodes.
 
 traindeck writes that file into the run directory (DS_ENV_FILE points at it) with what the remote ranks need: the
-run's marker (TRAINDECK_RUN_ID, how the node agents find the run's processes), the variables the user set for the
-run, and the user's own .deepspeed_env lines (DS_ENV_FILE hides them otherwise). Secrets are left out: DeepSpeed
+run's marker (TRAINDECK_RUN_ID, how the node agents find the run's processes), TRAINDECK_LINE_FORWARDER=1 (every
+rank's output reaches the supervisor through pdsh, which passes whole lines only: the run's sitecustomize then
+turns a progress bar's carriage-return redraws into lines), the variables the user set for the run, and the
+user's own .deepspeed_env lines (DS_ENV_FILE hides them otherwise). Secrets are left out: DeepSpeed
 could carry them only through a file on disk and then on the pdsh command line, which every user of every node
 can read in `ps`; they are named in a warning and must be set on the nodes themselves (their own ~/.bashrc or
 environment). Values DeepSpeed cannot quote safely (", $, `, \\, newlines) are left out with a warning too.
@@ -28,6 +30,8 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNSAFE = re.compile(r"[\"$`\\\n\r]")
 # traindeck's own variables a remote rank needs (the marker is added by name: it is the run id).
 PASSED_THROUGH = ("TORCH_EXTENSIONS_DIR", "TRAINDECK_RANK_TAGS", "PYTHONUNBUFFERED")
+# Every rank of a pdsh launch (the first node's too) writes into pdsh, a forwarder of whole lines.
+LINE_FORWARDER = "TRAINDECK_LINE_FORWARDER"
 
 
 def _user_env_files(cwd: str, home: str | None) -> list[Path]:
@@ -38,7 +42,7 @@ def remote_env(run_id: str, overrides: Mapping[str, str], env: Mapping[str, str]
                home: str | None = None) -> tuple[str, list[str]]:
     """(the file's text, warnings). `overrides` are the variables the user set for the run, `env` the whole
     environment the launcher gets."""
-    chosen: dict[str, str] = {}
+    chosen: dict[str, str] = {LINE_FORWARDER: "1"}  # the user's own value (0: off) replaces it
     warnings: list[str] = []
     for path in _user_env_files(cwd, home):
         try:

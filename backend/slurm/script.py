@@ -5,7 +5,9 @@ Shaped like accelerate's own Slurm example (huggingface/accelerate examples/slur
 launcher told the machine count and the head node's address) and DeepSpeed's runner without SSH (`--no_ssh
 --node_rank`, deepspeed/launcher/runner.py), read for this and not copied. The launcher's own argv is the one the
 local plan would run, shell-quoted with shlex; only the per-node values ($SLURM_NODEID, the head node) are left
-for the shell. No environment is written here: sbatch's --export=ALL carries the submitting environment.
+for the shell. sbatch's --export=ALL carries the submitting environment; the script sets one variable of its own,
+TRAINDECK_LINE_FORWARDER=1 unless the user set it: srun passes a task's output on in whole lines, so the run's
+sitecustomize turns a progress bar's carriage-return redraws into lines.
 """
 
 from __future__ import annotations
@@ -93,7 +95,8 @@ def batch_script(plan: LaunchPlan, options: SlurmOptions, run_dir: Path, run_id:
     header = [f"#SBATCH {line}" for line in options.sbatch_lines(output, job_name)]
     body = [
         "#!/bin/bash",
-        f"# traindeck run {run_id}: submitted with `sbatch --export=ALL` (the environment is not written here).",
+        f"# traindeck run {run_id}: submitted with `sbatch --export=ALL` (the environment is not written here but for"
+        " TRAINDECK_LINE_FORWARDER below).",
         *header,
         "",
         "# The first node of the allocation is where the ranks meet.",
@@ -105,6 +108,8 @@ def batch_script(plan: LaunchPlan, options: SlurmOptions, run_dir: Path, run_id:
                     f"{shlex.quote(str(run_dir / 'slurm-hostfile'))}")
     body += [
         f"cd {shlex.quote(plan.cwd)} || exit 1",
+        "# Slurm passes output on in whole lines: progress-bar redraws become lines (the run's sitecustomize).",
+        'export TRAINDECK_LINE_FORWARDER="${TRAINDECK_LINE_FORWARDER:-1}"',
         "# One task per node; --kill-on-bad-exit ends every node's launcher when one fails.",
         "srun --kill-on-bad-exit=1 " + " ".join(words),
         "",

@@ -9,6 +9,13 @@ In a rank of a multi-rank run (RANK and WORLD_SIZE > 1 set by the launcher) it a
 one pipe untagged, so without it nobody (the console's rank filter, the diagnosis) can tell whose line is whose.
 TRAINDECK_RANK_TAGS=0 turns that off.
 
+Where the output reaches the supervisor through a forwarder that passes whole lines only (pdsh and ssh on a
+multi-node run, srun under Slurm: TRAINDECK_LINE_FORWARDER=1, set by those launch paths only), a progress bar's
+carriage-return redraws would wait there until the bar's final newline. There each rank (and the run's first
+Python) sends its newest redraw as a line of its own instead, at most every LINE_EVERY_S seconds, ending in the
+cursor-up escape the line assembler reads as a redraw (the drawing, ESC[A, a newline: a terminal draws it over the
+same line too), and the bar's last drawing as a normal line when its newline comes.
+
 In each rank (and in the run's first Python process, the launcher or a single-process script) it arms faulthandler
 on SIGUSR2: `traindeck stacks` (and the supervisor, once, when the run stalls) sends it to dump every thread's
 Python stack into <run dir>/stacks/<pid>.txt without stopping the process, even while it is stuck in C code
@@ -18,9 +25,14 @@ optimizer step's phases and memory, written to <run dir>/steps/; TRAINDECK_STEP_
 Kept to the standard library and old-Python syntax: it runs inside whatever interpreter the user trains with.
 """
 
+import atexit
 import io
 import os
 import sys
+import time
+
+LINE_EVERY_S = 0.5  # the most often a line forwarder gets a bar's newest redraw, per stream
+DRAWING_MAX = 1 << 16  # a drawing that grows past this (text printed after a bar, never a newline) goes out as a line
 
 
 def _line_buffered():
@@ -40,9 +52,9 @@ class _RankTaggedFile(io.RawIOBase):
     def __init__(self, fd, rank):
         io.RawIOBase.__init__(self)
         self._fd = fd
-        self._own = ("[rank" + rank + "]:").encode()
-        self._tag = self._own + b" "
-        self._twice = self._tag + self._own
+        self._own = ("[rank" + rank + "]:").encode() if rank is not None else b""  # None: no tag
+        self._tag = self._own + b" " if rank is not None else b""
+        self._twice = self._tag + self._own if rank is not None else None
         self._at_line_start = True
 
     def writable(self):
@@ -83,12 +95,101 @@ class _RankTaggedFile(io.RawIOBase):
                     at_start = True
             self._at_line_start = at_start
             out = b"".join(pieces)
-        if self._twice in out:  # torch tags a rank's traceback itself: one tag is enough
+        self._send(out)
+        return len(data)
+
+    def _send(self, out):
+        if self._twice is not None and self._twice in out:  # torch tags a rank's traceback itself: one tag is enough
             out = out.replace(self._twice, self._own)
         written = os.write(self._fd, out)
         while written < len(out):  # a pipe takes a whole line at once unless it is longer than the pipe's buffer
             written += os.write(self._fd, out[written:])
+
+
+class _LineForwardedFile(_RankTaggedFile):
+    """A rank's stdout/stderr where a line forwarder (pdsh, ssh, srun) passes whole lines only: text that is not
+    redrawn goes out as _RankTaggedFile writes it; a line redrawn with "\\r" (a progress bar) is held, and its
+    newest drawing goes out as a line of its own ending in ESC[A (read as a redraw) at most every `every_s`
+    seconds, checked at each write. When the bar's newline comes, its last drawing goes out as a normal line;
+    `finish` (at exit) sends a drawing still held. `rank` None: no tag."""
+
+    def __init__(self, fd, rank, every_s=LINE_EVERY_S, clock=time.monotonic):
+        _RankTaggedFile.__init__(self, fd, rank)
+        self._every_s = every_s
+        self._clock = clock
+        self._drawing = None  # the current line's text since its latest "\r"; None: the line is not redrawn
+        self._previous = b""  # the drawing before that "\r": what shows while the newest one is still empty
+        self._sent = None  # the drawing last sent as a line of its own, and when
+        self._sent_at = None
+
+    def write(self, data):
+        data = bytes(data)
+        if self._drawing is None and b"\r" not in data:
+            return _RankTaggedFile.write(self, data)
+        out = []  # type: list[bytes]
+        lines = data.split(b"\n")
+        for i, line in enumerate(lines):
+            for j, segment in enumerate(line.split(b"\r")):
+                if j:
+                    self._carriage_return(out)
+                if not segment:
+                    continue
+                if self._drawing is None:
+                    out.append(self._tag + segment if self._at_line_start else segment)
+                    self._at_line_start = False
+                else:
+                    self._drawing += segment
+                    if len(self._drawing) > DRAWING_MAX:
+                        self._newline(out)
+            if i < len(lines) - 1:
+                self._newline(out)
+        self._send_drawing(out, False)
+        if out:
+            self._send(b"".join(out))
         return len(data)
+
+    def finish(self):
+        """Sends the drawing still held (a bar without its final newline), once."""
+        out = []  # type: list[bytes]
+        self._send_drawing(out, True)
+        self._drawing = None
+        if out:
+            self._send(b"".join(out))
+
+    def _carriage_return(self, out):
+        if self._drawing is None:
+            if not self._at_line_start:
+                out.append(b"\r")  # the line's text already went out: the drawing overwrites it, as on a terminal
+            self._drawing = self._previous = b""
+        else:
+            if self._drawing:
+                self._previous = self._drawing
+            self._drawing = b""
+
+    def _newline(self, out):
+        if self._drawing is not None:
+            shown = self._drawing or self._previous
+            self._drawing, self._previous, self._sent = None, b"", None
+            if shown.strip():
+                out.append(self._tag + shown)  # a drawing starts a line, or follows the "\r" sent after text
+                self._at_line_start = False
+            elif self._at_line_start:
+                return  # a redrawn line with nothing left to show (an erased bar) was never a line
+        out.append(b"\n")
+        self._at_line_start = True
+
+    def _send_drawing(self, out, now_anyway):
+        if self._drawing is None:
+            return
+        shown = self._drawing or self._previous
+        if not shown.strip() or shown == self._sent:
+            return
+        now = self._clock()
+        if not now_anyway and self._sent_at is not None and now - self._sent_at < self._every_s:
+            return
+        out.append(self._tag + shown + b"\x1b[A\n")
+        self._at_line_start = True
+        self._sent, self._sent_at = shown, now
 
 
 def _tag_ranks():
@@ -97,24 +198,44 @@ def _tag_ranks():
         several = int(os.environ.get("WORLD_SIZE", "1")) > 1
     except ValueError:
         several = False
-    if not (rank.isdigit() and several) or os.environ.get("TRAINDECK_RANK_TAGS", "1") == "0":
-        return
-    # Only the rank itself: the Python subprocesses it starts inherit RANK, and their parent may read what they
-    # print (py-cpuinfo, which DeepSpeed's CPU Adam calls, parses its child's JSON output).
-    owner = os.environ.get("TRAINDECK_RANK_TAGS_PID")
-    if owner and owner != str(os.getpid()):
-        return
-    os.environ["TRAINDECK_RANK_TAGS_PID"] = str(os.getpid())
+    tags = rank.isdigit() and several and os.environ.get("TRAINDECK_RANK_TAGS", "1") != "0"
+    forwarded = os.environ.get("TRAINDECK_LINE_FORWARDER") == "1"
+    if rank.isdigit():
+        if not (tags or forwarded):
+            return
+        # Only the rank itself: the Python subprocesses it starts inherit RANK, and their parent may read what
+        # they print (py-cpuinfo, which DeepSpeed's CPU Adam calls, parses its child's JSON output).
+        owner = os.environ.get("TRAINDECK_RANK_TAGS_PID")
+        if owner and owner != str(os.getpid()):
+            return
+        os.environ["TRAINDECK_RANK_TAGS_PID"] = str(os.getpid())
+    else:
+        # Not a rank: only the run's first Python here (a script under srun, the launcher on a node) redraws for
+        # the forwarder; the Pythons it starts inherit the marker.
+        if not forwarded or os.environ.get("TRAINDECK_LINE_FORWARDER_PID"):
+            return
+        os.environ["TRAINDECK_LINE_FORWARDER_PID"] = str(os.getpid())
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         try:
             fd = stream.fileno()
             stream.flush()
-            tagged = io.TextIOWrapper(io.BufferedWriter(_RankTaggedFile(fd, rank)), encoding=stream.encoding,
-                                      errors=stream.errors, line_buffering=True)
+            raw = (_LineForwardedFile if forwarded else _RankTaggedFile)(fd, rank if tags else None)
+            wrapped = io.TextIOWrapper(io.BufferedWriter(raw), encoding=stream.encoding, errors=stream.errors,
+                                       line_buffering=True)
         except (AttributeError, ValueError, OSError):  # None, closed or not a file: leave it as it is
             continue
-        setattr(sys, name, tagged)
+        setattr(sys, name, wrapped)
+        if forwarded:
+            atexit.register(_finish_drawing, wrapped, raw)
+
+
+def _finish_drawing(stream, raw):
+    try:
+        stream.flush()
+        raw.finish()
+    except (ValueError, OSError):  # closed, or the forwarder is gone
+        pass
 
 
 _STACK_FILE = None  # kept open for faulthandler, which writes to its descriptor from a signal handler
@@ -177,8 +298,9 @@ def _run_shadowed_sitecustomize():
             return
 
 
-_line_buffered()
-_tag_ranks()
-_arm_stack_dumps()
-_arm_step_timing()
-_run_shadowed_sitecustomize()
+if __name__ == "sitecustomize":  # the interpreter's start-up import; tests load this file under another name
+    _line_buffered()
+    _tag_ranks()
+    _arm_stack_dumps()
+    _arm_step_timing()
+    _run_shadowed_sitecustomize()

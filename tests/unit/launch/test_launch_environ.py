@@ -199,8 +199,10 @@ def test_training_env_does_not_touch_os_environ():
 def test_line_buffering_hook_is_plain_stdlib():
     hook = REPO / "backend" / "launch" / "site_hook" / "sitecustomize.py"
     imports = set(re.findall(r"^\s*(?:import|from)\s+([\w.]+)", hook.read_text(), flags=re.M))
-    # io: already loaded by every interpreter; faulthandler and signal are built into the interpreter (stack dumps)
-    assert imports <= {"io", "os", "sys", "importlib.util", "faulthandler", "signal", "_traindeck_steps"}
+    # io: already loaded by every interpreter; faulthandler, signal, atexit and time are built into the interpreter
+    assert imports <= {"io", "os", "sys", "importlib.util", "faulthandler", "signal", "atexit", "time",
+                       "_traindeck_steps"}
+    assert {"atexit", "time", "faulthandler"} <= set(sys.builtin_module_names)
 
 
 def test_step_timing_hook_imports_the_standard_library_and_what_the_rank_already_loaded():
