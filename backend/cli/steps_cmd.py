@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from traindeck.backend.cli import UserError
 
@@ -25,15 +24,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _steps(args: argparse.Namespace) -> int:
-    from traindeck.backend.runs import RunStore, reconcile, run_step_anatomy
+    from traindeck.backend.cli.run_lookup import open_store, resolve_run
+    from traindeck.backend.runs import run_step_anatomy
     from traindeck.backend.steps import anatomy_table
 
-    with RunStore() as store:
-        reconcile(store, report=lambda text: print(f"traindeck: {text}", file=sys.stderr))
-        run_id = store.resolve_id(args.id)
-        record = store.get_run(run_id) if run_id else None
-        if record is None:
-            raise UserError(f"no run matches {args.id!r} (see `traindeck runs list`)")
+    with open_store() as store:
+        record = resolve_run(store, args.id)
         anatomy = run_step_anatomy(record, store, rank=args.rank)
     if args.rank is not None and not anatomy.ranks and not args.json:
         raise UserError(f"run {record.id} has no timed step of rank {args.rank}")

@@ -68,15 +68,32 @@ def deepspeed_config(run_dir: RunDir, command: dict[str, Any]) -> dict[str, Any]
     return None
 
 
+# A growing log is read once: per log, how far it was read and what was counted in it.
+_TRACE_READ: dict[str, tuple[int, int]] = {}
+
+
 def trace_cache_invalidations(log: Path) -> int | None:
-    """How many "Invalidate trace cache" lines ZeRO-3 printed (in the last 64 MiB of the log)."""
+    """How many "Invalidate trace cache" lines ZeRO-3 printed (in the last 64 MiB of the log when first read; only
+    what the log gained since is read on later calls, so a live view polling it costs little)."""
+    key = str(log)
     try:
         with open(log, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            f.seek(max(0, size - _LOG_TAIL))
-            count = 0
+            offset, count = _TRACE_READ.get(key, (0, 0))
+            if size < offset:  # rewritten: count again
+                offset, count = 0, 0
+            start = max(offset, size - _LOG_TAIL)
+            if start > offset:  # the part skipped is not counted
+                count = 0
+            # Back by the pattern's length: an occurrence cut by the last read's end is found whole now.
+            overlap = min(start, len(_TRACE_CACHE) - 1) if offset else 0
+            f.seek(start - overlap)
+            tail = b""
             while chunk := f.read(8 << 20):
-                count += chunk.count(_TRACE_CACHE)
+                data = tail + chunk
+                count += data.count(_TRACE_CACHE)
+                tail = data[-(len(_TRACE_CACHE) - 1):]  # shorter than the pattern: nothing in it is counted twice
+            _TRACE_READ[key] = (size, count)
             return count
     except OSError:
         return None

@@ -272,3 +272,22 @@ def test_the_deepspeed_config_given_to_the_script_is_found(tmp_path: Path, flag:
     (tmp_path / "mine.json").write_text(json.dumps({"zero_optimization": {"stage": 3}}))
     command = {"argv": ["deepspeed", "train.py", flag, "mine.json"], "cwd": str(tmp_path)}
     assert deepspeed_config(RunDir(tmp_path / "run"), command) == {"zero_optimization": {"stage": 3}}
+
+
+def test_trace_cache_invalidations_are_counted_as_the_log_grows(tmp_path: Path) -> None:
+    # A live view polls this every few seconds: only what the log gained is read, an occurrence cut by the last
+    # read's end is counted once it is whole, and a rewritten log is counted again.
+    from traindeck.backend.runs.control.step_view import trace_cache_invalidations
+
+    log = tmp_path / "output.log"
+    log.write_bytes(b"x" * 10 + b"Invalidate trace cache @ step 1\n")
+    assert trace_cache_invalidations(log) == 1
+    with open(log, "ab") as f:
+        f.write(b"Invalidate trace ")
+    assert trace_cache_invalidations(log) == 1
+    with open(log, "ab") as f:
+        f.write(b"cache @ step 2\nInvalidate trace cache @ step 3\n")
+    assert trace_cache_invalidations(log) == 3
+    log.write_bytes(b"Invalidate trace cache @ step 1\n")
+    assert trace_cache_invalidations(log) == 1
+    assert trace_cache_invalidations(tmp_path / "missing.log") is None
