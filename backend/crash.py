@@ -47,10 +47,17 @@ def write_crash_report(exc: BaseException, argv: Sequence[str] = (), context: st
         stamp = time.strftime("%Y%m%d-%H%M%S")
         target = directory / f"crash-{stamp}-{os.getpid()}-{time.monotonic_ns() % 1_000_000:06d}.txt"
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except Exception:
+        return None
+    try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:
             handle.write("\n".join(lines))
         return target
-    except Exception:
+    except Exception:  # a full disk: no empty report is left behind
+        try:
+            target.unlink()
+        except OSError:
+            pass
         return None
 
 

@@ -70,6 +70,10 @@ def main(argv: Sequence[str] | None = None, open_gui: GuiOpener | None = None) -
         _silence_stdout()
         return 141
     except Exception as exc:  # a bug, or input no check foresaw: one line and a report, never a traceback
+        full = disk_full_line(exc)
+        if full is not None:  # not a bug: said as what it is, with no crash report (there is no room for one)
+            print(f"traindeck: {full}", file=sys.stderr)
+            return DISK_FULL
         return _crashed(exc, args_list)
 
 
@@ -139,6 +143,56 @@ def _silence_stdout() -> None:
 
 
 INTERNAL_ERROR = 70  # sysexits' EX_SOFTWARE: distinct from 1 (findings) and 2 (bad input)
+DISK_FULL = 74  # sysexits' EX_IOERR
+
+
+def _free_bytes(path: str) -> int:
+    """Free bytes of the file system holding `path` (its nearest existing folder); -1 when it cannot be told."""
+    import os
+    import shutil
+
+    folder = path
+    while folder and not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
+    try:
+        return shutil.disk_usage(folder or "/").free
+    except OSError:
+        return -1
+
+
+def disk_full_line(exc: BaseException) -> str | None:
+    """'disk full at PATH (N free): ...' when `exc` (or what caused it) is a full disk or an exhausted quota: from
+    SQLite ("database or disk is full") or from the file system (ENOSPC, EDQUOT); None for anything else."""
+    import errno
+    import sqlite3
+
+    path: str | None = None
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            path = str(seen.filename or "")
+            break
+        if isinstance(seen, sqlite3.OperationalError) and ("disk is full" in str(seen)
+                                                           or "disk I/O error" in str(seen)):
+            from traindeck.backend.core.paths import run_store_path
+
+            store = run_store_path()
+            # SQLite says "disk I/O error" when it cannot grow its shared-memory or WAL file on a full disk.
+            if "disk is full" in str(seen) or _free_bytes(str(store.parent)) < 1 << 20:
+                path = str(store)
+                break
+            return None
+        seen = seen.__cause__ or seen.__context__
+    else:
+        return None
+    if not path:
+        from traindeck.backend.core.paths import data_dir
+
+        path = str(data_dir())
+    free = _free_bytes(path)
+    free_text = f" ({free / 2**20:.1f} MiB free)" if free >= 0 else ""
+    return (f"disk full at {path}{free_text}: nothing more could be written there; free some space (or move the data "
+            f"folder, TRAINDECK_HOME) and run the command again")
 
 
 def _crashed(exc: BaseException, argv: list[str]) -> int:
