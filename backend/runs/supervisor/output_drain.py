@@ -70,6 +70,7 @@ class OutputPump(threading.Thread):
         self.bytes = 0
         self.last_output = time.monotonic()
         self.wake = threading.Event()
+        self.cut_at: int | None = None  # where output.log ends when writing it failed (a full disk)
 
     def run(self) -> None:
         # splice(2) moves the bytes pipe -> file inside the kernel: no copy through Python, little GIL.
@@ -82,6 +83,7 @@ class OutputPump(threading.Thread):
                 except OSError as exc:
                     if exc.errno == errno.ENOSPC:
                         write_failed = True
+                        self._cut()
                         logger.warning("writing output.log failed: %s; draining the output so the job never blocks", exc)
                     else:  # a kernel or filesystem without splice into this file: plain reads and writes
                         splice = None
@@ -109,9 +111,23 @@ class OutputPump(threading.Thread):
             try:
                 view = view[os.write(self.log_fd, view):]
             except OSError as exc:  # disk full: keep draining so the job never blocks; say so once
+                self._cut()
                 logger.warning("writing output.log failed: %s; draining the output so the job never blocks", exc)
                 return False
         return True
+
+    def _cut(self) -> None:
+        try:
+            self.cut_at = os.fstat(self.log_fd).st_size
+        except OSError:
+            self.cut_at = -1
+
+    def cut_note(self) -> str:
+        """'the log was cut at byte N: the disk was full (X MiB free)' after a failed write, else ''."""
+        if self.cut_at is None:
+            return ""
+        where = f" at byte {self.cut_at:,}" if self.cut_at >= 0 else ""
+        return f"output.log was cut{where}: the disk was full (the job's output after that is lost)"
 
 
 class OutputFollower(threading.Thread):

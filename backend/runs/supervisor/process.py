@@ -294,7 +294,7 @@ class Supervisor:
                                  + ", ".join(str(p.pid) for p in remaining))
         else:
             self.end.free_shared_memory()
-        self.end.finish(evidence, state)
+        self.end.finish(evidence, state, note=self.drain.pump.cut_note())
 
     def release_sentinel(self) -> None:
         if self.sentinel_fd is not None:

@@ -194,9 +194,11 @@ class RunEnd:
             logger.warning("resource summary unavailable: %r", exc)
             return {}
 
-    def finish(self, evidence: Evidence, state: str) -> None:
+    def finish(self, evidence: Evidence, state: str, note: str = "") -> None:
         """The diagnosis (kept in evidence.json with its evidence), the final state (in end.json and the store), the
-        end announced."""
+        end announced. `note` is added to the state's detail (a log cut by a full disk). A store that cannot take
+        the end (a full disk) is asked again every END_RETRY_S, for up to END_WAIT_S: the end, exit code included,
+        lands when space comes back, instead of the run being taken for lost."""
         diagnosis = with_nodes(self.run_dir.path, self.watchdog.explain(state, diagnose(evidence)), state)
         # Everything below (evidence.json, the store, the notify command, supervisor.log) gets it masked.
         diagnosis = Diagnosis(**mask_json(diagnosis.to_json(), self.secrets))
@@ -211,6 +213,8 @@ class RunEnd:
             detail = f"stopped {stop_detail}"
         elif state == "failed":
             detail = diagnosis.summary
+        if note:
+            detail = f"{detail}; {note}" if detail else note
         ended_at = time.time()
         kept = None if state == "succeeded" else diagnosis.to_json()
         try:  # the end in the run folder too: a run store rebuilt from the folders still knows it (store_rebuild)
@@ -218,11 +222,21 @@ class RunEnd:
                       diagnosis=kept, state_detail=detail)
         except OSError as exc:
             logger.warning("could not write the run's end into its folder: %s", exc)
-        self.store.finish_run(self.run_id, state, exit_code=self.launcher.returncode, ended_at=ended_at,
-                              diagnosis=kept, state_detail=detail)
+        waited = 0.0
+        while self.store.finish_run(self.run_id, state, exit_code=self.launcher.returncode, ended_at=ended_at,
+                                    diagnosis=kept, state_detail=detail) is None and waited < END_WAIT_S:
+            if not waited:
+                logger.warning("the run store cannot take the run's end (a full disk?): asking again every %.0f s",
+                               END_RETRY_S)
+            time.sleep(END_RETRY_S)
+            waited += END_RETRY_S
         self.store.add_event(self.run_id, "finished", f"{state}: {diagnosis.summary}")
         self.watchdog.announce_end(state, diagnosis)
         logger.info("run %s %s: %s", self.run_id, state, diagnosis.summary)
+
+
+END_RETRY_S = 5.0
+END_WAIT_S = 24 * 3600.0
 
 
 def _gpu_holders(pids: set[int]) -> Any:
