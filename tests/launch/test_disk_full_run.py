@@ -4,6 +4,7 @@ being taken for lost (issue 27 item 1). Skipped where no tmpfs can be mounted (n
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.runhelp import get, start, wait_finished, wait_until
+from support.runhelp import events, get, job_env, start, wait_finished, wait_until
 
 PRINTER = """
 import os, sys, time
@@ -46,11 +47,17 @@ def test_a_run_that_fills_the_disk_ends_as_it_did_once_space_is_back(small_disk:
     script = tmp_path / "printer.py"
     script.write_text(PRINTER)
     go, printed = tmp_path / "go", tmp_path / "printed"
-    run = start([sys.executable, str(script), str(go), str(printed)])
+    # Warn under 1 MiB free (1 GiB by default): said once, as an event the dashboard and the notify command get.
+    run = start([sys.executable, str(script), str(go), str(printed)],
+                env=job_env(TRAINDECK_LOW_DISK_MB="1"))
     wait_until(lambda: get(run.id).launcher_pid, timeout=30)
-    # Take what room is left: the run's 4 MiB of output cannot all be kept.
+    # Under the threshold first: the warning comes while there is still room to write it.
     filler = small_disk / "filler"
     with open(filler, "wb") as f:
+        f.write(b"\0" * max(0, shutil.disk_usage(small_disk).free - (512 << 10)))
+    wait_until(lambda: [text for kind, text in events(run.id) if kind == "low_disk"], timeout=30)
+    # Then what room is left: the run's 4 MiB of output cannot all be kept.
+    with open(filler, "ab") as f:
         try:
             while True:
                 f.write(b"\0" * 65536)
@@ -65,3 +72,5 @@ def test_a_run_that_fills_the_disk_ends_as_it_did_once_space_is_back(small_disk:
     assert (done.state, done.exit_code) == ("succeeded", 0), (done.state_detail, done.diagnosis)
     assert "output.log was cut at byte" in done.state_detail and "the disk was full" in done.state_detail
     assert (small_disk / "home" / "data" / "runs" / run.id / "output.log").stat().st_size < 4 << 20
+    low = [text for kind, text in events(run.id) if kind == "low_disk"]
+    assert len(low) == 1 and low[0].startswith("the disk of the data folder has "), events(run.id)

@@ -1,5 +1,5 @@
 """The events the dashboard shows as desktop notifications: a run's end (succeeded, failed, stopped, lost), a stall,
-a NaN loss, read from the run store's events after a mark.
+a NaN loss, a nearly full disk, read from the run store's events after a mark.
 
 The supervisor, the stall watch, the watchdog and whoever marks a run lost already write these events (and run the
 user's notify command, see alerts); the dashboard only reads them, so each event is shown once however many of its
@@ -14,9 +14,9 @@ from traindeck.backend.runs.record.run_store import RunStore
 from traindeck.backend.runs.supervisor.alerts import EVENTS, first_line
 
 # run_events kind -> alert event ("finished" events say their state first: "failed: ...")
-_KINDS = {"finished": "", "lost": "lost", "stall": "stalled", "nan": "nan"}
+_KINDS = {"finished": "", "lost": "lost", "stall": "stalled", "nan": "nan", "low_disk": "low_disk"}
 WORDS = {"succeeded": "succeeded", "failed": "failed", "stopped": "stopped", "lost": "was lost",
-         "stalled": "stalled", "nan": "loss became NaN"}
+         "stalled": "stalled", "nan": "loss became NaN", "low_disk": "is short of disk space"}
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from traindeck.backend.core.fileio import atomic_write_text, open_private_append
 from traindeck.backend.core.masking import mask_text
 from traindeck.backend.core.paths import config_dir, data_dir, ensure_private_dir
 
-EVENTS = ("succeeded", "failed", "stopped", "lost", "stalled", "nan")
+EVENTS = ("succeeded", "failed", "stopped", "lost", "stalled", "nan", "low_disk")
 DEFAULT_TIME_LIMIT_S = 30.0
 _threads: list[threading.Thread] = []
 

@@ -47,6 +47,7 @@ from traindeck.backend.runs.diagnosis.stall import StallWatch
 from traindeck.backend.runs.record.layout import RunDir
 from traindeck.backend.runs.record.run_store import RunStore
 from traindeck.backend.runs.supervisor.diary import log_to_stderr
+from traindeck.backend.runs.supervisor.disk_watch import DiskWatch, low_disk_bytes
 from traindeck.backend.runs.supervisor.instructions import Instructions, SafeStore
 from traindeck.backend.runs.supervisor.loss_guard import Watchdog
 from traindeck.backend.runs.supervisor.node_sampler import STATE_FILE as NODES_STATE_FILE
@@ -95,6 +96,8 @@ class Supervisor:
         self.tracker = ProcessTracker(self.store, self.run_id, exclude=self._sentinel_pid,
                                       explain_end=self.stopper.not_our_signal)
         self.step_intake = StepIntake(run_dir, self.store, self.run_id)
+        self.disk_watch = DiskWatch(run_dir.path, self.store, self.run_id, self.watchdog.run_name,
+                                    low_disk_bytes(spec.env))
         self.end = RunEnd(run_dir, self.store, self.run_id, spec.store, self.tracker, self.launcher_end,
                           self.watchdog, sentinel_pid=self._sentinel_pid, reap=self.reap,
                           stop_detail=self.stopper.detail, secrets=self.secrets)
@@ -239,6 +242,7 @@ class Supervisor:
             elif self.launcher_end.returncode is not None and alive:
                 self.stopper.end_leftovers(alive, now)
             self.step_intake.poll(now)
+            self.disk_watch.check(now)
             if now - last_stall_check >= 5.0 and self.launcher_end.returncode is None:
                 self._check_stall(now, alive)
                 last_stall_check = now
