@@ -172,12 +172,13 @@ def disk_full_line(exc: BaseException) -> str | None:
         if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
             path = str(seen.filename or "")
             break
-        if isinstance(seen, sqlite3.OperationalError) and ("disk is full" in str(seen)
-                                                           or "disk I/O error" in str(seen)):
+        if isinstance(seen, sqlite3.OperationalError) and any(
+                words in str(seen) for words in ("disk is full", "disk I/O error", "readonly database")):
             from traindeck.backend.core.paths import run_store_path
 
             store = run_store_path()
-            # SQLite says "disk I/O error" when it cannot grow its shared-memory or WAL file on a full disk.
+            # SQLite says "disk I/O error" when it cannot grow its shared-memory or WAL file on a full disk, and a
+            # store opened read-only for that reason refuses writes as a "readonly database".
             if "disk is full" in str(seen) or _free_bytes(str(store.parent)) < 1 << 20:
                 path = str(store)
                 break

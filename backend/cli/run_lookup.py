@@ -23,6 +23,9 @@ def open_store() -> RunStore:
     from traindeck.backend.runs import RunStore, reconcile
 
     store = RunStore()
+    if store.read_only:  # a full disk: what the store holds is shown, and nothing is marked or written
+        print(f"traindeck: {store.read_only}", file=sys.stderr)
+        return store
     reconcile(store, report=lambda text: print(f"traindeck: {text}", file=sys.stderr))
     return store
 

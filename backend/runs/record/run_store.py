@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -157,11 +158,17 @@ class RunStore:
                 os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
             self._connect()
             return
+        self.read_only: str | None = None  # why the store could only be opened for reading (a full disk)
         try:
             if store_rebuild.needs_care(self.path):
                 self.rebuilt = store_rebuild.open_missing_or_empty(self.path, self._connect, _refill)
             else:
-                self._connect()
+                try:
+                    self._connect()
+                except sqlite3.OperationalError as exc:
+                    if not _no_room(self.path, exc):
+                        raise
+                    self._connect_read_only()
         except sqlite3.DatabaseError as exc:
             if not store_rebuild.is_corrupt(exc):
                 raise
@@ -180,6 +187,18 @@ class RunStore:
         except BaseException:
             self._db.close()
             raise
+
+    def _connect_read_only(self) -> None:
+        """The store as it was last merged (SQLite's `immutable`: no lock, no WAL or shared-memory file, which a
+        full disk cannot hold): commands that only read still answer; every write fails."""
+        wal = Path(f"{self.path}-wal")
+        pending = wal.stat().st_size if wal.exists() else 0
+        self._db = sqlite3.connect(f"{self.path.as_uri()}?mode=ro&immutable=1", uri=True, isolation_level=None,
+                                   check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self.read_only = (f"disk full at {self.path.parent}: the runs are shown as last saved"
+                          + (f" ({pending // 1024} KiB of newer changes wait in {wal.name})" if pending else "")
+                          + "; nothing is written until space is freed")
 
     # -- plumbing -------------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -477,6 +496,20 @@ def _refill(path: Path, folders: list[Path], why: str) -> tuple[int, int]:
                             f"{why}; its earlier events are only in the moved-aside store")
             runs, clipped = runs + 1, clipped + partly
     return runs, clipped
+
+
+def _no_room(path: Path, exc: sqlite3.OperationalError) -> bool:
+    """SQLite could not write because the disk is full: it says so, or says "disk I/O error" when it cannot create
+    or grow its shared-memory or WAL file on a disk with (almost) no space left."""
+    text = str(exc)
+    if "disk is full" in text:
+        return True
+    if "disk I/O error" not in text:
+        return False
+    try:
+        return shutil.disk_usage(path.parent).free < 1 << 20
+    except OSError:
+        return False
 
 
 def _like_escape(text: str) -> str:
