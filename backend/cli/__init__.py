@@ -174,7 +174,7 @@ def disk_full_line(exc: BaseException) -> str | None:
             break
         if isinstance(seen, sqlite3.OperationalError) and any(
                 words in str(seen) for words in ("disk is full", "disk I/O error", "readonly database")):
-            from traindeck.backend.core.paths import run_store_path
+            from traindeck.backend.core import run_store_path
 
             store = run_store_path()
             # SQLite says "disk I/O error" when it cannot grow its shared-memory or WAL file on a full disk, and a
@@ -187,9 +187,9 @@ def disk_full_line(exc: BaseException) -> str | None:
     else:
         return None
     if not path:
-        from traindeck.backend.core.paths import data_dir
+        from traindeck.backend.core import run_store_path
 
-        path = str(data_dir())
+        path = str(run_store_path().parent)
     free = _free_bytes(path)
     free_text = f" ({free / 2**20:.1f} MiB free)" if free >= 0 else ""
     return (f"disk full at {path}{free_text}: nothing more could be written there; free some space (or move the data "
