@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import psutil
@@ -223,11 +225,14 @@ class RunEnd:
         except OSError as exc:
             logger.warning("could not write the run's end into its folder: %s", exc)
         waited = 0.0
+        # Asked again only while the disk is full: any other failure (a store corrupted meanwhile) is left to the
+        # end.json above, from which the store is rebuilt.
         while self.store.finish_run(self.run_id, state, exit_code=self.launcher.returncode, ended_at=ended_at,
-                                    diagnosis=kept, state_detail=detail) is None and waited < END_WAIT_S:
+                                    diagnosis=kept, state_detail=detail) is None \
+                and waited < END_WAIT_S and _no_room(Path(self.store_path).parent):
             if not waited:
-                logger.warning("the run store cannot take the run's end (a full disk?): asking again every %.0f s",
-                               END_RETRY_S)
+                logger.warning("the run store cannot take the run's end: the disk is full; asking again every "
+                               "%.0f s", END_RETRY_S)
             time.sleep(END_RETRY_S)
             waited += END_RETRY_S
         self.store.add_event(self.run_id, "finished", f"{state}: {diagnosis.summary}")
@@ -237,6 +242,14 @@ class RunEnd:
 
 END_RETRY_S = 5.0
 END_WAIT_S = 24 * 3600.0
+ROOM_BYTES = 1 << 20  # less free than this on the store's disk: it is full for SQLite's purposes
+
+
+def _no_room(folder: Path) -> bool:
+    try:
+        return shutil.disk_usage(folder).free < ROOM_BYTES
+    except OSError:
+        return False
 
 
 def _gpu_holders(pids: set[int]) -> Any:
