@@ -146,20 +146,6 @@ INTERNAL_ERROR = 70  # sysexits' EX_SOFTWARE: distinct from 1 (findings) and 2 (
 DISK_FULL = 74  # sysexits' EX_IOERR
 
 
-def _free_bytes(path: str) -> int:
-    """Free bytes of the file system holding `path` (its nearest existing folder); -1 when it cannot be told."""
-    import os
-    import shutil
-
-    folder = path
-    while folder and not os.path.isdir(folder):
-        folder = os.path.dirname(folder)
-    try:
-        return shutil.disk_usage(folder or "/").free
-    except OSError:
-        return -1
-
-
 def disk_full_line(exc: BaseException) -> str | None:
     """'disk full at PATH (N free): ...' when `exc` (or what caused it) is a full disk or an exhausted quota: from
     SQLite ("database or disk is full") or from the file system (ENOSPC, EDQUOT); None for anything else."""
@@ -174,12 +160,12 @@ def disk_full_line(exc: BaseException) -> str | None:
             break
         if isinstance(seen, sqlite3.OperationalError) and any(
                 words in str(seen) for words in ("disk is full", "disk I/O error", "readonly database")):
-            from traindeck.backend.core import run_store_path
+            from traindeck.backend.core import disk_full, run_store_path
 
             store = run_store_path()
             # SQLite says "disk I/O error" when it cannot grow its shared-memory or WAL file on a full disk, and a
             # store opened read-only for that reason refuses writes as a "readonly database".
-            if "disk is full" in str(seen) or _free_bytes(str(store.parent)) < 1 << 20:
+            if "disk is full" in str(seen) or disk_full(store.parent):
                 path = str(store)
                 break
             return None
@@ -190,7 +176,9 @@ def disk_full_line(exc: BaseException) -> str | None:
         from traindeck.backend.core import run_store_path
 
         path = str(run_store_path().parent)
-    free = _free_bytes(path)
+    from traindeck.backend.core import free_bytes
+
+    free = free_bytes(path)
     free_text = f" ({free / 2**20:.1f} MiB free)" if free >= 0 else ""
     return (f"disk full at {path}{free_text}: nothing more could be written there; free some space (or move the data "
             f"folder, TRAINDECK_HOME) and run the command again")

@@ -4,6 +4,12 @@ from .paths import (
     accelerate_default_config as accelerate_default_config,
 )
 from .paths import (
+    disk_full as disk_full,
+)
+from .paths import (
+    free_bytes as free_bytes,
+)
+from .paths import (
     resources_dir as resources_dir,
 )
 from .paths import (

@@ -111,3 +111,24 @@ def accelerate_default_config() -> Path:
         return Path(explicit)
     hf_home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "huggingface")
     return Path(hf_home) / "accelerate" / "default_config.yaml"
+
+
+NO_ROOM_BYTES = 1 << 20  # less free than this: a disk is full for SQLite's purposes (its WAL and shm files)
+
+
+def free_bytes(path: Path | str) -> int:
+    """Free bytes of the file system holding `path` (its nearest existing folder); -1 when it cannot be told."""
+    import shutil
+
+    folder = str(path)
+    while folder and not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
+    try:
+        return shutil.disk_usage(folder or "/").free
+    except OSError:
+        return -1
+
+
+def disk_full(path: Path | str) -> bool:
+    """Whether the disk holding `path` has (almost) no room left (NO_ROOM_BYTES)."""
+    return 0 <= free_bytes(path) < NO_ROOM_BYTES

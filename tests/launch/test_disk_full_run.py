@@ -4,8 +4,6 @@ being taken for lost (issue 27 item 1). Skipped where no tmpfs can be mounted (n
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -13,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from support.runhelp import events, get, job_env, start, wait_finished, wait_until
+from support.smalldisk import fill
+from support.smalldisk import small_disk as mounted
 
 PRINTER = """
 import os, sys, time
@@ -29,16 +29,8 @@ open(printed, "w").close()
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True,
-                          text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or 'mount failed'}")
-    try:
+    with mounted(tmp_path, "3m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def test_a_run_that_fills_the_disk_ends_as_it_did_once_space_is_back(small_disk: Path, tmp_path: Path,
@@ -53,16 +45,10 @@ def test_a_run_that_fills_the_disk_ends_as_it_did_once_space_is_back(small_disk:
     wait_until(lambda: get(run.id).launcher_pid, timeout=30)
     # Under the threshold first: the warning comes while there is still room to write it.
     filler = small_disk / "filler"
-    with open(filler, "wb") as f:
-        f.write(b"\0" * max(0, shutil.disk_usage(small_disk).free - (512 << 10)))
+    fill(filler, leave=512 << 10)
     wait_until(lambda: [text for kind, text in events(run.id) if kind == "low_disk"], timeout=30)
     # Then what room is left: the run's 4 MiB of output cannot all be kept.
-    with open(filler, "ab") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-        except OSError:
-            pass
+    fill(filler)
     go.touch()
     wait_until(printed.exists, timeout=60)
     time.sleep(3.0)

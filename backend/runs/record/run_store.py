@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import sqlite3
 import threading
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from traindeck.backend.core.masking import mask_json, mask_text
-from traindeck.backend.core.paths import ensure_private_dir, run_store_path
+from traindeck.backend.core.paths import disk_full, ensure_private_dir, run_store_path
 from traindeck.backend.runs.record import store_rebuild
 from traindeck.backend.runs.record.folder_record import FINAL_STATES, record_fields
 from traindeck.backend.runs.record.layout import OUTPUT
@@ -502,14 +501,7 @@ def _no_room(path: Path, exc: sqlite3.OperationalError) -> bool:
     """SQLite could not write because the disk is full: it says so, or says "disk I/O error" when it cannot create
     or grow its shared-memory or WAL file on a disk with (almost) no space left."""
     text = str(exc)
-    if "disk is full" in text:
-        return True
-    if "disk I/O error" not in text:
-        return False
-    try:
-        return shutil.disk_usage(path.parent).free < 1 << 20
-    except OSError:
-        return False
+    return "disk is full" in text or ("disk I/O error" in text and disk_full(path.parent))
 
 
 def _like_escape(text: str) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ import psutil
 
 from traindeck.backend.core.fileio import atomic_write_text
 from traindeck.backend.core.masking import mask_json
+from traindeck.backend.core.paths import disk_full
 from traindeck.backend.runs import processes as procs
 from traindeck.backend.runs.diagnosis.cgroups import MemoryLimit, memory_limit
 from traindeck.backend.runs.diagnosis.diagnose import (
@@ -229,7 +229,7 @@ class RunEnd:
         # end.json above, from which the store is rebuilt.
         while self.store.finish_run(self.run_id, state, exit_code=self.launcher.returncode, ended_at=ended_at,
                                     diagnosis=kept, state_detail=detail) is None \
-                and waited < END_WAIT_S and _no_room(Path(self.store_path).parent):
+                and waited < END_WAIT_S and disk_full(Path(self.store_path).parent):
             if not waited:
                 logger.warning("the run store cannot take the run's end: the disk is full; asking again every "
                                "%.0f s", END_RETRY_S)
@@ -242,14 +242,6 @@ class RunEnd:
 
 END_RETRY_S = 5.0
 END_WAIT_S = 24 * 3600.0
-ROOM_BYTES = 1 << 20  # less free than this on the store's disk: it is full for SQLite's purposes
-
-
-def _no_room(folder: Path) -> bool:
-    try:
-        return shutil.disk_usage(folder).free < ROOM_BYTES
-    except OSError:
-        return False
 
 
 def _gpu_holders(pids: set[int]) -> Any:

@@ -12,20 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.smalldisk import fill
+from support.smalldisk import small_disk as mounted
 
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True,
-                          text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or 'mount failed'}")
-    try:
+    with mounted(tmp_path, "2m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def _traindeck(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -48,12 +42,7 @@ def test_a_full_disk_is_named_in_one_line_with_no_crash_report(small_disk: Path)
         time.sleep(0.1)
     merged = not shm.exists()
     filler = small_disk / "filler"
-    with open(filler, "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-        except OSError:
-            pass
+    fill(filler)
     script = small_disk.parent / "hi.py"
     script.write_text("print('hi')\n")
     done = _traindeck(home, "run", "--detach", str(script))
