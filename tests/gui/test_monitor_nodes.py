@@ -72,7 +72,7 @@ def _agent_sample(watch: NodeWatch, host: str, rank: int, rss: int, ram_used: in
 
 
 def _cells(page) -> list[list[str]]:  # type: ignore[no-untyped-def]
-    table = page.nodes_view.table
+    table = getattr(page, "nodes_view", page).table  # the page, or the Nodes tab alone
     return [[table.item(r, c).text() for c in range(table.columnCount())] for r in range(table.rowCount())]
 
 
@@ -152,6 +152,28 @@ def test_each_nodes_line_comes_in_the_tables_order_whichever_node_reports_first(
     view.show()
     qtbot.waitExposed(view)
     view.ram_chart.flush()  # a line with no point yet draws nothing, and nothing fails
+
+
+def test_a_run_that_ends_while_a_read_is_under_way_is_read_again(qtbot, traindeck_home: Path) -> None:
+    """CI, under load: the run ended while the tab's read was on its way. The old answer is dropped (it is for the
+    run as it was), and the new read is not held back by it: the tab froze on "running" for good once."""
+    from traindeck.gui.pages.monitor.nodes_panel import MonitorNodes
+
+    run_id, run_dir = _run("ends-mid-read", None, [Host("127.0.0.2", 1), Host("127.0.0.3", 1)])
+    watch = NodeWatch(run_dir, str(run_store_path()))
+    _agent_sample(watch, "127.0.0.2", 0, 2 * GIB, 5 * GIB, 40.0)
+    watch.save()
+    ctx = AppContext(settings=QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat))
+    view = MonitorNodes(ctx.tasks, 1.0)
+    qtbot.addWidget(view)
+    view.set_run(run_id, True)
+    qtbot.waitUntil(lambda: view.table.rowCount() == 2, timeout=WAIT_MS)
+    view.refresh(force=True)  # a read under way (its answer comes through the event loop, after the next line)
+    view.set_run(run_id, False)
+    qtbot.waitUntil(lambda: view.table.rowCount() == 2 and view.table.isColumnHidden(2), timeout=WAIT_MS)
+    assert _cells(view)[0][-1] == "ended" and not view.live
+    ctx.tasks.wait(10000)
+    watch.store.close()
 
 
 def test_a_one_machine_run_has_no_nodes_tab(page, qtbot, launcher) -> None:

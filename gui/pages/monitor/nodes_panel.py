@@ -128,7 +128,8 @@ class MonitorNodes(QWidget):
 
     def set_run(self, run_id: str | None, live: bool) -> None:
         """Watch this run's nodes (None: none); one read at once tells whether it has any."""
-        self._request += 1
+        self._request += 1  # a read under way is for the run as it was: its answer is dropped, and does not hold
+        self._reading = False  # back the read this one starts
         self.run_id, self.live, self._run_dir = run_id, live, None
         self.nodes, self._last_t = [], {}
         self.table.setRowCount(0)
