@@ -23,6 +23,8 @@ the writer and the layout and rollup they share.
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
@@ -33,6 +35,18 @@ import numpy as np
 from traindeck.backend.monitor.snapshots import ResourceSample
 
 BUSY_TIMEOUT_MS = 5000
+_CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+
+logger = logging.getLogger(__name__)
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    """The store file's identity (device, inode), or None while there is none at `path`."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return info.st_dev, info.st_ino
 
 # (column, SQL type, how to merge a bucket when downsampling). Levels keep their peak (memory spikes are what
 # kill runs), availability keeps its low, rates and percentages keep their mean (so bytes = mean rate x time).
@@ -190,13 +204,29 @@ class ResourceWriter:
     def __init__(self, store_path: Path | str, run_id: str, *, interval_s: float, started_at: float) -> None:
         self.store_path = Path(store_path)
         self.run_id = run_id
+        self._series_row = (interval_s, started_at)
+        self._unreadable: str | None = None  # why writes stopped: the store file SQLite refuses, until it is replaced
+        self._open()
+        self._insert_sample = (
+            f"INSERT OR REPLACE INTO resource_samples (series_id, t, {', '.join(c for c, _, _ in SAMPLE_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * (len(SAMPLE_COLUMNS) + 2))})"
+        )
+        self._insert_gpu = (
+            f"INSERT OR REPLACE INTO resource_gpu_samples (series_id, gpu, t, {', '.join(c for c, _, _ in GPU_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * (len(GPU_COLUMNS) + 3))})"
+        )
+
+    def _open(self) -> None:
+        """Connect to the store file now at `store_path` and find (or add) this run's series in it."""
+        interval_s, started_at = self._series_row
         self.conn = connect(self.store_path)
+        self._file = _file_id(self.store_path)
         with self.conn:
             self.conn.execute(
                 "INSERT OR IGNORE INTO resource_series (run_id, started_at, interval_s) VALUES (?, ?, ?)",
-                (run_id, started_at, interval_s),
+                (self.run_id, started_at, interval_s),
             )
-        found = _series(self.conn, run_id)
+        found = _series(self.conn, self.run_id)
         assert found is not None
         self.series_id = found[0]
         self._info_written = False
@@ -210,22 +240,45 @@ class ResourceWriter:
         self._fresh_rows = int(
             self.conn.execute("SELECT COUNT(*) FROM resource_samples WHERE series_id = ?", (self.series_id,)).fetchone()[0]
         )
-        self._insert_sample = (
-            f"INSERT OR REPLACE INTO resource_samples (series_id, t, {', '.join(c for c, _, _ in SAMPLE_COLUMNS)}) "
-            f"VALUES ({', '.join('?' * (len(SAMPLE_COLUMNS) + 2))})"
-        )
-        self._insert_gpu = (
-            f"INSERT OR REPLACE INTO resource_gpu_samples (series_id, gpu, t, {', '.join(c for c, _, _ in GPU_COLUMNS)}) "
-            f"VALUES ({', '.join('?' * (len(GPU_COLUMNS) + 3))})"
-        )
 
     def close(self) -> None:
         self.conn.close()
+
+    def _current(self) -> bool:
+        """Whether a sample can be written now. The run store can be replaced under a long-running writer (a
+        corrupt or emptied store is moved aside and rebuilt by whoever opens it next): the writer then reconnects
+        to the new file, since its old connection would write into the file kept aside. A file SQLite refuses is
+        said once (by write) and skipped until it is replaced."""
+        now = _file_id(self.store_path)
+        if now is None:
+            return False  # between the rebuild's two renames, or removed: the next sample looks again
+        if now != self._file:
+            self.conn.close()
+            try:
+                self._open()
+            except sqlite3.DatabaseError as exc:
+                self._file, self._unreadable = now, str(exc)
+                return False
+            self._unreadable = None
+            logger.info("the run store was replaced: resource samples go on in the new %s", self.store_path)
+        return self._unreadable is None
 
     def commit(self) -> None:
         self.conn.commit()
 
     def write(self, sample: ResourceSample, *, commit: bool = True) -> None:
+        if not self._current():
+            return
+        try:
+            self._write(sample, commit=commit)
+        except sqlite3.DatabaseError as exc:
+            if exc.sqlite_errorcode not in _CORRUPT_CODES:
+                raise
+            self._unreadable = str(exc)
+            logger.warning("resource samples are not written while the run store %s is unreadable (%s): they go "
+                           "on once it is rebuilt", self.store_path, exc)
+
+    def _write(self, sample: ResourceSample, *, commit: bool) -> None:
         if not self._info_written:
             self._write_info(sample)
         conn, sid, t = self.conn, self.series_id, sample.t

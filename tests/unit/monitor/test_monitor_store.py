@@ -331,3 +331,25 @@ def test_chart_reads_from_rollups_equal_a_brute_force_downsample(tmp_path):
     assert summary["peak_gpu_mem_bytes"] == max(g.memory_used_bytes for s in samples for g in s.gpus)
     assert summary["mean_ranks_cpu_percent"] == pytest.approx(np.mean([s.run.ranks_cpu_percent for s in samples]))
     assert (summary["first_t"], summary["last_t"]) == (T0, T0 + 2000)
+
+
+def test_a_store_rebuilt_under_the_writer_gets_the_next_samples(tmp_path):
+    """A corrupt store is moved aside and rebuilt by whoever opens it next (store_rebuild.py), while the run's
+    recorder still holds a connection: its samples must go on in the new store, not into the file kept aside."""
+    from traindeck.backend.runs.record.run_store import RunStore
+
+    store = tmp_path / "runs.sqlite3"
+    RunStore(store).close()
+    writer = ResourceWriter(store, "run-r", interval_s=1.0, started_at=T0)
+    for i in range(3):
+        writer.write(training_sample(i))
+    writer.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with open(store, "r+b") as f:  # the store's header torn: SQLite says "file is not a database"
+        f.write(b"\0" * 100)
+    RunStore(store).close()  # the next open finds it corrupt: moved aside, rebuilt
+    assert list(tmp_path.glob("runs.sqlite3.corrupt-*"))
+    for i in range(3, 7):
+        writer.write(training_sample(i))
+    writer.close()
+    assert list(np.round(read_series(store, "run-r")["t"] - T0)) == [3, 4, 5, 6]
+
