@@ -87,6 +87,16 @@ def open_private(path: Path, *, append: bool = True, new: bool = False) -> int:
     return fd
 
 
+def refuse_linked_database(path: Path | str) -> None:
+    """Raise SymlinkRefused when a symbolic link stands at an SQLite database of traindeck's or at one of the files
+    SQLite keeps beside it (-wal, -shm, -journal): SQLite opens and creates them by name, following links, so it is
+    asked only once none is a link."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        candidate = f"{path}{suffix}"
+        if os.path.islink(candidate):
+            raise SymlinkRefused(candidate)
+
+
 def open_private_append(path: Path) -> int:
     """A descriptor appending to the private log `path` (created 0600 when missing); see open_private."""
     return open_private(path)
@@ -98,4 +108,4 @@ def create_private_file(path: Path) -> None:
 
 
 __all__ = ["SymlinkRefused", "atomic_write_bytes", "atomic_write_text", "create_private_file",
-           "ensure_private_dir", "open_private", "open_private_append"]
+           "ensure_private_dir", "open_private", "open_private_append", "refuse_linked_database"]

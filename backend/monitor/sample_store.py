@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from traindeck.backend.core.fileio import refuse_linked_database
 from traindeck.backend.monitor.snapshots import ResourceSample
 
 BUSY_TIMEOUT_MS = 5000
@@ -156,6 +157,7 @@ def connect(store_path: Path | str) -> sqlite3.Connection:
     the file)."""
     path = Path(store_path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    refuse_linked_database(path)
     conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA journal_mode=WAL")
@@ -169,6 +171,7 @@ def _open_for_reading(store_path: Path | str) -> sqlite3.Connection | None:
     path = Path(store_path)
     if not path.exists():
         return None
+    refuse_linked_database(path)  # a reader creates the -shm file SQLite keeps beside a WAL store
     conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000)
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     # Chunk blobs span many overflow pages; reading them through a memory map is several times cheaper.

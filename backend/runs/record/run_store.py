@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from traindeck.backend.core.fileio import refuse_linked_database
 from traindeck.backend.core.masking import mask_json, mask_text
 from traindeck.backend.core.paths import disk_full, ensure_private_dir, run_store_path
 from traindeck.backend.runs.record import store_rebuild
@@ -174,6 +175,7 @@ class RunStore:
             self.rebuilt = store_rebuild.rebuild_corrupt(self.path, exc, self._connect, _refill)
 
     def _connect(self) -> None:
+        refuse_linked_database(self.path)
         self._db = sqlite3.connect(str(self.path), timeout=self._busy_timeout_s, isolation_level=None,
                                    check_same_thread=False)
         try:
@@ -192,6 +194,7 @@ class RunStore:
         full disk cannot hold): commands that only read still answer; every write fails."""
         wal = Path(f"{self.path}-wal")
         pending = wal.stat().st_size if wal.exists() else 0
+        refuse_linked_database(self.path)
         self._db = sqlite3.connect(f"{self.path.as_uri()}?mode=ro&immutable=1", uri=True, isolation_level=None,
                                    check_same_thread=False)
         self._db.row_factory = sqlite3.Row

@@ -60,3 +60,29 @@ def test_a_linked_notify_log_is_not_written_through(tmp_path: Path) -> None:
     alerts.log_path().symlink_to(target)
     alerts._log("an alert was sent")
     assert target.read_text() == TEXT and stat.S_IMODE(target.stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize("name", ["runs.sqlite3", "runs.sqlite3-wal", "runs.sqlite3-shm"])
+def test_a_link_planted_at_the_run_store_or_beside_it_is_refused(tmp_path: Path, name: str) -> None:
+    """SQLite opens the store and creates its -wal and -shm files by name, following links: a link planted at any
+    of them is refused before SQLite is asked, and the file it points at keeps its content and mode."""
+    import subprocess
+    import sys
+
+    from traindeck.backend.core.paths import run_store_path
+    from traindeck.backend.monitor.sample_store import ResourceWriter
+    from traindeck.backend.runs.record.run_store import RunStore
+
+    target = precious_file(tmp_path)
+    store = run_store_path()
+    store.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{store.parent}/{name}").symlink_to(target)
+    with pytest.raises(SymlinkRefused, match=name):
+        RunStore(store)
+    with pytest.raises(SymlinkRefused, match=name):
+        ResourceWriter(store, "run-x", interval_s=1.0, started_at=0.0)
+    listing = subprocess.run([sys.executable, "-m", "traindeck", "runs", "list"], capture_output=True, text=True,
+                             timeout=60)
+    assert listing.returncode != 0 and "Traceback" not in listing.stderr
+    assert f"refusing to write through a symbolic link: {store.parent}/{name}" in listing.stderr
+    assert target.read_text() == TEXT and stat.S_IMODE(target.stat().st_mode) == 0o644
