@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QSplitter,
     QStackedWidget,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -43,6 +44,7 @@ from traindeck.gui.heap import HeapTrimmer
 from traindeck.gui.pages import discover_entries
 from traindeck.gui.pages.base import Page
 from traindeck.gui.theme import THEMES, apply_theme, is_dark
+from traindeck.gui.widgets.disk_banner import DiskBanner
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +132,14 @@ class MainWindow(QMainWindow):
         splitter.setStretchFactor(1, 1)
         splitter.setChildrenCollapsible(False)
         splitter.setSizes([150, 10_000])  # the list has a fixed width: the pages get the rest (no empty gap)
-        self.setCentralWidget(splitter)
+        self.disk_banner = DiskBanner(ctx.tasks)  # above every page while the data folder's disk is low or full
+        central = QWidget()
+        column = QVBoxLayout(central)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        column.addWidget(self.disk_banner)
+        column.addWidget(splitter, 1)
+        self.setCentralWidget(central)
         self._build_menus()
 
         ctx.navigate.connect(self.show_page)

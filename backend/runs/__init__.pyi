@@ -5,6 +5,8 @@ from .control.compare import RunComparison as RunComparison
 from .control.compare import compare_runs as compare_runs
 from .control.console_feed import ConsoleBatch as ConsoleBatch
 from .control.console_feed import ConsoleFeed as ConsoleFeed
+from .control.disk_notice import DiskNotice as DiskNotice
+from .control.disk_notice import data_disk_notice as data_disk_notice
 from .control.history import (
     RunFigures as RunFigures,
 )

@@ -478,3 +478,35 @@ def test_minimising_the_window_pauses_the_page_in_front_and_restoring_resumes_it
     window.showNormal()
     qtbot.waitUntil(lambda: calls[-1:] == [False], timeout=5000)
     qtbot.waitUntil(lambda: page.on_screen() and not page.console.paused, timeout=5000)
+
+
+def test_a_low_then_full_data_disk_is_said_above_every_page_until_space_is_freed(make_window, qtbot, tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's log is cut when the data folder's disk fills: the window says so above whatever page is shown, a
+    warning under the low-disk threshold first, and the line goes once space is freed."""
+    from support.smalldisk import fill, small_disk
+
+    with small_disk(tmp_path, "8m") as mount:
+        monkeypatch.setenv("TRAINDECK_HOME", str(mount / "home"))
+        monkeypatch.setenv("TRAINDECK_LOW_DISK_MB", "4")
+        window = make_window()
+        window.show()
+        banner = window.disk_banner
+        qtbot.waitUntil(lambda: not banner._asking, timeout=10000)
+        assert banner.isHidden() and banner.notice is None
+        filler = mount / "filler"
+        fill(filler, leave=2 << 20)
+        banner.check()
+        qtbot.waitUntil(lambda: banner.isVisible(), timeout=10000)
+        assert banner.notice is not None and not banner.notice.full
+        assert f"Low disk space at {mount / 'home' / 'data'}" in banner.plain_text()
+        for row in (1, 2):  # another page: still said
+            window.nav.setCurrentRow(row)
+            assert banner.isVisible()
+        fill(filler)
+        banner.check()
+        qtbot.waitUntil(lambda: banner.notice is not None and banner.notice.full, timeout=10000)
+        assert banner.plain_text().startswith(f"Disk full at {mount / 'home' / 'data'}")
+        filler.unlink()
+        banner.check()
+        qtbot.waitUntil(lambda: banner.isHidden(), timeout=10000)
