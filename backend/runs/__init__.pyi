@@ -108,6 +108,10 @@ from .record.store_rebuild import store_rebuilds as store_rebuilds
 from .record.sweep_mark import SweepMark as SweepMark
 from .record.sweep_mark import read_sweep_mark as read_sweep_mark
 from .record.sweep_mark import write_sweep_mark as write_sweep_mark
+from .record.throughput import GlobalBatch as GlobalBatch
+from .record.throughput import Throughput as Throughput
+from .record.throughput import global_batch as global_batch
+from .record.throughput import run_throughput as run_throughput
 from .supervisor.alerts import desktop_notifications as desktop_notifications
 from .supervisor.liveness import (
     INTERNAL_MODULES as INTERNAL_MODULES,
