@@ -156,7 +156,7 @@ def test_an_empty_history_says_so_and_creates_no_store(qtbot, make_page):
     qtbot.waitUntil(lambda: "No runs yet" in page.count_label.text(), timeout=10000)
     assert not run_store_path().exists()
     page.compare_selected()
-    assert "two runs" in page.compare_panel.compare_title.text()
+    assert "two to 8 runs" in page.compare_panel.compare_title.text()
 
 
 def test_demo_writes_its_own_store_and_compares_two_runs(qtbot, make_page):
