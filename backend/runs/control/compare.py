@@ -243,8 +243,9 @@ def _change(a: float | None, b: float | None, describe: bool = True) -> str:
     return f"{ratio:.2f}x" + (f" ({word})" if word else "")
 
 
-def figure_rows(a: RunFigures, b: RunFigures) -> list[FigureRow]:
-    """The figures people compare, as text, with B's ratio to A."""
+def figure_rows(a: RunFigures, b: RunFigures, engine: bool | None = None) -> list[FigureRow]:
+    """The figures people compare, as text, with B's ratio to A. DeepSpeed's engine figure has a row of its own
+    where `engine` (None: where either run logged one)."""
     def state(f: RunFigures) -> str:
         code = f.exit_code
         if code is None or code == 0:
@@ -256,7 +257,9 @@ def figure_rows(a: RunFigures, b: RunFigures) -> list[FigureRow]:
                 return f"{f.state} (signal {-code})"
         return f"{f.state} (exit code {code})"
 
-    return [
+    if engine is None:
+        engine = a.engine_samples_per_s is not None or b.engine_samples_per_s is not None
+    rows = [
         FigureRow("State", state(a), state(b)),
         FigureRow("Preset", a.preset or "-", b.preset or "-"),
         FigureRow("Duration", format_duration(a.duration_s), format_duration(b.duration_s),
@@ -273,10 +276,12 @@ def figure_rows(a: RunFigures, b: RunFigures) -> list[FigureRow]:
         FigureRow("Throughput", format_rate(a.throughput, a.throughput_unit),
                   format_rate(b.throughput, b.throughput_unit),
                   _change(a.throughput, b.throughput) if a.throughput_unit == b.throughput_unit else ""),
-        FigureRow(ENGINE_ROW, format_rate(a.engine_samples_per_s, "samples/s"),
-                  format_rate(b.engine_samples_per_s, "samples/s"),
-                  _change(a.engine_samples_per_s, b.engine_samples_per_s)),
     ]
+    if engine:
+        rows.append(FigureRow(ENGINE_ROW, format_rate(a.engine_samples_per_s, "samples/s"),
+                              format_rate(b.engine_samples_per_s, "samples/s"),
+                              _change(a.engine_samples_per_s, b.engine_samples_per_s)))
+    return rows
 
 
 def metric_rows(a: RunFigures, b: RunFigures) -> list[FigureRow]:
@@ -346,7 +351,8 @@ def _ratios(values: Sequence[float | None], describe: bool = True) -> tuple[str,
 
 def figure_columns(runs: Sequence[RunFigures]) -> list[ColumnsRow]:
     """figure_rows for any number of runs: each figure's text per run and its ratio to the first run's."""
-    pairs = [figure_rows(runs[0], r) for r in runs]  # the first against each: the same rows, in the same order
+    engine = any(r.engine_samples_per_s is not None for r in runs)
+    pairs = [figure_rows(runs[0], r, engine) for r in runs]  # the first against each: the same rows, in order
     numbers: dict[str, list[float | None]] = {
         "Duration": [r.duration_s for r in runs],
         "Peak GPU memory (fullest GPU)": [float(r.peak_gpu_mem_bytes) if r.peak_gpu_mem_bytes else None for r in runs],

@@ -10,6 +10,7 @@ from fixtures.history_runs import T0, make_run
 from support import FIXTURES
 
 from traindeck.backend.logparse import Line, LineAssembler, Metric, OutputParser
+from traindeck.backend.runs import compare_many
 from traindeck.backend.runs.control.history import run_figures
 from traindeck.backend.runs.record.run_store import RunStore
 from traindeck.backend.runs.record.throughput import (
@@ -56,6 +57,13 @@ def test_step_rate_times_the_global_batch_not_deepspeeds_engine_figure(store):
     note = figures.throughput_note
     assert note.startswith("From step rate (0.218 s/step) x batch 8")
     assert f"{ENGINE_NOTE}: 678 samples/s" in note
+    # Compared with a run without DeepSpeed's figure, the engine's row stands apart from the throughput.
+    other = make_run(store, "other", micro_batch=4, steps=100, seconds_per_step=0.5, started=T0 + 600)
+    rows = {row.what: row for row in compare_many(store, [run.id, other.id]).figures}
+    assert rows["Throughput"].values == ("36.7 samples/s", "16 samples/s")
+    assert rows["DeepSpeed's engine figure (forward/backward/step only)"].values == ("678 samples/s", "-")
+    assert "DeepSpeed's engine figure (forward/backward/step only)" not in {
+        row.what for row in compare_many(store, [other.id, other.id]).figures}
 
 
 def test_a_real_deepspeed_log_gives_the_engine_figure_labelled_when_the_batch_is_unknown(store, tmp_path):
