@@ -165,6 +165,8 @@ def test_demo_writes_its_own_store_and_compares_two_runs(qtbot, make_page):
     page.load_demo()
     qtbot.waitUntil(lambda: page.compare_panel.comparison is not None, timeout=20000)
     assert runs.proxy.rowCount() == 4
+    names = [r.name for r in runs.rows]
+    assert len(set(names)) == 4, names  # each demo run tells itself apart by name
     assert not run_store_path().exists()  # the user's store is untouched
     assert "deepspeed.zero_optimization.stage" in {d.key for d in page.compare_panel.comparison.differences}
     # No cell is cut: each figure column holds its widest text, the state column its icon too.
