@@ -1,8 +1,15 @@
 from .control.alert_feed import Alert as Alert
 from .control.alert_feed import alert_mark as alert_mark
 from .control.alert_feed import alerts_after as alerts_after
+from .control.compare import MAX_COMPARED as MAX_COMPARED
+from .control.compare import ColumnsRow as ColumnsRow
+from .control.compare import ManyComparison as ManyComparison
+from .control.compare import Overlay as Overlay
+from .control.compare import OverlayCurve as OverlayCurve
 from .control.compare import RunComparison as RunComparison
+from .control.compare import compare_many as compare_many
 from .control.compare import compare_runs as compare_runs
+from .control.compare import overlay as overlay
 from .control.console_feed import ConsoleBatch as ConsoleBatch
 from .control.console_feed import ConsoleFeed as ConsoleFeed
 from .control.disk_notice import DiskNotice as DiskNotice
@@ -110,6 +117,10 @@ from .record.store_rebuild import store_rebuilds as store_rebuilds
 from .record.sweep_mark import SweepMark as SweepMark
 from .record.sweep_mark import read_sweep_mark as read_sweep_mark
 from .record.sweep_mark import write_sweep_mark as write_sweep_mark
+from .record.throughput import GlobalBatch as GlobalBatch
+from .record.throughput import Throughput as Throughput
+from .record.throughput import global_batch as global_batch
+from .record.throughput import run_throughput as run_throughput
 from .supervisor.alerts import desktop_notifications as desktop_notifications
 from .supervisor.liveness import (
     INTERNAL_MODULES as INTERNAL_MODULES,

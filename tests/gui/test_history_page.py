@@ -156,7 +156,7 @@ def test_an_empty_history_says_so_and_creates_no_store(qtbot, make_page):
     qtbot.waitUntil(lambda: "No runs yet" in page.count_label.text(), timeout=10000)
     assert not run_store_path().exists()
     page.compare_selected()
-    assert "two runs" in page.compare_panel.compare_title.text()
+    assert "two to 8 runs" in page.compare_panel.compare_title.text()
 
 
 def test_demo_writes_its_own_store_and_compares_two_runs(qtbot, make_page):
@@ -165,6 +165,8 @@ def test_demo_writes_its_own_store_and_compares_two_runs(qtbot, make_page):
     page.load_demo()
     qtbot.waitUntil(lambda: page.compare_panel.comparison is not None, timeout=20000)
     assert runs.proxy.rowCount() == 4
+    names = [r.name for r in runs.rows]
+    assert len(set(names)) == 4, names  # each demo run tells itself apart by name
     assert not run_store_path().exists()  # the user's store is untouched
     assert "deepspeed.zero_optimization.stage" in {d.key for d in page.compare_panel.comparison.differences}
     # No cell is cut: each figure column holds its widest text, the state column its icon too.

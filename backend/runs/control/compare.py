@@ -1,4 +1,7 @@
-"""Two runs side by side: their configs as they were launched (the run directories' snapshots) and their figures.
+"""Runs side by side: their configs as they were launched (the run directories' snapshots) and their figures, for
+two runs (`compare_runs`: A and B, B's ratio to A) or up to eight (`compare_many`: one column a run, each figure's
+ratio to the first), and one metric's curves of several runs over steps (`overlay`), optionally cut to the last step
+they all reached so that "final" means the same step for each.
 
 The config snapshot of a run is what its run directory holds: accelerate_config.yaml, ds_config.json and the launch
 command (command.json). Paths inside the run directory and the rendezvous port differ between any two runs, so they
@@ -25,12 +28,16 @@ from traindeck.backend.runs.control.history import (
     format_seconds_per_step,
     run_figures,
 )
+from traindeck.backend.runs.control.history_table import default_metric
 from traindeck.backend.runs.record.run_store import RunStore
 
 ACCELERATE_FILE = "accelerate_config.yaml"
 DEEPSPEED_FILE = "ds_config.json"
 COMMAND_FILE = "command.json"
 RUN_DIR_MARK = "<run dir>"
+ENGINE_ROW = "DeepSpeed's engine figure (forward/backward/step only)"
+MAX_COMPARED = 8  # runs side by side: more columns than that cannot be read
+RUN_LETTERS = "ABCDEFGH"
 PORT_MARK = "<port>"
 
 
@@ -236,8 +243,9 @@ def _change(a: float | None, b: float | None, describe: bool = True) -> str:
     return f"{ratio:.2f}x" + (f" ({word})" if word else "")
 
 
-def figure_rows(a: RunFigures, b: RunFigures) -> list[FigureRow]:
-    """The figures people compare, as text, with B's ratio to A."""
+def figure_rows(a: RunFigures, b: RunFigures, engine: bool | None = None) -> list[FigureRow]:
+    """The figures people compare, as text, with B's ratio to A. DeepSpeed's engine figure has a row of its own
+    where `engine` (None: where either run logged one)."""
     def state(f: RunFigures) -> str:
         code = f.exit_code
         if code is None or code == 0:
@@ -249,7 +257,9 @@ def figure_rows(a: RunFigures, b: RunFigures) -> list[FigureRow]:
                 return f"{f.state} (signal {-code})"
         return f"{f.state} (exit code {code})"
 
-    return [
+    if engine is None:
+        engine = a.engine_samples_per_s is not None or b.engine_samples_per_s is not None
+    rows = [
         FigureRow("State", state(a), state(b)),
         FigureRow("Preset", a.preset or "-", b.preset or "-"),
         FigureRow("Duration", format_duration(a.duration_s), format_duration(b.duration_s),
@@ -267,6 +277,11 @@ def figure_rows(a: RunFigures, b: RunFigures) -> list[FigureRow]:
                   format_rate(b.throughput, b.throughput_unit),
                   _change(a.throughput, b.throughput) if a.throughput_unit == b.throughput_unit else ""),
     ]
+    if engine:
+        rows.append(FigureRow(ENGINE_ROW, format_rate(a.engine_samples_per_s, "samples/s"),
+                              format_rate(b.engine_samples_per_s, "samples/s"),
+                              _change(a.engine_samples_per_s, b.engine_samples_per_s)))
+    return rows
 
 
 def metric_rows(a: RunFigures, b: RunFigures) -> list[FigureRow]:
@@ -298,3 +313,205 @@ def compare_runs(store: RunStore, id_a: str, id_b: str) -> RunComparison:
     return RunComparison(a=fa, b=fb, differences=differences, same=same,
                          unified_diff=unified_config_diff(sa, sb, label_a, label_b),
                          figures=figure_rows(fa, fb), metrics=metric_rows(fa, fb), problems=problems)
+
+
+# ---- N runs side by side -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ColumnsRow:
+    """One line of an N-run table: what, each run's value as text, and each run's ratio to the first ("" for the
+    first, or where a value is not a number)."""
+
+    what: str
+    values: tuple[str, ...]
+    changes: tuple[str, ...] = ()
+
+    @property
+    def differs(self) -> bool:
+        return len(set(self.values)) > 1
+
+
+@dataclass(frozen=True)
+class ManyComparison:
+    """Up to eight runs side by side, the first (the oldest) the reference for every ratio."""
+
+    runs: list[RunFigures]
+    labels: tuple[str, ...]  # "A", "B", ... in the order of `runs`
+    figures: list[ColumnsRow]
+    metrics: list[ColumnsRow]  # final metrics (with the step where the runs' final steps differ)
+    differences: list[ColumnsRow]  # settings not the same in every run: "(not set)" where a run has none
+    same: int  # settings the same in every run
+    command: list[ColumnsRow]  # the launch commands, one argument a row, by position
+    unified_diff: str  # each run's configs against the first run's
+    problems: tuple[str, ...] = ()
+
+
+def _ratios(values: Sequence[float | None], describe: bool = True) -> tuple[str, ...]:
+    return ("", *(_change(values[0], v, describe) for v in values[1:]))
+
+
+def figure_columns(runs: Sequence[RunFigures]) -> list[ColumnsRow]:
+    """figure_rows for any number of runs: each figure's text per run and its ratio to the first run's."""
+    engine = any(r.engine_samples_per_s is not None for r in runs)
+    pairs = [figure_rows(runs[0], r, engine) for r in runs]  # the first against each: the same rows, in order
+    numbers: dict[str, list[float | None]] = {
+        "Duration": [r.duration_s for r in runs],
+        "Peak GPU memory (fullest GPU)": [float(r.peak_gpu_mem_bytes) if r.peak_gpu_mem_bytes else None for r in runs],
+        "Peak host RAM (the run's processes)": [float(r.peak_host_ram_bytes) if r.peak_host_ram_bytes else None
+                                                for r in runs],
+        "Peak host RAM used (whole machine)": [float(r.peak_host_used_bytes) if r.peak_host_used_bytes else None
+                                               for r in runs],
+        "Seconds per step": [r.seconds_per_step for r in runs],
+        ENGINE_ROW: [r.engine_samples_per_s for r in runs],
+    }
+    same_unit = len({r.throughput_unit for r in runs}) == 1
+    if same_unit:
+        numbers["Throughput"] = [r.throughput for r in runs]
+    out = []
+    for i, row in enumerate(pairs[0]):
+        values = (row.a, *(pair[i].b for pair in pairs[1:]))
+        series = numbers.get(row.what)
+        out.append(ColumnsRow(row.what, values, _ratios(series) if series else ("",) * len(runs)))
+    return out
+
+
+def metric_columns(runs: Sequence[RunFigures]) -> list[ColumnsRow]:
+    """Every metric's final value per run; where the runs' last steps of it differ, each value says its step."""
+    rows = []
+    for name in sorted({n for r in runs for n in r.final_metrics}):
+        values = [r.final_metrics.get(name) for r in runs]
+        steps = [r.metric_last_steps.get(name) for r in runs]
+        differ = len({s for s, v in zip(steps, values, strict=True) if v is not None and s is not None}) > 1
+        texts = tuple("-" if v is None else f"{v:.6g}" + (f" at step {s}" if differ and s is not None else "")
+                      for v, s in zip(values, steps, strict=True))
+        rows.append(ColumnsRow(name, texts, _ratios(values, describe=False)))
+    return rows
+
+
+def _argv_of(values: Mapping[str, Any]) -> list[str] | None:
+    argv = values.get("launch.argv")
+    return [str(a) for a in argv] if isinstance(argv, list) else None
+
+
+def setting_columns(snapshots: Sequence[Mapping[str, Any]]) -> tuple[list[ColumnsRow], int]:
+    """config_differences for any number of runs: the settings not the same in every run (both-set-differently
+    before set-in-some-only, DeepSpeed, accelerate, launch), and how many are the same. The commands' arguments are
+    compared with the first run's, each differing one named by its option as for two runs."""
+    first = snapshots[0]
+    keys: dict[str, None] = {}
+    for values in snapshots:
+        keys.update(dict.fromkeys(values))
+    argvs = [_argv_of(v) for v in snapshots]
+    by_argument = all(a is not None for a in argvs)
+    order = {"deepspeed": 0, "accelerate": 1, "launch": 2}
+
+    def rank(key: str) -> tuple[int, int, str]:
+        return (0 if all(key in v for v in snapshots) else 1, order.get(key.split(".")[0], 3), key)
+
+    out: list[ColumnsRow] = []
+    same = 0
+    for key in sorted(keys, key=rank):
+        present = [key in v for v in snapshots]
+        if all(present) and all(v[key] == first[key] for v in snapshots):
+            same += 1
+            continue
+        if by_argument and key in ("launch.command", "launch.argv"):
+            continue  # listed argument by argument below
+        texts = tuple(ConfigDifference(key, v.get(key), None, key in v).text("a") for v in snapshots)
+        out.append(ColumnsRow(key, texts))
+    if by_argument:
+        base = argvs[0] or []
+        changed: dict[str, list[str]] = {}
+        for i, argv in enumerate(argvs[1:], start=1):
+            for change in argv_changes(base, argv or []):
+                row = changed.setdefault(change.key, [" ".join(change.a) or "(not set)"] * len(argvs))
+                row[i] = " ".join(change.b) or "(not set)"
+        out += [ColumnsRow(key, tuple(values)) for key, values in changed.items()]
+    return out, same
+
+
+def command_columns(snapshots: Sequence[ConfigSnapshot]) -> list[ColumnsRow]:
+    """The launch commands side by side, one argument a row by position ("" where a command is shorter)."""
+    lines = [s.texts.get("command", "").splitlines() for s in snapshots]
+    return [ColumnsRow(f"{i + 1}", tuple(ln[i] if i < len(ln) else "" for ln in lines))
+            for i in range(max((len(ln) for ln in lines), default=0))]
+
+
+def compare_many(store: RunStore, ids: Sequence[str]) -> ManyComparison:
+    """Two to eight runs side by side, in the order given (the first is every ratio's reference). Raises
+    RunNotFound for an id not in the store, ValueError for fewer than two or more than eight runs."""
+    if not 2 <= len(ids) <= MAX_COMPARED:
+        raise ValueError(f"compare 2 to {MAX_COMPARED} runs, not {len(ids)}")
+    records = []
+    for run_id in ids:
+        record = store.get_run(run_id)
+        if record is None:
+            raise RunNotFound(f"no run {run_id!r} in {store.path}")
+        records.append(record)
+    runs = [run_figures(store, r) for r in records]
+    snapshots = [config_snapshot(r.run_dir) for r in records]
+    labels = tuple(RUN_LETTERS[: len(runs)])
+    differences, same = setting_columns([s.values for s in snapshots])
+    names = [f"{label}: {r.name or 'run'} ({r.id})" for label, r in zip(labels, records, strict=True)]
+    diff = "".join(unified_config_diff(snapshots[0], s, names[0], name)
+                   for s, name in zip(snapshots[1:], names[1:], strict=True))
+    problems = tuple(f"{f.run_id}: {p}" for f, s in zip(runs, snapshots, strict=True) for p in s.problems)
+    return ManyComparison(runs=runs, labels=labels, figures=figure_columns(runs), metrics=metric_columns(runs),
+                          differences=differences, same=same, command=command_columns(snapshots),
+                          unified_diff=diff, problems=problems)
+
+
+# ---- one metric of several runs over steps -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class OverlayCurve:
+    run_id: str
+    label: str  # "A: gpt2-finetune"
+    steps: list[int]
+    values: list[float]
+    last_step: int | None  # the run's own last step of the metric, before any cut
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """Several runs' curves of one metric over steps. With equal_steps every curve ends at `common_step`, the
+    smallest last step of them all, so each curve's last value is taken at the same step."""
+
+    metric: str
+    metrics: tuple[str, ...]  # the metrics every run logged with step numbers (to choose from), sorted
+    curves: list[OverlayCurve]
+    common_step: int | None  # the last step every run reached (None: no curve)
+    equal_steps: bool
+
+    @property
+    def steps_differ(self) -> bool:
+        return len({c.last_step for c in self.curves if c.last_step is not None}) > 1
+
+
+def overlay(store: RunStore, ids: Sequence[str], metric: str | None = None, equal_steps: bool = False) -> Overlay:
+    """The runs' curves of `metric` (None: loss, or the first shared metric with loss in its name) over steps, in
+    the order given; only rows logged with a step count. Runs missing from the store are left out."""
+    spans: dict[str, dict[str, tuple[int, int, float, float, int]]] = {}
+    names: dict[str, str] = {}
+    for run_id in ids:
+        record = store.get_run(run_id)
+        if record is not None:
+            spans[run_id] = store.metric_step_spans(run_id)
+            names[run_id] = record.name or run_id
+    shared = sorted(set.intersection(*(set(s) for s in spans.values()))) if spans else []
+    metric = metric or default_metric(shared)
+    curves = []
+    for i, run_id in enumerate(spans):
+        rows = [(int(step), value) for step, _t, value in store.metric_series(run_id, metric) if step is not None]
+        rows.sort(key=lambda r: r[0])
+        label = f"{RUN_LETTERS[i] if i < len(RUN_LETTERS) else i + 1}: {names[run_id]}"
+        curves.append(OverlayCurve(run_id, label, [r[0] for r in rows], [r[1] for r in rows],
+                                   rows[-1][0] if rows else None))
+    lasts = [c.last_step for c in curves if c.last_step is not None]
+    common = min(lasts) if lasts else None
+    if equal_steps and common is not None:
+        cut = []
+        for c in curves:
+            keep = [k for k, step in enumerate(c.steps) if step <= common]
+            cut.append(OverlayCurve(c.run_id, c.label, [c.steps[k] for k in keep], [c.values[k] for k in keep],
+                                    c.last_step))
+        curves = cut
+    return Overlay(metric, tuple(shared), curves, common, equal_steps)

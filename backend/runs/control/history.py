@@ -1,5 +1,5 @@
 """Run history: each run's figures (duration, peak memory, seconds per step, throughput, final metrics, each
-metric's lowest and highest value, the sweep it belongs to).
+metric's lowest and highest value and last step, the sweep it belongs to).
 
 Read from the run store (the run's record, its metrics and the monitor's resource samples); nothing here writes.
 A finished run's figures never change, so `RunHistory` computes them once and re-reads only running runs.
@@ -19,19 +19,11 @@ from traindeck.backend.core.paths import run_store_path
 from traindeck.backend.runs.control.view import duration_text
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 from traindeck.backend.runs.record.sweep_mark import SweepMark, read_sweep_mark
+from traindeck.backend.runs.record.throughput import Throughput, run_throughput
 from traindeck.backend.runs.supervisor.liveness import reconcile
 
 # Progress units that count optimizer steps (tqdm's default "it" included): their rate is steps per second.
 STEP_UNITS = frozenset({"it", "step", "steps", "iter", "iters", "iteration", "iterations", "batch", "batches"})
-# Metrics that state a run's throughput, best first: (metric, unit shown).
-THROUGHPUT_METRICS = (
-    ("train_samples_per_second", "samples/s"),  # HF Trainer's end-of-training summary
-    ("samples_per_sec", "samples/s"),  # DeepSpeed's RunningAvgSamplesPerSec
-    ("train_tokens_per_second", "tokens/s"),
-    ("tokens_per_sec", "tokens/s"),
-)
-
-
 @dataclass(frozen=True)
 class RunFigures:
     """One run as the history shows it. Byte figures are None when the monitor recorded nothing."""
@@ -54,13 +46,23 @@ class RunFigures:
     peak_host_used_bytes: int | None  # RAM used on the whole machine (other programs included)
     seconds_per_step: float | None
     seconds_per_step_source: str  # how it was measured, one phrase ("" when unknown)
-    throughput: float | None
+    throughput: float | None  # wall-clock: the run's own summary, else step rate x global batch (see throughput.py)
     throughput_unit: str
     final_metrics: dict[str, float] = field(default_factory=dict)
     exit_code: int | None = None
     summary: str = ""  # the diagnosis' one line, or the state detail
     metric_extremes: dict[str, tuple[float, float]] = field(default_factory=dict)  # name -> (lowest, highest)
     sweep: SweepMark | None = None  # the sweep the run was queued by, and its values
+    throughput_source: str = ""  # how the throughput was obtained, one phrase ("" when unknown)
+    tokens_per_s: float | None = None  # where the script's arguments state a sequence length
+    engine_samples_per_s: float | None = None  # DeepSpeed's engine-only RunningAvgSamplesPerSec, kept apart
+    metric_last_steps: dict[str, int] = field(default_factory=dict)  # name -> the last step it was logged at
+
+    @property
+    def throughput_note(self) -> str:
+        """Where the throughput comes from, and DeepSpeed's engine figure beside it (a tooltip's text)."""
+        return Throughput(self.throughput, self.throughput_unit, self.throughput_source, self.tokens_per_s,
+                          self.engine_samples_per_s).note
 
     @property
     def finished(self) -> bool:
@@ -101,19 +103,6 @@ def seconds_per_step(record: RunRecord, last: dict[str, float],
     return None, ""
 
 
-def throughput(record: RunRecord, last: dict[str, float]) -> tuple[float | None, str]:
-    """(value, unit): a throughput the run reported, else its progress rate in the bar's own unit."""
-    for name, unit in THROUGHPUT_METRICS:
-        value = _positive(last.get(name))
-        if value:
-            return value, unit
-    progress = record.progress or {}
-    rate = _positive(progress.get("rate"))
-    if rate:
-        return rate, f"{progress.get('unit') or 'it'}/s"
-    return None, ""
-
-
 def _resources(store: RunStore, run_id: str) -> Mapping[str, Any]:  # a ResourceSummary, or {} without the monitor's tables
     try:
         from traindeck.backend.monitor.store_read import (
@@ -134,7 +123,7 @@ def run_figures(store: RunStore, record: RunRecord, now: float | None = None) ->
     last = store.last_metrics(record.id)
     spans = store.metric_step_spans(record.id)
     sps, source = seconds_per_step(record, last, spans)
-    rate, unit = throughput(record, last)
+    rate = run_throughput(record.run_dir, sps, last, record.progress)
     res = _resources(store, record.id)
     start = record.started_at or record.created_at
     end = record.ended_at if record.finished else (time.time() if now is None else now)
@@ -152,9 +141,11 @@ def run_figures(store: RunStore, record: RunRecord, now: float | None = None) ->
         peak_gpu_mem_bytes=_int(res.get("peak_gpu_mem_bytes")),
         peak_run_gpu_mem_bytes=_int(res.get("peak_run_gpu_mem_bytes")),
         peak_host_ram_bytes=host, peak_host_used_bytes=_int(res.get("peak_host_used_bytes")),
-        seconds_per_step=sps, seconds_per_step_source=source, throughput=rate, throughput_unit=unit,
+        seconds_per_step=sps, seconds_per_step_source=source, throughput=rate.value, throughput_unit=rate.unit,
         final_metrics=last, exit_code=record.exit_code, summary=summary,
         metric_extremes=store.metric_extremes(record.id), sweep=read_sweep_mark(record.run_dir),
+        throughput_source=rate.source, tokens_per_s=rate.tokens_per_s, engine_samples_per_s=rate.engine_samples_per_s,
+        metric_last_steps={name: span[1] for name, span in spans.items()},
     )
 
 

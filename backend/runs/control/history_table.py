@@ -39,6 +39,13 @@ class HistoryRow:
     is_best: bool  # the best run of its sweep by `best`
     sort_time: float  # its start for ordering: its sweep's newest start, less a millisecond per newer run of the
     # sweep (a sweep's runs stay together, newest first, in a list sorted by start); its own start otherwise
+    final_step: int | None = None  # the step the metric's last value was logged at (None: logged without steps)
+
+    def final_text(self, say_step: bool) -> str:
+        """The final value as a cell shows it; with say_step, the step it is at ("2.93 at step 216")."""
+        text = format_metric(self.final)
+        return f"{text} at step {self.final_step}" if say_step and self.final is not None and \
+            self.final_step is not None else text
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,12 @@ class HistoryTable:
     params: tuple[str, ...]  # the swept names of the runs shown, in the order first met
     rows: list[HistoryRow]  # a sweep's runs together, at the place of its newest run; otherwise as given
     metrics: tuple[str, ...]  # every metric the runs logged (to choose from), sorted
+
+    @property
+    def final_steps_differ(self) -> bool:
+        """The runs' final values were logged at different steps (a run stopped at 216 beside one that reached
+        100): a final value then says its step, or it is compared with one from elsewhere in training."""
+        return len({r.final_step for r in self.rows if r.final is not None and r.final_step is not None}) > 1
 
     def param_sort_keys(self) -> list[tuple[float | str, ...]]:
         """Per row, one sort key per swept name: numbers where every value of that name is one, else the text."""
@@ -116,7 +129,7 @@ def _row(run: RunFigures, names: tuple[str, ...], metric: str, higher: bool, gro
     values = run.sweep.values if run.sweep else {}
     return HistoryRow(run=run, params=tuple(values.get(n, "") for n in names), final=run.final_metrics.get(metric),
                       best=_best(run, metric, higher), group=group, group_label=label, is_best=is_best,
-                      sort_time=sort_time)
+                      sort_time=sort_time, final_step=run.metric_last_steps.get(metric))
 
 
 def _best(run: RunFigures, metric: str, higher: bool) -> float | None:

@@ -51,8 +51,8 @@ class DemoRun:
 
 
 DEMO_RUNS = (
-    DemoRun("gpt2-finetune", "zero3", "succeeded", 2000, 2000, 0.61, 2, 11.2, 5.4, 2.93, 1.0),
-    DemoRun("gpt2-finetune", "zero2", "succeeded", 2000, 2000, 0.42, 2, 17.8, 6.1, 2.91, 4.5),
+    DemoRun("gpt2-finetune-zero3", "zero3", "succeeded", 2000, 2000, 0.61, 2, 11.2, 5.4, 2.93, 1.0),
+    DemoRun("gpt2-finetune-zero2", "zero2", "succeeded", 2000, 2000, 0.42, 2, 17.8, 6.1, 2.91, 4.5),
     DemoRun("llama-1b-offload", "zero2-offload", "stopped", 640, 3000, 1.85, 2, 9.6, 27.5, 2.35, 26.0,
             "stopped by the user after 640 steps", "stopped"),
     DemoRun("llama-1b", "zero2", "failed", 3, 3000, 0.9, 2, 23.9, 7.2, 3.8, 27.0,

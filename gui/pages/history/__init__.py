@@ -1,11 +1,11 @@
-"""History: every run with its state, duration, peak memory and speed; open one, or compare two side by side.
+"""History: every run with its state, duration, peak memory and speed; open one, or compare two to eight side by side.
 
 The list is `traindeck.backend.runs.control.history.RunHistory` read on the thread pool every few seconds while the page is
 shown; a comparison is `traindeck.backend.runs.control.compare.compare_runs`, also off the UI thread. This module only
 draws them.
 
-The page is an assembly of three panels it wires together: the runs table (run_table.py), the comparison of two
-runs (compare_panel.py) and what a run leaves behind (leftovers_panel.py: Rerun, Bundle, its line of work). The page
+The page is an assembly of three panels it wires together: the runs table (run_table.py), the comparison of the
+selected runs (compare_panel.py, with their curves overlaid: overlay_panel.py) and what a run leaves behind (leftovers_panel.py: Rerun, Bundle, its line of work). The page
 keeps the run store, reads it, and holds the bar of buttons and the count of runs.
 """
 
@@ -21,7 +21,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout
 
-from traindeck.backend.runs import RunFigures, RunHistory
+from traindeck.backend.runs import MAX_COMPARED, RunFigures, RunHistory
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.history.compare_panel import ComparePanel
@@ -59,7 +59,8 @@ class HistoryPage(Page):
         self.open_button.setToolTip("Show the selected run in the run view: log, charts, config (Enter or double-click)")
         self.open_button.clicked.connect(self.open_selected)
         self.compare_button = QPushButton("&Compare")
-        self.compare_button.setToolTip("Select two runs, then compare their configs and figures side by side (Ctrl+D)")
+        self.compare_button.setToolTip(f"Select two to {MAX_COMPARED} runs, then compare their configs, figures and "
+                                       "curves side by side (Ctrl+D)")
         self.compare_button.clicked.connect(self.compare_selected)
         self.refresh_button = QPushButton("&Refresh")
         self.refresh_button.setToolTip("Read the runs again now (F5); the list also refreshes every few seconds")
@@ -133,7 +134,7 @@ class HistoryPage(Page):
 
     def _selection_changed(self, ids: list[str]) -> None:
         self.open_button.setEnabled(len(ids) == 1)
-        self.compare_button.setEnabled(len(ids) == 2)
+        self.compare_button.setEnabled(2 <= len(ids) <= MAX_COMPARED)
 
     def _show_line_of_work(self, text: str | None) -> None:
         if text is not None:

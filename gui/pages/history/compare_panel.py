@@ -1,8 +1,11 @@
-"""History's comparison of two runs, as one panel: figures side by side, config differences, the configs' unified
-diff, "Code and packages" (two runs' git commits and dirty state, versions, and which packages differ in their
-pip freeze, and how) and "Step anatomy" (each run's slowest rank's median phase times and its verdict: ZeRO-2
-against ZeRO-3, say). The comparisons themselves are backend/runs/control/compare.py, compare_provenance and
-run_step_anatomy; all are read on the thread pool, from the run store the page names."""
+"""History's comparison of two to eight runs, as one panel: figures side by side (one column a run), config
+differences, the launch commands argument by argument, the configs' unified diff, the overlay of their curves
+(overlay_panel.py) and, for two runs, "Code and packages" (git commits and dirty state, versions, and which packages
+differ in their pip freeze, and how) and "Step anatomy" (each run's slowest rank's median phase times and its
+verdict: ZeRO-2 against ZeRO-3, say). Two runs read as A and B with B's ratio to A; more read as A, B, C ... with
+each one's ratio to A beside its value. The comparisons themselves are backend/runs/control/compare.py
+(compare_runs, compare_many, overlay), compare_provenance and run_step_anatomy; all are read on the thread pool,
+from the run store the page names."""
 
 from __future__ import annotations
 
@@ -25,10 +28,14 @@ from PySide6.QtWidgets import (
 )
 
 from traindeck.backend.runs import (
+    MAX_COMPARED,
+    ColumnsRow,
+    ManyComparison,
     ProvenanceComparison,
     RunComparison,
     RunFigures,
     RunStore,
+    compare_many,
     compare_provenance,
     compare_runs,
     format_bytes,
@@ -36,6 +43,7 @@ from traindeck.backend.runs import (
 )
 from traindeck.backend.steps import PHASES, RankAnatomy, StepAnatomy
 from traindeck.gui.context import AppContext
+from traindeck.gui.pages.history.overlay_panel import OverlayPanel
 from traindeck.gui.widgets.message_list import tone
 from traindeck.gui.widgets.run_leftovers import one_line
 
@@ -43,6 +51,11 @@ from traindeck.gui.widgets.run_leftovers import one_line
 def _compare(store_path: Path, id_a: str, id_b: str) -> RunComparison:
     with RunStore(store_path) as store:
         return compare_runs(store, id_a, id_b)
+
+
+def _compare_many(store_path: Path, ids: list[str]) -> ManyComparison:
+    with RunStore(store_path) as store:
+        return compare_many(store, ids)
 
 
 def _provenance_of(store_path: Path, id_a: str, id_b: str) -> ProvenanceComparison:
@@ -98,6 +111,13 @@ def anatomy_rows(a: StepAnatomy, b: StepAnatomy) -> list[tuple[str, str, str, st
     return rows
 
 
+def column_cells(row: ColumnsRow) -> tuple[str, ...]:
+    """An N-run row's cells: each value, with its ratio to the first run's where there is one ("0.8 s (1.60x)")."""
+    changes = row.changes or ("",) * len(row.values)
+    return tuple(f"{value} ({change.split(' ')[0]})" if change and change != "same" else value
+                 for value, change in zip(row.values, changes, strict=True))
+
+
 def setting_name(key: str) -> str:
     """A difference's key as the table names it: the command's arguments in words, config keys as written."""
     if key.startswith("launch.argv["):
@@ -128,16 +148,19 @@ class DiffHighlighter(QSyntaxHighlighter):
 
 
 class ComparePanel(QWidget):
-    """Two runs side by side, in four tabs; `comparison` holds the latest comparison read."""
+    """Two to eight runs side by side, in tabs; `comparison` holds the latest two-run comparison read, `many` the
+    latest comparison of more (and the commands of any)."""
 
     def __init__(self, ctx: AppContext, store_path: Callable[[], Path], parent: QWidget | None = None):
         super().__init__(parent)
         self.ctx = ctx
         self._store_path = store_path  # the page's run store (the demo switches it)
         self.comparison: RunComparison | None = None
+        self.many: ManyComparison | None = None
+        self.count = 0  # the runs of the comparison shown
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        self.compare_title = QLabel("Select two runs and press Compare to see them side by side.")
+        self.compare_title = QLabel(f"Select two to {MAX_COMPARED} runs and press Compare to see them side by side.")
         self.compare_title.setWordWrap(True)
         self.compare_title.setTextFormat(Qt.TextFormat.RichText)
         layout.addWidget(self.compare_title)
@@ -164,11 +187,16 @@ class ComparePanel(QWidget):
         steps_layout.addWidget(self.steps_table, 1)
         steps_layout.addWidget(self.steps_verdicts)
         self.step_anatomies: tuple[StepAnatomy, StepAnatomy] | None = None
+        self.command_table = self._side_by_side(("#", "A", "B"))
+        self.command_table.setToolTip("Each run's launch command, one argument a row; rows that differ are bold")
+        self.overlay = OverlayPanel(ctx, store_path)
         self.tabs.addTab(self.figures_table, "Figures")
         self.tabs.addTab(self.config_table, "Config differences")
         self.tabs.addTab(self.diff_view, "Unified diff")
         self.tabs.addTab(self.provenance_table, "Code and packages")
         self.tabs.addTab(steps, "Step anatomy")
+        self.tabs.addTab(self.command_table, "Command")
+        self.tabs.addTab(self.overlay, "Overlay")
         layout.addWidget(self.tabs, 1)
 
     def _side_by_side(self, headers: tuple[str, ...]) -> QTableWidget:
@@ -191,18 +219,49 @@ class ComparePanel(QWidget):
 
     # ------------------------------------------------------------------------------------------------ compare
     def compare_selected(self, ids: list[str], rows: list[RunFigures]) -> None:
-        """Compare the two runs selected among `rows`, the older as A; anything but two selected says so."""
-        if len(ids) != 2:
-            self.compare_title.setText("Select exactly two runs to compare (Ctrl+click the second).")
+        """Compare the runs selected among `rows`, oldest first (A): "B vs A" then reads as what changed since;
+        fewer than two or more than MAX_COMPARED selected says so."""
+        if not 2 <= len(ids) <= MAX_COMPARED:
+            self.compare_title.setText(f"Select two to {MAX_COMPARED} runs to compare (Ctrl+click to add one).")
             return
         by_id = {r.run_id: r for r in rows}
-        # The older run is A: "B vs A" then reads as what changed since.
-        a, b = sorted(ids, key=lambda i: by_id[i].created_at if i in by_id else 0)
-        self.compare(a, b)
+        ordered = sorted(ids, key=lambda i: by_id[i].created_at if i in by_id else 0)
+        if len(ordered) == 2:
+            self.compare(*ordered)
+        else:
+            self.compare_runs(ordered)
+
+    def compare_runs(self, ids: list[str]) -> None:
+        """Three to eight runs side by side (A is the first): figures, settings, commands, diffs, curves."""
+        store_path = self._store_path()
+        self.count = len(ids)
+        self.comparison = None
+        self.compare_title.setText("Comparing…")
+        self._read_many(store_path, ids, full=True)
+        self.overlay.show_runs(ids)
+        self.tabs.setTabText(3, "Code and packages")
+        self.step_anatomies = None
+        self.steps_verdicts.setText("")
+        for table in (self.provenance_table, self.steps_table):
+            self._fill(table, [("Select two runs to compare this.", "", "", "")])
+
+    def _read_many(self, store_path: Path, ids: list[str], full: bool) -> None:
+        """compare_many on the pool: every tab's N columns (full), or only the commands (two runs)."""
+        def failed(error: str) -> None:
+            if full:
+                self.compare_title.setText(f"Cannot compare: {one_line(error)}")
+            self._fill(self.command_table, [(f"Cannot compare: {one_line(error)}",)])
+
+        self.ctx.tasks.run(_compare_many, store_path, ids, done=lambda result: self._show_many(result, full),
+                           failed=failed)
 
     def compare(self, id_a: str, id_b: str) -> None:
         store_path = self._store_path()
+        self.count = 2
+        self.many = None
         self.compare_title.setText("Comparing…")
+        self._read_many(store_path, [id_a, id_b], full=False)
+        self.overlay.show_runs([id_a, id_b])
         self.ctx.tasks.run(_compare, store_path, id_a, id_b, done=self._show_comparison,
                            failed=lambda error: self.compare_title.setText(
                                f"Cannot compare: {error.splitlines()[0] if error else 'unknown error'}"))
@@ -219,8 +278,47 @@ class ComparePanel(QWidget):
                            failed=lambda text: self._fill(self.steps_table,
                                                           [(f"Cannot compare: {one_line(text)}", "", "", "")]))
 
+    def _show_many(self, result: ManyComparison, full: bool) -> None:
+        if len(result.runs) != self.count:
+            return  # another comparison was asked for meanwhile
+        letters = list(result.labels)
+        self._set_columns(self.command_table, ["#", *letters])
+        self._fill(self.command_table, [(row.what, *row.values) for row in result.command],
+                   bold_rows={i for i, row in enumerate(result.command) if row.differs})
+        differing = sum(1 for row in result.command if row.differs)
+        self.tabs.setTabText(5, f"Command ({differing} differ)" if differing else "Command")
+        if not full:
+            return
+        self.many = result
+        self.compare_title.setText(" &nbsp;·&nbsp; ".join(
+            f"<b>{label}</b>: {html.escape(r.name or r.run_id)} <span style='color:gray'>({r.run_id})</span>"
+            for label, r in zip(letters, result.runs, strict=True))
+            + (f"<br>{html.escape('; '.join(result.problems))}" if result.problems else ""))
+        self._set_columns(self.figures_table, ["", *letters])
+        rows = [(f.what, *column_cells(f)) for f in result.figures]
+        if result.metrics:
+            rows.append(("Final metrics", *[""] * len(letters)))
+            rows += [(f"  {m.what}", *column_cells(m)) for m in result.metrics]
+        self._fill(self.figures_table, rows, bold_rows={len(result.figures)} if result.metrics else set())
+        self.figures_table.setToolTip("Each run's figures; in brackets, its ratio to A's")
+        self._set_columns(self.config_table, ["Setting", *letters])
+        self._fill(self.config_table, [(setting_name(d.what), *d.values) for d in result.differences])
+        self.tabs.setTabText(1, f"Config differences ({len(result.differences)})")
+        self.config_table.setToolTip(f"{result.same} settings are the same in every run")
+        self.diff_view.setPlainText(result.unified_diff or "The runs' config files are the same.")
+
+    def _set_columns(self, table: QTableWidget, headers: list[str]) -> None:
+        items = [table.horizontalHeaderItem(c) for c in range(table.columnCount())]
+        if [item.text() if item is not None else "" for item in items] != headers:
+            table.setColumnCount(len(headers))
+            table.setHorizontalHeaderLabels(headers)
+
     def _show_comparison(self, result: RunComparison) -> None:
+        if self.count != 2:
+            return  # a comparison of more runs was asked for meanwhile
         self.comparison = result
+        self._set_columns(self.figures_table, ["", "A", "B", "B vs A"])
+        self._set_columns(self.config_table, ["Setting", "A", "B"])
         a, b = result.a, result.b
         self.compare_title.setText(
             f"<b>A</b>: {a.name or a.run_id} <span style='color:gray'>({a.run_id})</span> &nbsp;·&nbsp; "
@@ -239,6 +337,8 @@ class ComparePanel(QWidget):
         self.diff_view.setPlainText(result.unified_diff or "The two runs' config files are the same.")
 
     def _show_provenance(self, result: ProvenanceComparison) -> None:
+        if self.count != 2:
+            return
         rows = [(what, a, b, "" if a == b else "differs") for what, a, b in result.rows]
         bold = set()
         if result.packages or result.same_packages:
@@ -252,6 +352,8 @@ class ComparePanel(QWidget):
                              result.same_packages else "Code and packages")
 
     def _show_step_anatomies(self, result: tuple[StepAnatomy, StepAnatomy]) -> None:
+        if self.count != 2:
+            return
         self.step_anatomies = a, b = result
         self._fill(self.steps_table, anatomy_rows(a, b))
         self.steps_verdicts.setText("<br>".join(f"<b>{side}</b>: {html.escape(anatomy.summary)}"

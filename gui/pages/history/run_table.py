@@ -61,7 +61,8 @@ COLUMN_TIPS = (
     "The fullest GPU's memory at its peak, as NVML reports it (CUDA context and other processes included)",
     "The run's processes' resident memory at its peak (ranks and launcher together)",
     "Seconds per optimizer step (hover a cell to see how it was measured)",
-    "Samples or tokens per second the run reported, else its progress rate",
+    "Samples per second over the wall clock: the measured step rate x the global batch (hover a cell for its "
+    "source and DeepSpeed's engine-only figure)",
 )
 SWEEP_TIP = ("The sweep the run was queued by (its runs together when sorted by Started); ★ marks the sweep's best "
              "run by the chosen metric's best value")
@@ -114,7 +115,8 @@ class RunsModel(QAbstractTableModel):
         headers, tips = _headers(table)
         rows = [r.run for r in table.rows]
         params = table.param_sort_keys()
-        texts = [_cells(r) for r in table.rows]
+        say_step = table.final_steps_differ
+        texts = [_cells(r, say_step) for r in table.rows]
         sorts = [_sort_keys(r, keys) for r, keys in zip(table.rows, params, strict=True)]
         best = [r.is_best for r in table.rows]
         if [r.run_id for r in rows] == [r.run_id for r in self.rows] and headers == self.headers:
@@ -167,6 +169,8 @@ class RunsModel(QAbstractTableModel):
             run = self.rows[row]
             if column == 7 and run.seconds_per_step_source:
                 return f"From {run.seconds_per_step_source}"
+            if column == THROUGHPUT_COLUMN:
+                return run.throughput_note
             if self._best[row] and column == SWEEP_COLUMN:
                 word = "highest" if self.table.higher_is_better else "lowest"
                 return f"The best run of its sweep: the {word} {self.table.metric}"
@@ -185,6 +189,9 @@ _RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
 
 
 SWEEP_COLUMN = len(COLUMNS)  # the first column after the fixed ones
+THROUGHPUT_COLUMN = COLUMNS.index("Throughput")
+# The narrowest the throughput column gets: a five-digit rate and its unit stay whole while runs come and go.
+THROUGHPUT_SAMPLE = "88,888 samples/s"
 
 
 def _headers(table: HistoryTable) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -192,12 +199,14 @@ def _headers(table: HistoryTable) -> tuple[tuple[str, ...], tuple[str, ...]]:
     better = "highest" if table.higher_is_better else "lowest"
     headers = (*COLUMNS, "Sweep", *table.params, f"Final {table.metric}", f"Best {table.metric}")
     tips = (*COLUMN_TIPS, SWEEP_TIP, *(f"The value of {name} the sweep gave the run" for name in table.params),
-            f"The last {table.metric} the run logged",
+            f"The last {table.metric} the run logged" + (
+                " (and the step it was logged at: the runs ended at different steps; the Overlay tab compares "
+                "them at equal steps)" if table.final_steps_differ else ""),
             f"The {better} {table.metric} the run logged ({better} is best); choose the metric above the table")
     return headers, tips
 
 
-def _cells(row: HistoryRow) -> tuple[str, ...]:
+def _cells(row: HistoryRow, say_step: bool = False) -> tuple[str, ...]:
     run = row.run
     return (
         run.name or run.run_id,
@@ -211,7 +220,7 @@ def _cells(row: HistoryRow) -> tuple[str, ...]:
         format_rate(run.throughput, run.throughput_unit),
         (BEST_MARK if row.is_best else "") + (row.group_label or "-"),
         *(value or "-" for value in row.params),
-        format_metric(row.final),
+        row.final_text(say_step),
         format_metric(row.best),
     )
 
@@ -300,7 +309,7 @@ class RunTable(QWidget):
         table = history_table(rows, self._metric)
         self._offer_metrics(table)
         selected = self.selected_ids()
-        if self.model.set_table(table) or not self._sized:
+        if self.model.set_table(table) or not self._sized or self._outgrown():
             self._size_columns()
         if selected and self.selected_ids() != selected:
             self.select_runs(selected)
@@ -362,9 +371,21 @@ class RunTable(QWidget):
                 widest += self.table.style().pixelMetric(QStyle.PixelMetric.PM_SmallIconSize) + 8
             if column == SWEEP_COLUMN:  # the best run's name is drawn bold
                 widest += metrics.horizontalAdvance(BEST_MARK) + 8
+            if column == THROUGHPUT_COLUMN:
+                widest = max(widest, metrics.horizontalAdvance(THROUGHPUT_SAMPLE))
             self.table.setColumnWidth(column, max(widest, header.horizontalAdvance(headers[column]) + 14) + 14)
         self._sized = bool(texts)
         self._fit_name_column()
+
+    def _outgrown(self) -> bool:
+        """A throughput or final value became wider than its column (a running run's first figures)."""
+        metrics = self.table.fontMetrics()
+        texts = self.model.texts()[:300]
+        for column in (THROUGHPUT_COLUMN, self.model.columnCount() - 2):
+            widest = max((metrics.horizontalAdvance(t[column]) for t in texts), default=0)
+            if widest + 14 > self.table.columnWidth(column):
+                return True
+        return False
 
     def _fit_name_column(self) -> None:
         """The name takes the room the figures leave, but stays readable (the view scrolls instead)."""
