@@ -162,8 +162,6 @@ def format_table(rows: Sequence[Sequence[str]], width: int | None) -> list[str]:
 
 # ---- show ---------------------------------------------------------------------------------------------------------
 def _show(args: argparse.Namespace) -> int:
-    from traindeck.backend.runs import MEMORY_WORDS
-
     store = open_store()
     record = resolve_run(store, args.id)
     data = run_summary(store, record)
@@ -195,19 +193,7 @@ def _show(args: argparse.Namespace) -> int:
         end = "" if p["returncode"] is None else f" ({_ended(p['returncode'])})"
         print(f"process   {p['pid']} {role}{end}")
     if data["diagnosis"]:
-        print(f"diagnosis {data['diagnosis']['summary']}")
-        memory = MEMORY_WORDS.get(data["diagnosis"].get("memory") or "")
-        if memory:
-            print(f"          memory: {memory}")
-        for item in data["diagnosis"].get("evidence", []):
-            print(f"          - {item}")
-        follow_ons = data["diagnosis"].get("follow_ons") or []
-        if follow_ons:
-            print("          then (consequences, not the cause):")
-            for item in follow_ons:
-                print(f"          - {item}")
-        if data["diagnosis"].get("advice"):
-            print(f"          {data['diagnosis']['advice']}")
+        print("\n".join(diagnosis_lines(data["diagnosis"])))
     for i, pair in enumerate(data.get("estimate_vs_measured") or []):
         measured = pair["measured_bytes"]
         print(f"{'memory' if i == 0 else '':9} {pair['what']}: estimated {gib(pair['estimated_bytes'])}, measured "
@@ -266,3 +252,22 @@ def gib(n: float | None) -> str:
 
 def _ended(code: int) -> str:
     return f"killed by {signal_text(code)}" if code < 0 else f"exit code {code}"
+
+
+def diagnosis_lines(diagnosis: dict[str, Any]) -> list[str]:
+    """A diagnosis (Diagnosis.to_json) as `runs show` and `diagnose` print it: the sentence, which memory, the
+    evidence, the consequences apart, the advice."""
+    from traindeck.backend.runs import MEMORY_WORDS
+
+    lines = [f"diagnosis {diagnosis['summary']}"]
+    memory = MEMORY_WORDS.get(diagnosis.get("memory") or "")
+    if memory:
+        lines.append(f"          memory: {memory}")
+    lines += [f"          - {item}" for item in diagnosis.get("evidence", [])]
+    follow_ons = diagnosis.get("follow_ons") or []
+    if follow_ons:
+        lines.append("          then (consequences, not the cause):")
+        lines += [f"          - {item}" for item in follow_ons]
+    if diagnosis.get("advice"):
+        lines.append(f"          {diagnosis['advice']}")
+    return lines

@@ -93,6 +93,8 @@ from .demo.live import create_running_demo as create_running_demo
 from .diagnosis.diagnose import MEMORY_WORDS as MEMORY_WORDS
 from .diagnosis.diagnose import Diagnosis as Diagnosis
 from .diagnosis.diagnose import diagnose as diagnose
+from .diagnosis.log_only import LogDiagnosis as LogDiagnosis
+from .diagnosis.log_only import diagnose_logs as diagnose_logs
 from .diagnosis.stacks import report_text as report_text
 from .diagnosis.stacks import take_run_stacks as take_run_stacks
 from .record.bundle import write_bundle as write_bundle

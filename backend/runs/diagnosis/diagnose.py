@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from traindeck.backend.runs.diagnosis import failures
+from traindeck.backend.runs.diagnosis import failures, launcher_reports
 from traindeck.backend.runs.diagnosis.cgroups import MemoryLimit
 from traindeck.backend.runs.diagnosis.failures import ErrorLine
 from traindeck.backend.runs.diagnosis.kinds import KINDS, DiagnosisKind, MemoryKind  # noqa: F401  (KINDS: re-exported)
@@ -35,6 +35,7 @@ class ProcessEnd:
     rank: int | None
     t: float  # when we noticed (wall clock)
     returncode: int | None  # negative = killed by that signal; None = ended unseen (not our child, reaped by its parent)
+    reported: str = ""  # not seen ending: the launcher that reported it in the log ("torchrun", ...)
 
 
 @dataclass
@@ -62,6 +63,10 @@ class Evidence:
     stall_stacks: str = ""
     # A batch scheduler's account of the job's end (scheduler_end.py; Slurm runs): evidence, or a whole diagnosis.
     scheduler_end: dict[str, Any] = field(default_factory=dict)
+    # Free bytes now of the disks the log says were full ({path named in the error: bytes}; evidence.free_space).
+    free_space: dict[str, int] = field(default_factory=dict)
+    # Nothing but the log is known (`traindeck diagnose`): no process was seen, no memory sampled.
+    log_only: bool = False
 
 
 def evidence_to_json(ev: Evidence) -> dict[str, Any]:
@@ -155,6 +160,28 @@ def fill_unseen_codes(ends: list[ProcessEnd], lines: list[str]) -> list[ProcessE
     return filled
 
 
+def with_reported_ends(ends: list[ProcessEnd], lines: list[str]) -> list[ProcessEnd]:
+    """The ranks the launchers' reports in the log name (launcher_reports.py) and the supervisor did not see end,
+    added as reported ends: the rank named as the first failure first. A launcher that relays a rank's death and
+    exits 1 is then not the end that explains the run."""
+    reports = launcher_reports.rank_reports(lines)
+    if not reports:
+        return ends
+    seen = {e.rank for e in ends if e.role == "rank" and e.returncode is not None}
+    first = launcher_reports.first_reported(reports)
+    ordered = ([first] if first is not None else []) + [r for r in reports if r is not first]
+    times = [e.t for e in ends]
+    start = (min(times) - 1.0) if times else 0.0
+    added: list[ProcessEnd] = []
+    for i, report in enumerate(ordered):
+        if report.rank in seen or any(e.rank == report.rank for e in added):
+            continue
+        added.append(ProcessEnd(report.pid or 0, "rank", report.rank, start + i * 1e-3, report.exitcode,
+                                reported=report.launcher))
+    unseen = {e.rank for e in added}
+    return [e for e in ends if not (e.role == "rank" and e.rank in unseen and e.returncode is None)] + added
+
+
 @dataclass(frozen=True)
 class _Blame:
     rank: int | None
@@ -234,7 +261,7 @@ def _follow_ons(blamed: int | None, ends: list[ProcessEnd], lines: list[str], ow
         how = ""
         if ended is not None and ended.returncode not in (0, None):
             how = _ended(ended.returncode)
-            if blamed_end is not None and ended.t >= blamed_end.t:
+            if blamed_end is not None and ended.t >= blamed_end.t and not (ended.reported or blamed_end.reported):
                 how += f" {ended.t - blamed_end.t:.1f} s after rank {blamed} ended"
             if ended.returncode in (-signal.SIGTERM, -signal.SIGKILL) and said is None:
                 how += " (the launcher ends the other ranks when one fails)"
@@ -345,7 +372,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
     """The most specific explanation the evidence supports for the rank that failed first."""
     lines = ev.log_tail
     facts: list[str] = []
-    ev = replace(ev, ends=fill_unseen_codes(ev.ends, lines))
+    ev = replace(ev, ends=with_reported_ends(fill_unseen_codes(ev.ends, lines), lines))
     first = first_failure(ev.ends)
     if ev.stop_requested:
         # The stop's signals reach the ranks in no set order: which one ended first says nothing about a cause.
@@ -353,6 +380,10 @@ def diagnose(ev: Evidence) -> Diagnosis:
         if ranks:
             facts.append("after the stop request: " + "; ".join(f"rank {e.rank} {_ended(e.returncode)}"
                                                                  for e in ranks))
+    elif first is not None and first.reported:
+        pid = f" (pid {first.pid})" if first.pid else ""
+        facts.append(f"{first.reported} reported rank {first.rank}{pid} as the first failure: it "
+                     f"{_ended(first.returncode)}")
     elif first is not None:
         facts.append(f"rank {first.rank} (pid {first.pid}) {_ended(first.returncode)} at "
                      f"{time.strftime('%H:%M:%S', time.localtime(first.t))}, before the other ranks")
@@ -405,10 +436,16 @@ def diagnose(ev: Evidence) -> Diagnosis:
     if blamed_end is not None and blamed_end.returncode is not None and blamed_end.returncode < 0:
         how = _ended(blamed_end.returncode)
         silent = "" if error is not None else " without printing an error of its own"
-        return Diagnosis(f"Rank {blamed_end.rank} {how}{silent}; the other ranks were ended after it.", "killed",
+        others = "; the other ranks were ended after it" if len({e.rank for e in ev.ends if e.role == "rank"}) > 1 \
+            else ""
+        if blamed_end.returncode == -signal.SIGSEGV:
+            return Diagnosis(f"Rank {blamed_end.rank} crashed with a segmentation fault (SIGSEGV) in native code"
+                             f"{others}.", "segfault", rank=blamed_end.rank,
+                             evidence=quoted + _crash_stack(own.get(blamed_end.rank or 0, lines)) + facts,
+                             follow_ons=follow_ons)
+        return Diagnosis(f"Rank {blamed_end.rank} {how}{silent}{others}.", "killed",
                          rank=blamed_end.rank, evidence=quoted + facts, follow_ons=follow_ons,
-                         advice="Something outside the job sent the signal (a user, a scheduler, the OOM killer "
-                                "when its log is not readable)." if blamed_end.returncode == -signal.SIGKILL else "")
+                         advice=_sigkill_advice(ev, blamed_end) if blamed_end.returncode == -signal.SIGKILL else "")
     if error is None and blame.witness is not None and blame.witness[1].kind in ("collective_timeout", "peer_lost"):
         # The first rank said nothing; what a later rank saw is the best description of the failure.
         other, seen = blame.witness
@@ -448,6 +485,29 @@ def diagnose(ev: Evidence) -> Diagnosis:
         return Diagnosis(f"Rank {first.rank} ended before the others without a visible error.", "exit_code",
                          rank=first.rank, evidence=facts, follow_ons=follow_ons)
     return Diagnosis("The run finished successfully.", "succeeded", evidence=facts)
+
+
+def _sigkill_advice(ev: Evidence, end: ProcessEnd) -> str:
+    """Who sends a SIGKILL nobody asked for, as far as the evidence goes: a likelihood, said as one."""
+    pid = f" {end.pid}" if end.pid else ""
+    if ev.min_available_ram is None and ev.peak_rank_rss is None:
+        return ("An unexplained SIGKILL is most often the kernel's out-of-memory killer; no memory was sampled to "
+                f"tell: look for \"Killed process{pid}\" in `dmesg` or `journalctl -k` on its host. Otherwise a user, "
+                "a scheduler or a container runtime sent it.")
+    low = f" (available RAM fell to {_gib(ev.min_available_ram)} at its lowest)" if ev.min_available_ram else ""
+    return (f"Host memory was not near full when it was killed{low}: a user, a scheduler or a container runtime "
+            "most likely sent it; `dmesg` names the kernel's own kills.")
+
+
+_FRAME = re.compile(r'^\s*File "[^"]+", line \d+ in \S+')
+
+
+def _crash_stack(lines: list[str], count: int = 4) -> list[str]:
+    """The innermost Python frames faulthandler printed at a crash ("Fatal Python error: Segmentation fault")."""
+    for index in range(len(lines) - 1, -1, -1):
+        if "Fatal Python error" in lines[index]:
+            return [line.strip() for line in lines[index + 1:index + 12] if _FRAME.match(line)][:count]
+    return []
 
 
 def _from_cause(error: ErrorLine, rank: int | None, evidence: list[str], own_lines: list[str],
@@ -493,10 +553,111 @@ def _from_cause(error: ErrorLine, rank: int | None, evidence: list[str], own_lin
         return Diagnosis("The run stopped on a configuration error.", kind, rank=rank,
                          evidence=[evidence[0], *_following(own_lines, error.index), *evidence[1:]],
                          advice="Check the config with `traindeck config check`.")
+    if kind == "loss_scale":
+        overflows = sum(1 for line in own_lines if "OVERFLOW!" in line)
+        if overflows:
+            evidence = [*evidence, f"DeepSpeed skipped {overflows} step(s) on overflow before it (\"OVERFLOW!\" lines)"]
+        return Diagnosis(f"{who} stopped: DeepSpeed's fp16 loss scale fell to its minimum (the loss overflowed at "
+                         "every scale).", kind, rank=rank, evidence=evidence,
+                         advice="Train in bf16 (\"bf16\": {\"enabled\": true}, Ampere GPUs or newer) instead of fp16; "
+                                "in fp16, keep \"loss_scale\": 0 (dynamic), lower \"initial_scale_power\", raise "
+                                "\"hysteresis\" and \"loss_scale_window\", or lower the learning rate if the loss "
+                                "diverged.")
+    if kind == "op_build":
+        return _op_build(error, rank, evidence, own_lines)
+    if kind == "disk_full":
+        path = failures.full_path(error.text)
+        free = ev.free_space.get(path) if path else None
+        if path and free is not None:
+            evidence = [*evidence, f"the disk holding {path} has {_size(free)} free now"]
+        where = f" at {path}" if path else ""
+        return Diagnosis(f"{who} could not write{where}: no space left on the device.", kind, rank=rank,
+                         evidence=evidence,
+                         advice=(f"Free space on the disk holding {path}, or point the run's output there elsewhere "
+                                 "(its output or checkpoint folder); keep fewer checkpoints (e.g. save_total_limit)."
+                                 if path else "Free space on the disk the run writes its output and checkpoints to."))
+    if kind == "package_version":
+        return _package_version(error, rank, evidence)
+    if kind == "segfault":
+        return Diagnosis(f"{who} crashed with a segmentation fault (SIGSEGV) in native code.", kind, rank=rank,
+                         evidence=[*evidence, *_crash_stack(own_lines)])
     if kind == "exception":
         return Diagnosis(f"{_who(rank, 'The script')} raised {error.text}".rstrip(".") + ".", "exception", rank=rank,
                          evidence=evidence)
     return None
+
+
+def _size(n: int) -> str:
+    return _gib(n) if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+_OP_NAME = re.compile(r"Error building extension '(\w+)'|Building extension module (\w+)|"
+                      r"Loading extension module (\w+)|DTORCH_EXTENSION_NAME=(\w+)")
+_ARCH = re.compile(r"Unsupported gpu architecture 'compute_(\d+)'")
+_HEADER = re.compile(r"fatal error: ([\w/.+-]+\.h(?:pp)?): No such file or directory")
+_GCC_MAX = re.compile(r"unsupported GNU version! gcc versions later than (\d+) are not supported")
+_COMPILER_ERROR = re.compile(r"\berror\b:|nvcc fatal|fatal error:")
+
+
+def _op_build(error: ErrorLine, rank: int | None, evidence: list[str], lines: list[str]) -> Diagnosis:
+    """An op that failed to build, at whatever stage the log stops: the op, the compiler's first error, and what to
+    change for the causes that say themselves (architecture, headers, CUDA_HOME, the compiler's version)."""
+    text = "\n".join(lines)
+    names = [next(g for g in m.groups() if g) for m in _OP_NAME.finditer(text)]
+    op = names[-1] if names else ""
+    first_error = next((line.strip() for line in lines if _COMPILER_ERROR.search(line)
+                        and "Error building extension" not in line), "")
+    if first_error and first_error not in evidence:
+        evidence = [evidence[0], f"the first compiler error: {first_error}", *evidence[1:]]
+    advice = ""
+    if (arch := _ARCH.search(text)) is not None:
+        advice = (f"This CUDA toolkit's nvcc does not know compute_{arch.group(1)}: install the CUDA toolkit torch "
+                  "was built with (torch.version.cuda) or a newer one, or set TORCH_CUDA_ARCH_LIST to architectures "
+                  "this nvcc knows.")
+    elif (gcc := _GCC_MAX.search(text)) is not None:
+        advice = (f"This CUDA toolkit takes gcc {gcc.group(1)} at most: install it and set CC=gcc-{gcc.group(1)} "
+                  f"CXX=g++-{gcc.group(1)} for the build.")
+    elif (header := _HEADER.search(text)) is not None:
+        name = header.group(1).rsplit("/", 1)[-1]
+        if name in ("libaio.h", "aio.h"):
+            advice = "Install libaio's headers for the async_io op (NVMe offload): apt install libaio-dev."
+        elif name.startswith(("cuda", "cusparse", "cublas", "curand", "cufft", "nccl", "cudnn")):
+            advice = (f"{name} is part of the CUDA toolkit: set CUDA_HOME to a full toolkit (with include/), the "
+                      "version torch was built with (torch.version.cuda).")
+        elif name == "Python.h":
+            advice = "Install the training Python's headers (e.g. apt install python3-dev)."
+    elif "CUDA_HOME" in text or "MissingCUDAException" in text or "No CUDA runtime is found" in text:
+        advice = ("Set CUDA_HOME to the CUDA toolkit (e.g. /usr/local/cuda) of the version torch was built with "
+                  "(torch.version.cuda), so nvcc is found.")
+    what = f"DeepSpeed's {op} op" if op else "An op (a compiled extension)"
+    return Diagnosis(f"{what} failed to build, so {_who(rank).lower() if rank is not None else 'the run'} could "
+                     "not start training.", "op_build", rank=rank, evidence=evidence, advice=advice)
+
+
+def _package_version(error: ErrorLine, rank: int | None, evidence: list[str]) -> Diagnosis:
+    match = failures.PACKAGE_VERSION.search(error.text)
+    assert match is not None
+    if match.group("want"):
+        want, found = match.group("want"), match.group("found")
+        package = found.split("==")[0]
+        return Diagnosis(f"The training Python has {found.replace('==', ' ')}; the code needs {want}.",
+                         "package_version", rank=rank, evidence=evidence,
+                         advice=f"Install it into the training interpreter: python -m pip install '{want}'.")
+    if match.group("pkg"):
+        want = f"{match.group('pkg')}{match.group('spec')}"
+        return Diagnosis(f"The training Python has {match.group('pkg')} {match.group('have2')}; the code needs "
+                         f"{want}.", "package_version", rank=rank, evidence=evidence,
+                         advice=f"Install it into the training interpreter: python -m pip install '{want}'.")
+    if match.group("have"):
+        return Diagnosis(f"An installed package conflicts with what the code requires ({match.group('have')} is "
+                         "installed).", "package_version", rank=rank, evidence=evidence,
+                         advice=f"Install the version the requirement names in place of {match.group('have')}.")
+    name, module = match.group("name"), match.group("module")
+    package = module.split(".")[0]
+    return Diagnosis(f"{module} has no '{name}': the installed {package} is not the version the code was written "
+                     "for.", "package_version", rank=rank, evidence=evidence,
+                     advice=f"Install the {package} version the script or its framework pins (its requirements name "
+                            f"it; `python -m pip show {package}` shows the one installed).")
 
 
 def _fitting_advice(kind: str, advice: str, settings: dict[str, Any]) -> str:

@@ -114,6 +114,25 @@ def log_tail(path: Path, max_bytes: int = 256 * 1024, max_lines: int = 400) -> l
     return [f"[rank{line.rank}]: {line.text}" if line.rank is not None else line.text for line in shown]
 
 
+TAIL_FOR_FULL = 2000  # lines of the log's end searched for the paths of full disks
+
+
+def free_space_of(lines: list[str]) -> dict[str, int]:
+    """Free bytes now of the disks that the log's "No space left on device: 'PATH'" errors name, by that path (the
+    nearest folder that still exists is asked)."""
+    from traindeck.backend.core.paths import free_bytes
+    from traindeck.backend.runs.diagnosis.failures import full_path
+
+    found: dict[str, int] = {}
+    for line in lines[-TAIL_FOR_FULL:]:
+        path = full_path(line)
+        if path and path not in found and len(found) < 8:
+            free = free_bytes(path)
+            if free >= 0:
+                found[path] = free
+    return found
+
+
 def boot_time_offset() -> float:
     """Seconds since boot at this moment (to compare with kmsg stamps)."""
     try:

@@ -29,6 +29,26 @@ TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|NCCL (?:comm
                      r"|wait timeout after \d+ms")
 PORT = re.compile(r"EADDRINUSE|[Aa]ddress already in use|server socket has failed to (?:listen|bind)|errno: 98")
 MISSING = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
+# DeepSpeed's fp16 loss scaler gave up (deepspeed/runtime/fp16/loss_scaler.py): the loss overflowed at every scale.
+LOSS_SCALE = re.compile(r"Current loss scale already at minimum - cannot decrease scale anymore")
+# An op's build failing, at each stage torch's cpp_extension and ninja print (the paste may stop at any of them).
+OP_BUILD = re.compile(r"Error building extension '(?P<op>\w+)'|ninja: build stopped: subcommand failed"
+                      r"|CalledProcessError: Command '\['ninja', '-v'.*returned non-zero exit status"
+                      r"|nvcc fatal\s*: (?:Unsupported gpu architecture|Value '\w+' is not defined)"
+                      r"|fatal error: [\w/.+-]+\.h(?:pp)?: No such file or directory"
+                      r"|CUDA_HOME does not exist, unable to compile CUDA op|MissingCUDAException"
+                      r"|CUDA_HOME environment variable is not set|No CUDA runtime is found"
+                      r"|error: command '[\w/.+-]*(?:gcc|g\+\+|c\+\+|nvcc)' failed")
+SEGFAULT = re.compile(r"Fatal Python error: Segmentation fault|Segmentation fault(?: \(core dumped\))?$"
+                      r"|Caught signal 11 \(Segmentation fault")
+DISK_FULL = re.compile(r"No space left on device|\[Errno 28\]|ENOSPC|Disk quota exceeded|\[Errno 122\]")
+# An installed package of the wrong version: transformers' own check, pkg_resources, a name the package lacks.
+PACKAGE_VERSION = re.compile(r"(?P<want>[\w.-]+(?:[<>=!~]=?[\w.*+-]+,?)+) is required for a normal functioning of "
+                             r"this module, but found (?P<found>[\w.-]+==[\w.+-]+)"
+                             r"|VersionConflict: \((?P<have>[\w.-]+ [\w.+-]+)"
+                             r"|ImportError: cannot import name '(?P<name>\w+)' from '(?P<module>[\w.]+)'"
+                             r"|requires (?P<pkg>[\w.-]+)(?P<spec>(?:[<>=!~]=?[\w.*+-]+,?)+)[^\n]*but (?:found|you have)"
+                             r" (?P<have2>[\w.+-]+)")
 DS_BATCH = re.compile(r"train_batch_size is not equal to micro_batch_per_gpu \* gradient_acc_step \* world_size"
                       r"[^\n]*")
 CONFIG = re.compile(r"(?:pydantic(?:_core)?\.)?(?:_core\.)?ValidationError: \d+ validation errors? for \w+"
@@ -50,8 +70,10 @@ LAUNCHER_SUMMARY = re.compile(r"ChildFailedError|torch\.distributed\.elastic\.mu
                               r"|Killing subprocess \d+|^KeyboardInterrupt$|^SystemExit\b")
 
 SPECIFIC: tuple[tuple[ErrorKind, re.Pattern[str]], ...] = (
-    ("cuda_oom", CUDA_OOM), ("cpu_alloc", HOST_ALLOC), ("deepspeed_batch_size", DS_BATCH),
-    ("port_in_use", PORT), ("missing_module", MISSING), ("config_error", CONFIG),
+    ("cuda_oom", CUDA_OOM), ("cpu_alloc", HOST_ALLOC), ("disk_full", DISK_FULL), ("loss_scale", LOSS_SCALE),
+    ("op_build", OP_BUILD), ("deepspeed_batch_size", DS_BATCH), ("port_in_use", PORT),
+    ("missing_module", MISSING), ("package_version", PACKAGE_VERSION), ("config_error", CONFIG),
+    ("segfault", SEGFAULT),
 )
 CONSEQUENCES: tuple[tuple[ErrorKind, re.Pattern[str]], ...] = (
     ("collective_timeout", TIMEOUT), ("peer_lost", PEER_LOST), ("launcher_summary", LAUNCHER_SUMMARY),
@@ -145,6 +167,15 @@ def cuda_device(text: str) -> str | None:
     if match:
         return f"GPU {match.group(1) or match.group(2)}"
     return None
+
+
+_FULL_PATH = re.compile(r"(?:No space left on device|Disk quota exceeded)[:,]? '([^']+)'")
+
+
+def full_path(text: str) -> str | None:
+    """The path an ENOSPC error names ("[Errno 28] No space left on device: '/data/ckpt'"), else None."""
+    match = _FULL_PATH.search(text)
+    return match.group(1) if match else None
 
 
 def wanted_bytes(text: str) -> int | None:
