@@ -538,10 +538,15 @@ def _from_cause(error: ErrorLine, rank: int | None, evidence: list[str], own_lin
                          advice=_fitting_advice(kind, "Fix train_batch_size (or set it to \"auto\" with the HF "
                                                       "Trainer) for this world size.", ev.settings))
     if kind == "port_in_use":
-        return Diagnosis(f"{who} could not open its rendezvous port: the address is already in use.", kind, rank=rank,
+        port = failures.port_named([*own_lines[-200:], error.text])
+        settings = dict(ev.settings)
+        if port is not None and settings.get("master_port") not in (None, port):
+            settings["port_fixed_elsewhere"] = port
+        return Diagnosis(f"{who} could not open its rendezvous port{f' {port}' if port else ''}: the address is "
+                         "already in use.", kind, rank=rank,
                          evidence=evidence, advice=_fitting_advice(
                              kind, "Another job holds the port: leave the port unset so traindeck picks a free one, "
-                                   "or stop the other job.", ev.settings))
+                                   "or stop the other job.", settings))
     if kind == "missing_module":
         match = failures.MISSING.search(error.text)
         assert match is not None
@@ -666,6 +671,10 @@ def _fitting_advice(kind: str, advice: str, settings: dict[str, Any]) -> str:
     if kind == "deepspeed_batch_size" and settings.get("train_batch_size") == "auto":
         return ("train_batch_size is \"auto\", which only the HF Trainer / accelerate fill in; DeepSpeed dropped it to "
                 "its default here. Set it to micro-batch x gradient accumulation x world size, or remove it.")
+    if kind == "port_in_use" and "port_fixed_elsewhere" in settings:
+        return (f"Port {settings['port_fixed_elsewhere']} is not the one traindeck chose ({settings['master_port']}): "
+                "the script or its launcher arguments fix it (e.g. --master_port, MASTER_PORT, init_method): remove "
+                "that so the chosen free port is used, or stop the job that holds it.")
     if kind == "port_in_use" and settings.get("port_fixed") is False:
         return ("traindeck picked a free port, but another process took it before the launcher listened on it "
                 "(or a second rendezvous of the job uses it): start the run again.")

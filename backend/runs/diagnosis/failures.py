@@ -169,6 +169,19 @@ def cuda_device(text: str) -> str | None:
     return None
 
 
+_PORT_NAMED = re.compile(r"\bport: (\d+)|\]:(\d+) \(errno: 98|:(\d+) \(errno: 98|[Aa]ddress already in use.*?\bport (\d+)")
+
+
+def port_named(lines: list[str]) -> int | None:
+    """The port a bind failure names (torch's c10d: "port: 29500, ... EADDRINUSE", "[::]:29500 (errno: 98 ..."),
+    the last one said, else None."""
+    for line in reversed(lines):
+        match = _PORT_NAMED.search(line)
+        if match:
+            return int(next(g for g in match.groups() if g))
+    return None
+
+
 _FULL_PATH = re.compile(r"(?:No space left on device|Disk quota exceeded)[:,]? '([^']+)'")
 
 

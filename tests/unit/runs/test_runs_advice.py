@@ -20,6 +20,10 @@ BATCH = ("[rank0]: AssertionError: Check batch related parameters. train_batch_s
 
 @pytest.mark.parametrize(("line", "settings", "says", "never"), [
     (PORT, {"port_fixed": False}, "start the run again", "leave the port unset"),
+    (PORT, {"port_fixed": False, "master_port": 29500}, "start the run again", "not the one traindeck chose"),
+    # The script or its launcher flags fixed another port than the one traindeck chose: that is what to change.
+    (PORT, {"port_fixed": False, "master_port": 40123}, "Port 29500 is not the one traindeck chose (40123)",
+     "start the run again"),
     (PORT, {"port_fixed": True}, "leave the port unset", "start the run again"),
     (PORT, {}, "leave the port unset", "start the run again"),  # runs recorded before port_fixed existed
     (BATCH, {"train_batch_size": "auto"}, "Set it to micro-batch x gradient accumulation", 'set it to "auto"'),
@@ -34,6 +38,7 @@ def test_advice_fits_the_setting(line: str, settings: dict[str, Any], says: str,
 @pytest.mark.parametrize(("command", "config", "expected"), [
     ({"port_fixed": False}, {"train_batch_size": "auto"}, {"port_fixed": False, "train_batch_size": "auto"}),
     ({"port_fixed": True}, None, {"port_fixed": True}),
+    ({"port_fixed": False, "master_port": 40123}, None, {"port_fixed": False, "master_port": 40123}),
     ({}, {"train_micro_batch_size_per_gpu": 4}, {}),
 ])
 def test_launch_settings_from_the_run_directory(command: dict[str, Any], config: dict[str, Any] | None,
