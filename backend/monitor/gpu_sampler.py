@@ -14,10 +14,11 @@ import random
 import threading
 import time
 
+from traindeck.backend.monitor.gpu_health import HealthReader
 from traindeck.backend.monitor.gpu_processes import describe, list_processes
 from traindeck.backend.monitor.loop import Collector
 from traindeck.backend.monitor.nvml import NvmlLibrary
-from traindeck.backend.monitor.snapshots import GpuReadout, GpuSnapshot
+from traindeck.backend.monitor.snapshots import GpuHealth, GpuReadout, GpuSnapshot
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ class GpuSampler:
         self._static: list[tuple[str | None, str | None, str | None]] = []
         self._counters: dict[int, tuple[float, int, int]] = {}  # index -> (t, h2d bytes, d2h bytes) last read
         self._started = False
+        self._health: HealthReader | None = None
 
     @property
     def error(self) -> str | None:
@@ -81,6 +83,8 @@ class GpuSampler:
             return
         lib = self.library
         self._static = [(lib.name(i), lib.uuid(i), lib.pci_bus_id(i)) for i in range(lib.device_count)]
+        self._health = HealthReader(lib)
+        self._health.start()
         self._counters = {}
         sampled = []
         for index in range(lib.device_count):
@@ -94,6 +98,9 @@ class GpuSampler:
             self._pcie.start()
 
     def stop(self) -> None:
+        if self._health is not None:
+            self._health.stop()
+            self._health = None
         if self._pcie is not None:
             self._pcie.stop()
             self._pcie = None
@@ -168,7 +175,17 @@ class GpuSampler:
             processes_unknown=listed.unknown,
             pci_bus_id=bus,
             pcie_source=source,
+            health=self._read_health(index, now),
         )
+
+    def _read_health(self, index: int, now: float) -> GpuHealth | None:
+        if self._health is None:
+            return None
+        try:
+            return self._health.read(index, now)
+        except Exception:  # noqa: BLE001 - health is an extra: a failure of it never costs the GPU's sample
+            logger.warning("GPU %d's health could not be read", index, exc_info=True)
+            return None
 
     def _pcie_reading(self, index: int) -> tuple[tuple[float, float | None, float | None] | None, str | None]:
         previous = self._counters.get(index)

@@ -7,7 +7,7 @@ counts are bytes, rates are bytes per second, power is watts, temperatures are d
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -19,6 +19,62 @@ class GpuProcess:
     gpu_index: int
     used_memory_bytes: int | None  # None where the driver cannot tell (e.g. Windows WDDM)
     kind: str  # "compute", "graphics" or "compute+graphics"
+
+
+# nvml.h's clock-event reason bits, by nvidia-smi's names for them.
+REASONS = {
+    "gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8, "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40, "hw_power_brake_slowdown": 0x80,
+    "display_clocks_setting": 0x100,
+}
+THROTTLING = ("sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+REASON_WORDS = {
+    "sw_power_cap": "power cap", "hw_slowdown": "hardware slowdown", "sw_thermal_slowdown": "thermal (driver)",
+    "hw_thermal_slowdown": "thermal (hardware)", "hw_power_brake_slowdown": "power brake",
+}
+BUSY_PERCENT = 30.0  # utilisation from which a link below its maximum counts: an idle link downclocks by design
+
+
+@dataclass(frozen=True, slots=True)
+class GpuHealth:
+    """One GPU's health at one sample (`traindeck monitor --json`'s per-GPU "health")."""
+
+    throttle: tuple[str, ...] = ()  # the active clock-event reasons (nvidia-smi's names); () when none
+    throttle_known: bool = False  # False: neither reasons call answered
+    pcie: dict[str, int] | None = None  # {"gen", "max_gen", "width", "max_width"}
+    pcie_replays: int | None = None
+    ecc: dict[str, Any] | None = None  # {"enabled", "volatile_corrected", "volatile_uncorrected", "remapped_rows"}
+    xid: tuple[dict[str, float], ...] = field(default_factory=tuple)  # [{"xid": 79, "t": ...}] since the session began
+
+    def throttled(self) -> tuple[str, ...]:
+        """The reasons that slow the GPU down under load (not idle, not application clocks)."""
+        return tuple(r for r in self.throttle if r in THROTTLING)
+
+    def problems(self, utilization_percent: float | None) -> list[str]:
+        """What is wrong now, in words ([] when nothing): the GPU's `utilization_percent` says whether a slow link
+        matters (only while busy)."""
+        found = []
+        throttled = self.throttled()
+        if throttled:
+            found.append("throttled: " + ", ".join(REASON_WORDS.get(r, r) for r in throttled))
+        link = self.pcie
+        if link and (utilization_percent or 0) >= BUSY_PERCENT and (
+                link["gen"] < link["max_gen"] or link["width"] < link["max_width"]):
+            found.append(f"PCIe link at Gen{link['gen']} x{link['width']} of Gen{link['max_gen']} "
+                         f"x{link['max_width']} while busy")
+        if self.pcie_replays:
+            found.append(f"{self.pcie_replays} PCIe replays")
+        ecc = self.ecc or {}
+        if ecc.get("volatile_uncorrected"):
+            found.append(f"{ecc['volatile_uncorrected']} uncorrected ECC errors")
+        rows = ecc.get("remapped_rows") or {}
+        if rows.get("failure"):
+            found.append("row remapping failed")
+        elif rows.get("pending"):
+            found.append("a row remap is pending (reset the GPU)")
+        found += [f"XID {int(event['xid'])}" for event in self.xid]
+        return found
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +101,7 @@ class GpuSnapshot:
     error: str | None = None  # the GPU could not be read at all (no permission, lost): a placeholder
     pci_bus_id: str | None = None
     pcie_source: str | None = None  # "counter": NVML's cumulative byte counters; "sampled": a 20 ms window (estimate)
+    health: GpuHealth | None = None  # throttling, the PCIe link, ECC, XID (gpu_health.py); None: not read
 
 
 @dataclass(frozen=True, slots=True)
