@@ -14,6 +14,7 @@ import psutil
 import pytest
 from support.runhelp import events, get, start, wait_finished, wait_until
 
+from traindeck.backend.cli.runs_cmd import run_summary
 from traindeck.backend.runs import processes as procs
 from traindeck.backend.runs.control.lifecycle import stop_run
 from traindeck.backend.runs.record.folder_record import read_cgroup
@@ -113,6 +114,8 @@ def test_a_killed_supervisors_run_is_ended_through_its_cgroup_and_confirmed(tmp_
         cgroup = run_cgroup.for_run(record.run_dir, run_id)
         assert cgroup is not None and set(pids) <= set(cgroup.members())
         assert ("cgroup", f"the run's processes are kept in cgroup {cgroup.path}") in events(run_id)
+        with RunStore() as store:  # `runs show` says where
+            assert run_summary(store, record)["cgroup"] == f"the run's processes are kept in cgroup {cgroup.path}"
         os.kill(record.supervisor_pid, signal.SIGKILL)  # type: ignore[arg-type]
         done = wait_finished(run_id, 30)  # the sentinel ends the run
         assert done.state == "lost"
