@@ -100,3 +100,44 @@ def test_a_real_cgroup_lists_kills_and_removes_its_whole_subtree(cgroup: RunCgro
 def test_a_second_cgroup_for_the_same_run_is_refused(cgroup: RunCgroup) -> None:
     again = place(f"unit-{os.getpid()}", {})
     assert again.cgroup is None and ("exists already" in again.reason or again.scope)
+
+
+FAKE_SYSTEMD_RUN = """#!{python}
+# Stands in for `systemd-run --user --scope`: moves itself into a cgroup named after --unit, then execs the command.
+import os, sys
+args = sys.argv[1:]
+command = args[args.index("--") + 1:]
+unit = next((a.split("=", 1)[1] for a in args if a.startswith("--unit=")), None)
+if unit is not None:
+    folder = os.path.join({base!r}, unit)
+    os.mkdir(folder)
+    with open(os.path.join(folder, "cgroup.procs"), "w") as handle:
+        handle.write("0")
+os.execvp(command[0], command)
+"""
+
+
+def test_without_a_writable_subtree_a_user_gets_a_systemd_scope_found_after_the_start(
+        cgroup: RunCgroup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tool = tmp_path / "systemd-run"
+    tool.write_text(FAKE_SYSTEMD_RUN.format(python=sys.executable, base=str(cgroup.path)))
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(run_cgroup.os, "geteuid", lambda: 1000)  # a user ...
+    monkeypatch.setattr(run_cgroup, "_create_under", lambda _own, _id: "no subtree of ours is writable")  # ... bare
+    run_id = f"scope-{os.getpid()}"
+    placement = place(run_id, {})
+    assert placement.cgroup is None and placement.scope == run_cgroup.scope_unit(run_id)
+    assert placement.prefix[0] == str(tool) and placement.prefix[-1] == "--"
+    sleeper = subprocess.Popen([*placement.prefix, sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        scope = run_cgroup.scope_cgroup(sleeper.pid, placement.scope)
+        assert scope is not None and scope.path == cgroup.path / placement.scope
+        assert scope.members() == [sleeper.pid]
+        write_cgroup(tmp_path, run_id, scope.path)
+        assert for_run(tmp_path, run_id) == scope  # the scope's name is accepted as this run's
+        assert scope.empty_out(timeout_s=10.0, reap=sleeper.poll) and sleeper.wait() == -9
+        assert scope.remove()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
