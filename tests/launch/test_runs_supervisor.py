@@ -302,7 +302,7 @@ while True:
 
 def test_a_lost_runs_end_check_never_confirms_what_it_cannot_see(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRAINDECK_RUN_CGROUP", "off")  # no cgroup: the stray is out of reach (test_run_cgroup.py)
+    monkeypatch.setenv("TRAINDECK_RUN_CGROUP", "off")  # no cgroup: the stray is out of reach (test_runs_cgroup_launch.py)
     script = tmp_path / "stray.py"
     script.write_text(STRAY)
     pid_file = tmp_path / "stray.pid"

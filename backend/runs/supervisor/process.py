@@ -154,6 +154,8 @@ class Supervisor:
         self._clear_stale_build_locks(env)
         self._free_abandoned_shared_memory()
         placement = run_cgroup.place(self.run_id)
+        if placement.cgroup is not None:  # recorded before the launcher starts: a sentinel woken at once finds it
+            self._record_cgroup(placement.cgroup)
         join = placement.join
 
         def before_exec() -> None:  # between fork and exec: into the run's cgroup first, so all it starts is too
@@ -183,22 +185,27 @@ class Supervisor:
         self._start_recorder()
         return True
 
+    def _record_cgroup(self, cgroup: run_cgroup.RunCgroup) -> None:
+        """In the run folder: a later traindeck finds the run's processes through it when this supervisor is gone."""
+        try:
+            write_cgroup(self.run_dir.path, self.run_id, cgroup.path)
+        except OSError as exc:
+            logger.warning("could not record the run's cgroup in its folder: %s", exc)
+
     def _settle_cgroup(self, placement: run_cgroup.Placement, pid: int) -> None:
-        """Keeps the cgroup the launcher is in, records it in the run folder (a later traindeck finds the run's
-        processes through it when this supervisor is gone), and says so, or why the run has none."""
+        """Keeps the cgroup the launcher is in (a systemd scope's is recorded now that it is known) and says so, or
+        why the run has none."""
         cgroup, why = placement.cgroup, placement.reason
         if placement.scope:
             cgroup = run_cgroup.scope_cgroup(pid, placement.scope)
             why = f"the launcher never showed up in {placement.scope}"
+            if cgroup is not None:
+                self._record_cgroup(cgroup)
         elif cgroup is not None and not run_cgroup.is_member(pid, cgroup) and run_cgroup.own_v2_path(pid) is not None:
             why = f"the launcher could not join {cgroup.path}"
             cgroup.remove()
             cgroup = None
         if cgroup is not None:
-            try:
-                write_cgroup(self.run_dir.path, self.run_id, cgroup.path)
-            except OSError as exc:
-                logger.warning("could not record the run's cgroup in its folder: %s", exc)
             self.cgroup = cgroup
             self.store.add_event(self.run_id, "cgroup", f"the run's processes are kept in cgroup {cgroup.path}")
             return
