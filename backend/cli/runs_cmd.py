@@ -86,6 +86,9 @@ def run_summary(store: RunStore, record: RunRecord) -> dict[str, Any]:
     # The end-of-run check: nothing remains, these PIDs remain (leftovers), or unknown with the reason.
     checks = [e for e in store.events(record.id) if e.kind in ("confirmed", "unconfirmed", "leftovers")]
     data["end_check"] = {"kind": checks[-1].kind, "text": checks[-1].text} if checks else None
+    # The cgroup the run's processes are kept in (listed, stopped and confirmed gone through it), or why none.
+    cgroups = [e.text for e in store.events(record.id) if e.kind == "cgroup"]
+    data["cgroup"] = cgroups[-1] if cgroups else None
     from traindeck.backend.estimate import estimate_vs_measured, load_estimate
 
     estimate = load_estimate(record.run_dir) if record.run_dir else None
@@ -204,6 +207,8 @@ def _show(args: argparse.Namespace) -> int:
     if versions:
         print("gpus      " + ", ".join(f"{k} {v}" for k, v in versions.items() if v)
               + (f"; the run's GPUs: {', '.join(resources['run_gpus'])}" if resources.get("run_gpus") else ""))
+    if data["cgroup"]:
+        print(f"cgroup    {data['cgroup']}")
     if data["end_check"]:
         print(f"end       {data['end_check']['kind']}: {data['end_check']['text']}")
     _show_left_behind(data)

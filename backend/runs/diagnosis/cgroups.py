@@ -104,7 +104,13 @@ def memory_limit(version: int, path: str, root: Path = CGROUP_ROOT) -> MemoryLim
         limit = _read_int(_directory(version, sub, root) / limit_file)
         if limit is not None and (best is None or limit < best[0]):
             best = (limit, sub)
-    oom = counter_field(here / counter[0], counter[1])
+    # The counter counts the cgroups below too: a cgroup without the memory controller (a run's own cgroup, see
+    # supervisor/run_cgroup.py) reports the kills of its nearest ancestor that has it.
+    oom = None
+    for depth in range(len(parts), -1, -1):
+        oom = counter_field(_directory(version, "/" + "/".join(parts[:depth]), root) / counter[0], counter[1])
+        if oom is not None:
+            break
     return MemoryLimit(cgroup=path, version=version, limit_bytes=best[0] if best else None,
                        set_by=best[1] if best else "", owner=owner_of(best[1]) if best else "", oom_kills=oom)
 

@@ -2,6 +2,7 @@
 
     run.json    what the store's row says of the run at its start: name, preset, script, created_at
     end.json    how it ended: state, exit code, ended_at, diagnosis, state_detail (written by the supervisor)
+    cgroup.json the cgroup v2 directory the run's processes live in, where it has one (supervisor/run_cgroup.py)
 
 Both are written atomically (a reader sees the whole file or none). `record_fields` puts a run's record together
 from these, command.json, request.json and evidence.json: what a rebuilt run store holds of each run. Below the
@@ -25,6 +26,7 @@ RUN_FILE = "run.json"
 END_FILE = "end.json"
 REQUEST_FILE = "request.json"  # written by control/resume.py
 EVIDENCE_FILE = "evidence.json"
+CGROUP_FILE = "cgroup.json"
 
 
 def write_identity(run_dir: Path | str, run_id: str, *, name: str, preset: str | None, script: str,
@@ -60,6 +62,20 @@ def read_end(run_dir: Path | str, run_id: str | None = None) -> dict[str, Any] |
     return {"state": str(data["state"]), "exit_code": exit_code if isinstance(exit_code, int) else None,
             "ended_at": ended_at, "diagnosis": diagnosis if isinstance(diagnosis, dict) else None,
             "state_detail": str(data.get("state_detail") or "")}
+
+
+def write_cgroup(run_dir: Path | str, run_id: str, path: Path | str) -> None:
+    """cgroup.json: the run's cgroup directory (raises OSError when it cannot be written)."""
+    data = {"id": run_id, "path": str(path)}
+    atomic_write_text(Path(run_dir) / CGROUP_FILE, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def read_cgroup(run_dir: Path | str, run_id: str) -> str | None:
+    """The cgroup directory cgroup.json names for `run_id`, or None (none recorded, unreadable, another run's)."""
+    data = _json(Path(run_dir) / CGROUP_FILE)
+    if not data or data.get("id") != run_id or not isinstance(data.get("path"), str):
+        return None
+    return str(data["path"])
 
 
 def _end_from_evidence(folder: Path) -> dict[str, Any] | None:

@@ -1,12 +1,15 @@
 """Is a run's supervisor there, and what to do with a run whose supervisor is gone.
 
 How the supervisor and its sentinel are started (`internal_command`), whether a run's supervisor still lives
-(`supervisor_alive`), every living process of a run (`run_processes`), and the end of a run left without its
-supervisor (`end_lost_run`, `reconcile`): marked lost, what is left of it ended.
+(`supervisor_alive`), every living process of a run (`run_processes`: its cgroup's members, its marker, its recorded
+pids), and the end of a run left without its supervisor (`end_lost_run`, `reconcile`): marked lost, what is left of
+it ended. Only a run with a cgroup (run_cgroup.py) can be confirmed empty then: without one, a process that dropped
+the marker cannot be ruled out.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -18,6 +21,7 @@ from traindeck.backend.runs import processes as procs
 from traindeck.backend.runs.diagnosis.diagnose import Diagnosis
 from traindeck.backend.runs.record.folder_record import read_end
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+from traindeck.backend.runs.supervisor import run_cgroup
 
 # A run whose supervisor has not written its pid after this long was never started (its starter died).
 START_TIMEOUT_S = 60.0
@@ -65,9 +69,20 @@ def reconcile(store: RunStore, report: Callable[[str], None] | None = None) -> l
     return lost
 
 
-def run_processes(run_id: str, record: RunRecord | None = None) -> list[psutil.Process]:
-    """Every living process of the run: by its environment marker, plus the pids the store recorded."""
+def run_processes(run_id: str, record: RunRecord | None = None,
+                  cgroup: run_cgroup.RunCgroup | None = None) -> list[psutil.Process]:
+    """Every living process of the run: its cgroup's members (`cgroup`, else the one its folder records), those
+    with its environment marker, and the pids the store recorded."""
     found = {p.pid: p for p in procs.marked_processes(run_id)}
+    if cgroup is None and record is not None:
+        cgroup = run_cgroup.for_run(record.run_dir, run_id)
+    if cgroup is not None:
+        for pid in cgroup.members():
+            if pid != os.getpid() and pid not in found:
+                try:
+                    found[pid] = psutil.Process(pid)
+                except psutil.Error:
+                    continue
     if record is not None:
         for entry in record.processes:
             proc = procs.ProcessId(int(entry["pid"]), float(entry["started"])).process()
@@ -75,6 +90,9 @@ def run_processes(run_id: str, record: RunRecord | None = None) -> list[psutil.P
                 found.setdefault(proc.pid, proc)
     return procs.living(found.values())
 
+
+# How long a lost run's cgroup is given to empty once killed (the kernel ends its members at once).
+CGROUP_EMPTY_S = 10.0
 
 LOST_RUN_UNCONFIRMED = (
     "no process with the run's marker remains; without the supervisor, a process that dropped the marker (a child "
@@ -98,7 +116,10 @@ def end_lost_run(store: RunStore, run_id: str, reason: str, report: Callable[[st
             summary = (end["diagnosis"] or {}).get("summary") or "as its run folder's end.json says"
             store.add_event(run_id, "finished", f"{end['state']}: {summary}")
         return []
-    survivors = procs.end_processes(lambda: run_processes(run_id, record), grace_s=3.0, report=say)
+    cgroup = run_cgroup.for_run(record.run_dir, run_id)
+    survivors = procs.end_processes(lambda: run_processes(run_id, record, cgroup), grace_s=3.0, report=say)
+    if cgroup is not None and not cgroup.empty_out(timeout_s=CGROUP_EMPTY_S):
+        survivors = run_processes(run_id, record, cgroup)
     evidence = [f"supervisor pid {record.supervisor_pid} is gone"]
     if survivors:
         evidence.append(f"{len(survivors)} process(es) could not be ended: {[p.pid for p in survivors]}")
@@ -111,9 +132,18 @@ def end_lost_run(store: RunStore, run_id: str, reason: str, report: Callable[[st
 
         alerts.announce("lost", run_id, record.name, diagnosis.summary)
         alerts.wait_all()  # the sentinel or CLI exits right after this; the alert is time-limited
-        # Without its supervisor (the run's subreaper) only processes that carry the run's marker can be found: a
-        # child started with an environment of its own, or a daemon that left the session, cannot be ruled out.
-        store.add_event(run_id, "unconfirmed" if not survivors else "leftovers",
-                        LOST_RUN_UNCONFIRMED if not survivors else f"{len(survivors)} process(es) still alive")
+        store.add_event(run_id, *_lost_run_check(survivors, cgroup))
         say(f"run {run_id} marked lost: {reason}")
     return survivors
+
+
+def _lost_run_check(survivors: list[psutil.Process], cgroup: run_cgroup.RunCgroup | None) -> tuple[str, str]:
+    """The end check of a lost run: (event kind, text). Without its supervisor (the run's subreaper) only the run's
+    cgroup holds every process it started; without one, only processes that carry the run's marker are found."""
+    if survivors:
+        return "leftovers", f"{len(survivors)} process(es) still alive: {[p.pid for p in survivors]}"
+    if cgroup is None:
+        return "unconfirmed", LOST_RUN_UNCONFIRMED
+    removed = cgroup.remove()
+    return "confirmed", (f"nothing of the run remains: its cgroup {cgroup.path} is empty"
+                         + (" (and removed)" if removed else ""))

@@ -5,7 +5,9 @@ with secrets) from stdin, so secrets never touch the disk and its own environmen
 
 - makes itself a child subreaper, so ranks orphaned by a dying launcher are re-parented to it, not to init;
 - starts the sentinel (see sentinel.py), which ends the run's processes if this supervisor is ever killed;
-- starts the launcher in a new session with stdout+stderr on one pipe and PR_SET_PDEATHSIG=SIGKILL;
+- starts the launcher in a new session with stdout+stderr on one pipe and PR_SET_PDEATHSIG=SIGKILL, inside the
+  run's own cgroup where one can be had (run_cgroup.py): every process it starts is in it, whatever its
+  environment or session, and is listed, stopped and confirmed gone through it;
 - drains the pipe in large reads on a thread of its own, writing the raw bytes to output.log at once: the job
   never waits on us beyond the pipe buffer (raised to 1 MiB), and the log is whole;
 - on a second thread follows output.log to parse progress and metrics into the run store (this may lag or skip
@@ -44,8 +46,10 @@ from traindeck.backend.launch.extension_locks import clear_stale_locks
 from traindeck.backend.runs import processes as procs
 from traindeck.backend.runs.diagnosis.diagnose import Diagnosis, Evidence, is_success
 from traindeck.backend.runs.diagnosis.stall import StallWatch
+from traindeck.backend.runs.record.folder_record import write_cgroup
 from traindeck.backend.runs.record.layout import RunDir
 from traindeck.backend.runs.record.run_store import RunStore
+from traindeck.backend.runs.supervisor import run_cgroup
 from traindeck.backend.runs.supervisor.diary import log_to_stderr
 from traindeck.backend.runs.supervisor.disk_watch import DiskWatch, low_disk_bytes
 from traindeck.backend.runs.supervisor.instructions import Instructions, SafeStore
@@ -83,6 +87,7 @@ class Supervisor:
         self.store = SafeStore(RunStore(spec.store, secret_values=self.secrets))
         self.run_id = spec.run_id
         self.launcher: subprocess.Popen[bytes] | None = None
+        self.cgroup: run_cgroup.RunCgroup | None = None  # the run's own cgroup, once the launcher is in it
         self.launcher_end = LauncherEnd()
         self.sentinel: subprocess.Popen[bytes] | None = None
         self.sentinel_fd: int | None = None
@@ -92,18 +97,25 @@ class Supervisor:
         self.stall = StallWatch(self.store, spec.run_id, run_dir.path, spec.stall_min_s, _log,
                                 on_stall=self.watchdog.stalled, on_lock_wait=self._build_lock_holders)
         self.stopper = Stopper(run_dir, self.store, self.run_id, self.launcher_end,
-                               on_stop=self.stall.stop_requested, clock=clock, spared=self._multinode_runner)
+                               on_stop=self.stall.stop_requested, clock=clock, spared=self._multinode_runner,
+                               cgroup=self._cgroup)
         self.tracker = ProcessTracker(self.store, self.run_id, exclude=self._sentinel_pid,
-                                      explain_end=self.stopper.not_our_signal)
+                                      explain_end=self.stopper.not_our_signal, members=self._cgroup_members)
         self.step_intake = StepIntake(run_dir, self.store, self.run_id)
         self.disk_watch = DiskWatch(run_dir.path, self.store, self.run_id, self.watchdog.run_name,
                                     low_disk_bytes(spec.env))
         self.end = RunEnd(run_dir, self.store, self.run_id, spec.store, self.tracker, self.launcher_end,
                           self.watchdog, sentinel_pid=self._sentinel_pid, reap=self.reap,
-                          stop_detail=self.stopper.detail, secrets=self.secrets)
+                          stop_detail=self.stopper.detail, secrets=self.secrets, cgroup=self._cgroup)
 
     def _sentinel_pid(self) -> int | None:
         return self.sentinel.pid if self.sentinel is not None else None
+
+    def _cgroup(self) -> run_cgroup.RunCgroup | None:
+        return self.cgroup
+
+    def _cgroup_members(self) -> list[int]:
+        return self.cgroup.members() if self.cgroup is not None else []
 
     def _multinode_runner(self) -> set[int]:
         """DeepSpeed's runner and what it started here (pdsh, ssh) in a multi-node run whose node agents stop the
@@ -141,18 +153,30 @@ class Supervisor:
         env["TRAINDECK_RUN_DIR"] = str(self.run_dir.path)
         self._clear_stale_build_locks(env)
         self._free_abandoned_shared_memory()
+        placement = run_cgroup.place(self.run_id)
+        if placement.cgroup is not None:  # recorded before the launcher starts: a sentinel woken at once finds it
+            self._record_cgroup(placement.cgroup)
+        join = placement.join
+
+        def before_exec() -> None:  # between fork and exec: into the run's cgroup first, so all it starts is too
+            join()
+            procs.die_with_parent()
+
         try:
             self.launcher = subprocess.Popen(
-                self.spec.argv, cwd=self.spec.cwd, env=env, stdin=subprocess.DEVNULL, stdout=write_fd,
-                stderr=write_fd, start_new_session=True, preexec_fn=procs.die_with_parent)
+                [*placement.prefix, *self.spec.argv], cwd=self.spec.cwd, env=env, stdin=subprocess.DEVNULL,
+                stdout=write_fd, stderr=write_fd, start_new_session=True, preexec_fn=before_exec)
         except (OSError, subprocess.SubprocessError) as exc:
             os.close(write_fd)
             os.close(read_fd)
+            if placement.cgroup is not None:
+                placement.cgroup.remove()
             message = f"{exc.strerror or exc}: {self.spec.argv[0]}" if isinstance(exc, OSError) else str(exc)
             os.write(self.log_fd, f"traindeck: could not start the launcher: {message}\n".encode())
             self.end.finish(Evidence(launcher_returncode=None, start_error=message), "failed")
             return False
         os.close(write_fd)
+        self._settle_cgroup(placement, self.launcher.pid)
         self.tracker.add_launcher(psutil.Process(self.launcher.pid))
         self.store.update_run(self.run_id, started_at=time.time(), launcher_pid=self.launcher.pid)
         self.store.add_event(self.run_id, "started", f"launcher started (pid {self.launcher.pid})")
@@ -160,6 +184,34 @@ class Supervisor:
         self.drain.start()
         self._start_recorder()
         return True
+
+    def _record_cgroup(self, cgroup: run_cgroup.RunCgroup) -> None:
+        """In the run folder: a later traindeck finds the run's processes through it when this supervisor is gone."""
+        try:
+            write_cgroup(self.run_dir.path, self.run_id, cgroup.path)
+        except OSError as exc:
+            logger.warning("could not record the run's cgroup in its folder: %s", exc)
+
+    def _settle_cgroup(self, placement: run_cgroup.Placement, pid: int) -> None:
+        """Keeps the cgroup the launcher is in (a systemd scope's is recorded now that it is known) and says so, or
+        why the run has none."""
+        cgroup, why = placement.cgroup, placement.reason
+        if placement.scope:
+            cgroup = run_cgroup.scope_cgroup(pid, placement.scope)
+            why = f"the launcher never showed up in {placement.scope}"
+            if cgroup is not None:
+                self._record_cgroup(cgroup)
+        elif cgroup is not None and not run_cgroup.is_member(pid, cgroup) and run_cgroup.own_v2_path(pid) is not None:
+            why = f"the launcher could not join {cgroup.path}"
+            cgroup.remove()
+            cgroup = None
+        if cgroup is not None:
+            self.cgroup = cgroup
+            self.store.add_event(self.run_id, "cgroup", f"the run's processes are kept in cgroup {cgroup.path}")
+            return
+        logger.info("no cgroup for the run: %s", why)
+        self.store.add_event(self.run_id, "cgroup", f"no cgroup for the run's processes ({why}): once the "
+                             "supervisor is gone, a process that dropped the run's marker cannot be found")
 
     def _build_lock_holders(self) -> str:
         """Said when stalled ranks wait on an op build lock: who holds it, or that it was stale and is removed."""
@@ -351,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
             procs.end_processes(lambda: [p for p in procs.descendants(os.getpid())
                                          if supervisor.sentinel is None or p.pid != supervisor.sentinel.pid],
                                 grace_s=3.0, reap=supervisor.reap)
+            if supervisor.cgroup is not None and supervisor.cgroup.empty_out(timeout_s=5.0, reap=supervisor.reap):
+                supervisor.cgroup.remove()
             supervisor.store.finish_run(spec.run_id, "failed", only_if_running=True,
                                         exit_code=supervisor.launcher_end.returncode,
                                         state_detail="the supervisor failed; see supervisor.log",

@@ -1,5 +1,5 @@
-"""The end of a run, for the supervisor: make sure nothing of it remains (its process tree, processes carrying its
-marker, GPUs still listing its PIDs), free what DeepSpeed's CPU collectives leave in /dev/shm, gather the evidence
+"""The end of a run, for the supervisor: make sure nothing of it remains (its process tree, its cgroup, processes
+carrying its marker, GPUs still listing its PIDs), free what DeepSpeed's CPU collectives leave in /dev/shm, gather the evidence
 (how every rank and the launcher ended, the log's tail, OOM kills, memory limits and peaks, stall stacks, the
 scheduler's word) and write the final state with its diagnosis.
 
@@ -46,6 +46,7 @@ from traindeck.backend.runs.record.layout import RunDir
 from traindeck.backend.runs.supervisor.instructions import SafeStore
 from traindeck.backend.runs.supervisor.loss_guard import Watchdog
 from traindeck.backend.runs.supervisor.node_diagnosis import remote_ends, with_nodes
+from traindeck.backend.runs.supervisor.run_cgroup import RunCgroup
 from traindeck.backend.runs.supervisor.shm_leftovers import free_buffers
 from traindeck.backend.runs.supervisor.tracking import LauncherEnd, TrackedProcess
 
@@ -69,13 +70,15 @@ class RunEnd:
     `sentinel_pid` names the one process of the supervisor's tree that is not the run's, `reap` collects the
     supervisor's children that end while leftovers are ended, `stop_detail` says how a stop ended the run (None
     when none was asked), `secrets` are the values of the run's secret variables: masked, beside credential shapes,
-    in the diagnosis and the evidence (an exception's text may quote a token)."""
+    in the diagnosis and the evidence (an exception's text may quote a token), `cgroup` the run's own cgroup (None
+    without one): what is in it is the run's, and only its emptiness proves that nothing of the run remains."""
 
     def __init__(self, run_dir: RunDir, store: SafeStore, run_id: str, store_path: str, processes: RunProcesses,
                  launcher: LauncherEnd, watchdog: Watchdog, *, sentinel_pid: Callable[[], int | None],
-                 reap: Callable[[], None], stop_detail: Callable[[], str | None], secrets: Sequence[str] = ()
-                 ) -> None:
+                 reap: Callable[[], None], stop_detail: Callable[[], str | None], secrets: Sequence[str] = (),
+                 cgroup: Callable[[], RunCgroup | None] = lambda: None) -> None:
         self.run_dir, self.store, self.run_id, self.store_path = run_dir, store, run_id, store_path
+        self._cgroup = cgroup
         self.secrets = list(secrets)
         self.processes, self.launcher, self.watchdog = processes, launcher, watchdog
         self._sentinel_pid, self._reap, self._stop_detail = sentinel_pid, reap, stop_detail
@@ -91,26 +94,42 @@ class RunEnd:
 
     def confirm_nothing_remains(self) -> list[psutil.Process]:
         """Ends what is left of the run and says whether anything remains; returns what could not be ended."""
+        cgroup = self._cgroup()
+
         def find() -> list[psutil.Process]:
             sentinel = self._sentinel_pid()
             found = {p.pid: p for p in procs.living(procs.descendants(os.getpid())) if p.pid != sentinel}
             for proc in procs.marked_processes(self.run_id, exclude=[sentinel] if sentinel else []):
                 found.setdefault(proc.pid, proc)
-            return list(found.values())
+            for pid in cgroup.members() if cgroup is not None else []:
+                if pid not in found and pid != sentinel:
+                    try:
+                        found[pid] = psutil.Process(pid)
+                    except psutil.Error:
+                        continue
+            return procs.living(found.values())
 
         leftovers = find()
         if leftovers:
             self.store.add_event(self.run_id, "leftovers",
                                  f"{len(leftovers)} process(es) of the run outside its tree: ending them")
             leftovers = procs.end_processes(find, grace_s=3.0, reap=self._reap)
+        emptied, still_held = "", False
+        if cgroup is not None:
+            if cgroup.empty_out(timeout_s=10.0, reap=self._reap):
+                emptied = "; its cgroup is empty" + (" (and removed)" if cgroup.remove() else "")
+            else:
+                leftovers, still_held = find(), True
         tracked = self.processes.tracked
         gpus = _gpu_holders(set(tracked))  # none, these PIDs, or cannot tell (and why)
-        text = f"nothing of the run remains ({len(tracked)} process(es) seen in all)"
+        text = f"nothing of the run remains ({len(tracked)} process(es) seen in all){emptied}"
         kind = "confirmed"
         if gpus.pids:
             text, kind = f"GPUs still list pids {sorted(gpus.pids)} of the run", "leftovers"
         elif leftovers:
             text, kind = f"{len(leftovers)} process(es) of the run are still alive", "leftovers"
+        elif still_held:
+            text, kind = f"the run's cgroup {cgroup.path if cgroup else ''} still holds processes", "leftovers"
         elif gpus.pids is None:
             text = (f"no process of the run remains ({len(tracked)} seen in all); whether GPUs still hold "
                     f"memory for it is unknown: {gpus.unknown}")

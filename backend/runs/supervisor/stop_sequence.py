@@ -21,6 +21,7 @@ from traindeck.backend.runs import processes as procs
 from traindeck.backend.runs.record.layout import RunDir
 from traindeck.backend.runs.record.savestop import save_hold_s
 from traindeck.backend.runs.supervisor.instructions import SafeStore
+from traindeck.backend.runs.supervisor.run_cgroup import RunCgroup
 from traindeck.backend.runs.supervisor.tracking import LauncherEnd
 
 DEFAULT_GRACE_S = 10.0
@@ -64,13 +65,15 @@ class Stopper:
     """The run's stop, from its request to its last signal, and the end of processes that outlive the launcher.
 
     `on_stop` is told once, when a stop begins (the stall watch keeps its state from then on); `clock` is the
-    monotonic clock the supervisor's loop passes to `advance` and `end_leftovers`."""
+    monotonic clock the supervisor's loop passes to `advance` and `end_leftovers`; `cgroup` is the run's cgroup
+    (None without one): SIGKILL goes to all of it at once, the processes no scan has seen yet included."""
 
     def __init__(self, run_dir: RunDir, store: SafeStore, run_id: str, launcher: LauncherEnd, *,
                  on_stop: Callable[[], None], clock: Callable[[], float] = time.monotonic,
-                 spared: Callable[[], set[int]] = set) -> None:
+                 spared: Callable[[], set[int]] = set, cgroup: Callable[[], RunCgroup | None] = lambda: None
+                 ) -> None:
         self.run_dir, self.store, self.run_id, self.launcher = run_dir, store, run_id, launcher
-        self._on_stop, self._clock = on_stop, clock
+        self._on_stop, self._clock, self._cgroup = on_stop, clock, cgroup
         # Processes SIGINT and SIGTERM must not reach (DeepSpeed's multi-node runner and its pdsh): SIGKILL only.
         self._spared = spared
         self._said_spared = False
@@ -166,6 +169,8 @@ class Stopper:
                 return
             targets = [p for p in alive if p.pid not in spared]
             count = procs.send(targets, sig)
+            if due == 2:
+                self._kill_cgroup()
             stop.signalled.update(p.pid for p in targets)
             name = procs.signal_name(sig)
             text = f"sent {name} to {count} process(es)"
@@ -182,6 +187,12 @@ class Stopper:
                 stop.signalled.update(p.pid for p in newcomers)
             if stop.phase == 2 and alive:
                 procs.send(alive, signal.SIGKILL)
+                self._kill_cgroup()
+
+    def _kill_cgroup(self) -> None:
+        cgroup = self._cgroup()
+        if cgroup is not None:
+            cgroup.kill()
 
     def end_leftovers(self, alive: list[psutil.Process], now: float) -> None:
         """The launcher is gone but processes of the run remain (orphans adopted by us): end them."""
@@ -193,6 +204,7 @@ class Stopper:
             procs.send(alive, signal.SIGTERM)
         elif now - self.leftover_since >= LEFTOVER_GRACE_S:
             count = procs.send(alive, signal.SIGKILL)
+            self._kill_cgroup()
             if count:
                 self.store.add_event(self.run_id, "leftovers", f"sent SIGKILL to {count} leftover process(es)")
         else:

@@ -53,12 +53,13 @@ class ProcessTracker:
     """The run's processes: `scan` lists the living ones and notes newcomers and ends; `ended` records a reaped one.
 
     `exclude` names the one process of the tree that is not the run's (the sentinel), `explain_end` adds a word to
-    a rank's end (a signal the stop did not send)."""
+    a rank's end (a signal the stop did not send), `members` lists the run's cgroup (run_cgroup.py; none without
+    one): a process there is the run's even where the tree walk misses it."""
 
     def __init__(self, store: SafeStore, run_id: str, *, exclude: Callable[[], int | None],
-                 explain_end: Callable[[int | None], str]) -> None:
+                 explain_end: Callable[[int | None], str], members: Callable[[], list[int]] = list) -> None:
         self.store, self.run_id = store, run_id
-        self._exclude, self._explain_end = exclude, explain_end
+        self._exclude, self._explain_end, self._members = exclude, explain_end, members
         self.tracked: dict[int, TrackedProcess] = {}
         self.exits = ExitWatcher()
         self.zombies_unseen: dict[int, tuple[float, int | None]] = {}  # first seen dead: (when, wait status)
@@ -158,7 +159,9 @@ class ProcessTracker:
         if thorough:
             self._last_thorough = now
         pids = procs.descendant_pids(os.getpid(), thorough=thorough)
-        if not thorough:  # keep what the thorough walk found below other threads until it is gone
+        if thorough:
+            pids += self._members()
+        else:  # keep what the thorough walk found below other threads until it is gone
             pids += [pid for pid in self._procs if pid not in pids]
         alive: list[psutil.Process] = []
         seen: set[int] = set()

@@ -174,6 +174,13 @@ def test_the_limit_is_the_tightest_on_the_way_up_and_named_by_who_set_it(tmp_pat
     assert unlimited is not None and unlimited.limit_bytes is None
 
 
+def test_a_cgroup_without_the_memory_controller_counts_its_ancestors_oom_kills(tmp_path: Path) -> None:
+    _v2_tree(tmp_path, "/system.slice/app.service", "/system.slice", 4 * GiB, oom_kills=5)
+    (tmp_path / "system.slice/app.service/traindeck/run-1").mkdir(parents=True)  # a run's cgroup: no memory.* files
+    found = memory_limit(2, "/system.slice/app.service/traindeck/run-1", root=tmp_path)
+    assert found is not None and found.limit_bytes == 4 * GiB and found.oom_kills == 5
+
+
 def test_owners_and_proc_cgroup_lines() -> None:
     assert owner_of("/kubepods/burstable/pod1234/0123456789abcdef") == "the Kubernetes pod"
     assert owner_of("/user.slice/user-1000.slice/run-r1.scope") == "systemd unit run-r1.scope"
