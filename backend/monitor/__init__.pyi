@@ -1,6 +1,7 @@
 from .demo import demo_machine as demo_machine
 from .demo import demo_offload_view as demo_offload_view
 from .demo import demo_samples as demo_samples
+from .gpu_health import health_during as health_during
 from .live import (
     LiveSampler as LiveSampler,
 )
@@ -33,4 +34,5 @@ from .snapshots import MachineProcess as MachineProcess
 from .snapshots import MachineSnapshot as MachineSnapshot
 from .snapshots import ResourceSample as ResourceSample
 from .snapshots import RunSnapshot as RunSnapshot
+from .store_read import read_gpu_health as read_gpu_health
 from .store_read import resource_summary as resource_summary

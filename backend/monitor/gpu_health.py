@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from traindeck.backend.monitor.nvml import NvmlLibrary
-from traindeck.backend.monitor.snapshots import REASONS, GpuHealth
+from traindeck.backend.monitor.snapshots import BUSY_PERCENT, REASON_WORDS, REASONS, THROTTLING, GpuHealth
 
 SLOW_EVERY_S = 10.0  # ECC counts and remapped rows change rarely: read this often
 XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError
@@ -125,4 +125,45 @@ class HealthReader:
                 self._xids.setdefault(index, []).append({"xid": float(data.eventData), "t": now})
 
 
-__all__ = ["HealthReader"]
+
+
+def health_during(changes: list[tuple[int, float, dict[str, Any]]], windows: list[tuple[float, float]],
+                  min_share: float = 0.05) -> list[str]:
+    """What slowed the run's GPUs during the given time windows (its steps: start, end), in words: each GPU
+    throttled for at least `min_share` of the windows' time (and why), a PCIe link below its maximum while busy,
+    replays that grew, XIDs. `changes` are read_gpu_health's rows (a row holds until the GPU's next one)."""
+    total = sum(max(0.0, end - start) for start, end in windows)
+    by_gpu: dict[int, list[tuple[float, dict[str, Any]]]] = {}
+    for gpu, t, health in changes:
+        by_gpu.setdefault(gpu, []).append((t, health))
+    said: list[str] = []
+    for gpu, rows in sorted(by_gpu.items()):
+        spans = [(t, rows[i + 1][0] if i + 1 < len(rows) else float("inf"), h) for i, (t, h) in enumerate(rows)]
+        if total > 0:
+            throttled = 0.0
+            reasons: set[str] = set()
+            for t0, t1, health in spans:
+                active = [r for r in health.get("throttle") or () if r in THROTTLING]
+                if not active:
+                    continue
+                reasons.update(active)
+                throttled += sum(max(0.0, min(t1, end) - max(t0, start)) for start, end in windows)
+            if throttled / total >= min_share:
+                words = ", ".join(REASON_WORDS.get(r, r) for r in sorted(reasons))
+                said.append(f"GPU {gpu} was throttled ({words}) for {throttled / total:.0%} of the timed steps")
+        slow = [h["pcie"] for _t0, _t1, h in spans if h.get("pcie") and (h.get("util") or 0) >= BUSY_PERCENT
+                and (h["pcie"]["gen"] < h["pcie"]["max_gen"] or h["pcie"]["width"] < h["pcie"]["max_width"])]
+        if slow:
+            link = slow[-1]
+            said.append(f"GPU {gpu}'s PCIe link ran at Gen{link['gen']} x{link['width']} of Gen{link['max_gen']} "
+                        f"x{link['max_width']} while busy")
+        replays = [int(h["pcie_replays"]) for _t, h in rows if h.get("pcie_replays") is not None]
+        if replays and replays[-1] > replays[0]:
+            said.append(f"GPU {gpu} counted {replays[-1] - replays[0]} PCIe replays during the run")
+        xids = sorted({int(e["xid"]) for _t, h in rows for e in h.get("xid") or ()})
+        if xids:
+            said.append(f"GPU {gpu} reported XID {', '.join(map(str, xids))}")
+    return said
+
+
+__all__ = ["HealthReader", "health_during"]

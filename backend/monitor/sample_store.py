@@ -22,6 +22,7 @@ the writer and the layout and rollup they share.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -33,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from traindeck.backend.core.fileio import refuse_linked_database
-from traindeck.backend.monitor.snapshots import ResourceSample
+from traindeck.backend.monitor.snapshots import BUSY_PERCENT, GpuHealth, ResourceSample
 
 BUSY_TIMEOUT_MS = 5000
 _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
@@ -131,6 +132,13 @@ CREATE TABLE IF NOT EXISTS resource_chunks (
   data BLOB NOT NULL  -- little-endian float64, n values per column, NaN for unknown
 );
 CREATE INDEX IF NOT EXISTS resource_chunks_by_series ON resource_chunks (series_id, gpu, t_last);
+CREATE TABLE IF NOT EXISTS resource_gpu_health (  -- a row when a GPU's health changes (gpu_health.py), not per sample
+  series_id INTEGER NOT NULL,
+  gpu INTEGER NOT NULL,
+  t REAL NOT NULL,
+  health TEXT NOT NULL,  -- GpuHealth as JSON, with the GPU's utilisation then ("util")
+  PRIMARY KEY (series_id, gpu, t)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS resource_sample_processes (
   series_id INTEGER NOT NULL,
   t REAL NOT NULL,
@@ -235,6 +243,7 @@ class ResourceWriter:
         self._info_written = False
         self._info_run_gpus: tuple[str, ...] | None = None
         self._known_pids: set[int] = set()
+        self._health_said: dict[int, str] = {}  # the last health row written per GPU (rows are written on change)
         self._gpu_indexes: set[int] = {
             int(r[0]) for r in self.conn.execute(
                 "SELECT DISTINCT gpu FROM resource_gpu_samples WHERE series_id = ?", (self.series_id,)
@@ -341,6 +350,9 @@ class ResourceWriter:
                     run_mem,
                 ),
             )
+        for gpu in gpus:
+            if gpu.health is not None:
+                self._write_health(sid, gpu.index, t, gpu.health, gpu.utilization_percent)
         details: dict[str, Any] = {"cores": [round(c) for c in host.per_core_percent]}
         if run is not None:
             new = [p for p in run.processes if p.pid not in self._known_pids]
@@ -407,6 +419,18 @@ class ResourceWriter:
             (self.series_id, gpu, rows[0][0], rows[-1][0], len(rows), ",".join(names),
              rollup.astype("<f8").tobytes(), columns.tobytes()),
         )
+
+    def _write_health(self, sid: int, gpu: int, t: float, health: GpuHealth, util: float | None) -> None:
+        """A row when what matters of the GPU's health changes: its throttling, its link (and whether the GPU is
+        busy, which decides whether a slow link counts), replays, ECC, XIDs."""
+        state = dataclasses.asdict(health)
+        busy = (util or 0) >= BUSY_PERCENT
+        key = json.dumps([state, busy], sort_keys=True)
+        if self._health_said.get(gpu) == key:
+            return
+        self._health_said[gpu] = key
+        self.conn.execute("INSERT OR REPLACE INTO resource_gpu_health VALUES (?, ?, ?, ?)",
+                          (sid, gpu, t, json.dumps({**state, "util": util}, separators=(",", ":"))))
 
     def _write_info(self, sample: ResourceSample) -> None:
         host = sample.host

@@ -357,3 +357,22 @@ def read_process_samples(
             processes.append({**static.get(int(entry["pid"]), {}), **entry})
         out.append({"t": t, "root_pid": details.get("root_pid"), "cores": details.get("cores", []), "processes": processes})
     return out
+
+
+def read_gpu_health(store_path: Path | str, run_id: str) -> list[tuple[int, float, dict[str, Any]]]:
+    """The run's GPU health changes, oldest first: (GPU index, time, GpuHealth as a dict with "util")."""
+    conn = _open_for_reading(store_path)
+    if conn is None:
+        return []
+    try:
+        series = _series(conn, run_id)
+        if series is None:
+            return []
+        try:
+            rows = conn.execute("SELECT gpu, t, health FROM resource_gpu_health WHERE series_id = ? ORDER BY t",
+                                (series[0],)).fetchall()
+        except sqlite3.OperationalError:  # a store written before health was recorded
+            return []
+        return [(int(gpu), float(t), json.loads(text)) for gpu, t, text in rows]
+    finally:
+        conn.close()

@@ -19,3 +19,4 @@ class RunFacts:
     trace_cache_invalidations: int | None = None
     estimate_gpu_bytes: int | None = None  # the pre-launch estimate of one GPU's peak
     estimate_host_bytes: int | None = None  # ... and of the host's (offload)
+    gpu_health: tuple[str, ...] = ()  # what slowed the run's GPUs during its steps: "GPU 0 was throttled (...)"

@@ -32,5 +32,10 @@ def analyse(records: Iterable[StepRecord], *, notes: Sequence[str] = (), facts: 
     summary = describe_bound(bound, slowest, ranks, ranks_word(alike, len(ranks)), facts)
     slowdown = find_slowdown(grouped[slowest.rank])
     advice = advise(bound, ranks, slowest, facts)
+    if facts is not None and facts.gpu_health:
+        # The hardware's own slowness comes before any advice on the setup: the step times above are the GPU's.
+        summary += "; the GPU was not at full speed: " + "; ".join(facts.gpu_health)
+        advice = [f"{'; '.join(facts.gpu_health)}: check the GPU's cooling, power limit and slot (nvidia-smi -q "
+                  "-d PERFORMANCE,PCIE) before changing the setup.", *advice]
     return StepAnatomy(ranks=ranks, bound=bound, slowest_rank=slowest.rank, summary=summary, advice=tuple(advice),
                        slowdown=slowdown, notes=tuple(notes))

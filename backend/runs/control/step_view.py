@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from traindeck.backend.logparse import read_ds_memory
+from traindeck.backend.monitor import health_during, read_gpu_health
 from traindeck.backend.runs.record.layout import RunDir
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 from traindeck.backend.steps import (
@@ -106,7 +107,7 @@ def _cores() -> int | None:
         return os.cpu_count()
 
 
-def run_facts(record: RunRecord, records: list[StepRecord]) -> RunFacts:
+def run_facts(record: RunRecord, records: list[StepRecord], store_path: Path | None = None) -> RunFacts:
     run_dir = RunDir(Path(record.run_dir))
     command = _command(run_dir)
     estimate = _json_file(run_dir.path / "estimate.json")
@@ -116,7 +117,19 @@ def run_facts(record: RunRecord, records: list[StepRecord]) -> RunFacts:
     invalidations = trace_cache_invalidations(run_dir.output)
     return RunFacts(ds_config=deepspeed_config(run_dir, command), cpu_cores=_cores(), ranks_on_host=ranks,
                     trace_cache_invalidations=invalidations or None,
-                    estimate_gpu_bytes=int(estimate_gpu) if isinstance(estimate_gpu, (int, float)) else None)
+                    estimate_gpu_bytes=int(estimate_gpu) if isinstance(estimate_gpu, (int, float)) else None,
+                    gpu_health=tuple(gpu_health_during_steps(store_path, record.id, records))
+                    if store_path is not None else ())
+
+
+def gpu_health_during_steps(store_path: Path, run_id: str, records: list[StepRecord]) -> list[str]:
+    """What slowed the run's GPUs while its steps ran (throttling, a slow PCIe link, replays, XIDs), from the
+    health changes its resource recorder kept."""
+    changes = read_gpu_health(store_path, run_id)
+    if not changes:
+        return []
+    windows = [(r.t - r.step_ms / 1000, r.t) for r in records]
+    return health_during(changes, windows)
 
 
 def timing_notes(record: RunRecord, store: RunStore, have_steps: bool) -> list[str]:
@@ -156,7 +169,7 @@ def _records(record: RunRecord, store: RunStore, rank: int | None = None) -> lis
 
 
 def _anatomy(record: RunRecord, store: RunStore, records: list[StepRecord], rank: int | None) -> StepAnatomy:
-    facts = run_facts(record, records)
+    facts = run_facts(record, records, store.path)
     anatomy = analyse(records, notes=timing_notes(record, store, bool(records)), facts=facts)
     if record.run_dir and not any(r.gpu_allocated is not None or r.gpu_peak_allocated is not None
                                   for r in records):  # no CUDA figures recorded: DeepSpeed's MA/CA lines

@@ -90,3 +90,46 @@ def test_the_monitors_json_has_each_gpus_health_as_the_command_line_prints_it() 
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["gpus"] == []  # this machine: no GPU, so no health to print
+
+
+def test_a_run_recorded_on_a_throttled_gpu_has_it_in_its_step_verdict(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The recorder keeps a row when a GPU's health changes; the step anatomy names the throttling that covered
+    its steps, before any advice on the setup."""
+    import time
+
+    from traindeck.backend.core.paths import run_store_path
+    from traindeck.backend.monitor.sample_store import ResourceWriter
+    from traindeck.backend.monitor.sampler import ResourceSampler
+    from traindeck.backend.monitor.store_read import read_gpu_health
+    from traindeck.backend.runs.control.step_view import run_step_anatomy
+    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+    from traindeck.backend.steps import PHASES, StepRecord
+
+    record = RunRecord(id="20261127-120000-7e7e", run_dir=str(tmp_path), created_at=time.time(), name="hot",
+                       state="succeeded")
+    with RunStore() as store:
+        store.add_run(record)
+    fake = FakePynvml(recording("dual_rtx_a5000"))
+    sampler = ResourceSampler(lambda: None, gpu_library=NvmlLibrary(fake, host_pid_namespace=True), interval_s=0.1)
+    writer = ResourceWriter(run_store_path(), record.id, interval_s=1.0, started_at=time.time())
+    sampler.start()
+    try:
+        for _ in range(3):
+            writer.write(sampler.sample())  # healthy: one row per GPU, then none while nothing changes
+        fake.driver.set_health(0, clocks_event_reasons=["hw_thermal_slowdown"])
+        hot = sampler.sample()
+        writer.write(hot)
+        writer.write(sampler.sample())
+    finally:
+        sampler.stop()
+        writer.close()
+    rows = read_gpu_health(run_store_path(), record.id)
+    assert [(gpu, h["throttle"]) for gpu, _t, h in rows] == [(0, ["gpu_idle"]), (1, ["gpu_idle"]),
+                                                            (0, ["hw_thermal_slowdown"])]
+    phases = {p: 0.0 for p in PHASES} | {"forward": 30.0, "backward": 70.0}
+    steps = [StepRecord(rank=0, step=n, t=hot.t + 0.2 * n, step_ms=100.0, phases_ms=dict(phases)) for n in range(1, 9)]
+    with RunStore() as store:
+        store.add_steps(record.id, steps)
+    anatomy = run_step_anatomy(record)
+    assert "GPU 0 was throttled (thermal (hardware)) for 100% of the timed steps" in anatomy.summary
+    assert anatomy.advice[0].startswith("GPU 0 was throttled") and "GPU 1" not in anatomy.summary
