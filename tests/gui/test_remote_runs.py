@@ -114,7 +114,7 @@ def test_each_page_names_its_machine_and_the_queue_is_the_remotes(window, sshd: 
     """Connected, the Queue page showed this machine's queue, and nothing on Monitor, History or Launch said which
     machine they show; the remote run's charts were empty axes without a word."""
     from traindeck.backend.queue.entries import QueuedLaunch, QueueStore
-    from traindeck.gui.pages.queue import COLUMNS
+    from traindeck.gui.pages.queue import COLUMNS, REFRESH_MS, REMOTE_REFRESH_MS
 
     held = subprocess.run([str(VENV_TRAINDECK), "--host", sshd.host, "queue", "add", "--hold", "--name",
                            "queued-over-there", "--python", PLAIN_PYTHON, str(script(tmp_path, "q.py", 1, 0))],
@@ -146,6 +146,7 @@ def test_each_page_names_its_machine_and_the_queue_is_the_remotes(window, sshd: 
     page = window.page("queue")
     qtbot.waitUntil(lambda: [r["name"] for r in page.rows] == ["queued-over-there"], timeout=60000)
     assert page.summary.text().startswith(f"{sshd.host}'s queue")
+    assert page.poller.interval() == REMOTE_REFRESH_MS  # an ssh call each read: less often than here
     page.table.selectRow(0)
     page.act("remove")  # acts there, through the connection
     qtbot.waitUntil(lambda: page.table.rowCount() == 0 and "empty" in page.summary.text(), timeout=60000)
@@ -154,6 +155,6 @@ def test_each_page_names_its_machine_and_the_queue_is_the_remotes(window, sshd: 
     assert '"queued-over-there"' not in listed.stdout and listed.returncode == 0
 
     connector.back_to_local()
-    assert line.isHidden()
+    assert line.isHidden() and page.poller.interval() == REFRESH_MS
     qtbot.waitUntil(lambda: page.table.rowCount() == 1 and page.table.item(0, COLUMNS.index("Name")).text() == "queued-here",
                     timeout=60000)

@@ -29,6 +29,9 @@ from traindeck.gui.pages.base import Page
 from traindeck.gui.polling import Poller
 
 REFRESH_MS = 2000
+# Another machine's queue: each read is an ssh call running that machine's traindeck (about 0.5 s there), so
+# less often, as its resources in the status bar.
+REMOTE_REFRESH_MS = 5000
 # The reason for waiting is the long, varying text: last, taking the room left.
 COLUMNS = ("Pos", "Name", "State", "GPUs", "Id", "Waiting for")
 POS, NAME, STATE, GPUS, ID, WAITING = range(len(COLUMNS))
@@ -125,6 +128,8 @@ class QueuePage(Page):
     def use_remote(self, remote: RemoteRuns | None) -> None:
         """Show another machine's queue (None: this machine's again); a read of the previous one is dropped."""
         self.remote = remote
+        self.poller.live_ms = self.poller.max_ms = REMOTE_REFRESH_MS if remote is not None else REFRESH_MS
+        self.poller.timer.setInterval(self.poller.live_ms)
         self._generation += 1
         self._busy = False
         self.rows = []
@@ -179,8 +184,8 @@ class QueuePage(Page):
         """The names whole up to NAME_MAX_CHARS: refitted when the names need another width, so a width the
         person dragged stays while the names stay the same."""
         metrics = self.table.fontMetrics()
-        widest = max([self.table.sizeHintForColumn(NAME), self.table.horizontalHeader().sectionSizeHint(NAME)])
-        width = min(widest, metrics.horizontalAdvance("x" * NAME_MAX_CHARS) + 12)
+        widest = max(self.table.sizeHintForColumn(NAME), self.table.horizontalHeader().sectionSizeHint(NAME)) + 8
+        width = min(widest, metrics.horizontalAdvance("x" * NAME_MAX_CHARS) + 16)
         if width != self._name_width:
             self._name_width = width
             self.table.setColumnWidth(NAME, width)
