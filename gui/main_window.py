@@ -28,6 +28,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QApplication,
+    QLabel,
     QListWidget,
     QListWidgetItem,
     QMainWindow,
@@ -126,9 +127,19 @@ class MainWindow(QMainWindow):
             self.stack.addWidget(QWidget())  # placeholder until the page is first shown
             self._holders[page_type.key] = index
         self.nav.currentRowChanged.connect(self._row_changed)
+        # Which machine the page shows, above every page: hidden on this machine, set by the remote connection.
+        self.machine_line = QLabel()
+        self.machine_line.setObjectName("machine_line")
+        self.machine_line.setWordWrap(True)
+        self.machine_line.hide()
+        shown = QWidget()
+        column = QVBoxLayout(shown)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.machine_line)
+        column.addWidget(self.stack, 1)
         splitter = QSplitter()
         splitter.addWidget(self.nav)
-        splitter.addWidget(self.stack)
+        splitter.addWidget(shown)
         splitter.setStretchFactor(1, 1)
         splitter.setChildrenCollapsible(False)
         splitter.setSizes([150, 10_000])  # the list has a fixed width: the pages get the rest (no empty gap)
@@ -234,7 +245,7 @@ class MainWindow(QMainWindow):
         file_menu = self.menuBar().addMenu("&File")
         from traindeck.gui.remote_connect import RemoteConnector  # (File > Connect to machine...)
 
-        self.remote = RemoteConnector(self, self.ctx, lambda: self.page("runs"))
+        self.remote = RemoteConnector(self, self.ctx, self.page)
         self.remote.add_actions(file_menu)
         quit_action = QAction("&Quit", self)
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)

@@ -2,14 +2,20 @@
 
 The connection is a backend Session (one ssh ControlMaster in a private temp directory); every call over it runs
 on the thread pool (ctx.tasks), never on the UI thread. Once connected, the Runs page reads the remote source
-(backend/remote/runs.py) instead of the local run store: its list, a run's followed log, stop. The window title
-names the machine; the status bar shows the machine's resources; File > Launch on the machine... starts a run
-there. Other pages (Monitor, History, Launch, Queue) keep showing this machine.
+(backend/remote/runs.py) instead of the local run store: its list, a run's followed log, stop; the Queue page reads
+and acts on the machine's queue. The window title names the machine; the status bar shows the machine's resources;
+File > Launch on the machine... starts a run there. The other pages (Monitor, History, Launch, Configure,
+Estimate) keep showing this machine.
+
+While connected, the line above every page (the window's machine_line) says which machine that page shows, and
+what of the other one is not shown there (charts are not read over SSH); on this machine alone it is hidden.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import socket
+from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QAction
@@ -30,14 +36,28 @@ from traindeck.backend.remote import RemoteRuns, Session, Target
 from traindeck.gui.context import AppContext
 from traindeck.gui.tasks import TaskError
 
-if TYPE_CHECKING:
-    from traindeck.gui.pages.runs import RunsPage
-
 RECENT_KEY = "remote/recent_hosts"
 TRAINDECK_KEY = "remote/traindeck"
 MAX_RECENT = 8
 RESOURCES_MS = 5000
 TITLE = "traindeck"
+
+
+def machine_line_text(page: str, host: str, here: str) -> str:
+    """What the line above a page says while connected to `host`: which machine the page shows (`here`: this
+    machine's name), and what of `host` it does not show."""
+    if page == "runs":
+        return (f"Showing {host} (over SSH): its runs, their logs and latest metrics. Metric and resource charts "
+                f"are not shown for another machine's runs (connected to {host}).")
+    if page == "queue":
+        return f"Showing {host}'s queue (over SSH)."
+    if page == "monitor":
+        return (f"Showing this machine ({here}), not {host}: resource charts are not shown for another machine's "
+                f"runs (connected to {host}); {host}'s CPU, memory and GPUs are in the status bar.")
+    if page == "launch":
+        return (f"Showing this machine ({here}): a launch here starts on {here}; "
+                f"File > Launch on the machine… starts a run on {host}.")
+    return f"Showing this machine ({here}), not {host}: {host}'s runs are on the Runs page, its queue on the Queue page."
 
 
 def open_remote(host: str, traindeck: str | None) -> RemoteRuns:
@@ -94,10 +114,19 @@ class ConnectDialog(QDialog):
 class RemoteConnector(QObject):
     """The window's remote connection: at most one machine at a time."""
 
-    def __init__(self, window: QMainWindow, ctx: AppContext, runs_page: Any):
+    def __init__(self, window: QMainWindow, ctx: AppContext, page: Callable[[str], Any]):
         super().__init__(window)
         self.window, self.ctx = window, ctx
-        self._runs_page = runs_page  # a callable giving the Runs page (built on demand)
+        self._page = page  # the window's page by key (built on demand)
+        self.here = socket.gethostname() or "this machine"
+        # The line above every page (the window's; a plain label when the window has none, as in a bare test).
+        line = getattr(window, "machine_line", None)
+        self.machine_line: QLabel = line if isinstance(line, QLabel) else QLabel()
+        self.machine_line.setStyleSheet("QLabel { padding: 4px 6px; font-weight: 600; "
+                                        "background: palette(alternate-base); border-bottom: 1px solid palette(mid); }")
+        nav = getattr(window, "nav", None)
+        if nav is not None:  # the page shown changed: the line says what that one shows
+            nav.currentRowChanged.connect(lambda _row: self._show_machine_line())
         self.remote: RemoteRuns | None = None
         self.connecting: str | None = None
         self.last_error = ""
@@ -158,9 +187,10 @@ class RemoteConnector(QObject):
         self.ctx.settings.setValue(RECENT_KEY, recent[:MAX_RECENT])
         self.ctx.settings.setValue(TRAINDECK_KEY, traindeck)
         self.window.setWindowTitle(f"{TITLE} — {host}")
-        page: RunsPage = self._runs_page()
-        page.use_source(remote)
+        self._page("runs").use_source(remote)
+        self._page("queue").use_remote(remote)
         self.ctx.navigate.emit("runs")
+        self._show_machine_line()
         self.ctx.status.emit(f"Connected to {host} ({remote.session.remote_version})")
         self._update_actions()
         self.timer.start()
@@ -179,10 +209,27 @@ class RemoteConnector(QObject):
         self.timer.stop()
         self.resources_label.clear()
         self.window.setWindowTitle(TITLE)
-        self._runs_page().use_source(None)
+        self._page("runs").use_source(None)
+        self._page("queue").use_remote(None)
+        self._show_machine_line()
         if remote is not None:
             self.ctx.tasks.run(remote.close)
         self._update_actions()
+
+    def current_page(self) -> str:
+        """The key of the page the window shows ("" when it cannot say)."""
+        stack = getattr(self.window, "stack", None)
+        page = stack.currentWidget() if stack is not None else None
+        return str(getattr(page, "key", "") or "")
+
+    def _show_machine_line(self) -> None:
+        remote = self.remote
+        if remote is None:  # this machine alone: nothing to tell apart
+            self.machine_line.clear()
+            self.machine_line.hide()
+            return
+        self.machine_line.setText(machine_line_text(self.current_page(), remote.host, self.here))
+        self.machine_line.show()
 
     def shutdown(self) -> None:
         """The window closes: end the connection (the remote runs go on)."""

@@ -9,10 +9,12 @@ from traindeck.backend.queue.keeper import plan_starts
 
 
 def queue_rows(queue: QueueStore, include_finished: bool = False) -> list[dict[str, Any]]:
-    """What `queue list --json` prints: one row per run of the queue, in order (also for the dashboard)."""
+    """What `queue list --json` prints: one row per run of the queue, in order (also for the dashboard). A running
+    run's row has started_at (epoch seconds; null for the others)."""
     entries = queue.entries(include_finished=include_finished)
     waiting = [e for e in entries if e.state == "queued"]
     running = queue.runs.list_runs(state="running")
+    started = {r.id: r.started_at or r.created_at for r in running}  # a running row says since when (epoch s)
     try:
         from traindeck.backend.queue.gpus import sample_gpus
 
@@ -30,7 +32,7 @@ def queue_rows(queue: QueueStore, include_finished: bool = False) -> list[dict[s
             waiting_for = decision.waiting_for or "its turn (starting)"
         rows.append({"id": entry.run_id, "name": entry.name, "position": position, "waiting_for": waiting_for,
                      "state": entry.state, "held": entry.held, "gpus": entry.gpus,
-                     "assigned_gpus": entry.assigned_gpus})
+                     "assigned_gpus": entry.assigned_gpus, "started_at": started.get(entry.run_id)})
     return rows
 
 

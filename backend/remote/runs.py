@@ -28,7 +28,7 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9._:-]+$")
 
 
 class RemoteRuns:
-    """One remote machine's runs: list, one run's view (its log mirrored), stop, launch, resources."""
+    """One remote machine's runs: list, one run's view (its log mirrored), stop, launch, resources, its queue."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -90,6 +90,33 @@ class RemoteRuns:
         import json
 
         return dict(json.loads(line.splitlines()[-1])) if line else {}
+
+    # ---- the queue there (the names and answers of backend/queue/listing.py's) ----------------------------------------
+    def queue_state(self) -> dict[str, Any]:
+        """The remote machine's queue at one moment (`queue list --all --json`), as queue_state() gives this one's."""
+        data = self.session.json(["queue", "list", "--all", "--json"])
+        return {"paused": bool(data.get("paused")), "pause_reason": data.get("pause_reason") or "",
+                "max_running": data.get("max_running"), "stop_on_failure": bool(data.get("stop_on_failure")),
+                "keeper_running": data.get("keeper_pid") is not None, "runs": list(data.get("runs") or [])[-200:]}
+
+    def queue_action(self, action: str, run_id: str | None = None, position: int | None = None) -> str:
+        """`queue ACTION [ID [POSITION]]` there; its one line to show. Raises ValueError with the remote's reason
+        when it cannot be done (as queue_action() does here), RemoteError when the machine was not reached."""
+        args = ["queue", action]
+        if run_id is not None:
+            _check_id(run_id)
+            args.append(run_id)
+        if position is not None:
+            args.append(str(int(position)))
+        result = self.session.call(args, check=False)
+        said = [ln for ln in result.stdout.decode(errors="replace").splitlines() if ln.strip()]
+        if result.returncode in (1, 2):  # the remote traindeck's own refusal (a UserError; a start that failed)
+            errors = [ln for ln in result.stderr.decode(errors="replace").splitlines() if ln.strip()]
+            line = (errors or said or [f"queue {action} failed"])[-1].removeprefix("traindeck: ")
+            raise ValueError(f"{self.host}: {line}")
+        if result.returncode != 0:
+            raise self.session.failure(result.returncode, result.stderr.decode(errors="replace"))
+        return f"{self.host}: {said[-1] if said else action}"
 
     def close(self) -> None:
         self._stop_mirror()

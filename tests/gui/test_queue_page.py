@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
+from support import TESTS
 
 pytest.importorskip("PySide6")
 
@@ -24,7 +28,9 @@ def page(qtbot):
 
 
 def _names(page) -> list[tuple[str, str, str]]:
-    return [(page.table.item(r, 0).text(), page.table.item(r, 1).text(), page.table.item(r, 3).text())
+    from traindeck.gui.pages.queue import NAME, POS, WAITING
+
+    return [(page.table.item(r, POS).text(), page.table.item(r, NAME).text(), page.table.item(r, WAITING).text())
             for r in range(page.table.rowCount())]
 
 
@@ -43,7 +49,7 @@ def test_lists_waiting_runs_in_order_and_acts_on_them(qtbot, page):
     qtbot.waitUntil(lambda: [n for _, n, _ in _names(page)] == ["a", "c", "b"], timeout=10000)
     page.table.selectRow(0)
     qtbot.mouseClick(page.buttons["hold"], Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: page.table.rowCount() == 3 and page.table.item(0, 3).text() == "held", timeout=10000)
+    qtbot.waitUntil(lambda: page.table.rowCount() == 3 and _names(page)[0][2] == "held", timeout=10000)
     page.table.selectRow(2)
     qtbot.mouseClick(page.buttons["remove"], Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: page.table.rowCount() == 2, timeout=10000)
@@ -93,7 +99,7 @@ def test_ids_are_shown_whole_and_rows_are_not_numbered_beside_pos(qtbot):
     qtbot.wait(50)
     try:
         assert page.table.verticalHeader().isHidden()
-        id_column = 5  # "Id"
+        from traindeck.gui.pages.queue import ID as id_column
         needed = page.table.fontMetrics().horizontalAdvance(page.table.item(0, id_column).text())
         assert page.table.columnWidth(id_column) >= needed
     finally:
@@ -104,3 +110,63 @@ def test_an_empty_queue_says_how_runs_get_there(qtbot, page):
     page.page_shown()
     qtbot.waitUntil(lambda: "empty" in page.summary.text(), timeout=10000)
     assert "Launch page" in page.summary.text() and "queue add" in page.summary.text()
+
+
+def test_long_names_fit_up_to_a_limit_and_the_last_column_takes_the_room_left(qtbot):
+    """Names were cut in a narrow column; a very long one must not push the reason for waiting off the page."""
+    from traindeck.gui.context import AppContext
+    from traindeck.gui.pages.queue import NAME, NAME_MAX_CHARS, QueuePage
+
+    page = QueuePage(AppContext(demo=True))
+    qtbot.addWidget(page)
+    page.resize(1100, 500)
+    page.show()
+    page.load_demo()
+    fitting = "sweep-lr=3e-05,warmup=0.1,bs=64,seed=7"  # 38 characters: shown whole
+    endless = "x" * 300
+    rows = [dict(page.rows[1], id="r1", name=fitting), dict(page.rows[1], id="r2", name="short", position=2)]
+    page.show_state({"paused": False, "pause_reason": "", "keeper_running": True, "runs": rows})
+    qtbot.wait(50)
+    try:
+        header = page.table.horizontalHeader()
+        assert header.stretchLastSection()
+        metrics = page.table.fontMetrics()
+        assert page.table.columnWidth(NAME) >= metrics.horizontalAdvance(fitting)
+        rows.append(dict(page.rows[1], id="r3", name=endless, position=3))
+        page.show_state({"paused": False, "pause_reason": "", "keeper_running": True, "runs": rows})
+        qtbot.wait(50)
+        assert page.table.columnWidth(NAME) <= metrics.horizontalAdvance("x" * (NAME_MAX_CHARS + 4))
+        assert page.table.item(2, NAME).toolTip() == endless  # the whole name, on hover
+    finally:
+        page.shutdown()
+
+
+@pytest.mark.launch
+def test_a_running_queued_run_fills_every_column(qtbot, page):
+    """A queued run that started showed a blank row: no position, nothing waited for, no GPUs."""
+    from traindeck.gui.pages.queue import COLUMNS, GPUS, POS, STATE, WAITING
+
+    job = TESTS / "fixtures" / "scripts" / "queue_job.py"
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "traindeck", *args], capture_output=True, text=True,
+                              timeout=120, cwd=job.parent, stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    cli("queue", "--max-running", "1")
+    run_id = cli("queue", "add", "--launcher", "python", "--name", "runs-a-while", job.name, "--steps", "600",
+                 "--step-time", "0.2").split()[-1]
+    try:
+        page.page_shown()
+        qtbot.waitUntil(lambda: any(r["id"] == run_id and r["state"] == "running" for r in page.rows),
+                        timeout=90000)
+        row = next(i for i, r in enumerate(page.rows) if r["id"] == run_id)
+        cells = [page.table.item(row, c).text() for c in range(len(COLUMNS))]
+        assert all(cell.strip() for cell in cells), dict(zip(COLUMNS, cells, strict=True))
+        assert cells[STATE] == "running" and cells[POS] == "–" and cells[GPUS] == "–"
+        assert cells[WAITING].startswith("nothing: running since ")
+    finally:
+        cli("queue", "pause")
+        subprocess.run([sys.executable, "-m", "traindeck", "stop", run_id, "--grace", "1"], capture_output=True,
+                       timeout=120, stdin=subprocess.DEVNULL)

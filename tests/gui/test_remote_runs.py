@@ -1,6 +1,7 @@
 """The dashboard watching another machine over SSH (a real sshd on 127.0.0.4:2224, tests/sshhelp.py): File >
 Connect to machine... through the window's connector; the Runs page lists the remote's runs (not the local ones),
-follows a run's log, stops it (nothing left), launches one there; the title names the machine."""
+follows a run's log, stops it (nothing left), launches one there; the title names the machine, and the line above
+every page which machine that page shows; the Queue page shows and acts on the remote's queue."""
 
 from __future__ import annotations
 
@@ -73,6 +74,7 @@ def test_runs_page_shows_the_remote_run_and_its_log_then_stops_it(window, sshd: 
         names = [page.run_list.item(i).text().split("\n")[0] for i in range(page.run_list.count())]
         assert "only-here" not in names  # this machine's run is not listed while connected
         qtbot.waitUntil(lambda: page.run_id == run_id, timeout=30000)  # the running run, reattached
+        assert "not over SSH" in page.lower_tabs.tabText(0)  # its charts stay empty: said on their tab
         qtbot.waitUntil(lambda: "remote step 2" in page.console.text(), timeout=60000)  # its log, followed
         qtbot.waitUntil(lambda: connector.resources.startswith(sshd.host + ": CPU"), timeout=60000)
 
@@ -105,3 +107,54 @@ def test_unreachable_machine_is_one_line_and_stays_local(window, qtbot, monkeypa
     assert connector.remote is None
     assert "host unreachable" in connector.last_error and "\n" not in connector.last_error
     assert window.windowTitle() == "traindeck"
+
+
+def test_each_page_names_its_machine_and_the_queue_is_the_remotes(window, sshd: Remote, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                   qtbot) -> None:
+    """Connected, the Queue page showed this machine's queue, and nothing on Monitor, History or Launch said which
+    machine they show; the remote run's charts were empty axes without a word."""
+    from traindeck.backend.queue.entries import QueuedLaunch, QueueStore
+    from traindeck.gui.pages.queue import COLUMNS, REFRESH_MS, REMOTE_REFRESH_MS
+
+    held = subprocess.run([str(VENV_TRAINDECK), "--host", sshd.host, "queue", "add", "--hold", "--name",
+                           "queued-over-there", "--python", PLAIN_PYTHON, str(script(tmp_path, "q.py", 1, 0))],
+                          capture_output=True, text=True, env=sshd.env(), timeout=120, stdin=subprocess.DEVNULL)
+    assert held.returncode == 0, held.stderr
+    with QueueStore() as queue:  # this machine's queue: paused, so nothing here starts
+        queue.update_settings(paused=True)
+        queue.add(QueuedLaunch(script="t.py"), name="queued-here")
+    keys = [page_type.key for page_type in window.page_types]
+    line = window.machine_line
+    for key in keys:  # this machine alone: no line at all
+        window.show_page(key)
+        assert line.isHidden()
+
+    connector = window.remote
+    connector.connect_to(sshd.host, sshd.traindeck)
+    qtbot.waitUntil(lambda: connector.remote is not None or bool(connector.last_error), timeout=60000)
+    assert connector.last_error == ""
+    here = connector.here
+    for key in keys:
+        window.show_page(key)
+        assert line.isVisible() and f"Showing {'this machine' if key not in ('runs', 'queue') else sshd.host}" \
+            in line.text(), (key, line.text())
+        assert sshd.host in line.text() and (key in ("runs", "queue") or here in line.text())
+    window.show_page("monitor")
+    assert "resource charts are not shown for another machine's runs (connected to " + sshd.host in line.text()
+
+    window.show_page("queue")
+    page = window.page("queue")
+    qtbot.waitUntil(lambda: [r["name"] for r in page.rows] == ["queued-over-there"], timeout=60000)
+    assert page.summary.text().startswith(f"{sshd.host}'s queue")
+    assert page.poller.interval() == REMOTE_REFRESH_MS  # an ssh call each read: less often than here
+    page.table.selectRow(0)
+    page.act("remove")  # acts there, through the connection
+    qtbot.waitUntil(lambda: page.table.rowCount() == 0 and "empty" in page.summary.text(), timeout=60000)
+    listed = subprocess.run([str(VENV_TRAINDECK), "--host", sshd.host, "queue", "list", "--all", "--json"],
+                            capture_output=True, text=True, env=sshd.env(), timeout=120, stdin=subprocess.DEVNULL)
+    assert '"queued-over-there"' not in listed.stdout and listed.returncode == 0
+
+    connector.back_to_local()
+    assert line.isHidden() and page.poller.interval() == REFRESH_MS
+    qtbot.waitUntil(lambda: page.table.rowCount() == 1 and page.table.item(0, COLUMNS.index("Name")).text() == "queued-here",
+                    timeout=60000)

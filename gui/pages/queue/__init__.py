@@ -1,11 +1,14 @@
 """The Queue page: the runs waiting to start unattended, what each waits for, and the queue's controls.
 
 Thin over `backend/queue/listing.py`: every read and action runs on the task pool; the keeper (not this window)
-starts the runs, so closing the window changes nothing.
+starts the runs, so closing the window changes nothing. Connected to another machine (gui/remote_connect.py), the
+page reads and acts on that machine's queue instead, through the same calls of the remote source
+(backend/remote/runs.py), and its summary names the machine.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from PySide6.QtGui import QKeySequence, QShortcut
@@ -20,12 +23,19 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from traindeck.backend.remote import RemoteRuns
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
 from traindeck.gui.polling import Poller
 
 REFRESH_MS = 2000
-COLUMNS = ("Pos", "Name", "State", "Waiting for", "GPUs", "Id")
+# Another machine's queue: each read is an ssh call running that machine's traindeck (about 0.5 s there), so
+# less often, as its resources in the status bar.
+REMOTE_REFRESH_MS = 5000
+# The reason for waiting is the long, varying text: last, taking the room left.
+COLUMNS = ("Pos", "Name", "State", "GPUs", "Id", "Waiting for")
+POS, NAME, STATE, GPUS, ID, WAITING = range(len(COLUMNS))
+NAME_MAX_CHARS = 48  # the Name column fits its names up to about this many characters (the whole name: tooltip)
 
 
 class QueuePage(Page):
@@ -39,6 +49,9 @@ class QueuePage(Page):
         self.paused = False
         self._busy = False
         self._showing_demo = False  # `gui --screenshot`'s made-up queue: kept, never replaced by a real read
+        self.remote: RemoteRuns | None = None  # another machine's queue instead (use_remote)
+        self._generation = 0  # bumped when the source changes: a read of the previous one is dropped
+        self._name_width = 0  # the Name column's width as last fitted
         self.poller = Poller(self, self.refresh, live_ms=REFRESH_MS)  # paused while the page is not seen
         self._build()
 
@@ -50,14 +63,16 @@ class QueuePage(Page):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        # Pos is the order: no row numbers beside it. The id is read whole (it is what `traindeck queue` takes), the
-        # reason for waiting gets the room left.
+        # Pos is the order: no row numbers beside it. The id is read whole (it is what `traindeck queue` takes), a
+        # name up to NAME_MAX_CHARS (fitted in show_state; the person may widen it), the reason for waiting, last,
+        # gets the room left.
         self.table.verticalHeader().hide()
         self.table.setWordWrap(False)
         header = self.table.horizontalHeader()
         for column in range(len(COLUMNS)):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(NAME, QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
         self.table.doubleClicked.connect(self._open)
         self.table.itemSelectionChanged.connect(self._update_buttons)
         bar = QHBoxLayout()
@@ -102,11 +117,31 @@ class QueuePage(Page):
         if self._busy or self._showing_demo:
             return
         self._busy = True
-        from traindeck.backend.queue import queue_state
+        generation = self._generation
+        if self.remote is not None:
+            read: Any = self.remote.queue_state
+        else:
+            from traindeck.backend.queue import queue_state as read
+        self.ctx.tasks.run(read, done=lambda state: self._read(generation, state),
+                           failed=lambda error: self._failed(generation, error))
 
-        self.ctx.tasks.run(queue_state, done=self._read, failed=self._failed)
+    def use_remote(self, remote: RemoteRuns | None) -> None:
+        """Show another machine's queue (None: this machine's again); a read of the previous one is dropped."""
+        self.remote = remote
+        self.poller.live_ms = self.poller.max_ms = REMOTE_REFRESH_MS if remote is not None else REFRESH_MS
+        self.poller.timer.setInterval(self.poller.live_ms)
+        self._generation += 1
+        self._busy = False
+        self.rows = []
+        self.table.setRowCount(0)
+        self.summary.setText(f"Reading {remote.host}'s queue…" if remote is not None else "Reading the queue…")
+        self._update_buttons()
+        if self.on_screen():
+            self.refresh()
 
-    def _read(self, state: dict[str, Any]) -> None:
+    def _read(self, generation: int, state: dict[str, Any]) -> None:
+        if generation != self._generation:  # a read of the source shown before
+            return
         if self._showing_demo:  # a read that was under way when the made-up queue was shown
             self._busy = False
             return
@@ -125,6 +160,8 @@ class QueuePage(Page):
         if not rows:  # an empty table said nothing of how runs get here
             text = ("The queue is empty" + (" (paused)" if self.paused else "") + ": a sweep on the Launch page, "
                     "or `traindeck queue add`, puts runs here to start one after another, unattended.")
+        if self.remote is not None:  # which machine's queue this is, in the line read first
+            text = f"{self.remote.host}'s queue: " + text[0].lower() + text[1:]
         self.summary.setText(text)
         self.buttons["pause"].setText("&Resume queue" if self.paused else "&Pause queue")
         # Waiting runs first, in order; then running; then the ones that ended, newest first.
@@ -133,18 +170,32 @@ class QueuePage(Page):
             ended[::-1]
         self.table.setRowCount(len(self.rows))
         for i, row in enumerate(self.rows):
-            gpus = ",".join(map(str, row["assigned_gpus"])) if row["assigned_gpus"] else row["gpus"]
-            state_text = row["state"] + (" (held)" if row["held"] else "")
-            for column, value in enumerate((str(row["position"] or ""), row["name"], state_text,
-                                            row["waiting_for"], gpus, row["id"])):
-                self.table.setItem(i, column, QTableWidgetItem(value))
+            for column, (value, tip) in enumerate(row_cells(row)):
+                item = QTableWidgetItem(value)
+                if tip:
+                    item.setToolTip(tip)
+                self.table.setItem(i, column, item)
             if row["id"] == selected:
                 self.table.selectRow(i)
+        self._fit_name_column()
         self._update_buttons()
 
-    def _failed(self, error: str) -> None:
+    def _fit_name_column(self) -> None:
+        """The names whole up to NAME_MAX_CHARS: refitted when the names need another width, so a width the
+        person dragged stays while the names stay the same."""
+        metrics = self.table.fontMetrics()
+        widest = max(self.table.sizeHintForColumn(NAME), self.table.horizontalHeader().sectionSizeHint(NAME)) + 8
+        width = min(widest, metrics.horizontalAdvance("x" * NAME_MAX_CHARS) + 16)
+        if width != self._name_width:
+            self._name_width = width
+            self.table.setColumnWidth(NAME, width)
+
+    def _failed(self, generation: int, error: str) -> None:
+        if generation != self._generation:
+            return
         self._busy = False
-        self.summary.setText(f"Could not read the queue: {error}")
+        where = f"{self.remote.host}'s queue" if self.remote is not None else "the queue"
+        self.summary.setText(f"Could not read {where}: {error.splitlines()[0] if error else 'failed'}")
 
     def selected(self) -> str | None:
         rows = self.table.selectionModel().selectedRows()
@@ -182,10 +233,15 @@ class QueuePage(Page):
             args = ("release" if row["held"] else "hold", row["id"])
         else:
             args = (action, row["id"])
-        self.ctx.tasks.run(queue_action, *args, done=self._acted, failed=self._acted)
+        act: Any = self.remote.queue_action if self.remote is not None else queue_action
+        generation = self._generation
+        self.ctx.tasks.run(act, *args, done=lambda m: self._acted(generation, m),
+                           failed=lambda m: self._acted(generation, m))
 
-    def _acted(self, message: str) -> None:
+    def _acted(self, generation: int, message: str) -> None:
         self.ctx.status.emit(message)
+        if generation != self._generation:  # another machine's queue is shown now: it reads itself
+            return
         self._busy = False
         self.refresh()
 
@@ -203,6 +259,31 @@ class QueuePage(Page):
 
     def shutdown(self) -> None:
         self.poller.stop()
+
+
+def row_cells(row: dict[str, Any]) -> list[tuple[str, str]]:
+    """One row's cells in COLUMNS order, each (text, tooltip). Every state says something in every column: a
+    running run is out of the order, waits for nothing and shows since when it runs."""
+    state = row["state"]
+    if row.get("assigned_gpus"):
+        gpus, gpus_tip = ",".join(map(str, row["assigned_gpus"])), "the GPUs it was started on"
+    elif row.get("gpus"):
+        gpus, gpus_tip = str(row["gpus"]), "the GPUs it asked for"
+    else:
+        gpus, gpus_tip = "–", "no GPUs asked for: it starts whenever a slot is free"
+    if state == "queued":
+        position, waiting = str(row["position"] or ""), row["waiting_for"] or "its turn"
+    else:
+        position = "–"
+        if state == "running":
+            started = row.get("started_at")
+            waiting = ("nothing: running since " + time.strftime("%H:%M:%S", time.localtime(started))
+                       if started else "nothing: running")
+        else:
+            waiting = "nothing: it ended"
+    state_text = state + (" (held)" if row["held"] else "")
+    return [(position, "its place in the order" if state == "queued" else "started: out of the order"),
+            (row["name"], row["name"]), (state_text, ""), (gpus, gpus_tip), (row["id"], ""), (waiting, waiting)]
 
 
 PAGE = QueuePage

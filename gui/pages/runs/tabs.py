@@ -29,7 +29,9 @@ class RunTabs(QTabWidget):
 
     def open_run(self, remote: bool) -> None:
         """Another run is open: no counts yet, no Nodes tab until its nodes are read; no Checkpoints tab for a run
-        of another machine (read from this machine's files: not over SSH yet)."""
+        of another machine (read from this machine's files: not over SSH yet), and its charts say they stay empty
+        (the series are not read over SSH; the latest metrics beside them are)."""
+        self.setTabText(0, "Charts (latest metrics only: not over SSH)" if remote else "Charts")
         self.setTabText(self.checkpoints_tab, "Checkpoints")
         self.setTabEnabled(self.checkpoints_tab, not remote)
         if remote:
