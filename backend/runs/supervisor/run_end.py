@@ -34,6 +34,7 @@ from traindeck.backend.runs.diagnosis.diagnose import (
 )
 from traindeck.backend.runs.diagnosis.evidence import (
     boot_time_offset,
+    free_space_of,
     kernel_oom_kills,
     launcher_spawned_ranks,
     log_tail,
@@ -190,6 +191,7 @@ class RunEnd:
             settings=launch_settings(self.run_dir),
             stall_stacks=stall_stacks,
             scheduler_end=read_scheduler_end(self.run_dir.path),
+            free_space=free_space_of(tail),
         )
 
     def _memory_limit(self) -> tuple[MemoryLimit | None, int | None]:
