@@ -163,10 +163,10 @@ class DurationAxisItem(pg.AxisItem):
         if span == 0 or not math.isfinite(span):
             return []
         target = span / max(2.0, size / 80.0)  # about one labelled tick per 80 px
-        major = next((step for step in _DURATION_STEPS if step >= target), _DURATION_STEPS[-1])
-        if major == _DURATION_STEPS[-1] and target > major:
+        major = float(next((step for step in _DURATION_STEPS if step >= target), _DURATION_STEPS[-1]))
+        if target > major:  # weeks and more: whole days in 1, 2, 5 steps
             major = _nice_step(target / 86400) * 86400
-        return [(float(major), 0.0)]
+        return [(major, 0.0)]
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
         return [duration_tick(v) for v in values]

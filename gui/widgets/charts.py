@@ -484,7 +484,8 @@ class TimeSeriesChart(QWidget):
 
     def _x_extent(self) -> tuple[float, float] | None:
         lows, highs = [], []
-        for series in self._series.values():
+        # A leader follows the data of the charts linked to it too (see link_x): none of theirs is cut off.
+        for series in [s for chart in (self, *self._followers) for s in chart._series.values()]:
             x = series.ring.view()[0]
             if len(x):
                 first = series.older.first_x if series.older is not None and series.older.count else None

@@ -96,14 +96,21 @@ class StepClock:
         return len(self._steps)
 
     def add(self, steps: Iterable[float | None], times: Iterable[float]) -> None:
-        """Pairs in any order; steps already known (or older than the newest) are skipped."""
-        for step, t in zip(steps, times, strict=False):
-            if step is None or not math.isfinite(step) or not math.isfinite(t):
-                continue
-            if self._steps and step <= self._steps[-1]:
-                continue
-            self._steps.append(float(step))
-            self._times.append(float(t))
+        """Pairs in any order (a step already known keeps its first time); pairs without a step are skipped."""
+        pairs = [(float(step), float(t)) for step, t in zip(steps, times, strict=False)
+                 if step is not None and math.isfinite(step) and math.isfinite(t)]
+        if not pairs:
+            return
+        if all(b[0] > a[0] for a, b in zip(pairs, pairs[1:], strict=False)) and (
+                not self._steps or pairs[0][0] > self._steps[-1]):
+            self._steps.extend(step for step, _ in pairs)  # the usual case: newer steps, in order
+            self._times.extend(t for _, t in pairs)
+        else:  # older history arriving after newer points (the clock's first read): merged
+            merged = dict(reversed(pairs))
+            merged.update(zip(self._steps, self._times, strict=True))
+            ordered = sorted(merged.items())
+            self._steps = [step for step, _ in ordered]
+            self._times = [t for _, t in ordered]
         while len(self._steps) > self.max_knots:
             keep = len(self._steps) - self.max_knots // 2  # thin the older part, keep the newest whole
             self._steps = self._steps[:keep:2] + self._steps[keep:]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+import time
 
 import numpy as np
 import pytest
@@ -82,13 +83,17 @@ def test_step_clock_maps_steps_to_times_and_stays_bounded():
     clock = StepClock(max_knots=100)
     clock.add(range(0, 1000), [1000.0 + 2 * s for s in range(1000)])
     assert len(clock) <= 100
-    clock.add([500, None], [0.0, 0.0])  # older or no step: ignored
+    clock.add([500, None], [0.0, 0.0])  # known or no step: ignored
     times = clock.times(np.array([0.0, 10.0, 999.0, 1009.0]))
     assert times[0] == pytest.approx(1000.0)
     assert times[1] == pytest.approx(1020.0, abs=25)  # thinned: close to, not exactly
     assert times[2] == pytest.approx(2998.0)
     assert times[3] == pytest.approx(3018.0)  # beyond the last known step: at the known pace
     assert np.isnan(StepClock().times(np.array([1.0]))).all()
+    late = StepClock()
+    late.add([100], [200.0])  # a poll's newest point first, the history read after it
+    late.add([0, 50], [100.0, 150.0])
+    assert list(late.times(np.array([0.0, 50.0, 100.0]))) == [100.0, 150.0, 200.0]
 
 
 def test_x_values_by_mode():
@@ -137,4 +142,31 @@ def test_csv_export_of_a_real_store(tmp_path):
     assert not list((tmp_path / "out").glob(".*tmp"))  # written in one step: no temporary left behind
     pairs = read_step_clock(store, run_id, max_knots=10)
     assert pairs[0] == (0.0, 100.0) and pairs[-1] == (49.0, 149.0) and len(pairs) <= 11
+    store.close()
+
+
+def test_a_watched_run_reads_and_keeps_only_the_series_shown(tmp_path):
+    from traindeck.backend.runs import RunRecord, WatchedRun
+    from traindeck.backend.runs.control import view as watch
+
+    store = RunStore(tmp_path / "runs.db")
+    store.add_run(RunRecord(id="r1", run_dir=str(tmp_path / "r1"), created_at=time.time(), name="r1"))
+    store.add_metrics("r1", [(f"m{i:03d}", s, 10.0 + s, float(i), None) for s in range(5) for i in range(200)]
+                      + [("loss", s, 10.0 + s, 1.0, None) for s in range(5)])
+    model = WatchedRun()
+    model.open("r1")
+
+    def read():
+        generation = model.begin_poll()
+        return model.apply(generation, watch.read_view(store, "r1", **model.read_arguments()))
+
+    read()
+    read()
+    assert set(model.series) == {"loss", "m000"}  # the losses and the overview's metric
+    assert model.set_shown(["m150", "m151"])  # new: to be read whole
+    assert model.read_arguments()["whole_series"] == ["m150", "m151"]
+    change = read()
+    assert change is not None and change.series == {"m150", "m151"} and len(model.series["m150"]) == 5
+    assert not model.set_shown(["m151"])  # held already; m150 is forgotten with its chart
+    assert set(model.series) == {"loss", "m000", "m151"}
     store.close()
