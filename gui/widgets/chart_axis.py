@@ -95,11 +95,16 @@ class UnitAxisItem(pg.AxisItem):
         major = _nice_step(span / scale / target) * scale
         return [(major, 0.0), (major / 2, 0.0)]
 
+    def _log_strings(self, values: list[float], spacing: float | None) -> list[str]:
+        decades = abs(self.range[1] - self.range[0])
+        return [format_value(10.0**v, self.unit) if _log_label_wanted(v, decades, spacing is not None) else ""
+                for v in values]
+
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
         if not values:
             return []
         if self.logMode:  # values are powers of ten: 10^-3 reads 0.001
-            return [format_value(10.0**v, self.unit) for v in values]
+            return self._log_strings(values, spacing)
         if self._is_bytes():
             # One unit for the whole axis (from its range, not these values: minor ticks come separately).
             index = _binary_scale(max(abs(self.range[0]), abs(self.range[1]), *(abs(v) for v in values)))
@@ -118,6 +123,20 @@ class UnitAxisItem(pg.AxisItem):
             return [("0" if v == 0 else f"{v:.{digits}e}") + suffix for v in values]
         decimals = _decimals(spacing)
         return [f"{v:.{decimals}f}{suffix}" for v in values]
+
+
+def _log_label_wanted(value: float, decades: float, level_has_spacing: bool) -> bool:
+    """Which ticks of a log axis get a label: each decade; within one decade or two, 2x and 5x too (the minor
+    ticks at 3, 4, 6 ... x stay unlabelled, or their labels run into each other); all of them when the view spans
+    under a decade."""
+    if level_has_spacing:
+        return True
+    if decades > 2.5:
+        return False
+    if decades < 0.6:  # less than a decade in view: every 1..9 x tick, or there would be none
+        return True
+    mantissa = round(10 ** (value - math.floor(value + 1e-9)), 6)
+    return mantissa in (1.0, 2.0, 5.0)
 
 
 class LegendSample(pg.ItemSample):
@@ -162,7 +181,7 @@ class DurationAxisItem(pg.AxisItem):
         span = abs(maxVal - minVal)
         if span == 0 or not math.isfinite(span):
             return []
-        target = span / max(2.0, size / 80.0)  # about one labelled tick per 80 px
+        target = span / max(2.0, size / 60.0)  # about one labelled tick per 60 px
         major = float(next((step for step in _DURATION_STEPS if step >= target), _DURATION_STEPS[-1]))
         if target > major:  # weeks and more: whole days in 1, 2, 5 steps
             major = _nice_step(target / 86400) * 86400

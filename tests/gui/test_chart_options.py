@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 import pytest
-from PySide6.QtGui import QImage
+from PySide6.QtCore import QPoint
+from PySide6.QtGui import QContextMenuEvent, QImage
+from PySide6.QtWidgets import QApplication, QMenu
 
 from traindeck.backend.runs import ema
 from traindeck.gui.widgets.chart_axis import DurationAxisItem, duration_tick
@@ -95,3 +97,27 @@ def test_export_png_and_the_menu(chart, tmp_path):
     assert menu is not None and [a.text() for a in menu.actions()] == ["Save as PNG…"]
     menu.actions()[0].trigger()
     assert asked == ["png"]
+    # A right-click on the plot opens it (pyqtgraph's own menu is off).
+    viewport = chart.plot_widget.viewport()
+    QApplication.sendEvent(viewport, QContextMenuEvent(QContextMenuEvent.Reason.Mouse, QPoint(50, 50),
+                                                       viewport.mapToGlobal(QPoint(50, 50))))
+    popped = [m for m in chart.findChildren(QMenu) if m.isVisible()]
+    assert popped and [a.text() for a in popped[0].actions()] == ["Save as PNG…"]
+    popped[0].close()
+
+
+def test_log_axis_labels_decades_and_not_every_minor_tick(chart):
+    chart.set_series("loss", np.arange(5.0), [1e-3, 1e-2, 1e-1, 1.0, 10.0])
+    chart.log_y = True
+    chart.flush()
+    axis = chart.plot_item.getAxis("left")
+    low, high = axis.range
+    levels = axis.tickValues(low, high, 200)
+    labels = [s for spacing, values in levels for s in axis.tickStrings(values, 1.0, spacing) if s]
+    assert "0.01" in labels and "1" in labels and "0.03" not in labels
+    chart.set_series("loss", np.arange(3.0), [2.7, 3.5, 4.2])  # under a decade: the 3 and 4 ticks are labelled
+    chart.flush()
+    low, high = axis.range
+    labels = [s for spacing, values in axis.tickValues(low, high, 200) for s in axis.tickStrings(values, 1.0, spacing)
+              if s]
+    assert "3" in labels and "4" in labels
