@@ -197,9 +197,6 @@ class LastFigure:
     value: float
     step: float | None  # None: the series is not charted (its step is not held)
 
-    def text(self) -> str:
-        return f"{self.value:.4g}"
-
 
 def last_figures(metrics: Mapping[str, float], series: Mapping[str, BoundedSeries]) -> dict[str, LastFigure]:
     """The latest value of every metric, with its step where the series is held: one read, so the charts'

@@ -118,7 +118,7 @@ def test_last_figures_carry_the_step_of_the_held_series():
     series = BoundedSeries()
     series.add_rows([(199, 1.0, 0.3), (200, 2.0, 0.1025)])
     figures = last_figures({"loss": 0.1025, "lr": 1e-4}, {"loss": series})
-    assert figures["loss"].step == 200 and figures["loss"].text() == "0.1025"
+    assert figures["loss"].step == 200 and figures["loss"].value == 0.1025
     assert figures["lr"].step is None
 
 
