@@ -62,6 +62,21 @@ from .control.lineage import (
 from .control.lineage import (
     line_of_work as line_of_work,
 )
+from .control.metric_charts import X_MODES as X_MODES
+from .control.metric_charts import LastFigure as LastFigure
+from .control.metric_charts import StepClock as StepClock
+from .control.metric_charts import XMode as XMode
+from .control.metric_charts import ema as ema
+from .control.metric_charts import filter_metrics as filter_metrics
+from .control.metric_charts import last_figures as last_figures
+from .control.metric_charts import masked_words as masked_words
+from .control.metric_charts import page_of as page_of
+from .control.metric_charts import positive_only as positive_only
+from .control.metric_charts import read_metric_table as read_metric_table
+from .control.metric_charts import read_step_clock as read_step_clock
+from .control.metric_charts import write_export as write_export
+from .control.metric_charts import write_metrics_csv as write_metrics_csv
+from .control.metric_charts import x_values as x_values
 from .control.new_run import LaunchOutcome as LaunchOutcome
 from .control.new_run import launch_run as launch_run
 from .control.node_report import node_text as node_text

@@ -85,7 +85,7 @@ class UnitAxisItem(pg.AxisItem):
         return self.unit in ("B", "B/s")
 
     def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:  # noqa: N802
-        if not self._is_bytes():
+        if not self._is_bytes() or self.logMode:
             return super().tickSpacing(minVal, maxVal, size)
         span = abs(maxVal - minVal)
         if span == 0 or not math.isfinite(span):
@@ -95,9 +95,16 @@ class UnitAxisItem(pg.AxisItem):
         major = _nice_step(span / scale / target) * scale
         return [(major, 0.0), (major / 2, 0.0)]
 
+    def _log_strings(self, values: list[float], spacing: float | None) -> list[str]:
+        decades = abs(self.range[1] - self.range[0])
+        return [format_value(10.0**v, self.unit) if _log_label_wanted(v, decades, spacing is not None) else ""
+                for v in values]
+
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
         if not values:
             return []
+        if self.logMode:  # values are powers of ten: 10^-3 reads 0.001
+            return self._log_strings(values, spacing)
         if self._is_bytes():
             # One unit for the whole axis (from its range, not these values: minor ticks come separately).
             index = _binary_scale(max(abs(self.range[0]), abs(self.range[1]), *(abs(v) for v in values)))
@@ -118,6 +125,20 @@ class UnitAxisItem(pg.AxisItem):
         return [f"{v:.{decimals}f}{suffix}" for v in values]
 
 
+def _log_label_wanted(value: float, decades: float, level_has_spacing: bool) -> bool:
+    """Which ticks of a log axis get a label: each decade; within one decade or two, 2x and 5x too (the minor
+    ticks at 3, 4, 6 ... x stay unlabelled, or their labels run into each other); all of them when the view spans
+    under a decade."""
+    if level_has_spacing:
+        return True
+    if decades > 2.5:
+        return False
+    if decades < 0.6:  # less than a decade in view: every 1..9 x tick, or there would be none
+        return True
+    mantissa = round(10 ** (value - math.floor(value + 1e-9)), 6)
+    return mantissa in (1.0, 2.0, 5.0)
+
+
 class LegendSample(pg.ItemSample):
     """A short thick line in the series' colour (pyqtgraph draws a triangle for filled curves); clicking it
     still hides or shows the series."""
@@ -130,3 +151,41 @@ class LegendSample(pg.ItemSample):
         pen.setWidthF(3.0)
         p.setPen(pen)
         p.drawLine(2, 11, 18, 11)
+
+
+_DURATION_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
+                   172800, 604800)
+
+
+def duration_tick(seconds: float) -> str:
+    """Seconds since a start as a tick reads: 0:30, 12:00, 1:05:00, 2 d 03:00."""
+    sign = "-" if seconds < 0 else ""
+    s = int(round(abs(seconds)))
+    days, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    if days:
+        return f"{sign}{days} d {h:02d}:{m:02d}"
+    return f"{sign}{h}:{m:02d}:{s:02d}" if h else f"{sign}{m}:{s:02d}"
+
+
+class DurationAxisItem(pg.AxisItem):
+    """An x axis of seconds since the run's start, ticked at round durations (30 s, 5 min, 1 h)."""
+
+    def __init__(self, orientation: str = "bottom", **kwargs: Any) -> None:
+        super().__init__(orientation, **kwargs)
+        self.enableAutoSIPrefix(False)
+        self.setLabel("time since start")
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:  # noqa: N802
+        span = abs(maxVal - minVal)
+        if span == 0 or not math.isfinite(span):
+            return []
+        target = span / max(2.0, size / 60.0)  # about one labelled tick per 60 px
+        major = float(next((step for step in _DURATION_STEPS if step >= target), _DURATION_STEPS[-1]))
+        if target > major:  # weeks and more: whole days in 1, 2, 5 steps
+            major = _nice_step(target / 86400) * 86400
+        return [(major, 0.0)]
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
+        return [duration_tick(v) for v in values]

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 
-from traindeck.backend.runs import BoundedSeries
+from traindeck.backend.runs import BoundedSeries, ema
 
 
 class Ring:
@@ -134,6 +134,14 @@ class ChartSeries:
         self.lone = False  # drawn as a dot: a line needs two points, and one point alone shows nothing
         # Points pushed out of the ring, folded to min/max buckets (None: dropped; see the module's doc).
         self.older = BoundedSeries(recent=1, max_buckets=older_buckets) if older_buckets else None
+        self.raw_curve: pg.PlotDataItem | None = None  # the raw line, faint behind the smoothed one (smoothing on)
+        self._smoothed: tuple[float, np.ndarray] | None = None  # (weight, the ring's y smoothed): until new data
+
+    def smoothed(self, weight: float) -> np.ndarray:
+        """The ring's y smoothed with `weight` (TensorBoard's EMA), computed once per change of data or weight."""
+        if self._smoothed is None or self._smoothed[0] != weight:
+            self._smoothed = (weight, ema(self.ring.view()[1], weight))
+        return self._smoothed[1]
 
     def replace(self, x: np.ndarray, y: np.ndarray) -> None:
         if self.older is not None:
@@ -142,6 +150,7 @@ class ChartSeries:
             if cut:
                 self.older.add(x[:cut].tolist(), y[:cut].tolist())
         self.ring.replace(x, y)
+        self._smoothed = None
 
     def extend(self, x: np.ndarray, y: np.ndarray) -> None:
         if self.older is not None:
@@ -152,6 +161,7 @@ class ChartSeries:
                 self.older.add(ring_x[:old].tolist() + x[:pushed - old].tolist(),
                                ring_y[:old].tolist() + y[:pushed - old].tolist())
         self.ring.extend(x, y)
+        self._smoothed = None
 
     def older_points(self) -> tuple[np.ndarray, np.ndarray]:
         """The folded part as points to draw ((x, min) and (x, max) a bucket); empty when nothing was folded."""

@@ -13,6 +13,11 @@ Why it is built this way:
 - The chart keeps its own view: x follows the newest data (optionally only the last `x_window` units), y is fitted
   from 0 to the visible peak and to any reference line, so an estimate line is always in sight. Zooming or panning
   x by mouse stops following; the "A" button in the corner resumes it.
+- Options for metric charts (the Runs page's grid, History): `smoothing` draws TensorBoard's debiased EMA over
+  each series with the raw line faint behind it; `log_y` a log scale (values <= 0 left out, and the chart says how
+  many); `x_mode` labels x as steps, clock time or time since the run's start (the caller gives x in those units).
+  `show_legend_values` writes the legend's figures without a redraw, so a page can show the same read there and
+  elsewhere; `export_png` saves the chart as drawn; `add_menu_action` fills its right-click menu.
 - Units are formatted on the y axis ("B" and "B/s" in binary steps: GiB, MiB/s) and in the legend, which shows each
   series' latest value. Colours follow the application's light or dark palette, also when it changes.
 
@@ -23,16 +28,18 @@ value words in chart_axis.py. Its speed is benchmarked in tests/perf/bench_gui_c
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtWidgets import QMenu, QVBoxLayout, QWidget
 
-from traindeck.gui.widgets.chart_axis import LegendSample, UnitAxisItem, format_value
+from traindeck.backend.runs import X_MODES, XMode, masked_words, positive_only, write_export
+from traindeck.gui.widgets.chart_axis import DurationAxisItem, LegendSample, UnitAxisItem, format_value
 from traindeck.gui.widgets.chart_series import ChartSeries, as_array, peak_decimate
 
 REDRAW_MS = 50  # at most 20 curve refreshes a second per chart
@@ -43,6 +50,7 @@ DEFAULT_MAX_POINTS = 200_000
 LIGHT_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 DARK_COLOURS = ("#8ab4f8", "#f28b82", "#81c995", "#fdd663", "#c58af9", "#fcad70", "#ff8bcb", "#78d9ec")
 REFERENCE_LIGHT, REFERENCE_DARK = "#b0403a", "#f6aea9"
+RAW_ALPHA = 70  # the raw line behind a smoothed one: visible, but clearly not the line to read
 
 # ------------------------------------------------------------------------------------------------ the chart
 class TimeSeriesChart(QWidget):
@@ -58,13 +66,19 @@ class TimeSeriesChart(QWidget):
     follow_resumed = Signal()
 
     def __init__(self, title: str, unit: str = "", parent: QWidget | None = None, *, x_is_time: bool = True,
-                 max_points: int = DEFAULT_MAX_POINTS, older_buckets: int = 0) -> None:
+                 max_points: int = DEFAULT_MAX_POINTS, older_buckets: int = 0, smoothing: float = 0.0,
+                 log_y: bool = False, x_mode: XMode | None = None) -> None:
         super().__init__(parent)
         self.title = title
         self.unit = unit
         self.max_points = int(max_points)
         self.older_buckets = int(older_buckets)  # > 0: points beyond max_points folded, not dropped
-        self._x_is_time = bool(x_is_time)
+        self._x_mode: XMode = x_mode if x_mode is not None else ("time" if x_is_time else "step")
+        self._smoothing = 0.0
+        self._log_y = False
+        self.masked_count = 0  # values <= 0 a log scale leaves out (see log_y)
+        self.legend_digits = 3  # significant digits of the legend's figures
+        self._menu_actions: list[tuple[str, Callable[[], None]]] = []
         self._x_window: float | None = None
         self._series: dict[str, ChartSeries] = {}
         self._references: dict[str, tuple[float, pg.InfiniteLine]] = {}
@@ -93,6 +107,10 @@ class TimeSeriesChart(QWidget):
         self.legend = pg.LegendItem(offset=None, labelTextSize="8pt", verSpacing=-6, sampleType=LegendSample)
         self.legend.setParentItem(view)
         item.legend = self.legend  # PlotItem.addItem lists named curves in it
+        # What a log scale leaves out, said in words bottom left (hidden while nothing is left out).
+        self.mask_note = pg.LabelItem("", size="8pt", justify="left")
+        self.mask_note.setParentItem(view)
+        self.mask_note.hide()
         view.sigResized.connect(self._place_legend)
         view.sigRangeChangedManually.connect(self._range_changed_by_user)
         view.sigXRangeChanged.connect(self._x_range_changed)
@@ -110,21 +128,64 @@ class TimeSeriesChart(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.plot_widget)
+        self.plot_widget.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.plot_widget.customContextMenuRequested.connect(self._show_menu)
         self._apply_theme()
+        self.smoothing = smoothing
+        self.log_y = log_y
 
     # ------------------------------------------------------------------------------------------- properties
     @property
     def x_is_time(self) -> bool:
-        return self._x_is_time
+        return self._x_mode == "time"
 
     @x_is_time.setter
     def x_is_time(self, value: bool) -> None:
-        value = bool(value)
-        if value == self._x_is_time:
+        self.x_mode = "time" if value else "step"
+
+    @property
+    def x_mode(self) -> XMode:
+        """How x is labelled: "step", "time" (UNIX seconds as clock time) or "relative" (seconds since a start)."""
+        return self._x_mode
+
+    @x_mode.setter
+    def x_mode(self, mode: XMode) -> None:
+        if mode not in X_MODES:
+            raise ValueError(f"x_mode must be one of {X_MODES}, not {mode!r}")
+        if mode == self._x_mode:
             return
-        self._x_is_time = value
+        self._x_mode = mode
         self.plot_item.setAxisItems({"bottom": self._make_x_axis()})
         self._apply_theme()
+        self._schedule()
+
+    @property
+    def smoothing(self) -> float:
+        """TensorBoard's smoothing weight (0 = off, up to 0.99): the smoothed line drawn over the raw one."""
+        return self._smoothing
+
+    @smoothing.setter
+    def smoothing(self, weight: float) -> None:
+        weight = min(0.99, max(0.0, float(weight)))
+        if weight == self._smoothing:
+            return
+        self._smoothing = weight
+        for position, series in enumerate(self._series.values()):
+            self._style_curve(series, position)
+        self._schedule()
+
+    @property
+    def log_y(self) -> bool:
+        """A log scale for y; values <= 0 are left out (see masked_count and mask_note)."""
+        return self._log_y
+
+    @log_y.setter
+    def log_y(self, value: bool) -> None:
+        value = bool(value)
+        if value == self._log_y:
+            return
+        self._log_y = value
+        self.plot_item.setLogMode(x=False, y=value)
         self._schedule()
 
     @property
@@ -151,8 +212,10 @@ class TimeSeriesChart(QWidget):
         self.plot_item.setTitle(title, color=self.palette().color(QPalette.ColorRole.Text).name(), size="9pt")
 
     def _make_x_axis(self) -> pg.AxisItem:
-        if self._x_is_time:
+        if self._x_mode == "time":
             return pg.DateAxisItem(orientation="bottom")
+        if self._x_mode == "relative":
+            return DurationAxisItem()
         axis = pg.AxisItem(orientation="bottom")
         axis.setLabel("step")
         return axis
@@ -180,6 +243,8 @@ class TimeSeriesChart(QWidget):
         if series is not None:
             self.plot_item.removeItem(series.curve)
             self.legend.removeItem(series.curve)
+            if series.raw_curve is not None:
+                self.plot_item.removeItem(series.raw_curve)
             self._schedule()
 
     def add_reference(self, value: float, label: str) -> None:
@@ -285,15 +350,39 @@ class TimeSeriesChart(QWidget):
         columns = int(max(view.width(), self.width() * 0.8, 100) * self.devicePixelRatioF())
         y_low, y_high, found = 0.0, 0.0, False
         data_low, data_high = math.inf, -math.inf
+        masked = 0
         for series in self._series.values():
             x, y = series.ring.view()
-            xd, yd = peak_decimate(x, y, x_low, x_high, columns, series.ring.total - len(series.ring))
+            first_index = series.ring.total - len(series.ring)
+            smoothed = series.smoothed(self._smoothing) if self._smoothing > 0 else None
+            if self._log_y:
+                y, count = positive_only(y)
+                masked += count
+                if smoothed is not None:
+                    smoothed = positive_only(smoothed)[0]
+            xd, yd = peak_decimate(x, y, x_low, x_high, columns, first_index)
             if series.older is not None and series.older.count and len(x) and x_low < x[0]:
                 # The window reaches back into the folded part: its buckets (already ~2 a column), then the ring.
                 ox, oy = series.older_points()
+                if self._log_y:
+                    oy = positive_only(oy)[0]
                 oxd, oyd = peak_decimate(ox, oy, x_low, min(x_high, x[0]), columns)
                 xd, yd = np.concatenate((oxd, xd)), np.concatenate((oyd, yd))
-            series.curve.setData(xd, yd, connect="finite")
+            if smoothed is not None:
+                # The raw line faint behind; the smoothed one (decimated alike) is the curve the legend names.
+                if series.raw_curve is None:
+                    series.raw_curve = pg.PlotDataItem()
+                    series.raw_curve.setZValue(-1)
+                    self.plot_item.addItem(series.raw_curve)
+                    self._style_curve(series, list(self._series).index(series.name))
+                series.raw_curve.setData(xd, yd, connect="finite")
+                sx, sy = peak_decimate(x, smoothed, x_low, x_high, columns, first_index)
+                series.curve.setData(sx, sy, connect="finite")
+            else:
+                if series.raw_curve is not None:
+                    self.plot_item.removeItem(series.raw_curve)
+                    series.raw_curve = None
+                series.curve.setData(xd, yd, connect="finite")
             lone = int(np.count_nonzero(np.isfinite(yd))) == 1
             if lone != series.lone:  # a run's first logged value: a dot until there is a line to draw
                 series.lone = lone
@@ -309,6 +398,10 @@ class TimeSeriesChart(QWidget):
                 if not math.isnan(low):
                     y_low, y_high, found = min(y_low, low), max(y_high, high), True
                     data_low, data_high = min(data_low, low), max(data_high, high)
+        self._show_masked(masked)
+        if self._log_y:
+            self._fit_log_y(found, data_low, data_high)
+            return
         for value, _ in self._references.values():
             y_low, y_high = min(y_low, value), max(y_high, value)
         if self.unit == "%" and found and y_high > 50:
@@ -326,6 +419,31 @@ class TimeSeriesChart(QWidget):
         self._update_legend()
         self._place_legend()
 
+    def _fit_log_y(self, found: bool, low: float, high: float) -> None:
+        """y fitted in decades (the view's units in log mode are log10 of the values)."""
+        view = self.plot_item.getViewBox()
+        for value, _ in self._references.values():
+            if value > 0:
+                low, high, found = min(low, value), max(high, value), True
+        if found and high > 0:
+            top, bottom = math.log10(high), math.log10(low)
+            if top - bottom < 1e-9:
+                bottom, top = bottom - 0.5, top + 0.5
+        else:
+            bottom, top = -1.0, 1.0
+        span = top - bottom
+        self._set_range(lambda: view.setYRange(bottom - span * 0.03, top + span * 0.12, padding=0))
+        self._update_legend()
+        self._place_legend()
+
+    def _show_masked(self, count: int) -> None:
+        if count == self.masked_count and self.mask_note.isVisible() == bool(count):
+            return
+        self.masked_count = count
+        self.mask_note.setText(masked_words(count), color=self.palette().color(QPalette.ColorRole.Text).name())
+        self.mask_note.setVisible(bool(count))
+        self._place_legend()
+
     def _place_legend(self, *_: Any) -> None:
         view = self.plot_item.getViewBox()
         # Labels grew or shrank (they show the latest values): resize the legend to them, then keep it top right
@@ -333,6 +451,8 @@ class TimeSeriesChart(QWidget):
         self.legend.layout.activate()
         self.legend.updateSize()
         self.legend.setPos(max(0.0, view.width() - self.legend.boundingRect().width() - 4), 4)
+        if self.mask_note.isVisible():
+            self.mask_note.setPos(4, max(0.0, view.height() - self.mask_note.boundingRect().height() - 2))
 
     def link_x(self, leader: TimeSeriesChart) -> None:
         """Share the x axis with `leader`, for charts stacked to line up in time: the leader follows the data and
@@ -364,7 +484,8 @@ class TimeSeriesChart(QWidget):
 
     def _x_extent(self) -> tuple[float, float] | None:
         lows, highs = [], []
-        for series in self._series.values():
+        # A leader follows the data of the charts linked to it too (see link_x): none of theirs is cut off.
+        for series in [s for chart in (self, *self._followers) for s in chart._series.values()]:
             x = series.ring.view()[0]
             if len(x):
                 first = series.older.first_x if series.older is not None and series.older.count else None
@@ -406,11 +527,64 @@ class TimeSeriesChart(QWidget):
             self._legend_values[name] = value
         self._schedule()
 
+    def show_legend_values(self, values: Mapping[str, float | None]) -> None:
+        """The legend's figures for these series now, without redrawing the curves: a page shows one read in the
+        legend and beside the chart alike (None: back to the line's last point at the next redraw)."""
+        for name, value in values.items():
+            if value is None:
+                self._legend_values.pop(name, None)
+            else:
+                self._legend_values[name] = value
+        self._update_legend()
+        self._place_legend()
+
+    def legend_text(self, name: str) -> str | None:
+        """What the legend says for `name` (None: no such entry)."""
+        for sample, label in self.legend.items:
+            if sample.item.name() == name:
+                return str(label.text)
+        return None
+
+    # ------------------------------------------------------------------------------------------------ export
+    def png_bytes(self) -> bytes:
+        """The chart as drawn now, as a PNG."""
+        self.flush()
+        data = QByteArray()
+        buffer = QBuffer(data)
+        buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+        self.grab().save(buffer, "PNG")
+        buffer.close()
+        return bytes(data.data())
+
+    def export_png(self, path: Path | str) -> Path:
+        """Save the chart as a PNG at `path`, in one step (no half-written file)."""
+        return write_export(Path(path), self.png_bytes())
+
+    def add_menu_action(self, text: str, callback: Callable[[], None]) -> None:
+        """An entry of the chart's right-click menu."""
+        self._menu_actions.append((text, callback))
+
+    def context_menu(self) -> QMenu | None:
+        """The right-click menu (None without entries); its actions call the callbacks given."""
+        if not self._menu_actions:
+            return None
+        menu = QMenu(self)
+        for text, callback in self._menu_actions:
+            menu.addAction(text).triggered.connect(lambda _checked=False, c=callback: c())
+        return menu
+
+    def _show_menu(self, position: QPoint) -> None:
+        menu = self.context_menu()
+        if menu is not None:
+            menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            menu.popup(self.plot_widget.mapToGlobal(position))
+
     def _update_legend(self) -> None:
         for sample, label in self.legend.items:
             name = sample.item.name()
             value = self._legend_values.get(name, self.last(name) if name in self._series else None)
-            label.setText(f"{name}  {format_value(value, self.unit)}" if value is not None else name)
+            label.setText(f"{name}  {format_value(value, self.unit, self.legend_digits)}" if value is not None
+                          else name)
 
     # ------------------------------------------------------------------------------------------------- theme
     def _colours(self) -> Sequence[str]:
@@ -419,6 +593,10 @@ class TimeSeriesChart(QWidget):
     def _style_curve(self, series: ChartSeries, position: int) -> None:
         colour = QColor(series.colour or self._colours()[position % len(self._colours())])
         series.curve.setPen(pg.mkPen(colour, width=1))  # width 1: Qt's fast line path
+        if series.raw_curve is not None:
+            faint = QColor(colour)
+            faint.setAlpha(RAW_ALPHA)
+            series.raw_curve.setPen(pg.mkPen(faint, width=1))
         if series.fill:
             fill = QColor(colour)
             fill.setAlpha(50)

@@ -8,6 +8,8 @@ For each chart width, three timings (median and worst of REPEAT, wall clock, off
   downsampling) and the whole widget painted into an image.
 - live tick: one point appended to each series, flushed and painted (what the monitor does every second).
 - paint only: the widget painted again with unchanged data (a resize or an expose).
+A last row times the Runs page's metrics grid: a page of GRID_PAGE small charts (x linked, smoothing on, as the
+page draws them), each series of 10,000 steps (what a run's chart holds whole), redrawn and painted together.
 Exits 1 when a full redraw's median wall time exceeds the budget at some width (not under --smoke, which checks
 that the bench runs end to end on 2,000 points at one width, twice, and measures nothing).
 """
@@ -24,8 +26,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np  # noqa: E402
 from PySide6.QtGui import QImage  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
+from PySide6.QtWidgets import QApplication, QGridLayout, QWidget  # noqa: E402
 
+from traindeck.gui.pages.runs.metrics_grid import GRID_COLUMNS, GRID_PAGE  # noqa: E402
 from traindeck.gui.widgets.charts import TimeSeriesChart  # noqa: E402
 
 DAY = 86_400
@@ -98,6 +101,47 @@ def _measure(app: QApplication, width: int, t: np.ndarray, ys: list[np.ndarray],
     return row
 
 
+def _measure_grid(app: QApplication, points: int, repeat: int) -> tuple[float, ...]:
+    holder = QWidget()
+    layout = QGridLayout(holder)
+    charts = []
+    for i in range(GRID_PAGE):
+        chart = TimeSeriesChart("", x_is_time=False, smoothing=0.6)
+        if charts:
+            chart.link_x(charts[0])
+        layout.addWidget(chart, i // GRID_COLUMNS, i % GRID_COLUMNS)
+        charts.append(chart)
+    holder.resize(1280, 3 * HEIGHT)
+    holder.show()
+    app.processEvents()
+    image = QImage(holder.size(), QImage.Format.Format_ARGB32_Premultiplied)
+    rng = np.random.default_rng(2)
+    steps = np.arange(points, dtype=np.float64)
+    ys = [2.0 / (1 + steps / 500) + rng.normal(0, 0.05, points) for _ in charts]
+    last = [steps[-1]]
+
+    def full() -> None:
+        for chart, y in zip(charts, ys, strict=True):
+            chart.set_series("metric", steps, y)
+        for chart in charts:
+            chart.flush()
+        holder.render(image)
+
+    def tick() -> None:
+        last[0] += 1.0
+        for chart in charts:
+            chart.append("metric", last[0], 0.5)
+        for chart in charts:
+            chart.flush()
+        holder.render(image)
+
+    row = (*_timed(full, repeat), *_timed(tick, repeat))
+    holder.close()
+    holder.deleteLater()
+    app.processEvents()
+    return row
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true",
@@ -115,6 +159,10 @@ def main() -> int:
     for width, *cells in rows:
         groups = [cells[i:i + 3] for i in (0, 3, 6)]
         print(f"{width:>8} | " + " | ".join(f"{a:6.2f} / {b:6.2f} / {c:5.2f}" for a, b, c in groups))
+    grid_points = 2_000 if args.smoke else 10_000
+    grid = _measure_grid(app, grid_points, repeat)
+    print(f"{'grid':>8} | " + " | ".join(f"{a:6.2f} / {b:6.2f} / {c:5.2f}" for a, b, c in (grid[:3], grid[3:]))
+          + f" | (Runs grid: {GRID_PAGE} charts x {grid_points:,} steps, smoothing 0.6, 1280 px wide)")
     worst = max(r[1] for r in rows)
     ok = worst <= BUDGET_MS
     print(f"budget: full redraw median <= {BUDGET_MS:g} ms at every width: {'OK' if ok else 'EXCEEDED'} "

@@ -70,6 +70,7 @@ class WatchedRun:
         self.metrics: dict[str, float] = {}  # latest value of every series
         self.metric_names: tuple[str, ...] = ()
         self.other: str | None = None  # the series shown beside the losses
+        self.shown: tuple[str, ...] = ()  # more series charted (the metrics grid's visible charts)
         # Shown series read whole so far, bounded (recent points whole, older ones min/max folded); each read's
         # rows after the metric mark continue them. No de-duplication by time: a whole read stops at its view's
         # mark, so nothing is repeated, and points sharing a timestamp (several steps logged at once) all count.
@@ -112,9 +113,19 @@ class WatchedRun:
 
     # ---------------------------------------------------------------------------------------------- reading
     def chart_series(self) -> list[str]:
-        """The series charted: the losses, then the one shown beside them (if any)."""
+        """The series charted: the losses, then the one shown beside them (if any), then the others shown."""
         losses, _others = chart_names(self.metric_names)
-        return losses + ([self.other] if self.other else [])
+        names = losses + ([self.other] if self.other else [])
+        return names + [name for name in self.shown if name not in names]
+
+    def set_shown(self, names: tuple[str, ...] | list[str]) -> bool:
+        """Chart `names` too (read whole, then kept up to date); series no longer charted are forgotten, so what is
+        held stays what is on screen. True when one of them still has to be read."""
+        self.shown = tuple(names)
+        charted = set(self.chart_series())
+        for name in [n for n in self.series if n not in charted]:
+            del self.series[name]
+        return self.wants_whole_series()
 
     def set_other(self, name: str | None) -> None:
         """Show `name` beside the losses; the previous one's points are forgotten (its chart is new)."""

@@ -104,7 +104,7 @@ class RunsPage(Page):
         # -- console above the tabs: charts, checkpoints, step, nodes ---------------------------------------------
         self.console = LogConsole()
         self.charts = ChartsPanel(self.watched, self.source)
-        self.charts.other_chosen.connect(self.poll)
+        self.charts.poll_wanted.connect(self.poll)
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.console)
         self.leftovers = CheckpointsTab(self.ctx.tasks, self.watched, self.source)

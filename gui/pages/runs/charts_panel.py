@@ -1,20 +1,61 @@
 """The Runs page's charts and last metrics: the watched run's series drawn only when the screen would change,
 zoom re-reads at full resolution. ChartsPanel reads the series from the WatchedRun it is given; the page hands it
-each poll's news and says when to draw."""
+each poll's news and says when to draw.
+
+Two views of the run's metrics: "Overview" (the losses and one chosen metric) and "All metrics" (MetricsGrid,
+metrics_grid.py: a small chart per metric, filtered, pinned, a page at a time). Options over both views:
+smoothing (TensorBoard's EMA), a log scale for y, x by step, wall time or time since the run's start; export of
+the charts as PNG and their data as CSV (buttons, and each chart's right-click menu). The legends and "Last
+metrics" show the same read (last_figures): the legend's figure is set with the labels, not when the curves are
+redrawn (which happens at the charts' slower pace).
+"""
 
 from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QPushButton,
+    QSlider,
+    QStackedWidget,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
-from traindeck.backend.runs import BoundedSeries, RunRecord, ViewChange, WatchedRun
+from traindeck.backend.runs import (
+    BoundedSeries,
+    LastFigure,
+    RunRecord,
+    StepClock,
+    ViewChange,
+    WatchedRun,
+    XMode,
+    last_figures,
+    read_metric_table,
+    read_step_clock,
+    write_export,
+    write_metrics_csv,
+    x_values,
+)
 from traindeck.backend.runs.control import view as watch
+from traindeck.gui.pages.runs.metrics_grid import MetricsGrid
 from traindeck.gui.pages.runs.source import RunsSource
 from traindeck.gui.theme import set_muted
+from traindeck.gui.widgets.chart_axis import format_value
 from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.labels import SteadyLabel
 from traindeck.gui.widgets.labels import label as _label
@@ -27,16 +68,27 @@ from traindeck.gui.widgets.labels import label as _label
 CHART_MS = 5000
 CHART_MAX_MS = 30_000
 MAX_METRICS_SHOWN = 14
+LEGEND_DIGITS = 4  # the legends' figures as "Last metrics" writes them
+DEFAULT_SMOOTHING = 0.6  # TensorBoard's default
+X_CHOICES: tuple[tuple[str, XMode], ...] = (("Step", "step"), ("Wall time", "time"),
+                                            ("Time since start", "relative"))
+SETTINGS = "runs/charts/"  # + smoothing, log_y, x_mode, view
+
+
+def figure_text(value: float) -> str:
+    """A metric's figure, alike in the legends and in "Last metrics"."""
+    return format_value(value, "", LEGEND_DIGITS)
 
 
 class ChartsPanel(QWidget):
-    """The losses' chart, the chart of one other metric (chosen in a box above it) and the last metrics."""
+    """The run's charts (overview or grid, with their options and export) and the last metrics."""
 
-    other_chosen = Signal()  # the user chose another metric for the second chart: read it now
+    poll_wanted = Signal()  # a series newly shown (another metric chosen, another page of the grid): read it now
 
-    def __init__(self, watched: WatchedRun, source: RunsSource) -> None:
+    def __init__(self, watched: WatchedRun, source: RunsSource, settings: QSettings | None = None) -> None:
         super().__init__()
         self._watched, self._source = watched, source
+        self._settings = settings if settings is not None else source.ctx.settings
         # What the panel has drawn (the series themselves are the model's, watched.series): drawn only while the
         # page is on screen, and only when the screen would change.
         self._undrawn: set[str] = set()  # series changed since last drawn
@@ -47,6 +99,13 @@ class ChartsPanel(QWidget):
         self._detail: dict[str, tuple[float, float, BoundedSeries]] = {}
         self._drawn_at = 0.0  # monotonic time the charts were last drawn
         self._metric_labels: dict[str, QLabel] = {}
+        self.figures: dict[str, LastFigure] = {}  # the read the legends and "Last metrics" show
+        self._clock = StepClock()  # when each step was logged: x by wall time or since the start
+        self._clock_asked = False
+        self.smoothing = _float(self._settings.value(SETTINGS + "smoothing", DEFAULT_SMOOTHING), DEFAULT_SMOOTHING)
+        self.log_y = str(self._settings.value(SETTINGS + "log_y", "false")).lower() == "true"
+        mode = str(self._settings.value(SETTINGS + "x_mode", "step"))
+        self.x_mode: XMode = next((m for _, m in X_CHOICES if m == mode), "step")
 
         self.loss_chart = self._make_chart("Loss")
         self.other_box = QComboBox()
@@ -60,6 +119,17 @@ class ChartsPanel(QWidget):
         self._other_layout.setSpacing(2)
         self._other_layout.addWidget(self.other_box)
         self._other_layout.addWidget(self.other_chart, 1)
+        self.overview = QWidget()
+        self._charts_layout = QHBoxLayout(self.overview)
+        self._charts_layout.setContentsMargins(0, 0, 0, 0)
+        self._charts_layout.addWidget(self.loss_chart, 1)
+        self._charts_layout.addWidget(other, 1)
+        self.grid = MetricsGrid(self._settings, self._make_grid_chart)
+        self.grid.shown_changed.connect(self._grid_shown_changed)
+        self.views = QStackedWidget()
+        self.views.addWidget(self.overview)
+        self.views.addWidget(self.grid)
+
         self.metrics_grid = QGridLayout()
         self.metrics_grid.setVerticalSpacing(2)
         metrics_box = QWidget()
@@ -69,15 +139,79 @@ class ChartsPanel(QWidget):
         metrics_outer.addLayout(self.metrics_grid)
         metrics_outer.addStretch(1)
         metrics_box.setMinimumWidth(170)
-        self._charts_layout = QHBoxLayout(self)
-        self._charts_layout.setContentsMargins(0, 0, 0, 0)
-        self._charts_layout.addWidget(self.loss_chart, 1)
-        self._charts_layout.addWidget(other, 1)
-        self._charts_layout.addWidget(metrics_box)
+        body = QHBoxLayout()
+        body.setContentsMargins(0, 0, 0, 0)
+        body.addWidget(self.views, 1)
+        body.addWidget(metrics_box)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addLayout(self._build_toolbar())
+        layout.addLayout(body, 1)
+        self._show_view(str(self._settings.value(SETTINGS + "view", "overview")) == "grid", remember=False)
+
+    def _build_toolbar(self) -> QHBoxLayout:
+        self.overview_button = QPushButton("Overview")
+        self.overview_button.setToolTip("The losses and one chosen metric")
+        self.grid_button = QPushButton("All metrics")
+        self.grid_button.setToolTip("A chart for every metric the run logs: filter, pin, page through them")
+        self._view_buttons = QButtonGroup(self)
+        for button in (self.overview_button, self.grid_button):
+            button.setCheckable(True)
+            button.setFlat(True)
+            self._view_buttons.addButton(button)
+        self.overview_button.clicked.connect(lambda: self._show_view(False))
+        self.grid_button.clicked.connect(lambda: self._show_view(True))
+        self.smoothing_slider = QSlider(Qt.Orientation.Horizontal)
+        self.smoothing_slider.setRange(0, 99)
+        self.smoothing_slider.setValue(round(self.smoothing * 100))
+        self.smoothing_slider.setMaximumWidth(120)
+        self.smoothing_slider.setToolTip("Smoothing as TensorBoard's (a debiased exponential moving average); "
+                                         "the raw line stays faint behind. 0 = off")
+        self.smoothing_label = QLabel(f"{self.smoothing:.2f}")
+        self.smoothing_slider.valueChanged.connect(lambda value: self.set_smoothing(value / 100))
+        self.log_box = QCheckBox("Log y")
+        self.log_box.setToolTip("A log scale for y; values <= 0 are left out (each chart says how many)")
+        self.log_box.setChecked(self.log_y)
+        self.log_box.toggled.connect(self.set_log_y)
+        self.x_box = QComboBox()
+        self.x_box.setToolTip("The x axis of every chart: the step, the wall-clock time, or the time since the "
+                              "run started")
+        for text, mode in X_CHOICES:
+            self.x_box.addItem(f"x: {text}", mode)
+        self.x_box.setCurrentIndex(max(0, self.x_box.findData(self.x_mode)))
+        self.x_box.currentIndexChanged.connect(lambda index: self.set_x_mode(self.x_box.itemData(index)))
+        self.export_button = QToolButton()
+        self.export_button.setText("Export")
+        self.export_button.setToolTip("Save the charts shown as a PNG, or their data as CSV")
+        self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(self.export_button)
+        menu.addAction("Charts as PNG…").triggered.connect(lambda: self._ask_path("png", None))
+        menu.addAction("Data as CSV…").triggered.connect(lambda: self._ask_path("csv", None))
+        self.export_button.setMenu(menu)
+        bar = QHBoxLayout()
+        bar.setContentsMargins(0, 0, 0, 0)
+        bar.addWidget(self.overview_button)
+        bar.addWidget(self.grid_button)
+        bar.addSpacing(12)
+        smoothing = QLabel("Smoothing")
+        set_muted(smoothing)
+        bar.addWidget(smoothing)
+        bar.addWidget(self.smoothing_slider)
+        bar.addWidget(self.smoothing_label)
+        bar.addWidget(self.log_box)
+        bar.addWidget(self.x_box)
+        bar.addStretch(1)
+        bar.addWidget(self.export_button)
+        return bar
 
     @property
     def _other_name(self) -> str | None:
         return self._watched.other
+
+    @property
+    def grid_shown(self) -> bool:
+        return self.views.currentWidget() is self.grid
 
     def open_run(self) -> None:
         """Another run is open: fresh charts, no metric chosen, nothing drawn."""
@@ -85,15 +219,20 @@ class ChartsPanel(QWidget):
         self._drawn = set()
         self._drawn_extent = {}
         self._detail = {}
+        self._clock = StepClock()
+        self._clock_asked = False
+        self.figures = {}
         self._new_loss_chart()
         self._set_other(None)
         self.other_box.blockSignals(True)
         self.other_box.clear()
         self.other_box.blockSignals(False)
+        self.grid.set_metric_names(())
+        self.grid.rebuild()
         self.show_metrics({})
 
     def show_run(self, record: RunRecord) -> None:
-        """Draw what the polls read so far (at the charts' pace) and the last metrics."""
+        """Draw what the polls read so far (at the charts' pace) and the last metrics, legends alike."""
         self.draw()
         if self._watched.metrics:
             self.show_metrics(self._watched.metrics)
@@ -101,9 +240,9 @@ class ChartsPanel(QWidget):
             self.show_metrics({}, empty="none recorded")
 
     def flush(self) -> None:
-        """Both charts repainted now, not on their redraw timer."""
-        self.loss_chart.flush()
-        self.other_chart.flush()
+        """The charts shown repainted now, not on their redraw timer."""
+        for chart in self._shown_charts():
+            chart.flush()
 
     def news(self, change: ViewChange) -> None:
         """A poll's news: a new chooser or second chart when the model says so; the changed series to draw."""
@@ -118,8 +257,76 @@ class ChartsPanel(QWidget):
             box.setEnabled(bool(others))
             box.setCurrentIndex(max(0, box.findText(self._other_name or "")))
             box.blockSignals(False)
+            self.grid.set_metric_names(self._watched.metric_names)
         self._undrawn |= change.series
 
+    # ------------------------------------------------------------------------------------------------ options
+    def set_smoothing(self, weight: float) -> None:
+        """TensorBoard's smoothing weight (0..0.99) for every chart; remembered."""
+        self.smoothing = min(0.99, max(0.0, float(weight)))
+        self.smoothing_label.setText(f"{self.smoothing:.2f}")
+        self._settings.setValue(SETTINGS + "smoothing", self.smoothing)
+        for chart in self._all_charts():
+            chart.smoothing = self.smoothing
+
+    def set_log_y(self, on: bool) -> None:
+        self.log_y = bool(on)
+        self._settings.setValue(SETTINGS + "log_y", self.log_y)
+        for chart in self._all_charts():
+            chart.log_y = self.log_y
+
+    def set_x_mode(self, mode: XMode) -> None:
+        """x by "step", "time" (wall clock) or "relative" (since the run's start) for every chart; remembered."""
+        if mode == self.x_mode:
+            return
+        self.x_mode = mode
+        self._settings.setValue(SETTINGS + "x_mode", mode)
+        self._detail = {}  # re-read ranges are in steps
+        self._want_clock()
+        for chart in self._all_charts():
+            chart.x_mode = self.x_mode
+            chart.follow()
+        self._redraw_all()
+
+    def _show_view(self, grid: bool, remember: bool = True) -> None:
+        (self.grid_button if grid else self.overview_button).setChecked(True)
+        self.views.setCurrentWidget(self.grid if grid else self.overview)
+        if remember:
+            self._settings.setValue(SETTINGS + "view", "grid" if grid else "overview")
+        self._grid_shown_changed()
+        self._redraw_all()
+
+    def _grid_shown_changed(self) -> None:
+        """Read what the grid shows (only while it is shown: the overview costs what it always did)."""
+        if self._watched.set_shown(self.grid.visible_names if self.grid_shown else ()) and self.grid_shown:
+            # After the event loop turns: this may run inside the page's handling of a read (new names).
+            QTimer.singleShot(0, self.poll_wanted.emit)
+        for name in self.grid.charts:
+            self._drawn.discard(name)
+        self._undrawn |= set(self.grid.charts)
+        self.draw(force=True)
+
+    def _redraw_all(self) -> None:
+        self._undrawn |= set(self._watched.series)
+        self.draw(force=True)
+
+    def _want_clock(self) -> None:
+        """x by time needs when each step was logged: the run's history read once (then each poll's newest)."""
+        if self.x_mode == "step" or self._clock_asked or self._watched.run_id is None:
+            return
+        self._clock_asked = True
+        generation = self._watched.generation
+        self._source.call(read_step_clock, self._watched.run_id,
+                          done=lambda pairs: self._clock_arrived(generation, pairs))
+
+    def _clock_arrived(self, generation: int, pairs: list[tuple[float, float]]) -> None:
+        if generation != self._watched.generation:
+            return
+        self._clock.add([step for step, _ in pairs], [t for _, t in pairs])
+        if self.x_mode != "step":
+            self._redraw_all()
+
+    # ------------------------------------------------------------------------------------------------ drawing
     def draw(self, force: bool = False) -> None:
         """Hand the charts the series that changed: each a bounded set of points, whatever the run's length; at
         most every CHART_MS unless forced (a series newly shown, the page back on screen)."""
@@ -131,17 +338,18 @@ class ChartsPanel(QWidget):
                     self._shows_more(name) for name in self._undrawn if name in wanted)):
                 return
         self._drawn_at = now
+        self._want_clock()
+        self._feed_clock()
+        start = self._run_start()
         charts: set[TimeSeriesChart] = set()
         for name in sorted(self._undrawn):
             series = self._watched.series.get(name)
-            if series is None or name not in wanted:
+            targets = self._charts_of(name)
+            if series is None or name not in wanted or not targets:
                 continue
             xs, ys = series.points()
             if not xs:
                 continue
-            chart = self._chart_of(name)
-            if series.x_is_time:
-                chart.x_is_time = True
             x, y = np.frombuffer(xs, dtype=np.float64), np.frombuffer(ys, dtype=np.float64)
             detail = self._detail.get(name)
             if detail is not None:  # the zoomed range in full, the rest as held
@@ -150,14 +358,31 @@ class ChartsPanel(QWidget):
                 before, after = x < low, x > high
                 x = np.concatenate((x[before], dx, x[after]))
                 y = np.concatenate((y[before], dy, y[after]))
-            chart.set_series(name, x, y)
-            charts.add(chart)
+            x = x_values(x, self.x_mode, x_is_time=series.x_is_time, clock=self._clock, start=start)
+            for chart in targets:
+                if series.x_is_time and self.x_mode == "step":
+                    chart.x_mode = "time"  # a series logged without steps: its x is the time
+                chart.set_series(name, x, y)
+                charts.add(chart)
             self._drawn.add(name)
             if series.last_x is not None:
                 self._drawn_extent[name] = (series.last_x, series.low, series.high)
         self._undrawn.clear()
         for chart in charts:
             chart.flush()  # now, not REDRAW_MS later: in the same repaint as the rest of the page's news
+        self._show_legends()
+
+    def _feed_clock(self) -> None:
+        """Each held series' newest (step, time): the clock keeps up with the run between its history reads."""
+        for series in self._watched.series.values():
+            if not series.x_is_time and series.last_x is not None and series.last_t is not None:
+                self._clock.add([series.last_x], [series.last_t])
+
+    def _run_start(self) -> float | None:
+        record = self._watched.record
+        if record is None:
+            return None
+        return record.started_at or record.created_at
 
     def _shows_more(self, name: str) -> bool:
         """Whether drawing the series now would change the chart: new points past the last pixel column drawn,
@@ -169,26 +394,50 @@ class ChartsPanel(QWidget):
         if series.low < low or series.high > high:
             return True
         span = series.last_x - series.first_x
-        columns = max(1, self._chart_of(name).width())
+        charts = self._charts_of(name)
+        columns = max(1, charts[0].width()) if charts else 1
         return span <= 0 or (series.last_x - last_x) * columns >= span
+
+    def _charts_of(self, name: str) -> list[TimeSeriesChart]:
+        """The charts on screen that draw `name` (the overview's or the grid's)."""
+        if self.grid_shown:
+            chart = self.grid.charts.get(name)
+            return [chart] if chart is not None else []
+        return [self._chart_of(name)] if "loss" in name.lower() or name == self._other_name else []
 
     def _chart_of(self, name: str) -> TimeSeriesChart:
         return self.loss_chart if "loss" in name.lower() else self.other_chart
 
+    def _shown_charts(self) -> list[TimeSeriesChart]:
+        return list(self.grid.charts.values()) if self.grid_shown else [self.loss_chart, self.other_chart]
+
+    def _all_charts(self) -> list[TimeSeriesChart]:
+        return [self.loss_chart, self.other_chart, *self.grid.charts.values()]
+
     def _make_chart(self, title: str) -> TimeSeriesChart:
-        chart = TimeSeriesChart(title, x_is_time=False)
+        chart = TimeSeriesChart(title, x_mode=self.x_mode, smoothing=self.smoothing, log_y=self.log_y)
+        chart.legend_digits = LEGEND_DIGITS
         chart.x_range_chosen.connect(lambda low, high: self._zoomed(chart, low, high))
         chart.follow_resumed.connect(lambda: self._unzoomed(chart))
+        chart.add_menu_action("Save chart as PNG…", lambda: self._ask_path("png", chart))
+        chart.add_menu_action("Save its data as CSV…", lambda: self._ask_path("csv", chart))
+        return chart
+
+    def _make_grid_chart(self, name: str) -> TimeSeriesChart:
+        chart = self._make_chart("")  # the cell above it names the metric
+        chart.plot_widget.setMinimumHeight(90)
         return chart
 
     def _zoomed(self, chart: TimeSeriesChart, low: float, high: float) -> None:
         """The user zoomed or panned a chart: a range reaching into a series' folded part is read again from the
         store at full resolution (the page holds only min/max buckets of it)."""
-        if chart is not self.loss_chart and chart is not self.other_chart:
+        if chart not in self._shown_charts():
             return  # replaced meanwhile
+        if self.x_mode != "step":
+            return  # the store is read by step: a time range draws from the points held
         generation = self._watched.generation
         for name, series in self._watched.series.items():
-            if self._chart_of(name) is not chart or name not in self._drawn:
+            if chart not in self._charts_of(name) or name not in self._drawn:
                 continue
             first = series.first_recent_x
             if not series.folded or first is None or low >= first:
@@ -200,14 +449,16 @@ class ChartsPanel(QWidget):
         self.draw(force=True)
 
     def _detail_arrived(self, generation: int, name: str, low: float, high: float, points: BoundedSeries) -> None:
-        if generation != self._watched.generation or name not in self._watched.series or self._chart_of(name).following:
+        charts = self._charts_of(name)
+        if generation != self._watched.generation or name not in self._watched.series or not charts or \
+                charts[0].following:
             return  # another run, series or zoom since
         self._detail[name] = (low, high, points)
         self._undrawn.add(name)
         self.draw(force=True)
 
     def _unzoomed(self, chart: TimeSeriesChart) -> None:
-        for name in [n for n in self._detail if self._chart_of(n) is chart]:
+        for name in [n for n in self._detail if chart in self._charts_of(n)]:
             del self._detail[name]
             self._undrawn.add(name)
         self.draw(force=True)
@@ -216,7 +467,7 @@ class ChartsPanel(QWidget):
         name = self.other_box.itemText(index) if index >= 0 else None
         if name and name != self._other_name:
             self._set_other(name)
-            self.other_chosen.emit()
+            self.poll_wanted.emit()
 
     def _set_other(self, name: str | None) -> None:
         """Show `name` in the second chart (a fresh chart: its title is the metric's name)."""
@@ -242,11 +493,15 @@ class ChartsPanel(QWidget):
         self.loss_chart.deleteLater()
         self.loss_chart = chart
 
-    def show_metrics(self, metrics: dict[str, float], empty: str = "none yet") -> None:
-        shown = sorted(metrics.items())[:MAX_METRICS_SHOWN]
+    # ------------------------------------------------------------------------------------------------ figures
+    def show_metrics(self, metrics: Mapping[str, float], empty: str = "none yet") -> None:
+        """The last metrics, and the same figures in the charts' legends (one read: see last_figures)."""
+        self.figures = last_figures(metrics, self._watched.series)
+        self._show_legends()
+        shown = sorted(self.figures.items())[:MAX_METRICS_SHOWN]
         if shown and [name for name, _ in shown] == list(self._metric_labels):
-            for name, value in shown:  # the same series: new values only (this runs every poll)
-                self._metric_labels[name].setText(f"{value:.4g}")
+            for name, figure in shown:  # the same series: new values only (this runs every poll)
+                self._set_figure(self._metric_labels[name], figure)
             return
         grid = self.metrics_grid
         while grid.count():
@@ -259,12 +514,95 @@ class ChartsPanel(QWidget):
         if not shown:
             grid.addWidget(_label(empty), 0, 0)
             return
-        for row, (name, value) in enumerate(shown):
+        for row, (name, figure) in enumerate(shown):
             key = _label(name)
             set_muted(key)
             grid.addWidget(key, row, 0)
             # (fixed to the widest value: a new value each poll must not lay the page out again)
             label = self._metric_labels[name] = SteadyLabel("-8.888e-08", selectable=True,
                                                             align=Qt.AlignmentFlag.AlignRight)
-            label.setText(f"{value:.4g}")
+            self._set_figure(label, figure)
             grid.addWidget(label, row, 1, Qt.AlignmentFlag.AlignRight)
+
+    @staticmethod
+    def _set_figure(label: QLabel, figure: LastFigure) -> None:
+        label.setText(figure_text(figure.value))
+        label.setToolTip(f"at step {figure.step:,.0f}" if figure.step is not None else "")
+
+    def _show_legends(self) -> None:
+        for chart in self._shown_charts():
+            values = {name: self.figures[name].value for name in chart.series_names() if name in self.figures}
+            if values:
+                chart.show_legend_values(values)
+
+    def legend_figure(self, name: str) -> str | None:
+        """The figure the legend of `name`'s chart on screen shows (for tests and the tour)."""
+        charts = self._charts_of(name)
+        text = charts[0].legend_text(name) if charts else None
+        return text.split("  ", 1)[1] if text and "  " in text else None
+
+    def figure_shown(self, name: str) -> str | None:
+        label = self._metric_labels.get(name)
+        return label.text() if label is not None else None
+
+    # ------------------------------------------------------------------------------------------------ export
+    def _ask_path(self, kind: str, chart: TimeSeriesChart | None) -> None:
+        run = self._watched.run_id or "run"
+        suggested = str(Path.home() / f"{run}-{'chart' if chart is not None else 'charts'}.{kind}")
+        path, _filter = QFileDialog.getSaveFileName(self, "Save chart" if kind == "png" else "Save data",
+                                                    suggested, "PNG image (*.png)" if kind == "png" else
+                                                    "CSV (*.csv)")
+        if not path:
+            return
+        if kind == "png":
+            self.export_png(Path(path), chart)
+        else:
+            self.export_csv(Path(path), chart.series_names() if chart is not None else None)
+
+    def export_png(self, path: Path, chart: TimeSeriesChart | None = None) -> Path:
+        """The chart (or the charts shown, as they are on screen) as a PNG at `path`, written in one step."""
+        from PySide6.QtCore import QBuffer, QByteArray, QIODevice
+
+        if chart is not None:
+            written = chart.export_png(path)
+        else:
+            self.flush()
+            data = QByteArray()
+            buffer = QBuffer(data)
+            buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+            shown = self.views.currentWidget() or self.views
+            shown.grab().save(buffer, "PNG")
+            buffer.close()
+            written = write_export(path, bytes(data.data()))
+        self._source.ctx.status.emit(f"Saved {written}")
+        return written
+
+    def export_csv(self, path: Path, names: list[str] | None = None,
+                   done: Callable[[Path], None] | None = None) -> None:
+        """Every recorded point of `names` (default: the metrics shown, the grid's filtered ones) as CSV rows
+        (metric, step, wall time, value, smoothed with the chosen weight), read and written off the UI thread."""
+        run_id = self._watched.run_id
+        if run_id is None:
+            return
+        if names is None:
+            names = self.grid.filtered() if self.grid_shown else self._watched.chart_series()
+        weight = self.smoothing
+        status = self._source.ctx.status
+
+        def saved(written: Path) -> None:
+            status.emit(f"Saved {written}")
+            if done is not None:
+                done(written)
+
+        def write(table: dict[str, list[tuple[int | None, float, float]]]) -> None:
+            self._source.ctx.tasks.run(write_metrics_csv, path, table, weight, done=saved,
+                                       failed=lambda error: status.emit(f"Could not save {path}: {error}"))
+
+        self._source.call(read_metric_table, run_id, list(names), done=write)
+
+
+def _float(value: object, default: float) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]  # a str or a float from QSettings
+    except (TypeError, ValueError):
+        return default

@@ -1,0 +1,123 @@
+"""TimeSeriesChart's options for metric charts: smoothing over a faint raw line, log scale with values <= 0 left
+out in words, x by step / clock time / time since start, legend figures without a redraw, PNG export and the
+right-click menu."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+import pytest
+from PySide6.QtCore import QPoint
+from PySide6.QtGui import QContextMenuEvent, QImage
+from PySide6.QtWidgets import QApplication, QMenu
+
+from traindeck.backend.runs import ema
+from traindeck.gui.widgets.chart_axis import DurationAxisItem, duration_tick
+from traindeck.gui.widgets.charts import TimeSeriesChart
+
+
+@pytest.fixture
+def chart(qtbot):
+    widget = TimeSeriesChart("loss", x_is_time=False)
+    widget.resize(640, 240)
+    qtbot.addWidget(widget)
+    widget.show()
+    qtbot.waitExposed(widget)
+    return widget
+
+
+def test_smoothing_draws_the_ema_over_a_faint_raw_line(chart):
+    rng = np.random.default_rng(1)
+    y = 2.0 + rng.normal(0, 0.5, 300)
+    chart.set_series("loss", np.arange(300.0), y)
+    chart.flush()
+    series = chart._series["loss"]
+    assert series.raw_curve is None  # off: one line, the raw one
+    chart.smoothing = 0.9
+    chart.flush()
+    assert series.raw_curve is not None
+    np.testing.assert_allclose(series.curve.getData()[1], ema(y, 0.9))
+    np.testing.assert_allclose(series.raw_curve.getData()[1], y)
+    assert series.raw_curve.opts["pen"].color().alpha() < 255  # faint
+    assert chart.last("loss") == pytest.approx(y[-1])  # the legend's figure stays the raw value
+    chart.smoothing = 0
+    chart.flush()
+    assert series.raw_curve is None
+    np.testing.assert_allclose(series.curve.getData()[1], y)
+
+
+def test_log_scale_leaves_non_positive_values_out_in_words(chart, qtbot):
+    chart.set_series("loss", np.arange(6.0), [10.0, 1.0, 0.0, -3.0, 0.1, 0.01])
+    chart.log_y = True
+    chart.flush()
+    qtbot.wait(10)  # a paint with the masked values: pyqtgraph must not raise from the event loop
+    assert chart.masked_count == 2
+    assert chart.mask_note.isVisible() and "2 values ≤ 0 not shown" in chart.mask_note.text
+    low, high = chart.plot_item.getViewBox().viewRange()[1]
+    assert low < -2 < 1 < high  # decades: 0.01 .. 10 in view
+    assert chart.plot_item.getAxis("left").logMode
+    chart.log_y = False
+    chart.flush()
+    assert chart.masked_count == 0 and not chart.mask_note.isVisible()
+
+
+def test_x_modes_label_the_axis(chart):
+    assert chart.x_mode == "step" and not chart.x_is_time
+    chart.x_mode = "relative"
+    assert isinstance(chart.plot_item.getAxis("bottom"), DurationAxisItem)
+    chart.x_mode = "time"
+    assert isinstance(chart.plot_item.getAxis("bottom"), pg.DateAxisItem) and chart.x_is_time
+    with pytest.raises(ValueError):
+        chart.x_mode = "epochs"  # type: ignore[assignment]
+    assert duration_tick(90) == "1:30" and duration_tick(3725) == "1:02:05" and duration_tick(2 * 86400) == "2 d 00:00"
+
+
+def test_legend_values_change_without_a_redraw(chart):
+    chart.set_series("loss", [1.0, 2.0], [0.5, 0.26])
+    chart.flush()
+    assert chart.legend_text("loss") == "loss  0.26"
+    chart.show_legend_values({"loss": 0.1025})
+    assert chart.legend_text("loss") == "loss  0.102"  # three digits unless asked
+    chart.legend_digits = 4
+    chart.show_legend_values({"loss": 0.1025})
+    assert chart.legend_text("loss") == "loss  0.1025"
+    assert not chart._dirty  # nothing to redraw for it
+
+
+def test_export_png_and_the_menu(chart, tmp_path):
+    chart.set_series("loss", np.arange(50.0), np.linspace(3, 1, 50))
+    path = chart.export_png(tmp_path / "charts" / "loss.png")
+    image = QImage(str(path))
+    assert not image.isNull() and image.width() >= 600
+    assert not list(path.parent.glob(".*tmp"))
+    assert chart.context_menu() is None
+    asked = []
+    chart.add_menu_action("Save as PNG…", lambda: asked.append("png"))
+    menu = chart.context_menu()
+    assert menu is not None and [a.text() for a in menu.actions()] == ["Save as PNG…"]
+    menu.actions()[0].trigger()
+    assert asked == ["png"]
+    # A right-click on the plot opens it (pyqtgraph's own menu is off).
+    viewport = chart.plot_widget.viewport()
+    QApplication.sendEvent(viewport, QContextMenuEvent(QContextMenuEvent.Reason.Mouse, QPoint(50, 50),
+                                                       viewport.mapToGlobal(QPoint(50, 50))))
+    popped = [m for m in chart.findChildren(QMenu) if m.isVisible()]
+    assert popped and [a.text() for a in popped[0].actions()] == ["Save as PNG…"]
+    popped[0].close()
+
+
+def test_log_axis_labels_decades_and_not_every_minor_tick(chart):
+    chart.set_series("loss", np.arange(5.0), [1e-3, 1e-2, 1e-1, 1.0, 10.0])
+    chart.log_y = True
+    chart.flush()
+    axis = chart.plot_item.getAxis("left")
+    low, high = axis.range
+    levels = axis.tickValues(low, high, 200)
+    labels = [s for spacing, values in levels for s in axis.tickStrings(values, 1.0, spacing) if s]
+    assert "0.01" in labels and "1" in labels and "0.03" not in labels
+    chart.set_series("loss", np.arange(3.0), [2.7, 3.5, 4.2])  # under a decade: the 3 and 4 ticks are labelled
+    chart.flush()
+    low, high = axis.range
+    labels = [s for spacing, values in axis.tickValues(low, high, 200) for s in axis.tickStrings(values, 1.0, spacing)
+              if s]
+    assert "3" in labels and "4" in labels

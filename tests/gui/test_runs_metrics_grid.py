@@ -1,0 +1,197 @@
+"""The Runs page's charts over a real run store: the metrics grid (a page of charts however many metrics, filter,
+pins kept in the settings), smoothing, log scale, x by time since start, one zoom for the grid, PNG and CSV
+export, and the legends saying what "Last metrics" says while metrics arrive between reads."""
+
+from __future__ import annotations
+
+import csv
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QSettings
+from PySide6.QtGui import QImage
+
+from traindeck.backend.core import paths
+from traindeck.backend.runs.record.layout import create_run_dir
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+from traindeck.gui.context import AppContext
+from traindeck.gui.pages.runs import RunsPage
+from traindeck.gui.pages.runs.metrics_grid import GRID_PAGE, PINS_KEY
+
+T0 = float(int(time.time()) - 1000)
+
+
+@pytest.fixture
+def make_page(qtbot) -> Iterator[Callable[[], RunsPage]]:  # type: ignore[no-untyped-def]
+    pages: list[RunsPage] = []
+
+    def make() -> RunsPage:
+        settings = QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
+        page = RunsPage(AppContext(settings=settings))
+        qtbot.addWidget(page)
+        page.resize(1400, 900)
+        page.show()
+        pages.append(page)
+        return page
+
+    yield make
+    for page in pages:
+        page.shutdown()
+        page.ctx.tasks.wait(30000)
+
+
+def add_run(name: str, metrics: list[tuple[str, int | None, float, float, int | None]]) -> RunRecord:
+    run_dir = create_run_dir()
+    run_dir.output.write_bytes(b"")
+    record = RunRecord(id=run_dir.run_id, run_dir=str(run_dir.path), created_at=time.time(), name=name,
+                       started_at=T0)  # created just now: a running run without a supervisor is not lost yet
+    with RunStore() as store:
+        store.add_run(record)
+        store.add_metrics(record.id, metrics)
+    return record
+
+
+def many_metrics(count: int, steps: range) -> list[tuple[str, int | None, float, float, int | None]]:
+    names = ["loss"] + [f"{'eval' if i % 4 == 0 else 'train'}/m{i:03d}" for i in range(1, count)]
+    return [(n, s, T0 + 10 + s, 1.0 + i + 0.5 * np.sin(s), None) for s in steps for i, n in enumerate(names)]
+
+
+def open_grid(qtbot, page: RunsPage, record: RunRecord) -> None:  # type: ignore[no-untyped-def]
+    page.open_run(record.id)
+    qtbot.waitUntil(lambda: page.charts.loss_chart.point_count("loss") > 0, timeout=15000)
+    page.charts.grid_button.click()
+    qtbot.waitUntil(lambda: page.charts.grid.charts and all(
+        chart.point_count(name) > 0 for name, chart in page.charts.grid.charts.items()), timeout=15000)
+
+
+def test_a_run_of_200_metrics_has_one_page_of_charts_with_filter_and_pins(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    record = add_run("wide", many_metrics(200, range(0, 40, 2)))
+    page = make_page()
+    open_grid(qtbot, page, record)
+    charts = page.charts
+    grid = charts.grid
+    assert len(grid.charts) == GRID_PAGE and grid.pages == 23
+    # Only what is on screen is read and held: the losses, the overview's metric and the page's charts.
+    assert len(page.watched.series) <= GRID_PAGE + 2
+    assert "1 / 23" in grid.page_label.text()
+    grid.next.click()
+    qtbot.waitUntil(lambda: all(chart.point_count(name) > 0 for name, chart in grid.charts.items()), timeout=15000)
+    assert list(grid.charts) == grid.filtered()[GRID_PAGE:2 * GRID_PAGE]
+    assert len(page.watched.series) <= GRID_PAGE + 2
+
+    grid.filter_box.setText("EVAL/m01")  # substring, any case
+    assert list(grid.charts) == ["eval/m012", "eval/m016"] and grid.page == 0
+
+    grid.filter_box.setText("")
+    pinned = "train/m150"
+    grid.set_pinned(pinned, True)
+    assert grid.filtered()[0] == pinned and list(grid.charts)[0] == pinned
+    assert "★" in grid._cells[0].pin.text()
+    page.ctx.settings.sync()
+    # Remembered: a new window's grid puts it first too.
+    again = make_page()
+    assert again.charts.grid.pins == [pinned]
+    assert QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat).value(PINS_KEY) in (
+        pinned, [pinned])
+    grid._cells[0].pin.click()  # unpin from the chart's own button
+    assert grid.pins == [] and grid.filtered()[0] == "eval/m004"
+
+
+def test_smoothing_log_scale_time_axis_and_one_zoom(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    rows = [("loss", s, T0 + 100 + 2 * s, 3.0 - s / 50, None) for s in range(0, 200)]
+    rows += [("grad_norm", s, T0 + 100 + 2 * s, (-1.0 if s % 10 == 0 else 2.0 + np.cos(s)), None) for s in range(200)]
+    rows += [("lr", s, T0 + 100 + 2 * s, 1e-4, None) for s in range(200)]
+    record = add_run("options", rows)
+    page = make_page()
+    open_grid(qtbot, page, record)
+    charts = page.charts
+    grid_charts = charts.grid.charts
+    assert set(grid_charts) == {"loss", "grad_norm", "lr"}
+
+    charts.smoothing_slider.setValue(90)
+    assert all(chart.smoothing == pytest.approx(0.9) for chart in grid_charts.values())
+    grid_charts["loss"].flush()
+    assert grid_charts["loss"]._series["loss"].raw_curve is not None
+
+    charts.log_box.setChecked(True)
+    norm = grid_charts["grad_norm"]
+    norm.flush()
+    qtbot.wait(20)  # painted with values <= 0 in it: nothing raised from the event loop
+    assert norm.log_y and norm.masked_count == 20 and norm.mask_note.isVisible()
+
+    charts.x_box.setCurrentIndex(charts.x_box.findData("relative"))
+    # Seconds since the run's start (T0): the step clock read from the store maps step s to 100 + 2 s.
+    qtbot.waitUntil(lambda: grid_charts["loss"].data("loss")[0][:1].tolist() == [pytest.approx(100.0)],
+                    timeout=15000)
+    x = grid_charts["loss"].data("loss")[0]
+    assert x[-1] == pytest.approx(100 + 2 * 199)
+    assert grid_charts["loss"].x_mode == "relative"
+
+    # One zoom for the page: the charts share x; "A" (follow) on any resumes following on all.
+    first, other = grid_charts["grad_norm"], grid_charts["lr"]
+    other.plot_item.getViewBox().setXRange(150, 200, padding=0)
+    other._range_changed_by_user()
+    assert first.plot_item.getViewBox().viewRange()[0] == pytest.approx([150, 200], abs=1)
+    assert not first.following and not other.following
+    other.follow()
+    assert first.following and other.following
+    assert first.plot_item.getViewBox().viewRange()[0][1] == pytest.approx(498, abs=8)
+
+    # Remembered for the next window.
+    again = make_page()
+    assert again.charts.smoothing == pytest.approx(0.9) and again.charts.log_y and again.charts.x_mode == "relative"
+
+
+def test_export_png_and_csv_rows(qtbot, make_page, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rows = [("loss", s, T0 + s, 1.0 / (1 + s), None) for s in range(30)]
+    rows += [("eval/acc", s, T0 + s + 0.5, s / 30, None) for s in range(0, 30, 5)]
+    record = add_run("export", rows)
+    page = make_page()
+    open_grid(qtbot, page, record)
+    charts = page.charts
+    charts.set_smoothing(0.5)
+
+    png = charts.export_png(tmp_path / "out" / "grid.png")
+    image = QImage(str(png))
+    assert not image.isNull() and image.width() > 600
+    one = charts.export_png(tmp_path / "out" / "loss.png", charts.grid.charts["loss"])
+    assert not QImage(str(one)).isNull()
+    menu = charts.grid.charts["loss"].context_menu()
+    assert menu is not None and [a.text() for a in menu.actions()] == ["Save chart as PNG…", "Save its data as CSV…"]
+
+    written: list[Path] = []
+    charts.export_csv(tmp_path / "out" / "metrics.csv", done=written.append)
+    qtbot.waitUntil(lambda: bool(written), timeout=15000)
+    with open(written[0], newline="") as handle:
+        table = list(csv.DictReader(handle))
+    assert [r["metric"] for r in table] == ["eval/acc"] * 6 + ["loss"] * 30  # the grid's metrics, in its order
+    loss = [r for r in table if r["metric"] == "loss"]
+    assert [int(r["step"]) for r in loss] == list(range(30))
+    assert float(loss[3]["wall_time"]) == T0 + 3 and float(loss[3]["value"]) == pytest.approx(0.25)
+    assert float(loss[0]["smoothed"]) == pytest.approx(1.0)  # debiased: the first point is its value
+    assert float(loss[1]["smoothed"]) == pytest.approx((0.5 * 0.5 + 0.5 * 1.0 * 0.5) / (1 - 0.25))
+    assert not list((tmp_path / "out").glob(".*tmp"))
+
+
+@pytest.mark.parametrize("grid", [False, True])
+def test_legends_say_what_last_metrics_say_as_metrics_arrive(qtbot, make_page, grid) -> None:  # type: ignore[no-untyped-def]
+    record = add_run("live", [("loss", s, T0 + s, 2.0 / (1 + s / 20), None) for s in range(10, 190, 10)])
+    page = make_page()
+    page.open_run(record.id)
+    qtbot.waitUntil(lambda: page.charts.figure_shown("loss") is not None
+                    and page.charts.legend_figure("loss") is not None, timeout=15000)
+    if grid:
+        page.charts.grid_button.click()
+        qtbot.waitUntil(lambda: page.charts.legend_figure("loss") is not None, timeout=15000)
+    assert page.charts.legend_figure("loss") == page.charts.figure_shown("loss")
+    # Points arrive between reads, faster than the charts redraw (CHART_MS): each read's figure is the legend's.
+    for step, value in ((190, 0.26), (200, 0.1025), (210, 0.0987)):
+        with RunStore() as store:
+            store.add_metrics(record.id, [("loss", step, time.time(), value, None)])
+        expected = f"{value:.4g}"
+        qtbot.waitUntil(lambda e=expected: page.charts.figure_shown("loss") == e, timeout=15000)
+        assert page.charts.legend_figure("loss") == expected
+        assert "step 2" in page.charts._metric_labels["loss"].toolTip() or step == 190
