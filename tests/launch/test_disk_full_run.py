@@ -60,3 +60,31 @@ def test_a_run_that_fills_the_disk_ends_as_it_did_once_space_is_back(small_disk:
     assert (small_disk / "home" / "data" / "runs" / run.id / "output.log").stat().st_size < 4 << 20
     low = [text for kind, text in events(run.id) if kind == "low_disk"]
     assert len(low) == 1 and low[0].startswith("the disk of the data folder has "), events(run.id)
+
+
+SAVER = """
+import os, sys
+root = sys.argv[1]
+for step in range(100, 10000, 100):  # a checkpoint folder per save, as DeepSpeed's save_checkpoint makes them
+    os.makedirs(os.path.join(root, f"global_step{step}"))
+    with open(os.path.join(root, f"global_step{step}", "state.pt"), "wb") as f:
+        f.write(b"\\0" * 4096)
+"""
+
+
+def test_a_run_that_dies_saving_to_a_full_disk_is_told_with_the_path_and_its_free_space(tmp_path: Path) -> None:
+    """The job's own disk fills (not the data folder's): the diagnosis names the path from the error and the
+    disk's free space at the run's end, read by the supervisor."""
+    with mounted(tmp_path, "2m", inodes=8) as mount:
+        script = tmp_path / "saver.py"
+        script.write_text(SAVER)
+        run = start([sys.executable, str(script), str(mount)], env=job_env())
+        done = wait_finished(run.id, 60)
+        assert done.state == "failed", done.state_detail
+        diagnosis = done.diagnosis or {}
+        assert diagnosis.get("kind") == "disk_full", diagnosis
+        assert diagnosis["summary"].startswith(f"The run could not write at {mount}/global_step"), diagnosis
+        assert diagnosis["summary"].endswith(": no space left on the device."), diagnosis
+        assert any(e.startswith(f"the disk holding {mount}/global_step") and e.endswith(" free now")
+                   for e in diagnosis["evidence"]), diagnosis["evidence"]
+        assert f"{mount}/global_step" in diagnosis["advice"]

@@ -12,10 +12,12 @@ import pytest
 
 
 @contextmanager
-def small_disk(tmp_path: Path, size: str) -> Iterator[Path]:
+def small_disk(tmp_path: Path, size: str, inodes: int | None = None) -> Iterator[Path]:
+    """`inodes`: at most that many files and folders (a disk whose folder creation fails: ENOSPC naming it)."""
     mount = tmp_path / "small"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True,
+    options = f"size={size}" + (f",nr_inodes={inodes}" if inodes else "")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)], capture_output=True,
                           text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or 'mount failed'}")
