@@ -369,7 +369,7 @@ def check_document(
     data = doc.data
     if consumer is None and hf_trainer is not None:
         consumer = "hf_trainer" if hf_trainer else "plain"
-    messages += _lenient_slips(doc, consumer)
+    messages += lenient_slips(doc, consumer)
     if hf_trainer is None and consumer is not None and (doc.kind == "deepspeed" or consumer == "hf_trainer"):
         # The rules' older flag: accelerate converts the script's optimizer for offload as the Trainer does.
         hf_trainer = consumer != "plain"
@@ -388,10 +388,11 @@ def check_document(
     return sort_messages(_dedupe(messages))
 
 
-def _lenient_slips(doc: SourceDocument, consumer: str | None) -> list[Message]:
+def lenient_slips(doc: SourceDocument, consumer: str | None) -> list[Message]:
     """JSON slips DeepSpeed's hjson reader takes (source._read_as_deepspeed_does): an error for a file the HF
     Trainer or accelerate reads (json.load: they stop there), a warning for one DeepSpeed's own launcher reads.
-    Without a word on who reads it, "auto" values say the HF Trainer / accelerate (only they fill them)."""
+    Without a word on who reads it, "auto" values say the HF Trainer / accelerate (only they fill them).
+    The one rule for these slips: `config check` and `presets import` both ask it."""
     if not doc.lenient:
         return []
     from traindeck.backend.config.auto_fill import auto_paths

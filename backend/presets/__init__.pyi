@@ -89,6 +89,9 @@ from .transfer import (
     import_accelerate_default as import_accelerate_default,
 )
 from .transfer import (
+    LISTED_SLIPS as LISTED_SLIPS,
+)
+from .transfer import (
     import_preset as import_preset,
 )
 from .transfer import (
