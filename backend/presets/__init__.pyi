@@ -83,13 +83,13 @@ from .sources import (
     read_config_file as read_config_file,
 )
 from .transfer import (
+    LISTED_SLIPS as LISTED_SLIPS,
+)
+from .transfer import (
     export_preset as export_preset,
 )
 from .transfer import (
     import_accelerate_default as import_accelerate_default,
-)
-from .transfer import (
-    LISTED_SLIPS as LISTED_SLIPS,
 )
 from .transfer import (
     import_preset as import_preset,

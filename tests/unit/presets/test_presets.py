@@ -342,7 +342,7 @@ def _slips_json(path: Path, entries: int, *, auto: bool) -> None:
     batch = '"auto"' if auto else "4"
     lines = ["{", f'  "train_micro_batch_size_per_gpu": {batch},']
     for i in range(entries):
-        lines += [f"  // why k{i}", f'  "steps_per_print": {i + 1},' if i == 0 else f'  "wall_clock_breakdown": false,'
+        lines += [f"  // why k{i}", f'  "steps_per_print": {i + 1},' if i == 0 else '  "wall_clock_breakdown": false,'
                   if i == 1 else f'  "k{i}": {i},']
     lines.append("}")
     path.write_text("\n".join(lines) + "\n")
