@@ -498,3 +498,15 @@ def test_the_preset_list_getting_the_focus_loads_no_other_preset(qtbot, page, mo
     assert draft.dirty
     QApplication.sendEvent(page.presets, QFocusEvent(QEvent.Type.FocusIn, Qt.FocusReason.TabFocusReason))
     assert (draft.saved_as, draft.preset.name, draft.dirty) == (None, new_name, True)
+
+
+def test_import_takes_a_json_with_slips_deepspeed_reads_and_says_so(qtbot, page, monkeypatch, tmp_path: Path):
+    ds = tmp_path / "ds_config.json"
+    ds.write_text('{\n  // ZeRO-2, one GPU\n  "train_batch_size": 4,\n  "zero_optimization": {"stage": 2,},\n}\n')
+    said: list[str] = []
+    page.ctx.status.connect(said.append)
+    answer(monkeypatch, getOpenFileNames=([str(ds)], ""), getText=("slipped", True), warning=never)
+    page.action_import.trigger()
+    qtbot.waitUntil(lambda: page.ctx.draft.saved_as == "slipped")
+    assert page.ctx.draft.preset.deepspeed == {"train_batch_size": 4, "zero_optimization": {"stage": 2}}
+    assert any(s.startswith("Imported preset slipped: 3 JSON slip(s)") for s in said), said
