@@ -100,7 +100,8 @@ def _probe_check(kind: str, tool: str) -> NativeCheck:
             out = []
             for item in reply.get("findings", ()):
                 if isinstance(item, dict):
-                    path, text = tuple(item.get("path", ())), f"{tool} says: {item.get('message')}"
+                    said = " ".join(str(item.get("message")).split())  # one line: a YAML error spans several
+                    path, text = tuple(item.get("path", ())), f"{tool} says: {said}"
                     out.append(doc.message("error", path, text) if doc is not None else
                                Message("error", format_path(path), text))
             return out

@@ -144,3 +144,12 @@ def test_native_on_an_empty_file_says_in_one_line_why_it_did_not_run(tmp_path: P
     done = check("--native", empty, tmp_path / "missing.json")
     skipped = [line for line in done.stdout.splitlines() if "own checks did not run" in line]
     assert [LINE.match(line)["file"] for line in skipped] == [str(empty), str(tmp_path / "missing.json")]  # type: ignore[index]
+
+
+@pytest.mark.train
+def test_native_hands_an_unreadable_yaml_to_accelerate_and_prints_one_line(tmp_path: Path) -> None:
+    pytest.importorskip("accelerate")
+    broken = tmp_path / "acc.yaml"
+    broken.write_text("distributed_type: [NO\nnum_processes: 1\n")
+    said = [line for line in check("--native", broken).stdout.splitlines() if "accelerate says: " in line]
+    assert len(said) == 1 and LINE.match(said[0]) and str(broken) in said[0], said
