@@ -123,14 +123,25 @@ def _one_by_one(args: argparse.Namespace, consumer: str | None, why: str) -> lis
 
 
 def _native(args: argparse.Namespace) -> list[Message]:
-    """The real tools' verdicts on each file that parsed (see traindeck.backend.config.native)."""
-    from traindeck.backend.config import load_file, native_verdicts
+    """The real tools' verdicts on each file, read as the tool reads it: a JSON that only DeepSpeed's own reader
+    (hjson) takes is judged on what DeepSpeed reads; a file traindeck cannot read at all is handed to the tool as
+    text, which says why it refuses it; a file that cannot be opened gets one line saying the check did not run."""
+    from traindeck.backend.config import Message, load_file, native_verdicts
 
     out: list[Message] = []
     for path in args.files:
-        doc = load_file(path)
+        doc = load_file(path, as_deepspeed_reads=True)
         if isinstance(doc.data, dict) and doc.kind is not None:
             out += native_verdicts(doc.kind, doc.data, python=args.python, world_size=args.world_size, doc=doc)
+        elif doc.text:
+            kind = doc.kind or ("deepspeed" if doc.format == "json" else "accelerate")
+            out += native_verdicts(kind, None, python=args.python, world_size=args.world_size, doc=doc,
+                                   text=doc.text)
+        else:
+            tool = "DeepSpeed's and accelerate's" if doc.kind is None else \
+                {"deepspeed": "DeepSpeed's", "accelerate": "accelerate's"}[doc.kind]
+            out.append(Message("note", "", f"{tool} own checks did not run: the file is empty or cannot be read (see above)",
+                               str(path), None, None))
     return out
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from traindeck.backend.cli import UserError
 
 if TYPE_CHECKING:
+    from traindeck.backend.config import Message
     from traindeck.backend.presets import Preset
 
 ORDER = 30
@@ -107,10 +108,16 @@ def _import(args: argparse.Namespace) -> int:
         files.insert(0, location)
     if not files:
         raise UserError("give a FILE to import (an accelerate YAML and/or a DeepSpeed JSON) or --accelerate-default")
+    slips: list[Message] = []  # JSON slips DeepSpeed reads past: warnings, as `config check` says
     try:
-        preset = presets.import_preset(files, args.name, overwrite=args.force, description=args.description)
+        preset = presets.import_preset(files, args.name, overwrite=args.force, description=args.description,
+                                       slips=slips)
     except presets.PresetError as exc:
         raise UserError(str(exc)) from None
+    for m in slips[:presets.LISTED_SLIPS]:
+        print(m.format())
+    if len(slips) > presets.LISTED_SLIPS:
+        print(f"and {len(slips) - presets.LISTED_SLIPS} more JSON slips (`traindeck config check` lists them)")
     print(f"imported preset '{preset.name}' ({preset.launcher} launcher"
           f"{', with a DeepSpeed config' if preset.deepspeed is not None else ''}) -> {preset.path}")
     messages = presets.validate_preset(preset)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import yaml
@@ -90,16 +91,37 @@ def value_from_text(spec: FieldSpec, text: str) -> Any:
             return int(number)
         return number
     if kind in ("list", "mapping", "any"):
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise FieldTextError(f"not a valid value: {exc}") from None
+        value = _flow_value(text)
         if kind == "list" and not isinstance(value, list):
             raise FieldTextError("expected a list, e.g. [0.9, 0.999]")
         if kind == "mapping" and not isinstance(value, dict):
             raise FieldTextError("expected a mapping, e.g. {lr: 0.0001}")
         return value
     return text
+
+
+class _FlowLoader(yaml.SafeLoader):
+    """YAML as a form field is typed, with YAML 1.2's numbers: 1e-4 (no decimal point) is a number, as in JSON,
+    where YAML 1.1 (PyYAML) reads it as text and the optimizer is later handed the text "1e-4"."""
+
+
+_FlowLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
+def _flow_value(text: str) -> Any:
+    """A list, mapping or scalar typed in a field: JSON when it looks like JSON ({"lr": 1e-4} is JSON), else YAML
+    flow text ({lr: 1e-4}) read with YAML 1.2's numbers."""
+    if text[:1] in "{[\"":
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass  # {lr: 1e-4} or a slip: YAML reads it, or says where it stops
+    try:
+        return yaml.load(text, Loader=_FlowLoader)  # noqa: S506 - a SafeLoader with one more number form
+    except yaml.YAMLError as exc:
+        raise FieldTextError(f"not a valid value: {exc}") from None
 
 
 def text_from_value(spec: FieldSpec, value: Any) -> str:

@@ -29,8 +29,8 @@ PROBE = Path(__file__).with_name("native_probe.py")
 MARK = "@@traindeck-native@@"
 
 # fn(data, python, timeout, options) -> messages. options: world_size, file, doc (the SourceDocument to locate the
-# messages in, or None).
-NativeCheck = Callable[[dict[str, Any], str, float, dict[str, Any]], list[Message]]
+# messages in, or None), text (only when data is None: the file's text, for the tool to read itself).
+NativeCheck = Callable[[dict[str, Any] | None, str, float, dict[str, Any]], list[Message]]
 _CHECKS: dict[str, NativeCheck] = {}
 
 
@@ -39,17 +39,22 @@ def register_native_check(kind: str, check: NativeCheck) -> None:
     _CHECKS[kind] = check
 
 
-def native_verdicts(kind: str, data: dict[str, Any], python: str | None = None, timeout: float = 120, *,
-                    world_size: int | None = None, doc: SourceDocument | None = None) -> list[Message]:
+def native_verdicts(kind: str, data: dict[str, Any] | None, python: str | None = None, timeout: float = 120, *,
+                    world_size: int | None = None, doc: SourceDocument | None = None,
+                    text: str | None = None) -> list[Message]:
     """What the real tool says about `data` (a config of `kind`), run with `python` (default: this interpreter).
 
     `world_size` feeds DeepSpeed's batch-size assertion (unknown: the world size the batch numbers imply, and
     DeepSpeed's batch assertion is not reported). With `doc`, messages are located in its file (line, column).
+    With `text` instead of `data` (a file traindeck cannot read), the tool reads the text itself, as it reads a
+    config file (DeepSpeed with hjson, accelerate with yaml), and says why it refuses it.
     """
     check = _CHECKS.get(kind)
     if check is None:
         return []
     options = {"world_size": world_size, "file": doc.file if doc is not None else None, "doc": doc}
+    if text is not None and data is None:
+        options["text"] = text
     from traindeck.backend.launch.environ import resolve_python
 
     # Not sys.executable directly: in a frozen app that is traindeck itself (resolve_python takes python3 there).
@@ -86,16 +91,17 @@ def run_probe(python: str, request: dict[str, Any], timeout: float) -> dict[str,
 
 
 def _probe_check(kind: str, tool: str) -> NativeCheck:
-    def check(data: dict[str, Any], python: str, timeout: float, options: dict[str, Any]) -> list[Message]:
+    def check(data: dict[str, Any] | None, python: str, timeout: float, options: dict[str, Any]) -> list[Message]:
         doc = options.get("doc")
-        request = {"kind": kind, "data": data, **{k: v for k, v in options.items() if k != "doc"}}
+        request = {"kind": kind, "data": data or {}, **{k: v for k, v in options.items() if k != "doc"}}
         reply = run_probe(python, request, timeout)
         status = reply.get("status")
         if status == "ok":
             out = []
             for item in reply.get("findings", ()):
                 if isinstance(item, dict):
-                    path, text = tuple(item.get("path", ())), f"{tool} says: {item.get('message')}"
+                    said = " ".join(str(item.get("message")).split())  # one line: a YAML error spans several
+                    path, text = tuple(item.get("path", ())), f"{tool} says: {said}"
                     out.append(doc.message("error", path, text) if doc is not None else
                                Message("error", format_path(path), text))
             return out

@@ -2,7 +2,8 @@
 
 Standalone on purpose: `native.py` runs this file's text with `python -c` in whatever interpreter has the `train`
 extra, so it imports nothing from traindeck and nothing heavy until a check needs it. It reads one JSON request on
-stdin ({"kind", "data", "world_size", "file"}) and writes one line `MARK + JSON reply` on stdout:
+stdin ({"kind", "data", "world_size", "file", and "text" when the caller could not read the file: the tool reads
+it then, as it reads a config file}) and writes one line `MARK + JSON reply` on stdout:
   {"status": "ok", "findings": [{"path": [...], "message": "..."}]}
   {"status": "missing", "package": "deepspeed"}          the package is not installed there
   {"status": "import-error", "package": ..., "error": ...}
@@ -71,8 +72,18 @@ def check_deepspeed(request):
         from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
     except Exception as exc:  # a broken install (CUDA mismatch, missing dependency...)
         return {"status": "import-error", "package": "deepspeed", "error": f"{type(exc).__name__}: {exc}"}
-    data = request["data"]
     found = Findings()
+    data = request["data"]
+    if "text" in request:  # DeepSpeedConfig(path) reads the file with hjson, refusing duplicate keys
+        import hjson
+        try:
+            data = hjson.loads(request["text"], object_pairs_hook=getattr(ds_config, "dict_raise_error_on_duplicate_keys", None))
+        except Exception as exc:
+            found.add((), f"cannot read the file: {type(exc).__name__}: {exc}")
+            return {"status": "ok", "findings": found.items}
+        if not isinstance(data, dict):
+            found.add((), f"the file holds {type(data).__name__}, not a mapping of keys")
+            return {"status": "ok", "findings": found.items}
     checked = set()  # pydantic model names already checked section by section
 
     def model(name, path, build):
@@ -338,7 +349,10 @@ def check_accelerate(request):
     handle, path = tempfile.mkstemp(suffix=".yaml", prefix="traindeck-")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as f:
-            yaml.safe_dump(request["data"], f, sort_keys=False)
+            if "text" in request:  # the file as it is: accelerate reads it with yaml
+                f.write(request["text"])
+            else:
+                yaml.safe_dump(request["data"], f, sort_keys=False)
         try:
             load_config_from_file(path)
         except Exception as exc:

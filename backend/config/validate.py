@@ -14,6 +14,7 @@ import difflib
 import functools
 import importlib
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -255,15 +256,43 @@ def check_value(spec: FieldSpec, value: Any, path: PathT, unknown: UnknownKeys |
         if kind == "int" and isinstance(value, float) and not value.is_integer():
             number_ok = False
         if not number_ok:
-            return [("error", path, f"expected {spec.describe()}, got {_show(value)}")]
+            hint = f": a number written as text; {NUMBER_AS_TEXT}" if looks_like_number(value) else ""
+            return [("error", path, f"expected {spec.describe()}, got {_show(value)}{hint}")]
         return _range(spec, value, path)
     if kind == "str":
         return [] if isinstance(value, str) else [("error", path, f"expected text, got {_show(value)}")]
     if kind == "list":
         return [] if isinstance(value, list) else [("error", path, f"expected a list, got {_show(value)}")]
     if kind == "mapping":
-        return [] if isinstance(value, dict) else [("error", path, f"expected a mapping, got {_show(value)}")]
+        if not isinstance(value, dict):
+            return [("error", path, f"expected a mapping, got {_show(value)}")]
+        return list(_numbers_as_text(value, path))
     return []
+
+
+# A number written as text: quoted, or a YAML 1.1 exponent without a decimal point (PyYAML reads 1e-4 as text).
+_NUMBER_TEXT = re.compile(r"[-+]?(?:\d[\d_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+NUMBER_AS_TEXT = ("write it without quotes (YAML reads an exponent without a decimal point as text: 1.0e-4 is a "
+                  "number, 1e-4 is not)")
+
+
+def looks_like_number(value: Any) -> bool:
+    """Text that reads as a number ("1e-4", "0.9", "100")."""
+    return isinstance(value, str) and _NUMBER_TEXT.fullmatch(value.strip()) is not None
+
+
+def _numbers_as_text(value: Any, path: PathT) -> Iterable[Finding]:
+    """Numbers written as text inside a free-form mapping (optimizer and scheduler params, ...): the tool passes
+    them on as they are, and torch's optimizers and schedulers compare them with numbers and raise TypeError."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _numbers_as_text(item, path + (key,))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _numbers_as_text(item, path + (i,))
+    elif looks_like_number(value):
+        yield ("warning", path, f"{_show(value)} is text, not a number: it is passed on as text (torch's optimizers "
+                                f"and schedulers then stop with a TypeError); {NUMBER_AS_TEXT}")
 
 
 def _match(value: Any, choices: Sequence[Any]) -> Any:
@@ -369,7 +398,7 @@ def check_document(
     data = doc.data
     if consumer is None and hf_trainer is not None:
         consumer = "hf_trainer" if hf_trainer else "plain"
-    messages += _lenient_slips(doc, consumer)
+    messages += lenient_slips(doc, consumer)
     if hf_trainer is None and consumer is not None and (doc.kind == "deepspeed" or consumer == "hf_trainer"):
         # The rules' older flag: accelerate converts the script's optimizer for offload as the Trainer does.
         hf_trainer = consumer != "plain"
@@ -388,10 +417,11 @@ def check_document(
     return sort_messages(_dedupe(messages))
 
 
-def _lenient_slips(doc: SourceDocument, consumer: str | None) -> list[Message]:
+def lenient_slips(doc: SourceDocument, consumer: str | None) -> list[Message]:
     """JSON slips DeepSpeed's hjson reader takes (source._read_as_deepspeed_does): an error for a file the HF
     Trainer or accelerate reads (json.load: they stop there), a warning for one DeepSpeed's own launcher reads.
-    Without a word on who reads it, "auto" values say the HF Trainer / accelerate (only they fill them)."""
+    Without a word on who reads it, "auto" values say the HF Trainer / accelerate (only they fill them).
+    The one rule for these slips: `config check` and `presets import` both ask it."""
     if not doc.lenient:
         return []
     from traindeck.backend.config.auto_fill import auto_paths

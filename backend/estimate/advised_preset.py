@@ -3,6 +3,11 @@
 `advise()` names a built-in preset and the dotted keys to change in it ("accelerate.num_processes",
 "deepspeed.train_micro_batch_size_per_gpu", ...). This turns that into a Preset ready to edit and save; what only
 the training script can do (activation checkpointing) comes back as notes, not as config.
+
+The offload sections come out coherent: one whose device is not nvme keeps none of the NVMe-only keys (nvme_path
+and the swap buffers: the built-in zero-infinity-nvme preset carries them for both), and one whose device is nvme
+gets a real folder for its nvme_path in place of the built-in's placeholder: the folder the estimate was given,
+else NVME_FOLDER in traindeck's data folder (created, so it is writable), said in the description.
 """
 
 from __future__ import annotations
@@ -11,10 +16,13 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from traindeck.backend.core import paths
 from traindeck.backend.estimate.advisor import Advice
-from traindeck.backend.presets import Preset, load_builtin
+from traindeck.backend.presets import NVME_PLACEHOLDER, Preset, load_builtin
 
 SECTIONS = ("accelerate", "deepspeed")
+OFFLOADS = ("offload_optimizer", "offload_param")
+NVME_FOLDER = "nvme-offload"  # below the data folder: the nvme_path an NVMe advice gets when none was given
 
 
 @dataclass
@@ -49,14 +57,65 @@ def preset_from_advice(advice: Advice) -> AdvisedPreset:
             continue
         _set(data, rest.split("."), value)
         changed[key] = value
+    changed.update(_coherent_offload(preset, advice))
     if changed:
         # Built-in names cannot be saved over: the edited copy gets a name of its own, saved when the user saves.
         preset.name = f"{base.name}-advised"
         preset.builtin = False
         preset.path = None
-        what = ", ".join(f"{k.partition('.')[2]}={v}" for k, v in changed.items())
-        preset.description = f"{base.description} Advised by the estimate: {what}."
+        what = ", ".join(f"{k.partition('.')[2]}={v}" for k, v in changed.items() if v is not None)
+        dropped = " NVMe-only keys left out where the device is not nvme." if None in changed.values() else ""
+        preset.description = f"{base.description} Advised by the estimate: {what}.{dropped}"
     return AdvisedPreset(preset=preset, changed=changed, script_notes=notes, skipped=skipped, base_name=base.name)
+
+
+def _coherent_offload(preset: Preset, advice: Advice) -> dict[str, Any]:
+    """Make each offload section of `preset` agree with its device (see the module's docstring); the dotted keys
+    changed, a removed key as None."""
+    zero = (preset.deepspeed or {}).get("zero_optimization")
+    if not isinstance(zero, dict):
+        return {}
+    changed: dict[str, Any] = {}
+    for which in OFFLOADS:
+        section = zero.get(which)
+        if not isinstance(section, dict):
+            continue
+        prefix = f"deepspeed.zero_optimization.{which}."
+        if section.get("device") == "nvme":
+            current = section.get("nvme_path")
+            if not isinstance(current, str) or not current.strip() or current.rstrip("/") == NVME_PLACEHOLDER:
+                section["nvme_path"] = changed[prefix + "nvme_path"] = _nvme_folder(advice)
+            continue
+        for key in _nvme_only_keys(which):
+            if key in section:
+                del section[key]
+                changed[prefix + key] = None
+    return changed
+
+
+def _nvme_only_keys(which: str) -> list[str]:
+    """The keys of an offload section that only a device of nvme uses (the config schema says which)."""
+    from traindeck.backend.config import DeepSpeedConfig, fields_of
+
+    zero = fields_of(DeepSpeedConfig)["zero_optimization"].section
+    section = fields_of(zero)[which].section if zero is not None else None
+    if section is None:
+        return ["nvme_path"]
+    return [key for key, spec in fields_of(section).items() if spec.applies == "device nvme"]
+
+
+def _nvme_folder(advice: Advice) -> str:
+    """The NVMe folder the estimate was given, else NVME_FOLDER in the data folder, created."""
+    for which in OFFLOADS:
+        given = advice.settings.get(f"deepspeed.zero_optimization.{which}.nvme_path")
+        if isinstance(given, str) and given.strip():
+            return given
+    folder = paths.data_dir() / NVME_FOLDER
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass  # the path still stands; the launch's own checks say why it cannot be written
+    return str(folder)
 
 
 def _set(data: dict[str, Any], path: list[str], value: Any) -> None:

@@ -83,6 +83,9 @@ from .sources import (
     read_config_file as read_config_file,
 )
 from .transfer import (
+    LISTED_SLIPS as LISTED_SLIPS,
+)
+from .transfer import (
     export_preset as export_preset,
 )
 from .transfer import (

@@ -122,7 +122,7 @@ def _referenced_deepspeed(doc: SourceDocument, accelerate: dict[str, Any]) -> di
     ref = referenced_deepspeed_file(doc)
     if ref is None or not ref.is_file():
         return None
-    ref_doc = load_file(ref, kind="deepspeed")
+    ref_doc = load_file(ref, kind="deepspeed", as_deepspeed_reads=True)  # what DeepSpeed reads past, kept
     if not isinstance(ref_doc.data, dict):
         return None
     section = accelerate.get("deepspeed_config")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from traindeck.backend.core import paths
 from traindeck.backend.core.fileio import atomic_write_text
@@ -15,17 +15,26 @@ from traindeck.backend.launch.config_files import render_sections
 from traindeck.backend.presets.files import load_preset, save_preset
 from traindeck.backend.presets.model import Preset, PresetError, _builtin_clash, check_name
 
+if TYPE_CHECKING:
+    from traindeck.backend.config.messages import Message
+    from traindeck.backend.config.source import SourceDocument
+
 # ------------------------------------------------------------------------------------------ import
 
 
 def import_preset(files: Sequence[Path | str], name: str, *, save: bool = True, overwrite: bool = False,
-                  description: str | None = None) -> Preset:
+                  description: str | None = None, slips: list[Message] | None = None) -> Preset:
     """A preset from an accelerate YAML and/or a DeepSpeed JSON (either order; kinds told by their keys).
 
     An accelerate YAML whose deepspeed_config.deepspeed_config_file points at a JSON brings that JSON in (unless a
     DeepSpeed JSON is given beside it, which then wins); the preset keeps the DeepSpeed settings in its
     `deepspeed` section and drops the (machine-specific) path, which export writes afresh. Everything else is kept
     exactly, unknown keys included. Saved as a user preset unless `save=False`.
+
+    A DeepSpeed JSON with slips DeepSpeed's own reader (hjson) takes (comments, trailing commas) is judged by the
+    rule `config check` applies (validate.lenient_slips): where that rule says error the import is refused naming
+    every slip; where it says warning the preset takes what DeepSpeed reads and the warnings are appended to
+    `slips` (when given). A text no reader takes is refused naming every syntax error.
     """
     from traindeck.backend.config.source import load_file
     from traindeck.backend.config.validate import referenced_deepspeed_file
@@ -43,10 +52,9 @@ def import_preset(files: Sequence[Path | str], name: str, *, save: bool = True, 
         if not path.is_file():
             raise PresetError(f"no such file: {path}")
         _refuse_big_import(path)
-        doc = load_file(path)
+        doc = load_file(path, as_deepspeed_reads=True)
         if doc.data is None:
-            first = doc.syntax[0].format() if doc.syntax else f"{path}: cannot be read"
-            raise PresetError(f"cannot import {path}: {first}")
+            raise PresetError(f"cannot import {path}: " + _listed(doc.syntax, f"{path}: cannot be read"))
         if doc.kind == "accelerate":
             if accelerate_doc is not None:
                 raise PresetError(f"two accelerate configs given ({accelerate_doc.file} and {path}); give one")
@@ -62,16 +70,19 @@ def import_preset(files: Sequence[Path | str], name: str, *, save: bool = True, 
         ref = referenced_deepspeed_file(accelerate_doc)
         if ref is not None and deepspeed is None:
             _refuse_big_import(ref)
-            ref_doc = load_file(ref, kind="deepspeed")
+            ref_doc = load_file(ref, kind="deepspeed", as_deepspeed_reads=True)
             if ref_doc.data is None:
-                why = ref_doc.syntax[0].format() if ref_doc.syntax else "cannot be read"
-                raise PresetError(f"{accelerate_doc.file}: its deepspeed_config_file {ref}: {why}")
+                raise PresetError(f"{accelerate_doc.file}: its deepspeed_config_file {ref}: "
+                                  + _listed(ref_doc.syntax, "cannot be read"))
+            _judge_slips(ref_doc, "integration", slips)  # accelerate reads it (json.load), as config check says
             deepspeed = copy.deepcopy(ref_doc.data)
             sources.append(f"DeepSpeed config {ref}")
         if ref is not None and accelerate is not None:
             section = accelerate["deepspeed_config"]
             section.pop("deepspeed_config_file", None)
     if deepspeed_doc is not None:
+        # Beside an accelerate config it is the one accelerate reads; alone, "auto" values tell who reads it.
+        _judge_slips(deepspeed_doc, "integration" if accelerate_doc is not None else None, slips)
         sources.append(f"DeepSpeed config {deepspeed_doc.file}")
     launcher: Literal["accelerate", "deepspeed", "python"] = "accelerate" if accelerate is not None else "deepspeed"
     preset = Preset(name=name, launcher=launcher,
@@ -80,6 +91,34 @@ def import_preset(files: Sequence[Path | str], name: str, *, save: bool = True, 
     if save:
         save_preset(preset, overwrite=overwrite)
     return preset
+
+
+# Syntax messages named in one refusal; the rest are counted.
+LISTED_SLIPS = 10
+
+
+def _listed(messages: Sequence[Message], fallback: str) -> str:
+    """Every message, one a line (at most LISTED_SLIPS of them, then "and N more")."""
+    if not messages:
+        return fallback
+    lines = [m.format() for m in messages[:LISTED_SLIPS]]
+    if len(messages) > LISTED_SLIPS:
+        lines.append(f"and {len(messages) - LISTED_SLIPS} more")
+    return lines[0] if len(lines) == 1 else "\n  " + "\n  ".join(lines)
+
+
+def _judge_slips(doc: SourceDocument, consumer: str | None, out: list[Message] | None) -> None:
+    """`config check`'s verdict on the JSON slips of `doc`: errors refuse the import, warnings go to `out`."""
+    from traindeck.backend.config.messages import sort_messages
+    from traindeck.backend.config.validate import lenient_slips
+
+    judged = sort_messages(lenient_slips(doc, consumer))
+    errors = [m for m in judged if m.severity == "error"]
+    if errors:
+        raise PresetError(f"cannot import {doc.file}: " + _listed(errors, "") +
+                          f"\n(`traindeck config fix {doc.file}` makes it strict JSON)")
+    if out is not None:
+        out += judged
 
 
 # A preset is read at every `presets list` and dashboard start: an imported config is kept far below what

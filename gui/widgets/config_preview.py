@@ -83,6 +83,11 @@ class ConfigPreview(QWidget):
     def is_shown(self, name: str) -> bool:
         return self.tabs.isTabVisible(self.tabs.indexOf(self._views[name]))
 
+    def show_tab(self, name: str) -> None:
+        """Bring tab `name` to the front (when it is shown)."""
+        if self.is_shown(name):
+            self.tabs.setCurrentWidget(self._views[name])
+
     def current_name(self) -> str:
         return self.tabs.tabText(self.tabs.currentIndex())
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFont
+from PySide6.QtGui import QFocusEvent, QFont
 from PySide6.QtWidgets import QListWidget, QListWidgetItem, QWidget
 
 from traindeck.backend.presets import Preset
@@ -107,6 +107,17 @@ class PresetList(QListWidget):
             if item.data(_NAME_ROLE) == name:
                 return item
         return None
+
+    def focusInEvent(self, event: QFocusEvent) -> None:  # noqa: N802
+        # A list with no current item makes its first item current when it gets the focus (a page switch, Tab):
+        # that is no choice of the user's, so no preset is loaded and no unsaved-changes question asked for it.
+        self._quiet = True
+        try:
+            super().focusInEvent(event)
+        finally:
+            self._quiet = False
+        if self._current is None and self.currentRow() >= 0:
+            self.select(None)
 
     def _changed(self, item: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
         if self._quiet or item is None:

@@ -119,3 +119,25 @@ def test_keys_are_labelled_in_words_with_the_key_beneath():
     assert people_words("nvme_path") == "NVMe path"
     assert people_words("fp16") == "fp16"
     assert people_words("stage3_max_live_parameters") == "Stage 3 max live parameters"
+
+
+def test_json_typed_in_a_mapping_field_is_stored_and_exported_as_numbers(qtbot, ds_schema, tmp_path):
+    import json
+
+    from traindeck.backend.presets import Preset, export_preset, validate_preset
+    from traindeck.gui.widgets.config_form import ConfigForm
+
+    data = {"train_micro_batch_size_per_gpu": 1, "optimizer": {"type": "AdamW"}}
+    form = ConfigForm(ds_schema, data)
+    qtbot.addWidget(form)
+    qtbot.keyClicks(form.child("optimizer").editor("params"), '{"lr": 1e-4, "betas": [0.9, 0.999]}')
+    assert data["optimizer"]["params"] == {"lr": 1e-4, "betas": [0.9, 0.999]}
+    assert isinstance(data["optimizer"]["params"]["lr"], float)
+    (written,) = export_preset(Preset(name="typed", launcher="deepspeed", deepspeed=data), tmp_path)
+    assert json.loads(written.read_text())["optimizer"]["params"]["lr"] == 1e-4
+
+    form.child("optimizer").editor("params").clear()
+    qtbot.keyClicks(form.child("optimizer").editor("params"), '{"lr": "1e-4"}')  # quoted on purpose: text
+    (flagged,) = [m for m in validate_preset(Preset(name="typed", launcher="deepspeed", deepspeed=data))
+                  if m.path == "deepspeed.optimizer.params.lr"]
+    assert flagged.severity == "warning" and "is text, not a number" in flagged.message

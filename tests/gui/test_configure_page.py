@@ -446,3 +446,67 @@ def test_a_note_is_shown_last_with_an_information_icon_and_not_counted(qtbot) ->
     assert [m.severity for m in widget.messages()] == ["warning", "note"]
     assert widget.counts() == (0, 1)
     assert "1 warning" in widget.header_text()
+
+
+# -------------------------------------------------------------------------------------------------- one set of findings
+
+
+def test_what_the_tools_said_goes_when_another_preset_is_loaded_or_the_preset_is_edited(qtbot, page):
+    checks = page.checks
+    checks.show_native_result(["DeepSpeed (ds_config.json)"], [])
+    assert checks.native_result.isVisible()
+    assert page.files.load_named("zero2")
+    assert not checks.native_result.isVisible() and checks.native_result.text() == ""  # not said of zero2
+
+    checks.show_native_result(["DeepSpeed (ds_config.json)"], [])
+    ds_form(page).child("zero_optimization").editor("stage").setCurrentText("1")
+    assert not checks.native_result.isVisible()  # said of the preset before this edit
+
+
+def test_the_list_and_the_command_tab_show_the_same_launch_problems(qtbot, page):
+    preview = page.checks.preview
+    page.ctx.draft.preset.env = {"1BAD": "x"}  # the launch plan refuses it; the config checks have no word on it
+    page.ctx.draft.mark_edited()
+    qtbot.waitUntil(lambda: "# error: " in preview.text("Command"))
+    wait_checked(qtbot, page)
+    errors = [line[len("# error: "):] for line in preview.text("Command").splitlines() if line.startswith("# error: ")]
+    listed = [m.message for m in page.checks.findings.messages() if m.severity == "error" and m.path == "launch"]
+    assert errors and listed == errors
+    assert "No problems found" not in page.checks.findings.header_text()
+
+    preview.tabs.setCurrentIndex(0)
+    row = next(i for i, m in enumerate(page.checks.findings.messages()) if m.path == "launch")
+    page.checks.findings.list.itemClicked.emit(page.checks.findings.list.item(row))
+    assert preview.current_name() == "Command"  # a launch finding shows the command it is about
+
+
+def test_the_preset_list_getting_the_focus_loads_no_other_preset(qtbot, page, monkeypatch):
+    from PySide6.QtCore import QEvent, Qt
+    from PySide6.QtGui import QFocusEvent
+
+    draft = page.ctx.draft
+    answer(monkeypatch, question=never)
+    page.action_new.trigger()
+    qtbot.waitUntil(lambda: draft.saved_as is None)
+    new_name = draft.preset.name
+    # What a page switch (or Tab) does: the list, with no preset of its own current, gets the focus.
+    QApplication.sendEvent(page.presets, QFocusEvent(QEvent.Type.FocusIn, Qt.FocusReason.OtherFocusReason))
+    assert (draft.saved_as, draft.preset.name) == (None, new_name)  # nothing asked, nothing else loaded
+
+    page.editor.forms["accelerate"].editor("num_processes").setText("")
+    qtbot.keyClicks(page.editor.forms["accelerate"].editor("num_processes"), "3")
+    assert draft.dirty
+    QApplication.sendEvent(page.presets, QFocusEvent(QEvent.Type.FocusIn, Qt.FocusReason.TabFocusReason))
+    assert (draft.saved_as, draft.preset.name, draft.dirty) == (None, new_name, True)
+
+
+def test_import_takes_a_json_with_slips_deepspeed_reads_and_says_so(qtbot, page, monkeypatch, tmp_path: Path):
+    ds = tmp_path / "ds_config.json"
+    ds.write_text('{\n  // ZeRO-2, one GPU\n  "train_batch_size": 4,\n  "zero_optimization": {"stage": 2,},\n}\n')
+    said: list[str] = []
+    page.ctx.status.connect(said.append)
+    answer(monkeypatch, getOpenFileNames=([str(ds)], ""), getText=("slipped", True), warning=never)
+    page.action_import.trigger()
+    qtbot.waitUntil(lambda: page.ctx.draft.saved_as == "slipped")
+    assert page.ctx.draft.preset.deepspeed == {"train_batch_size": 4, "zero_optimization": {"stage": 2}}
+    assert any(s.startswith("Imported preset slipped: 3 JSON slip(s)") for s in said), said

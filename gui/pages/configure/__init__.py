@@ -221,6 +221,7 @@ class ConfigurePage(Page):
                 self.ctx.draft.dirty = False
                 self.ctx.draft.changed.emit()
         self._update_title()
+        self.checks.forget_native()
         self.checks.schedule()
 
     def _draft_changed(self) -> None:
@@ -229,6 +230,7 @@ class ConfigurePage(Page):
         # Changed by another page (or code): show its values and check them.
         self.editor.refresh()
         self._update_title()
+        self.checks.forget_native()
         self.checks.schedule()
 
     def _draft_replaced(self) -> None:
@@ -241,6 +243,7 @@ class ConfigurePage(Page):
         if draft.saved_as:
             self.ctx.settings.setValue(SETTINGS_KEY, draft.saved_as)
         self._update_title()
+        self.checks.forget_native()  # said about the preset loaded before
         if self.editor is None:  # ensure_built shows it
             return
         self.editor.set_preset(draft.preset)

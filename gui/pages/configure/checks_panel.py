@@ -1,6 +1,10 @@
 """The Configure page's checks, as one panel: the draft's messages (checked a moment after typing pauses), the
 "Check with DeepSpeed/accelerate" button and what those tools said, and the preview of the files and the command a
-launch will use. Checks and previews run on ctx.tasks, each in a lane: an answer about an older draft is dropped."""
+launch will use. Checks and previews run on ctx.tasks, each in a lane: an answer about an older draft is dropped.
+
+The list holds one set of findings: the draft's messages and what the launch plan refuses or notes (the same
+lines the Command tab shows as "# error:" / "# note:"), so the list never says "No problems found" above a command
+that cannot run. What the tools said stays in view only for the preset they were asked about."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from traindeck.gui.widgets.config_preview import ConfigPreview
 from traindeck.gui.widgets.findings_list import FindingsList
 
 CHECK_DELAY_MS = 150  # typing pauses this long before the preset is checked
+PLAN_PATH = "launch"  # the path of the launch plan's findings in the list (a click shows the Command tab)
 
 
 class ChecksPanel(QWidget):
@@ -46,7 +51,10 @@ class ChecksPanel(QWidget):
         self._previews = ctx.tasks.lane()
         self._changes = ctx.tasks.lane()
         self.findings = FindingsList()
-        self.findings.jump.connect(self.jump)
+        self.findings.jump.connect(self._picked)
+        self._messages: list[Message] = []  # the draft's messages, as last shown
+        self._plan: list[Message] = []  # what the launch plan of the last preview refuses (error) or notes (note)
+        self._awaiting = False  # a check of the draft is asked for and its messages have not come back
         self.native_button = QPushButton("Check with DeepSpeed/accelerate")
         self.native_button.setToolTip("Ask DeepSpeed's and accelerate's own parsers about this preset, in the "
                                       "training interpreter (a few seconds: they import torch)")
@@ -84,6 +92,7 @@ class ChecksPanel(QWidget):
         """The draft changed: answers about it so far are stale, and a check follows the pause."""
         self._checks.invalidate()
         self._changes.invalidate()
+        self._awaiting = True
         self.findings.set_pending(True)
         self._timer.start()
 
@@ -91,6 +100,7 @@ class ChecksPanel(QWidget):
         """Check the draft now, `typed` (text the form could not take as a value) among its messages."""
         preset = self.ctx.draft.preset
         if preset is None:
+            self._awaiting = False
             return
         snapshot = copy.deepcopy(preset)  # the editor goes on changing the original while this runs
 
@@ -105,14 +115,35 @@ class ChecksPanel(QWidget):
         self._start_preview(snapshot)
 
     def show_messages(self, messages: list[Message], not_applied: list[Message] | None) -> None:
-        """The draft's messages in the list; `not_applied`: typed values the preview does not hold (None: no form)."""
+        """The draft's messages in the list (with the launch plan's); `not_applied`: typed values the preview does
+        not hold (None: no form)."""
         if not_applied is not None:
             self.preview.set_not_applied([f"{m.path}: {m.message}" for m in not_applied])
-        self.findings.set_messages(messages, pending=self._timer.isActive())
+        self._messages = list(messages)
+        self._awaiting = False
+        self._render()
+
+    def _render(self) -> None:
+        pending = self._timer.isActive() or self._awaiting
+        self.findings.set_messages(list(dict.fromkeys(self._messages + self._plan)), pending=pending)
 
     def clear_messages(self) -> None:
-        """Another preset is the draft: the list holds no message until its check comes back."""
+        """Another preset is the draft: the list holds no message until its check comes back, and what the tools
+        said about the previous one is gone."""
+        self._messages, self._plan = [], []
         self.findings.set_messages([])
+        self.forget_native()
+
+    def forget_native(self) -> None:
+        """The preset the tools were asked about is not the draft any more (another was loaded, or it was edited)."""
+        self.native_result.clear()
+        self.native_result.hide()
+
+    def _picked(self, path: str) -> None:
+        if path == PLAN_PATH:  # the launch plan's finding: the command it is about
+            self.preview.show_tab(self.preview.COMMAND)
+        else:
+            self.jump.emit(path)
 
     def check_natively(self) -> None:
         preset = self.ctx.draft.preset
@@ -172,6 +203,8 @@ class ChecksPanel(QWidget):
 
         def failed(error: str) -> None:
             self.preview.set_text(self.preview.COMMAND, f"# the command cannot be built: {error}", "")
+            self._plan = [Message("error", PLAN_PATH, f"the command cannot be built: {error}")]
+            self._render()
 
         self._previews.run(preview_launch, snapshot, script=choice.script, script_args=list(choice.script_args),
                            cwd=choice.cwd or None, python=choice.python or None, nproc=choice.nproc,
@@ -189,3 +222,6 @@ class ChecksPanel(QWidget):
             lines.append("# environment: " + " ".join(f"{k}={v}" for k, v in result.env.items()))
         lines += [f"# error: {e}" for e in result.errors] + [f"# note: {w}" for w in result.warnings]
         self.preview.set_text(self.preview.COMMAND, "\n".join(lines) + "\n\n" + result.command, result.command)
+        self._plan = [Message("error", PLAN_PATH, e) for e in result.errors] + \
+            [Message("note", PLAN_PATH, w) for w in result.warnings]
+        self._render()

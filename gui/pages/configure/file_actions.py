@@ -39,6 +39,7 @@ from traindeck.gui.pages.configure.preset_dialogs import (
 )
 
 if TYPE_CHECKING:
+    from traindeck.backend.config import Message
     from traindeck.backend.presets import ConfigText
 
 SETTINGS_KEY = "draft/preset"  # the preset edited last (gui/app.py loads it at start)
@@ -278,14 +279,18 @@ class PresetFiles(QObject):
                 return
 
         def run() -> None:
+            slips: list[Message] = []  # JSON slips DeepSpeed reads past (config check's warnings), filled by the import
+
             def done(preset: Preset) -> None:
                 self.user_names.append(name)
                 with self.edits.owning():
                     self.ctx.draft.replace(preset, name)
-                self.ctx.status.emit(f"Imported preset {name}")
+                said = f": {len(slips)} JSON slip(s) DeepSpeed reads past (`traindeck config check` lists them)" \
+                    if slips else ""
+                self.ctx.status.emit(f"Imported preset {name}{said}")
                 self.refresh()
 
-            self.ctx.tasks.run(import_preset, files, name, overwrite=True, done=done,
+            self.ctx.tasks.run(import_preset, files, name, overwrite=True, slips=slips, done=done,
                                failed=lambda error: self._error("The configs were not imported", error))
 
         self.guard(run)

@@ -115,3 +115,41 @@ def test_native_adds_accelerates_own_verdict() -> None:
     done = check("--native", DIR / "typo_keys.yaml")
     assert done.returncode == 1
     assert "accelerate says: " in done.stdout and "num_proceses" in done.stdout
+
+
+@pytest.mark.train
+def test_native_judges_a_json_with_slips_as_deepspeed_reads_it(tmp_path: Path) -> None:
+    # Comments and trailing commas: strict JSON stops, DeepSpeed's hjson reads past them and refuses stage 7.
+    pytest.importorskip("deepspeed")
+    slips = tmp_path / "ds.json"
+    slips.write_text('{\n  // ZeRO\n  "train_micro_batch_size_per_gpu": 4,\n  "zero_optimization": {"stage": 7,},\n}\n')
+    lines = [m for m in map(LINE.match, check("--native", "--plain-script", slips).stdout.splitlines()) if m]
+    said = [(m["line"], m["path"], m["msg"]) for m in lines if m["msg"].startswith("DeepSpeed says: ")]
+    assert said and said[0][:2] == ("4", "zero_optimization.stage") and "got 7" in said[0][2]
+
+
+@pytest.mark.train
+def test_native_says_why_deepspeed_refuses_an_unreadable_json(tmp_path: Path) -> None:
+    pytest.importorskip("deepspeed")
+    broken = tmp_path / "ds.json"
+    broken.write_text('{"train_batch_size": 8 "gradient_accumulation_steps": 1}')  # no comma, on one line
+    done = check("--native", broken)
+    said = [line for line in done.stdout.splitlines() if "DeepSpeed says: " in line]
+    assert len(said) == 1 and "cannot read the file: HjsonDecodeError" in said[0], done.stdout
+
+
+def test_native_on_an_empty_file_says_in_one_line_why_it_did_not_run(tmp_path: Path) -> None:
+    empty = tmp_path / "ds.json"
+    empty.write_text("")
+    done = check("--native", empty, tmp_path / "missing.json")
+    skipped = [line for line in done.stdout.splitlines() if "own checks did not run" in line]
+    assert [LINE.match(line)["file"] for line in skipped] == [str(empty), str(tmp_path / "missing.json")]  # type: ignore[index]
+
+
+@pytest.mark.train
+def test_native_hands_an_unreadable_yaml_to_accelerate_and_prints_one_line(tmp_path: Path) -> None:
+    pytest.importorskip("accelerate")
+    broken = tmp_path / "acc.yaml"
+    broken.write_text("distributed_type: [NO\nnum_processes: 1\n")
+    said = [line for line in check("--native", broken).stdout.splitlines() if "accelerate says: " in line]
+    assert len(said) == 1 and LINE.match(said[0]) and str(broken) in said[0], said

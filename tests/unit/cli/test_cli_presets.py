@@ -102,3 +102,12 @@ def test_rename(capsys):
     assert main(["presets", "rename", "old-name", "new-name"]) == 0
     assert main(["presets", "show", "new-name"]) == 0
     assert main(["presets", "show", "old-name"]) == 2
+
+
+def test_import_prints_the_json_slips_config_check_calls_warnings(tmp_path: Path, capsys):
+    ds = tmp_path / "ds.json"
+    ds.write_text('{\n  // ZeRO-1\n  "train_batch_size": 8,\n  "zero_optimization": {"stage": 1,},\n}\n')
+    assert main(["presets", "import", str(ds), "--name", "with-slips"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    slips = [line for line in out if "warning: (document): JSON syntax" in line]
+    assert [line.split(":")[1] for line in slips] == ["2", "4", "4"] and "imported preset 'with-slips'" in out[3]

@@ -71,3 +71,37 @@ def test_in_place_edits_create_sections_and_leave_other_keys():
     remove_path(data, ("zero_optimization", "offload_optimizer", "device"))
     remove_path(data, ("not", "there"))
     assert data == {"zero_optimization": {"offload_optimizer": {}}, "other": {"x": 1}}
+
+
+class Params(Section):
+    params: dict[str, object] = Field(default_factory=dict, description="d")
+    anything: object = Field(None, description="d")
+
+
+P = fields_of(Params)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [('{"lr": 1e-4, "betas": [0.9, 0.999]}', {"lr": 1e-4, "betas": [0.9, 0.999]}),  # JSON: read as JSON
+     ("{lr: 1e-4, eps: 1E-8}", {"lr": 1e-4, "eps": 1e-8}),  # YAML flow text: an exponent is a number too
+     ('{lr: "1e-4"}', {"lr": "1e-4"})],  # quoted: text, as the user wrote it (the check then warns)
+)
+def test_a_mapping_typed_as_json_or_yaml_keeps_its_numbers(text, value):
+    got = value_from_text(P["params"], text)
+    assert got == value and all(type(got[k]) is type(value[k]) for k in value)
+    assert value_from_text(P["anything"], "1e-4") == 1e-4
+
+
+def test_numbers_written_as_text_are_flagged_with_file_line_and_key(tmp_path):
+    from traindeck.backend.config import check_files
+
+    ds = tmp_path / "ds.json"
+    ds.write_text('{\n  "train_micro_batch_size_per_gpu": 1,\n  "optimizer": {"type": "AdamW",\n'
+                  '    "params": {"lr": "1e-4", "betas": ["0.9", 0.999], "weight_decay": 0.0}}\n}\n')
+    acc = tmp_path / "acc.yaml"
+    acc.write_text("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_min_num_params: 1e8\n")
+    found = {(m.file, m.line, m.path, m.severity) for m in check_files([ds, acc]) if "written as text" in m.message
+             or "is text, not a number" in m.message}
+    assert found == {(str(ds), 4, "optimizer.params.lr", "warning"), (str(ds), 4, "optimizer.params.betas[0]", "warning"),
+                     (str(acc), 4, "fsdp_config.fsdp_min_num_params", "error")}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from traindeck.backend.estimate import GIB, Machine, Workload, estimate_rows, shape_from_params
@@ -78,3 +80,32 @@ def test_advice_matching_the_built_in_keeps_it_and_script_work_becomes_a_note():
     assert made.changed == {} and made.preset.name == "zero2-offload" and made.preset.builtin
     assert made.preset == load_builtin("zero2-offload")
     assert any("activation checkpointing" in n for n in made.script_notes)
+
+
+@pytest.mark.parametrize("strategy", ["zero3+opt-nvme", "zero3+opt-nvme+param-cpu", "zero3+opt-nvme+param-nvme"])
+def test_an_nvme_advice_becomes_a_coherent_preset_that_launches(strategy):
+    from traindeck.backend.core import paths
+    from traindeck.backend.estimate.advisor import PRESET_FOR, Advice
+    from traindeck.backend.presets import validate_preset
+
+    name, settings = PRESET_FOR[strategy]
+    made = preset_from_advice(Advice(row=None, reason="", preset=name, settings=dict(settings)))
+    zero = made.preset.deepspeed["zero_optimization"]
+    for which in ("offload_optimizer", "offload_param"):
+        section = zero[which]
+        if section["device"] == "nvme":  # a real folder, writable, in place of /path/to/nvme
+            assert section["nvme_path"] == str(paths.data_dir() / "nvme-offload")
+            assert os.access(section["nvme_path"], os.W_OK)
+        else:  # no NVMe key left beside a device that is not nvme
+            assert not {"nvme_path", "buffer_count", "buffer_size", "max_in_cpu"} & set(section), section
+    assert [m for m in validate_preset(made.preset) if m.severity == "error"] == []
+    assert made.changed and made.preset.name == "zero-infinity-nvme-advised"
+
+
+def test_an_nvme_advice_takes_the_folder_the_estimate_was_given(tmp_path):
+    from traindeck.backend.estimate.advisor import Advice
+
+    given = {"deepspeed.zero_optimization.offload_optimizer.nvme_path": str(tmp_path)}
+    made = preset_from_advice(Advice(row=None, reason="", preset="zero-infinity-nvme", settings=given))
+    zero = made.preset.deepspeed["zero_optimization"]
+    assert zero["offload_optimizer"]["nvme_path"] == zero["offload_param"]["nvme_path"] == str(tmp_path)

@@ -335,3 +335,36 @@ def test_export_of_a_deepspeed_only_preset_writes_only_the_json(tmp_path):
     assert [p.name for p in written] == ["ds_config.json"]
     assert json.loads(written[0].read_text()) == load_preset("cpu-demo").deepspeed
     assert read_preset_file(Path(load_preset("cpu-demo").path), builtin=True).builtin
+
+
+def _slips_json(path: Path, entries: int, *, auto: bool) -> None:
+    """A DeepSpeed JSON with a // comment before each of `entries` keys and a trailing comma: hjson reads it."""
+    batch = '"auto"' if auto else "4"
+    lines = ["{", f'  "train_micro_batch_size_per_gpu": {batch},']
+    for i in range(entries):
+        lines += [f"  // why k{i}", f'  "steps_per_print": {i + 1},' if i == 0 else '  "wall_clock_breakdown": false,'
+                  if i == 1 else f'  "k{i}": {i},']
+    lines.append("}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_import_judges_json_slips_as_config_check_does(tmp_path):
+    from traindeck.backend.config import check_files
+
+    plain = tmp_path / "plain.json"
+    _slips_json(plain, 3, auto=False)  # no "auto": DeepSpeed's own launcher reads it: warnings
+    checked = [m for m in check_files([plain]) if "JSON syntax" in m.message]
+    assert checked and {m.severity for m in checked} == {"warning"}
+    slips: list = []
+    preset = import_preset([plain], "slips", slips=slips)
+    assert slips == checked and preset.deepspeed["steps_per_print"] == 1  # every slip, as config check words it
+
+    auto = tmp_path / "auto.json"
+    _slips_json(auto, 14, auto=True)  # "auto": the HF Trainer / accelerate read it with json: errors
+    checked = [m for m in check_files([auto]) if "JSON syntax" in m.message]
+    assert len(checked) == 15 and {m.severity for m in checked} == {"error"}
+    with pytest.raises(PresetError) as refused:
+        import_preset([auto], "slips-auto")
+    text = str(refused.value)
+    assert [m.format() in text for m in checked] == [True] * 10 + [False] * 5
+    assert "and 5 more" in text and "traindeck config fix" in text
