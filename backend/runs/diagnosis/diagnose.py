@@ -117,9 +117,16 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
-def first_failure(ends: list[ProcessEnd]) -> ProcessEnd | None:
-    """The rank that ended badly first (else the first rank that ended at all before the launcher did)."""
+def first_failure(ends: list[ProcessEnd], root_pid: int | None = None) -> ProcessEnd | None:
+    """The rank that ended badly first (else the first rank that ended at all before the launcher did).
+
+    `root_pid`: the rank the launcher itself saw failing first (torchrun_root_cause). The launcher reaps its
+    ranks, so one it reaped at once is noticed gone only in the scan that finds a sibling it then ended: that
+    sibling would look first."""
     ranks = sorted((e for e in ends if e.role == "rank"), key=lambda e: e.t)
+    root = next((e for e in ranks if e.pid == root_pid and e.returncode not in (0, None)), None)
+    if root is not None:
+        return root
     for end in ranks:
         if end.returncode not in (0, None):
             return end
@@ -132,6 +139,16 @@ def first_failure(ends: list[ProcessEnd]) -> ProcessEnd | None:
 
 _DS_RETURN_CODE = re.compile(r"exits with return code = (-?\d+)")
 _TORCHRUN_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+) \(pid: (\d+)\)")
+_TORCHRUN_ROOT_CAUSE = "Root Cause (first observed failure):"
+
+
+def torchrun_root_cause(lines: list[str]) -> int | None:
+    """The pid torchrun's failure report names under "Root Cause (first observed failure)", or None."""
+    for i, line in enumerate(lines):
+        if _TORCHRUN_ROOT_CAUSE in line:
+            found = next((m for later in lines[i + 1:i + 12] if (m := _TORCHRUN_EXIT.search(later))), None)
+            return int(found.group(2)) if found else None
+    return None
 
 
 def fill_unseen_codes(ends: list[ProcessEnd], lines: list[str]) -> list[ProcessEnd]:
@@ -346,7 +363,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
     lines = ev.log_tail
     facts: list[str] = []
     ev = replace(ev, ends=fill_unseen_codes(ev.ends, lines))
-    first = first_failure(ev.ends)
+    first = first_failure(ev.ends, torchrun_root_cause(lines))
     if ev.stop_requested:
         # The stop's signals reach the ranks in no set order: which one ended first says nothing about a cause.
         ranks = sorted((e for e in ev.ends if e.role == "rank" and e.rank is not None), key=lambda e: e.rank or 0)
