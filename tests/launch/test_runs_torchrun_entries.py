@@ -202,3 +202,20 @@ def test_module_or_command_stop_leaves_nothing(tmp_path: Path, form: str) -> Non
     done = stop_and_confirm(run_id)
     log = log_of(done)
     assert "[rank0]: behave: rank 0 starting" in log and "[rank1]: behave: rank 1 starting" in log, log[-3000:]
+
+
+def test_a_module_run_is_shown_and_rerun_as_the_same_module(tmp_path: Path) -> None:
+    _package(tmp_path)
+    first = traindeck_run("-m", "tinypkg.train", "--steps", "3", "--step-time", "0", cwd=tmp_path)
+    done = wait_finished(first, 120)
+    assert done.state == "succeeded" and done.name == "train", done.diagnosis
+    assert command_of(done)[1:] == ["-m", "tinypkg.train", "--steps", "3", "--step-time", "0"]
+    shown = subprocess.run([sys.executable, "-m", "traindeck", "runs", "show", first, "--json"], capture_output=True,
+                           text=True, timeout=120, check=True)
+    assert json.loads(shown.stdout)["script"] == "tinypkg.train"
+    again = subprocess.run([sys.executable, "-m", "traindeck", "rerun", first, "--detach"], capture_output=True,
+                           text=True, timeout=300, cwd="/")
+    assert again.returncode == 0, again.stderr
+    rerun = wait_finished(again.stdout.strip().splitlines()[-1], 120)
+    assert rerun.state == "succeeded", rerun.diagnosis
+    assert command_of(rerun) == command_of(done)  # not "script not found: tinypkg.train"
