@@ -3,7 +3,10 @@
 `run` starts a detached supervisor and, unless --detach, follows the run in the foreground (run_follow: the
 output, a live progress line on a terminal, and the run's status as the exit code: 0 succeeded, the run's exit
 code otherwise, 130 after Ctrl+C, which asks the supervisor to stop the run gracefully; a second Ctrl+C forces it).
-Everything after SCRIPT is passed to the script unchanged, options and `--` included.
+What runs is a script file (`traindeck run train.py ...`), a module (`traindeck run -m pkg.train ...`, as
+`python -m`), or a command (`traindeck run --command -- llamafactory-cli train ...`: an executable or console
+script on PATH, run as it is, or under a chosen launcher through its own flag). Everything after SCRIPT, MODULE or
+COMMAND is passed to it unchanged, options and `--` included.
 """
 
 from __future__ import annotations
@@ -22,17 +25,28 @@ if TYPE_CHECKING:
     from traindeck.backend.runs import RunRecord, RunStore
 
 ORDER = 30
-LAUNCHERS = ("accelerate", "deepspeed", "python")
+LAUNCHERS = ("accelerate", "deepspeed", "python", "torchrun")
+USAGE_TARGET = "SCRIPT|-m MODULE|--command COMMAND"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="launch a training run (supervised; outlives this command)",
-                       description="Launch SCRIPT under a supervisor that outlives this command. Everything after "
-                                   "SCRIPT goes to the script unchanged.")
+                       description="Launch a script, a module (-m MODULE) or a command (--command -- COMMAND) "
+                                   "under a supervisor that outlives this command. Everything after SCRIPT, MODULE "
+                                   "or COMMAND goes to it unchanged.")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--preset", metavar="NAME", help="launch set-up from this preset")
     source.add_argument("--config", metavar="FILE", help="an accelerate YAML or DeepSpeed JSON config file")
-    p.add_argument("--launcher", choices=LAUNCHERS, help="default: the preset's, else from the config, else python")
+    p.add_argument("--launcher", choices=LAUNCHERS, help="default: the preset's, else from the config, else python "
+                   "(torchrun when --nproc is over 1)")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("-m", "--module", dest="entry", action="store_const", const="module", default="script",
+                        help="the first word after the options is a module, run as `python -m MODULE` (under a "
+                             "launcher: its --module)")
+    target.add_argument("--command", dest="entry", action="store_const", const="command",
+                        help="the first word after the options (and `--`) is a command: an executable or console "
+                             "script on PATH, run as it is (one that starts torchrun itself, say); under a "
+                             "launcher: its --no_python")
     p.add_argument("--nproc", type=int, metavar="N", help="processes (ranks) on this machine")
     p.add_argument("--python", metavar="PATH", help="the training interpreter (default: this Python)")
     p.add_argument("--name", help="a name for the run (default: the script's name)")
@@ -52,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                          "following it")
     p.add_argument("--resume-arg", metavar="TEMPLATE", help="how the script resumes from a checkpoint, e.g. "
                    "'--load {checkpoint}': kept with the run and remembered for the script (`traindeck resume`)")
-    p.add_argument("command", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="SCRIPT|MODULE|COMMAND [ARGS...]")
     p.set_defaults(handler=_run)
 
     logs = sub.add_parser("logs", help="print a run's output (whole), optionally following it")
@@ -93,7 +107,7 @@ def _run(args: argparse.Namespace) -> int:
     if command and command[0] == "--":  # separates our options from SCRIPT; later ones belong to the script
         command = command[1:]
     if not command:
-        raise UserError("which script? usage: traindeck run [options] SCRIPT [ARGS...]")
+        raise UserError(f"which script? usage: traindeck run [options] {USAGE_TARGET} [ARGS...]")
     if args.sweep:  # a sweep is several runs: they wait in the queue
         from traindeck.backend.cli.run_inputs import enqueue
 
@@ -112,7 +126,7 @@ def _run(args: argparse.Namespace) -> int:
     environment = _probe(args.python)
     check = (memory_check(args.model_size, request.preset, request.config_file, args.nproc) if args.model_size
              else None)
-    name = args.name or Path(script).stem
+    name = args.name or default_name(script, args.entry)
     if not args.detach:
         # What following needs is loaded now, not while the job starts: on a small machine that CPU is the job's.
         from traindeck.backend.cli import run_follow  # noqa: F401
@@ -141,6 +155,13 @@ def _run(args: argparse.Namespace) -> int:
     from traindeck.backend.runs import RunStore
 
     return follow_run(RunStore(), record.id)
+
+
+def default_name(target: str, entry: str) -> str:
+    """A run's name when none is given: the script's stem, the module's last part, the command's file name."""
+    if entry == "module":
+        return target.rpartition(".")[2]
+    return Path(target).name if entry == "command" else Path(target).stem
 
 
 def _probe(python: str | None) -> Any:

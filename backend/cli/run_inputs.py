@@ -50,8 +50,8 @@ def launch_request(args: argparse.Namespace, script: str, script_args: list[str]
         raise UserError(f"config file not found: {config}")
     if args.ssh_port is not None and not args.hostfile:
         raise UserError("--ssh-port goes with --hostfile")
-    return LaunchRequest(script=script, script_args=script_args, preset=preset, config_file=config,
-                         launcher=args.launcher, nproc=args.nproc, python=args.python, cwd=Path.cwd(),
+    return LaunchRequest(script=script, script_args=script_args, entry=getattr(args, "entry", "script"),
+                         preset=preset, config_file=config, launcher=args.launcher, nproc=args.nproc, python=args.python, cwd=Path.cwd(),
                          gpus=gpus, env=run_env(args),
                          hostfile=Path(args.hostfile).expanduser() if args.hostfile else None,
                          ssh_port=args.ssh_port)
@@ -122,6 +122,9 @@ def enqueue(args: argparse.Namespace, held: bool = False) -> list[RunRecord]:
         command = command[1:]
     if not command:
         raise UserError("which script? usage: traindeck queue add [options] SCRIPT [ARGS...]")
+    if getattr(args, "entry", "script") != "script":
+        raise UserError("a queued run (and a sweep) starts a script file; start a module or a command now with "
+                        "`traindeck run` instead")
     script, script_args = command[0], command[1:]
     if not (Path.cwd() / script).is_file():
         raise UserError(f"script not found: {script} (in {Path.cwd()})")

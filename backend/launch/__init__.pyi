@@ -8,6 +8,9 @@ from .builders import (
     DS_CONFIG_PLACEHOLDER as DS_CONFIG_PLACEHOLDER,
 )
 from .builders import (
+    ENTRIES as ENTRIES,
+)
+from .builders import (
     LAUNCHERS as LAUNCHERS,
 )
 from .builders import (
@@ -25,6 +28,7 @@ from .environ import (
 from .environ import (
     resolve_python as resolve_python,
 )
+from .plan import Entry as Entry
 from .plan import Launcher as Launcher
 from .plan import LaunchPlan as LaunchPlan
 from .preview import (

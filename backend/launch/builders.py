@@ -1,12 +1,20 @@
 """From what the user asked for (preset or config file, script, arguments, launcher) to a LaunchPlan.
 
+What is started is a script file, a module (`python -m`) or a command (an executable or console script found on
+the run's PATH), each told to its launcher with the launcher's own flag: accelerate `--module`/`--no_python`,
+deepspeed `--module`/`--no_python`, torchrun `--module`/`--no-python`; plain python runs `python -m MODULE` or the
+command itself. A command that starts its own launcher (a console script running torchrun) is run as it is, with
+the python launcher and one process: its ranks are found in the process tree as any launcher's are.
+
 Building starts no process. The only things it looks at outside its arguments are files it must read (a config
-file given directly, whether the script exists) and, through the functions passed in, whether a port is free.
+file given directly, whether the script exists, where a command is on PATH) and, through the functions passed in,
+whether a port is free.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,21 +38,28 @@ from traindeck.backend.launch.environ import (
     training_env,
     unchosen_python_note,
 )
-from traindeck.backend.launch.plan import Launcher, LaunchPlan
+from traindeck.backend.launch.plan import Entry, Launcher, LaunchPlan
 from traindeck.backend.launch.ports import busy_port_message, pick_free_port, port_in_use
 from traindeck.backend.launch.probe import TrainingEnvironment, problems_for
 from traindeck.backend.nodes.node_plan import multi_node
 from traindeck.backend.presets import Preset, PresetError, check_env
 
 DS_CONFIG_PLACEHOLDER = "{ds_config}"
-LAUNCHERS: tuple[Launcher, ...] = ("accelerate", "deepspeed", "python")
+LAUNCHERS: tuple[Launcher, ...] = ("accelerate", "deepspeed", "python", "torchrun")
+ENTRIES: tuple[Entry, ...] = ("script", "module", "command")
+# How each launcher is told that its target is a module or a command (its own parser's flags).
+_ENTRY_FLAGS: dict[str, dict[str, str]] = {
+    "accelerate": {"module": "--module", "command": "--no_python"},
+    "deepspeed": {"module": "--module", "command": "--no_python"},
+    "torchrun": {"module": "--module", "command": "--no-python"},
+}
 
 
 @dataclass(frozen=True, kw_only=True)
 class LaunchRequest:
     """What the user asked for, before anything is decided. Only `script` is required."""
 
-    script: str
+    script: str  # the script file, or with `entry` the module name or the command (executable or console script)
     script_args: Sequence[str] = ()  # passed to the script verbatim; `{ds_config}` is the one substitution
     preset: Preset | None = None
     config_file: Path | None = None  # an accelerate YAML or a DeepSpeed JSON given directly (instead of a preset)
@@ -62,6 +77,7 @@ class LaunchRequest:
     ssh_port: int | None = None  # with a hostfile: the nodes' SSH port
     # GPUs to run on, by NVML index (`--gpus 0,2`); None: the launcher's default (every visible GPU).
     gpus: tuple[int, ...] | None = None
+    entry: Entry = "script"  # what `script` names: a script file, a module (`-m`), or a command
 
 
 def render_config_files(preset: Preset, run_dir: Path) -> dict[str, str]:
@@ -125,8 +141,9 @@ def build_plan(
     if request.gpus is not None:
         _pin_gpus(env, launcher, request.gpus, errors)
     args = _script_args(request.script_args, ds_path, errors)
-    if not (Path(cwd) / request.script).is_file():
-        errors.append(f"script not found: {request.script} (in {cwd})")
+    target = _target(request, cwd, env, errors)
+    # Plain python with several processes goes through torchrun, and is told its target as torchrun is.
+    runner = "torchrun" if launcher == "python" and nproc > 1 else launcher
 
     fixed_port = request.master_port
     if fixed_port is None and launcher == "accelerate":
@@ -165,12 +182,18 @@ def build_plan(
         if ds_path and not _mentions_deepspeed_config(request.script_args):
             warnings.append("the script is not given the DeepSpeed config: add `--deepspeed_config {ds_config}` "
                             "(HF Trainer scripts: `--deepspeed {ds_config}`) to its arguments")
-    elif nproc > 1:
+    elif runner == "torchrun":
+        # The static rendezvous on the port picked (or fixed) above: torchrun's --standalone would pick a port of
+        # its own, which traindeck could neither check nor show.
         argv = [python, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port", str(port)]
-        warnings.append(f"plain python with {nproc} processes: started through torch.distributed.run (torchrun)")
+        if launcher == "python":
+            warnings.append(f"plain python with {nproc} processes: started through torch.distributed.run (torchrun)")
+    elif request.entry == "command":
+        argv = []
     else:
-        argv = [python]
-    argv += [request.script, *args]
+        argv = [python, "-m"] if request.entry == "module" else [python]
+    flag = _ENTRY_FLAGS.get(runner, {}).get(request.entry)
+    argv += [*([flag] if flag else []), target, *args]
 
     if launcher != "accelerate" and ACCELERATE_CONFIG in files:
         warnings.append(f"the {launcher} launcher does not read the accelerate config; it is kept in the run "
@@ -180,13 +203,45 @@ def build_plan(
                             ("hostfile", request.hostfile), ("ssh_port", request.ssh_port)):
             if value is not None:
                 warnings.append(f"{name} applies to the deepspeed launcher only and is ignored")
-    if environment is not None:
+    if environment is not None and argv[:1] == [python]:  # a command alone brings its own interpreter
         errors += problems_for(environment, launcher, needs_deepspeed=ds_path is not None)
         warnings += _hardware_notes(environment, launcher, nproc, request)
 
     return LaunchPlan(launcher=launcher, argv=argv, env=env, cwd=cwd, nproc=nproc, master_port=port,
                       port_fixed=port is not None and fixed_port is not None, files=files, errors=errors,
-                      warnings=warnings, python=python, run_dir=str(run_dir), ds_config_path=ds_path)
+                      warnings=warnings, python=python, run_dir=str(run_dir), ds_config_path=ds_path,
+                      entry=request.entry)
+
+
+def _target(request: LaunchRequest, cwd: str, env: Mapping[str, str], errors: list[str]) -> str:
+    """What the launcher is given to start: the script as given, the module name, or the command's executable
+    (a bare name resolved on the run's PATH, so the recorded command says which one ran)."""
+    name = request.script
+    looks_like_module = bool(name) and all(part.isidentifier() for part in name.split("."))
+    if request.entry not in ENTRIES:
+        errors.append(f"unknown entry {request.entry!r}: choose one of {', '.join(ENTRIES)}")
+    elif request.entry == "module":
+        if not looks_like_module:
+            errors.append(f"not a module name: {name!r} (a dotted name such as pkg.train)")
+    elif request.entry == "command":
+        if os.sep in name:
+            path = Path(cwd) / name
+            if not path.is_file() or not os.access(path, os.X_OK):
+                errors.append(f"command not found or not executable: {name} (in {cwd})")
+            return name
+        found = shutil.which(name, path=env.get("PATH", os.defpath)) if name else None
+        if found is None:
+            errors.append(f"command not found on the run's PATH: {name}")
+            return name
+        return found
+    elif not (Path(cwd) / name).is_file():
+        hint = ""
+        if name and os.sep not in name and shutil.which(name, path=env.get("PATH", os.defpath)):
+            hint = f"; to run the command {name}, give it as a command (traindeck run --command -- {name} ...)"
+        elif looks_like_module and "." in name:
+            hint = f"; to run the module {name}, give it as a module (traindeck run -m {name} ...)"
+        errors.append(f"script not found: {name} (in {cwd}){hint}")
+    return name
 
 
 def _config_files(request: LaunchRequest, run_dir: Path, cwd: str, errors: list[str], warnings: list[str]
@@ -299,7 +354,7 @@ def _pin_gpus(env: dict[str, str], launcher: Launcher, gpus: Sequence[int], erro
         errors.append("--gpus: give at least one GPU index (0 or more)")
         return
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    if launcher == "python":
+    if launcher in ("python", "torchrun"):  # torchrun has no GPU choice of its own
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
     else:
         env.pop("CUDA_VISIBLE_DEVICES", None)

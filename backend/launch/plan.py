@@ -6,7 +6,10 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Literal
 
-Launcher = Literal["accelerate", "deepspeed", "python"]
+Launcher = Literal["accelerate", "deepspeed", "python", "torchrun"]
+# What the launcher starts: a script file, a module (`python -m`), or a command on PATH (a console script, an
+# executable): each launcher is told with its own flag (builders.py).
+Entry = Literal["script", "module", "command"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class LaunchPlan:
     run_dir: str = ""
     # Absolute path of the run's ds_config.json when the run has a DeepSpeed config (what `{ds_config}` became).
     ds_config_path: str | None = None
+    entry: Entry = "script"
 
     @property
     def ok(self) -> bool:

@@ -18,13 +18,16 @@ from typing import cast
 from traindeck.backend.core.paths import runs_dir
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
 from traindeck.backend.launch.environ import masked_env
-from traindeck.backend.launch.plan import Launcher, LaunchPlan
+from traindeck.backend.launch.plan import Entry, Launcher, LaunchPlan
 from traindeck.backend.launch.probe import TrainingEnvironment
 from traindeck.backend.presets import Preset
 
 RUN_ID = "RUN_ID"  # stands for the run directory's name, chosen at launch
 FREE_PORT = "FREE_PORT"  # stands for the free port picked at launch
 PLACEHOLDER_SCRIPT = "train.py"  # shown when no script is chosen yet
+# Shown for a module or a command not chosen yet.
+_PLACEHOLDERS = {"script": PLACEHOLDER_SCRIPT, "module": "train", "command": "train"}
+_MISSING_TARGET = ("script not found", "command not found")
 
 
 @dataclass(frozen=True)
@@ -41,15 +44,19 @@ class LaunchPreview:
 
 def preview_launch(preset: Preset, *, script: str = "", script_args: Sequence[str] = (), cwd: str | None = None,
                    python: str | None = None, nproc: int | None = None, launcher: str | None = None,
-                   env: Mapping[str, str] | None = None) -> LaunchPreview:
-    """The command and files a launch of `preset` with these choices would use. With no `script`,
-    PLACEHOLDER_SCRIPT stands for it (and its absence is not reported)."""
-    request = LaunchRequest(script=str(Path(script).expanduser()) if script else PLACEHOLDER_SCRIPT,
+                   env: Mapping[str, str] | None = None, entry: str = "script") -> LaunchPreview:
+    """The command and files a launch of `preset` with these choices would use. `entry` says what `script` is:
+    "script", "module" or "command" (LaunchRequest.entry). With no `script`, a placeholder stands for it
+    (PLACEHOLDER_SCRIPT for a script) and its absence is not reported."""
+    if script and entry == "script":
+        script = str(Path(script).expanduser())
+    request = LaunchRequest(script=script or _PLACEHOLDERS.get(entry, PLACEHOLDER_SCRIPT),
+                            entry=cast("Entry", entry),  # build_plan names a wrong one
                             script_args=list(script_args), preset=preset,
                             launcher=cast("Launcher | None", launcher or None),  # build_plan names a wrong one
                             nproc=nproc, python=python or None, cwd=Path(cwd) if cwd else None, env=dict(env or {}))
     plan = preview_plan(request)
-    errors = [e for e in plan.errors if script or not e.startswith("script not found")]
+    errors = [e for e in plan.errors if script or not e.startswith(_MISSING_TARGET)]
     return LaunchPreview(command=shlex.join(plan.argv), argv=list(plan.argv), cwd=plan.cwd,
                          env=masked_env(dict(env or {})), files=dict(plan.files), errors=errors,
                          warnings=list(plan.warnings), run_dir=plan.run_dir)

@@ -12,8 +12,8 @@ from traindeck.backend.core import paths
 from traindeck.backend.core.fileio import atomic_write_text
 from traindeck.backend.presets.model import (
     _NAME,
+    ACCEPTED_LAUNCHERS,
     BUILTIN_NAMES,
-    LAUNCHERS,
     Preset,
     PresetError,
     _builtin_clash,
@@ -98,8 +98,8 @@ def save_preset(preset: Preset, overwrite: bool = False) -> Path:
     if clash:
         raise PresetError(f"'{preset.name}' is the name of a built-in preset ('{clash}'); choose another name "
                           "(built-ins cannot be replaced)")
-    if preset.launcher not in LAUNCHERS:
-        raise PresetError(f"launcher must be one of {', '.join(LAUNCHERS)}, not {preset.launcher!r}")
+    if preset.launcher not in ACCEPTED_LAUNCHERS:
+        raise PresetError(f"launcher must be one of {', '.join(ACCEPTED_LAUNCHERS)}, not {preset.launcher!r}")
     try:
         check_env(preset.env)
     except PresetError as exc:

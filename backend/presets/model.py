@@ -36,7 +36,10 @@ BUILTIN_NAMES = (
     "cpu-demo",
 )
 
-LAUNCHERS: tuple[Literal["accelerate", "deepspeed", "python"], ...] = ("accelerate", "deepspeed", "python")
+LauncherName = Literal["accelerate", "deepspeed", "python", "torchrun"]
+# The launchers the preset editor offers, and those a preset may name (torchrun too: chosen in the file).
+LAUNCHERS: tuple[LauncherName, ...] = ("accelerate", "deepspeed", "python")
+ACCEPTED_LAUNCHERS: tuple[LauncherName, ...] = (*LAUNCHERS, "torchrun")
 
 # The nvme_path the zero-infinity-nvme preset ships with: the user must replace it (validation says so).
 NVME_PLACEHOLDER = "/path/to/nvme"
@@ -45,7 +48,7 @@ NVME_PLACEHOLDER = "/path/to/nvme"
 @dataclass
 class Preset:
     name: str
-    launcher: Literal["accelerate", "deepspeed", "python"]
+    launcher: LauncherName
     description: str = ""
     # The accelerate launch config as a mapping (what `accelerate config` writes), or None for deepspeed/python.
     # When `deepspeed` is set too, export writes it to ds_config.json and points deepspeed_config_file at it.
@@ -149,8 +152,8 @@ def preset_from_mapping(data: Any, *, name: str | None = None, builtin: bool = F
     if not isinstance(preset_name, str) or not preset_name:
         raise PresetError(f"{where}: the preset has no name")
     launcher = data.get("launcher", "accelerate")
-    if launcher not in LAUNCHERS:
-        raise PresetError(f"{where}: launcher must be one of {', '.join(LAUNCHERS)}, not {launcher!r}")
+    if launcher not in ACCEPTED_LAUNCHERS:
+        raise PresetError(f"{where}: launcher must be one of {', '.join(ACCEPTED_LAUNCHERS)}, not {launcher!r}")
     description = data.get("description", "") or ""
     if not isinstance(description, str):
         raise PresetError(f"{where}: description must be text")

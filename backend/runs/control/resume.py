@@ -1,6 +1,6 @@
 """Starting a run again: `rerun` (the same launch) and `resume` (the same launch plus "continue from checkpoint X").
 
-A launch keeps what was asked for in the run directory (`request.json`: script, its arguments, the preset's content
+A launch keeps what was asked for in the run directory (`request.json`: script, module or command, its arguments, the preset's content
 or the config file, launcher, process count, interpreter, working directory; secrets masked, as in command.json),
 so a run can be started again even after its preset changed. The new run's `lineage.json` names its parent and
 the checkpoint it resumed from.
@@ -46,6 +46,7 @@ def save_request(run_dir: Path, request: Any, *, preset_name: str | None, argv_s
 
     data = {
         "script": str(request.script),
+        "entry": request.entry,
         "script_args": mask_argv(list(request.script_args), argv_secrets),
         "preset_name": preset_name,
         "preset": preset_to_mapping(request.preset) if request.preset is not None else None,
@@ -110,7 +111,8 @@ def request_from(data: Mapping[str, Any], environ: Mapping[str, str] | None = No
     config = Path(data["config_file"]) if data.get("config_file") else None
     if config is not None and not config.is_file():
         raise ResumeError(f"the run's config file is gone: {config}")
-    return LaunchRequest(script=str(data["script"]), script_args=args, preset=preset, config_file=config,
+    entry: Any = data.get("entry") or "script"  # none: a script file; build_plan names a wrong one
+    return LaunchRequest(script=str(data["script"]), script_args=args, entry=entry, preset=preset, config_file=config,
                          launcher=data.get("launcher"), nproc=data.get("nproc"), python=data.get("python"),
                          cwd=Path(data["cwd"]) if data.get("cwd") else None, env=env,
                          master_port=data.get("master_port"), num_nodes=data.get("num_nodes"),

@@ -122,9 +122,16 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
-def first_failure(ends: list[ProcessEnd]) -> ProcessEnd | None:
-    """The rank that ended badly first (else the first rank that ended at all before the launcher did)."""
+def first_failure(ends: list[ProcessEnd], root_pid: int | None = None) -> ProcessEnd | None:
+    """The rank that ended badly first (else the first rank that ended at all before the launcher did).
+
+    `root_pid`: the rank the launcher itself saw failing first (torchrun's root cause). The launcher reaps its
+    ranks, so one it reaped at once is noticed gone only in the scan that finds a sibling it then ended: that
+    sibling would look first."""
     ranks = sorted((e for e in ends if e.role == "rank"), key=lambda e: e.t)
+    root = next((e for e in ranks if e.pid == root_pid and e.returncode not in (0, None)), None)
+    if root is not None:
+        return root
     for end in ranks:
         if end.returncode not in (0, None):
             return end
@@ -160,11 +167,10 @@ def fill_unseen_codes(ends: list[ProcessEnd], lines: list[str]) -> list[ProcessE
     return filled
 
 
-def with_reported_ends(ends: list[ProcessEnd], lines: list[str]) -> list[ProcessEnd]:
+def with_reported_ends(ends: list[ProcessEnd], reports: list[launcher_reports.RankReport]) -> list[ProcessEnd]:
     """The ranks the launchers' reports in the log name (launcher_reports.py) and the supervisor did not see end,
     added as reported ends: the rank named as the first failure first. A launcher that relays a rank's death and
     exits 1 is then not the end that explains the run."""
-    reports = launcher_reports.rank_reports(lines)
     if not reports:
         return ends
     seen = {e.rank for e in ends if e.role == "rank" and e.returncode is not None}
@@ -372,8 +378,10 @@ def diagnose(ev: Evidence) -> Diagnosis:
     """The most specific explanation the evidence supports for the rank that failed first."""
     lines = ev.log_tail
     facts: list[str] = []
-    ev = replace(ev, ends=with_reported_ends(fill_unseen_codes(ev.ends, lines), lines))
-    first = first_failure(ev.ends)
+    reports = launcher_reports.rank_reports(lines)
+    ev = replace(ev, ends=with_reported_ends(fill_unseen_codes(ev.ends, lines), reports))
+    root = next((r for r in reports if r.root), None)  # the rank torchrun saw fail first
+    first = first_failure(ev.ends, root.pid if root is not None else None)
     if ev.stop_requested:
         # The stop's signals reach the ranks in no set order: which one ended first says nothing about a cause.
         ranks = sorted((e for e in ev.ends if e.role == "rank" and e.rank is not None), key=lambda e: e.rank or 0)

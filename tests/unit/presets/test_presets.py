@@ -241,7 +241,7 @@ def test_preset_file_errors_point_at_the_line():
     (directory / "bad.yaml").write_text("name: bad\nlauncher: deepspeed\ndeepspeed: {a: 1\n")
     with pytest.raises(PresetError, match=r"bad.yaml:\d+:\d+: the preset file is not valid YAML"):
         load_preset("bad")
-    (directory / "bad.yaml").write_text("name: bad\nlauncher: torchrun\n")
+    (directory / "bad.yaml").write_text("name: bad\nlauncher: mpirun\n")
     with pytest.raises(PresetError, match="launcher must be one of accelerate, deepspeed, python"):
         load_preset("bad")
 

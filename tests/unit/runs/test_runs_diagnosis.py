@@ -164,6 +164,21 @@ def test_unseen_rank_status_is_taken_from_the_launchers_log() -> None:
     assert torchrun.rank == 1 and torchrun.summary == "Rank 1 exited with code 7."
 
 
+def test_torchruns_first_observed_failure_wins_over_a_sibling_seen_ending_first() -> None:
+    # torchrun reaped rank 1 (exit 1) at once and then ended rank 0 (SIGTERM); the supervisor found rank 0's zombie
+    # in the same scan that noticed rank 1 gone, so rank 0 looks first. torchrun's report says which failed first.
+    seen = [ProcessEnd(10, "rank", 0, 10.0, -15), ProcessEnd(11, "rank", 1, 10.001, None),
+            ProcessEnd(9, "launcher", None, 12.0, 1)]
+    report = ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "Failures:", "[1]:",
+              "  rank      : 0 (local_rank: 0)", "  exitcode  : -15 (pid: 10)  (SIGTERM)",
+              "Root Cause (first observed failure):", "[0]:", "  time      : 2026-11-27_16:23:55",
+              "  rank      : 1 (local_rank: 1)", "  exitcode  : 1 (pid: 11) ", "  error_file: <N/A>",
+              "[rank1]: RuntimeError: boom on rank 1"]
+    d = diagnose(Evidence(1, ends=seen, log_tail=report))
+    assert d.rank == 1 and d.kind == "exception", d
+    assert diagnose(Evidence(1, ends=seen, log_tail=report[:5])).rank == 0  # without the report: the order seen
+
+
 def test_counters_are_ignored_when_the_kernel_log_shows_the_kill_was_not_ours() -> None:
     ev = Evidence(1, ends=ends((0, -15, 12.0), (1, -9, 10.0)), oom_kills_during_run=1, kernel_log_readable=True,
                   total_ram=64 * GiB, min_available_ram=30 * GiB)
