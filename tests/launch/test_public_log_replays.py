@@ -22,7 +22,7 @@ REPLAYS = ["firefly_68_loss_scale.log", "dschat_3299_compute_89.log", "dschat_32
            "cppo_6_torchrun_sigkill.log", "dsexamples_626_return_code_-11.log", "simpletuner_2353_disk_full.log",
            "wan22_347_peft_pin.log", "landmark_10_missing_peft.log", "llamafactory_9510_cuda_oom_gpu4.log",
            "msswift_3988_port_in_use.log", "llamafactory_6269_nccl_timeout.log", "ds_6914_batch_size_rank0.log",
-           "starcoder_77_batch_size_rich.log"]
+           "starcoder_77_batch_size_rich.log", "threestudio_369_segfault_tqdm.log"]
 
 # Writes the log's bytes as they are and ends with the launcher's status: a negative one as that signal.
 REPLAY = """import os, signal, sys
