@@ -26,6 +26,7 @@ TIMEOUT_S = 120
 # bench file -> a header or row label its table always prints.
 TABLES = {
     "bench_config_fix.py": "peak RSS MB",
+    "bench_diagnose.py": "| log MB | wall s | peak RSS MB | found |",
     "bench_config_hostile.py": "wall s",
     "bench_gui_charts.py": "full redraw",
     "bench_gui_configure.py": "median ms",

@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from traindeck.backend.logparse.op_build import op_display_name
 from traindeck.backend.runs.diagnosis import failures, launcher_reports
 from traindeck.backend.runs.diagnosis.cgroups import MemoryLimit
 from traindeck.backend.runs.diagnosis.failures import ErrorLine
@@ -467,6 +468,8 @@ def diagnose(ev: Evidence) -> Diagnosis:
                          advice="The first rank's end is the cause: look at its output and at the kernel log "
                                 "(dmesg) for why it stopped.")
     if error is not None and error.kind in ("collective_timeout", "peer_lost"):
+        if rank is None and (named := _NCCL_RANK.search(error.text)) is not None:
+            rank = int(named.group(1))  # untagged lines: the rank ProcessGroupNCCL names in its own message
         who = _who(rank)
         if error.kind == "collective_timeout":
             summary = f"{who} timed out in a collective operation (NCCL/gloo): another rank stopped answering."
@@ -493,6 +496,9 @@ def diagnose(ev: Evidence) -> Diagnosis:
         return Diagnosis(f"Rank {first.rank} ended before the others without a visible error.", "exit_code",
                          rank=first.rank, evidence=facts, follow_ons=follow_ons)
     return Diagnosis("The run finished successfully.", "succeeded", evidence=facts)
+
+
+_NCCL_RANK = re.compile(r"^\[[EWI][\d :.]*ProcessGroupNCCL\.cpp:\d+\] \[(?:PG [^\]]*?)?Rank (\d+)\]")
 
 
 def _sigkill_advice(ev: Evidence, end: ProcessEnd) -> str:
@@ -605,7 +611,17 @@ def _size(n: int) -> str:
 
 
 _OP_NAME = re.compile(r"Error building extension '(\w+)'|Building extension module (\w+)|"
-                      r"Loading extension module (\w+)|DTORCH_EXTENSION_NAME=(\w+)")
+                      r"Loading extension module (\w+)|DTORCH_EXTENSION_NAME=(\w+)|Unable to pre-compile (\w+)")
+# DeepSpeed's own ops (deepspeed/ops/op_builder): a build of one of these is DeepSpeed's even where the log never
+# names DeepSpeed; any other extension (a package's own CUDA code) is named as itself.
+_DEEPSPEED_OPS = frozenset({
+    "async_io", "cpu_adagrad", "cpu_adam", "cpu_lion", "deepspeed_shm_comm", "evoformer_attn", "fp_quantizer",
+    "fused_adam", "fused_lamb", "fused_lion", "gds", "inference_core_ops", "quantizer", "ragged_device_ops",
+    "ragged_ops", "random_ltd", "sparse_attn", "spatial_inference", "stochastic_transformer", "transformer",
+    "transformer_inference", "utils"})
+_DISABLE_OP = re.compile(r"One can disable (\w+) with (DS_BUILD_\w+)=0")
+_INSTALLING = re.compile(r"setup\.py|egg_info|Building wheel|bdist_wheel|pip-install|Building deepspeed wheel")
+_WINDOWS_PATH = re.compile(r"\b[A-Z]:\\\w")
 _ARCH = re.compile(r"Unsupported gpu architecture 'compute_(\d+)'")
 _HEADER = re.compile(r"fatal error: ([\w/.+-]+\.h(?:pp)?): No such file or directory")
 _GCC_MAX = re.compile(r"unsupported GNU version! gcc versions later than (\d+) are not supported")
@@ -630,6 +646,13 @@ def _op_build(error: ErrorLine, rank: int | None, evidence: list[str], lines: li
     elif (gcc := _GCC_MAX.search(text)) is not None:
         advice = (f"This CUDA toolkit takes gcc {gcc.group(1)} at most: install it and set CC=gcc-{gcc.group(1)} "
                   f"CXX=g++-{gcc.group(1)} for the build.")
+    elif "requires the dev libaio .so object and headers" in text or "aio.lib" in text:
+        # DeepSpeed's prebuild found no libaio (its own warning says so); Windows has no libaio at all.
+        install = "" if _WINDOWS_PATH.search(text) else "install libaio's headers (apt install libaio-dev), or "
+        disable = _DISABLE_OP.search(text)
+        flag = disable.group(2) if disable is not None else "DS_BUILD_AIO"
+        advice = (f"The async_io op (NVMe offload) needs libaio: {install}leave the op out of the build with "
+                  f"{flag}=0.")
     elif (header := _HEADER.search(text)) is not None:
         name = header.group(1).rsplit("/", 1)[-1]
         if name in ("libaio.h", "aio.h"):
@@ -642,7 +665,15 @@ def _op_build(error: ErrorLine, rank: int | None, evidence: list[str], lines: li
     elif "CUDA_HOME" in text or "MissingCUDAException" in text or "No CUDA runtime is found" in text:
         advice = ("Set CUDA_HOME to the CUDA toolkit (e.g. /usr/local/cuda) of the version torch was built with "
                   "(torch.version.cuda), so nvcc is found.")
-    what = f"DeepSpeed's {op} op" if op else "An op (a compiled extension)"
+    if not op:
+        what = "An op (a compiled extension)"
+    elif op_display_name(op) in _DEEPSPEED_OPS or f"deepspeed/ops/csrc/{op}" in text:
+        what = f"DeepSpeed's {op_display_name(op)} op"
+    else:
+        what = f"The {op} extension (compiled code)"
+    if _INSTALLING.search(text):  # pip / setup.py building the ops ahead of use
+        return Diagnosis(f"{what} failed to build, so the package could not be installed.", "op_build", rank=rank,
+                         evidence=evidence, advice=advice)
     return Diagnosis(f"{what} failed to build, so {_who(rank).lower() if rank is not None else 'the run'} could "
                      "not start training.", "op_build", rank=rank, evidence=evidence, advice=advice)
 
@@ -667,6 +698,13 @@ def _package_version(error: ErrorLine, rank: int | None, evidence: list[str]) ->
                          advice=f"Install the version the requirement names in place of {match.group('have')}.")
     name, module = match.group("name"), match.group("module")
     package = module.split(".")[0]
+    if "(unknown location)" in error.text:
+        # Python found a folder named after the package but no package in it (a namespace package): the package is
+        # missing from this interpreter or a folder of that name shadows it.
+        return Diagnosis(f"{module} has no '{name}': '{package}' resolves to a folder without the package (unknown "
+                         "location).", "package_version", rank=rank, evidence=evidence,
+                         advice=f"Install {package} into the training interpreter (python -m pip install {package}), "
+                                f"or rename the folder named {package} in the working directory or on PYTHONPATH.")
     return Diagnosis(f"{module} has no '{name}': the installed {package} is not the version the code was written "
                      "for.", "package_version", rank=rank, evidence=evidence,
                      advice=f"Install the {package} version the script or its framework pins (its requirements name "

@@ -38,19 +38,24 @@ OP_BUILD = re.compile(r"Error building extension '(?P<op>\w+)'|ninja: build stop
                       r"|fatal error: [\w/.+-]+\.h(?:pp)?: No such file or directory"
                       r"|CUDA_HOME does not exist, unable to compile CUDA op|MissingCUDAException"
                       r"|CUDA_HOME environment variable is not set|No CUDA runtime is found"
-                      r"|error: command '[\w/.+-]*(?:gcc|g\+\+|c\+\+|nvcc)' failed")
+                      r"|error: command '[\w/.+-]*(?:gcc|g\+\+|c\+\+|nvcc)' failed"
+                      # DeepSpeed's setup.py prebuilding ops (DS_BUILD_OPS=1), nvcc refusing the host compiler, a
+                      # compiler's or linker's own error line (file:line[:col]: error:, MSVC's LNK/C errors).
+                      r"|Unable to pre-compile (?P<prebuilt>\w+)|unsupported GNU version! gcc versions later than \d+"
+                      r"|\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp)(?::\d+){1,2}: (?:fatal )?error:|: fatal error (?:LNK|C)\d+:")
 SEGFAULT = re.compile(r"Fatal Python error: Segmentation fault|Segmentation fault(?: \(core dumped\))?$"
                       r"|Caught signal 11 \(Segmentation fault")
 DISK_FULL = re.compile(r"No space left on device|\[Errno 28\]|ENOSPC|Disk quota exceeded|\[Errno 122\]")
 # An installed package of the wrong version: transformers' own check, pkg_resources, a name the package lacks.
 PACKAGE_VERSION = re.compile(r"(?P<want>[\w.-]+(?:[<>=!~]=?[\w.*+-]+,?)+) is required for a normal functioning of "
-                             r"this module, but found (?P<found>[\w.-]+==[\w.+-]+)"
+                             r"this module, but found (?P<found>[\w.-]+==[\w+-]+(?:\.[\w+-]+)*)"
                              r"|VersionConflict: \((?P<have>[\w.-]+ [\w.+-]+)"
                              r"|ImportError: cannot import name '(?P<name>\w+)' from '(?P<module>[\w.]+)'"
                              r"|requires (?P<pkg>[\w.-]+)(?P<spec>(?:[<>=!~]=?[\w.*+-]+,?)+)[^\n]*but (?:found|you have)"
                              r" (?P<have2>[\w.+-]+)")
+# deepspeed/runtime/config.py's _batch_assertion; a rich traceback wraps the message, so its opening words count alone.
 DS_BATCH = re.compile(r"train_batch_size is not equal to micro_batch_per_gpu \* gradient_acc_step \* world_size"
-                      r"[^\n]*")
+                      r"[^\n]*|AssertionError: Check batch related parameters\.")
 CONFIG = re.compile(r"(?:pydantic(?:_core)?\.)?(?:_core\.)?ValidationError: \d+ validation errors? for \w+"
                     r"|\d+ validation errors? for DeepSpeed\w*"
                     r"|json\.decoder\.JSONDecodeError: .*|yaml\.\w+\.\w+Error: .*"
@@ -160,7 +165,8 @@ def consequence(lines: list[str]) -> ErrorLine | None:
 
 def cuda_device(text: str) -> str | None:
     """"GPU 1" from a CUDA OOM message ("GPU 1 has a total capacity of ..."), else None."""
-    match = re.search(r"GPU (\d+) has a total capacity of ([\d.]+ \w?i?B)", text)
+    # torch 2.1 printed "total capacty" (sic).
+    match = re.search(r"GPU (\d+) has a total capac(?:i)?ty of ([\d.]+ \w?i?B)", text)
     if match:
         return f"GPU {match.group(1)} ({match.group(2)})"
     match = re.search(r"on device (\d+)|cuda:(\d+)", text)
