@@ -72,6 +72,13 @@ class ConsoleBuffer:
         self._bars.append(label)
         return None
 
+    def put(self, index: int, line: Line, bar: str | None = None) -> None:
+        """Replace the line at `index` (0: the oldest kept) by `line`, a drawing of the bar labelled `bar` (None: not
+        a bar): for a caller that tracks where lines are (a bar updated where it was first drawn)."""
+        self._lines[index] = line
+        self._bars[index] = bar
+        self.version += 1
+
     def extend(self, lines: Iterable[Line]) -> None:
         for line in lines:
             self.add(line)
