@@ -49,9 +49,7 @@ def bar_parts(line: Line) -> list[tuple[Line, BarKey | None, int]]:
     """`line` as (line, bar key, bar counter) pieces: one piece (key None) when it is no bar; the bar and, as a
     line of its own, any text glued after the bar's closing bracket (a print while the bar was on screen)."""
     text = line.text
-    if not might_be_bar(text):
-        return [(line, None, 0)]
-    bar = parse_bar(text)
+    bar = parse_bar(text) if might_be_bar(text) else None
     if bar is None:
         return [(line, None, 0)]
     key = (line.node, line.rank, bar.label)
@@ -221,11 +219,35 @@ class ConsoleFeed:
             self.lines_read += len(lines)
         render = self.render
         for begin in range(0, len(lines), ADD_SLICE):
-            pieces = [part for line in lines[begin:begin + ADD_SLICE] for part in bar_parts(line)]
-            texts = [render(part[0]) for part in pieces]  # before taking the lock
+            pieces: list[tuple[Line, BarKey | None, int]] = []
+            for line in lines[begin:begin + ADD_SLICE]:
+                if " [" in line.text:  # every tqdm bar has one (might_be_bar): most lines go no further
+                    pieces.extend(bar_parts(line))
+                else:
+                    pieces.append((line, None, 0))
+            texts = [render(piece[0]) for piece in pieces]  # before taking the lock
             with self._lock:
+                buffer, pending, pending_texts, ranks = self._buffer, self._pending, self._pending_texts, self._ranks
                 for (line, key, current), text in zip(pieces, texts, strict=True):
-                    self._add_line(line, key, current, text)
+                    if key is not None:
+                        self._add_bar(line, key, current, text)
+                        continue
+                    # Any other line, inline (a flood is 100k lines/s).
+                    version = buffer.version
+                    index = buffer.add(line, None)
+                    if buffer.version == version:
+                        continue  # not shown (the reporting helper's machine-readable lines)
+                    if line.rank is not None:
+                        ranks.add(line.rank)
+                    if index is None:
+                        pending.append(line)
+                        pending_texts.append(text)
+                        self._total += 1
+                    else:
+                        number = self._total - len(buffer) + index
+                        self._changed(number, line, text)
+                        if number in self._bar_at:  # a bar's line overwritten (by tqdm.write's print, say)
+                            self._forget(number)
                 if len(self._pending) > self.max_lines:
                     drop = len(self._pending) - self.max_lines
                     del self._pending[:drop]
@@ -235,23 +257,23 @@ class ConsoleFeed:
                     self._replaced.clear()  # they belonged to lines the view will drop anyway
             time.sleep(0)  # let the UI thread take the GIL between slices: a flood must not stall it
 
-    def _add_line(self, line: Line, key: BarKey | None, current: int, text: str) -> None:
-        """One line into the buffer (the lock held): a bar already on screen updated where it is, others added."""
+    def _add_bar(self, line: Line, key: BarKey, current: int, text: str) -> None:
+        """A drawing of a bar (the lock held): where the bar is already shown, within reach, or added."""
         buffer = self._buffer
         first = self._total - len(buffer)  # number of the oldest line kept
-        if key is not None:
-            shown = self._bar_lines.get(key)
-            if shown is not None:
-                number, counter = shown
-                if number >= first and self._total - number <= BAR_REACH and current >= counter:
-                    buffer.put(number - first, line, key[2])
-                    self._bar_lines[key] = (number, current)
-                    self._changed(number, line, text)
-                    return
+        shown = self._bar_lines.get(key)
+        if shown is not None:
+            number, counter = shown
+            if number >= first and self._total - number <= BAR_REACH and current >= counter:
+                buffer.put(number - first, line, key[2])
+                self._bar_lines[key] = (number, current)
+                self._changed(number, line, text)
+                return
+            self._forget(number)  # a new line for this bar (restarted, or out of reach)
         version = buffer.version
-        index = buffer.add(line)
+        index = buffer.add(line, key[2])
         if buffer.version == version:
-            return  # not shown (the reporting helper's machine-readable lines)
+            return
         if line.rank is not None:
             self._ranks.add(line.rank)
         if index is None:
@@ -262,18 +284,18 @@ class ConsoleFeed:
         else:
             number = first + index
             self._changed(number, line, text)
-            replaced = self._bar_at.pop(number, None)  # a bar's line overwritten (by tqdm.write's print, say)
-            if replaced is not None and replaced != key and self._bar_lines.get(replaced, (None, 0))[0] == number:
-                del self._bar_lines[replaced]
-        if key is not None:
-            shown = self._bar_lines.get(key)
-            if shown is not None and shown[0] != number:
-                self._bar_at.pop(shown[0], None)
-            self._bar_lines[key] = (number, current)
-            self._bar_at[number] = key
-            if len(self._bar_lines) > 256:  # bars gone from the buffer (a description per epoch, say)
-                for gone in [k for k, (n, _c) in self._bar_lines.items() if n < first]:
-                    self._bar_at.pop(self._bar_lines.pop(gone)[0], None)
+            if number in self._bar_at:  # a bar redrawn over another one's transient line
+                self._forget(number)
+        self._bar_lines[key] = (number, current)
+        self._bar_at[number] = key
+        for gone in [n for n in self._bar_at if self._total - n > BAR_REACH]:
+            self._forget(gone)  # out of reach: their next drawing gets a new line anyway
+
+    def _forget(self, number: int) -> None:
+        """Line `number` no longer shows the bar it showed."""
+        key = self._bar_at.pop(number, None)
+        if key is not None and self._bar_lines.get(key, (None, 0))[0] == number:
+            del self._bar_lines[key]
 
     def _changed(self, number: int, line: Line, text: str) -> None:
         """Line `number` shows `line` now: in the pending part, or as a replacement of a line handed out."""
