@@ -17,3 +17,6 @@ from .parser import OutputParser as OutputParser
 from .report import REPORT_MARKER as REPORT_MARKER
 from .screen import ConsoleBuffer as ConsoleBuffer
 from .screen import collapse_transient as collapse_transient
+from .tqdm_bar import TqdmBar as TqdmBar
+from .tqdm_bar import might_be_bar as might_be_bar
+from .tqdm_bar import parse_bar as parse_bar

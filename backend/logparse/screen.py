@@ -12,6 +12,7 @@ from .tqdm_bar import bar_label, might_be_bar
 _LOOKBACK = 16
 REPORT_LINE = REPORT_MARKER + "{"
 _SHAPE_CHARS = 24
+_UNPARSED = "\0unparsed"  # add()'s default: the line's bar label is not known yet
 
 
 def _shape(text: str) -> str:
@@ -52,11 +53,12 @@ class ConsoleBuffer:
         self.fold_bars = fold_bars
         self.version = 0  # bumped on every change
 
-    def add(self, line: Line) -> int | None:
+    def add(self, line: Line, bar: str | None = _UNPARSED) -> int | None:
+        """`bar`: the line's bar label when the caller has parsed it already (None: not a bar)."""
         if self.hide_reports and line.text.startswith(REPORT_LINE):
             return None  # the reporting helper's machine-readable lines: parsed, not shown
         self.version += 1
-        label = bar_label(line.text) if self.fold_bars else None
+        label = (bar_label(line.text) if bar is _UNPARSED else bar) if self.fold_bars else None
         lines, n = self._lines, len(self._lines)
         for back in range(1, min(_LOOKBACK, n) + 1):
             prev = lines[n - back]
@@ -71,6 +73,13 @@ class ConsoleBuffer:
         lines.append(line)
         self._bars.append(label)
         return None
+
+    def put(self, index: int, line: Line, bar: str | None = None) -> None:
+        """Replace the line at `index` (0: the oldest kept) by `line`, a drawing of the bar labelled `bar` (None: not
+        a bar): for a caller that tracks where lines are (a bar updated where it was first drawn)."""
+        self._lines[index] = line
+        self._bars[index] = bar
+        self.version += 1
 
     def extend(self, lines: Iterable[Line]) -> None:
         for line in lines:

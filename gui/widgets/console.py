@@ -1,9 +1,13 @@
-"""The log console: a run's output, all ranks, live, with a rank filter, search and follow.
+"""The log console: a run's output, all ranks, live, with a rank filter, search, wrap and follow.
 
 Reading and line assembly happen on the `ConsoleFeed`'s thread (backend); this widget only applies the batches the
 feed hands out, on a timer, to a `LogView` that draws just the visible lines, so a flood costs the UI thread a
 few milliseconds per tick whatever the line rate. The view keeps the last `max_lines` lines; the whole log stays in
 output.log, which the "Open output.log" button opens.
+
+Search is incremental: the first match is selected as the user types (after SEARCH_DELAY_MS without a key), the
+bar says which match of how many ("3 of 17"), Enter / F3 go to the next, Shift+Enter / Shift+F3 to the previous.
+"Wrap" wraps long lines instead of scrolling sideways; the page remembers the choice (`wrap_changed`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ PAUSED_POLL_S = 1.0  # the feed's reading pace while the console is paused
 # page is hidden (the Monitor page in front: +37 MB/h in tests/perf/bench_gui_soak.py; flat when applied)
 PAUSED_TICK_MS = 2_000
 MAX_LINE_CHARS = 4_000  # longer lines are cut for display (the whole line is in output.log)
+SEARCH_DELAY_MS = 250  # incremental search: looks once typing pauses this long (20,000 lines take a few ms)
 
 
 def display_text(line: Line) -> str:
@@ -64,6 +69,7 @@ class LogConsole(QWidget):
     """Shows a ConsoleFeed. `open_log(path)` starts following a log, `run_ended()` lets it finish reading."""
 
     follow_changed = Signal(bool)
+    wrap_changed = Signal(bool)  # the user turned wrapping on or off (the page keeps it in the settings)
 
     def __init__(self, max_lines: int = DEFAULT_MAX_LINES, parent: QWidget | None = None):
         super().__init__(parent)
@@ -94,14 +100,23 @@ class LogConsole(QWidget):
         self.search = QLineEdit()
         self.search.setPlaceholderText("Search (Ctrl+F)")
         self.search.setClearButtonEnabled(True)
-        self.search.setToolTip("Find text in the console: Enter finds the next match, Shift+Enter the previous one")
-        self.search.returnPressed.connect(lambda: self.find_next())
-        self.search.textEdited.connect(lambda _t: self._set_search_state(None))
-        self.prev_button = _tool_button("▲", "Previous match (Shift+F3)")
+        self.search.setToolTip("Find text in the console as you type: Enter or F3 finds the next match, "
+                               "Shift+Enter or Shift+F3 the previous one")
+        self.search.returnPressed.connect(self._return_pressed)
+        self.search.textEdited.connect(self._search_edited)
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(SEARCH_DELAY_MS)
+        self._search_timer.timeout.connect(self._search_typed)
+        self.prev_button = _tool_button("▲", "Previous match (Shift+Enter, Shift+F3)")
         self.prev_button.clicked.connect(lambda: self.find_next(backward=True))
-        self.next_button = _tool_button("▼", "Next match (F3)")
+        self.next_button = _tool_button("▼", "Next match (Enter, F3)")
         self.next_button.clicked.connect(lambda: self.find_next())
         self.search_state = QLabel()
+        self.search_state.setObjectName("searchState")
+        self.wrap_button = _tool_button("Wrap", "Wrap long lines instead of scrolling sideways")
+        self.wrap_button.setCheckable(True)
+        self.wrap_button.toggled.connect(self._wrap_toggled)
         self.follow_button = _tool_button("Follow", "Keep the newest output in view; scrolling up pauses this, "
                                                     "scrolling to the end resumes it")
         self.follow_button.setCheckable(True)
@@ -123,6 +138,7 @@ class LogConsole(QWidget):
         bar.addWidget(self.search_state)
         bar.addStretch(0)
         bar.addWidget(self.earlier_label)
+        bar.addWidget(self.wrap_button)
         bar.addWidget(self.open_button)
         bar.addWidget(self.follow_button)
         layout = QVBoxLayout(self)
@@ -285,6 +301,8 @@ class LogConsole(QWidget):
             numbers, texts = numbers[-self.max_lines:], texts[-self.max_lines:]
         if texts:
             self._append(numbers, texts)
+        if self.search_state.text():
+            self._show_count()  # new lines, new matches
 
     def _append(self, numbers: list[int], texts: list[str]) -> None:
         view, bar = self.view, self.view.verticalScrollBar()
@@ -350,23 +368,80 @@ class LogConsole(QWidget):
         self.search.setFocus()
         self.search.selectAll()
 
-    def find_next(self, text: str | None = None, backward: bool = False) -> bool:
-        """Select the next (or previous) match, wrapping around; pauses following so the match stays in view."""
+    def find_next(self, text: str | None = None, backward: bool = False, again: bool = False) -> bool:
+        """Select the next (or previous) match, wrapping around; pauses following so the match stays in view.
+        `again`: the match at the selection if it still matches (the search text grew), else the next."""
+        self._search_timer.stop()
         if text is not None:
             self.search.setText(text)
         needle = self.search.text()
         if not needle:
-            self._set_search_state(None)
+            self._show_count()
             return False
-        found = self.view.find_text(needle, backward=backward)
+        found = self.view.find_text(needle, backward=backward, again=again)
         if found:
             self.set_follow(False)
-        self._set_search_state(found)
+        self._show_count()
         return found
 
-    def _set_search_state(self, found: bool | None) -> None:
-        self.search_state.setText("" if found is None or found else "not found")
-        self.search_state.setStyleSheet("" if found is None or found else "color: #d93025;")
+    def _search_edited(self, _text: str) -> None:
+        self._search_timer.start()  # restarted by every key: looks once typing pauses
+
+    def _search_typed(self) -> None:
+        if self.search.text():
+            self.find_next(again=True)
+        else:
+            self.view.set_selection(None, None)
+            self._show_count()
+
+    def _return_pressed(self) -> None:
+        # Typed and Enter at once: the first match of what was typed; then the next one.
+        self.find_next(again=self._search_timer.isActive())
+
+    def match_count(self) -> tuple[int | None, int]:
+        """(the selected match's number from 1, or None; how many matches the console shows)."""
+        return self.view.match_count(self.search.text())
+
+    def _show_count(self) -> None:
+        needle = self.search.text()
+        if not needle:
+            self.search_state.setText("")
+            self.search_state.setStyleSheet("")
+            return
+        current, total = self.view.match_count(needle)
+        if not total:
+            self.search_state.setText("not found")
+            self.search_state.setStyleSheet("color: #d93025;")
+            return
+        self.search_state.setText(f"{current:,} of {total:,}" if current is not None else
+                                  f"{total:,} match{'es' if total != 1 else ''}")
+        self.search_state.setStyleSheet("")
+
+    # ---- wrap -------------------------------------------------------------------------------------------------
+    @property
+    def wrap(self) -> bool:
+        return self.view.wrap
+
+    def set_wrap(self, wrap: bool) -> None:
+        """Wrap long lines (or scroll them sideways); the wrap button shows it. Says nothing (wrap_changed is
+        the user's choice)."""
+        self.wrap_button.blockSignals(True)
+        self.wrap_button.setChecked(wrap)
+        self.wrap_button.blockSignals(False)
+        self._set_view_wrap(wrap)
+
+    def _wrap_toggled(self, wrap: bool) -> None:
+        self._set_view_wrap(wrap)
+        self.wrap_changed.emit(wrap)
+
+    def _set_view_wrap(self, wrap: bool) -> None:
+        self._adjusting = True
+        try:
+            self.view.set_wrap(wrap)
+            if self._following:
+                self.view.scroll_to_end()
+        finally:
+            self._adjusting = False
 
     # ---- follow -----------------------------------------------------------------------------------------------
     @property

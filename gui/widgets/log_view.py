@@ -8,11 +8,17 @@ arithmetic (column = x / advance): selection, copy, search and horizontal scroll
 
 Lines carry an increasing number (the console's absolute line number) so a line can be replaced in place (a
 progress bar redrawn) after others were appended, and a selection stays on its text while old lines fall out.
+
+Long lines either scroll sideways or wrap (`set_wrap`): wrapped, a line takes as many screen rows as its length
+needs, the vertical scroll bar counts lines (its top is the first line shown) and there is no sideways scrolling.
+Scrolled sideways, a line's rank tag ("[3] ") stays in a fixed gutter at the left edge, so a match far right still
+shows which rank printed it.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections import deque
 from collections.abc import Sequence
@@ -56,6 +62,7 @@ class LogView(QAbstractScrollArea):
         self._anchor: Position | None = None
         self._cursor: Position | None = None
         self._selecting = False
+        self._wrap = False
         self.placeholder = "No output yet."
         self.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
@@ -83,21 +90,17 @@ class LogView(QAbstractScrollArea):
         self.viewport().update()
         return min(dropped, len(self._texts))
 
-    def replace(self, number: int, text: str, lookback: int = 64) -> bool:
-        """Replace the text of line `number` if it is among the last `lookback` lines (a bar redrawn)."""
-        numbers, n = self._numbers, len(self._numbers)
-        for back in range(1, min(n, lookback) + 1):
-            found = numbers[n - back]
-            if found == number:
-                self._texts[n - back] = text
-                if len(text) > self._max_chars:
-                    self._max_chars = len(text)
-                    self._update_scrollbars()
-                self.viewport().update()
-                return True
-            if found < number:
-                return False
-        return False
+    def replace(self, number: int, text: str) -> bool:
+        """Replace the text of line `number` (a bar redrawn where it was first drawn); False when it is not shown."""
+        index = self._index_of(number)
+        if index is None:
+            return False
+        self._texts[index] = text
+        if len(text) > self._max_chars:
+            self._max_chars = len(text)
+            self._update_scrollbars()
+        self.viewport().update()
+        return True
 
     def clear(self) -> None:
         self._numbers.clear()
@@ -127,17 +130,72 @@ class LogView(QAbstractScrollArea):
     def visible_rows(self) -> int:
         return max(1, self.viewport().height() // self._line_height)
 
+    @property
+    def wrap(self) -> bool:
+        return self._wrap
+
+    def set_wrap(self, wrap: bool) -> None:
+        """Wrap long lines (True) or scroll them sideways; the first line shown stays the first."""
+        if wrap == self._wrap:
+            return
+        first = self.verticalScrollBar().value()
+        self._wrap = wrap
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff if wrap
+                                          else Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.horizontalScrollBar().setValue(0)
+        self._update_scrollbars()
+        self.verticalScrollBar().setValue(first)
+        self.viewport().update()
+
+    def columns(self) -> int:
+        """Characters a screen row holds (where a wrapped line breaks)."""
+        return max(1, int((self.viewport().width() - 2 * MARGIN) / self._advance))
+
+    def _rows_of(self, text: str, columns: int) -> int:
+        return max(1, math.ceil(len(text) / columns)) if self._wrap else 1
+
+    def _last_first(self) -> int:
+        """The greatest first line: the one that shows the last line at the bottom (wrapped lines take more rows)."""
+        n = len(self._texts)
+        if not self._wrap:
+            return max(0, n - self.visible_rows())
+        rows, columns, texts = self.visible_rows(), self.columns(), self._texts
+        index = n
+        while index > 0:
+            rows -= self._rows_of(texts[index - 1], columns)
+            if rows < 0:
+                break
+            index -= 1
+        return min(index, max(0, n - 1))
+
     def _update_scrollbars(self) -> None:
         rows = self.visible_rows()
         vertical = self.verticalScrollBar()
-        vertical.setRange(0, max(0, len(self._texts) - rows))
+        vertical.setRange(0, self._last_first())
         vertical.setPageStep(rows)
         vertical.setSingleStep(1)
-        width = int(self._max_chars * self._advance) + 2 * MARGIN
+        width = 0 if self._wrap else int(self._max_chars * self._advance) + 2 * MARGIN
         horizontal = self.horizontalScrollBar()
         horizontal.setRange(0, max(0, width - self.viewport().width()))
         horizontal.setPageStep(self.viewport().width())
         horizontal.setSingleStep(int(self._advance * 4))
+
+    def _screen_rows(self) -> list[tuple[int, int, int]]:
+        """(line index, first column, last column) of each screen row from the top, one more than fits."""
+        first, n = self.verticalScrollBar().value(), len(self._texts)
+        rows = self.visible_rows() + 1
+        if not self._wrap:
+            first_col = int(self.horizontalScrollBar().value() / self._advance)
+            last_col = first_col + int(self.viewport().width() / self._advance) + 2
+            return [(index, first_col, last_col) for index in range(first, min(n, first + rows))]
+        columns, out = self.columns(), []
+        for index in range(first, n):
+            length = len(self._texts[index])
+            for start in range(0, max(1, length), columns):
+                out.append((index, start, start + columns))
+                if len(out) >= rows:
+                    return out
+        return out
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
         super().resizeEvent(event)
@@ -177,59 +235,59 @@ class LogView(QAbstractScrollArea):
         warning = QColor("#fdd663" if dark else "#a56300")
         highlight = palette.color(QPalette.ColorRole.Highlight)
         highlighted_text = palette.color(QPalette.ColorRole.HighlightedText)
-        first = self.verticalScrollBar().value()
-        x_offset = self.horizontalScrollBar().value()
+        base = palette.color(QPalette.ColorRole.Base)
+        x_offset = 0 if self._wrap else self.horizontalScrollBar().value()
         advance = self._advance
-        first_col = int(x_offset / advance)
-        cols = int(self.viewport().width() / advance) + 2
         selection = self._ordered_selection()
-        rows = self.visible_rows() + 1
-        for row in range(rows):
-            index = first + row
-            if index >= len(self._texts):
-                break
+        colours: dict[int, QColor] = {}
+        for row, (index, first_col, last_col) in enumerate(self._screen_rows()):
             text = self._texts[index]
             number = self._numbers[index]
             y = row * self._line_height
+            # Where column 0 of this row is: scrolled sideways, or the row's first column at the left margin.
+            left = MARGIN - (first_col * advance if self._wrap else x_offset)
             if selection is not None:
-                self._paint_selection(painter, number, len(text), y, selection, x_offset, highlight)
-            if len(text) <= first_col:
-                continue
-            colour = text_colour
-            if _ERROR.search(text):
-                colour = error
-            elif _WARNING.search(text):
-                colour = warning
+                self._paint_selection(painter, number, len(text), y, selection, left, first_col, last_col, highlight)
+            colour = colours.get(index)
+            if colour is None:
+                colour = colours[index] = (error if _ERROR.search(text) else warning if _WARNING.search(text)
+                                           else text_colour)
             start = first_col
-            prefix = _RANK_PREFIX.match(text)
+            prefix = _RANK_PREFIX.match(text) if text[:1] == "[" else None
             if prefix and start < prefix.end():
                 painter.setPen(dim)
-                painter.drawText(int(MARGIN + start * advance - x_offset), y + self._ascent,
-                                 text[start:prefix.end()])
+                painter.drawText(int(left + start * advance), y + self._ascent, text[start:prefix.end()])
                 start = prefix.end()
-            painter.setPen(colour)
-            painter.drawText(int(MARGIN + start * advance - x_offset), y + self._ascent,
-                             text[start:first_col + cols])
+            if start < len(text):
+                painter.setPen(colour)
+                painter.drawText(int(left + start * advance), y + self._ascent, text[start:last_col])
             if selection is not None and selection[0][0] <= number <= selection[1][0]:
                 # Selected characters in the highlighted text colour, drawn over the line.
                 low = selection[0][1] if number == selection[0][0] else 0
                 high = selection[1][1] if number == selection[1][0] else len(text)
-                low, high = max(low, first_col), min(high, first_col + cols)
+                low, high = max(low, first_col), min(high, last_col)
                 if high > low:
                     painter.setPen(highlighted_text)
-                    painter.drawText(int(MARGIN + low * advance - x_offset), y + self._ascent, text[low:high])
+                    painter.drawText(int(left + low * advance), y + self._ascent, text[low:high])
+            if prefix and first_col >= prefix.end() and not self._wrap:
+                # Scrolled sideways past the rank tag: it stays in a gutter at the left edge.
+                painter.fillRect(0, y, int(MARGIN + prefix.end() * advance), self._line_height, base)
+                painter.setPen(dim)
+                painter.drawText(MARGIN, y + self._ascent, prefix.group())
 
     def _paint_selection(self, painter: QPainter, number: int, length: int, y: int,
-                         selection: tuple[Position, Position], x_offset: int, colour: QColor) -> None:
-        (first_number, first_col), (last_number, last_col) = selection
+                         selection: tuple[Position, Position], left: float, first_col: int, last_col: int,
+                         colour: QColor) -> None:
+        (first_number, low_col), (last_number, high_col) = selection
         if not first_number <= number <= last_number:
             return
-        low = first_col if number == first_number else 0
-        high = last_col if number == last_number else length + 1  # a selected line break shows as one cell
+        low = low_col if number == first_number else 0
+        high = high_col if number == last_number else length + 1  # a selected line break shows as one cell
+        low, high = max(low, first_col), min(high, last_col)
         if high <= low:
             return
-        left = int(MARGIN + low * self._advance - x_offset)
-        painter.fillRect(left, y, int((high - low) * self._advance), self._line_height, colour)
+        painter.fillRect(int(left + low * self._advance), y, int((high - low) * self._advance), self._line_height,
+                         colour)
 
     # ---- positions, selection, copy -----------------------------------------------------------------------------
     def _index_of(self, number: int) -> int | None:
@@ -240,9 +298,16 @@ class LogView(QAbstractScrollArea):
         if not self._texts:
             return None
         row = max(0, point.y()) // self._line_height
-        index = min(len(self._texts) - 1, self.verticalScrollBar().value() + row)
-        col = round((point.x() - MARGIN + self.horizontalScrollBar().value()) / self._advance)
-        return self._numbers[index], max(0, min(col, len(self._texts[index])))
+        if not self._wrap:
+            index = min(len(self._texts) - 1, self.verticalScrollBar().value() + row)
+            col = round((point.x() - MARGIN + self.horizontalScrollBar().value()) / self._advance)
+            return self._numbers[index], max(0, min(col, len(self._texts[index])))
+        rows = self._screen_rows()  # wrapped: find the line and the part of it on that screen row
+        if not rows:
+            return None
+        index, first_col, last_col = rows[min(row, len(rows) - 1)]
+        col = max(first_col, min(first_col + round((point.x() - MARGIN) / self._advance), last_col))
+        return self._numbers[index], min(col, len(self._texts[index]))
 
     def _ordered_selection(self) -> tuple[Position, Position] | None:
         if self._anchor is None or self._cursor is None or self._anchor == self._cursor:
@@ -352,9 +417,10 @@ class LogView(QAbstractScrollArea):
         menu.exec(event.globalPos())
 
     # ---- search -------------------------------------------------------------------------------------------------
-    def find_text(self, needle: str, backward: bool = False) -> bool:
-        """Select the next match of `needle` (case-insensitive) after the selection (before it with backward),
-        wrapping around; scrolls it into view."""
+    def find_text(self, needle: str, backward: bool = False, again: bool = False) -> bool:
+        """Select the next match of `needle` (case-insensitive) after the selection (before it with backward; from
+        where it starts with `again`: the match typed so far, if it still matches), wrapping around; scrolls it
+        into view."""
         if not needle or not self._texts:
             return False
         needle = needle.lower()
@@ -363,7 +429,7 @@ class LogView(QAbstractScrollArea):
         if selection is None:
             start_index, start_col = (n - 1, None) if backward else (0, 0)
         else:
-            (number, col) = selection[0] if backward else selection[1]
+            (number, col) = selection[0] if backward or again else selection[1]
             index = bisect.bisect_left(self._numbers, number)
             if index >= n or self._numbers[index] != number:  # the selected line fell out: start over
                 start_index, start_col = (n - 1, None) if backward else (0, 0)
@@ -387,15 +453,53 @@ class LogView(QAbstractScrollArea):
                 return True
         return False
 
+    def match_count(self, needle: str) -> tuple[int | None, int]:
+        """(which match the selection is, counting from 1, or None when it is none; how many there are): the
+        matches find_text steps through, case-insensitive, not overlapping."""
+        if not needle:
+            return None, 0
+        needle = needle.lower()
+        total, current = 0, None
+        selection = self._ordered_selection()
+        at = self._index_of(selection[0][0]) if selection is not None else None
+        for index, text in enumerate(self._texts):
+            haystack = text.lower()
+            if index == at and selection is not None:
+                col = selection[0][1]
+                if haystack[col:selection[1][1]] == needle:  # the selection is a match: the how-manieth?
+                    current = total + haystack.count(needle, 0, col) + 1
+            total += haystack.count(needle)
+        return current, total
+
     def _reveal(self, index: int, low: int, high: int) -> None:
         vertical = self.verticalScrollBar()
-        rows = self.visible_rows()
-        if not vertical.value() <= index < vertical.value() + rows:
-            vertical.setValue(index - rows // 2)
+        shown = [row[0] for row in self._screen_rows()[:self.visible_rows()]]
+        if not shown or not shown[0] <= index <= shown[-1] or (self._wrap and index == shown[-1] and
+                                                             len(shown) >= self.visible_rows()):
+            vertical.setValue(self._first_to_centre(index))
+        if self._wrap:
+            return  # nothing scrolls sideways: the line's rank tag is in view with it
         horizontal = self.horizontalScrollBar()
+        prefix = _RANK_PREFIX.match(self._texts[index])
+        gutter = int(prefix.end() * self._advance) if prefix and horizontal.value() else 0
         left, right = int(low * self._advance), int(high * self._advance) + 2 * MARGIN
-        if left < horizontal.value() or right > horizontal.value() + self.viewport().width():
+        if left < horizontal.value() + gutter or right > horizontal.value() + self.viewport().width():
+            # A third of the way in: the rank tag's gutter (when scrolled) never covers it.
             horizontal.setValue(max(0, left - self.viewport().width() // 3))
+
+    def _first_to_centre(self, index: int) -> int:
+        """The first line to show for line `index` to be about halfway down."""
+        half = self.visible_rows() // 2
+        if not self._wrap:
+            return max(0, index - half)
+        columns = self.columns()
+        first = index
+        while first > 0:
+            half -= self._rows_of(self._texts[first - 1], columns)
+            if half < 0:
+                break
+            first -= 1
+        return first
 
     def selection_row(self) -> int | None:
         """Index (0 = oldest line shown) of the line where the selection starts, for tests."""

@@ -9,6 +9,14 @@ and lines replaced in place (a bar redrawn). Between two calls the feed coalesce
 is one replacement, and a backlog longer than `max_lines` keeps only its newest `max_lines` (a view shows no more;
 the whole log stays on disk). Far behind a flood (MAX_LAG_BYTES), it jumps to the newest output and says so in
 the console. No Qt here: any front end (and the tests) can use it.
+
+A tqdm bar keeps one line even when other lines come between its redraws (DeepSpeed's log lines, other ranks, a
+`print` glued onto the bar): each bar is known by its rank, node and description ("Epoch 1" in "Epoch 1:  3%|"),
+and a drawing of a bar already shown updates that line in place. Text glued after a bar's closing bracket (a print
+while the bar was on screen) becomes a line of its own. A bar starts a new line when its counter goes back (the next
+epoch's bar under the same description), when its line was overwritten (tqdm.write clears the bar, prints, and
+draws it again below), or when its line is more than BAR_REACH lines up: the bar then moves to the newest output
+instead of updating a line nobody following the run sees.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from traindeck.backend.logparse import ConsoleBuffer, Line
+from traindeck.backend.logparse import ConsoleBuffer, Line, might_be_bar, parse_bar
 from traindeck.backend.runs.record.log_follow import LogReader
 
 READ_BYTES = 1 << 20  # per read: a slice small enough that the view's take() never waits long for the lock
@@ -30,6 +38,26 @@ MAX_LAG_BYTES = 8 << 20
 KEEP_BYTES = 2 << 20
 FLOOD_REST = 0.5  # after each slice read in a flood, rest this fraction of its time (the UI thread needs the GIL)
 PARTIAL_AFTER_S = 0.25  # show an unterminated last line (the current bar) once the log was quiet this long
+# A bar redrawn within this many display lines of its line updates it there; further up (about a console's height:
+# out of sight of someone following the run) it gets a new line at the newest output.
+BAR_REACH = 30
+
+BarKey = tuple[str | None, int | None, str]  # (node, rank, description) of a tqdm bar
+
+
+def bar_parts(line: Line) -> list[tuple[Line, BarKey | None, int]]:
+    """`line` as (line, bar key, bar counter) pieces: one piece (key None) when it is no bar; the bar and, as a
+    line of its own, any text glued after the bar's closing bracket (a print while the bar was on screen)."""
+    text = line.text
+    bar = parse_bar(text) if might_be_bar(text) else None
+    if bar is None:
+        return [(line, None, 0)]
+    key = (line.node, line.rank, bar.label)
+    tail = text[bar.end:]
+    if not tail.strip() or text[bar.end - 1] != "]":
+        return [(line, key, bar.current)]
+    return [(Line(text[:bar.end], line.rank, False, line.node), key, bar.current),
+            (Line(tail, line.rank, line.transient, line.node), None, 0)]
 
 
 @dataclass
@@ -80,6 +108,8 @@ class ConsoleFeed:
         self._skipped = 0
         self._ranks: set[int] = set()
         self._ended = False
+        self._bar_lines: dict[BarKey, tuple[int, int]] = {}  # a bar's (line number, counter) as last drawn
+        self._bar_at: dict[int, BarKey] = {}  # ... and the other way round: which bar a line number shows
         self.lines_read = 0  # assembled lines read from the log (before bar folding), for benchmarks
         self.skipped_bytes = 0  # output jumped over to catch up with a flood
         self.error: str | None = None
@@ -187,30 +217,37 @@ class ConsoleFeed:
     def _add(self, lines: list[Line], count: bool = True) -> None:
         if count:
             self.lines_read += len(lines)
-        buffer, render = self._buffer, self.render
+        render = self.render
         for begin in range(0, len(lines), ADD_SLICE):
-            piece = lines[begin:begin + ADD_SLICE]
-            texts = [render(line) for line in piece]  # before taking the lock
+            pieces: list[tuple[Line, BarKey | None, int]] = []
+            for line in lines[begin:begin + ADD_SLICE]:
+                if " [" in line.text:  # every tqdm bar has one (might_be_bar): most lines go no further
+                    pieces.extend(bar_parts(line))
+                else:
+                    pieces.append((line, None, 0))
+            texts = [render(piece[0]) for piece in pieces]  # before taking the lock
             with self._lock:
-                for line, text in zip(piece, texts, strict=True):
+                buffer, pending, pending_texts, ranks = self._buffer, self._pending, self._pending_texts, self._ranks
+                for (line, key, current), text in zip(pieces, texts, strict=True):
+                    if key is not None:
+                        self._add_bar(line, key, current, text)
+                        continue
+                    # Any other line, inline (a flood is 100k lines/s).
                     version = buffer.version
-                    index = buffer.add(line)
+                    index = buffer.add(line, None)
+                    if buffer.version == version:
+                        continue  # not shown (the reporting helper's machine-readable lines)
+                    if line.rank is not None:
+                        ranks.add(line.rank)
                     if index is None:
-                        if buffer.version == version:
-                            continue  # not shown (the reporting helper's machine-readable lines)
-                        self._pending.append(line)
-                        self._pending_texts.append(text)
+                        pending.append(line)
+                        pending_texts.append(text)
                         self._total += 1
                     else:
                         number = self._total - len(buffer) + index
-                        offset = number - self._pending_start
-                        if offset >= 0:
-                            self._pending[offset] = line
-                            self._pending_texts[offset] = text
-                        else:
-                            self._replaced[number] = (line, text)
-                    if line.rank is not None:
-                        self._ranks.add(line.rank)
+                        self._changed(number, line, text)
+                        if number in self._bar_at:  # a bar's line overwritten (by tqdm.write's print, say)
+                            self._forget(number)
                 if len(self._pending) > self.max_lines:
                     drop = len(self._pending) - self.max_lines
                     del self._pending[:drop]
@@ -219,3 +256,52 @@ class ConsoleFeed:
                     self._skipped += drop
                     self._replaced.clear()  # they belonged to lines the view will drop anyway
             time.sleep(0)  # let the UI thread take the GIL between slices: a flood must not stall it
+
+    def _add_bar(self, line: Line, key: BarKey, current: int, text: str) -> None:
+        """A drawing of a bar (the lock held): where the bar is already shown, within reach, or added."""
+        buffer = self._buffer
+        first = self._total - len(buffer)  # number of the oldest line kept
+        shown = self._bar_lines.get(key)
+        if shown is not None:
+            number, counter = shown
+            if number >= first and self._total - number <= BAR_REACH and current >= counter:
+                buffer.put(number - first, line, key[2])
+                self._bar_lines[key] = (number, current)
+                self._changed(number, line, text)
+                return
+            self._forget(number)  # a new line for this bar (restarted, or out of reach)
+        version = buffer.version
+        index = buffer.add(line, key[2])
+        if buffer.version == version:
+            return
+        if line.rank is not None:
+            self._ranks.add(line.rank)
+        if index is None:
+            number = self._total
+            self._pending.append(line)
+            self._pending_texts.append(text)
+            self._total += 1
+        else:
+            number = first + index
+            self._changed(number, line, text)
+            if number in self._bar_at:  # a bar redrawn over another one's transient line
+                self._forget(number)
+        self._bar_lines[key] = (number, current)
+        self._bar_at[number] = key
+        for gone in [n for n in self._bar_at if self._total - n > BAR_REACH]:
+            self._forget(gone)  # out of reach: their next drawing gets a new line anyway
+
+    def _forget(self, number: int) -> None:
+        """Line `number` no longer shows the bar it showed."""
+        key = self._bar_at.pop(number, None)
+        if key is not None and self._bar_lines.get(key, (None, 0))[0] == number:
+            del self._bar_lines[key]
+
+    def _changed(self, number: int, line: Line, text: str) -> None:
+        """Line `number` shows `line` now: in the pending part, or as a replacement of a line handed out."""
+        offset = number - self._pending_start
+        if offset >= 0:
+            self._pending[offset] = line
+            self._pending_texts[offset] = text
+        else:
+            self._replaced[number] = (line, text)

@@ -53,6 +53,12 @@ POLL_MS = 2000
 POLL_MAX_MS = 4000  # ... backing off (doubling) while nothing changes
 HIDDEN_POLL_MS = 10_000  # ... while the page is hidden or the window minimised: data only, nothing drawn
 LIST_MS = 2000  # the list of runs (and marking runs whose supervisor is gone as lost)
+WRAP_KEY = "runs/console_wrap"  # in the app's settings: whether the console wraps long lines
+
+
+def _true(value: object) -> bool:
+    """A boolean read back from QSettings (an INI file gives the string "true")."""
+    return value is True or str(value).lower() == "true"
 
 
 class RunsPage(Page):
@@ -103,6 +109,8 @@ class RunsPage(Page):
         self.diagnosis_panel = DiagnosisPanel()
         # -- console above the tabs: charts, checkpoints, step, nodes ---------------------------------------------
         self.console = LogConsole()
+        self.console.set_wrap(_true(self.ctx.settings.value(WRAP_KEY, False)))  # the user's last choice
+        self.console.wrap_changed.connect(lambda wrap: self.ctx.settings.setValue(WRAP_KEY, wrap))
         self.charts = ChartsPanel(self.watched, self.source)
         self.charts.poll_wanted.connect(self.poll)
         self.splitter = QSplitter(Qt.Orientation.Vertical)

@@ -1,7 +1,10 @@
 """The Runs page's list of runs (running first, then queued, then recent): read when the page asks (every LIST_MS
 while on screen), redrawn only when what it shows changed. It reads through the RunsSource it is given, marks the
 WatchedRun's run as the current one, and tells the page by signals which run the user chose and which one is
-running when a read was asked to reattach."""
+running when a read was asked to reattach.
+
+The open run's line is drawn from the record the page's header shows (`update_item`, from the page's poll), never
+from the list's own read of the runs, made at another moment: header and list always say the same progress."""
 
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ class RunList(QListWidget):
         super().__init__()
         self._watched, self._source = watched, source
         self.records: list[RunRecord] = []  # as last read
+        self._open_record: RunRecord | None = None  # the open run as the header shows it (the page's last poll)
         self._listed: list[tuple[str, str, str, str, bool]] = []  # what the list shows (see show_records)
         self._listing = False  # a read is on its way
         self.setObjectName("runList")
@@ -70,6 +74,7 @@ class RunList(QListWidget):
     def forget(self) -> None:
         """Another source: its first read is shown whatever this list shows meanwhile."""
         self.records, self._listed = [], []
+        self._open_record = None
 
     def has(self, run_id: str) -> bool:
         """Whether the last read listed this run."""
@@ -77,6 +82,9 @@ class RunList(QListWidget):
 
     def show_records(self, records: list[RunRecord]) -> None:
         self.records = records
+        open_record = self._open_record
+        if open_record is not None and open_record.id == self._watched.run_id:
+            records = watch.with_open_run(records, open_record)  # its line as the header shows it
         shown = [(r.id, r.state, self._list_text(r), r.state_detail, r.id == self._watched.run_id) for r in records]
         if shown == self._listed:
             return  # every 2 s: rebuilding an unchanged list costs a relayout and a repaint each time
@@ -118,7 +126,9 @@ class RunList(QListWidget):
                 self.blockSignals(False)
 
     def update_item(self, record: RunRecord) -> None:
-        """The run's line from this record (the header's, at the header's pace: the same percent)."""
+        """The run's line from this record (the header's, at the header's pace: the same percent); kept for the
+        list's later reads, which show this record for the run instead of their own."""
+        self._open_record = record
         for row in range(self.count()):
             item = self.item(row)
             if item.data(_RUN_ID) == record.id:
