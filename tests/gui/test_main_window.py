@@ -486,16 +486,16 @@ def test_a_low_then_full_data_disk_is_said_above_every_page_until_space_is_freed
     warning under the low-disk threshold first, and the line goes once space is freed."""
     from support.smalldisk import fill, small_disk
 
-    with small_disk(tmp_path, "8m") as mount:
+    with small_disk(tmp_path, "16m") as mount:
         monkeypatch.setenv("TRAINDECK_HOME", str(mount / "home"))
-        monkeypatch.setenv("TRAINDECK_LOW_DISK_MB", "4")
+        monkeypatch.setenv("TRAINDECK_LOW_DISK_MB", "8")
         window = make_window()
         window.show()
         banner = window.disk_banner
         qtbot.waitUntil(lambda: not banner._asking, timeout=10000)
         assert banner.isHidden() and banner.notice is None
         filler = mount / "filler"
-        fill(filler, leave=2 << 20)
+        fill(filler, leave=4 << 20)  # under 8 MiB, and room for what the window writes meanwhile
         banner.check()
         qtbot.waitUntil(lambda: banner.isVisible(), timeout=10000)
         assert banner.notice is not None and not banner.notice.full
