@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QPushButton,
     QSplitter,
@@ -36,6 +37,7 @@ from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.runs.charts_panel import ChartsPanel
 from traindeck.gui.pages.runs.header import RunHeader
 from traindeck.gui.pages.runs.leftovers_panel import CheckpointsTab
+from traindeck.gui.pages.runs.log_diagnosis import LogDiagnosisDialog
 from traindeck.gui.pages.runs.nodes_panel import NodesTable
 from traindeck.gui.pages.runs.run_list import RunList
 from traindeck.gui.pages.runs.source import RunsSource, create_demo_store
@@ -148,6 +150,11 @@ class RunsPage(Page):
         launch = QPushButton("Go to Launch")
         launch.clicked.connect(lambda: self.ctx.navigate.emit("launch"))
         empty_layout.addWidget(launch, 0, Qt.AlignmentFlag.AlignHCenter)
+        diagnose = QPushButton("Diagnose a log…")
+        diagnose.setToolTip("Why a job ended, from its log alone: a file, a paste, or a log dropped on this page "
+                            "(Ctrl+Shift+L)")
+        diagnose.clicked.connect(lambda: self.diagnose_log())
+        empty_layout.addWidget(diagnose, 0, Qt.AlignmentFlag.AlignHCenter)
         empty_layout.addStretch(2)
 
         self.views = QStackedWidget()
@@ -162,6 +169,28 @@ class RunsPage(Page):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(split)
+        QShortcut(QKeySequence("Ctrl+Shift+L"), self, lambda: self.diagnose_log())
+        self.setAcceptDrops(True)  # a log file dropped here is diagnosed
+
+    # ================================================================================================ any log
+    def diagnose_log(self, path: str | None = None) -> LogDiagnosisDialog:
+        """The "Diagnose a log" dialog, diagnosing `path` at once when given (a dropped file)."""
+        dialog = LogDiagnosisDialog(self.ctx.tasks, self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.show()
+        if path:
+            dialog.open_file(path)
+        return dialog
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
+        if any(url.isLocalFile() for url in event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802
+        files = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
+        if files:
+            event.acceptProposedAction()
+            self.diagnose_log(files[0])
 
     # ================================================================================================ the open run
     @property
