@@ -44,8 +44,8 @@ def test_a_log_dropped_on_the_page_is_diagnosed_with_what_a_log_cannot_tell(page
     page.dropEvent(drop)
     assert drop.isAccepted()
     dialog = _dialogs()[-1]
-    qtbot.waitUntil(lambda: dialog.result is not None, timeout=20000)
-    assert dialog.result is not None and dialog.result.diagnosis.rank == 1
+    qtbot.waitUntil(lambda: dialog.found is not None, timeout=20000)
+    assert dialog.found is not None and dialog.found.diagnosis.rank == 1
     text = dialog.verdict.plain_text()
     assert text.startswith("Rank 1 raised RuntimeError: rank 1 fails on purpose.")
     assert "torchrun reported rank 1 (pid 13597) as the first failure" in text
@@ -65,8 +65,8 @@ def test_a_pasted_log_with_its_exit_status_and_the_shortcut(page: RunsPage, qtbo
                               "Exiting run.\n")
     dialog.exit_code.setValue(1)
     dialog.diagnose()
-    qtbot.waitUntil(lambda: dialog.result is not None, timeout=20000)
-    assert dialog.result is not None and dialog.result.diagnosis.kind == "loss_scale"
+    qtbot.waitUntil(lambda: dialog.found is not None, timeout=20000)
+    assert dialog.found is not None and dialog.found.diagnosis.kind == "loss_scale"
     assert '"bf16"' in dialog.verdict.plain_text()
     assert "the exit status" not in dialog.verdict.plain_text()  # it was given
     missing = LogDiagnosisDialog(page.ctx.tasks, page)

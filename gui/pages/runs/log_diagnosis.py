@@ -50,7 +50,7 @@ class LogDiagnosisDialog(QDialog):
         self.setWindowTitle("Diagnose a log")
         self.resize(760, 560)
         self.tasks = tasks
-        self.result: LogDiagnosis | None = None
+        self.found: LogDiagnosis | None = None
         self.path = QLineEdit()
         self.path.setPlaceholderText("A log file: a job's output, torchrun's or DeepSpeed's console, ...")
         browse = QPushButton("Open…")
@@ -118,7 +118,7 @@ class LogDiagnosisDialog(QDialog):
 
     def _show(self, found: LogDiagnosis) -> None:
         self.diagnose_button.setEnabled(True)
-        self.result = found
+        self.found = found
         d = found.diagnosis
         self.status.setText("")
         items = [("error" if d.kind not in ("succeeded",) else "ok", d.summary)]
