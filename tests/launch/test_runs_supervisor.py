@@ -440,3 +440,32 @@ def test_frozen_app_starts_supervisor_and_sentinel_through_its_own_executable(mo
     assert liveness.supervisor_argv(tmp_path / "r") == [str(app), "_supervise", str(tmp_path / "r")]
     run = start([python, str(BEHAVE), "--steps", "2", "--step-time", "0"])
     assert wait_finished(run.id, 60).state == "succeeded"
+
+
+PDSH_STANDIN = """
+import os, shutil, subprocess, sys, time
+# A job that drives other nodes through pdsh as DeepSpeed's runner does when accelerate's own multi-node settings
+# start it (no traindeck node agent): a process named pdsh runs under the launcher for the run's whole life.
+standin = os.path.join(sys.argv[1], "pdsh")
+shutil.copy(shutil.which("sleep"), standin)
+child = subprocess.Popen([standin, "600"])
+print("runner up", flush=True)
+try:
+    while True:
+        time.sleep(0.1)
+except KeyboardInterrupt:
+    child.terminate()
+"""
+
+
+def test_a_stop_that_signals_pdshs_runner_says_what_deepspeed_will_do_on_the_nodes_first(tmp_path: Path) -> None:
+    script = tmp_path / "runner.py"
+    script.write_text(PDSH_STANDIN)
+    run = start([sys.executable, str(script), str(tmp_path)], env=job_env())
+    wait_until(lambda: b"runner up" in Path(get(run.id).run_dir, "output.log").read_bytes(), timeout=30)
+    outcome = stop_run(RunStore(), run.id, grace_s=5)
+    assert outcome.state == "stopped" and outcome.remaining == []
+    said = [text for kind, text in events(run.id) if kind == "stop_signal"]
+    assert said and said[0].startswith("multi-node run through pdsh without traindeck's node agents"), said
+    assert "`pkill -f`" in said[0] and "--hostfile" in said[0]
+    assert any(text.startswith("sent SIGINT") for text in said[1:]), said  # said before the signal, not after

@@ -33,6 +33,24 @@ MULTINODE_RUNNER_SPARED = (
     "no SIGINT/SIGTERM (on either, the runner runs `pkill -f` for every DeepSpeed launcher of this Python on the "
     "nodes, other runs' included): they end when the ranks do, or get SIGKILL after the grace period")
 
+PDSH_RUNNER_SIGNALLED = (
+    "multi-node run through pdsh without traindeck's node agents (started by accelerate's or the script's own "
+    "multi-node settings): DeepSpeed's runner gets the stop's signals, and on SIGINT or SIGTERM it runs `pkill -f` "
+    "for every DeepSpeed launcher of this Python on its nodes, other runs' included (DeepSpeed #6807); launch with "
+    "traindeck's --hostfile to have each node's ranks stopped by an agent instead")
+
+
+def unagented_pdsh(alive: list[psutil.Process], spared: set[int]) -> bool:
+    """Whether the run drives other nodes through pdsh (DeepSpeed's multi-node runner) with no node agent of
+    traindeck sparing the runner: its stop then sets off DeepSpeed's pkill on the nodes."""
+    for proc in alive:
+        try:
+            if proc.pid not in spared and proc.name() == "pdsh":
+                return True
+        except psutil.Error:
+            continue
+    return False
+
 
 @dataclass
 class StopSequence:
@@ -160,6 +178,9 @@ class Stopper:
         if spared and not self._said_spared:
             self._said_spared = True
             self.store.add_event(self.run_id, "stop_signal", MULTINODE_RUNNER_SPARED)
+        elif due < 2 and not spared and not self._said_spared and unagented_pdsh(alive, spared):
+            self._said_spared = True  # said before the signal that sets it off
+            self.store.add_event(self.run_id, "stop_signal", PDSH_RUNNER_SIGNALLED)
         if due > stop.phase:
             skipped = due - max(stop.phase, 0) > 1 or (stop.phase < 0 and due > 0)  # a forced stop: no SIGTERM sent
             stop.phase = due
