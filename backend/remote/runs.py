@@ -9,6 +9,7 @@ local log; its charts are not read over SSH (the latest metric values are), and 
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import threading
@@ -17,6 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from traindeck.backend.core.fileio import open_private
+from traindeck.backend.core.paths import ensure_private_dir
 from traindeck.backend.remote.session import Session, end_stream
 from traindeck.backend.remote.ssh import RemoteError
 from traindeck.backend.runs.control.view import RunView
@@ -131,8 +134,10 @@ class RemoteRuns:
             if self._mirror is not None and self._mirror[0] == run_id:
                 return
         self._stop_mirror()  # one run is watched at a time: one log followed
-        run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        out = open(run_dir / "output.log", "wb")  # noqa: SIM115 (closed by _stop_mirror)
+        ensure_private_dir(run_dir)
+        fd = open_private(run_dir / "output.log", append=False)  # a link planted there is refused, not followed
+        os.ftruncate(fd, 0)  # the remote log is streamed again from its start
+        out = os.fdopen(fd, "wb")  # closed by _stop_mirror
         proc = self.session.stream(["logs", run_id, "--follow", "--raw"], out)
         with self._lock:
             self._mirror = (run_id, proc, out)

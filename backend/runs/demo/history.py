@@ -111,7 +111,7 @@ def create_demo_runs(store_path: Path | str, runs_root: Path | str, runs: tuple[
                        "launcher": "accelerate", "nproc": run.gpus, "master_port": port, "python": "/usr/bin/python3",
                        "env": {}}
             atomic_write_text(run_dir / "command.json", json.dumps(command, indent=2, sort_keys=True) + "\n")
-            (run_dir / "output.log").write_text(f"demo run {run.name}: no output recorded\n", encoding="utf-8")
+            atomic_write_text(run_dir / "output.log", f"demo run {run.name}: no output recorded\n")
             diagnosis = None if run.state == "succeeded" else Diagnosis(run.summary, run.kind).to_json()
             store.add_run(RunRecord(
                 id=run_id, run_dir=str(run_dir), created_at=started - 2, name=run.name, preset=run.preset,

@@ -121,7 +121,7 @@ def create_running_demo(store_path: Path | str, runs_root: Path | str, now: floa
     run_dir = Path(runs_root) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     pieces = demo_log(t0)
-    (run_dir / "output.log").write_bytes("".join(text for _, text in pieces).encode())
+    atomic_write_text(run_dir / "output.log", "".join(text for _, text in pieces))
     shown_dir = f"/home/demo/.local/share/traindeck/runs/{run_id}"  # what a real run's command line would say
     argv = ["accelerate", "launch", "--config_file", f"{shown_dir}/accelerate_config.yaml", "--tee", "3",
             "--main_process_port", "29512", "train.py", "--model", "gpt2", "--deepspeed", f"{shown_dir}/ds_config.json"]
@@ -175,7 +175,7 @@ def create_failed_demo(store_path: Path | str, runs_root: Path | str, now: float
         "E0105 12:59:47.620000 51201 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
         "local_rank: 1 (pid: 51230) of binary: /usr/bin/python3",
     ]
-    (run_dir / "output.log").write_text("\n".join(tail) + "\n", encoding="utf-8")
+    atomic_write_text(run_dir / "output.log", "\n".join(tail) + "\n")
     # The diagnosis sees what the supervisor would: the exit codes and the log's last lines (tags removed).
     plain = [line.split("]:", 1)[1] if line.startswith("[default") else line for line in tail]
     ends = [ProcessEnd(51230, "rank", 1, t0 + 44.0, 1), ProcessEnd(51229, "rank", 0, t0 + 45.1, -15),

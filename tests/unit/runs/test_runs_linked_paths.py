@@ -86,3 +86,27 @@ def test_a_link_planted_at_the_run_store_or_beside_it_is_refused(tmp_path: Path,
     assert listing.returncode != 0 and "Traceback" not in listing.stderr
     assert f"refusing to write through a symbolic link: {store.parent}/{name}" in listing.stderr
     assert target.read_text() == TEXT and stat.S_IMODE(target.stat().st_mode) == 0o644
+
+
+def test_the_demo_runs_never_write_through_a_link_planted_at_their_logs(tmp_path: Path) -> None:
+    """`make demo` writes its made-up runs' logs into the data folder: a link planted at one is replaced, and the
+    file it pointed at keeps its content and mode."""
+    from support.planted import assert_untouched
+
+    from traindeck.backend.runs.demo.history import create_demo_runs
+    from traindeck.backend.runs.demo.live import create_failed_demo, create_running_demo
+
+    now = 1_800_000_000.0
+    scratch = tmp_path / "scratch"
+    ids = [create_running_demo(scratch / "s.sqlite3", scratch / "runs", now),
+           create_failed_demo(scratch / "s.sqlite3", scratch / "runs", now)]
+    target = precious_file(tmp_path)
+    root = tmp_path / "runs"
+    for run_id in [*ids, "demo-20260105-0000"]:
+        (root / run_id).mkdir(parents=True)
+        (root / run_id / "output.log").symlink_to(target)
+    create_running_demo(tmp_path / "store.sqlite3", root, now)
+    create_failed_demo(tmp_path / "store.sqlite3", root, now)
+    create_demo_runs(tmp_path / "store.sqlite3", root)
+    assert_untouched(target)
+    assert not any((root / run_id / "output.log").is_symlink() for run_id in [*ids, "demo-20260105-0000"])
