@@ -477,7 +477,9 @@ def diagnose(ev: Evidence) -> Diagnosis:
             if survivors:
                 quoted.append(f"rank(s) {', '.join(map(str, survivors))} printed no error and were still running "
                               f"when rank {rank} timed out: the likely one(s) that stopped answering (hung or slow)")
-            advice = "Look at the rank that ended first or hung; raise the timeout only if a step is truly slow."
+            advice = ("Look at the rank that ended first or hung (`traindeck stacks` shows where each rank waits); raise "
+                      "the timeout only if a step is truly slow: init_process_group(timeout=...), "
+                      "deepspeed.init_distributed(timeout=...) or accelerate's InitProcessGroupKwargs(timeout=...).")
         else:
             summary = f"{who} lost its connection to another rank (NCCL/gloo): that rank crashed or was killed first."
             advice = "Look for the rank that ended first: its own output or the kernel log says why it went."
