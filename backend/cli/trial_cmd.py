@@ -76,6 +76,8 @@ def _trial(args: argparse.Namespace) -> int:
     for option, given in (("--sweep", args.sweep), ("--hostfile", args.hostfile), ("--resume-arg", args.resume_arg)):
         if given:
             raise UserError(f"{option} does not go with a trial (it runs each candidate on this machine, briefly)")
+    if args.no_step_timing:
+        raise UserError("--no-step-timing does not go with a trial: its steps are counted and timed by it")
     script, script_args = command[0], command[1:]
     if not (Path.cwd() / script).is_file():
         raise UserError(f"script not found: {script} (in {Path.cwd()})")

@@ -148,8 +148,8 @@ def candidate_deepspeed(base: dict[str, Any], candidate: Candidate, world_size: 
     zero["stage"] = candidate.stage
     for key in ("offload_optimizer", "offload_param"):
         zero.pop(key, None)
-    kept = base.get("zero_optimization") if isinstance(base.get("zero_optimization"), dict) else {}
-    pin = _pin(kept)
+    kept = base.get("zero_optimization")
+    pin = _pin(kept if isinstance(kept, dict) else {})
     if candidate.offload in ("cpu", "cpu+params"):
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": pin}
     if candidate.offload == "cpu+params":

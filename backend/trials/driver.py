@@ -2,7 +2,7 @@
 
 Like the queue keeper it outlives whoever started it (own session, forked away from its starter, which gets its
 pid on stdout), so a trial goes on with no window or command open. Each candidate is a normal supervised run
-(launch_run) marked with `trial.json`; the driver counts its steps in the run store's step records and stops it
+(launch_run) marked with `trial.json`; the driver counts its steps in the ranks' step records and stops it
 (stop_run) once every rank has done the warm-up and the measured steps. A candidate that dies, stalls or goes
 over the trial's memory limit is classified (its diagnosis kind) and the trial goes on with the next.
 `trial stop` leaves a stop file: the driver stops the candidate running then and keeps what was measured.
@@ -179,7 +179,7 @@ class _Trial:
             pass  # the mark groups runs in History; the measurement does not need it
         self.save()
         _log(f"candidate {index} ({candidate.label}): run {record.id}")
-        self.watch(result, record.id)
+        self.watch(result, record.id, record.run_dir)
         result.ended_at = time.time()
 
     def _launch(self, request: Any, name: str) -> Any:
@@ -189,14 +189,22 @@ class _Trial:
 
         return launch_run(request, name=name, store=self.store)
 
-    def watch(self, result: Result, run_id: str) -> None:
-        """Follow the candidate's run until it is measured, ends, stalls, goes over the limit or the trial stops."""
+    def watch(self, result: Result, run_id: str, run_dir: str) -> None:
+        """Follow the candidate's run until it is measured, ends, stalls, goes over the limit or the trial stops.
+
+        Steps are read from the ranks' step files (the records the supervisor brings into the run store about once
+        a second), so the stop follows the last measured step within a tick."""
+        from traindeck.backend.steps import StepFiles
+
         spec = self.spec
         wanted = spec.warmup + spec.steps
+        files = StepFiles(run_dir)
+        records: list[Any] = []
         last_done, last_change = -1, time.monotonic()
         while True:
             record = self.store.get_run(run_id)
-            steps = measure(self.store.steps(run_id), spec.warmup, spec.steps, spec.world_size)
+            records += files.read_new()[0]
+            steps = measure(records, spec.warmup, spec.steps, spec.world_size)
             if steps.done_steps != last_done:
                 last_done, last_change = steps.done_steps, time.monotonic()
             self._figures(result, steps)
@@ -211,7 +219,8 @@ class _Trial:
             over = self._over_limit(record)
             if over:
                 self._stop(run_id)
-                result.state, result.kind, result.reason = "failed", "host_oom", over
+                result.peak_host_bytes = max_of(result.peak_host_bytes, over[1])
+                result.state, result.kind, result.reason = "failed", "host_oom", over[0]
                 return
             if self.folder.stop_requested():
                 self._stop(run_id)
@@ -302,7 +311,8 @@ class _Trial:
             why = f"the script ended after {done} steps, before the {wanted} a measurement needs"
         result.reason = f"{result.kind}: {why}"
 
-    def _over_limit(self, record: Any) -> str | None:
+    def _over_limit(self, record: Any) -> tuple[str, int] | None:
+        """(why, the resident set seen) when a rank uses more host memory than the trial's limit."""
         limit = self.spec.memory_limit
         if not limit:
             return None
@@ -317,7 +327,7 @@ class _Trial:
                 continue
             if rss > limit:
                 return (f"host_oom: rank {proc.get('rank')} used {rss / 2**20:.0f} MiB of host memory, over the "
-                        f"trial's limit of {limit / 2**20:.0f} MiB; stopped")
+                        f"trial's limit of {limit / 2**20:.0f} MiB; stopped", rss)
         return None
 
 
