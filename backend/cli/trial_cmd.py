@@ -140,7 +140,9 @@ def _follow(folder: TrialFolder, as_json: bool) -> int:
             state = folder.state()
             if not as_json:
                 printed = _print_rows(state, printed)
-            if state.finished or (not _driver_alive(state) and state.driver_pid is not None):
+            if state.driver_pid is None:
+                state.driver_pid = folder.driver_pid  # the driver has not written its state yet
+            if state.finished or not _driver_alive(state):
                 break
             time.sleep(POLL_S)
         except KeyboardInterrupt:
@@ -161,6 +163,9 @@ def _final(folder: TrialFolder, state: TrialState, as_json: bool, printed: int) 
         print(json.dumps(trial_json(state, folder.spec()), indent=1))
         return 0 if winner(state.results) is not None else 1
     _print_rows(state, printed)
+    if not state.finished:
+        print(f"traindeck: the trial's driver ended before the trial did; its log: {folder.log_path}",
+              file=sys.stderr)
     if state.detail:
         print(f"traindeck: {state.detail}", file=sys.stderr)
     line = time_line(state)

@@ -151,5 +151,5 @@ def create_trial(spec: TrialSpec, start: bool = True) -> TrialFolder:
     if start:
         from traindeck.backend.trials.driver import start_driver
 
-        start_driver(folder)
+        folder.driver_pid = start_driver(folder)
     return folder

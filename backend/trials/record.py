@@ -102,6 +102,7 @@ class TrialFolder:
     def __init__(self, trial_id: str, root: Path | None = None) -> None:
         self.id = trial_id
         self.path = (root or trials_dir()) / trial_id
+        self.driver_pid: int | None = None  # set by whoever started the driver (before it writes its state)
 
     @property
     def spec_path(self) -> Path:

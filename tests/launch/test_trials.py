@@ -38,6 +38,7 @@ p.add_argument("--steps", type=int, default=100000)
 p.add_argument("--hidden", type=int, default=256)
 p.add_argument("--plant-mib", type=int, default=0)
 p.add_argument("--plant-in", default="", help="STAGE-OFFLOAD-MICRO, e.g. 2-none-4")
+p.add_argument("--oom-from", type=int, default=0, help="from this micro-batch on, fail as CUDA would")
 args = p.parse_args()
 config = json.load(open(args.deepspeed_config))
 zero = config["zero_optimization"]
@@ -48,6 +49,9 @@ if args.plant_in == f"{zero['stage']}-{offload}-{micro}":
     held = bytearray(args.plant_mib << 20)
     for i in range(0, len(held), 4096):
         held[i] = 1
+if args.oom_from and micro >= args.oom_from:
+    raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 7.79 GiB total "
+                                      "capacity; 6.90 GiB already allocated)")
 torch.manual_seed(0)
 torch.set_num_threads(1)
 model = nn.Sequential(nn.Linear(64, args.hidden), nn.GELU(), nn.Linear(args.hidden, args.hidden), nn.GELU(),
@@ -193,3 +197,25 @@ def test_stopping_a_trial_midway_keeps_what_was_measured(tmp_path: Path) -> None
         assert leftovers(record) == []
     shown = json.loads(_cli(tmp_path, "trial", "show", trial_id, "--json").stdout)
     assert shown["winner"] == 0 and shown["candidates"][0]["step_ms"] == first.step_ms
+
+
+def test_a_followed_trial_doubles_the_micro_batch_until_a_candidate_fails_and_prints_the_winner_last(
+        tmp_path: Path) -> None:
+    _script(tmp_path)
+    proc = _cli(tmp_path, "trial", "--preset", "cpu-demo", "--name", "ladder", "--stages", "2", "--offload", "none",
+                "--steps", "3", "--warmup", "1", "tiny_ds.py", "--deepspeed_config", "{ds_config}",
+                "--oom-from", "4", timeout=600)
+    print("\n" + proc.stdout)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.rstrip().splitlines()
+    rows = [line.split() for line in lines[1:4]]
+    assert [r[:2] for r in rows] == [["0", "zero2-none-mb1"], ["1", "zero2-none-mb2"], ["2", "zero2-none-mb4"]]
+    assert rows[0][-1] == rows[1][-1] == "measured"
+    # The failed candidate is classified by the run's diagnosis, and the ladder stops there.
+    assert "failed: cuda_oom: " in lines[3], lines[3]
+    assert lines[4].startswith("trial time: ")
+    assert lines[-1].startswith("winner: ") and len(lines) == 6, lines
+    trial_id = lines[-1].split()[1]
+    result = json.loads(_cli(tmp_path, "trial", "show", trial_id, "--json").stdout)
+    assert [c["state"] for c in result["candidates"]] == ["measured", "measured", "failed"]
+    assert result["candidates"][2]["kind"] == "cuda_oom" and result["winner"] in (0, 1)

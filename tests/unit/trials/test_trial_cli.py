@@ -100,3 +100,48 @@ def test_a_candidates_run_folder_names_its_trial(tmp_path: Path) -> None:
     assert read_trial_mark(tmp_path) == {"trial_id": "20260101-000000-dddddd", "index": 3,
                                          "candidate": _candidate(3, "cpu", 4)}
     assert read_trial_mark(tmp_path / "none") is None
+
+
+class _NotStarted:
+    """What launch_run returns for a plan with errors: nothing started."""
+
+    def __init__(self, error: str) -> None:
+        self.record = None
+        self.plan = type("Plan", (), {"errors": [error]})()
+
+
+def _planned(trial_id: str) -> TrialFolder:
+    from traindeck.backend.trials import TrialOptions, plan_trial
+
+    spec = plan_trial(TrialOptions(script="tiny.py", stages="2,3", offload="none", micro_batch="2", nproc=2),
+                      load_preset("cpu-demo"), trial_id)
+    folder = TrialFolder(trial_id)
+    folder.create(spec)
+    return folder
+
+
+def test_a_candidate_that_cannot_start_is_failed_and_the_trial_goes_on_to_its_end() -> None:
+    from traindeck.backend.trials import run_trial
+
+    folder = _planned("20260101-000000-eeeeee")
+    asked: list[tuple[str, int]] = []
+
+    def launch(request, name):  # type: ignore[no-untyped-def]
+        asked.append((name, request.preset.deepspeed["zero_optimization"]["stage"]))
+        return _NotStarted("python not found: /nope/python")
+
+    state = run_trial(folder, launch)
+    assert asked == [("tiny-zero2-none-mb2", 2), ("tiny-zero3-none-mb2", 3)]
+    assert state.state == "finished" and folder.state().state == "finished"
+    assert [(r.state, r.kind, r.reason) for r in state.results] == [
+        ("failed", "start_failed", "could not start: python not found: /nope/python")] * 2
+
+
+def test_a_trial_stopped_before_its_first_candidate_runs_none() -> None:
+    from traindeck.backend.trials import run_trial
+
+    folder = _planned("20260101-000000-ffffff")
+    folder.request_stop()
+    state = run_trial(folder, lambda request, name: pytest.fail("nothing may start"))
+    assert state.state == "stopped"
+    assert {(r.state, r.reason) for r in state.results} == {("skipped", "the trial was stopped before it ran")}
