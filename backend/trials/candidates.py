@@ -148,6 +148,9 @@ def candidate_deepspeed(base: dict[str, Any], candidate: Candidate, world_size: 
     zero["stage"] = candidate.stage
     for key in ("offload_optimizer", "offload_param"):
         zero.pop(key, None)
+    if candidate.stage != 3:  # ZeRO-3's own settings: DeepSpeed ignores them at other stages (config check warns)
+        for key in [k for k in zero if k.startswith("stage3_")]:
+            del zero[key]
     kept = base.get("zero_optimization")
     pin = _pin(kept if isinstance(kept, dict) else {})
     if candidate.offload in ("cpu", "cpu+params"):
@@ -211,4 +214,8 @@ def candidate_preset(base: Preset, candidate: Candidate, world_size: int, keep_g
         raise ValueError(f"preset '{base.name}' does not use DeepSpeed: a trial varies its ZeRO stage, offload and "
                          "micro-batch")
     ds = candidate_deepspeed(base.deepspeed, candidate, world_size, keep_global_batch)
-    return dataclasses.replace(base, name=name, deepspeed=ds, builtin=False, path=None)
+    accelerate = copy.deepcopy(base.accelerate)
+    plugin = (accelerate or {}).get("deepspeed_config")
+    if isinstance(plugin, dict) and plugin.get("zero3_init_flag") is True and candidate.stage != 3:
+        plugin["zero3_init_flag"] = False  # accelerate applies it at ZeRO-3 only
+    return dataclasses.replace(base, name=name, deepspeed=ds, accelerate=accelerate, builtin=False, path=None)

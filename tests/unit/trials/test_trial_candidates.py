@@ -129,3 +129,18 @@ def test_options_that_make_no_trial_are_refused() -> None:
         plan_trial(TrialOptions(script="t.py", headroom=1.5), base)
     with pytest.raises(TrialError, match="does not use DeepSpeed"):
         planning.base_preset(load_preset("ddp"), None)
+
+
+def test_a_candidate_below_stage_3_drops_zero3_settings_so_its_preset_checks_clean() -> None:
+    from traindeck.backend.presets import validate_preset
+    from traindeck.backend.trials.candidates import candidate_preset
+
+    base = load_preset("zero3")
+    two = candidate_preset(base, Candidate(2, "none", 4), 2, False, "two")
+    assert validate_preset(two) == []
+    assert not any(k.startswith("stage3_") for k in (two.deepspeed or {})["zero_optimization"])
+    assert (two.accelerate or {})["deepspeed_config"]["zero3_init_flag"] is False
+    three = candidate_preset(base, Candidate(3, "cpu", 4), 2, False, "three")
+    assert (three.deepspeed or {})["zero_optimization"]["stage3_max_live_parameters"] == 1000000000
+    assert (three.accelerate or {})["deepspeed_config"]["zero3_init_flag"] is True
+    assert (base.accelerate or {})["deepspeed_config"]["zero3_init_flag"] is True  # the base is not changed
