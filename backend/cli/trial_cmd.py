@@ -39,6 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "them by throughput and peak memory. The trial outlives this command. Also: "
                                    "`trial show ID [--json]`, `trial stop ID` (keeps what was measured), `trial use "
                                    "ID --preset NAME` (a preset from the winner).")
+    for refused in ("--sweep", "--hostfile", "--ssh-port", "--resume-arg", "--no-step-timing"):  # said if given
+        p._option_string_actions[refused].help = argparse.SUPPRESS
     p.add_argument("--stages", metavar="LIST", help="ZeRO stages to try, e.g. 2,3 (default 0,1,2,3)")
     p.add_argument("--offload", metavar="LIST", help="none, cpu (optimizer), cpu+params (optimizer and parameters, "
                    "stage 3), nvme:PATH (stage 3); default none,cpu")
@@ -73,7 +75,8 @@ def _trial(args: argparse.Namespace) -> int:
         return _action(command[0], command[1:])
     if not command:
         raise UserError("which script? usage: traindeck trial [options] SCRIPT [ARGS...] (or trial show|stop|use ID)")
-    for option, given in (("--sweep", args.sweep), ("--hostfile", args.hostfile), ("--resume-arg", args.resume_arg)):
+    for option, given in (("--sweep", args.sweep), ("--hostfile", args.hostfile), ("--ssh-port", args.ssh_port),
+                          ("--resume-arg", args.resume_arg)):
         if given:
             raise UserError(f"{option} does not go with a trial (it runs each candidate on this machine, briefly)")
     if args.no_step_timing:

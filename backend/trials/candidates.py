@@ -196,15 +196,39 @@ def global_batch(ds: dict[str, Any], world_size: int) -> int | None:
     return micro * accumulation * max(1, world_size)
 
 
-def script_args(args: Sequence[str], candidate: Candidate, checkpointing_arg: str | None) -> list[str]:
-    """The script's arguments for the candidate: its --per_device_train_batch_size set where it names one (HF
-    Trainer scripts), and the checkpointing argument added when the candidate checkpoints."""
+def script_args(args: Sequence[str], candidate: Candidate, checkpointing_arg: str | None,
+                micro_auto: bool = False) -> list[str]:
+    """The script's arguments for the candidate: its --per_device_train_batch_size set where it names one, or
+    added where the DeepSpeed config leaves the micro-batch "auto" (HF Trainer scripts fill it from that argument),
+    and the checkpointing argument added when the candidate checkpoints."""
     out = list(args)
-    if names_script_arg(out, HF_BATCH_ARG):
+    if names_script_arg(out, HF_BATCH_ARG) or micro_auto:
         out = set_script_arg(out, HF_BATCH_ARG, str(candidate.micro_batch))
     if candidate.checkpointing and checkpointing_arg:
         out += shlex.split(checkpointing_arg)
     return out
+
+
+def trained_batch(ds: dict[str, Any], candidate: Candidate, args: Sequence[str], world_size: int) -> int | None:
+    """Samples per optimizer step over all ranks a candidate trains with: its DeepSpeed config's, or, where that
+    leaves the batch "auto" (HF Trainer), the micro-batch x the script's --gradient_accumulation_steps (else 1) x
+    ranks."""
+    known = global_batch(ds, world_size)
+    if known is not None:
+        return known
+    accumulation = ds.get("gradient_accumulation_steps", 1)
+    if not isinstance(accumulation, int):
+        accumulation = _arg_int(args, "gradient_accumulation_steps") or 1
+    return candidate.micro_batch * accumulation * max(1, world_size)
+
+
+def _arg_int(args: Sequence[str], name: str) -> int | None:
+    option = f"--{name}"
+    for i, arg in enumerate(args):
+        text = args[i + 1] if arg == option and i + 1 < len(args) else arg.removeprefix(option + "=")
+        if (arg == option or arg.startswith(option + "=")) and text.isdigit() and int(text) > 0:
+            return int(text)
+    return None
 
 
 def candidate_preset(base: Preset, candidate: Candidate, world_size: int, keep_global_batch: bool,

@@ -24,8 +24,8 @@ from traindeck.backend.trials.candidates import (
     candidate_preset,
     next_on_ladder,
     script_args,
+    trained_batch,
 )
-from traindeck.backend.trials.candidates import global_batch as batch_of
 from traindeck.backend.trials.record import TrialFolder, TrialSpec, TrialState, write_trial_mark
 from traindeck.backend.trials.scoring import Result, max_of, measure, tightness
 
@@ -151,9 +151,10 @@ class _Trial:
         candidate = Candidate.from_dict(result.candidate)
         name = f"{spec.name}-{candidate.label}"
         preset = candidate_preset(self.base, candidate, spec.world_size, spec.keep_global_batch, name)
-        result.global_batch = batch_of(preset.deepspeed or {}, spec.world_size)
-        request = LaunchRequest(script=spec.script, script_args=script_args(spec.script_args, candidate,
-                                                                            spec.checkpointing_arg),
+        micro_auto = (self.base.deepspeed or {}).get("train_micro_batch_size_per_gpu") == "auto"
+        args = script_args(spec.script_args, candidate, spec.checkpointing_arg, micro_auto)
+        result.global_batch = trained_batch(preset.deepspeed or {}, candidate, args, spec.world_size)
+        request = LaunchRequest(script=spec.script, script_args=args,
                                 preset=preset, launcher=spec.launcher,  # type: ignore[arg-type]
                                 nproc=spec.nproc, python=spec.python, cwd=Path(spec.cwd) if spec.cwd else None,
                                 env=dict(spec.env), gpus=tuple(spec.gpus) if spec.gpus else None)

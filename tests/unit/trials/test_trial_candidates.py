@@ -23,6 +23,7 @@ from traindeck.backend.trials.candidates import (
     parse_offloads,
     parse_stages,
     script_args,
+    trained_batch,
 )
 
 GIB = 2**30
@@ -97,8 +98,14 @@ def test_an_hf_trainer_script_gets_its_batch_argument_and_checkpointing_is_added
     assert script_args(["--per_device_train_batch_size=8"], Candidate(2, "none", 2), "--gc") == [
         "--per_device_train_batch_size=2"]
     assert script_args(["--steps", "5"], Candidate(2, "none", 2), None) == ["--steps", "5"]  # not an HF script
-    auto = candidate_deepspeed({"train_micro_batch_size_per_gpu": "auto"}, Candidate(2, "none", 4), 2, False)
-    assert auto["train_micro_batch_size_per_gpu"] == "auto"  # the Trainer fills it from its argument
+    auto = candidate_deepspeed({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto"},
+                               Candidate(2, "none", 4), 2, False)
+    assert auto["train_micro_batch_size_per_gpu"] == "auto"  # the Trainer fills it from its argument ...
+    args = script_args(["--gradient_accumulation_steps", "3"], Candidate(2, "none", 4), None, micro_auto=True)
+    assert args == ["--gradient_accumulation_steps", "3", "--per_device_train_batch_size", "4"]  # ... given here
+    assert trained_batch(auto, Candidate(2, "none", 4), args, 2) == 4 * 3 * 2
+    assert trained_batch({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2},
+                         Candidate(2, "none", 4), [], 2) == 16
 
 
 def test_with_a_model_size_the_estimate_skips_what_does_not_fit_and_tries_tight_ones_last(monkeypatch) -> None:  # type: ignore[no-untyped-def]
