@@ -158,6 +158,10 @@ class _Trial:
                                 preset=preset, launcher=spec.launcher,  # type: ignore[arg-type]
                                 nproc=spec.nproc, python=spec.python, cwd=Path(spec.cwd) if spec.cwd else None,
                                 env=dict(spec.env), gpus=tuple(spec.gpus) if spec.gpus else None)
+        others = [r.id for r in self.store.list_runs(state="running") if r.id not in self.stopping]
+        if others:
+            result.note = (f"other runs were running when it started ({', '.join(others[:3])}"
+                           + (", ..." if len(others) > 3 else "") + "): its figures may be slower")
         result.started_at = time.time()
         result.state = "running"
         self.save()

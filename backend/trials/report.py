@@ -26,6 +26,8 @@ def row_text(index: int, result: Result) -> str:
     verdict = result.state.replace("_", " ")
     if result.reason:
         verdict += f": {result.reason}"
+    if result.note:
+        verdict += f" (note: {result.note})"
     return (f"{index:>3}  {label_of(result):<24} {rate:>10} {step:>9} {_bytes(result.peak_gpu_bytes):>9} "
             f"{_bytes(result.peak_host_bytes):>9}  {verdict}")
 
@@ -60,13 +62,12 @@ def trial_json(state: TrialState, spec: TrialSpec | None = None) -> dict[str, An
     candidates = []
     for r in state.results:
         c = r.candidate
-        state_name = r.state if r.state in ("measured", "skipped", "failed", "too_tight") else r.state
         candidates.append({
             "stage": c.get("stage"), "offload": c.get("offload"), "micro_batch": c.get("micro_batch"),
-            "checkpointing": bool(c.get("checkpointing")), "run_id": r.run_id, "state": state_name,
+            "checkpointing": bool(c.get("checkpointing")), "run_id": r.run_id, "state": r.state,
             "step_ms": r.step_ms, "samples_per_s": r.samples_per_s, "peak_gpu_bytes": r.peak_gpu_bytes,
-            "peak_host_bytes": r.peak_host_bytes, "reason": r.reason, "kind": r.kind, "estimate": r.estimate,
-            "global_batch": r.global_batch, "seconds": r.seconds, "own_seconds": r.own_seconds,
+            "peak_host_bytes": r.peak_host_bytes, "reason": r.reason, "note": r.note, "kind": r.kind,
+            "estimate": r.estimate, "global_batch": r.global_batch, "seconds": r.seconds, "own_seconds": r.own_seconds,
         })
     out: dict[str, Any] = {"id": state.id, "state": state.state, "candidates": candidates,
                            "winner": winner(state.results), "ranking": ranking(state.results),

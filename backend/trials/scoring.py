@@ -33,6 +33,7 @@ class Result:
     reason: str | None = None
     kind: str | None = None  # the diagnosis kind of a failed candidate (cuda_oom, host_oom, ...)
     estimate: str | None = None  # the estimator's verdict where a model size was given
+    note: str | None = None  # what may have slowed it (other runs on the machine while it was measured)
     started_at: float | None = None
     measured_at: float | None = None  # when the last measured step ended
     ended_at: float | None = None

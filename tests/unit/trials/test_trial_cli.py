@@ -130,8 +130,14 @@ def test_a_candidate_that_cannot_start_is_failed_and_the_trial_goes_on_to_its_en
         asked.append((name, request.preset.deepspeed["zero_optimization"]["stage"]))
         return _NotStarted("python not found: /nope/python")
 
+    from traindeck.backend.runs import RunRecord, RunStore
+
+    with RunStore() as store:  # another run on the machine: each candidate says its figures may be slower
+        store.add_run(RunRecord(id="20260101-000000-busy", run_dir="/nonexistent", created_at=1.0))
     state = run_trial(folder, launch)
     assert asked == [("tiny-zero2-none-mb2", 2), ("tiny-zero3-none-mb2", 3)]
+    assert {r.note for r in state.results} == {"other runs were running when it started (20260101-000000-busy): its "
+                                               "figures may be slower"}
     assert state.state == "finished" and folder.state().state == "finished"
     assert [(r.state, r.kind, r.reason) for r in state.results] == [
         ("failed", "start_failed", "could not start: python not found: /nope/python")] * 2
