@@ -2,11 +2,11 @@ from .candidates import Candidate as Candidate
 from .candidates import candidate_deepspeed as candidate_deepspeed
 from .candidates import expand as expand
 from .driver import run_trial as run_trial
-from .planning import TrialError as TrialError
 from .planning import TrialOptions as TrialOptions
 from .planning import base_preset as base_preset
 from .planning import create_trial as create_trial
 from .planning import plan_trial as plan_trial
+from .record import TrialError as TrialError
 from .record import TrialFolder as TrialFolder
 from .record import TrialSpec as TrialSpec
 from .record import TrialState as TrialState

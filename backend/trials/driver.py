@@ -135,7 +135,7 @@ class _Trial:
         doubled = next_on_ladder(Candidate.from_dict(result.candidate))
         if doubled is None:
             return
-        from traindeck.backend.trials.planning import estimate_verdict
+        from traindeck.backend.trials.fitting import estimate_verdict
 
         verdict, reason = estimate_verdict(self.base, doubled, self.spec)
         nxt = Result(candidate=doubled.to_dict(), estimate=verdict)

@@ -1,30 +1,25 @@
 """Planning a trial: the base preset, the candidates in the order to try them, and the ones the estimator prunes.
 
-With a model size the estimator judges each candidate against the memory free now: "does not fit" is skipped
-with its reason, "tight" is tried after the others (it may still fit; what fits surely is measured first).
+With a model size the estimator judges each candidate (fitting.py): "does not fit" is skipped with its reason,
+"tight" is tried after the others (it may still fit; what fits surely is measured first).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from traindeck.backend.presets import Preset
 from traindeck.backend.trials.candidates import (
     Candidate,
-    candidate_preset,
     expand,
     parse_micro_batches,
     parse_offloads,
     parse_stages,
 )
-from traindeck.backend.trials.record import TrialFolder, TrialSpec, new_trial_id
+from traindeck.backend.trials.fitting import estimate_verdict
+from traindeck.backend.trials.record import TrialError, TrialFolder, TrialSpec, new_trial_id
 from traindeck.backend.trials.scoring import Result
-
-
-class TrialError(Exception):
-    """What is wrong with a trial's options (one line for the user)."""
 
 
 @dataclass(frozen=True)
@@ -119,29 +114,6 @@ def plan_trial(options: TrialOptions, base: Preset, trial_id: str | None = None)
     spec.candidates = [c.to_dict() for c, _ in fitting + tight]
     spec.estimates = [v for _, v in fitting + tight]
     return spec
-
-
-_FREE: list[Any] = []  # what is free, measured once per process (the estimator compares every candidate with it)
-
-
-def estimate_verdict(base: Preset, candidate: Candidate, spec: TrialSpec) -> tuple[str | None, str]:
-    """The estimator's verdict for the candidate ("fits" / "tight" / "does not fit") and its lines; (None, "")
-    without a model size or where nothing could be compared."""
-    if not spec.model_size:
-        return None, ""
-    from traindeck.backend.estimate import check_preset, free_memory, read_model_size
-
-    try:
-        shape = read_model_size(spec.model_size)
-    except (ValueError, OSError) as exc:
-        raise TrialError(f"--model-size {spec.model_size}: {exc}") from exc
-    if not _FREE:
-        _FREE.append(free_memory())
-    preset = candidate_preset(base, candidate, spec.world_size, spec.keep_global_batch, "trial-candidate")
-    check = check_preset(preset, shape, spec.world_size, free=_FREE[0])
-    if check.verdict == "unknown":
-        return None, ""
-    return check.verdict, "; ".join(check.lines())
 
 
 def create_trial(spec: TrialSpec, start: bool = True) -> TrialFolder:

@@ -21,6 +21,10 @@ TRIAL_FILE = "trial.json"  # in a candidate's run folder
 TRIAL_STATES = ("starting", "running", "finished", "stopped", "failed")
 
 
+class TrialError(Exception):
+    """What is wrong with a trial's options (one line for the user)."""
+
+
 def trials_dir() -> Path:
     return data_dir() / "trials"
 

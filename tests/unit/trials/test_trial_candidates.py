@@ -13,6 +13,7 @@ from traindeck.backend.trials import (
     TrialOptions,
     candidate_deepspeed,
     expand,
+    fitting,
     plan_trial,
     planning,
 )
@@ -111,7 +112,7 @@ def test_an_hf_trainer_script_gets_its_batch_argument_and_checkpointing_is_added
 def test_with_a_model_size_the_estimate_skips_what_does_not_fit_and_tries_tight_ones_last(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     free = FreeMemory(gpu_free_bytes=(40 * GIB, 40 * GIB), gpu_total_bytes=(40 * GIB, 40 * GIB),
                       host_available_bytes=200 * GIB, host_total_bytes=256 * GIB)
-    monkeypatch.setattr(planning, "_FREE", [free])
+    monkeypatch.setattr(fitting, "_FREE", [free])
     options = TrialOptions(script="train.py", stages="0,2,3", offload="none,cpu,cpu+params", micro_batch="1",
                            model_size="7B", nproc=2)
     spec = plan_trial(options, load_preset("zero3"))
