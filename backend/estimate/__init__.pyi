@@ -110,8 +110,10 @@ from .model_shape import (
     with_overrides as with_overrides,
 )
 from .model_states import PRECISIONS as PRECISIONS
+from .prelaunch import FreeMemory as FreeMemory
 from .prelaunch import LaunchMemoryCheck as LaunchMemoryCheck
 from .prelaunch import check_preset as check_preset
+from .prelaunch import free_memory as free_memory
 from .prelaunch import read_model_size as read_model_size
 from .quantity import (
     GIB as GIB,

@@ -17,3 +17,5 @@ from .listing import queue_state as queue_state
 from .starting import gpus_now as gpus_now
 from .starting import start_queued as start_queued
 from .sweep import SweepPoint as SweepPoint
+from .sweep import names_script_arg as names_script_arg
+from .sweep import set_script_arg as set_script_arg
