@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "them by throughput and peak memory. The trial outlives this command. Also: "
                                    "`trial show ID [--json]`, `trial stop ID` (keeps what was measured), `trial use "
                                    "ID --preset NAME` (a preset from the winner).")
-    for refused in ("--sweep", "--hostfile", "--ssh-port", "--resume-arg", "--no-step-timing"):  # said if given
+    for refused in ("--sweep", "--hostfile", "--ssh-port", "--resume-arg", "--no-step-timing", "--module",
+                    "--command"):  # said if given
         p._option_string_actions[refused].help = argparse.SUPPRESS
     p.add_argument("--stages", metavar="LIST", help="ZeRO stages to try, e.g. 2,3 (default 0,1,2,3)")
     p.add_argument("--offload", metavar="LIST", help="none, cpu (optimizer), cpu+params (optimizer and parameters, "
@@ -81,6 +82,9 @@ def _trial(args: argparse.Namespace) -> int:
             raise UserError(f"{option} does not go with a trial (it runs each candidate on this machine, briefly)")
     if args.no_step_timing:
         raise UserError("--no-step-timing does not go with a trial: its steps are counted and timed by it")
+    if getattr(args, "entry", "script") != "script":
+        raise UserError(f"a trial runs a script; a {args.entry} (-m / --command) is not tried yet: give the script "
+                        "path the module or command runs")
     script, script_args = command[0], command[1:]
     if not (Path.cwd() / script).is_file():
         raise UserError(f"script not found: {script} (in {Path.cwd()})")

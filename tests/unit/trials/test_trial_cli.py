@@ -151,3 +151,14 @@ def test_a_trial_stopped_before_its_first_candidate_runs_none() -> None:
     state = run_trial(folder, lambda request, name: pytest.fail("nothing may start"))
     assert state.state == "stopped"
     assert {(r.state, r.reason) for r in state.results} == {("skipped", "the trial was stopped before it ran")}
+
+
+def test_a_module_or_a_command_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """`trial` takes run's options, -m and --command included, but tries scripts only: said, not misread as a path."""
+    assert main(["trial", "-m", "pkg.train"]) == 2
+    assert main(["trial", "--command", "--", "llamafactory-cli", "train", "x.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["traindeck: a trial runs a script; a module (-m / --command) is not tried yet: give the script "
+                   "path the module or command runs",
+                   "traindeck: a trial runs a script; a command (-m / --command) is not tried yet: give the script "
+                   "path the module or command runs"]
