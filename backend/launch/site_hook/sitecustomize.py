@@ -20,7 +20,10 @@ In each rank (and in the run's first Python process, the launcher or a single-pr
 on SIGUSR2: `traindeck stacks` (and the supervisor, once, when the run stalls) sends it to dump every thread's
 Python stack into <run dir>/stacks/<pid>.txt without stopping the process, even while it is stuck in C code
 holding the GIL (the dump is written by a C signal handler). It arms step timing (_traindeck_steps: each
-optimizer step's phases and memory, written to <run dir>/steps/; TRAINDECK_STEP_TIMING=0 turns it off). Then runs the sitecustomize this file shadows, if any.
+optimizer step's phases and memory, written to <run dir>/steps/; TRAINDECK_STEP_TIMING=0 turns it off). In each
+rank it arms on-demand dumps of torch's flight recorder (_arm_collective_dumps: which collectives the rank entered,
+read by backend/runs/diagnosis/collectives.py; TRAINDECK_FLIGHT_RECORDER=0 turns it off). Then runs the
+sitecustomize this file shadows, if any.
 
 Kept to the standard library and old-Python syntax: it runs inside whatever interpreter the user trains with.
 """
@@ -270,6 +273,77 @@ def _arm_stack_dumps():
         _STACK_FILE = None  # no dumps for this process; `traindeck stacks` says so instead of signalling it
 
 
+def _arm_collective_dumps():
+    """In a rank: a thread that waits on <run dir>/collectives/<pid>.fifo and, for each line written there, writes
+    torch's flight recorder buffer (every collective of this process's groups) to collectives/rank<R>.pkl (an empty
+    file while there is no process group). A thread, not a signal handler: Python runs a handler on the main thread
+    only, which is blocked in the collective when the ledger is wanted; torch waits on a collective without the
+    GIL, so this thread runs meanwhile. TRAINDECK_FLIGHT_RECORDER=0 turns it off."""
+    run_dir = os.environ.get("TRAINDECK_RUN_DIR")
+    rank = os.environ.get("RANK", "")
+    if not run_dir or not rank.isdigit() or os.environ.get("TRAINDECK_FLIGHT_RECORDER", "1") == "0":
+        return
+    if os.environ.get("TRAINDECK_FR_PID"):
+        return  # a Python started by this rank (it inherits RANK): only the rank itself answers
+    os.environ["TRAINDECK_FR_PID"] = str(os.getpid())
+    folder = os.path.join(run_dir, "collectives")
+    # Where torch writes its own dump when an NCCL collective times out (prefix + rank).
+    os.environ.setdefault("TORCH_FR_DUMP_TEMP_FILE", os.path.join(folder, "torch_dump_rank"))
+    os.environ.setdefault("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", os.path.join(folder, "torch_dump_rank"))
+    try:
+        import _thread  # built in; threading would be a module to load in every process
+
+        if not os.path.isdir(folder):
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        fifo = os.path.join(folder, str(os.getpid()) + ".fifo")
+        if os.path.exists(fifo):
+            os.unlink(fifo)  # a reused pid's leftover
+        os.mkfifo(fifo, 0o600)
+        atexit.register(_remove_quietly, fifo)
+        _thread.start_new_thread(_answer_collective_dumps, (fifo, folder, rank))  # not joined at exit
+    except (ImportError, AttributeError, OSError, RuntimeError):
+        pass  # no ledger for this rank; `traindeck stacks` says so
+
+
+def _answer_collective_dumps(fifo, folder, rank):
+    while True:
+        try:
+            fd = os.open(fifo, os.O_RDONLY)  # blocks, without the GIL, until a writer opens it
+        except OSError:
+            return
+        try:
+            while os.read(fd, 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        data = b""
+        try:
+            # Only what the rank loaded itself: torch.distributed, once it has a process group.
+            distributed = sys.modules.get("torch.distributed")
+            c10d = sys.modules.get("torch._C._distributed_c10d")
+            if distributed is not None and c10d is not None and distributed.is_initialized():
+                dump = getattr(c10d, "_dump_fr_trace", None) or getattr(c10d, "_dump_nccl_trace", None)
+                data = dump() if dump is not None else b""
+        except Exception:  # noqa: BLE001 - an older torch: an empty answer
+            data = b""
+        target = os.path.join(folder, "rank" + rank + ".pkl")
+        try:
+            with open(target + "." + str(os.getpid()), "wb") as handle:
+                handle.write(data)
+            os.replace(target + "." + str(os.getpid()), target)
+        except OSError:
+            pass
+
+
+def _remove_quietly(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def _arm_step_timing():
     if not os.environ.get("TRAINDECK_RUN_DIR") or os.environ.get("TRAINDECK_STEP_TIMING", "1") == "0":
         return
@@ -302,5 +376,6 @@ if __name__ == "sitecustomize":  # the interpreter's start-up import; tests load
     _line_buffered()
     _tag_ranks()
     _arm_stack_dumps()
+    _arm_collective_dumps()
     _arm_step_timing()
     _run_shadowed_sitecustomize()
