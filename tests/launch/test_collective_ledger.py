@@ -60,10 +60,8 @@ def test_a_rank_that_never_enters_the_collective_is_named_with_its_sequence_numb
         assert group["ranks"] == [0, 1, 2]
         assert group["last_sequence"] == {"0": 6, "1": 6, "2": 5}
         assert ledger_json["behind"] == [2]
-        assert group["divergence"].startswith(
-            "rank 2 never entered all_reduce #6 (process group 0) that ranks 0, 1 wait in (called at "
-            "collective_ledger.py:"), group["divergence"]
-        assert re.match(r"rank 2 never entered all_reduce #6 \(process group 0\) that ranks 0, 1 wait in .*; "
+        assert group["divergence"] == "rank 2 never entered all_reduce #6 (process group 0) that ranks 0, 1 wait in"
+        assert re.match(r"rank 2 never entered all_reduce #6 \(process group 0\) that ranks 0, 1 wait in; "
                         r"rank 2 is in collective_ledger\.py:\d+ load_batch; ranks 0, 1 wait in all_reduce",
                         report["summary"]), report["summary"]
         assert sorted(p.name for p in Path(run.run_dir, "collectives").glob("rank*.pkl")) == \

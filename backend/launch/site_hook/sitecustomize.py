@@ -325,7 +325,9 @@ def _answer_collective_dumps(fifo, folder, rank):
             c10d = sys.modules.get("torch._C._distributed_c10d")
             if distributed is not None and c10d is not None and distributed.is_initialized():
                 dump = getattr(c10d, "_dump_fr_trace", None) or getattr(c10d, "_dump_nccl_trace", None)
-                data = dump() if dump is not None else b""
+                # Without the Python stack of each entry: symbolizing them takes ~2 s (holding the GIL) at a
+                # process's first dump, and the rank's own stack dump says where it is.
+                data = dump(includeStackTraces=False) if dump is not None else b""
         except Exception:  # noqa: BLE001 - an older torch: an empty answer
             data = b""
         target = os.path.join(folder, "rank" + rank + ".pkl")

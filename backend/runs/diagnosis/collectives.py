@@ -214,7 +214,7 @@ def compare_group(group: str, buffers: Sequence[RankBuffer]) -> Group:
             waiting = sorted(r for r, c in entered.items() if not c.completed)
             verb = "wait" if len(waiting) > 1 else "waits"
             tail = f" that {_names(waiting)} {verb} in" if waiting else f" that {_names(entered)} entered"
-            where = {c.where for c in entered.values() if c.where}
+            where = {c.where for c in entered.values() if c.where}  # only in dumps that carry Python stacks
             called = f" (called at {sorted(where)[0]})" if len(where) == 1 else ""
             result.divergence = (f"{_names(never)} never entered {call.op} #{seq} ({_group_label(group)}){tail}"
                                  f"{called}")

@@ -377,8 +377,8 @@ def take_run_stacks(run_dir: Path, processes: Sequence[dict[str, Any]], *, reaso
 
 def add_ledger(report: StackReport, ledger: Ledger) -> None:
     """Keep the ledger in the report; where ranks part, its line leads the summary, then who is where: "rank 1
-    never entered all_reduce #37 (process group 0) that ranks 0, 2 wait in (called at train.py:40 step); rank 1
-    is in train.py:88 load_batch; ranks 0, 2 wait in all_reduce (train.py:40 step)"."""
+    never entered all_reduce #37 (process group 0) that ranks 0, 2 wait in; rank 1 is in train.py:88 load_batch;
+    ranks 0, 2 wait in all_reduce (train.py:40 step)"."""
     report.collectives = ledger.to_json()
     if any(g.divergence for g in ledger.groups):
         report.summary = f"{ledger.summary}; {report.summary}"

@@ -141,9 +141,9 @@ def test_stacks_of_a_real_hung_two_rank_run_name_the_stuck_function() -> None:
         assert re.fullmatch(r"hang_in_load\.py:1[34] load_batch", by_rank[1]["where"]), by_rank[1]
         assert by_rank[0]["waits_in"] == "all_reduce" and by_rank[0]["where"].startswith("hang_in_load.py:"), by_rank[0]
         # The collectives ledger leads: rank 1 never reached the all_reduce rank 0 waits in.
-        assert re.match(r"rank 1 never entered all_reduce #1 \(process group 0\) that rank 0 waits in \(called at "
-                        r"hang_in_load\.py:\d+ main\); rank 1 is in hang_in_load\.py:1[34] load_batch; rank 0 waits in "
-                        r"all_reduce \(hang_in_load", report["summary"]), report["summary"]
+        assert re.match(r"rank 1 never entered all_reduce #1 \(process group 0\) that rank 0 waits in; rank 1 is in "
+                        r"hang_in_load\.py:1[34] load_batch; rank 0 waits in all_reduce \(hang_in_load",
+                        report["summary"]), report["summary"]
         assert report["collectives"]["behind"] == [1]
         assert Path(run.run_dir, "stacks.json").is_file()
         text = subprocess.run([*TRAINDECK, "stacks", run.id], capture_output=True, text=True, timeout=60)
