@@ -110,6 +110,27 @@ def test_ranks_broadcasting_different_sizes_are_named() -> None:
         _stop(run.id)
 
 
+def test_ranks_started_by_multiprocessing_spawn_answer_too() -> None:
+    # No RANK in their environment: they answer with the rank of their process group.
+    pytest.importorskip("torch", reason="needs the train extra")
+    from traindeck.backend.launch.ports import pick_free_port
+
+    run = launch(SCRIPT, "hang", "2", str(pick_free_port()), launcher="python", name="ledger-spawn")
+    try:
+        log = Path(run.run_dir, "output.log")
+        wait_until(lambda: log.read_text(errors="replace").count("past 5 all_reduces") == 2, 120)
+
+        def ledger() -> dict[str, Any] | None:
+            report = _stacks_json(run.id)
+            return report if (report.get("collectives") or {}).get("behind") else None
+        report = wait_until(ledger, 30, interval=1.0)
+        group = report["collectives"]["groups"][0]
+        assert group["ranks"] == [0, 1] and group["last_sequence"] == {"0": 6, "1": 5}
+        assert group["divergence"] == "rank 1 never entered all_reduce #6 (process group 0) that rank 0 waits in"
+    finally:
+        _stop(run.id)
+
+
 def test_the_flight_recorder_switched_off_gives_no_ledger() -> None:
     pytest.importorskip("torch", reason="needs the train extra")
     run = launch(SCRIPT, "hang", launcher="python", nproc=2, name="ledger-off", env={"TRAINDECK_FLIGHT_RECORDER": "0"})

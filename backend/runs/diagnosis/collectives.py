@@ -292,46 +292,55 @@ def read_dumps(folder: Path, ranks: Iterable[int] | None = None) -> tuple[dict[i
 
 # ---- asking the ranks ----------------------------------------------------------------------------------------
 def request_dumps(run_dir: Path, targets: Sequence[tuple[int, int | None]]) -> dict[int, str]:
-    """Ask each rank of `targets` ((pid, rank)) to dump its flight recorder; rank -> why it was not asked.
-    An old dump is removed first, so a file present later is the answer."""
+    """Ask each process of `targets` ((pid, rank or None)) to dump its flight recorder; pid -> why it was not
+    asked. Its old answer is removed first, so an answer present later is new."""
     folder = run_dir / COLLECTIVES_DIR
     refused: dict[int, str] = {}
-    for pid, rank in targets:
-        if rank is None:
-            continue
-        fifo = folder / f"{pid}.fifo"
+    for pid, _rank in targets:
         try:
-            (folder / f"rank{rank}.pkl").unlink(missing_ok=True)
-            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO: nobody reads it (the rank did not arm it)
+            (folder / f"{pid}.answer").unlink(missing_ok=True)
+            fd = os.open(folder / f"{pid}.fifo", os.O_WRONLY | os.O_NONBLOCK)  # ENXIO: nobody reads it
         except FileNotFoundError:
-            refused[rank] = "the flight recorder dump is not armed in this rank"
+            refused[pid] = "the flight recorder dump is not armed in this rank"
             continue
         except OSError:
-            refused[rank] = "the rank does not answer flight recorder requests"
+            refused[pid] = "the rank does not answer flight recorder requests"
             continue
         try:
             os.write(fd, b"dump\n")
         except OSError:
-            refused[rank] = "the rank does not answer flight recorder requests"
+            refused[pid] = "the rank does not answer flight recorder requests"
         finally:
             os.close(fd)
     return refused
 
 
-def collect_dumps(run_dir: Path, ranks: Sequence[int], refused: Mapping[int, str], *,
+def collect_dumps(run_dir: Path, targets: Sequence[tuple[int, int | None]], refused: Mapping[int, str], *,
                   timeout_s: float = DUMP_TIMEOUT_S, started: float | None = None) -> Ledger:
-    """Wait (up to `timeout_s` from `started`) for the asked ranks' dumps, then build the ledger."""
+    """Wait (up to `timeout_s` from `started`) for the asked processes' answers, then build the ledger from the
+    dumps they name. A process without a rank (the parent of spawned ranks) that has no process group is left
+    out; a rank that did not answer is named."""
     folder = run_dir / COLLECTIVES_DIR
-    asked = [r for r in ranks if r not in refused]
+    asked = [(pid, rank) for pid, rank in targets if pid not in refused]
     deadline = (started if started is not None else time.monotonic()) + timeout_s
     while asked and time.monotonic() < deadline:
-        if all((folder / f"rank{r}.pkl").exists() for r in asked):
+        if all((folder / f"{pid}.answer").exists() for pid, _rank in asked):
             break
         time.sleep(0.05)
-    dumps, missing = read_dumps(folder, asked)
-    for rank in asked:
-        if rank in missing and missing[rank] == "no flight recorder dump":
-            missing[rank] = f"no flight recorder dump within {timeout_s:g} s (its Python may hold the GIL)"
-    missing.update(refused)
+    answered: list[int] = []
+    missing: dict[int, str] = {}
+    for pid, rank in asked:
+        try:
+            text = (folder / f"{pid}.answer").read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            if rank is not None:
+                missing[rank] = f"no flight recorder dump within {timeout_s:g} s (its Python may hold the GIL)"
+            continue
+        if text.isdigit():
+            answered.append(int(text))
+        elif rank is not None:
+            missing[rank] = "no process group yet"
+    dumps, unread = read_dumps(folder, answered)
+    missing.update(unread)
+    missing.update({rank: refused[pid] for pid, rank in targets if pid in refused and rank is not None})
     return build_ledger(dumps, missing)
-

@@ -365,12 +365,12 @@ def take_run_stacks(run_dir: Path, processes: Sequence[dict[str, Any]], *, reaso
         return None
     from traindeck.backend.runs.diagnosis import collectives  # it reads this module's frames
 
-    ranked = [rank for _pid, rank in targets if rank is not None]
     asked_at = time.monotonic()
-    refused = collectives.request_dumps(run_dir, targets) if ranked else {}
+    refused = collectives.request_dumps(run_dir, targets)
     report = take_stacks(run_dir, targets, reason=reason)
-    if ranked:
-        add_ledger(report, collectives.collect_dumps(run_dir, ranked, refused, started=asked_at))
+    ledger = collectives.collect_dumps(run_dir, targets, refused, started=asked_at)
+    if ledger.groups or any(rank is not None for _pid, rank in targets):  # a run without process groups: no ledger
+        add_ledger(report, ledger)
     save_report(run_dir / keep_as, report)
     return report
 

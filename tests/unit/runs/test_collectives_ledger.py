@@ -130,8 +130,8 @@ def test_a_rank_that_never_ran_a_collective_is_still_in_the_default_group() -> N
 
 
 def test_a_rank_answers_a_dump_request_through_its_fifo(tmp_path: Path) -> None:
-    # The run's sitecustomize in a real Python with RANK set: it arms the FIFO; without a process group its answer
-    # is an empty dump. Without RANK, or with TRAINDECK_FLIGHT_RECORDER=0, nothing is armed.
+    # The run's sitecustomize in a real Python with RANK set: it arms the FIFO; without a process group it answers
+    # with no rank. With TRAINDECK_FLIGHT_RECORDER=0 nothing is armed.
     hook = Path(__file__).resolve().parents[3] / "backend" / "launch" / "site_hook"
     env = {**os.environ, "PYTHONPATH": str(hook), "TRAINDECK_RUN_DIR": str(tmp_path), "RANK": "3", "WORLD_SIZE": "4",
            "TRAINDECK_RANK_TAGS": "0"}
@@ -144,9 +144,10 @@ def test_a_rank_answers_a_dump_request_through_its_fifo(tmp_path: Path) -> None:
         assert proc.stdout is not None and proc.stdin is not None
         assert proc.stdout.readline().strip() == str(tmp_path / "collectives" / "torch_dump_rank")
         assert (tmp_path / "collectives" / f"{proc.pid}.fifo").exists()
-        refused = request_dumps(tmp_path, [(proc.pid, 3), (proc.pid + 100000, 5)])
-        assert refused == {5: "the flight recorder dump is not armed in this rank"}
-        ledger = collect_dumps(tmp_path, [3, 5], refused)
+        targets: list[tuple[int, int | None]] = [(proc.pid, 3), (proc.pid + 100000, 5)]
+        refused = request_dumps(tmp_path, targets)
+        assert refused == {proc.pid + 100000: "the flight recorder dump is not armed in this rank"}
+        ledger = collect_dumps(tmp_path, targets, refused)
         assert ledger.missing == {"3": "no process group yet",
                                   "5": "the flight recorder dump is not armed in this rank"}
         proc.stdin.write("\n")
