@@ -83,6 +83,18 @@ def test_a_rank_that_never_enters_the_collective_is_named_with_its_sequence_numb
                     r"that ranks 0, 1 wait in", done.diagnosis["summary"]), done.diagnosis
 
 
+def test_a_collective_timeout_is_diagnosed_with_the_rank_that_never_arrived() -> None:
+    # gloo's timeout at 40 s: the run stalls first (10 s quiet), the ledger is taken, then the waiting rank raises.
+    pytest.importorskip("torch", reason="needs the train extra")
+    run = launch(SCRIPT, "hang", launcher="python", nproc=2, name="ledger-timeout", stall_min_s=10.0,
+                 env={"LEDGER_TIMEOUT_S": "40"})
+    done = wait_finished(run.id, 180)
+    assert done.state == "failed" and done.diagnosis is not None
+    assert done.diagnosis["summary"] == (
+        "Rank 0 timed out in a collective operation (NCCL/gloo): another rank stopped answering; when the run "
+        "stalled, rank 1 never entered all_reduce #6 (process group 0) that rank 0 waits in."), done.diagnosis
+
+
 def test_ranks_calling_different_collectives_are_named() -> None:
     run = _start("op", 2)
     try:

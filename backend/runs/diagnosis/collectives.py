@@ -344,3 +344,13 @@ def collect_dumps(run_dir: Path, targets: Sequence[tuple[int, int | None]], refu
     missing.update(unread)
     missing.update({rank: refused[pid] for pid, rank in targets if pid in refused and rank is not None})
     return build_ledger(dumps, missing)
+
+
+def divergence_in(summary: str) -> str | None:
+    """The ledger's divergence clause in a stacks summary ("rank 1 never entered all_reduce #6 (process group 0)
+    that rank 0 waits in"), or None: for a diagnosis that keeps only the summary text of the stall's stacks."""
+    for part in summary.split("; "):
+        if re.search(r" never entered \S+ #\d+ \(process group ", part) or \
+                re.match(r"different (?:collectives|sizes or dtypes) at #\d+ \(process group ", part):
+            return part
+    return None

@@ -18,6 +18,7 @@ import pytest
 from traindeck.backend.runs.diagnosis.collectives import (
     build_ledger,
     collect_dumps,
+    divergence_in,
     load_dump,
     read_dumps,
     request_dumps,
@@ -159,3 +160,12 @@ def test_a_rank_answers_a_dump_request_through_its_fifo(tmp_path: Path) -> None:
     assert not (tmp_path / "collectives" / f"{proc.pid}.fifo").exists()  # removed at exit
     off = subprocess.run([sys.executable, "-c", "pass"], env={**env, "TRAINDECK_FLIGHT_RECORDER": "0"}, timeout=30)
     assert off.returncode == 0 and not list((tmp_path / "collectives").glob("*.fifo"))
+
+
+def test_the_divergence_is_found_in_a_stacks_summary() -> None:
+    summary = ("rank 2 never entered all_reduce #7 (process group 0) that ranks 0, 1 wait in; rank 2 is in "
+               "make_dumps.py:50 main; ranks 0, 1 wait in all_reduce (make_dumps.py:44 main)")
+    assert divergence_in(summary) == "rank 2 never entered all_reduce #7 (process group 0) that ranks 0, 1 wait in"
+    mismatch = build_ledger(_dumps("op2")).summary + "; ranks 0, 1 wait in all_reduce (x.py:3 f)"
+    assert divergence_in(mismatch) == build_ledger(_dumps("op2")).summary
+    assert divergence_in("rank 1 is in train.py:88 load_batch; rank 0 waits in all_reduce (train.py:40 main)") is None
