@@ -1,4 +1,5 @@
-"""`traindeck stacks ID`: every rank's Python stack (all threads) without stopping the run, and who is where."""
+"""`traindeck stacks ID`: every rank's Python stack (all threads) without stopping the run, who is where, and which
+collective each rank reached (the flight recorder's ledger)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("stacks", help="dump every rank's Python stack (all threads) without stopping the run",
                        description="Dump every rank's Python stack (all threads) of a running run, without stopping "
                                    "it, and say where each rank is: the rank not where the others are comes first. "
-                                   "The dump is kept in the run directory (stacks.json).")
+                                   "Each rank's flight recorder (torch's record of its collectives) is read too: "
+                                   "the first collective where the ranks part (a rank that never entered it, "
+                                   "another op, other sizes) leads the summary. The dump is kept in the run "
+                                   "directory (stacks.json).")
     p.add_argument("id", metavar="ID", help="run id (or a unique part of it, or the run's name)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--frames", type=int, default=12, metavar="N", help="frames shown per thread (default 12)")

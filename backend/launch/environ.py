@@ -157,4 +157,22 @@ def training_env(overrides: Mapping[str, str] | None = None, *, base: Mapping[st
     env["PYTHONPATH"] = os.pathsep.join([*ours, *theirs])
     if not env.get("TORCH_EXTENSIONS_DIR"):
         env["TORCH_EXTENSIONS_DIR"] = str(torch_extensions_dir(python or sys.executable, site_dirs))
+    arm_flight_recorder(env)
     return env
+
+
+FLIGHT_RECORDER_ENTRIES = "2000"
+
+
+def arm_flight_recorder(env: dict[str, str]) -> None:
+    """torch's flight recorder on (every collective of every process group kept in a ring buffer per rank, read by
+    `traindeck stacks`), unless the environment says TRAINDECK_FLIGHT_RECORDER=0; the user's own values win.
+    torch 2.6+ reads TORCH_FR_BUFFER_SIZE (gloo and NCCL), older NCCL TORCH_NCCL_TRACE_BUFFER_SIZE (default 0);
+    TORCH_NCCL_DUMP_ON_TIMEOUT has NCCL's watchdog write the buffer when a collective times out (where: the site
+    hook sets TORCH_FR_DUMP_TEMP_FILE into the run directory)."""
+    if env.get("TRAINDECK_FLIGHT_RECORDER", "1") == "0":
+        return
+    size = env.get("TORCH_FR_BUFFER_SIZE") or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE") or FLIGHT_RECORDER_ENTRIES
+    env.setdefault("TORCH_FR_BUFFER_SIZE", size)
+    env.setdefault("TORCH_NCCL_TRACE_BUFFER_SIZE", size)
+    env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")

@@ -20,7 +20,10 @@ In each rank (and in the run's first Python process, the launcher or a single-pr
 on SIGUSR2: `traindeck stacks` (and the supervisor, once, when the run stalls) sends it to dump every thread's
 Python stack into <run dir>/stacks/<pid>.txt without stopping the process, even while it is stuck in C code
 holding the GIL (the dump is written by a C signal handler). It arms step timing (_traindeck_steps: each
-optimizer step's phases and memory, written to <run dir>/steps/; TRAINDECK_STEP_TIMING=0 turns it off). Then runs the sitecustomize this file shadows, if any.
+optimizer step's phases and memory, written to <run dir>/steps/; TRAINDECK_STEP_TIMING=0 turns it off). Where
+it arms stack dumps it arms on-demand dumps of torch's flight recorder (_arm_collective_dumps: which collectives a
+rank entered, read by backend/runs/diagnosis/collectives.py; TRAINDECK_FLIGHT_RECORDER=0 turns it off). Then runs
+the sitecustomize this file shadows, if any.
 
 Kept to the standard library and old-Python syntax: it runs inside whatever interpreter the user trains with.
 """
@@ -270,6 +273,92 @@ def _arm_stack_dumps():
         _STACK_FILE = None  # no dumps for this process; `traindeck stacks` says so instead of signalling it
 
 
+def _arm_collective_dumps():
+    """In a rank (and, as stack dumps are, in the run's first Python and its children: ranks started by
+    torch.multiprocessing.spawn have no RANK yet): a thread that waits on <run dir>/collectives/<pid>.fifo and, for
+    each line written there, writes torch's flight recorder buffer (every collective of this process's groups) to
+    collectives/rank<R>.pkl, R from its process group, then its answer, collectives/<pid>.answer: R, or nothing
+    while the process has no process group. A thread, not a signal handler: Python runs a handler on the main
+    thread only, which is blocked in the collective when the ledger is wanted; torch waits on a collective without
+    the GIL, so this thread runs meanwhile. TRAINDECK_FLIGHT_RECORDER=0 turns it off."""
+    run_dir = os.environ.get("TRAINDECK_RUN_DIR")
+    if not run_dir or os.environ.get("TRAINDECK_FLIGHT_RECORDER", "1") == "0":
+        return
+    if os.environ.get("RANK", "").isdigit():
+        if os.environ.get("TRAINDECK_FR_PID"):
+            return  # a Python started by this rank (it inherits RANK): only the rank itself answers
+        os.environ["TRAINDECK_FR_PID"] = str(os.getpid())
+    elif _STACK_FILE is None:
+        return  # not where a script runs (stack dumps say where that is)
+    folder = os.path.join(run_dir, "collectives")
+    # Where torch writes its own dump when an NCCL collective times out (prefix + rank).
+    os.environ.setdefault("TORCH_FR_DUMP_TEMP_FILE", os.path.join(folder, "torch_dump_rank"))
+    os.environ.setdefault("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", os.path.join(folder, "torch_dump_rank"))
+    try:
+        import _thread  # built in; threading would be a module to load in every process
+
+        if not os.path.isdir(folder):
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        fifo = os.path.join(folder, str(os.getpid()) + ".fifo")
+        if os.path.exists(fifo):
+            os.unlink(fifo)  # a reused pid's leftover
+        os.mkfifo(fifo, 0o600)
+        atexit.register(_remove_quietly, fifo)
+        _thread.start_new_thread(_answer_collective_dumps, (fifo, folder))  # not joined at exit
+    except (ImportError, AttributeError, OSError, RuntimeError):
+        pass  # no ledger for this process; `traindeck stacks` says so
+
+
+def _answer_collective_dumps(fifo, folder):
+    pid = str(os.getpid())
+    while True:
+        try:
+            fd = os.open(fifo, os.O_RDONLY)  # blocks, without the GIL, until a writer opens it
+        except OSError:
+            return
+        try:
+            while os.read(fd, 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        data, rank = b"", ""
+        try:
+            # Only what the process loaded itself: torch.distributed, once it has a process group.
+            distributed = sys.modules.get("torch.distributed")
+            c10d = sys.modules.get("torch._C._distributed_c10d")
+            if distributed is not None and c10d is not None and distributed.is_initialized():
+                rank = str(distributed.get_rank())
+                dump = getattr(c10d, "_dump_fr_trace", None) or getattr(c10d, "_dump_nccl_trace", None)
+                # Without the Python stack of each entry: symbolizing them takes ~2 s (holding the GIL) at a
+                # process's first dump, and the rank's own stack dump says where it is.
+                data = dump(includeStackTraces=False) if dump is not None else b""
+        except Exception:  # noqa: BLE001 - an older torch: no dump
+            data, rank = b"", ""
+        try:
+            if rank and data:
+                target = os.path.join(folder, "rank" + rank + ".pkl")
+                with open(target + "." + pid, "wb") as handle:
+                    handle.write(data)
+                os.replace(target + "." + pid, target)
+            else:
+                rank = ""
+            answer = os.path.join(folder, pid + ".answer")
+            with open(answer + ".tmp", "w") as handle:
+                handle.write(rank)
+            os.replace(answer + ".tmp", answer)
+        except OSError:
+            pass
+
+
+def _remove_quietly(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def _arm_step_timing():
     if not os.environ.get("TRAINDECK_RUN_DIR") or os.environ.get("TRAINDECK_STEP_TIMING", "1") == "0":
         return
@@ -302,5 +391,6 @@ if __name__ == "sitecustomize":  # the interpreter's start-up import; tests load
     _line_buffered()
     _tag_ranks()
     _arm_stack_dumps()
+    _arm_collective_dumps()
     _arm_step_timing()
     _run_shadowed_sitecustomize()

@@ -23,6 +23,7 @@ from typing import Any
 from traindeck.backend.logparse.op_build import op_display_name
 from traindeck.backend.runs.diagnosis import failures, launcher_reports
 from traindeck.backend.runs.diagnosis.cgroups import MemoryLimit
+from traindeck.backend.runs.diagnosis.collectives import divergence_in
 from traindeck.backend.runs.diagnosis.failures import ErrorLine
 from traindeck.backend.runs.diagnosis.kinds import KINDS, DiagnosisKind, MemoryKind  # noqa: F401  (KINDS: re-exported)
 
@@ -473,6 +474,10 @@ def diagnose(ev: Evidence) -> Diagnosis:
         who = _who(rank)
         if error.kind == "collective_timeout":
             summary = f"{who} timed out in a collective operation (NCCL/gloo): another rank stopped answering."
+            # The collectives ledger of the stall before it (collectives.py) names the rank that never arrived.
+            ledger = divergence_in(ev.stall_stacks)
+            if ledger:
+                summary = f"{summary[:-1]}; when the run stalled, {ledger}."
             survivors = _silent_survivors(rank, ev.ends, own)
             if survivors:
                 quoted.append(f"rank(s) {', '.join(map(str, survivors))} printed no error and were still running "

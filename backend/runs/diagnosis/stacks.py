@@ -10,6 +10,9 @@ or in C code holding the GIL still answers; the process carries on as before. py
 Then: the innermost frame in the user's own code (not the standard library, not site-packages) says where a rank
 is; a rank whose innermost frames are in torch.distributed / DeepSpeed's comm layer waits in a collective. Ranks at
 the same place form a group; the rank not where the others are is named first.
+
+With the stacks, take_run_stacks asks each rank for its flight recorder buffer (collectives.py: which collective
+each rank reached); where ranks part there, that line leads the summary, and the ledger is kept in the report.
 """
 
 from __future__ import annotations
@@ -22,9 +25,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traindeck.backend.core.fileio import atomic_write_text
+
+if TYPE_CHECKING:
+    from traindeck.backend.runs.diagnosis.collectives import Ledger
 
 STACK_SIGNAL = signal.SIGUSR2
 STACKS_DIR = "stacks"
@@ -87,6 +93,8 @@ class StackReport:
     reason: str  # "request" | "stall"
     ranks: list[RankStack]
     summary: str = ""
+    # The collectives ledger (collectives.py: which collective each rank reached), None when not taken.
+    collectives: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,7 +107,9 @@ class StackReport:
                        for t in r.get("threads", [])]
             ranks.append(RankStack(int(r["pid"]), r.get("rank"), threads, r.get("error", ""), r.get("where", ""),
                                    r.get("waits_in", "")))
-        return cls(float(data["taken_at"]), str(data.get("reason", "")), ranks, str(data.get("summary", "")))
+        ledger = data.get("collectives")
+        return cls(float(data["taken_at"]), str(data.get("reason", "")), ranks, str(data.get("summary", "")),
+                   ledger if isinstance(ledger, dict) else None)
 
 
 # ---- reading a dump -----------------------------------------------------------------------------------------
@@ -282,6 +292,9 @@ def load_report(path: Path) -> StackReport | None:
 def report_text(report: StackReport, *, frames: int = 12) -> str:
     """The report for a terminal: the summary, then each rank's threads (main thread first, innermost frame first)."""
     lines = [report.summary, ""]
+    ledger = (report.collectives or {}).get("summary")
+    if ledger and ledger not in report.summary:
+        lines[1:1] = [f"collectives: {ledger}"]
     for stack in report.ranks:
         head = f"== {stack.label} (pid {stack.pid})" if stack.rank is not None else f"== pid {stack.pid}"
         if stack.error:
@@ -350,6 +363,22 @@ def take_run_stacks(run_dir: Path, processes: Sequence[dict[str, Any]], *, reaso
         or stack_targets(processes)
     if not targets:
         return None
+    from traindeck.backend.runs.diagnosis import collectives  # it reads this module's frames
+
+    asked_at = time.monotonic()
+    refused = collectives.request_dumps(run_dir, targets)
     report = take_stacks(run_dir, targets, reason=reason)
+    ledger = collectives.collect_dumps(run_dir, targets, refused, started=asked_at)
+    if ledger.groups or any(rank is not None for _pid, rank in targets):  # a run without process groups: no ledger
+        add_ledger(report, ledger)
     save_report(run_dir / keep_as, report)
     return report
+
+
+def add_ledger(report: StackReport, ledger: Ledger) -> None:
+    """Keep the ledger in the report; where ranks part, its line leads the summary, then who is where: "rank 1
+    never entered all_reduce #37 (process group 0) that ranks 0, 2 wait in; rank 1 is in train.py:88 load_batch;
+    ranks 0, 2 wait in all_reduce (train.py:40 step)"."""
+    report.collectives = ledger.to_json()
+    if any(g.divergence for g in ledger.groups):
+        report.summary = f"{ledger.summary}; {report.summary}"

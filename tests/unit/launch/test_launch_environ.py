@@ -199,10 +199,11 @@ def test_training_env_does_not_touch_os_environ():
 def test_line_buffering_hook_is_plain_stdlib():
     hook = REPO / "backend" / "launch" / "site_hook" / "sitecustomize.py"
     imports = set(re.findall(r"^\s*(?:import|from)\s+([\w.]+)", hook.read_text(), flags=re.M))
-    # io: already loaded by every interpreter; faulthandler, signal, atexit and time are built into the interpreter
-    assert imports <= {"io", "os", "sys", "importlib.util", "faulthandler", "signal", "atexit", "time",
+    # io, _thread: already loaded by every interpreter; faulthandler, signal, atexit, time and _thread are built into
+    # the interpreter
+    assert imports <= {"io", "os", "sys", "importlib.util", "faulthandler", "signal", "atexit", "time", "_thread",
                        "_traindeck_steps"}
-    assert {"atexit", "time", "faulthandler"} <= set(sys.builtin_module_names)
+    assert {"atexit", "time", "faulthandler", "_thread"} <= set(sys.builtin_module_names)
 
 
 def test_step_timing_hook_imports_the_standard_library_and_what_the_rank_already_loaded():

@@ -140,8 +140,11 @@ def test_stacks_of_a_real_hung_two_rank_run_name_the_stuck_function() -> None:
         by_rank = {r["rank"]: r for r in report["ranks"]}
         assert re.fullmatch(r"hang_in_load\.py:1[34] load_batch", by_rank[1]["where"]), by_rank[1]
         assert by_rank[0]["waits_in"] == "all_reduce" and by_rank[0]["where"].startswith("hang_in_load.py:"), by_rank[0]
-        assert re.match(r"rank 1 is in hang_in_load\.py:1[34] load_batch; rank 0 waits in all_reduce \(hang_in_load",
+        # The collectives ledger leads: rank 1 never reached the all_reduce rank 0 waits in.
+        assert re.match(r"rank 1 never entered all_reduce #1 \(process group 0\) that rank 0 waits in; rank 1 is in "
+                        r"hang_in_load\.py:1[34] load_batch; rank 0 waits in all_reduce \(hang_in_load",
                         report["summary"]), report["summary"]
+        assert report["collectives"]["behind"] == [1]
         assert Path(run.run_dir, "stacks.json").is_file()
         text = subprocess.run([*TRAINDECK, "stacks", run.id], capture_output=True, text=True, timeout=60)
         assert "== rank 1" in text.stdout and "load_batch" in text.stdout and "main thread" in text.stdout
@@ -168,8 +171,9 @@ def test_stacks_of_a_real_hung_two_rank_run_name_the_stuck_function() -> None:
         done = wait_finished(run.id, 60)
     assert done.state == "stopped" and leftovers(done) == []
     assert done.diagnosis is not None
-    assert re.match(r"Stopped on request .* while stalled: rank 1 is in hang_in_load\.py:1[34] load_batch; rank 0 "
-                    r"waits in all_reduce", done.diagnosis["summary"]), done.diagnosis
+    assert re.match(r"Stopped on request .* while stalled: rank 1 never entered all_reduce #1 \(process group 0\) "
+                    r".*; rank 1 is in hang_in_load\.py:1[34] load_batch; rank 0 waits in all_reduce",
+                    done.diagnosis["summary"]), done.diagnosis
 
 
 @pytest.mark.launch
