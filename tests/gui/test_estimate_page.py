@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("PySide6")
 
 from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtGui import QFontMetrics  # noqa: E402
 from PySide6.QtWidgets import QApplication, QMessageBox  # noqa: E402
 
 from traindeck.backend.estimate import (  # noqa: E402
@@ -222,3 +223,55 @@ def test_the_page_speaks_of_its_fields_not_of_command_line_options(qtbot, page):
     assert "ZeRO-2 + optimizer offload (CPU)" in page.advice.advice_text.text()
     assert "Largest layer" in page.results.assumptions.text()
     assert "1 node × 1 GPU," in page.results.model_summary.text()
+
+
+def _stacked(page) -> list[tuple[int, int]]:
+    """The vertical extents of the results column's parts, top to bottom, in the page's coordinates."""
+    column = page
+    parts = (page.results.table, page.results.units, page.results.stage_note, page.results.assumptions, page.advice)
+    spans = []
+    for part in parts:
+        if part.isVisible():
+            top = part.mapTo(column, part.rect().topLeft()).y()
+            spans.append((top, top + part.height()))
+    return spans
+
+
+def test_a_low_window_scrolls_the_results_instead_of_drawing_them_over_each_other(qtbot, page):
+    page.resize(860, 480)  # the page's share of a 1024x640 window
+    page.show()
+    qtbot.waitExposed(page)
+    page.load_demo()
+    _wait_for(qtbot, page, gpus_per_node=1, gpu_mem_bytes=24 * GIB)
+    qtbot.waitUntil(lambda: page.results.stage_note.isVisible())
+    QApplication.processEvents()
+    spans = _stacked(page)
+    assert len(spans) == 5
+    for (_, above_bottom), (below_top, _) in zip(spans, spans[1:]):
+        assert below_top >= above_bottom, spans
+    assert page.results_scroll.verticalScrollBar().maximum() > 0  # the column scrolls to show the rest
+
+
+def _elided_names(page) -> list[str]:
+    table = page.results.table
+    cut = []
+    for r in range(table.rowCount()):
+        item = table.item(r, 0)
+        needed = QFontMetrics(item.font()).horizontalAdvance(item.text()) + 2 * table.style().pixelMetric(
+            table.style().PixelMetric.PM_FocusFrameHMargin) + 4
+        if needed > table.columnWidth(0):
+            cut.append(item.text())
+    return cut
+
+
+def test_widening_the_window_shows_the_strategy_names_whole(qtbot, page):
+    page.resize(820, 700)
+    page.show()
+    qtbot.waitExposed(page)
+    page.load_demo()
+    _wait_for(qtbot, page, gpus_per_node=1, gpu_mem_bytes=24 * GIB)
+    QApplication.processEvents()
+    assert _elided_names(page)  # narrow: the long names are elided (the figures stay in view)
+    page.resize(1600, 700)
+    qtbot.waitUntil(lambda: _elided_names(page) == [], timeout=3000)
+    assert page.results.clipped_columns() == []

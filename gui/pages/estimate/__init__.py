@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from traindeck.backend.estimate import (
     DetectedMachine,
@@ -91,16 +91,23 @@ class EstimatePage(Page):
         shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         shortcut.activated.connect(self.advice.use_advice)
 
-        # Right: problems, the table, what was assumed, then the advice, which takes the rest and scrolls.
+        # Right: problems, the table, what was assumed, then the advice, which takes the rest and scrolls. When
+        # the window is too low for the table and its notes, the whole column scrolls: nothing is drawn over.
         right = QWidget()
         side = QVBoxLayout(right)
         side.setContentsMargins(6, 0, 0, 0)
         side.addWidget(self.results)
+        self.advice.setMinimumHeight(8 * self.fontMetrics().lineSpacing())
         side.addWidget(self.advice, 1)
+        self.results_scroll = QScrollArea()
+        self.results_scroll.setWidget(right)
+        self.results_scroll.setWidgetResizable(True)
+        self.results_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.results_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
 
         splitter = QSplitter()
         splitter.addWidget(self.inputs)
-        splitter.addWidget(right)
+        splitter.addWidget(self.results_scroll)
         splitter.setStretchFactor(1, 1)
         splitter.setChildrenCollapsible(False)
         splitter.setSizes([320, 900])
