@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtCore import QSettings, Qt  # noqa: E402
 from PySide6.QtGui import QFontMetrics  # noqa: E402
 from PySide6.QtWidgets import QApplication, QMessageBox  # noqa: E402
 
@@ -27,18 +27,32 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 @pytest.fixture
-def page(qtbot):
+def make_page(qtbot, traindeck_home):
+    """Estimate pages over the test's own settings file (a second page reads what the first one saved)."""
     from traindeck.gui.context import AppContext
     from traindeck.gui.pages.estimate import EstimatePage
 
-    ctx = AppContext()
-    page = EstimatePage(ctx)
-    qtbot.addWidget(page)
-    # What this machine has arrives once; wait for it so it cannot land between the test's own edits.
-    qtbot.waitUntil(lambda: page.detection_finished, timeout=20000)
-    yield page
-    page.shutdown()
-    ctx.tasks.wait(10000)
+    made = []
+
+    def make():
+        settings = QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat)
+        ctx = AppContext(settings=settings)
+        page = EstimatePage(ctx)
+        qtbot.addWidget(page)
+        made.append(page)
+        # What this machine has arrives once; wait for it so it cannot land between the test's own edits.
+        qtbot.waitUntil(lambda: page.detection_finished, timeout=20000)
+        return page
+
+    yield make
+    for page in made:
+        page.shutdown()
+        page.ctx.tasks.wait(10000)
+
+
+@pytest.fixture
+def page(make_page):
+    return make_page()
 
 
 def _type(qtbot, edit, text: str) -> None:
@@ -275,3 +289,33 @@ def test_widening_the_window_shows_the_strategy_names_whole(qtbot, page):
     page.resize(1600, 700)
     qtbot.waitUntil(lambda: _elided_names(page) == [], timeout=3000)
     assert page.results.clipped_columns() == []
+
+
+def test_the_fields_are_remembered_for_the_next_time_the_page_opens(qtbot, make_page):
+    page = make_page()
+    _fill(qtbot, page, params="7B", gpus=4, gpu_mem="80", host_mem="256", micro_batch=2, seq_len=4096)
+    _type(qtbot, page.inputs.heads, "32")
+    _type(qtbot, page.inputs.vocab_size, "50257")
+    page.inputs.precision.setCurrentText("fp16")
+    page.inputs.checkpointing.setChecked(True)
+    _wait_for(qtbot, page, gpus_per_node=4, micro_batch=2, seq_len=4096, activation_checkpointing=True)
+    page.shutdown()
+    page.ctx.settings.sync()
+
+    again = make_page()
+    form = again.inputs.form()
+    assert (form.params, form.gpus_per_node, form.gpu_mem, form.host_mem) == ("7B", 4, "80", "256")
+    assert (form.micro_batch, form.seq_len, form.precision, form.activation_checkpointing) == (2, 4096, "fp16", True)
+    assert (form.heads, form.vocab_size) == ("32", "50257")
+
+
+def test_heads_and_vocabulary_are_fields_as_in_the_cli(qtbot, page):
+    _fill(qtbot, page)
+    _type(qtbot, page.inputs.heads, "16")
+    _type(qtbot, page.inputs.vocab_size, "50257")
+    qtbot.waitUntil(lambda: page.estimate is not None and page.estimate.shape.num_heads == 16
+                    and page.estimate.shape.vocab_size == 50257, timeout=10000)
+    assert "16 heads, vocabulary 50,257" in page.results.model_summary.text()
+    _type(qtbot, page.inputs.heads, "0")
+    qtbot.waitUntil(lambda: bool(page.problems), timeout=10000)
+    assert page.problems[0].field == "heads" and page.inputs.heads.property("invalid")

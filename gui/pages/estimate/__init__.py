@@ -78,6 +78,8 @@ class EstimatePage(Page):
         self._debounce.setInterval(DEBOUNCE_MS)
         self._debounce.timeout.connect(self.recompute)
         self._build()
+        if not ctx.demo:
+            self.inputs.restore(ctx.settings)
         self.recompute()
         ctx.tasks.run(detect_machine, done=self._machine_detected, failed=self._detection_failed)
 
@@ -135,6 +137,8 @@ class EstimatePage(Page):
         """Check the form now; estimate in the background (counting a model config first when needed)."""
         self._debounce.stop()
         self._estimates.invalidate()  # an older edit's estimate still on its way is dropped
+        if not self.ctx.demo:
+            self.inputs.save_settings(self.ctx.settings)
         form = self.inputs.form()
         _, problems = check_form(form)
         config = form.model_config.strip()
@@ -193,6 +197,8 @@ class EstimatePage(Page):
         self.recompute()
 
     def shutdown(self) -> None:
+        if self._debounce.isActive() and not self.ctx.demo:
+            self.inputs.save_settings(self.ctx.settings)  # the last edit, not estimated yet
         self._debounce.stop()
 
 
