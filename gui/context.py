@@ -74,6 +74,7 @@ class AppContext(QObject):
     open_run = Signal(str)  # a run id to show in the run view (from History, reattach, the CLI's runs)
     status = Signal(str)  # a short message for the status bar
     launch_choice_changed = Signal()  # ctx.launch_choice was edited on the Launch page
+    model_chosen = Signal(str, object)  # Estimate's "Use this": the model as text and its ModelShape, for Launch
 
     def __init__(self, *, demo: bool = False, settings: QSettings | None = None, parent: QObject | None = None):
         super().__init__(parent)

@@ -448,3 +448,33 @@ def test_the_stop_on_nan_box_stops_a_run_launched_from_the_page(qtbot, make_page
     assert done.diagnosis is not None and done.diagnosis["summary"] == "stopped: loss became NaN at step 3"
     page._save_timer.timeout.emit()  # what the page does a moment after a change
     assert make_page(preset=None).alert_settings.stop_on_nan.isChecked()
+
+
+def test_estimate_use_this_carries_the_model_to_the_memory_check(qtbot, make_page):
+    from traindeck.gui.pages.estimate import EstimatePage
+
+    page = make_page()
+    ctx = page.ctx
+    estimate = EstimatePage(ctx)
+    qtbot.addWidget(estimate)
+    qtbot.waitUntil(lambda: estimate.detection_finished, timeout=20000)
+    inputs = estimate.inputs
+    for edit, text in ((inputs.params, "1.3B"), (inputs.heads, "16"), (inputs.gpu_mem, "24"),
+                       (inputs.host_mem, "64")):
+        edit.setText(text)
+    inputs.gpus_per_node.setValue(1)
+    estimate.recompute()
+    qtbot.waitUntil(lambda: estimate.estimate is not None and estimate.estimate.shape.num_heads == 16
+                    and estimate.advice.use_button.isEnabled(), timeout=10000)
+    assert page.memory_box.model_size.text() != "1.3B"
+    with qtbot.waitSignal(ctx.navigate, timeout=5000):
+        qtbot.mouseClick(estimate.advice.use_button, Qt.MouseButton.LeftButton)
+    assert page.memory_box.model_size.text() == "1.3B"
+    qtbot.waitUntil(lambda: page.memory_box.memory is not None, timeout=15000)
+    check = page.memory_box.memory
+    # The estimate's own shape (16 heads as typed there) under the advised preset, which Launch now has.
+    assert check.shape == estimate.estimate.shape and check.shape.num_heads == 16
+    assert ctx.draft.preset.name == "zero2-offload-advised"
+    assert check.row.label == estimate.estimate.advice.row.label
+    assert "1.30B parameters" in page.memory_box.memory_result.plain_text()
+    estimate.shutdown()

@@ -66,6 +66,7 @@ class LaunchPage(Page):
         self._save_timer = self._timer(400, self._save_settings)
         ctx.draft.changed.connect(self._draft_changed)
         ctx.draft.validated.connect(self.launch_bar.refresh)
+        ctx.model_chosen.connect(lambda text, shape: self.memory_box.use_model(text, shape))
         self._restore()
         self._loading = False
         self._draft_changed()
