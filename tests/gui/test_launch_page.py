@@ -478,3 +478,72 @@ def test_estimate_use_this_carries_the_model_to_the_memory_check(qtbot, make_pag
     assert check.row.label == estimate.estimate.advice.row.label
     assert "1.30B parameters" in page.memory_box.memory_result.plain_text()
     estimate.shutdown()
+
+
+def _ring_contrast(before, after, inner) -> tuple[int, float]:
+    """How many pixels of the band around a control changed when it took focus, and the weakest contrast among
+    the strongest perimeter's worth of them (a ring all around reads at that contrast or better)."""
+    from traindeck.gui.theme import contrast
+
+    changed = []
+    for y in range(before.height()):
+        for x in range(before.width()):
+            if inner.contains(x, y):
+                continue  # inside the control: its text cursor, not a focus cue
+            a, b = before.pixelColor(x, y), after.pixelColor(x, y)
+            if a != b:
+                changed.append(contrast(b, a))
+    perimeter = 2 * (inner.width() + inner.height())
+    changed.sort(reverse=True)
+    return len(changed), (changed[perimeter - 1] if len(changed) >= perimeter else 0.0)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_keyboard_focus_is_visible_on_every_control(qtbot, make_page, qapp, theme, tmp_path):
+    from PySide6.QtCore import QRect
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QComboBox
+
+    from traindeck.gui.theme import apply_theme
+
+    saved = QPalette(qapp.palette())
+    try:
+        apply_theme(qapp, theme)
+        page = make_page()
+        page.show()
+        page.activateWindow()
+        qtbot.waitActive(page)
+        page.script_box.script.line.setFocus(Qt.FocusReason.TabFocusReason)
+        qtbot.waitUntil(lambda: QApplication.focusWidget() is not None)
+        seen, faint = [], []
+        for _ in range(60):
+            before_widget = QApplication.focusWidget()
+            assert before_widget is not None, [type(w).__name__ for w in seen]
+            qtbot.keyClick(before_widget, Qt.Key.Key_Tab)
+            widget = QApplication.focusWidget()
+            if widget is None or widget in seen:
+                break
+            seen.append(widget)
+        assert len(seen) > 15, [type(w).__name__ for w in seen]
+        for previous, widget in zip([seen[-1], *seen[:-1]], seen):
+            previous.setFocus(Qt.FocusReason.TabFocusReason)
+            qtbot.keyClick(previous, Qt.Key.Key_Tab)  # by keyboard, as a person reaches it
+            QApplication.processEvents()
+            assert QApplication.focusWidget() is widget
+            if isinstance(widget.parentWidget(), (QAbstractSpinBox, QComboBox)):
+                widget = widget.parentWidget()  # a spin box's field: the spin box is the control
+            top_left = widget.mapTo(page, widget.rect().topLeft())
+            region = QRect(top_left, widget.size()).adjusted(-3, -3, 3, 3)
+            after = page.grab(region).toImage()
+            QApplication.focusWidget().clearFocus()  # the same place on screen (focusing may have scrolled it)
+            QApplication.processEvents()
+            before = page.grab(region).toImage()
+            inner = QRect(3, 3, widget.width(), widget.height()).adjusted(3, 3, -3, -3)
+            count, weakest = _ring_contrast(before, after, inner)
+            if weakest < 3.0:
+                after.save(str(tmp_path / f"{len(faint)}.png"))
+                faint.append(f"{type(widget).__name__} {getattr(widget, 'text', lambda: '')()!r:.30}: "
+                             f"{count} px changed, {weakest:.2f}:1")
+        assert not faint, faint
+    finally:
+        qapp.setPalette(saved)
