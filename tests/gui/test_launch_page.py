@@ -346,6 +346,7 @@ def test_ctrl_enter_launches_the_cpu_demo_and_it_succeeds(qtbot, make_page, heav
     with qtbot.waitSignal(page.ctx.run_started, timeout=120000) as started:
         qtbot.keyClick(page.script_box.args, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
     (run_id,) = started.args
+    assert f"Run {run_id} started" in page.launch_bar.result.text()
     store = RunStore()
     try:
         def finished():  # type: ignore[no-untyped-def]
@@ -364,7 +365,7 @@ def test_ctrl_enter_launches_the_cpu_demo_and_it_succeeds(qtbot, make_page, heav
         assert record.state == "succeeded", (record.diagnosis, log[-3000:])
         assert (record.name, record.preset, record.launcher) == ("train_tiny", "cpu-demo", "deepspeed")
         assert "train_tiny: mode=deepspeed world_size=2" in log and "train_tiny: done" in log
-        assert f"Run {run_id} started" in page.launch_bar.result.text()
+        qtbot.waitUntil(lambda: f"Run {run_id}" not in page.launch_bar.result.text(), timeout=15000)  # it ended
         assert heavy_imports == []
     finally:
         store.close()
@@ -547,3 +548,43 @@ def test_keyboard_focus_is_visible_on_every_control(qtbot, make_page, qapp, them
         assert not faint, faint
     finally:
         qapp.setPalette(saved)
+
+
+@pytest.mark.launch
+def test_the_run_started_line_goes_when_the_run_ends_or_another_choice_is_made(qtbot, make_page):
+    from support.runhelp import SCRIPTS, wait_finished
+
+    from traindeck.backend.runs.control.lifecycle import stop_run
+
+    page = make_page(preset=None)
+    bar = page.launch_bar
+    page.script_box.script.setText(str(SCRIPTS / "queue_job.py"))
+    page.script_box.args.setText("--steps 3 --step-time 0.05")
+    assert _wait_plan(qtbot, page).ok
+    with qtbot.waitSignal(page.ctx.run_started, timeout=60000) as started:
+        page.launch()
+    run_id = started.args[0]
+    assert f"Run {run_id} started" in bar.result.text()
+    assert wait_finished(run_id, 120).state == "succeeded"
+    qtbot.waitUntil(lambda: f"Run {run_id}" not in bar.result.text(), timeout=15000)
+
+    # A long run: its line goes as soon as another preset, or another script, is chosen.
+    page.script_box.args.setText("--steps 600 --step-time 0.1")
+    for choose in (lambda: page.ctx.draft.replace(load_preset("single-process"), "single-process"),
+                   lambda: page.script_box.script.setText(str(SCRIPTS / "behave.py"))):
+        page.script_box.script.setText(str(SCRIPTS / "queue_job.py"))
+        assert _wait_plan(qtbot, page).ok
+        with qtbot.waitSignal(page.ctx.run_started, timeout=60000) as started:
+            page.launch()
+        run_id = started.args[0]
+        try:
+            assert f"Run {run_id} started" in bar.result.text()
+            choose()
+            assert f"Run {run_id}" not in bar.result.text()
+        finally:
+            store = RunStore()
+            try:
+                stop_run(store, run_id, grace_s=2.0)
+            finally:
+                store.close()
+        wait_finished(run_id, 60)
