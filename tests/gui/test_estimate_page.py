@@ -261,7 +261,7 @@ def test_a_low_window_scrolls_the_results_instead_of_drawing_them_over_each_othe
     QApplication.processEvents()
     spans = _stacked(page)
     assert len(spans) == 5
-    for (_, above_bottom), (below_top, _) in zip(spans, spans[1:]):
+    for (_, above_bottom), (below_top, _) in zip(spans, spans[1:], strict=False):
         assert below_top >= above_bottom, spans
     assert page.results_scroll.verticalScrollBar().maximum() > 0  # the column scrolls to show the rest
 

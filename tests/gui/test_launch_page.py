@@ -526,7 +526,7 @@ def test_keyboard_focus_is_visible_on_every_control(qtbot, make_page, qapp, them
                 break
             seen.append(widget)
         assert len(seen) > 15, [type(w).__name__ for w in seen]
-        for previous, widget in zip([seen[-1], *seen[:-1]], seen):
+        for previous, widget in zip([seen[-1], *seen[:-1]], seen, strict=True):
             previous.setFocus(Qt.FocusReason.TabFocusReason)
             qtbot.keyClick(previous, Qt.Key.Key_Tab)  # by keyboard, as a person reaches it
             QApplication.processEvents()
