@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 
 import shiboken6
-from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtCore import QEvent, QObject, QPoint, QRect, Qt
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette
-from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QComboBox, QWidget
+from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QComboBox, QSplitter, QWidget
 
 logger = logging.getLogger(__name__)
 
@@ -84,10 +84,13 @@ class FocusRing(QWidget):
             self.target.removeEventFilter(self)
             self.target.destroyed.disconnect(self._target_gone)
         self.target = target
-        if target is None or target.parentWidget() is None:
+        parent = target.parentWidget() if target is not None else None
+        while isinstance(parent, QSplitter):  # a splitter takes every child widget as a pane of its own
+            parent = parent.parentWidget()
+        if target is None or parent is None:
             self.hide()
             return
-        self.setParent(target.parentWidget())
+        self.setParent(parent)
         target.installEventFilter(self)
         target.destroyed.connect(self._target_gone)
         self._place()
@@ -101,7 +104,8 @@ class FocusRing(QWidget):
         if target is None or parent is None or not target.isVisible():
             self.hide()
             return
-        grown = target.geometry().adjusted(-FOCUS_RING_WIDTH, -FOCUS_RING_WIDTH, FOCUS_RING_WIDTH, FOCUS_RING_WIDTH)
+        where = QRect(target.mapTo(parent, QPoint(0, 0)), target.size())
+        grown = where.adjusted(-FOCUS_RING_WIDTH, -FOCUS_RING_WIDTH, FOCUS_RING_WIDTH, FOCUS_RING_WIDTH)
         self.setGeometry(grown.intersected(parent.rect()))
         self.show()
         self.raise_()
