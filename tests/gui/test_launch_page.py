@@ -479,6 +479,15 @@ def test_estimate_use_this_carries_the_model_to_the_memory_check(qtbot, make_pag
     assert check.row.label == estimate.estimate.advice.row.label
     assert "1.30B parameters" in page.memory_box.memory_result.plain_text()
     estimate.shutdown()
+    # The window builds a page when it is first shown: a Launch page built after "Use this" has the model too.
+    from traindeck.gui.pages.launch import LaunchPage
+
+    later = LaunchPage(ctx)
+    qtbot.addWidget(later)
+    assert later.memory_box.model_size.text() == "1.3B"
+    qtbot.waitUntil(lambda: later.memory_box.memory is not None, timeout=15000)
+    assert later.memory_box.memory.shape.num_heads == 16
+    later.shutdown()
 
 
 def _ring_contrast(before, after, inner) -> tuple[int, float]:

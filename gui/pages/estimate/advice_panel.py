@@ -129,7 +129,7 @@ class AdvicePanel(QScrollArea):
         if made.changed:
             draft.mark_edited()  # a new preset, not saved yet: Configure's Save asks for its name
         if estimate is not None and estimate.model_size:
-            self.ctx.model_chosen.emit(estimate.model_size, estimate.shape)  # Launch checks memory for this model
+            self.ctx.choose_model(estimate.model_size, estimate.shape)  # Launch checks memory for this model
         what = f"“{made.base_name}”" + (" with the estimate's settings" if made.changed else "")
         self.ctx.status.emit(f"Preset {what} loaded into Configure" +
                              (": save it to keep it" if made.changed else ""))

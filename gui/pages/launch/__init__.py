@@ -74,6 +74,8 @@ class LaunchPage(Page):
         self._loading = False
         self._draft_changed()
         self._fields_changed()  # publishes the restored choice as ctx.launch_choice
+        if ctx.chosen_model is not None:  # Estimate's "Use this" came before this page was built
+            self.memory_box.use_model(*ctx.chosen_model)
         self.runner.interpreter.probe()
 
     # ============================================================================================ building
