@@ -89,6 +89,18 @@ def _mmss(seconds: float) -> str:
     return f"{s // 60:02d}:{s % 60:02d}"
 
 
+def _read_json(path: str) -> dict:
+    """The DeepSpeed config the launcher handed over (a file; {} when it cannot be read: DeepSpeed says why)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _weights_dtype(model):
     """The dtype of the model's floating-point weights as prepared (fp32 unless DeepSpeed cast them)."""
     import torch
@@ -127,7 +139,20 @@ def main(argv: list[str] | None = None) -> int:
 
         mode = "deepspeed"
         deepspeed.init_distributed()
-        engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+        # A config without an optimizer section (the accelerate presets': their scripts make the optimizer) gets
+        # the script's own, DeepSpeed's CPU Adam where the optimizer is offloaded (ZeRO-Offload requires it).
+        client_optimizer = None
+        config = _read_json(args.deepspeed_config)
+        if "optimizer" not in config:
+            offload = (config.get("zero_optimization") or {}).get("offload_optimizer") or {}
+            if offload.get("device") in ("cpu", "nvme"):
+                from deepspeed.ops.adam import DeepSpeedCPUAdam
+
+                client_optimizer = DeepSpeedCPUAdam(model.parameters(), lr=args.lr)
+            else:
+                client_optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+        engine, _, _, _ = deepspeed.initialize(model=model, optimizer=client_optimizer,
+                                               model_parameters=None if client_optimizer else model.parameters(),
                                                config=args.deepspeed_config)
         rank, world = engine.global_rank, engine.world_size
         optimizer = None

@@ -46,13 +46,17 @@ def _run(preset: Preset, *args: str) -> tuple[str, str]:
     return done.state, log
 
 
-def test_estimate_advice_bf16_preset_trains_the_demo_under_accelerate() -> None:
+@pytest.mark.parametrize(("args", "mode"), [((), "accelerate"), (("--deepspeed_config", "{ds_config}"), "deepspeed")],
+                         ids=["accelerate-prepare", "launch-page-demo-arguments"])
+def test_estimate_advice_bf16_preset_trains_the_demo_under_accelerate(args: tuple[str, ...], mode: str) -> None:
+    """Launch's demo arguments start with `--deepspeed_config {ds_config}` for a preset with a DeepSpeed section:
+    the script then initialises DeepSpeed itself, under accelerate's launcher."""
     preset = _advised_preset()
     assert preset.deepspeed is not None and preset.deepspeed["bf16"]["enabled"] is True
     assert preset.launcher == "accelerate"
-    state, log = _run(preset)
+    state, log = _run(preset, *args)
     assert state == "succeeded", log[-3000:]
-    assert "train_tiny: mode=accelerate world_size=1" in log
+    assert f"train_tiny: mode={mode} world_size=1" in log
     assert "dtype=bfloat16" in log, log[-3000:]
     assert "'step': 6}" in log
 
