@@ -597,3 +597,22 @@ def test_the_run_started_line_goes_when_the_run_ends_or_another_choice_is_made(q
             finally:
                 store.close()
         wait_finished(run_id, 60)
+
+
+def test_the_argument_frames_follow_a_theme_switch(qtbot, make_page, qapp):
+    from PySide6.QtGui import QPalette
+
+    from traindeck.gui.theme import apply_theme
+
+    saved = QPalette(qapp.palette())
+    try:
+        apply_theme(qapp, "light")
+        page = make_page()
+        page.script_box.args.setText("--steps 3")
+        light = qapp.palette().color(QPalette.ColorRole.AlternateBase).name()
+        assert f"background:{light}" in page.script_box.argv_label.text()
+        apply_theme(qapp, "dark")
+        dark = qapp.palette().color(QPalette.ColorRole.AlternateBase).name()
+        qtbot.waitUntil(lambda: f"background:{dark}" in page.script_box.argv_label.text(), timeout=3000)
+    finally:
+        qapp.setPalette(saved)
