@@ -74,6 +74,7 @@ class AppContext(QObject):
     open_run = Signal(str)  # a run id to show in the run view (from History, reattach, the CLI's runs)
     status = Signal(str)  # a short message for the status bar
     launch_choice_changed = Signal()  # ctx.launch_choice was edited on the Launch page
+    model_chosen = Signal(str, object)  # Estimate's "Use this": the model as text and its ModelShape, for Launch
 
     def __init__(self, *, demo: bool = False, settings: QSettings | None = None, parent: QObject | None = None):
         super().__init__(parent)
@@ -81,7 +82,13 @@ class AppContext(QObject):
         self.tasks = Tasks(self)
         self.draft = Draft(parent=self)
         self.launch_choice = LaunchChoice()
+        self.chosen_model: tuple[str, Any] | None = None  # the last model_chosen, for a Launch page built later
         self.settings = settings if settings is not None else QSettings()
+
+    def choose_model(self, text: str, shape: Any) -> None:
+        """Estimate's "Use this": the model for Launch's memory check (kept for a Launch page not built yet)."""
+        self.chosen_model = (text, shape)
+        self.model_chosen.emit(text, shape)
 
     def set_launch_choice(self, choice: LaunchChoice | None = None, **changes: Any) -> None:
         """Publish the Launch page's choice (whole, or these fields changed) and tell the pages that read it:

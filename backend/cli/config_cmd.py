@@ -50,7 +50,7 @@ def _register_check(config_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the messages as a JSON list")
     who = p.add_mutually_exclusive_group()
     who.add_argument("--hf-trainer", dest="consumer", action="store_const", const="hf_trainer",
-                     help='the script uses the 🤗 Trainer (or one built on it, like TRL\'s), which fills in "auto" '
+                     help='the script uses the Hugging Face Trainer (or one built on it, like TRL\'s), which fills in "auto" '
                           'values')
     who.add_argument("--accelerate-script", dest="consumer", action="store_const", const="accelerate",
                      help='a script of your own on accelerate (Accelerator.prepare): fills fewer "auto" values than '

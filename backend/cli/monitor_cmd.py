@@ -219,6 +219,7 @@ def format_sample(sample: Any) -> str:
             lines.append(
                 f"  ranks: {len(run.ranks)}  RSS {_bytes(run.ranks_rss_bytes)} (largest {_bytes(run.max_rank_rss_bytes)})  "
                 f"CPU {run.ranks_cpu_percent:.0f}%"
+                + (f"  launcher RSS {_bytes(run.launcher_rss_bytes)}" if run.launcher_rss_bytes is not None else "")
             )
     return "\n".join(lines)
 

@@ -435,12 +435,12 @@ def fsdp_rules(ctx: RuleContext) -> Iterable[Finding]:
     size_path, min_params = get("fsdp_min_num_params")
     if policy == "TRANSFORMER_BASED_WRAP" and not classes:
         # Only said when the script is known to be one of the user's own (--accelerate-script, --plain-script):
-        # the 🤗 Trainer and the libraries on it (TRL, LLaMA-Factory, axolotl...) train 🤗 models, which have
+        # the Hugging Face Trainer and the libraries on it (TRL, LLaMA-Factory, axolotl...) train Hugging Face models, which have
         # _no_split_modules, and that is what nearly every config written this way is for (22 of 22 in the corpus).
         if ctx.hf_trainer is False or ctx.consumer in ("accelerate", "plain"):
             yield ("warning", policy_path,
                    "TRANSFORMER_BASED_WRAP without fsdp_transformer_layer_cls_to_wrap: accelerate wraps the classes "
-                   "in the model's _no_split_modules, which only 🤗 Transformers models have; any other model gets "
+                   "in the model's _no_split_modules, which only Hugging Face Transformers models have; any other model gets "
                    "no layer wrapped (the whole model one FSDP unit); name the layer class, e.g. LlamaDecoderLayer")
     elif policy == "NO_WRAP":
         yield ("warning", policy_path if policy_path[-1] in fsdp else (FSDP,),

@@ -81,7 +81,7 @@ class DeepSpeedSection(Section):
         None, ge=0, description="Clip the global gradient norm to this value (absent: no clipping)",
         json_schema_extra={"auto": True})
     zero3_init_flag: bool = _f(
-        None, description="Build the model directly sharded with deepspeed.zero.Init (needs 🤗 Transformers); "
+        None, description="Build the model directly sharded with deepspeed.zero.Init (needs Hugging Face Transformers); "
         "default: on for ZeRO-3", json_schema_extra={"stages": (3,)})
     zero3_save_16bit_model: bool = _f(
         False, description="Gather the full 16-bit weights when saving a ZeRO-3 model (a loadable checkpoint)",
@@ -133,7 +133,7 @@ class FsdpSection(Section):
         "parameter count, or one unit for the whole model")
     fsdp_transformer_layer_cls_to_wrap: str | None = _f(
         None, description="Comma-separated layer class names to wrap, e.g. 'LlamaDecoderLayer' (absent: the "
-        "🤗 model's _no_split_modules)", json_schema_extra={"applies": "TRANSFORMER_BASED_WRAP"})
+        "Hugging Face model's _no_split_modules)", json_schema_extra={"applies": "TRANSFORMER_BASED_WRAP"})
     fsdp_min_num_params: int = _f(
         100_000_000, ge=0, description="Smallest module (in parameters) that gets its own FSDP unit",
         json_schema_extra={"applies": "SIZE_BASED_WRAP"})
@@ -147,7 +147,7 @@ class FsdpSection(Section):
         None, description="Checkpoint format: one full file gathered on rank 0, or one shard per rank (faster, "
         "less memory); default FULL (FSDP1) / SHARDED (FSDP2)")
     fsdp_cpu_ram_efficient_loading: bool = _f(
-        True, description="Only rank 0 loads the pretrained weights, the others start empty (🤗 Transformers "
+        True, description="Only rank 0 loads the pretrained weights, the others start empty (Hugging Face Transformers "
         "models; needs fsdp_sync_module_states)")
     fsdp_sync_module_states: bool = _f(
         True, description="FSDP1: broadcast rank 0's weights to all ranks at start (required by "

@@ -628,7 +628,7 @@ def auto_values(ctx: RuleContext) -> Iterable[Finding]:
         if any(p[-1] == "train_micro_batch_size_per_gpu" for p in filled):
             needs.append("the batch size from the DataLoader it prepares")
         if any(p[0] == ZERO and "hidden_size" in (auto_fill.BY_PATH[p].accelerate or "") for p in filled):
-            needs.append("the bucket sizes from model.config.hidden_size (a 🤗 Transformers model)")
+            needs.append("the bucket sizes from model.config.hidden_size (a Hugging Face Transformers model)")
         if ("scheduler", "params", "total_num_steps") in filled:
             needs.append("total_num_steps from DummyScheduler(total_num_steps=...)")
         if needs:

@@ -31,6 +31,8 @@ FIELD_LABELS: dict[str, str] = {
     "largest_layer": "Largest layer",
     "hidden_size": "Hidden size",
     "layers": "Layers",
+    "heads": "Attention heads",
+    "vocab_size": "Vocabulary",
     "gpus_per_node": "GPUs per node",
     "nodes": "Nodes",
     "gpu_mem": "GPU memory",
@@ -52,6 +54,8 @@ class EstimateForm:
     largest_layer: str = ""
     hidden_size: str = ""
     layers: str = ""
+    heads: str = ""
+    vocab_size: str = ""
     gpus_per_node: int = 1
     nodes: int = 1
     gpu_mem: str = ""  # GiB per GPU ("24", "24GiB", "80GB")
@@ -83,6 +87,8 @@ class CheckedForm:
     layers: int | None
     gpu_mem_bytes: int | None
     host_mem_bytes: int | None
+    heads: int | None = None
+    vocab_size: int | None = None
 
     @property
     def machine(self) -> Machine:
@@ -106,6 +112,8 @@ class Estimate:
     advice: Advice | None  # None when the advisor cannot advise (see advice_problem)
     advice_problem: str | None = None
     notes: tuple[str, ...] = field(default=())  # what was assumed (the shape's derivations)
+    # The model as the Launch page's memory check reads it: the model config, else the parameter count as typed.
+    model_size: str = ""
 
 
 def _whole(text: str, name: str) -> int | None:
@@ -149,6 +157,8 @@ def check_form(form: EstimateForm) -> tuple[CheckedForm | None, list[InputProble
     read("largest_layer", parse_count)
     read("hidden_size", lambda text, _label: _whole(text, "hidden_size"))
     read("layers", lambda text, _label: _whole(text, "layers"))
+    read("heads", lambda text, _label: _whole(text, "heads"))
+    read("vocab_size", lambda text, _label: _whole(text, "vocab_size"))
     read("gpu_mem", parse_size)
     read("host_mem", parse_size)
     for name in ("gpus_per_node", "nodes", "micro_batch", "seq_len"):
@@ -167,14 +177,16 @@ def check_form(form: EstimateForm) -> tuple[CheckedForm | None, list[InputProble
     if problems:
         return None, problems
     return CheckedForm(form, total, largest, values.get("hidden_size"), values.get("layers"),
-                       values.get("gpu_mem"), values.get("host_mem")), []
+                       values.get("gpu_mem"), values.get("host_mem"), values.get("heads"),
+                       values.get("vocab_size")), []
 
 
 def model_shape(checked: CheckedForm, counted: ModelShape | None = None) -> ModelShape:
     """The model's shape: from the parameter count, or from the model config (counted in a child process unless
     `counted` is that count already). Raises InputProblem naming the field."""
     f = checked.form
-    overrides = {"hidden_size": checked.hidden_size, "num_layers": checked.layers}
+    overrides = {"hidden_size": checked.hidden_size, "num_layers": checked.layers, "num_heads": checked.heads,
+                 "vocab_size": checked.vocab_size}
     if f.model_config.strip():
         if counted is None:
             try:
@@ -206,7 +218,8 @@ def estimate_form(form: EstimateForm, counted: ModelShape | None = None) -> Esti
         except ValueError as exc:
             problem = str(exc)
     return Estimate(shape=shape, machine=machine, workload=workload, rows=rows, advice=advice,
-                    advice_problem=problem, notes=shape.assumptions)
+                    advice_problem=problem, notes=shape.assumptions,
+                    model_size=form.model_config.strip() or form.params.strip())
 
 
 def counted_shape(config: str) -> ModelShape:

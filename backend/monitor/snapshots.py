@@ -7,6 +7,7 @@ counts are bytes, rates are bytes per second, power is watts, temperatures are d
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,6 +164,25 @@ class RunProcess:
     cuda_device_order: str | None = None
 
 
+# The launchers traindeck starts (and their console scripts): they start the ranks and train nothing themselves.
+LAUNCHER_MODULES = frozenset({"accelerate.commands.launch", "accelerate.commands.accelerate_cli",
+                              "torch.distributed.run", "torch.distributed.launch", "deepspeed.launcher.runner",
+                              "deepspeed.launcher.launch"})
+LAUNCHER_PROGRAMS = frozenset({"accelerate", "torchrun", "deepspeed", "mpirun", "srun"})
+
+
+def is_launcher_program(cmdline: str) -> bool:
+    """Whether a command line runs a launcher (`python -m torch.distributed.run ...`, `accelerate launch ...`)
+    rather than a training script."""
+    words = cmdline.split()
+    if "-m" in words[:-1]:
+        return words[words.index("-m") + 1] in LAUNCHER_MODULES
+    programs = [os.path.basename(w) for w in words[:2]]
+    if programs and programs[0].startswith("python") and len(programs) > 1:
+        return programs[1] in LAUNCHER_PROGRAMS  # a console script run by its interpreter
+    return bool(programs) and programs[0] in LAUNCHER_PROGRAMS
+
+
 @dataclass(frozen=True, slots=True)
 class RunSnapshot:
     t: float
@@ -171,9 +191,21 @@ class RunSnapshot:
 
     @property
     def ranks(self) -> tuple[RunProcess, ...]:
-        """Processes with a RANK; a run whose processes carry none (a plain `python train.py`) counts them all."""
+        """Processes with a RANK. A run whose processes carry none counts what is not a launcher: a plain `python
+        train.py` (the script and its workers), a one-process `accelerate launch` (the script, not accelerate), and
+        nothing while a launcher has not started its ranks yet."""
         ranked = tuple(p for p in self.processes if p.role == "rank")
-        return ranked or self.processes
+        return ranked or tuple(p for p in self.processes if not is_launcher_program(p.cmdline))
+
+    @property
+    def launchers(self) -> tuple[RunProcess, ...]:
+        """The launcher processes (the tree's root when it is a launcher, and a launcher it started), never ranks."""
+        return tuple(p for p in self.processes if p.role != "rank" and is_launcher_program(p.cmdline))
+
+    @property
+    def launcher_rss_bytes(self) -> int | None:
+        """RSS of the launcher processes, said beside the ranks' (None: the run has no launcher process)."""
+        return sum(p.rss_bytes or 0 for p in self.launchers) if self.launchers else None
 
     @property
     def ranks_rss_bytes(self) -> int:

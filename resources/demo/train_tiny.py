@@ -89,6 +89,28 @@ def _mmss(seconds: float) -> str:
     return f"{s // 60:02d}:{s % 60:02d}"
 
 
+def _read_json(path: str) -> dict:
+    """The DeepSpeed config the launcher handed over (a file; {} when it cannot be read: DeepSpeed says why)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _weights_dtype(model):
+    """The dtype of the model's floating-point weights as prepared (fp32 unless DeepSpeed cast them)."""
+    import torch
+
+    for param in model.parameters():
+        if param.is_floating_point():
+            return param.dtype
+    return torch.float32
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
@@ -117,7 +139,20 @@ def main(argv: list[str] | None = None) -> int:
 
         mode = "deepspeed"
         deepspeed.init_distributed()
-        engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+        # A config without an optimizer section (the accelerate presets': their scripts make the optimizer) gets
+        # the script's own, DeepSpeed's CPU Adam where the optimizer is offloaded (ZeRO-Offload requires it).
+        client_optimizer = None
+        config = _read_json(args.deepspeed_config)
+        if "optimizer" not in config:
+            offload = (config.get("zero_optimization") or {}).get("offload_optimizer") or {}
+            if offload.get("device") in ("cpu", "nvme"):
+                from deepspeed.ops.adam import DeepSpeedCPUAdam
+
+                client_optimizer = DeepSpeedCPUAdam(model.parameters(), lr=args.lr)
+            else:
+                client_optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+        engine, _, _, _ = deepspeed.initialize(model=model, optimizer=client_optimizer,
+                                               model_parameters=None if client_optimizer else model.parameters(),
                                                config=args.deepspeed_config)
         rank, world = engine.global_rank, engine.world_size
         optimizer = None
@@ -132,11 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     else:
         optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
 
+    # DeepSpeed (launched directly or through accelerate) casts the weights to the config's bf16/fp16; the inputs
+    # follow them, and the loss is taken in fp32 against the fp32 targets.
+    dtype = _weights_dtype(engine if engine is not None else model)
     main_process = rank == 0
     report = _reporter()  # prints on rank 0 only
     if main_process:
         print(f"train_tiny: mode={mode} world_size={world} steps={args.steps} "
-              f"params={sum(p.numel() for p in model.parameters())}", flush=True)
+              f"params={sum(p.numel() for p in model.parameters())} dtype={str(dtype).removeprefix('torch.')}",
+              flush=True)
 
     bar = _progress_bar(args.steps, main_process, args.no_tqdm)
     loss_fn = nn.MSELoss()
@@ -144,16 +183,16 @@ def main(argv: list[str] | None = None) -> int:
     for step in range(1, args.steps + 1):
         x, y = batch()
         if engine is not None:
-            x, y = x.to(engine.device), y.to(engine.device)
-            loss = loss_fn(engine(x), y)
+            x, y = x.to(engine.device, dtype), y.to(engine.device)
+            loss = loss_fn(engine(x).float(), y)
             engine.backward(loss)
             engine.step()
             lr = engine.get_lr()[0] if engine.get_lr() else args.lr
         else:
             assert optimizer is not None
             if accelerator is not None:
-                x, y = x.to(accelerator.device), y.to(accelerator.device)
-            loss = loss_fn(model(x), y)
+                x, y = x.to(accelerator.device, dtype), y.to(accelerator.device)
+            loss = loss_fn(model(x).float(), y)
             optimizer.zero_grad()
             if accelerator is not None:
                 accelerator.backward(loss)

@@ -9,7 +9,8 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtCore import QSettings, Qt  # noqa: E402
+from PySide6.QtGui import QFontMetrics  # noqa: E402
 from PySide6.QtWidgets import QApplication, QMessageBox  # noqa: E402
 
 from traindeck.backend.estimate import (  # noqa: E402
@@ -26,18 +27,32 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 @pytest.fixture
-def page(qtbot):
+def make_page(qtbot, traindeck_home):
+    """Estimate pages over the test's own settings file (a second page reads what the first one saved)."""
     from traindeck.gui.context import AppContext
     from traindeck.gui.pages.estimate import EstimatePage
 
-    ctx = AppContext()
-    page = EstimatePage(ctx)
-    qtbot.addWidget(page)
-    # What this machine has arrives once; wait for it so it cannot land between the test's own edits.
-    qtbot.waitUntil(lambda: page.detection_finished, timeout=20000)
-    yield page
-    page.shutdown()
-    ctx.tasks.wait(10000)
+    made = []
+
+    def make():
+        settings = QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat)
+        ctx = AppContext(settings=settings)
+        page = EstimatePage(ctx)
+        qtbot.addWidget(page)
+        made.append(page)
+        # What this machine has arrives once; wait for it so it cannot land between the test's own edits.
+        qtbot.waitUntil(lambda: page.detection_finished, timeout=20000)
+        return page
+
+    yield make
+    for page in made:
+        page.shutdown()
+        page.ctx.tasks.wait(10000)
+
+
+@pytest.fixture
+def page(make_page):
+    return make_page()
 
 
 def _type(qtbot, edit, text: str) -> None:
@@ -222,3 +237,85 @@ def test_the_page_speaks_of_its_fields_not_of_command_line_options(qtbot, page):
     assert "ZeRO-2 + optimizer offload (CPU)" in page.advice.advice_text.text()
     assert "Largest layer" in page.results.assumptions.text()
     assert "1 node × 1 GPU," in page.results.model_summary.text()
+
+
+def _stacked(page) -> list[tuple[int, int]]:
+    """The vertical extents of the results column's parts, top to bottom, in the page's coordinates."""
+    column = page
+    parts = (page.results.table, page.results.units, page.results.stage_note, page.results.assumptions, page.advice)
+    spans = []
+    for part in parts:
+        if part.isVisible():
+            top = part.mapTo(column, part.rect().topLeft()).y()
+            spans.append((top, top + part.height()))
+    return spans
+
+
+def test_a_low_window_scrolls_the_results_instead_of_drawing_them_over_each_other(qtbot, page):
+    page.resize(860, 480)  # the page's share of a 1024x640 window
+    page.show()
+    qtbot.waitExposed(page)
+    page.load_demo()
+    _wait_for(qtbot, page, gpus_per_node=1, gpu_mem_bytes=24 * GIB)
+    qtbot.waitUntil(lambda: page.results.stage_note.isVisible())
+    QApplication.processEvents()
+    spans = _stacked(page)
+    assert len(spans) == 5
+    for (_, above_bottom), (below_top, _) in zip(spans, spans[1:], strict=False):
+        assert below_top >= above_bottom, spans
+    assert page.results_scroll.verticalScrollBar().maximum() > 0  # the column scrolls to show the rest
+
+
+def _elided_names(page) -> list[str]:
+    table = page.results.table
+    cut = []
+    for r in range(table.rowCount()):
+        item = table.item(r, 0)
+        needed = QFontMetrics(item.font()).horizontalAdvance(item.text()) + 2 * table.style().pixelMetric(
+            table.style().PixelMetric.PM_FocusFrameHMargin) + 4
+        if needed > table.columnWidth(0):
+            cut.append(item.text())
+    return cut
+
+
+def test_widening_the_window_shows_the_strategy_names_whole(qtbot, page):
+    page.resize(820, 700)
+    page.show()
+    qtbot.waitExposed(page)
+    page.load_demo()
+    _wait_for(qtbot, page, gpus_per_node=1, gpu_mem_bytes=24 * GIB)
+    QApplication.processEvents()
+    assert _elided_names(page)  # narrow: the long names are elided (the figures stay in view)
+    page.resize(1600, 700)
+    qtbot.waitUntil(lambda: _elided_names(page) == [], timeout=3000)
+    assert page.results.clipped_columns() == []
+
+
+def test_the_fields_are_remembered_for_the_next_time_the_page_opens(qtbot, make_page):
+    page = make_page()
+    _fill(qtbot, page, params="7B", gpus=4, gpu_mem="80", host_mem="256", micro_batch=2, seq_len=4096)
+    _type(qtbot, page.inputs.heads, "32")
+    _type(qtbot, page.inputs.vocab_size, "50257")
+    page.inputs.precision.setCurrentText("fp16")
+    page.inputs.checkpointing.setChecked(True)
+    _wait_for(qtbot, page, gpus_per_node=4, micro_batch=2, seq_len=4096, activation_checkpointing=True)
+    page.shutdown()
+    page.ctx.settings.sync()
+
+    again = make_page()
+    form = again.inputs.form()
+    assert (form.params, form.gpus_per_node, form.gpu_mem, form.host_mem) == ("7B", 4, "80", "256")
+    assert (form.micro_batch, form.seq_len, form.precision, form.activation_checkpointing) == (2, 4096, "fp16", True)
+    assert (form.heads, form.vocab_size) == ("32", "50257")
+
+
+def test_heads_and_vocabulary_are_fields_as_in_the_cli(qtbot, page):
+    _fill(qtbot, page)
+    _type(qtbot, page.inputs.heads, "16")
+    _type(qtbot, page.inputs.vocab_size, "50257")
+    qtbot.waitUntil(lambda: page.estimate is not None and page.estimate.shape.num_heads == 16
+                    and page.estimate.shape.vocab_size == 50257, timeout=10000)
+    assert "16 heads, vocabulary 50,257" in page.results.model_summary.text()
+    _type(qtbot, page.inputs.heads, "0")
+    qtbot.waitUntil(lambda: bool(page.problems), timeout=10000)
+    assert page.problems[0].field == "heads" and page.inputs.heads.property("invalid")

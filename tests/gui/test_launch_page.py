@@ -346,6 +346,7 @@ def test_ctrl_enter_launches_the_cpu_demo_and_it_succeeds(qtbot, make_page, heav
     with qtbot.waitSignal(page.ctx.run_started, timeout=120000) as started:
         qtbot.keyClick(page.script_box.args, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
     (run_id,) = started.args
+    assert f"Run {run_id} started" in page.launch_bar.result.text()
     store = RunStore()
     try:
         def finished():  # type: ignore[no-untyped-def]
@@ -364,7 +365,7 @@ def test_ctrl_enter_launches_the_cpu_demo_and_it_succeeds(qtbot, make_page, heav
         assert record.state == "succeeded", (record.diagnosis, log[-3000:])
         assert (record.name, record.preset, record.launcher) == ("train_tiny", "cpu-demo", "deepspeed")
         assert "train_tiny: mode=deepspeed world_size=2" in log and "train_tiny: done" in log
-        assert f"Run {run_id} started" in page.launch_bar.result.text()
+        qtbot.waitUntil(lambda: f"Run {run_id}" not in page.launch_bar.result.text(), timeout=15000)  # it ended
         assert heavy_imports == []
     finally:
         store.close()
@@ -448,3 +449,170 @@ def test_the_stop_on_nan_box_stops_a_run_launched_from_the_page(qtbot, make_page
     assert done.diagnosis is not None and done.diagnosis["summary"] == "stopped: loss became NaN at step 3"
     page._save_timer.timeout.emit()  # what the page does a moment after a change
     assert make_page(preset=None).alert_settings.stop_on_nan.isChecked()
+
+
+def test_estimate_use_this_carries_the_model_to_the_memory_check(qtbot, make_page):
+    from traindeck.gui.pages.estimate import EstimatePage
+
+    page = make_page()
+    ctx = page.ctx
+    estimate = EstimatePage(ctx)
+    qtbot.addWidget(estimate)
+    qtbot.waitUntil(lambda: estimate.detection_finished, timeout=20000)
+    inputs = estimate.inputs
+    for edit, text in ((inputs.params, "1.3B"), (inputs.heads, "16"), (inputs.gpu_mem, "24"),
+                       (inputs.host_mem, "64")):
+        edit.setText(text)
+    inputs.gpus_per_node.setValue(1)
+    estimate.recompute()
+    qtbot.waitUntil(lambda: estimate.estimate is not None and estimate.estimate.shape.num_heads == 16
+                    and estimate.advice.use_button.isEnabled(), timeout=10000)
+    assert page.memory_box.model_size.text() != "1.3B"
+    with qtbot.waitSignal(ctx.navigate, timeout=5000):
+        qtbot.mouseClick(estimate.advice.use_button, Qt.MouseButton.LeftButton)
+    assert page.memory_box.model_size.text() == "1.3B"
+    qtbot.waitUntil(lambda: page.memory_box.memory is not None, timeout=15000)
+    check = page.memory_box.memory
+    # The estimate's own shape (16 heads as typed there) under the advised preset, which Launch now has.
+    assert check.shape == estimate.estimate.shape and check.shape.num_heads == 16
+    assert ctx.draft.preset.name == "zero2-offload-advised"
+    assert check.row.label == estimate.estimate.advice.row.label
+    assert "1.30B parameters" in page.memory_box.memory_result.plain_text()
+    estimate.shutdown()
+    # The window builds a page when it is first shown: a Launch page built after "Use this" has the model too.
+    from traindeck.gui.pages.launch import LaunchPage
+
+    later = LaunchPage(ctx)
+    qtbot.addWidget(later)
+    assert later.memory_box.model_size.text() == "1.3B"
+    qtbot.waitUntil(lambda: later.memory_box.memory is not None, timeout=15000)
+    assert later.memory_box.memory.shape.num_heads == 16
+    later.shutdown()
+
+
+def _ring_contrast(before, after, inner) -> tuple[int, float]:
+    """How many pixels of the band around a control changed when it took focus, and the weakest contrast among
+    the strongest perimeter's worth of them (a ring all around reads at that contrast or better)."""
+    from traindeck.gui.theme import contrast
+
+    changed = []
+    for y in range(before.height()):
+        for x in range(before.width()):
+            if inner.contains(x, y):
+                continue  # inside the control: its text cursor, not a focus cue
+            a, b = before.pixelColor(x, y), after.pixelColor(x, y)
+            if a != b:
+                changed.append(contrast(b, a))
+    perimeter = 2 * (inner.width() + inner.height())
+    changed.sort(reverse=True)
+    return len(changed), (changed[perimeter - 1] if len(changed) >= perimeter else 0.0)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_keyboard_focus_is_visible_on_every_control(qtbot, make_page, qapp, theme, tmp_path):
+    from PySide6.QtCore import QRect
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QComboBox
+
+    from traindeck.gui.theme import apply_theme
+
+    saved = QPalette(qapp.palette())
+    try:
+        apply_theme(qapp, theme)
+        page = make_page()
+        page.show()
+        page.activateWindow()
+        qtbot.waitActive(page)
+        page.script_box.script.line.setFocus(Qt.FocusReason.TabFocusReason)
+        qtbot.waitUntil(lambda: QApplication.focusWidget() is not None)
+        seen, faint = [], []
+        for _ in range(60):
+            before_widget = QApplication.focusWidget()
+            assert before_widget is not None, [type(w).__name__ for w in seen]
+            qtbot.keyClick(before_widget, Qt.Key.Key_Tab)
+            widget = QApplication.focusWidget()
+            if widget is None or widget in seen:
+                break
+            seen.append(widget)
+        assert len(seen) > 15, [type(w).__name__ for w in seen]
+        for previous, widget in zip([seen[-1], *seen[:-1]], seen, strict=True):
+            previous.setFocus(Qt.FocusReason.TabFocusReason)
+            qtbot.keyClick(previous, Qt.Key.Key_Tab)  # by keyboard, as a person reaches it
+            QApplication.processEvents()
+            assert QApplication.focusWidget() is widget
+            if isinstance(widget.parentWidget(), (QAbstractSpinBox, QComboBox)):
+                widget = widget.parentWidget()  # a spin box's field: the spin box is the control
+            top_left = widget.mapTo(page, widget.rect().topLeft())
+            region = QRect(top_left, widget.size()).adjusted(-3, -3, 3, 3)
+            after = page.grab(region).toImage()
+            QApplication.focusWidget().clearFocus()  # the same place on screen (focusing may have scrolled it)
+            QApplication.processEvents()
+            before = page.grab(region).toImage()
+            inner = QRect(3, 3, widget.width(), widget.height()).adjusted(3, 3, -3, -3)
+            count, weakest = _ring_contrast(before, after, inner)
+            if weakest < 3.0:
+                after.save(str(tmp_path / f"{len(faint)}.png"))
+                faint.append(f"{type(widget).__name__} {getattr(widget, 'text', lambda: '')()!r:.30}: "
+                             f"{count} px changed, {weakest:.2f}:1")
+        assert not faint, faint
+    finally:
+        qapp.setPalette(saved)
+
+
+@pytest.mark.launch
+def test_the_run_started_line_goes_when_the_run_ends_or_another_choice_is_made(qtbot, make_page):
+    from support.runhelp import SCRIPTS, wait_finished
+
+    from traindeck.backend.runs.control.lifecycle import stop_run
+
+    page = make_page(preset=None)
+    bar = page.launch_bar
+    page.script_box.script.setText(str(SCRIPTS / "queue_job.py"))
+    page.script_box.args.setText("--steps 3 --step-time 0.05")
+    assert _wait_plan(qtbot, page).ok
+    with qtbot.waitSignal(page.ctx.run_started, timeout=60000) as started:
+        page.launch()
+    run_id = started.args[0]
+    assert f"Run {run_id} started" in bar.result.text()
+    assert wait_finished(run_id, 120).state == "succeeded"
+    qtbot.waitUntil(lambda: f"Run {run_id}" not in bar.result.text(), timeout=15000)
+
+    # A long run: its line goes as soon as another preset, or another script, is chosen.
+    page.script_box.args.setText("--steps 600 --step-time 0.1")
+    for choose in (lambda: page.ctx.draft.replace(load_preset("single-process"), "single-process"),
+                   lambda: page.script_box.script.setText(str(SCRIPTS / "behave.py"))):
+        page.script_box.script.setText(str(SCRIPTS / "queue_job.py"))
+        assert _wait_plan(qtbot, page).ok
+        with qtbot.waitSignal(page.ctx.run_started, timeout=60000) as started:
+            page.launch()
+        run_id = started.args[0]
+        try:
+            assert f"Run {run_id} started" in bar.result.text()
+            choose()
+            assert f"Run {run_id}" not in bar.result.text()
+        finally:
+            store = RunStore()
+            try:
+                stop_run(store, run_id, grace_s=2.0)
+            finally:
+                store.close()
+        wait_finished(run_id, 60)
+
+
+def test_the_argument_frames_follow_a_theme_switch(qtbot, make_page, qapp):
+    from PySide6.QtGui import QPalette
+
+    from traindeck.gui.theme import apply_theme
+
+    saved = QPalette(qapp.palette())
+    try:
+        apply_theme(qapp, "light")
+        page = make_page()
+        page.script_box.args.setText("--steps 3")
+        light = qapp.palette().color(QPalette.ColorRole.AlternateBase).name()
+        assert f"background:{light}" in page.script_box.argv_label.text()
+        apply_theme(qapp, "dark")
+        dark = qapp.palette().color(QPalette.ColorRole.AlternateBase).name()
+        qtbot.waitUntil(lambda: f"background:{dark}" in page.script_box.argv_label.text(), timeout=3000)
+    finally:
+        qapp.setPalette(saved)

@@ -5,6 +5,7 @@ process's memory reaches the run charts, live and read back from a real recordin
 from __future__ import annotations
 
 import ctypes.util
+import html
 import time
 from pathlib import Path
 
@@ -73,15 +74,17 @@ def test_no_gpu_state_shows_the_real_nvml_reason_while_the_rest_works(page, qtbo
     reason = NvmlLibrary().open()  # what the real NVML says here (off the page, in the test's own thread)
     assert reason
     _start(page, qtbot)
-    qtbot.waitUntil(lambda: "No NVIDIA GPU" in page.gpu_panel.no_gpu_label.text(), timeout=WAIT_MS)
-    assert reason in page.gpu_panel.no_gpu_label.text()
+    qtbot.waitUntil(lambda: "No GPU found (NVML: " in page.gpu_panel.no_gpu_label.text(), timeout=WAIT_MS)
+    assert html.escape(reason) in page.gpu_panel.no_gpu_label.text()
     assert page.gpu_panel.currentWidget() is page.gpu_panel.no_gpu_label
     assert all(chart.series_names() == [] for chart in page.gpu_panel.charts)
     qtbot.waitUntil(lambda: page.host_panel.ram_chart.point_count("used") >= 2, timeout=WAIT_MS)
     assert "no NVIDIA GPU" in page.summary.text()
     # Issue 12: the page opened on an empty GPU tab; without a GPU it shows the host (the GPU tab says why).
     assert page.tabs.currentIndex() == 1
-    assert page.run_panel.rank_gpu_chart.title.endswith("no NVIDIA GPU")
+    # The Run tab's GPU memory chart: NVML's reason in its place, not an empty 0-1 axis.
+    slot = page.run_panel.rank_gpu_slot
+    assert slot.currentWidget() is slot.label and f"No GPU found (NVML: {html.escape(reason)})" in slot.label.text()
 
 
 def test_gpu_charts_receive_the_values_of_nvml_snapshots(page, qtbot):
@@ -133,6 +136,10 @@ def test_a_running_runs_ranks_are_sampled_live_with_their_real_memory(page, qtbo
         assert cpu.last("all ranks") == pytest.approx(cpu.last("rank 0") + cpu.last("rank 1"))
         assert page.run_panel.rank_locked_chart.point_count("all ranks") >= 2
         assert "all ranks" not in page.run_panel.rank_gpu_chart.series_names()  # no GPU here: no line promising figures
+        slot = page.run_panel.rank_gpu_slot
+        if ctypes.util.find_library("nvidia-ml") is None:  # the reason where the chart would be, never empty axes
+            assert slot.currentWidget() is slot.label and not slot.chart.isVisibleTo(page.run_panel)
+            assert "No GPU found (NVML: " in slot.label.text()
         qtbot.waitUntil(lambda: page.run_panel.process_table.rowCount() == 3, timeout=WAIT_MS)
         table = page.run_panel.process_table
         rows = {table.item(r, 0).text(): table.item(r, 1).text() for r in range(3)}

@@ -66,3 +66,30 @@ def test_message_colours_read_on_the_theme_they_are_used_in(qapp, theme):
            for name, colour in colours.items()
            if min(contrast(QColor(colour), window), contrast(QColor(colour), base)) < 4.5]
     assert not low, low
+
+
+def test_the_focus_ring_around_a_splitters_pane_adds_no_pane(qapp, qtbot):
+    from PySide6.QtCore import QPoint, QRect, Qt
+    from PySide6.QtWidgets import QListWidget, QSplitter, QVBoxLayout, QWidget
+
+    from traindeck.gui.theme import FOCUS_RING_WIDTH, FocusRing, show_keyboard_focus
+
+    show_keyboard_focus(qapp)
+    window = QWidget()
+    qtbot.addWidget(window)
+    splitter = QSplitter()
+    pages, other = QListWidget(), QListWidget()
+    splitter.addWidget(pages)
+    splitter.addWidget(other)
+    QVBoxLayout(window).addWidget(splitter)
+    window.resize(600, 300)
+    window.show()
+    window.activateWindow()
+    qtbot.waitActive(window)
+    pages.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.waitUntil(pages.hasFocus)
+    assert splitter.count() == 2  # the ring is not a third pane
+    (ring,) = [r for r in window.findChildren(FocusRing) if r.isVisible()]
+    around = QRect(pages.mapTo(ring.parentWidget(), QPoint(0, 0)), pages.size())
+    grown = around.adjusted(-FOCUS_RING_WIDTH, -FOCUS_RING_WIDTH, FOCUS_RING_WIDTH, FOCUS_RING_WIDTH)
+    assert ring.geometry() == grown.intersected(ring.parentWidget().rect())

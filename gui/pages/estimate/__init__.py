@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from traindeck.backend.estimate import (
     DetectedMachine,
@@ -78,6 +78,8 @@ class EstimatePage(Page):
         self._debounce.setInterval(DEBOUNCE_MS)
         self._debounce.timeout.connect(self.recompute)
         self._build()
+        if not ctx.demo:
+            self.inputs.restore(ctx.settings)
         self.recompute()
         ctx.tasks.run(detect_machine, done=self._machine_detected, failed=self._detection_failed)
 
@@ -91,16 +93,23 @@ class EstimatePage(Page):
         shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         shortcut.activated.connect(self.advice.use_advice)
 
-        # Right: problems, the table, what was assumed, then the advice, which takes the rest and scrolls.
+        # Right: problems, the table, what was assumed, then the advice, which takes the rest and scrolls. When
+        # the window is too low for the table and its notes, the whole column scrolls: nothing is drawn over.
         right = QWidget()
         side = QVBoxLayout(right)
         side.setContentsMargins(6, 0, 0, 0)
         side.addWidget(self.results)
+        self.advice.setMinimumHeight(8 * self.fontMetrics().lineSpacing())
         side.addWidget(self.advice, 1)
+        self.results_scroll = QScrollArea()
+        self.results_scroll.setWidget(right)
+        self.results_scroll.setWidgetResizable(True)
+        self.results_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.results_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
 
         splitter = QSplitter()
         splitter.addWidget(self.inputs)
-        splitter.addWidget(right)
+        splitter.addWidget(self.results_scroll)
         splitter.setStretchFactor(1, 1)
         splitter.setChildrenCollapsible(False)
         splitter.setSizes([320, 900])
@@ -128,6 +137,8 @@ class EstimatePage(Page):
         """Check the form now; estimate in the background (counting a model config first when needed)."""
         self._debounce.stop()
         self._estimates.invalidate()  # an older edit's estimate still on its way is dropped
+        if not self.ctx.demo:
+            self.inputs.save_settings(self.ctx.settings)
         form = self.inputs.form()
         _, problems = check_form(form)
         config = form.model_config.strip()
@@ -186,6 +197,8 @@ class EstimatePage(Page):
         self.recompute()
 
     def shutdown(self) -> None:
+        if self._debounce.isActive() and not self.ctx.demo:
+            self.inputs.save_settings(self.ctx.settings)  # the last edit, not estimated yet
         self._debounce.stop()
 
 

@@ -112,13 +112,15 @@ class AdvicePanel(QScrollArea):
         if advice is None or advice.preset is None or self._blocked:
             return
         self.use_button.setEnabled(False)
-        self.ctx.tasks.run(preset_from_advice, advice, done=self._apply_advised, failed=self._advised_failed)
+        estimate = self._estimate  # the one clicked on, not a newer one shown while the preset is made
+        self.ctx.tasks.run(preset_from_advice, advice, done=lambda made: self._apply_advised(made, estimate),
+                           failed=self._advised_failed)
 
     def _advised_failed(self, error: str) -> None:
         self.use_button.setEnabled(True)
         QMessageBox.warning(self, "Cannot use this preset", error)
 
-    def _apply_advised(self, made: AdvisedPreset) -> None:
+    def _apply_advised(self, made: AdvisedPreset, estimate: Estimate | None = None) -> None:
         self.use_button.setEnabled(True)
         draft = self.ctx.draft
         if draft.dirty and not self._confirm_replace(draft.saved_as or (draft.preset.name if draft.preset else "")):
@@ -126,6 +128,8 @@ class AdvicePanel(QScrollArea):
         draft.replace(made.preset, None if made.changed else made.preset.name)
         if made.changed:
             draft.mark_edited()  # a new preset, not saved yet: Configure's Save asks for its name
+        if estimate is not None and estimate.model_size:
+            self.ctx.choose_model(estimate.model_size, estimate.shape)  # Launch checks memory for this model
         what = f"“{made.base_name}”" + (" with the estimate's settings" if made.changed else "")
         self.ctx.status.emit(f"Preset {what} loaded into Configure" +
                              (": save it to keep it" if made.changed else ""))

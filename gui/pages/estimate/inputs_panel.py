@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -41,6 +41,9 @@ TIPS = {
                      "embedding, vocabulary x hidden size",
     "hidden_size": "Hidden size (activations depend on it); empty: from the config or derived from the count",
     "layers": "Transformer layers; empty: from the config or derived from the count",
+    "heads": "Attention heads (activations depend on them); empty: from the config or hidden size / 128",
+    "vocab_size": "Vocabulary size (the logits and, when Largest layer is empty, the embedding); empty: from the "
+                  "config or 32,000",
     "gpus_per_node": "GPUs per node (one training process each)",
     "nodes": "Machines taking part in the run",
     "gpu_mem": "Memory of one GPU in GiB (24, 80, or with a unit: 24GiB, 80GB); detected on this machine",
@@ -52,6 +55,9 @@ TIPS = {
     "activation_checkpointing": "Recompute activations in the backward pass: much less activation memory, ~30% "
                                 "slower (the training script enables it)",
 }
+
+
+_S = "estimate/"  # QSettings group
 
 
 def _gib_text(n: int) -> str:
@@ -89,6 +95,10 @@ class EstimateInputs(QScrollArea):
         model.addRow(self._label("hidden_size"), self.hidden_size)
         self.layers = self._line("layers", "derived")
         model.addRow(self._label("layers"), self.layers)
+        self.heads = self._line("heads", "derived")
+        model.addRow(self._label("heads"), self.heads)
+        self.vocab_size = self._line("vocab_size", "32,000")
+        model.addRow(self._label("vocab_size"), self.vocab_size)
 
         machine = self._group(column, "Machine")
         self.gpus_per_node = self._spin("gpus_per_node", 1, 1024, 1)
@@ -177,12 +187,53 @@ class EstimateInputs(QScrollArea):
         """The fields as the backend reads them."""
         return EstimateForm(
             params=self.params.text(), model_config=self.model_config_text, largest_layer=self.largest_layer.text(),
-            hidden_size=self.hidden_size.text(), layers=self.layers.text(), gpus_per_node=self.gpus_per_node.value(),
+            hidden_size=self.hidden_size.text(), layers=self.layers.text(), heads=self.heads.text(),
+            vocab_size=self.vocab_size.text(), gpus_per_node=self.gpus_per_node.value(),
             nodes=self.nodes.value(), gpu_mem=self.gpu_mem.text(), host_mem=self.host_mem.text(),
             precision=self.precision.currentText(), optimizer=self.optimizer.currentText(),
             micro_batch=self.micro_batch.value(), seq_len=self.seq_len.value(),
             activation_checkpointing=self.checkpointing.isChecked(),
         )
+
+    # ------------------------------------------------------------------------------------------------ settings
+    def save_settings(self, settings: QSettings) -> None:
+        """Every field as typed, under "estimate/", so the page opens with the model and machine last used."""
+        for name, widget in self.fields.items():
+            key = _S + name
+            if name == "model_config":
+                settings.setValue(key, self.model_config_text)
+            elif isinstance(widget, QLineEdit):
+                settings.setValue(key, widget.text())
+            elif isinstance(widget, QSpinBox):
+                settings.setValue(key, widget.value())
+            elif isinstance(widget, QComboBox):
+                settings.setValue(key, widget.currentText())
+            elif isinstance(widget, QCheckBox):
+                settings.setValue(key, widget.isChecked())
+
+    def restore(self, settings: QSettings) -> None:
+        """The fields as last saved; a field never saved (or saved unreadable) keeps its default."""
+        for name, widget in self.fields.items():
+            value = settings.value(_S + name)
+            if value is None:
+                continue
+            text = str(value)
+            if name == "model_config":
+                self.model_config.setText(text)
+                self.model_config_text = text
+                self.params.setEnabled(not text)
+            elif isinstance(widget, QLineEdit):
+                widget.setText(text)
+            elif isinstance(widget, QSpinBox):
+                try:
+                    widget.setValue(int(text))
+                except ValueError:
+                    pass
+            elif isinstance(widget, QComboBox):
+                if widget.findText(text) >= 0:
+                    widget.setCurrentText(text)
+            elif isinstance(widget, QCheckBox):
+                widget.setChecked(text.lower() == "true")
 
     def _model_config_committed(self, force: bool = False) -> None:
         text = self.model_config.text()

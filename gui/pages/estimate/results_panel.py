@@ -92,7 +92,9 @@ class EstimateResults(QWidget):
         # scrolls the figures, never the answer.
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Fixed)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        self.table.installEventFilter(self)
+        # The viewport, not the table: a table's Resize reaches a filter before the table lays out its viewport,
+        # so the width read there is the old one (widening the window left the names elided).
+        self.table.viewport().installEventFilter(self)
         self.table.setWordWrap(False)
         self.table.setMinimumHeight(8 * (self.fontMetrics().height() + 8))
 
@@ -184,7 +186,7 @@ class EstimateResults(QWidget):
         self.table.setFixedHeight(needed)  # every strategy in view; the advice below scrolls instead
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if watched is self.table and event.type() == QEvent.Type.Resize:
+        if watched is self.table.viewport() and event.type() == QEvent.Type.Resize:
             self._fit_strategy_column()
         return super().eventFilter(watched, event)
 

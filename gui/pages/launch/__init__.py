@@ -66,10 +66,16 @@ class LaunchPage(Page):
         self._save_timer = self._timer(400, self._save_settings)
         ctx.draft.changed.connect(self._draft_changed)
         ctx.draft.validated.connect(self.launch_bar.refresh)
+        ctx.model_chosen.connect(lambda text, shape: self.memory_box.use_model(text, shape))
+        # "Run ... started" is about the preset and script it was launched with: another choice ends it.
+        ctx.draft.replaced.connect(self.launch_bar.forget_started_run)
+        self.script_box.script.textChanged.connect(self.launch_bar.forget_started_run)
         self._restore()
         self._loading = False
         self._draft_changed()
         self._fields_changed()  # publishes the restored choice as ctx.launch_choice
+        if ctx.chosen_model is not None:  # Estimate's "Use this" came before this page was built
+            self.memory_box.use_model(*ctx.chosen_model)
         self.runner.interpreter.probe()
 
     # ============================================================================================ building

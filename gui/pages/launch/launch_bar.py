@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from traindeck.gui.widgets.sweep_editor import SweepEditor
 
 
+RUN_WATCH_MS = 2000  # how often the started run's state is read while its line is shown
+
+
 @dataclass(frozen=True)
 class LaunchOrder:
     """What a launch starts from, read from the page's fields on the UI thread as it starts."""
@@ -56,6 +59,12 @@ class LaunchBar(QWidget):
         self._said_was_blocked = False  # whether _said is a refused try's reasons (Ctrl+Enter while blocked)
         self._queue_it = False  # the launch asked for goes to the queue (Queue, or a sweep)
         self._field_problems: list[str] = []
+        # The run this bar said was started: the line goes when that run ends (read from the run store off the UI
+        # thread) or when another preset or script is chosen, so it never describes a run that is over.
+        self.started_run: str | None = None
+        self._run_watch = QTimer(self, interval=RUN_WATCH_MS)
+        self._run_watch.timeout.connect(self._check_started_run)
+        self._run_reads = ctx.tasks.lane()
 
         bar = QHBoxLayout(self)
         self.result = QLabel()
@@ -215,6 +224,8 @@ class LaunchBar(QWidget):
             return
         run_id = outcome.record.id
         self._say("ok", f"Run {run_id} started ({outcome.plan.launcher}, {processes_text(outcome.plan.nproc)}).")
+        self.started_run = run_id
+        self._run_watch.start()
         self.refresh()
         self.ctx.status.emit(f"Run {run_id} started")
         self.ctx.run_started.emit(run_id)
@@ -224,11 +235,45 @@ class LaunchBar(QWidget):
         self.refresh()
         self._say("error", f"The run could not be started: {error.splitlines()[0] if error else 'unknown error'}")
 
+    def forget_started_run(self) -> None:
+        """Another preset or script was chosen (or the run ended): the "Run ... started" line goes."""
+        self._run_watch.stop()
+        self._run_reads.invalidate()
+        if self.started_run is not None and self._said is not None and self._said[0] == "ok" \
+                and self._said[1].startswith(f"Run {self.started_run} started"):
+            self._said = None
+            self._show_result()
+        self.started_run = None
+
+    def _check_started_run(self) -> None:
+        if self.started_run is not None:
+            run_id = self.started_run
+            self._run_reads.run(run_has_ended, run_id, done=lambda ended: self._started_run_read(run_id, ended))
+
+    def _started_run_read(self, run_id: str, ended: bool) -> None:
+        if ended and run_id == self.started_run:
+            self.forget_started_run()
+
     def _say(self, severity: str, text: str, blocked: bool = False) -> None:
+        if self.started_run is not None:  # a newer line replaces the started one: nothing left to clear
+            self._run_watch.stop()
+            self.started_run = None
         self._said, self._said_was_blocked = (severity, text), blocked
         self._show_result()
         if severity == "error":
             self.ctx.status.emit(text)
+
+
+def run_has_ended(run_id: str) -> bool:
+    """Whether the run has reached a final state (or is gone from the store). Reads SQLite: off the UI thread."""
+    from traindeck.backend.runs import RunStore
+
+    store = RunStore()
+    try:
+        record = store.get_run(run_id)
+        return record is None or record.finished
+    finally:
+        store.close()
 
 
 def processes_text(count: int) -> str:

@@ -55,6 +55,16 @@ class MemoryCheckBox(QGroupBox):
     def save_settings(self) -> None:
         self._settings.setValue(_S + "model_size", self.model_size.text())
 
+    def use_model(self, text: str, shape: ModelShape | None = None) -> None:
+        """The model chosen elsewhere (Estimate's "Use this"): its text in the field, checked with `shape` (the
+        estimate's own, with the hidden size, heads and vocabulary it was given) rather than one read again."""
+        if shape is not None:
+            self._shapes[text] = shape
+        if self.model_size.text() == text:
+            self.check_timer.start()  # the same model, perhaps under another preset: check again
+        else:
+            self.model_size.setText(text)
+
     def inputs_changed(self) -> None:
         """The preset, the process count or the environment changed: check again shortly, when a size is given."""
         if self.model_size.text():

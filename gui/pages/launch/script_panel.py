@@ -11,7 +11,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtCore import QEvent, QSettings, Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QFormLayout,
@@ -114,6 +114,11 @@ class ScriptBox(QGroupBox):
             self.argv_label.setText(argv_html(args, self) + html.escape(note) if args
                                     else "The script gets no arguments")
         return problems
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "argv_label"):
+            self.check()  # the argument frames carry the theme's colour: drawn again for the new one
 
     def fill(self, script: str, args: str) -> None:
         """A fresh choice: this script and these arguments, started in the script's folder, named after it."""

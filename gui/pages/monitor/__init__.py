@@ -85,7 +85,8 @@ class MonitorPage(Page):
         self.toolbar.interval_changed.connect(self._interval_changed)
         self.toolbar.window_changed.connect(self._apply_window)
         self.gpu_panel.missing_at_start.connect(self._no_gpu_at_start)
-        self.gpu_panel.state_changed.connect(self.run_panel.set_gpus_present)
+        self.gpu_panel.state_changed.connect(
+            lambda present: self.run_panel.set_gpus_present(present, self.gpu_panel.reason))
         self.nodes_view.has_nodes.connect(lambda on: self.tabs.setTabVisible(self._nodes_tab, on))
         self.tabs.currentChanged.connect(self._tab_changed)
         self.tabs.tabBarClicked.connect(lambda _i: setattr(self, "_tab_chosen", True))

@@ -3,6 +3,8 @@ charts of each, fed each `ResourceSample`'s NVML snapshots; without a readable G
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
@@ -26,6 +28,47 @@ def gpu_note(sample: ResourceSample) -> str:
     return "\n".join(lines)
 
 
+def no_gpu_reason(sample: ResourceSample) -> str | None:
+    """Why no GPU can be charted (NVML's words), or None when one can: no GPU at all, or none NVML could read."""
+    if not sample.gpus:
+        return sample.gpu_error or "it found no GPU"
+    if all(g.error is not None for g in sample.gpus):
+        return "; ".join(f"GPU {g.index}: {g.error}" for g in sample.gpus)
+    return None
+
+
+def no_gpu_text(reason: str) -> str:
+    return f"No GPU found (NVML: {reason})"
+
+
+class GpuChartSlot(QStackedWidget):
+    """A GPU chart, or in its place the reason there is no GPU to chart: never an empty 0-1 axis. A chart that
+    holds lines (a recording made where there were GPUs) stays shown."""
+
+    def __init__(self, chart: TimeSeriesChart) -> None:
+        super().__init__()
+        self.chart = chart
+        self.reason: str | None = None
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.addWidget(chart)
+        self.addWidget(self.label)
+
+    def set_reason(self, reason: str | None) -> None:
+        """None: a GPU is read (the chart); else NVML's reason, said instead of the chart while it is empty."""
+        self.reason = reason
+        if reason is not None:
+            self.label.setText(f"<b>{self.chart.title}</b><br>{html.escape(no_gpu_text(reason))}")
+        self.update_shown()
+
+    def update_shown(self) -> None:
+        """After lines were added or cleared: the chart, or the reason in its place."""
+        self.setCurrentWidget(self.label if self.reason is not None and not self.chart.series_names()
+                              else self.chart)
+
+
 class GpuPanel(QStackedWidget):
     """The GPU charts, or the reason there are none (the stack's first page).
 
@@ -38,6 +81,7 @@ class GpuPanel(QStackedWidget):
     def __init__(self) -> None:
         super().__init__()
         self._state: str | None = None  # "gpus" or NVML's reason: the widgets switch only when it changes
+        self.reason: str | None = None  # why no GPU is charted (NVML's words); None while GPUs are read
         self._refs: dict[str, float] = {}  # the reference lines drawn, by chart and label
         self.no_gpu_label = QLabel("Looking for NVIDIA GPUs...")
         self.no_gpu_label.setWordWrap(True)
@@ -76,14 +120,14 @@ class GpuPanel(QStackedWidget):
 
     def show_sample(self, sample: ResourceSample, tables: bool) -> None:
         """Charts take every sample; the table only when `tables` (not while the window is minimised)."""
-        if not sample.gpus:
-            reason = sample.gpu_error or "NVML found no GPU"
+        reason = no_gpu_reason(sample)
+        if reason is not None:
             if self._state is None:
                 self.missing_at_start.emit()
             if self._state != reason:
-                self._state = reason
+                self._state = self.reason = reason
                 self.no_gpu_label.setText(
-                    f"<p style='font-size:14pt'><b>No NVIDIA GPU:</b> {reason}</p>"
+                    f"<p style='font-size:14pt'>{html.escape(no_gpu_text(reason))}</p>"
                     "<p>Host, run and offload charts work without one. GPU charts appear here when NVML can read "
                     "a GPU (NVIDIA driver loaded, nvidia-ml-py installed).</p>")
                 self.setCurrentIndex(0)
@@ -91,6 +135,7 @@ class GpuPanel(QStackedWidget):
             return
         if self._state != "gpus":
             self._state = "gpus"
+            self.reason = None
             self.setCurrentIndex(1)
             self.state_changed.emit(True)
         for gpu in sample.gpus:
@@ -126,7 +171,7 @@ class GpuPanel(QStackedWidget):
         for chart in self.charts:
             chart.clear()
         self._refs.clear()
-        self._state = None
+        self._state = self.reason = None
 
     def _append(self, gpu: GpuSnapshot) -> None:
         name, t = f"GPU {gpu.index}", gpu.t

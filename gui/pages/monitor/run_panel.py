@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QGridLayout, QHeaderView, QLabel, QStackedWidget, 
 
 from traindeck.backend.monitor import RunChoice, RunSnapshot, run_history
 from traindeck.gui.context import AppContext
+from traindeck.gui.pages.monitor.gpus_panel import GpuChartSlot
 from traindeck.gui.pages.monitor.shared import (
     break_lines,
     clear_series,
@@ -92,8 +93,9 @@ class RunPanel(QStackedWidget):
         grid = QGridLayout(content)
         grid.setContentsMargins(0, 0, 0, 0)
         grid.addWidget(self.run_title, 0, 0, 1, 2)
+        self.rank_gpu_slot = GpuChartSlot(self.rank_gpu_chart)  # without a GPU: the reason, not empty axes
         for index, chart in enumerate(self.charts):
-            grid.addWidget(chart, 1 + index // 2, index % 2)
+            grid.addWidget(self.rank_gpu_slot if chart is self.rank_gpu_chart else chart, 1 + index // 2, index % 2)
         grid.addWidget(self.process_table, 3, 0, 1, 2)
         grid.setRowStretch(1, 3)
         grid.setRowStretch(2, 3)
@@ -112,6 +114,7 @@ class RunPanel(QStackedWidget):
         self._request += 1  # a read still under way was for the run watched before
         for chart in self.charts:
             clear_series(chart)
+        self.rank_gpu_slot.update_shown()
         self.process_table.setRowCount(0)
         if choice is None:
             self.setCurrentIndex(0)
@@ -142,10 +145,10 @@ class RunPanel(QStackedWidget):
     def set_title(self, text: str) -> None:
         self.run_title.setText(text)
 
-    def set_gpus_present(self, present: bool) -> None:
-        """Whether the sampler reads GPUs: the GPU memory chart says when it cannot."""
+    def set_gpus_present(self, present: bool, reason: str | None = None) -> None:
+        """Whether the sampler reads GPUs: without one, NVML's reason stands where the GPU memory chart would."""
         self._gpus = present
-        self.rank_gpu_chart.set_title("Ranks' GPU memory" if present else "Ranks' GPU memory: no NVIDIA GPU")
+        self.rank_gpu_slot.set_reason(None if present else reason or "it found no GPU")
 
     def set_window(self, seconds: float) -> None:
         """Show the newest `seconds` of a live run (or of none); a recording stays whole."""
@@ -219,6 +222,7 @@ class RunPanel(QStackedWidget):
         if last and not self._run.live:
             self._fill_process_table([process_cells(p) for p in last["processes"]])
         self.run_title.setText(self._title(nothing_recorded=not len(t)))
+        self.rank_gpu_slot.update_shown()  # a recording may hold GPU memory from where it ran
 
     def _fill_process_table(self, rows: list[list[str]]) -> None:
         if self.process_table.rowCount() != len(rows):

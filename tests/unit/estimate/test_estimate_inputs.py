@@ -109,3 +109,21 @@ def test_an_nvme_advice_takes_the_folder_the_estimate_was_given(tmp_path):
     made = preset_from_advice(Advice(row=None, reason="", preset="zero-infinity-nvme", settings=given))
     zero = made.preset.deepspeed["zero_optimization"]
     assert zero["offload_optimizer"]["nvme_path"] == zero["offload_param"]["nvme_path"] == str(tmp_path)
+
+
+def test_heads_and_vocabulary_reach_the_shape_as_the_cli_options_do():
+    from traindeck.backend.estimate import with_overrides
+
+    result = estimate_form(EstimateForm(params="1.5B", heads="16", vocab_size="50,257", gpu_mem="24"))
+    assert result.shape.num_heads == 16 and result.shape.vocab_size == 50_257
+    # What `traindeck estimate --params 1.5B --heads 16 --vocab-size 50257` computes.
+    assert result.shape == shape_from_params(1_500_000_000, num_heads=16, vocab_size=50_257)
+    assert not any("attention heads" in n or "vocabulary" in n for n in result.notes)
+    assert with_overrides(result.shape) == result.shape
+    _, problems = check_form(EstimateForm(params="1.5B", heads="0", vocab_size="many"))
+    assert [p.field for p in problems] == ["heads", "vocab_size"]
+    assert problems[0].message.startswith("Attention heads:") and problems[1].message.startswith("Vocabulary:")
+
+
+def test_the_estimate_names_the_model_for_the_launch_memory_check():
+    assert estimate_form(EstimateForm(params=" 1.5B ", gpu_mem="24")).model_size == "1.5B"

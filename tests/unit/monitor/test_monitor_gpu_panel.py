@@ -81,8 +81,22 @@ def test_refused_process_lists_show_unknown_not_zero(page, qtbot):
 def test_gpus_appear_once_the_driver_loads(page, qtbot):
     module = no_driver()
     _start(page, qtbot, module, retry_every_s=0.0)
-    qtbot.waitUntil(lambda: "No NVIDIA GPU" in page.gpu_panel.no_gpu_label.text(), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: "No GPU found (NVML: " in page.gpu_panel.no_gpu_label.text(), timeout=WAIT_MS)
     install(module, FakeDriver(recording("gt_1030"), pcie_delay_s=0))
     gpus = page.gpu_panel
     qtbot.waitUntil(lambda: gpus.currentIndex() == 1 and gpus.gpu_table.rowCount() == 1, timeout=WAIT_MS)
     assert _cell(page, 0, 1) == "NVIDIA GeForce GT 1030" and _cell(page, 0, 9) == "10"
+
+
+def test_gpus_nvml_can_read_none_of_say_why_instead_of_empty_charts(page, qtbot):
+    module = FakePynvml(recording("dual_rtx_a5000"), pcie_delay_s=0)
+    _start(page, qtbot, module)
+    qtbot.waitUntil(lambda: _cell(page, 1, 1) == "NVIDIA RTX A5000", timeout=WAIT_MS)
+    module.driver.lose(0)
+    module.driver.lose(1)
+    gpus = page.gpu_panel
+    qtbot.waitUntil(lambda: gpus.currentWidget() is gpus.no_gpu_label, timeout=WAIT_MS)
+    text = gpus.no_gpu_label.text()
+    assert "No GPU found (NVML: GPU 0: " in text and "GPU 1: " in text and "Xid 79" in text
+    slot = page.run_panel.rank_gpu_slot
+    assert slot.reason == gpus.reason and slot.currentWidget() is slot.label

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -127,3 +128,70 @@ def test_a_finished_launcher_gives_an_empty_snapshot():
 def test_full_scan_parent_map_agrees_with_the_kernel():
     parents = parent_map()
     assert parents[os.getpid()] == os.getppid()
+
+
+FAKE_ACCELERATE = r"""
+import json, os, subprocess, sys
+held = b"\x01" * (150 * 1024 * 1024)  # what a launcher that imported torch holds
+env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+script = subprocess.Popen([sys.executable, "-c", "import sys; data = b'\x01' * (40 * 1024 * 1024); "
+                           "print('ready', flush=True); sys.stdin.read()"],
+                          env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+script.stdout.readline()
+print(json.dumps({"script": script.pid}), flush=True)
+sys.stdin.read()
+script.stdin.close()
+script.wait()
+"""
+
+
+def test_a_one_process_accelerate_run_counts_its_script_not_the_launcher(tmp_path, capsys):
+    """`accelerate launch` with one process starts the script without RANK: "all ranks" is the script's memory, and
+    the launcher's is said apart. A stand-in `accelerate.commands.launch` module (found first on sys.path) holds
+    150 MiB, as the real one does once it has imported torch."""
+    package = tmp_path / "accelerate" / "commands"
+    package.mkdir(parents=True)
+    (tmp_path / "accelerate" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "launch.py").write_text(FAKE_ACCELERATE)
+    launcher = subprocess.Popen([sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1",
+                                 "train.py"], cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert launcher.stdout is not None
+        script_pid = json.loads(launcher.stdout.readline())["script"]
+        snap = RunProcessSampler(launcher.pid).sample()
+        by_pid = {p.pid: p for p in snap.processes}
+        assert set(by_pid) == {launcher.pid, script_pid}
+        assert snap.ranks == (by_pid[script_pid],)
+        assert snap.ranks_rss_bytes == by_pid[script_pid].rss_bytes < 100 * MIB
+        assert snap.launchers == (by_pid[launcher.pid],)
+        assert snap.launcher_rss_bytes == by_pid[launcher.pid].rss_bytes >= 150 * MIB
+        from traindeck.backend.cli import main as cli_main
+
+        assert cli_main(["monitor", "--once", "--run", str(launcher.pid)]) == 0
+        summary = capsys.readouterr().out.splitlines()[-1]
+        assert summary.startswith("  ranks: 1  RSS ") and "launcher RSS " in summary, summary
+    finally:
+        assert launcher.stdin is not None
+        launcher.stdin.close()
+        launcher.wait(30)
+
+
+def test_a_launcher_that_has_not_started_its_ranks_has_no_rank_memory():
+    """The DeepSpeed launcher's first seconds: its runner and launch.py, no rank yet: nothing is a rank (not the
+    launchers' memory under "all ranks"); a plain `python train.py` is its own rank."""
+    from traindeck.backend.monitor.snapshots import RunProcess, RunSnapshot
+
+    def process(pid: int, cmdline: str, role: str) -> RunProcess:
+        return RunProcess(pid, None, "python", cmdline, role, None, None, None, 300 * MIB, None, None, None)
+
+    starting = RunSnapshot(0.0, 10, (process(10, "/venv/bin/python -m deepspeed.launcher.runner --num_gpus 2 t.py",
+                                                 "launcher"),
+                                         process(11, "/venv/bin/python -u -m deepspeed.launcher.launch --world_info=x",
+                                                 "helper")))
+    assert starting.ranks == () and starting.ranks_rss_bytes == 0 and starting.max_rank_rss_bytes is None
+    assert starting.launcher_rss_bytes == 600 * MIB
+    plain = RunSnapshot(0.0, 20, (process(20, "/venv/bin/python train.py --steps 3", "launcher"),))
+    assert plain.ranks == plain.processes and plain.launcher_rss_bytes is None
+    console = RunSnapshot(0.0, 30, (process(30, "/venv/bin/python /venv/bin/accelerate launch t.py", "launcher"),))
+    assert console.ranks == ()
