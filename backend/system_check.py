@@ -2,6 +2,7 @@
 `make setup` / `make demo` can run it with the system's python3 before the .venv exists:
 
     python3 backend/system_check.py setup    # python3 >= 3.10 with venv, a C++ compiler (DeepSpeed builds its ops)
+                                             # (and a note when libaio's headers, for NVMe offload, are missing)
     python3 backend/system_check.py demo     # the same, plus a display and the X11 libraries Qt's xcb plugin needs
 
 Each missing piece is one line with the exact command that installs it (Debian/Ubuntu names); exit 1 if any.
@@ -109,6 +110,19 @@ def setup_problems() -> list[str]:
     return problems
 
 
+LIBAIO_HEADER = "/usr/include/libaio.h"
+
+
+def libaio_note(header: str = LIBAIO_HEADER) -> str | None:
+    """The line naming libaio's headers when they are missing: DeepSpeed's NVMe offload (ZeRO-Infinity) swaps
+    through its async_io op, which builds against them. A note, not a problem: runs without NVMe offload never
+    need it."""
+    if os.path.exists(header):
+        return None
+    return ("no libaio headers: DeepSpeed's NVMe offload (ZeRO-Infinity) builds its async_io op against them: "
+            + install_line(["libaio-dev"]))
+
+
 def demo_problems(environ: Mapping[str, str] | None = None, venv: str = ".venv") -> list[str]:
     env = os.environ if environ is None else environ
     if not has_display(env):
@@ -130,6 +144,9 @@ def main(argv: list[str]) -> int:
     problems = demo_problems() if what == "demo" else setup_problems()
     for problem in problems:
         print(f"traindeck: {problem}", file=sys.stderr)
+    note = libaio_note() if what == "setup" else None
+    if note:
+        print(f"traindeck: note: {note}", file=sys.stderr)
     if problems and what == "demo" and not has_display():
         print("  (after `make setup`, traindeck is .venv/bin/traindeck)", file=sys.stderr)
     return 1 if problems else 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from traindeck.backend.estimate.advisor import check_against_machine
@@ -25,7 +26,7 @@ from traindeck.backend.estimate.estimator import (
     Workload,
     estimate_row,
 )
-from traindeck.backend.estimate.machine import Machine, detect_gpus, host_memory
+from traindeck.backend.estimate.machine import Machine, detect_gpus, disk_free, host_memory
 from traindeck.backend.estimate.model_shape import ModelShape, count_model_config, shape_from_params
 from traindeck.backend.estimate.model_states import OPTIMIZER_STATE_BYTES
 from traindeck.backend.estimate.quantity import GIB, QuantityError, parse_count
@@ -143,6 +144,9 @@ class LaunchMemoryCheck:
     gpu_verdict: str | None = None  # "fits" | "tight" | "does not fit"; None: not compared (no GPU found)
     host_verdict: str | None = None
     assumptions: tuple[str, ...] = field(default=())
+    nvme_path: str | None = None  # where the preset offloads to NVMe (ZeRO-Infinity); None: no NVMe offload
+    disk_free_bytes: int | None = None  # free space at nvme_path now; None: no NVMe offload or unreadable
+    disk_verdict: str | None = None  # "fits" | "tight" | "does not fit"; None: not compared
 
     @property
     def does_not_fit(self) -> bool:
@@ -154,7 +158,7 @@ class LaunchMemoryCheck:
             return self.gpu_verdict
         if warning.startswith("host RAM:"):
             return self.host_verdict
-        return "does not fit" if warning.startswith("NVMe:") else None
+        return self.disk_verdict if warning.startswith("NVMe:") else None
 
     def lines(self) -> list[str]:
         """Need against free, one line each for GPU and host RAM."""
@@ -163,10 +167,15 @@ class LaunchMemoryCheck:
                     else f"{self.gpu_free_bytes / GIB:.1f} GiB free")
         host = free.host_available_bytes
         host_free = "unknown: not checked" if host is None else f"{host / GIB:.1f} GiB available"
-        return [
+        out = [
             f"GPU: about {row.gpu_total_bytes_per_device / GIB:.1f} GiB per device ({gpu_free})",
             f"host RAM: about {row.cpu_bytes_per_node / GIB:.1f} GiB per node ({host_free})",
         ]
+        if self.nvme_path is not None:
+            disk_free = ("free space unknown: not checked" if self.disk_free_bytes is None
+                         else f"{self.disk_free_bytes / GIB:.1f} GiB free at {self.nvme_path}")
+            out.append(f"NVMe: about {row.disk_bytes_per_node / GIB:.1f} GiB per node ({disk_free})")
+        return out
 
 
 def check_preset(preset: Preset, shape: ModelShape, nproc: int | None = None, *, free: FreeMemory | None = None,
@@ -187,16 +196,21 @@ def check_preset(preset: Preset, shape: ModelShape, nproc: int | None = None, *,
     machine = Machine(gpus_per_node=ranks, num_nodes=max(1, nodes), gpu_mem_bytes=gpu_free,
                       host_mem_bytes=free.host_available_bytes)
     row = estimate_row(strategy, shape, machine, workload)
-    warnings = check_against_machine(row, list(used) if used else None, free.host_available_bytes)
+    # ZeRO-Infinity's swap files: the estimate's NVMe bytes against the free space at the config's nvme_path.
+    nvme_path = _nvme_path(preset.deepspeed) if row.disk_bytes_per_node else None
+    disk = disk_free(_existing(nvme_path)) if nvme_path else None
+    warnings = check_against_machine(row, list(used) if used else None, free.host_available_bytes, disk)
     gpu_verdict = _judge(row.gpu_total_bytes_per_device, gpu_free)
     host_verdict = _judge(row.cpu_bytes_per_node, free.host_available_bytes)
-    verdicts = [v for v in (gpu_verdict, host_verdict) if v is not None]
+    disk_verdict = _judge(row.disk_bytes_per_node, disk) if nvme_path else None
+    verdicts = [v for v in (gpu_verdict, host_verdict, disk_verdict) if v is not None]
     verdict = max(verdicts, key=_VERDICT_RANK.__getitem__) if verdicts else "unknown"
     assumed = (f"activations for micro batch {workload.micro_batch} x {workload.seq_len} tokens "
                f"({workload.precision}, {workload.optimizer})",)
     return LaunchMemoryCheck(row=row, shape=shape, workload=workload, free=free, gpu_free_bytes=gpu_free,
                              verdict=verdict, warnings=warnings, gpu_verdict=gpu_verdict, host_verdict=host_verdict,
-                             assumptions=assumed + shape.assumptions)
+                             assumptions=assumed + shape.assumptions, nvme_path=nvme_path, disk_free_bytes=disk,
+                             disk_verdict=disk_verdict)
 
 
 # ---- helpers ----------------------------------------------------------------------------------------------------
@@ -259,3 +273,22 @@ def _offload(section: Any) -> Offload:
 
 def _enabled(section: Any) -> bool:
     return _mapping(section).get("enabled") is True
+
+
+def _nvme_path(deepspeed: Any) -> str | None:
+    """The first nvme_path of the config's NVMe offload sections (parameters, then optimizer)."""
+    zero = _mapping(_mapping(deepspeed).get("zero_optimization"))
+    for name in ("offload_param", "offload_optimizer"):
+        section = _mapping(zero.get(name))
+        path = section.get("nvme_path")
+        if _offload(section) == "nvme" and isinstance(path, str) and path:
+            return path
+    return None
+
+
+def _existing(path: str) -> str:
+    """`path`, or its nearest existing parent (DeepSpeed creates the folder): where the free space is."""
+    here = Path(path)
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    return str(here)

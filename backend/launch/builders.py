@@ -13,6 +13,8 @@ whether a port is free.
 
 from __future__ import annotations
 
+import glob
+import json
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -206,6 +208,11 @@ def build_plan(
     if environment is not None and argv[:1] == [python]:  # a command alone brings its own interpreter
         errors += problems_for(environment, launcher, needs_deepspeed=ds_path is not None)
         warnings += _hardware_notes(environment, launcher, nproc, request)
+    if launcher == "accelerate":
+        errors += accelerate_system_problems(accelerate, environment, nproc)
+    nvme_errors, nvme_warnings = nvme_problems(_ds_data(files.get(DS_CONFIG), request.preset))
+    errors += nvme_errors
+    warnings += nvme_warnings
 
     return LaunchPlan(launcher=launcher, argv=argv, env=env, cwd=cwd, nproc=nproc, master_port=port,
                       port_fixed=port is not None and fixed_port is not None, files=files, errors=errors,
@@ -415,3 +422,160 @@ def _hardware_notes(environment: TrainingEnvironment, launcher: Launcher, nproc:
     if environment.cuda_available and single_node and nproc > count:
         return [f"{nproc} processes but {count} GPU(s) visible in {environment.python}: NCCL needs a GPU per rank"]
     return []
+
+
+# ---- What this machine cannot run, said before start ------------------------------------------------------------
+# accelerate's FSDP and Megatron-LM need GPUs; ZeRO-Infinity needs a writable nvme_path and DeepSpeed's async_io op
+# (libaio's headers). The words quoted are accelerate's own; tests/launch/test_seed_systems.py runs accelerate on
+# this machine to check they are still what it says.
+
+ACCELERATE_NO_DEVICE = ("There are currently no available devices found, must be one of 'XPU', 'CUDA', 'MLU', "
+                        "'NPU', 'MUSA', or 'HPU'.")
+ACCELERATE_NO_MEGATRON = "Megatron is not installed. please build it from source."
+LIBAIO_HEADER = "/usr/include/libaio.h"
+LIBAIO_APT = "sudo apt-get install -y libaio-dev"
+_FSDP1_RESHARD = {"FULL_SHARD": True, "1": True, "SHARD_GRAD_OP": False, "2": False, "HYBRID_SHARD": True,
+                  "4": True, "HYBRID_SHARD_ZERO2": False, "5": False}
+
+
+def accelerate_system_problems(accelerate: Mapping[str, Any] | None, environment: TrainingEnvironment | None,
+                               nproc: int) -> list[str]:
+    """Errors for an accelerate config whose distributed type cannot run in the probed interpreter: FSDP or
+    Megatron-LM where CUDA is not available, Megatron-LM without megatron-core. [] when unknown (no probe)."""
+    if environment is None or environment.error or environment.torch_error or not accelerate:
+        return []
+    kind = str(accelerate.get("distributed_type", "")).upper()
+    py = environment.python
+    if kind == "FSDP" and environment.cuda_available is False:
+        return [fsdp_without_gpu(accelerate, py, nproc)]
+    if kind == "MEGATRON_LM":
+        why = []
+        if environment.cuda_available is False:
+            why.append(f"CUDA is not available in {py}")
+        if environment.site_dirs and not _has_megatron(environment.site_dirs):
+            why.append(f"megatron-core (0.8 or newer, with megatron.training) is not installed for {py}, and "
+                       f"accelerate stops with \"{ACCELERATE_NO_MEGATRON}\"")
+        if why:
+            return ["Megatron-LM (distributed_type MEGATRON_LM) cannot start here: " + "; ".join(why)]
+    return []
+
+
+def fsdp_without_gpu(accelerate: Mapping[str, Any], python: str, nproc: int) -> str:
+    """Why accelerate cannot run this FSDP config without a GPU, and the torchrun route with the same sharding."""
+    fsdp = accelerate.get("fsdp_config") or {}
+    fsdp = fsdp if isinstance(fsdp, Mapping) else {}
+    if fsdp.get("fsdp_sync_module_states") is True:
+        reason = (f"with fsdp_sync_module_states its FSDP plugin stops every process with \"{ACCELERATE_NO_DEVICE}\"")
+    else:
+        reason = ("its processes start as distributed type NO, each training the whole model unsharded (accelerate "
+                  "sets up FSDP only on an accelerator; `--cpu`/use_cpu gives one process or DDP, never FSDP)")
+    return (f"accelerate cannot run FSDP where CUDA is not available ({python}): {reason}; the same sharding runs "
+            f"on {nproc} CPU rank(s) with torchrun: --launcher torchrun --nproc {nproc}, the script sharding its "
+            f"model itself with {fully_shard_call(accelerate)}")
+
+
+def fully_shard_call(accelerate: Mapping[str, Any]) -> str:
+    """torch's FSDP2 call with the sharding an accelerate FSDP config asks for (reshard, CPU offload, precision)."""
+    fsdp = accelerate.get("fsdp_config") or {}
+    fsdp = fsdp if isinstance(fsdp, Mapping) else {}
+    if fsdp.get("fsdp_version") == 2:
+        reshard = fsdp.get("fsdp_reshard_after_forward", True)
+        reshard = reshard if isinstance(reshard, bool) else str(reshard).upper() != "SHARD_GRAD_OP"
+    else:
+        strategy = str(fsdp.get("fsdp_sharding_strategy", fsdp.get("fsdp_reshard_after_forward", "FULL_SHARD")))
+        reshard = _FSDP1_RESHARD.get(strategy.upper(), True)
+    args = [f"reshard_after_forward={reshard}"]
+    if fsdp.get("fsdp_offload_params") is True:
+        args.append("offload_policy=CPUOffloadPolicy()")
+    precision = str(accelerate.get("mixed_precision", "no")).lower()
+    if precision in ("bf16", "fp16"):
+        dtype = "bfloat16" if precision == "bf16" else "float16"
+        args.append(f"mp_policy=MixedPrecisionPolicy(param_dtype=torch.{dtype})")
+    return f"fully_shard(module, {', '.join(args)}) on each layer, then on the model"
+
+
+def _has_megatron(site_dirs: Sequence[str]) -> bool:
+    """megatron-core 0.8+ and megatron.training importable from one of the interpreter's site folders (what
+    accelerate's is_megatron_lm_available asks)."""
+    version_ok = training = False
+    for folder in site_dirs:
+        for info in glob.glob(os.path.join(glob.escape(folder), "megatron_core-*.dist-info")):
+            parts = os.path.basename(info)[len("megatron_core-"):-len(".dist-info")].split(".")
+            numbers = [int(p) if p.isdigit() else 0 for p in parts[:2]] + [0, 0]
+            version_ok = version_ok or (numbers[0], numbers[1]) >= (0, 8)
+        training = training or os.path.isdir(os.path.join(folder, "megatron", "training"))
+    return version_ok and training
+
+
+def nvme_paths(ds_config: Mapping[str, Any] | None) -> list[str]:
+    """The nvme_path of every ZeRO offload section that offloads to NVMe, in config order, without repeats."""
+    zero = (ds_config or {}).get("zero_optimization")
+    out: list[str] = []
+    for name in ("offload_param", "offload_optimizer"):
+        section = zero.get(name) if isinstance(zero, Mapping) else None
+        if isinstance(section, Mapping) and str(section.get("device", "")).lower() == "nvme":
+            path = section.get("nvme_path")
+            if isinstance(path, str) and path and path not in out:
+                out.append(path)
+    return out
+
+
+def run_nvme_paths(run_dir: Path) -> list[str]:
+    """The NVMe offload folders of the run whose directory is `run_dir` (from its ds_config.json), for the
+    resource recorder to watch; [] when it has none or the file cannot be read."""
+    try:
+        return nvme_paths(json.loads((Path(run_dir) / DS_CONFIG).read_text(encoding="utf-8-sig")))
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
+def nvme_problems(ds_config: Mapping[str, Any] | None, *, header: str = LIBAIO_HEADER) -> tuple[list[str], list[str]]:
+    """(errors, warnings) for the NVMe offload of a DeepSpeed config on this machine: an nvme_path that cannot be
+    created or written stops the ranks in their first swap; without libaio's headers DeepSpeed cannot build its
+    async_io op (said as a warning: an op prebuilt into DeepSpeed's install needs none)."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    paths = nvme_paths(ds_config)
+    for path in paths:
+        existing = Path(path)
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not os.path.isabs(path):
+            warnings.append(f"nvme_path {path} is relative: DeepSpeed reads it from each rank's working directory")
+        if not existing.is_dir():
+            errors.append(f"nvme_path {path}: {existing} is not a folder, so DeepSpeed cannot create its swap files")
+        elif not os.access(existing, os.W_OK | os.X_OK):
+            errors.append(f"nvme_path {path}: {existing} is not writable, so DeepSpeed cannot create its swap files")
+    if paths and not os.path.exists(header):
+        warnings.append(f"NVMe offload uses DeepSpeed's async_io op, which builds only with libaio's headers "
+                        f"({header} is missing): {LIBAIO_APT}")
+    return errors, warnings
+
+
+def _ds_data(text: str | None, preset: Preset | None) -> dict[str, Any] | None:
+    if preset is not None and isinstance(preset.deepspeed, dict):
+        return preset.deepspeed
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:  # hjson or broken: the config checks say so
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def nvme_leftovers(run_dir: Path) -> list[str]:
+    """One line per NVMe offload folder of the run where DeepSpeed's swap files remain after the run (DeepSpeed
+    removes them only when the next run starts): how many, how large, and where. [] when none remain."""
+    lines = []
+    for path in run_nvme_paths(run_dir):
+        folder = Path(path) / "zero_stage_3"
+        try:
+            files = [p for p in folder.rglob("*.swp") if p.is_file()]
+            size = sum(p.stat().st_size for p in files)
+        except OSError:
+            continue
+        if files:
+            lines.append(f"DeepSpeed left {len(files)} NVMe swap file(s), {size / 2**20:.0f} MiB, under {folder}: "
+                         "remove that folder once no run uses it")
+    return lines

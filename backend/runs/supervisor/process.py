@@ -272,7 +272,11 @@ class Supervisor:
         except ImportError:
             return
         try:
-            self.recorder = RunResourceRecorder(Path(self.spec.store), self.run_id, self._root_pid, interval_s=1.0)
+            from traindeck.backend.launch.builders import run_nvme_paths
+
+            # ZeRO-Infinity's nvme_path folders: their disks' reads and writes are the run's NVMe traffic.
+            self.recorder = RunResourceRecorder(Path(self.spec.store), self.run_id, self._root_pid, interval_s=1.0,
+                                                nvme_paths=run_nvme_paths(self.run_dir.path))
             self.recorder.start()
         except Exception as exc:  # resource sampling is a nice-to-have; never let it end the run
             logger.warning("resource recorder did not start: %r", exc)
@@ -350,6 +354,7 @@ class Supervisor:
                                  + ", ".join(str(p.pid) for p in remaining))
         else:
             self.end.free_shared_memory()
+        self.end.note_nvme_leftovers()
         self.end.finish(evidence, state, note=self.drain.pump.cut_note())
 
     def release_sentinel(self) -> None:

@@ -93,6 +93,13 @@ class RunEnd:
             self.store.add_event(self.run_id, "shm_freed", f"removed {removed} shared-memory buffer(s) DeepSpeed's "
                                  f"CPU collectives leave in /dev/shm ({freed / 2**20:.0f} MiB of RAM)")
 
+    def note_nvme_leftovers(self) -> None:
+        """ZeRO-Infinity's swap files outlive the run (DeepSpeed clears them at the next start): say where."""
+        from traindeck.backend.launch.builders import nvme_leftovers
+
+        for line in nvme_leftovers(self.run_dir.path):
+            self.store.add_event(self.run_id, "nvme_leftovers", line)
+
     def confirm_nothing_remains(self) -> list[psutil.Process]:
         """Ends what is left of the run and says whether anything remains; returns what could not be ended."""
         cgroup = self._cgroup()
