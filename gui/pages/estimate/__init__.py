@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QFrame, QScrollArea, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtCore import QEvent, QKeyCombination, QObject, Qt, QTimer
+from PySide6.QtGui import QKeyEvent, QKeySequence, QShortcut
+from PySide6.QtWidgets import QFrame, QLineEdit, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from traindeck.backend.estimate import (
     DetectedMachine,
@@ -83,6 +83,13 @@ class EstimatePage(Page):
         self.recompute()
         ctx.tasks.run(detect_machine, done=self._machine_detected, failed=self._detection_failed)
 
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent) \
+                and event.keyCombination() == QKeyCombination(Qt.KeyboardModifier.ControlModifier, Qt.Key.Key_U):
+            event.ignore()  # not the field's: the page's Use this shortcut takes it
+            return True
+        return super().eventFilter(watched, event)
+
     def _build(self) -> None:
         self.inputs = EstimateInputs()
         self.inputs.edited.connect(self._debounce.start)
@@ -92,6 +99,10 @@ class EstimatePage(Page):
         shortcut = QShortcut(QKeySequence("Ctrl+U"), self)
         shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         shortcut.activated.connect(self.advice.use_advice)
+        # On X11 a text field claims Ctrl+U ("delete to the line's start") before the page's shortcut: the field
+        # being typed in was emptied and Use this never ran. The fields let Ctrl+U go to the page.
+        for field in self.inputs.findChildren(QLineEdit):
+            field.installEventFilter(self)
 
         # Right: problems, the table, what was assumed, then the advice, which takes the rest and scrolls. When
         # the window is too low for the table and its notes, the whole column scrolls: nothing is drawn over.
