@@ -29,6 +29,7 @@ from .machine import MachineProcessSampler as MachineProcessSampler
 from .machine import ProcessTable as ProcessTable
 from .nvml import NvmlLibrary as NvmlLibrary
 from .sampler import ResourceSampler as ResourceSampler
+from .snapshots import GpuHealth as GpuHealth
 from .snapshots import GpuSnapshot as GpuSnapshot
 from .snapshots import MachineProcess as MachineProcess
 from .snapshots import MachineSnapshot as MachineSnapshot

@@ -76,6 +76,18 @@ class GpuHealth:
         found += [f"XID {int(event['xid'])}" for event in self.xid]
         return found
 
+    def text(self, utilization_percent: float | None) -> str:
+        """One line for a table cell: what is wrong, else "ok" with the link as it runs now."""
+        problems = self.problems(utilization_percent)
+        if problems:
+            return "; ".join(problems)
+        link = self.pcie
+        if link is None:
+            return "ok" if self.throttle_known else "-"
+        idle = " (idle)" if (utilization_percent or 0) < BUSY_PERCENT and (
+            link["gen"] < link["max_gen"] or link["width"] < link["max_width"]) else ""
+        return f"ok · Gen{link['gen']} x{link['width']} of Gen{link['max_gen']} x{link['max_width']}{idle}"
+
 
 
 @dataclass(frozen=True, slots=True)

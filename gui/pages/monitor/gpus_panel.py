@@ -6,12 +6,14 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QGridLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
-from traindeck.backend.monitor import GpuSnapshot, ResourceSample
+from traindeck.backend.monitor import GpuHealth, GpuSnapshot, ResourceSample
 from traindeck.gui.pages.monitor.shared import break_lines, fit_window, new_chart, new_table, set_row
 from traindeck.gui.widgets.chart_axis import format_value
 from traindeck.gui.widgets.charts import TimeSeriesChart
+from traindeck.gui.widgets.message_list import tone
 
 
 def gpu_note(sample: ResourceSample) -> str:
@@ -88,7 +90,7 @@ class GpuPanel(QStackedWidget):
         self.no_gpu_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.no_gpu_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.gpu_table = new_table(["GPU", "Name", "Util", "Memory", "Power", "Temp", "SM clock", "PCIe in",
-                                    "PCIe out", "Processes"])
+                                    "PCIe out", "Processes", "Health"])
         self.gpu_util_chart = new_chart("GPU utilisation", "%")
         self.gpu_mem_chart = new_chart("GPU memory used", "B")
         self.gpu_power_chart = new_chart("Power draw", "W")
@@ -208,7 +210,7 @@ class GpuPanel(QStackedWidget):
             table.setFixedHeight(header + sum(table.rowHeight(r) for r in range(len(gpus))) + 6)
         for row, g in enumerate(gpus):
             if g.error is not None:  # a placeholder: this GPU could not be read at all
-                set_row(table, row, [str(g.index), f"{g.name or '?'}: {g.error}"] + ["-"] * 8, right_from=2)
+                set_row(table, row, [str(g.index), f"{g.name or '?'}: {g.error}"] + ["-"] * 9, right_from=2)
                 continue
             memory = (f"{format_value(g.memory_used_bytes, 'B')} / {format_value(g.memory_total_bytes, 'B')}"
                       if g.memory_total_bytes else format_value(g.memory_used_bytes, "B"))
@@ -221,8 +223,32 @@ class GpuPanel(QStackedWidget):
                 format_value(g.pcie_h2d_bytes_per_s, "B/s") + estimate,
                 format_value(g.pcie_d2h_bytes_per_s, "B/s") + estimate,
                 "unknown" if g.processes_unknown is not None else str(len(g.processes)),
+                "-" if g.health is None else g.health.text(g.utilization_percent),
             ], right_from=2)
             processes = table.item(row, 9)
             if processes is not None:
                 processes.setToolTip(g.processes_unknown or "")
+            health = table.item(row, 10)
+            if health is not None and g.health is not None:
+                troubled = bool(g.health.problems(g.utilization_percent))
+                health.setTextAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+                health.setForeground(QColor(tone("warning", table)) if troubled else table.palette().text())
+                health.setToolTip(health_tooltip(g.health))
 
+
+def health_tooltip(health: GpuHealth) -> str:
+    """Every health reading of a GPU, for the Health cell's tooltip."""
+    link = health.pcie
+    ecc = health.ecc or {}
+    rows = [
+        "clock-event reasons: " + (", ".join(health.throttle) or "none") if health.throttle_known
+        else "clock-event reasons: not readable",
+        f"PCIe link: Gen{link['gen']} x{link['width']} of Gen{link['max_gen']} x{link['max_width']} (an idle link "
+        "rests at a lower generation)" if link else "PCIe link: not readable",
+        f"PCIe replays: {health.pcie_replays}" if health.pcie_replays is not None else "PCIe replays: not readable",
+        "ECC: " + ("not supported" if not ecc else "enabled" if ecc.get("enabled") else "disabled")
+        + (f", {ecc['volatile_corrected']} corrected / {ecc['volatile_uncorrected']} uncorrected since boot"
+           if ecc.get("volatile_corrected") is not None else ""),
+    ]
+    rows += [f"XID {int(event['xid'])}" for event in health.xid]
+    return "\n".join(rows)

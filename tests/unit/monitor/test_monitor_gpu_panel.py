@@ -100,3 +100,18 @@ def test_gpus_nvml_can_read_none_of_say_why_instead_of_empty_charts(page, qtbot)
     assert "No GPU found (NVML: GPU 0: " in text and "GPU 1: " in text and "Xid 79" in text
     slot = page.run_panel.rank_gpu_slot
     assert slot.reason == gpus.reason and slot.currentWidget() is slot.label
+
+
+def test_each_gpus_health_is_a_column_and_a_throttled_one_says_why(page, qtbot):
+    """The A5000s of the recording rest at Gen1 of Gen4 (idle: fine); one is then throttled at the hardware's
+    thermal limit with its link trained down to Gen2 x8 while busy."""
+    module = FakePynvml(recording("dual_rtx_a5000"), pcie_delay_s=0)
+    _start(page, qtbot, module)
+    qtbot.waitUntil(lambda: page.gpu_panel.gpu_table.rowCount() == 2 and _cell(page, 0, 10) != "", timeout=WAIT_MS)
+    assert _cell(page, 0, 10) == "ok · Gen1 x16 of Gen4 x16 (idle)"
+    module.driver.gpus[1]["utilization"]["gpu"] = 97
+    module.driver.set_health(1, clocks_event_reasons=["hw_thermal_slowdown"], pcie_gen=2, pcie_width=8)
+    qtbot.waitUntil(lambda: _cell(page, 1, 10).startswith("throttled"), timeout=WAIT_MS)
+    assert _cell(page, 1, 10) == "throttled: thermal (hardware); PCIe link at Gen2 x8 of Gen4 x16 while busy"
+    tip = page.gpu_panel.gpu_table.item(1, 10).toolTip()
+    assert "clock-event reasons: hw_thermal_slowdown" in tip and "ECC: disabled" in tip
