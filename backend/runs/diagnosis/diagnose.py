@@ -69,6 +69,8 @@ class Evidence:
     free_space: dict[str, int] = field(default_factory=dict)
     # Nothing but the log is known (`traindeck diagnose`): no process was seen, no memory sampled.
     log_only: bool = False
+    # XID errors NVML reported on the run's GPUs while it ran ([{"gpu", "xid", "t"}]): a GPU that failed under it.
+    gpu_xids: list[dict[str, Any]] = field(default_factory=list)
 
 
 def evidence_to_json(ev: Evidence) -> dict[str, Any]:
@@ -376,8 +378,41 @@ def _oom(rank: int | None, in_cgroup: bool, limit: MemoryLimit | None, evidence:
                             "size, use fewer ranks per host, or add RAM/swap.")
 
 
+# What NVIDIA's XID catalogue says the common ones mean (docs.nvidia.com/deploy/xid-errors).
+XID_MEANINGS = {
+    13: "graphics engine exception", 31: "GPU memory page fault", 43: "the GPU stopped processing",
+    48: "double-bit ECC error", 61: "internal micro-controller breakpoint", 62: "internal micro-controller halt",
+    63: "ECC page retirement or row remapping", 64: "ECC page retirement or row remapper recording failure",
+    74: "NVLink error", 79: "the GPU has fallen off the bus", 92: "high single-bit ECC error rate",
+    94: "contained ECC error", 95: "uncontained ECC error", 119: "GSP RPC timeout", 120: "GSP error",
+}
+_XID_ECC = {48, 63, 64, 92, 94, 95}
+
+
 def diagnose(ev: Evidence) -> Diagnosis:
-    """The most specific explanation the evidence supports for the rank that failed first."""
+    """The most specific explanation the evidence supports for the rank that failed first; a GPU's XID error
+    during a run that did not end well is said with it (the hardware or its driver failed under the run)."""
+    made = _diagnose(ev)
+    if not ev.gpu_xids or made.kind in ("succeeded", "stopped"):
+        return made
+    said = [f"GPU {x['gpu']} reported XID {x['xid']}" + (f" ({XID_MEANINGS[x['xid']]})" if x['xid'] in XID_MEANINGS
+                                                          else "") for x in ev.gpu_xids]
+    lines = [f"{text} at {time.strftime('%H:%M:%S', time.localtime(x['t']))}"
+             for text, x in zip(said, ev.gpu_xids, strict=True)]
+    xids = {int(x["xid"]) for x in ev.gpu_xids}
+    if 79 in xids:
+        advice = ("The GPU fell off the bus: check its power and seating, and the kernel log (dmesg) for its Xid "
+                  "lines; it is back only after a reboot.")
+    elif xids & _XID_ECC:
+        advice = ("The GPU's memory reported errors: `nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT` shows them; "
+                  "a pending row remap or page retirement takes effect after a GPU reset (nvidia-smi -r) or reboot.")
+    else:
+        advice = "Look the XID up in NVIDIA's XID catalogue and read the kernel log (dmesg) around that time."
+    return replace(made, summary=made.summary.rstrip(".") + f"; {'; '.join(said)} during the run.",
+                   evidence=[*lines, *made.evidence], advice=f"{advice} {made.advice}".strip())
+
+
+def _diagnose(ev: Evidence) -> Diagnosis:
     lines = ev.log_tail
     facts: list[str] = []
     reports = launcher_reports.rank_reports(lines)

@@ -199,6 +199,7 @@ class RunEnd:
             stall_stacks=stall_stacks,
             scheduler_end=read_scheduler_end(self.run_dir.path),
             free_space=free_space_of(tail),
+            gpu_xids=self._gpu_xids() if recorder_ran else [],
         )
 
     def _memory_limit(self) -> tuple[MemoryLimit | None, int | None]:
@@ -213,6 +214,20 @@ class RunEnd:
                     best[0].limit_bytes is None or limit.limit_bytes < best[0].limit_bytes)):
                 best = (limit, kills)
         return best if best is not None else (None, None)
+
+    def _gpu_xids(self) -> list[dict[str, Any]]:
+        """The XID errors the resource recorder saw on the GPUs during the run: [{"gpu", "xid", "t"}]."""
+        try:
+            from traindeck.backend.monitor.store_read import read_gpu_health
+
+            seen: dict[tuple[int, int], float] = {}
+            for gpu, _t, health in read_gpu_health(self.store_path, self.run_id):
+                for event in health.get("xid") or ():
+                    seen.setdefault((gpu, int(event["xid"])), float(event["t"]))
+            return [{"gpu": gpu, "xid": xid, "t": t} for (gpu, xid), t in sorted(seen.items(), key=lambda i: i[1])]
+        except Exception as exc:  # evidence is best-effort; the diagnosis works without it
+            logger.warning("GPU health unavailable: %r", exc)
+            return []
 
     def _resource_summary(self) -> Mapping[str, Any]:  # a ResourceSummary, or {}
         """Memory peaks from the resource recorder's samples in the store."""
