@@ -39,8 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "them by throughput and peak memory. The trial outlives this command. Also: "
                                    "`trial show ID [--json]`, `trial stop ID` (keeps what was measured), `trial use "
                                    "ID --preset NAME` (a preset from the winner).")
-    for refused in ("--sweep", "--hostfile", "--ssh-port", "--resume-arg", "--no-step-timing", "--module",
-                    "--command"):  # said if given
+    # Said if given. (-m and --command stay listed: hiding an option of a mutually exclusive group breaks
+    # argparse's usage line.)
+    for refused in ("--sweep", "--hostfile", "--ssh-port", "--resume-arg", "--no-step-timing"):
         p._option_string_actions[refused].help = argparse.SUPPRESS
     p.add_argument("--stages", metavar="LIST", help="ZeRO stages to try, e.g. 2,3 (default 0,1,2,3)")
     p.add_argument("--offload", metavar="LIST", help="none, cpu (optimizer), cpu+params (optimizer and parameters, "
