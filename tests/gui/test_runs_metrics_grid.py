@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import csv
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +17,6 @@ from PySide6.QtGui import QImage
 from traindeck.backend.core import paths
 from traindeck.backend.runs.record.layout import create_run_dir
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
-from traindeck.gui.context import AppContext
 from traindeck.gui.pages.runs import RunsPage
 from traindeck.gui.pages.runs.metrics_grid import GRID_PAGE, PINS_KEY
 
@@ -25,22 +24,8 @@ T0 = float(int(time.time()) - 1000)
 
 
 @pytest.fixture
-def make_page(qtbot) -> Iterator[Callable[[], RunsPage]]:  # type: ignore[no-untyped-def]
-    pages: list[RunsPage] = []
-
-    def make() -> RunsPage:
-        settings = QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
-        page = RunsPage(AppContext(settings=settings))
-        qtbot.addWidget(page)
-        page.resize(1400, 900)
-        page.show()
-        pages.append(page)
-        return page
-
-    yield make
-    for page in pages:
-        page.shutdown()
-        page.ctx.tasks.wait(30000)
+def make_page(make_runs_page) -> Callable[[], RunsPage]:  # type: ignore[no-untyped-def]
+    return lambda: make_runs_page((1400, 900))  # type: ignore[no-any-return]
 
 
 def add_run(name: str, metrics: list[tuple[str, int | None, float, float, int | None]]) -> RunRecord:

@@ -6,35 +6,18 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
-from PySide6.QtCore import QSettings
 
-from traindeck.backend.core import paths
 from traindeck.backend.runs.record.layout import create_run_dir
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
-from traindeck.gui.context import AppContext
 from traindeck.gui.pages.runs import RunsPage
 
 
 @pytest.fixture
-def make_page(qtbot) -> Iterator[Callable[[], RunsPage]]:  # type: ignore[no-untyped-def]
-    pages: list[RunsPage] = []
-
-    def make() -> RunsPage:
-        settings = QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
-        page = RunsPage(AppContext(settings=settings))
-        qtbot.addWidget(page)
-        page.resize(1200, 800)
-        page.show()
-        pages.append(page)
-        return page
-
-    yield make
-    for page in pages:
-        page.shutdown()
-        page.ctx.tasks.wait(30000)
+def make_page(make_runs_page) -> Callable[[], RunsPage]:  # type: ignore[no-untyped-def]
+    return make_runs_page  # type: ignore[no-any-return]
 
 
 def recorded_run(name: str, current: int) -> RunRecord:

@@ -5,18 +5,16 @@ and Force stop (checked by counting the run's processes left)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QCoreApplication, QEvent, QSettings, Qt
+from PySide6.QtCore import QCoreApplication, QEvent, Qt
 
-from traindeck.backend.core import paths
 from traindeck.backend.runs.control.lifecycle import stop_run
 from traindeck.backend.runs.record.layout import create_run_dir
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 from traindeck.backend.runs.supervisor.liveness import run_processes
-from traindeck.gui.context import AppContext
 from traindeck.gui.pages.runs import RunsPage
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,22 +22,8 @@ DEMO = REPO / "resources" / "demo" / "train_tiny.py"
 
 
 @pytest.fixture
-def make_page(qtbot) -> Iterator[Callable[[], RunsPage]]:  # type: ignore[no-untyped-def]
-    pages: list[RunsPage] = []
-
-    def make() -> RunsPage:
-        settings = QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
-        page = RunsPage(AppContext(settings=settings))
-        qtbot.addWidget(page)
-        page.resize(1200, 800)
-        page.show()
-        pages.append(page)
-        return page
-
-    yield make
-    for page in pages:
-        page.shutdown()
-        page.ctx.tasks.wait(30000)
+def make_page(make_runs_page) -> Callable[[], RunsPage]:  # type: ignore[no-untyped-def]
+    return make_runs_page  # type: ignore[no-any-return]
 
 
 def add_run(name: str, state: str = "running", log: bytes = b"", created: float | None = None,

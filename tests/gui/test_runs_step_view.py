@@ -8,7 +8,7 @@ import html
 import json
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from PySide6.QtCore import QSettings
@@ -62,22 +62,8 @@ def plant(record: RunRecord, *records: list[StepRecord]) -> None:
 
 
 @pytest.fixture
-def make_page(qtbot) -> Iterator[Callable[[], RunsPage]]:  # type: ignore[no-untyped-def]
-    pages: list[RunsPage] = []
-
-    def make() -> RunsPage:
-        settings = QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
-        page = RunsPage(AppContext(settings=settings))
-        qtbot.addWidget(page)
-        page.resize(1280, 860)
-        page.show()
-        pages.append(page)
-        return page
-
-    yield make
-    for page in pages:
-        page.shutdown()
-        page.ctx.tasks.wait(30000)
+def make_page(make_runs_page) -> Callable[[], RunsPage]:  # type: ignore[no-untyped-def]
+    return lambda: make_runs_page((1280, 860))  # type: ignore[no-any-return]
 
 
 def open_step_tab(qtbot, page: RunsPage, run_id: str) -> step_module.StepPanel:  # type: ignore[no-untyped-def]
