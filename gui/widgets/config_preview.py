@@ -29,6 +29,7 @@ class ConfigPreview(QWidget):
         for name in (*file_names, self.COMMAND):
             view = QPlainTextEdit()
             view.setReadOnly(True)
+            view.setTabChangesFocus(True)  # read-only: Tab moves on, as from any other field
             view.setFont(mono)
             view.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth if name == self.COMMAND
                                  else QPlainTextEdit.LineWrapMode.NoWrap)

@@ -64,6 +64,7 @@ class RepairDialog(QDialog):
 
         self.diff = QPlainTextEdit()
         self.diff.setReadOnly(True)
+        self.diff.setTabChangesFocus(True)  # read-only: Tab moves on, as from any other field
         self.diff.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.diff.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.diff.setPlainText(config.diff() or "(the repair changes nothing)")

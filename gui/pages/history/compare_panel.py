@@ -169,6 +169,7 @@ class ComparePanel(QWidget):
         self.config_table = self._side_by_side(("Setting", "A", "B"))
         self.diff_view = QPlainTextEdit()
         self.diff_view.setReadOnly(True)
+        self.diff_view.setTabChangesFocus(True)  # read-only: Tab moves on, as from any other field
         self.diff_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.diff_view.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.diff_view.setPlaceholderText("The configs' unified diff appears here.")

@@ -43,6 +43,7 @@ class CommandBox(QGroupBox):
         command_layout = QVBoxLayout(self)
         self.command = QPlainTextEdit()
         self.command.setReadOnly(True)
+        self.command.setTabChangesFocus(True)  # read-only: Tab moves on, as from any other field
         self.command.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.command.setFixedHeight(self.command.fontMetrics().lineSpacing() * 4 + 12)
         self.command.setToolTip("RUN_ID and FREE_PORT are decided when the run starts")
