@@ -15,7 +15,7 @@ export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
 # own folder (~/.cache/traindeck/torch_extensions/<interpreter+torch>), where runs and tests find them. A
 # TORCH_EXTENSIONS_DIR you set yourself is used instead.
 
-.PHONY: demo test test-fast setup setup-core check-setup lint bench soak clean frozen icons install-desktop uninstall-desktop tour docs gpu-check
+.PHONY: demo test test-acceptance test-fast setup setup-core check-setup lint bench soak clean frozen icons install-desktop uninstall-desktop tour docs gpu-check
 
 # Refuses at once, before any set-up, where no window could be seen (no DISPLAY / WAYLAND_DISPLAY) or Qt could not
 # open one (X11 libraries missing: the exact apt-get line is printed). Ctrl+C closes the window.
@@ -31,8 +31,13 @@ demo:
 # slowest tests are printed. The benchmarks themselves print tables: `make bench`.
 TEST_JOBS ?= 3
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m "not machines" --durations=30
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m "not machines and not acceptance" --durations=30
 	$(BIN)/python -m pytest -q -m machines --durations=10
+
+# The long acceptance runs of whole capabilities (trials, ZeRO-Infinity, the collectives ledger, step timing on real
+# DeepSpeed runs, ...: tests/conftest.py ACCEPTANCE), a minute or more each; CI runs them after `make test`.
+test-acceptance: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m "acceptance and not machines" --durations=15
 
 # Everything without a real run, a server or a benchmark: unit and GUI tests, for the edit-test loop (< 2 min).
 test-fast: $(STAMP)

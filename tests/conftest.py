@@ -102,6 +102,17 @@ TIERS = ("unit", "gui", "launch", "system", "perf")
 # runner `pkill -f` every DeepSpeed launcher of the same interpreter on the "nodes", which are this machine.
 MACHINE_FIXTURES = {"sshd", "ssh_nodes", "slurm"}
 MACHINE_MARKERS = ("slurm", "multinode", "ssh")
+# The long acceptance runs of whole capabilities (several real DeepSpeed or torchrun runs each, a minute or more on
+# 2 cores): marked `acceptance`, run by `make test-acceptance` (and CI, after `make test`), so that `make test` stays
+# near 12 minutes. Files, or "file::test" for one test of a file.
+ACCEPTANCE = (
+    "launch/test_trials.py", "launch/test_seed_systems.py::test_zero_infinity_swaps_to_the_nvme_path_and_records_its_disk",
+    "launch/test_seed_systems.py::test_zero3_parameter_offload_to_cpu_trains_on_two_ranks",
+    "launch/test_collective_ledger.py", "launch/test_step_timing.py", "launch/test_sweep_lr.py",
+    "launch/test_demo_precision.py", "launch/test_public_log_replays.py", "launch/test_runs_torchrun_entries.py",
+    "launch/test_runs_checkpoints_resume.py::test_deepspeed_checkpoints_and_resume_with_a_template",
+    "launch/test_runs_checkpoints_resume.py::test_hf_trainer_checkpoints_are_listed_and_resume_continues_from_one",
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -109,6 +120,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         parts = Path(str(item.path)).relative_to(TESTS).parts
         if len(parts) > 1 and parts[0] in TIERS:
             item.add_marker(parts[0])
+        where = "/".join(parts)
+        if any(where == name or item.nodeid.split("[")[0].endswith(name) for name in ACCEPTANCE):
+            item.add_marker(pytest.mark.acceptance)
         if MACHINE_FIXTURES & set(getattr(item, "fixturenames", ())) \
                 or any(item.get_closest_marker(name) for name in MACHINE_MARKERS):
             item.add_marker(pytest.mark.machines)

@@ -272,6 +272,10 @@ def _stop(folder: TrialFolder) -> int:
             print(f"trial {folder.id} stopped; `traindeck trial show {folder.id}` shows what was measured")
             return 0
         time.sleep(POLL_S)
+    state = folder.state()  # the driver may have written its end and exited since the last look
+    if state.finished:
+        print(f"trial {folder.id} stopped; `traindeck trial show {folder.id}` shows what was measured")
+        return 0
     if not _driver_alive(state):
         return _stop_without_driver(folder, state)
     print(f"traindeck: trial {folder.id} has not stopped yet; it will", file=sys.stderr)

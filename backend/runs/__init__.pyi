@@ -110,8 +110,8 @@ from .diagnosis.diagnose import Diagnosis as Diagnosis
 from .diagnosis.diagnose import diagnose as diagnose
 from .diagnosis.log_only import LogDiagnosis as LogDiagnosis
 from .diagnosis.log_only import diagnose_logs as diagnose_logs
+from .diagnosis.run_stacks import take_run_stacks as take_run_stacks
 from .diagnosis.stacks import report_text as report_text
-from .diagnosis.stacks import take_run_stacks as take_run_stacks
 from .record.bundle import write_bundle as write_bundle
 from .record.layout import RunDir as RunDir
 from .record.log_follow import LogReader as LogReader

@@ -38,11 +38,14 @@ def _dialogs() -> list[LogDiagnosisDialog]:
 
 def test_a_log_dropped_on_the_page_is_diagnosed_with_what_a_log_cannot_tell(page: RunsPage, qtbot) -> None:
     data = QMimeData()
+    data.setParent(page)  # owned by the page, so the event's pointer to it stays good whatever Python collects first
     data.setUrls([QUrl.fromLocalFile(str(TORCHRUN_FAIL))])
     drop = QDropEvent(QPointF(50, 50), Qt.DropAction.CopyAction, data, Qt.MouseButton.LeftButton,
                       Qt.KeyboardModifier.NoModifier)
     page.dropEvent(drop)
-    assert drop.isAccepted()
+    accepted = drop.isAccepted()
+    del drop
+    assert accepted
     dialog = _dialogs()[-1]
     qtbot.waitUntil(lambda: dialog.found is not None, timeout=20000)
     assert dialog.found is not None and dialog.found.diagnosis.rank == 1

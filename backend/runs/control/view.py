@@ -213,7 +213,7 @@ def op_build_note(record: RunRecord) -> str | None:
 
 def take_stacks(record: RunRecord) -> Any:
     """Every living rank's stack now (a StackReport, kept as the run's stacks.json), or None without ranks."""
-    from traindeck.backend.runs.diagnosis.stacks import take_run_stacks
+    from traindeck.backend.runs.diagnosis.run_stacks import take_run_stacks
 
     return take_run_stacks(Path(record.run_dir), record.processes)
 

@@ -11,8 +11,9 @@ Then: the innermost frame in the user's own code (not the standard library, not 
 is; a rank whose innermost frames are in torch.distributed / DeepSpeed's comm layer waits in a collective. Ranks at
 the same place form a group; the rank not where the others are is named first.
 
-With the stacks, take_run_stacks asks each rank for its flight recorder buffer (collectives.py: which collective
-each rank reached); where ranks part there, that line leads the summary, and the ledger is kept in the report.
+With the stacks, run_stacks.take_run_stacks asks each rank for its flight recorder buffer (collectives.py: which
+collective each rank reached); where ranks part there, that line leads the summary, and the ledger is kept in the
+report.
 """
 
 from __future__ import annotations
@@ -25,12 +26,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from traindeck.backend.core.fileio import atomic_write_text
-
-if TYPE_CHECKING:
-    from traindeck.backend.runs.diagnosis.collectives import Ledger
 
 STACK_SIGNAL = signal.SIGUSR2
 STACKS_DIR = "stacks"
@@ -355,30 +353,3 @@ def armed_processes(run_dir: Path) -> list[tuple[int, int | None]]:
     return found
 
 
-def take_run_stacks(run_dir: Path, processes: Sequence[dict[str, Any]], *, reason: str = "request",
-                    keep_as: str = "stacks.json") -> StackReport | None:
-    """Stacks of a run's living ranks (without ranks: of every process that armed dumps), kept in its directory
-    as `keep_as`; None when there is nobody to ask."""
-    targets = [t for t in stack_targets(processes) if t[1] is not None] or armed_processes(run_dir) \
-        or stack_targets(processes)
-    if not targets:
-        return None
-    from traindeck.backend.runs.diagnosis import collectives  # it reads this module's frames
-
-    asked_at = time.monotonic()
-    refused = collectives.request_dumps(run_dir, targets)
-    report = take_stacks(run_dir, targets, reason=reason)
-    ledger = collectives.collect_dumps(run_dir, targets, refused, started=asked_at)
-    if ledger.groups or any(rank is not None for _pid, rank in targets):  # a run without process groups: no ledger
-        add_ledger(report, ledger)
-    save_report(run_dir / keep_as, report)
-    return report
-
-
-def add_ledger(report: StackReport, ledger: Ledger) -> None:
-    """Keep the ledger in the report; where ranks part, its line leads the summary, then who is where: "rank 1
-    never entered all_reduce #37 (process group 0) that ranks 0, 2 wait in; rank 1 is in train.py:88 load_batch;
-    ranks 0, 2 wait in all_reduce (train.py:40 step)"."""
-    report.collectives = ledger.to_json()
-    if any(g.divergence for g in ledger.groups):
-        report.summary = f"{ledger.summary}; {report.summary}"

@@ -20,7 +20,7 @@ from typing import Any
 import psutil
 
 from traindeck.backend.logparse.op_build import build_text
-from traindeck.backend.runs.diagnosis import stacks
+from traindeck.backend.runs.diagnosis import run_stacks, stacks
 from traindeck.backend.runs.diagnosis.diagnose import stall_threshold
 from traindeck.backend.runs.diagnosis.op_builds import ops_being_built
 
@@ -132,7 +132,7 @@ class StallWatch:
 
     def _take_stall_stacks(self, stall_text: str, records: list[dict[str, Any]]) -> None:
         try:
-            report = stacks.take_run_stacks(self.run_dir, records, reason="stall", keep_as="stall_stacks.json")
+            report = run_stacks.take_run_stacks(self.run_dir, records, reason="stall", keep_as="stall_stacks.json")
             if report is None:
                 return
             summary = report.summary

@@ -23,7 +23,8 @@ from traindeck.backend.runs.diagnosis.collectives import (
     read_dumps,
     request_dumps,
 )
-from traindeck.backend.runs.diagnosis.stacks import RankStack, StackReport, add_ledger, report_text
+from traindeck.backend.runs.diagnosis.run_stacks import add_ledger
+from traindeck.backend.runs.diagnosis.stacks import RankStack, StackReport, report_text
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "collectives"
 
