@@ -38,9 +38,10 @@ MAX_LAG_BYTES = 8 << 20
 KEEP_BYTES = 2 << 20
 FLOOD_REST = 0.5  # after each slice read in a flood, rest this fraction of its time (the UI thread needs the GIL)
 PARTIAL_AFTER_S = 0.25  # show an unterminated last line (the current bar) once the log was quiet this long
-# A bar redrawn within this many display lines of its line updates it there; further up (about a console's height:
-# out of sight of someone following the run) it gets a new line at the newest output.
-BAR_REACH = 30
+# A bar redrawn within this many display lines of its line updates it there; further up it gets a new line at the
+# newest output. Half the console's usual height (about 24 lines shown): someone following the run always has the
+# bar in sight (at 30 it sat just above the view).
+BAR_REACH = 12
 
 BarKey = tuple[str | None, int | None, str]  # (node, rank, description) of a tqdm bar
 
