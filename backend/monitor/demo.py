@@ -20,6 +20,7 @@ import numpy as np
 
 from traindeck.backend.monitor.snapshots import (
     DiskRate,
+    GpuHealth,
     GpuProcess,
     GpuSnapshot,
     HostSnapshot,
@@ -92,6 +93,12 @@ def demo_samples(seconds: int = 900, end: float | None = None, gpus: int = 2, se
                 temperature_c=round(temperature[i]), sm_clock_mhz=1950 if u > 20 else 1200,
                 pcie_h2d_bytes_per_s=max(0.0, h2d * (1 + noise(0.08))), pcie_d2h_bytes_per_s=max(0.0, d2h * (1 + noise(0.08))),
                 pcie_t=t - 0.4, processes=procs,
+                # The second card sits in a slot that trained its link down to x8: said while it is busy.
+                health=GpuHealth(throttle=("gpu_idle",) if u < 20 else (), throttle_known=True,
+                                 pcie={"gen": 4 if u > 20 else 1, "max_gen": 4, "width": 16 if i == 0 else 8,
+                                       "max_width": 16},
+                                 pcie_replays=0, ecc={"enabled": False, "volatile_corrected": None,
+                                                      "volatile_uncorrected": None, "remapped_rows": None}),
             ))
 
         cores = tuple(float(np.clip(busy + rng.normal(0, 6 if phase == "adam" else 9), 0, 100)) for _ in range(CORES))

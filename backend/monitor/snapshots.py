@@ -84,7 +84,8 @@ class GpuHealth:
         link = self.pcie
         if link is None:
             return "ok" if self.throttle_known else "-"
-        idle = " (idle)" if (utilization_percent or 0) < BUSY_PERCENT and (
+        idle = f" (GPU under {BUSY_PERCENT:.0f} % busy: a lower link is not counted)" if (
+            utilization_percent or 0) < BUSY_PERCENT and (
             link["gen"] < link["max_gen"] or link["width"] < link["max_width"]) else ""
         return f"ok · Gen{link['gen']} x{link['width']} of Gen{link['max_gen']} x{link['max_width']}{idle}"
 

@@ -108,7 +108,7 @@ def test_each_gpus_health_is_a_column_and_a_throttled_one_says_why(page, qtbot):
     module = FakePynvml(recording("dual_rtx_a5000"), pcie_delay_s=0)
     _start(page, qtbot, module)
     qtbot.waitUntil(lambda: page.gpu_panel.gpu_table.rowCount() == 2 and _cell(page, 0, 10) != "", timeout=WAIT_MS)
-    assert _cell(page, 0, 10) == "ok · Gen1 x16 of Gen4 x16 (idle)"
+    assert _cell(page, 0, 10) == "ok · Gen1 x16 of Gen4 x16 (GPU under 30 % busy: a lower link is not counted)"
     module.driver.gpus[1]["utilization"]["gpu"] = 97
     module.driver.set_health(1, clocks_event_reasons=["hw_thermal_slowdown"], pcie_gen=2, pcie_width=8)
     qtbot.waitUntil(lambda: _cell(page, 1, 10).startswith("throttled"), timeout=WAIT_MS)
