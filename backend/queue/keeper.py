@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from traindeck.backend.core.detach import fork_away
 from traindeck.backend.core.fileio import SymlinkRefused, open_private_append
 from traindeck.backend.core.paths import data_dir, ensure_private_dir
 from traindeck.backend.monitor.snapshots import GpuSnapshot
@@ -217,14 +218,7 @@ def ensure_keeper(queue: QueueStore) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """Fork away from the starter (who gets the keeper's pid on stdout), take the lock, keep the queue going."""
-    child = os.fork()
-    if child:
-        os.write(1, f"{child}\n".encode())
-        os._exit(0)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
-    os.dup2(devnull, 1)
-    os.close(devnull)
+    fork_away()
     ensure_private_dir(data_dir())
     try:
         fd = os.open(lock_path(), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)

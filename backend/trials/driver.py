@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from traindeck.backend.core.detach import fork_away
 from traindeck.backend.core.fileio import open_private_append
 from traindeck.backend.trials.candidates import (
     Candidate,
@@ -59,14 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     """Fork away from the starter (who gets the driver's pid on stdout), then run the trial in `argv[0]`."""
     args = list(sys.argv[1:] if argv is None else argv)
     path = Path(args[0])
-    child = os.fork()
-    if child:
-        os.write(1, f"{child}\n".encode())
-        os._exit(0)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
-    os.dup2(devnull, 1)
-    os.close(devnull)
+    fork_away()
     folder = TrialFolder(path.name, path.parent)
     try:
         run_trial(folder)
