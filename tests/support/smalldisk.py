@@ -31,11 +31,10 @@ def fill(path: Path, leave: int = 0) -> None:
     """Write `path` until the disk has about `leave` bytes free (0: until it is full)."""
     import shutil
 
-    with open(path, "ab") as f:
+    with open(path, "ab", buffering=0) as f:  # unbuffered: nothing left to flush into a full disk at close
         if leave:  # in steps, asking again: what else writes to this disk meanwhile (a test's app) is counted
             while (room := shutil.disk_usage(path.parent).free - leave) > 0:
                 f.write(b"\0" * min(room, 1 << 20))
-                f.flush()
             return
         try:
             while True:
