@@ -34,6 +34,7 @@ from .control.history import (
 )
 from .control.history_table import HistoryRow as HistoryRow
 from .control.history_table import HistoryTable as HistoryTable
+from .control.history_table import TrialGroup as TrialGroup
 from .control.history_table import format_metric as format_metric
 from .control.history_table import higher_is_better as higher_is_better
 from .control.history_table import history_table as history_table
@@ -138,6 +139,10 @@ from .record.throughput import GlobalBatch as GlobalBatch
 from .record.throughput import Throughput as Throughput
 from .record.throughput import global_batch as global_batch
 from .record.throughput import run_throughput as run_throughput
+from .record.trial_mark import TrialMark as TrialMark
+from .record.trial_mark import TrialSummary as TrialSummary
+from .record.trial_mark import candidate_label as candidate_label
+from .record.trial_mark import read_trial_file as read_trial_file
 from .supervisor.alerts import desktop_notifications as desktop_notifications
 from .supervisor.liveness import (
     INTERNAL_MODULES as INTERNAL_MODULES,

@@ -2,6 +2,9 @@ from .candidates import Candidate as Candidate
 from .candidates import candidate_deepspeed as candidate_deepspeed
 from .candidates import expand as expand
 from .driver import run_trial as run_trial
+from .history import history_rows as history_rows
+from .history import trial_summaries as trial_summaries
+from .history import trial_summary as trial_summary
 from .planning import TrialOptions as TrialOptions
 from .planning import base_preset as base_preset
 from .planning import create_trial as create_trial

@@ -15,9 +15,9 @@ from typing import Any
 
 from traindeck.backend.core.fileio import atomic_write_text
 from traindeck.backend.core.paths import data_dir, ensure_private_dir
+from traindeck.backend.runs.record.trial_mark import TRIAL_FILE  # in a candidate's run folder
 from traindeck.backend.trials.scoring import Result
 
-TRIAL_FILE = "trial.json"  # in a candidate's run folder
 TRIAL_STATES = ("starting", "running", "finished", "stopped", "failed")
 
 

@@ -1,5 +1,5 @@
 """Run history: each run's figures (duration, peak memory, seconds per step, throughput, final metrics, each
-metric's lowest and highest value and last step, the sweep it belongs to).
+metric's lowest and highest value and last step, the sweep or trial it belongs to).
 
 Read from the run store (the run's record, its metrics and the monitor's resource samples); nothing here writes.
 A finished run's figures never change, so `RunHistory` computes them once and re-reads only running runs.
@@ -20,6 +20,7 @@ from traindeck.backend.runs.control.view import duration_text
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 from traindeck.backend.runs.record.sweep_mark import SweepMark, read_sweep_mark
 from traindeck.backend.runs.record.throughput import Throughput, run_throughput
+from traindeck.backend.runs.record.trial_mark import TrialMark, read_trial_file
 from traindeck.backend.runs.supervisor.liveness import reconcile
 
 # Progress units that count optimizer steps (tqdm's default "it" included): their rate is steps per second.
@@ -57,6 +58,7 @@ class RunFigures:
     tokens_per_s: float | None = None  # where the script's arguments state a sequence length
     engine_samples_per_s: float | None = None  # DeepSpeed's engine-only RunningAvgSamplesPerSec, kept apart
     metric_last_steps: dict[str, int] = field(default_factory=dict)  # name -> the last step it was logged at
+    trial: TrialMark | None = None  # the trial the run is a candidate of, and which candidate
 
     @property
     def throughput_note(self) -> str:
@@ -145,7 +147,7 @@ def run_figures(store: RunStore, record: RunRecord, now: float | None = None) ->
         final_metrics=last, exit_code=record.exit_code, summary=summary,
         metric_extremes=store.metric_extremes(record.id), sweep=read_sweep_mark(record.run_dir),
         throughput_source=rate.source, tokens_per_s=rate.tokens_per_s, engine_samples_per_s=rate.engine_samples_per_s,
-        metric_last_steps={name: span[1] for name, span in spans.items()},
+        metric_last_steps={name: span[1] for name, span in spans.items()}, trial=read_trial_file(record.run_dir),
     )
 
 

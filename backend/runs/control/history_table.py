@@ -1,19 +1,24 @@
 """History's table for "which was best": the runs' swept values and one metric's final and best values as columns,
-a sweep's runs grouped, the best run of each sweep marked. Qt-free: the History page's table presents it.
+a sweep's runs grouped, the best run of each sweep marked, a trial's runs as one group under the trial (its size
+and winner from the trial's record). Qt-free: the History page's table presents it.
 
 A metric's best value is its lowest, or its highest for names that count what is wanted more of (accuracy, F1,
 BLEU, reward, throughput: `higher_is_better`). A sweep's best run is the one with the best best-value among its runs
 that did not fail.
+
+A trial's runs are its candidates (each marked by trial.json): they are kept together like a sweep's and gathered
+under a `TrialGroup`, whose row the table shows as their parent; choosing the group compares its measured candidates.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from traindeck.backend.runs.control.history import RunFigures
+from traindeck.backend.runs.record.trial_mark import TrialSummary
 
 DEFAULT_METRIC = "loss"
 # Metric names where more is better; every other metric (loss, perplexity, error rates) is better lower.
@@ -40,6 +45,14 @@ class HistoryRow:
     sort_time: float  # its start for ordering: its sweep's newest start, less a millisecond per newer run of the
     # sweep (a sweep's runs stay together, newest first, in a list sorted by start); its own start otherwise
     final_step: int | None = None  # the step the metric's last value was logged at (None: logged without steps)
+    trial: str = ""  # the trial's id for a trial's candidate; "" otherwise
+    label: str = ""  # a candidate's set-up ("ZeRO-2 cpu mb 4"), its name in the table; "" for other runs
+    is_winner: bool = False  # the candidate its trial chose
+
+    @property
+    def name(self) -> str:
+        """The run's name in the table: a candidate's set-up, else the run's name (its id when it has none)."""
+        return self.label or self.run.name or self.run.run_id
 
     def final_text(self, say_step: bool) -> str:
         """The final value as a cell shows it; with say_step, the step it is at ("2.93 at step 216")."""
@@ -49,12 +62,26 @@ class HistoryRow:
 
 
 @dataclass(frozen=True)
+class TrialGroup:
+    """A trial's runs as one group: its line, its candidates' runs and those that choosing the group compares."""
+
+    trial_id: str
+    label: str  # "trial ID — 3 of 4 candidates, winner: ZeRO-2 cpu mb 4"
+    state: str  # the trial's state from its record ("" when the record is gone)
+    run_ids: tuple[str, ...]  # its runs, in the table's order
+    compare_ids: tuple[str, ...]  # its measured candidates' runs (fastest first, at most MAX_COMPARED)
+    sort_time: float  # its newest run's start: where the group stands in a list sorted by start
+    detail: str = ""  # a longer line for a tooltip
+
+
+@dataclass(frozen=True)
 class HistoryTable:
     metric: str
     higher_is_better: bool
     params: tuple[str, ...]  # the swept names of the runs shown, in the order first met
     rows: list[HistoryRow]  # a sweep's runs together, at the place of its newest run; otherwise as given
     metrics: tuple[str, ...]  # every metric the runs logged (to choose from), sorted
+    groups: dict[str, TrialGroup] = field(default_factory=dict)  # trial id -> its group, for the trials shown
 
     @property
     def final_steps_differ(self) -> bool:
@@ -83,8 +110,10 @@ def default_metric(metrics: Sequence[str]) -> str:
     return next((m for m in metrics if "loss" in m.lower()), metrics[0])
 
 
-def history_table(runs: Sequence[RunFigures], metric: str | None = None) -> HistoryTable:
-    """The table for `runs` (newest first, as RunHistory lists them) by `metric` (None: default_metric)."""
+def history_table(runs: Sequence[RunFigures], metric: str | None = None,
+                  trials: Mapping[str, TrialSummary] | None = None) -> HistoryTable:
+    """The table for `runs` (newest first, as RunHistory lists them) by `metric` (None: default_metric); `trials`:
+    what the trials' records say of the trials the runs are candidates of (backend.trials.trial_summaries)."""
     metrics = tuple(sorted({name for run in runs for name in (*run.final_metrics, *run.metric_extremes)}))
     metric = metric or default_metric(metrics)
     higher = higher_is_better(metric)
@@ -95,8 +124,11 @@ def history_table(runs: Sequence[RunFigures], metric: str | None = None) -> Hist
     names = tuple(params)
 
     members: dict[str, list[RunFigures]] = {}
+    candidates: dict[str, list[RunFigures]] = {}
     for run in runs:
-        if run.sweep is not None:
+        if run.trial is not None:
+            candidates.setdefault(run.trial.trial_id, []).append(run)
+        elif run.sweep is not None:
             members.setdefault(run.sweep.sweep_id, []).append(run)
     best_of: dict[str, str] = {}
     for sweep_id, group in members.items():
@@ -106,8 +138,16 @@ def history_table(runs: Sequence[RunFigures], metric: str | None = None) -> Hist
             best_of[sweep_id] = (max if higher else min)(scored)[1]
 
     rows: list[HistoryRow] = []
+    groups: dict[str, TrialGroup] = {}
     placed: set[str] = set()
     for run in runs:
+        if run.trial is not None:
+            trial_id = run.trial.trial_id
+            if trial_id not in groups:
+                group_rows, groups[trial_id] = _trial_group(trial_id, candidates[trial_id], (trials or {}).get(trial_id),
+                                                            names, metric, higher)
+                rows += group_rows
+            continue
         if run.sweep is None:
             rows.append(_row(run, names, metric, higher, "", "", False, _start(run)))
             continue
@@ -121,7 +161,41 @@ def history_table(runs: Sequence[RunFigures], metric: str | None = None) -> Hist
         rank = {r.run_id: i for i, r in enumerate(sorted(group, key=_start, reverse=True))}
         rows += [_row(r, names, metric, higher, sweep_id, label, best_of.get(sweep_id) == r.run_id,
                       newest - rank[r.run_id] * 1e-3) for r in group]
-    return HistoryTable(metric, higher, names, rows, metrics)
+    return HistoryTable(metric, higher, names, rows, metrics, groups)
+
+
+def _trial_group(trial_id: str, runs: Sequence[RunFigures], summary: TrialSummary | None, names: tuple[str, ...],
+                 metric: str, higher: bool) -> tuple[list[HistoryRow], TrialGroup]:
+    """A trial's runs (newest first, kept together at its newest run's place) and its group."""
+    # Imported here: compare imports this module (for the metrics' names).
+    from traindeck.backend.runs.control.compare import MAX_COMPARED
+
+    ordered = sorted(runs, key=_start, reverse=True)
+    newest = _start(ordered[0])
+    shown = {r.run_id for r in ordered}
+    winner = summary.winner_run_id if summary is not None else None
+    rows = [replace(_row(r, names, metric, higher, "", "", False, newest - i * 1e-3), trial=trial_id,
+                    label=r.trial.label if r.trial is not None else "", is_winner=r.run_id == winner)
+            for i, r in enumerate(ordered)]
+    if summary is not None:
+        compare = [i for i in summary.measured if i in shown]
+        total = max(summary.candidates, len(ordered))
+        count = f"{len(ordered)} of {total} candidates"
+        verdict = f"winner: {summary.winner}" if summary.winner else (
+            "no winner" if summary.state in ("finished", "stopped", "failed") else summary.state or "no winner yet")
+        label = f"trial {trial_id} — {count}, {verdict}"
+        detail = (f"Trial {trial_id} ({summary.state or 'state unknown'}): {len(ordered)} of its {total} candidates "
+                  f"ran, {len(summary.measured)} measured to the end. Select this row to compare its measured "
+                  "candidates; `traindeck trial show " + trial_id + "` prints its table.")
+    else:
+        compare = [r.run_id for r in ordered if r.state not in _FAILED]
+        label = f"trial {trial_id} — {len(ordered)} candidate{'s' if len(ordered) != 1 else ''}"
+        detail = f"Trial {trial_id}: its record is gone; the runs that did not fail are compared when it is selected."
+    group = TrialGroup(trial_id=trial_id, label=label, state=summary.state if summary is not None else "",
+                       run_ids=tuple(r.run_id for r in ordered), compare_ids=tuple(compare[:MAX_COMPARED]),
+                       sort_time=newest, detail=detail)
+    return rows, group
+
 
 
 def _row(run: RunFigures, names: tuple[str, ...], metric: str, higher: bool, group: str, label: str,
