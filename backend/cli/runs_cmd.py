@@ -1,4 +1,7 @@
-"""`traindeck runs list|show`: the runs the store knows, as a table that fits the terminal, or one run in full."""
+"""`traindeck runs list|show`: the runs the store knows, as a table that fits the terminal, or one run in full.
+
+A trial's candidate is listed by its trial and set-up (`trial:ID/zero2-cpu-mb4`), as `trial show` names it; its
+JSON says the same under "trial" (null for a run of no trial)."""
 
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from traindeck.backend.cli.run_lookup import (
 )
 
 if TYPE_CHECKING:
-    from traindeck.backend.runs import RunRecord, RunStore
+    from traindeck.backend.runs import RunRecord, RunStore, TrialMark
 
 ORDER = 31
 # Columns that give way, in this order, when the table is wider than the terminal, and how narrow each may get.
@@ -107,13 +110,17 @@ def run_summary(store: RunStore, record: RunRecord) -> dict[str, Any]:
 
 # ---- list ---------------------------------------------------------------------------------------------------------
 def _list(args: argparse.Namespace) -> int:
+    from traindeck.backend.runs import read_trial_file
+
     store = open_store()
     records = store.list_runs()
+    marks = {r.id: read_trial_file(r.run_dir) for r in records}
     if args.json:
         print(json.dumps([{"id": r.id, "name": r.name, "state": r.state, "exit_code": r.exit_code,
                            "launcher": r.launcher, "preset": r.preset, "script": r.script,
                            "progress": r.progress, "created_at": iso(r.created_at), "started_at": iso(r.started_at),
-                           "ended_at": iso(r.ended_at), "log": str(r.log_path)} for r in records], indent=2))
+                           "ended_at": iso(r.ended_at), "log": str(r.log_path), "trial": _trial_json(marks[r.id])}
+                          for r in records], indent=2))
         return 0
     if not records:
         print("no runs yet (start one with `traindeck run SCRIPT`)")
@@ -122,7 +129,8 @@ def _list(args: argparse.Namespace) -> int:
     rows = [header]
     for r in records:
         end = r.ended_at or time.time()
-        rows.append((r.id, r.name, r.state, progress_text(r.progress, running=r.state == "running",
+        mark = marks[r.id]
+        rows.append((r.id, f"trial:{mark.trial_id}/{mark.slug}" if mark is not None else r.name, r.state, progress_text(r.progress, running=r.state == "running",
                                                           stalled=r.state_detail.startswith("stalled")),
                      # a queued run has not started: when it was queued, said as such
                      time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started_at or r.created_at))
@@ -131,6 +139,13 @@ def _list(args: argparse.Namespace) -> int:
     for line in format_table(rows, _table_width()):
         print(line)
     return 0
+
+
+def _trial_json(mark: TrialMark | None) -> dict[str, Any] | None:
+    """A trial's candidate: the trial's id, the candidate's place and set-up (its label as `trial show` prints it)."""
+    if mark is None:
+        return None
+    return {"id": mark.trial_id, "index": mark.index, "candidate": mark.slug, "setup": dict(mark.candidate)}
 
 
 def _table_width() -> int | None:
