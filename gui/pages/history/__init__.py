@@ -1,7 +1,7 @@
 """History: every run with its state, duration, peak memory and speed; open one, or compare two to eight side by side.
 
 The list is `traindeck.backend.runs.control.history.RunHistory` read on the thread pool every few seconds while the page is
-shown; a comparison is `traindeck.backend.runs.control.compare.compare_runs`, also off the UI thread. This module only
+shown, with what the trials' records say of the trials its runs are candidates of (`backend.trials.history_rows`); a comparison is `traindeck.backend.runs.control.compare.compare_runs`, also off the UI thread. This module only
 draws them.
 
 The page is an assembly of three panels it wires together: the runs table (run_table.py), the comparison of the
@@ -21,7 +21,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout
 
-from traindeck.backend.runs import MAX_COMPARED, RunFigures, RunHistory
+from traindeck.backend.runs import MAX_COMPARED, RunFigures, RunHistory, TrialSummary
+from traindeck.backend.trials import history_rows
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
 from traindeck.gui.pages.history.compare_panel import ComparePanel
@@ -114,14 +115,15 @@ class HistoryPage(Page):
             return  # the previous read is still running (a slow disk): skip this tick
         self._refreshing = True
         history = self.history
-        self.ctx.tasks.run(history.rows, done=lambda rows: self._loaded(history, rows),
+        self.ctx.tasks.run(history_rows, history, done=lambda read: self._loaded(history, *read),
                            failed=lambda error: self._load_failed(history, error))
 
-    def _loaded(self, history: RunHistory, rows: list[RunFigures]) -> None:
+    def _loaded(self, history: RunHistory, rows: list[RunFigures],
+                trials: dict[str, TrialSummary] | None = None) -> None:
         self._refreshing = False
         if history is not self.history:
             return  # the store was switched (demo) while this read ran
-        self.run_table.show_rows(rows)
+        self.run_table.show_rows(rows, trials)
         running = sum(1 for r in rows if r.state == "running")
         self.count_label.setText(
             "No runs yet: launch one from the Launch page." if not rows else

@@ -4,7 +4,9 @@ signals: the selection changed, a run is to be opened.
 
 Beside each run's figures the table answers "which was best": the swept values as columns, the final and best
 value of a metric the panel lets the user choose (loss unless chosen), a sweep's runs together under the sweep's
-name and its best run marked. That table is `backend.runs.history_table` (Qt-free); this module presents it."""
+name and its best run marked. A trial's runs stand under one parent row (the trial, its size and winner), each
+named by its candidate's set-up; selecting that row selects its measured candidates, to be compared side by side.
+That table is `backend.runs.history_table` (Qt-free, groups included); this module presents it."""
 
 from __future__ import annotations
 
@@ -13,13 +15,14 @@ import time
 from typing import Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
+    QAbstractItemModel,
     QEvent,
     QItemSelection,
     QItemSelectionModel,
     QModelIndex,
     QObject,
     QPersistentModelIndex,
+    QSize,
     QSortFilterProxyModel,
     Qt,
     Signal,
@@ -32,7 +35,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QStyle,
-    QTableView,
+    QTreeView,
     QVBoxLayout,
     QWidget,
 )
@@ -41,6 +44,8 @@ from traindeck.backend.runs import (
     HistoryRow,
     HistoryTable,
     RunFigures,
+    TrialGroup,
+    TrialSummary,
     format_bytes,
     format_duration,
     format_metric,
@@ -53,7 +58,8 @@ from traindeck.gui.widgets.run_state import state_icon
 
 COLUMNS = ("Name", "State", "Started", "Duration", "Preset", "Peak GPU mem", "Peak host RAM", "s/step", "Throughput")
 COLUMN_TIPS = (
-    "The run's name (the script's, unless given)",
+    "The run's name (the script's, unless given); a trial's candidates are named by their set-up under the trial's "
+    "row (select that row to compare its measured candidates)",
     "running, succeeded, failed, stopped, or lost (its supervisor disappeared)",
     "When the run was started",
     "From start to end (to now while running)",
@@ -69,38 +75,96 @@ SWEEP_TIP = ("The sweep the run was queued by (its runs together when sorted by 
 BEST_MARK = "★ "
 STATE_SEVERITY = {"succeeded": "ok", "failed": "error", "lost": "error", "stopped": "warning", "running": "note"}
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
-ID_ROLE = Qt.ItemDataRole.UserRole + 2
+ID_ROLE = Qt.ItemDataRole.UserRole + 2  # a run's id (None on a trial's row)
+GROUP_ROLE = Qt.ItemDataRole.UserRole + 3  # a trial's row: its trial id (None on a run)
+COMPARE_ROLE = Qt.ItemDataRole.UserRole + 4  # a trial's row: the runs selecting it selects
 
 
 def _started(t: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else "-"
 
 
-class RunsModel(QAbstractTableModel):
+class RunsModel(QAbstractItemModel):
     """The runs as the table shows them: the fixed figure columns, then the sweep, the swept values and the chosen
-    metric's final and best values (history_table). Cells are formatted once per refresh (views ask for data
-    thousands of times); `set_table` reports only the rows that changed, so the view keeps its selection and scroll
-    position."""
+    metric's final and best values (history_table). A trial's runs are the children of its row; every other run is
+    a top-level row. Cells are formatted once per refresh (views ask for data thousands of times); `set_table`
+    reports only the rows that changed, so the view keeps its selection, scroll position and open groups.
+
+    An index's internal id tells its level: 0 for a top-level row, else one more than its parent's row."""
 
     def __init__(self, parent: QWidget):
         super().__init__(parent)
-        self.rows: list[RunFigures] = []
+        self.rows: list[RunFigures] = []  # every run, in the table's order (a trial's candidates included)
         self.table = history_table([])
         self.headers: tuple[str, ...] = COLUMNS
         self.tips: tuple[str, ...] = COLUMN_TIPS
         self._text: list[tuple[str, ...]] = []
         self._sort: list[tuple[Any, ...]] = []
         self._best: list[bool] = []
+        self._winner: list[bool] = []
+        self._shape: list[tuple[str, str]] = []  # (run id, trial id) per run: what decides the rows' places
+        self._top: list[tuple[bool, int]] = []  # per top-level row: (is a group, run or group number)
+        self._groups: list[TrialGroup] = []
+        self._children: list[list[int]] = []  # per group, its runs' numbers
+        self._gtext: list[tuple[str, ...]] = []
+        self._gsort: list[tuple[Any, ...]] = []
+        self._where: list[tuple[int, int]] = []  # per run: (internal id, row)
         self._view = parent
         self._brushes: dict[str, QBrush | None] = {}
         self._bold = QFont(parent.font())
         self._bold.setBold(True)
+        self._row_size = QSize(1, parent.fontMetrics().height() + 8)  # the height of a row (views ask the first)
+
+    # ---- the tree -------------------------------------------------------------------------------------------
+    def index(self, row: int, column: int,
+              parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> QModelIndex:  # noqa: B008
+        if not 0 <= column < len(self.headers) or row < 0:
+            return QModelIndex()
+        if not parent.isValid():
+            return self.createIndex(row, column, 0) if row < len(self._top) else QModelIndex()
+        group = self._group_at(parent)
+        if group is None or row >= len(self._children[group]):
+            return QModelIndex()
+        return self.createIndex(row, column, parent.row() + 1)
+
+    def parent(self, index: QModelIndex | QPersistentModelIndex = QModelIndex()) -> QModelIndex:  # type: ignore[override]  # noqa: B008
+        if not index.isValid() or index.internalId() == 0:
+            return QModelIndex()
+        return self.createIndex(int(index.internalId()) - 1, 0, 0)
 
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self.rows)
+        if not parent.isValid():
+            return len(self._top)
+        group = self._group_at(parent) if parent.column() == 0 else None
+        return 0 if group is None else len(self._children[group])
 
     def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self.headers)
+        return len(self.headers)
+
+    def _group_at(self, index: QModelIndex | QPersistentModelIndex) -> int | None:
+        """The group number of a top-level trial row, else None."""
+        if not index.isValid() or index.internalId() != 0 or not 0 <= index.row() < len(self._top):
+            return None
+        is_group, number = self._top[index.row()]
+        return number if is_group else None
+
+    def _run_at(self, index: QModelIndex | QPersistentModelIndex) -> int | None:
+        """The run number of a run's row (top-level or a trial's child), else None."""
+        if not index.isValid():
+            return None
+        parent = int(index.internalId())
+        if parent == 0:
+            if not 0 <= index.row() < len(self._top):
+                return None
+            is_group, number = self._top[index.row()]
+            return None if is_group else number
+        group = self._top[parent - 1][1]
+        children = self._children[group]
+        return children[index.row()] if 0 <= index.row() < len(children) else None
+
+    def _run_index(self, run: int, column: int) -> QModelIndex:
+        parent, row = self._where[run]
+        return self.createIndex(row, column, parent)
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if orientation == Qt.Orientation.Horizontal and 0 <= section < len(self.headers):
@@ -111,7 +175,8 @@ class RunsModel(QAbstractTableModel):
         return None
 
     def set_table(self, table: HistoryTable) -> bool:
-        """Take a new table; True when the set or order of runs, or the columns, changed (the view was reset)."""
+        """Take a new table; True when the set or order of runs, their groups, or the columns, changed (the view was
+        reset)."""
         headers, tips = _headers(table)
         rows = [r.run for r in table.rows]
         params = table.param_sort_keys()
@@ -119,27 +184,60 @@ class RunsModel(QAbstractTableModel):
         texts = [_cells(r, say_step) for r in table.rows]
         sorts = [_sort_keys(r, keys) for r, keys in zip(table.rows, params, strict=True)]
         best = [r.is_best for r in table.rows]
-        if [r.run_id for r in rows] == [r.run_id for r in self.rows] and headers == self.headers:
+        winner = [r.is_winner for r in table.rows]
+        shape = [(r.run.run_id, r.trial) for r in table.rows]
+        top: list[tuple[bool, int]] = []
+        groups: list[TrialGroup] = []
+        children: list[list[int]] = []
+        numbers: dict[str, int] = {}
+        for i, row in enumerate(table.rows):
+            if not row.trial:
+                top.append((False, i))
+                continue
+            if row.trial not in numbers:
+                numbers[row.trial] = len(groups)
+                top.append((True, len(groups)))
+                groups.append(table.groups[row.trial])
+                children.append([])
+            children[numbers[row.trial]].append(i)
+        gtexts = [_group_cells(g, len(headers)) for g in groups]
+        gsorts = [_group_sort_keys(g, sorts[kids[0]]) for g, kids in zip(groups, children, strict=True)]
+        if shape == self._shape and headers == self.headers:
             changed = [i for i in range(len(rows)) if texts[i] != self._text[i] or rows[i] != self.rows[i]
-                       or best[i] != self._best[i]]
-            self.rows, self.table, self._text, self._sort, self._best = rows, table, texts, sorts, best
+                       or best[i] != self._best[i] or winner[i] != self._winner[i]]
+            changed_groups = [g for g in range(len(groups)) if gtexts[g] != self._gtext[g] or groups[g] != self._groups[g]]
+            self.rows, self.table, self._text, self._sort, self._best, self._winner = rows, table, texts, sorts, best, winner
+            self._groups, self._gtext, self._gsort = groups, gtexts, gsorts
             for i in changed:
-                self.dataChanged.emit(self.index(i, 0), self.index(i, len(headers) - 1))
+                self.dataChanged.emit(self._run_index(i, 0), self._run_index(i, len(headers) - 1))
+            for g in changed_groups:
+                position = top.index((True, g))
+                self.dataChanged.emit(self.index(position, 0), self.index(position, len(headers) - 1))
             return False
         self.beginResetModel()
-        self.rows, self.table, self._text, self._sort, self._best = rows, table, texts, sorts, best
-        self.headers, self.tips = headers, tips
+        self.rows, self.table, self._text, self._sort, self._best, self._winner = rows, table, texts, sorts, best, winner
+        self.headers, self.tips, self._shape = headers, tips, shape
+        self._top, self._groups, self._children, self._gtext, self._gsort = top, groups, children, gtexts, gsorts
+        self._where = [(0, 0)] * len(rows)
+        for position, (is_group, number) in enumerate(top):
+            if is_group:
+                for k, run in enumerate(children[number]):
+                    self._where[run] = (position + 1, k)
+            else:
+                self._where[number] = (0, position)
         self.endResetModel()
         return True
 
     def texts(self) -> list[tuple[str, ...]]:
-        return self._text
+        """Every row's cells, runs then trials' rows (for the columns' widths)."""
+        return self._text + self._gtext
 
     def restyle(self) -> None:
         """The theme changed: state colours are looked up again."""
         self._brushes.clear()
-        if self.rows:
-            self.dataChanged.emit(self.index(0, 1), self.index(len(self.rows) - 1, 1))
+        for run in range(len(self.rows)):
+            index = self._run_index(run, 1)
+            self.dataChanged.emit(index, index)
 
     def _state_brush(self, state: str) -> QBrush | None:
         if state not in self._brushes:
@@ -150,7 +248,13 @@ class RunsModel(QAbstractTableModel):
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
-        row, column = index.row(), index.column()
+        if role == Qt.ItemDataRole.SizeHintRole:
+            return self._row_size
+        column = index.column()
+        row = self._run_at(index)
+        if row is None:
+            group = self._group_at(index)
+            return None if group is None else self._group_data(group, column, role)
         if role == Qt.ItemDataRole.DisplayRole:
             return self._text[row][column]
         if role == SORT_ROLE:
@@ -160,6 +264,8 @@ class RunsModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.ForegroundRole:
             return self._state_brush(self.rows[row].state) if column == 1 else None
         if role == Qt.ItemDataRole.FontRole:
+            if column == 0 and self._winner[row]:
+                return self._bold
             return self._bold if self._best[row] and column in (0, SWEEP_COLUMN) else None
         if role == Qt.ItemDataRole.DecorationRole and column == 1:
             return _state_icon(self.rows[row].state)  # the state at a glance: the Runs list's icon and colour
@@ -174,8 +280,25 @@ class RunsModel(QAbstractTableModel):
             if self._best[row] and column == SWEEP_COLUMN:
                 word = "highest" if self.table.higher_is_better else "lowest"
                 return f"The best run of its sweep: the {word} {self.table.metric}"
-            lines = [f"Run {run.run_id}"] + ([run.summary] if run.summary else []) + [f"Folder: {run.run_dir}"]
+            lines = [f"Run {run.run_id}"] + ([f"{run.name}: the winner of its trial"] if self._winner[row] else
+                                             [run.name] if run.trial is not None and run.name else [])
+            lines += ([run.summary] if run.summary else []) + [f"Folder: {run.run_dir}"]
             return "\n".join(lines)
+        return None
+
+    def _group_data(self, group: int, column: int, role: int) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._gtext[group][column]
+        if role == SORT_ROLE:
+            return self._gsort[group][column]
+        if role == Qt.ItemDataRole.FontRole:
+            return self._bold if column == 0 else None
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return self._groups[group].detail
+        if role == GROUP_ROLE:
+            return self._groups[group].trial_id
+        if role == COMPARE_ROLE:
+            return list(self._groups[group].compare_ids)
         return None
 
 
@@ -209,7 +332,7 @@ def _headers(table: HistoryTable) -> tuple[tuple[str, ...], tuple[str, ...]]:
 def _cells(row: HistoryRow, say_step: bool = False) -> tuple[str, ...]:
     run = row.run
     return (
-        run.name or run.run_id,
+        (BEST_MARK if row.is_winner else "") + row.name,
         run.state + (f" ({run.exit_code})" if run.state == "failed" and run.exit_code else ""),
         _started(run.started_at or run.created_at),
         format_duration(run.duration_s),
@@ -228,16 +351,31 @@ def _cells(row: HistoryRow, say_step: bool = False) -> tuple[str, ...]:
 def _sort_keys(row: HistoryRow, params: tuple[float | str, ...]) -> tuple[Any, ...]:
     run = row.run
     # Started sorts by sort_time: a sweep's runs stay together, newest first.
-    values = (run.name.lower(), run.state, row.sort_time, run.duration_s, run.preset or "",
+    values = (row.name.lower(), run.state, row.sort_time, run.duration_s, run.preset or "",
               run.peak_gpu_mem_bytes, run.peak_host_ram_bytes, run.seconds_per_step, run.throughput,
               f"{row.group_label} {row.group}" if row.group else "", *params, row.final, row.best)
     return tuple(-1.0 if v is None else v for v in values)
 
 
+def _group_cells(group: TrialGroup, count: int) -> tuple[str, ...]:
+    """A trial's row: its line under Name, its state, when its newest candidate started; the figures are its
+    candidates'."""
+    return (group.label, group.state or "-", _started(group.sort_time), *("",) * (count - 3))
+
+
+def _group_sort_keys(group: TrialGroup, child: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A trial's row sorts by its line, state and newest start; it has no figures of its own (blank: as a run
+    without them), and a swept value's key has the type of its column's (its first candidate's)."""
+    blank = tuple("" if isinstance(key, str) else -1.0 for key in child[3:SWEEP_COLUMN + 1])
+    params = child[SWEEP_COLUMN + 1:-2]
+    return (group.label.lower(), group.state, group.sort_time, *blank, *params, -1.0, -1.0)
+
+
 class RunTable(QWidget):
-    """The runs, newest first (a sweep's runs together), sortable by any column; one or more selected. Figure columns
-    are as wide as their widest cell, the name takes the rest. Enter or a double-click asks to open the selected
-    run. The panel keeps the metric whose final and best values it shows (loss until one is chosen)."""
+    """The runs, newest first (a sweep's runs together, a trial's under its row), sortable by any column; one or
+    more selected (a trial's row stands for its measured candidates). Figure columns are as wide as their widest
+    cell, the name takes the rest. Enter or a double-click asks to open the selected run. The panel keeps the metric
+    whose final and best values it shows (loss until one is chosen) and which trials' rows are open."""
 
     selection_changed = Signal(list)  # the selected runs' ids, in the order shown
     open_requested = Signal()  # Enter, Return or a double-click on the list
@@ -247,28 +385,33 @@ class RunTable(QWidget):
         self._sized = False
         self._runs: list[RunFigures] = []
         self._metric: str | None = None  # chosen by the user; None: history_table's default (loss)
+        self._trials: dict[str, TrialSummary] = {}  # what the trials' records say of the trials shown
+        self._open: set[str] = set()  # the trials whose rows are expanded (kept over a reset of the list)
         self.model = RunsModel(self)
         self.proxy = QSortFilterProxyModel(self)
         self.proxy.setSourceModel(self.model)
         self.proxy.setSortRole(SORT_ROLE)
-        self.table = QTableView()
+        self.table = QTreeView()
         self.table.setModel(self.proxy)
+        self.table.setUniformRowHeights(True)
+        self.table.setAllColumnsShowFocus(True)
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(2, Qt.SortOrder.DescendingOrder)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.verticalHeader().setVisible(False)
-        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
         self.table.setAlternatingRowColors(True)
-        header = self.table.horizontalHeader()
+        header = self.table.header()
+        header.setStretchLastSection(False)
         # Widths come from the formatted cells when the list changes (ResizeToContents would measure every cell at
         # every refresh: a quarter second for 200 runs).
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Fixed)
         self._name_min = self.fontMetrics().horizontalAdvance("llama-7b-offload-run") + 16
         self.table.installEventFilter(self)
-        self.table.doubleClicked.connect(lambda _index: self.open_requested.emit())
+        self.table.doubleClicked.connect(self._double_clicked)
+        self.table.expanded.connect(lambda index: self._open.add(str(index.data(GROUP_ROLE))))
+        self.table.collapsed.connect(lambda index: self._open.discard(str(index.data(GROUP_ROLE))))
         self.table.selectionModel().selectionChanged.connect(
             lambda *_args: self.selection_changed.emit(self.selected_ids()))
         for keys in ("Return", "Enter"):
@@ -303,21 +446,26 @@ class RunTable(QWidget):
         """The table shown: its swept names, its metric, each row's final and best values and group."""
         return self.model.table
 
-    def show_rows(self, rows: list[RunFigures]) -> None:
-        """A new list: changed rows are redrawn, the selection stays on its runs, columns fit a changed set."""
+    def show_rows(self, rows: list[RunFigures], trials: dict[str, TrialSummary] | None = None) -> None:
+        """A new list (and what the trials' records say of its trials): changed rows are redrawn, the selection
+        stays on its rows, open trials stay open, columns fit a changed set."""
         self._runs = rows
-        table = history_table(rows, self._metric)
+        self._trials = dict(trials or {})
+        table = history_table(rows, self._metric, self._trials)
         self._offer_metrics(table)
-        selected = self.selected_ids()
-        if self.model.set_table(table) or not self._sized or self._outgrown():
+        selected = self._selected_keys()
+        reset = self.model.set_table(table)
+        if reset:
+            self._reopen()
+        if reset or not self._sized or self._outgrown():
             self._size_columns()
-        if selected and self.selected_ids() != selected:
-            self.select_runs(selected)
+        if selected and self._selected_keys() != selected:
+            self._select_keys(selected)
 
     def choose_metric(self, metric: str) -> None:
         """Show the final and best values of `metric` (and mark each sweep's best by it)."""
         self._metric = metric
-        self.show_rows(self._runs)
+        self.show_rows(self._runs, self._trials)
 
     def _metric_chosen(self, metric: str) -> None:
         if metric and metric != self.model.table.metric:
@@ -337,17 +485,65 @@ class RunTable(QWidget):
             self.metric_box.blockSignals(False)
 
     def selected_ids(self) -> list[str]:
-        """The selected runs' ids, in the order shown."""
-        rows = sorted(index.row() for index in self.table.selectionModel().selectedRows())
-        return [str(self.proxy.index(row, 0).data(ID_ROLE)) for row in rows]
+        """The selected runs' ids, in the order shown; a selected trial's row gives its measured candidates'."""
+        ids: list[str] = []
+        for index in self._selected_indexes():
+            group = index.data(GROUP_ROLE)
+            ids += index.data(COMPARE_ROLE) if group else [str(index.data(ID_ROLE))]
+        return list(dict.fromkeys(ids))
 
     def select_runs(self, run_ids: list[str]) -> None:
-        selection = QItemSelection()
+        """Select the rows of these runs (a trial's candidate's row opens its trial's)."""
+        self._select_keys([("run", i) for i in run_ids])
+
+    def select_trial(self, trial_id: str) -> None:
+        """Select a trial's row: its measured candidates are the selection."""
+        self._select_keys([("trial", trial_id)])
+
+    def _rows_shown(self) -> list[QModelIndex]:
+        """Every row's first cell in the order shown: top-level rows, each trial's candidates after its row."""
+        out = []
         for row in range(self.proxy.rowCount()):
             index = self.proxy.index(row, 0)
-            if index.data(ID_ROLE) in run_ids:
-                selection.select(index, self.proxy.index(row, self.model.columnCount() - 1))
+            out.append(index)
+            out += [self.proxy.index(child, 0, index) for child in range(self.proxy.rowCount(index))]
+        return out
+
+    def _selected_indexes(self) -> list[QModelIndex]:
+        chosen = self.table.selectionModel()
+        return [index for index in self._rows_shown() if chosen.isRowSelected(index.row(), index.parent())]
+
+    def _selected_keys(self) -> list[tuple[str, str]]:
+        """The selected rows as ("run", id) or ("trial", id): what a new list selects again."""
+        return [("trial", str(group)) if (group := index.data(GROUP_ROLE)) else ("run", str(index.data(ID_ROLE)))
+                for index in self._selected_indexes()]
+
+    def _select_keys(self, keys: list[tuple[str, str]]) -> None:
+        wanted = set(keys)
+        selection = QItemSelection()
+        last = self.model.columnCount() - 1
+        for index in self._rows_shown():
+            group = index.data(GROUP_ROLE)
+            if (("trial", str(group)) if group else ("run", str(index.data(ID_ROLE)))) in wanted:
+                selection.select(index, index.sibling(index.row(), last))
+                if index.parent().isValid():
+                    self.table.expand(index.parent())
         self.table.selectionModel().select(selection, QItemSelectionModel.SelectionFlag.ClearAndSelect)
+
+    def _reopen(self) -> None:
+        """After a new set of rows: each trial's line spans the row (it is longer than a name), and the trials that
+        were open are opened again."""
+        for row in range(self.proxy.rowCount()):
+            index = self.proxy.index(row, 0)
+            group = index.data(GROUP_ROLE)
+            if group:
+                self.table.setFirstColumnSpanned(row, QModelIndex(), True)
+            if group in self._open:
+                self.table.expand(index)
+
+    def _double_clicked(self, index: QModelIndex) -> None:
+        if index.data(ID_ROLE):  # a trial's row opens and closes instead
+            self.open_requested.emit()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.table and event.type() == QEvent.Type.Resize:
@@ -362,7 +558,7 @@ class RunTable(QWidget):
     def _size_columns(self) -> None:
         """Each figure column as wide as its widest cell (of the first few hundred runs); the name takes the rest."""
         metrics = self.table.fontMetrics()
-        header = self.table.horizontalHeader().fontMetrics()
+        header = self.table.header().fontMetrics()
         texts = self.model.texts()[:300]
         headers = self.model.headers
         for column in range(1, len(headers)):
