@@ -49,6 +49,7 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("machine", "machine: GPU, driver, CUDA, torch, DeepSpeed"),
     ("wheels", "carried wheels (DeepSpeed, pydantic, hjson) importable"),
     ("monitor", "NVML live: `traindeck monitor --once --json` reads util, memory, power, temperature, PCIe"),
+    ("health", "GPU health from NVML: clock-event reasons, PCIe gen/width against the maximum, replays, ECC"),
     ("cpu_adam", "DeepSpeed's CPU Adam (ZeRO-Offload's optimizer) JIT-built against CUDA torch"),
     ("demo_run", "ZeRO-2 + CPU offload run of the demo model (`traindeck run`, DeepSpeed launcher) succeeds"),
     ("demo_on_gpu", "its rank is listed on the GPU while it runs (NVML through `traindeck monitor --run`)"),
@@ -241,6 +242,32 @@ def judge_monitor(sample: Any) -> tuple[str, str]:
     if missing:
         return "FAIL", f"not read: {', '.join(missing)}; " + figures
     return "PASS", figures
+
+
+def judge_health(sample: Any) -> tuple[str, str]:
+    """PASS when the first GPU of a `monitor --once --json` sample has its health read: the clock-event (throttle)
+    reasons answered and the PCIe link's generation and width with their maximum. ECC and the replay counter are
+    figures only: consumer cards have no ECC, and some drivers refuse the counter."""
+    gpus = (sample or {}).get("gpus") or [] if isinstance(sample, dict) else []
+    if not gpus:
+        return "FAIL", "no GPU in the sample"
+    health = gpus[0].get("health")
+    if not isinstance(health, dict):
+        return "FAIL", "no health in the sample (NVML's health calls were not read)"
+    link = health.get("pcie") or {}
+    reasons = health.get("throttle") if health.get("throttle_known") else None
+    ecc = health.get("ecc") or {}
+    figures = (f"clock-event reasons: {', '.join(reasons) or 'none'}" if reasons is not None
+               else "clock-event reasons: not read")
+    figures += (f"; PCIe Gen{link.get('gen')} x{link.get('width')} of Gen{link.get('max_gen')} x{link.get('max_width')}"
+                if link else "; PCIe link: not read")
+    replays = health.get("pcie_replays")
+    figures += f"; replays {replays if replays is not None else 'not read'}"
+    figures += (f"; ECC {'on' if ecc.get('enabled') else 'off'}, uncorrected {ecc.get('volatile_uncorrected')}, "
+                f"remapped rows {ecc.get('remapped_rows')}" if ecc else "; ECC: not read")
+    figures += f"; XID events {len(health.get('xid') or [])}"
+    ok = reasons is not None and all(link.get(k) for k in ("gen", "max_gen", "width", "max_width"))
+    return ("PASS" if ok else "FAIL"), figures
 
 
 def judge_recorded(resources: Any) -> tuple[str, str]:
@@ -623,6 +650,7 @@ class Check:
                 result, figures = judge_monitor(first_json(again.out))
                 figures = "second sample (the first had no PCIe figure): " + figures
         self.report.set("monitor", result, figures)
+        self.report.set("health", *judge_health(first_json(done.out)))
 
     def build_cpu_adam(self) -> None:
         code = ("import time; t = time.time()\n"

@@ -141,6 +141,19 @@ def test_monitor_passes_with_every_nvml_figure_and_names_the_missing_ones() -> N
     assert check.judge_monitor(None)[0] == "FAIL"
 
 
+def test_health_passes_with_reasons_and_the_pcie_link_and_names_what_was_not_read() -> None:
+    health = {"throttle": ["gpu_idle"], "throttle_known": True, "pcie": {"gen": 1, "max_gen": 5, "width": 16,
+                                                                          "max_width": 16},
+              "pcie_replays": 0, "ecc": {"enabled": True, "volatile_uncorrected": 0, "remapped_rows": None}, "xid": []}
+    result, figures = check.judge_health(_sample(_gpu(health=health)))
+    assert result == "PASS", figures
+    assert figures.startswith("clock-event reasons: gpu_idle; PCIe Gen1 x16 of Gen5 x16; replays 0; ECC on")
+    result, figures = check.judge_health(_sample(_gpu(health={**health, "throttle_known": False, "pcie": None})))
+    assert result == "FAIL" and "clock-event reasons: not read; PCIe link: not read" in figures
+    assert check.judge_health(_sample(_gpu()))[0] == "FAIL"
+    assert check.judge_health(None)[0] == "FAIL"
+
+
 def test_nvml_and_nvidia_smi_process_lists() -> None:
     pids, unknown = check.nvml_processes(_sample(_gpu(), _gpu(index=1, processes=[], processes_unknown="PIDs of "
                                                                                                       "another namespace")))
