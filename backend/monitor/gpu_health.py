@@ -177,7 +177,9 @@ def health_during(changes: list[tuple[int, float, dict[str, Any]]], windows: lis
         replays = [int(h["pcie_replays"]) for _t, h in rows if h.get("pcie_replays") is not None]
         if replays and replays[-1] > replays[0]:
             said.append(f"GPU {gpu} counted {replays[-1] - replays[0]} PCIe replays during the run")
-        xids = sorted({int(e["xid"]) for _t, h in rows for e in h.get("xid") or ()})
+        # The kernel log's XIDs reach back to boot: only those from the recording's (or the steps') start count.
+        since = min([rows[0][0], *(start for start, _end in windows)])
+        xids = sorted({int(e["xid"]) for _t, h in rows for e in h.get("xid") or () if float(e["t"]) >= since})
         if xids:
             said.append(f"GPU {gpu} reported XID {', '.join(map(str, xids))}")
     return said

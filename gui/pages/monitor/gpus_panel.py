@@ -323,5 +323,6 @@ def health_tooltip(health: GpuHealth) -> str:
         + (f", {ecc['volatile_corrected']} corrected / {ecc['volatile_uncorrected']} uncorrected since boot"
            if ecc.get("volatile_corrected") is not None else ""),
     ]
-    rows += [f"XID {int(event['xid'])}" for event in health.xid]
+    rows += [f"XID {int(event['xid'])} at {time.strftime('%d %b %H:%M:%S', time.localtime(event['t']))}"
+             + (" (kernel log)" if event.get("source") == "kernel" else "") for event in health.xid]
     return "\n".join(rows)

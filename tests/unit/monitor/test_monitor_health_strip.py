@@ -59,3 +59,13 @@ def test_the_step_at_a_time_is_the_first_that_ends_after_it() -> None:
     steps = [(10.0, 1), (15.0, 2), (20.0, 3)]
     assert [step_at(steps, t) for t in (5.0, 10.0, 12.0, 19.9, 25.0)] == [1, 1, 2, 3, None]
     assert step_at([], 3.0) is None
+
+
+def test_an_xid_from_before_the_recording_is_not_said_of_the_runs_steps() -> None:
+    """The kernel log's XIDs reach back to boot: one older than the recording is not the run's."""
+    from traindeck.backend.monitor import health_during
+
+    old = {"xid": 79.0, "t": 5.0, "source": "kernel"}
+    new = {"xid": 94.0, "t": 150.0, "source": "kernel"}
+    changes = [(0, 100.0, row(xid=[old])), (0, 150.0, row(xid=[old, new]))]
+    assert health_during(changes, [(110.0, 200.0)]) == ["GPU 0 reported XID 94"]
