@@ -12,6 +12,8 @@ Modules, each usable alone:
 - `processes`: `RunProcessSampler` (every process under a run's launcher, with ranks found by environment).
 - `machine`: `MachineProcessSampler` (every process of the machine, htop's table: user, CPU, RSS, GPU memory, run)
   and `ProcessTable`, that table filtered and sorted for a viewer.
+- `gpu_health`: each GPU's throttling, PCIe link, replays, ECC and XIDs; `kernel_log`: the kernel log's records and
+  the GPU driver's XID lines in it; `health_strip`: health readings cut into time spans for the GPUs tab's strips.
 - `sampler`: `ResourceSampler`, one call that takes all three (and, on request, the machine's processes) and ties
   GPU memory to the run's processes.
 - `store` / `recorder` / `offload`: the run store's resource tables, `RunResourceRecorder`, and the readers

@@ -2,6 +2,13 @@ from .demo import demo_machine as demo_machine
 from .demo import demo_offload_view as demo_offload_view
 from .demo import demo_samples as demo_samples
 from .gpu_health import health_during as health_during
+from .health_strip import HealthSpan as HealthSpan
+from .health_strip import HealthTimeline as HealthTimeline
+from .health_strip import health_row as health_row
+from .health_strip import health_spans as health_spans
+from .health_strip import span_at as span_at
+from .health_strip import spans_by_gpu as spans_by_gpu
+from .health_strip import step_at as step_at
 from .live import (
     LiveSampler as LiveSampler,
 )
@@ -10,6 +17,9 @@ from .live import (
 )
 from .live import (
     run_choices as run_choices,
+)
+from .live import (
+    run_health_strip as run_health_strip,
 )
 from .live import (
     run_history as run_history,

@@ -1,6 +1,7 @@
 """Whether a GPU is slowed or failing for reasons of its own, read from the NVML session the sampler keeps: the
 clock-event (throttle) reasons, the PCIe link's generation and width against its maximum, the PCIe replay counter,
-ECC error counts and remapped rows, and XID errors (NVML's event set).
+ECC error counts and remapped rows, and XID errors: NVML's event set ("source": "nvml") and the driver's lines in
+the kernel log where it is readable ("source": "kernel", kernel_log.py; those since boot, each at its own time).
 
 A user with a throttled or downgraded GPU sees only "slow": nvtop shows the link's current generation, not its
 maximum; XID errors reach no common tool. What is flagged:
@@ -19,6 +20,7 @@ import ctypes
 import time
 from typing import Any
 
+from traindeck.backend.monitor import kernel_log
 from traindeck.backend.monitor.nvml import NvmlLibrary
 from traindeck.backend.monitor.snapshots import BUSY_PERCENT, REASON_WORDS, REASONS, THROTTLING, GpuHealth
 
@@ -28,12 +30,16 @@ XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError
 
 class HealthReader:
     """Reads each GPU's health from an open NvmlLibrary; `start()` after the library opens, `stop()` before it
-    closes (the XID event set lives between the two)."""
+    closes (the XID event set and the kernel log's reader live between the two). `kernel_log_path` is the kernel
+    log read for XID lines (kernel_log.KMSG when None)."""
 
-    def __init__(self, library: NvmlLibrary) -> None:
+    def __init__(self, library: NvmlLibrary, kernel_log_path: str | None = None) -> None:
         self.library = library
+        self.kernel_log_path = kernel_log_path
         self._event_set: Any = None
-        self._xids: dict[int, list[dict[str, float]]] = {}
+        self._kernel: kernel_log.KernelLogTail | None = None
+        self._bus_ids: dict[int, str | None] = {}
+        self._xids: dict[int, list[dict[str, Any]]] = {}
         self._slow: dict[int, tuple[float, int | None, dict[str, Any] | None]] = {}
         self._max_link: dict[int, tuple[int | None, int | None]] = {}
 
@@ -41,6 +47,8 @@ class HealthReader:
         lib = self.library
         self._xids = {i: [] for i in range(lib.device_count)}
         self._slow, self._max_link = {}, {}
+        self._bus_ids = {i: lib.pci_bus_id(i) for i in range(lib.device_count)}
+        self._kernel = kernel_log.KernelLogTail(self.kernel_log_path or kernel_log.KMSG)
         event_set = lib.call("nvmlEventSetCreate")
         if event_set is None:
             return
@@ -60,6 +68,9 @@ class HealthReader:
             lib.call("nvmlEventSetFree", event_set)
 
     def stop(self) -> None:
+        if self._kernel is not None:
+            self._kernel.close()
+            self._kernel = None
         if self._event_set is not None:
             self.library.call("nvmlEventSetFree", self._event_set)
             self._event_set = None
@@ -111,6 +122,12 @@ class HealthReader:
         return ecc
 
     def _drain_xids(self, now: float) -> None:
+        if self._kernel is not None:
+            records = self._kernel.read_new()
+            for event in kernel_log.xid_events(records or [], self._bus_ids, now):
+                if isinstance(event["gpu"], int):  # a bus NVML does not list has no GPU here to show it on
+                    self._xids.setdefault(event["gpu"], []).append(
+                        {"xid": float(event["xid"]), "t": event["t"], "source": "kernel"})
         if self._event_set is None:
             return
         lib = self.library
@@ -122,7 +139,7 @@ class HealthReader:
                 return
             index = addresses.get(ctypes.cast(data.device, ctypes.c_void_p).value)
             if index is not None and int(data.eventType) & XID_CRITICAL:
-                self._xids.setdefault(index, []).append({"xid": float(data.eventData), "t": now})
+                self._xids.setdefault(index, []).append({"xid": float(data.eventData), "t": now, "source": "nvml"})
 
 
 
@@ -160,7 +177,9 @@ def health_during(changes: list[tuple[int, float, dict[str, Any]]], windows: lis
         replays = [int(h["pcie_replays"]) for _t, h in rows if h.get("pcie_replays") is not None]
         if replays and replays[-1] > replays[0]:
             said.append(f"GPU {gpu} counted {replays[-1] - replays[0]} PCIe replays during the run")
-        xids = sorted({int(e["xid"]) for _t, h in rows for e in h.get("xid") or ()})
+        # The kernel log's XIDs reach back to boot: only those from the recording's (or the steps') start count.
+        since = min([rows[0][0], *(start for start, _end in windows)])
+        xids = sorted({int(e["xid"]) for _t, h in rows for e in h.get("xid") or () if float(e["t"]) >= since})
         if xids:
             said.append(f"GPU {gpu} reported XID {', '.join(map(str, xids))}")
     return said

@@ -127,6 +127,27 @@ def step_times(run_id: str, store_path: Path | str | None = None) -> list[tuple[
     return sorted((t, step) for step, t in seen.items())
 
 
+HEALTH_STEPS = 20_000  # the newest steps ticked on the health strips (a day of 4 s steps)
+
+
+def run_health_strip(run_id: str, store_path: Path | str | None = None) -> dict[str, Any]:
+    """What the GPUs tab's health strips show of a run from its recording: {"changes": read_gpu_health's rows,
+    "steps": [(end time, step)]}: the timed steps of the run's lowest rank (backend/steps), else the steps its
+    metrics logged."""
+    from traindeck.backend.core.paths import run_store_path
+    from traindeck.backend.monitor.store_read import read_gpu_health
+    from traindeck.backend.runs.record.run_store import RunStore
+
+    path = Path(store_path) if store_path is not None else run_store_path()
+    if not path.exists():
+        return {"changes": [], "steps": []}
+    with RunStore(path, busy_timeout_s=2.0) as store:
+        newest = store.steps(run_id, last=1)
+        rank = min(r.rank for r in newest) if newest else None
+        timed = sorted((r.t, r.step) for r in store.steps(run_id, rank=rank, last=HEALTH_STEPS)) if newest else []
+    return {"changes": read_gpu_health(path, run_id), "steps": timed or step_times(run_id, path)}
+
+
 def run_history(run_id: str, max_points: int = 3000, store_path: Path | str | None = None) -> dict[str, Any]:
     """What the Monitor page shows of a run from its recording: the charted series (downsampled to
     `max_points`), the processes of its last sample, and its steps."""

@@ -444,6 +444,7 @@ class ResourceWriter:
                     "index": g.index,
                     "name": g.name,
                     "uuid": g.uuid,
+                    "pci_bus_id": g.pci_bus_id,  # names the GPU of an XID line in the kernel log
                     "memory_total_bytes": g.memory_total_bytes,
                     "power_limit_w": g.power_limit_w,
                     "error": g.error,

@@ -45,7 +45,8 @@ class GpuHealth:
     pcie: dict[str, int] | None = None  # {"gen", "max_gen", "width", "max_width"}
     pcie_replays: int | None = None
     ecc: dict[str, Any] | None = None  # {"enabled", "volatile_corrected", "volatile_uncorrected", "remapped_rows"}
-    xid: tuple[dict[str, float], ...] = field(default_factory=tuple)  # [{"xid": 79, "t": ...}] since the session began
+    # [{"xid": 79, "t": ..., "source": "nvml" | "kernel"}]: NVML's since the session began, the kernel log's since boot
+    xid: tuple[dict[str, Any], ...] = field(default_factory=tuple)
 
     def throttled(self) -> tuple[str, ...]:
         """The reasons that slow the GPU down under load (not idle, not application clocks)."""
@@ -73,7 +74,7 @@ class GpuHealth:
             found.append("row remapping failed")
         elif rows.get("pending"):
             found.append("a row remap is pending (reset the GPU)")
-        found += [f"XID {int(event['xid'])}" for event in self.xid]
+        found += [f"XID {xid}" for xid in dict.fromkeys(int(event["xid"]) for event in self.xid)]
         return found
 
     def text(self, utilization_percent: float | None) -> str:

@@ -376,3 +376,17 @@ def read_gpu_health(store_path: Path | str, run_id: str) -> list[tuple[int, floa
         return [(int(gpu), float(t), json.loads(text)) for gpu, t, text in rows]
     finally:
         conn.close()
+
+
+def read_gpu_bus_ids(store_path: Path | str, run_id: str) -> dict[int, str | None]:
+    """{GPU index: NVML's PCI bus id} of the GPUs the run's recorder saw ({} before it wrote its first sample)."""
+    conn = _open_for_reading(store_path)
+    if conn is None:
+        return {}
+    try:
+        series = _series(conn, run_id)
+    finally:
+        conn.close()
+    if series is None:
+        return {}
+    return {int(g["index"]): g.get("pci_bus_id") for g in series[1].get("gpus", ()) if isinstance(g, dict)}

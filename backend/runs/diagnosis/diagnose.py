@@ -69,7 +69,8 @@ class Evidence:
     free_space: dict[str, int] = field(default_factory=dict)
     # Nothing but the log is known (`traindeck diagnose`): no process was seen, no memory sampled.
     log_only: bool = False
-    # XID errors NVML reported on the run's GPUs while it ran ([{"gpu", "xid", "t"}]): a GPU that failed under it.
+    # XID errors on the run's GPUs while it ran ([{"gpu", "xid", "t", "source"[, "text"]}]; "gpu" an index, or a bus
+    # id the kernel log names that NVML did not list): from NVML's event set or the driver's kernel-log lines.
     gpu_xids: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -398,6 +399,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
     said = [f"GPU {x['gpu']} reported XID {x['xid']}" + (f" ({XID_MEANINGS[x['xid']]})" if x['xid'] in XID_MEANINGS
                                                           else "") for x in ev.gpu_xids]
     lines = [f"{text} at {time.strftime('%H:%M:%S', time.localtime(x['t']))}"
+             + (f" (kernel log: {x['text']})" if x.get("text") else "")
              for text, x in zip(said, ev.gpu_xids, strict=True)]
     xids = {int(x["xid"]) for x in ev.gpu_xids}
     if 79 in xids:

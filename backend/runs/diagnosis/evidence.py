@@ -1,15 +1,17 @@
-"""Reading what the system can tell about how a run's processes ended: OOM-kill counters and kernel messages,
-the tail of the log. Each reader returns None / empty when the machine does not let us see (containers often
+"""Reading what the system can tell about how a run's processes ended: OOM-kill counters and kernel messages (OOM
+kills, the GPU driver's XID lines), the tail of the log. Each reader returns None / empty when the machine does not let us see (containers often
 hide /dev/kmsg); diagnosis works with whatever is there.
 """
 
 from __future__ import annotations
 
-import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from traindeck.backend.logparse import LineAssembler, collapse_transient
+from traindeck.backend.monitor.kernel_log import kernel_records, kernel_xids
 from traindeck.backend.runs.diagnosis.cgroups import counter_field
 
 
@@ -48,54 +50,45 @@ def _cgroup_oom_kills() -> int | None:
     return None
 
 
+KMSG_PATH = Path("/dev/kmsg")  # the kernel log: the readers below take another file in its place (a saved log)
 _KMSG_KILLED = re.compile(r"(?:Killed process (?P<pid1>\d+)|oom-kill:.*?[ ,]pid=(?P<pid2>\d+))")
 _KMSG_MEMCG = re.compile(r"constraint=CONSTRAINT_MEMCG.*?oom_memcg=(?P<memcg>[^,\s]+)")
 
 
-def kernel_oom_kills(since_boot_s: float | None = None) -> dict[int, str] | None:
-    """{pid: kernel message} for OOM kills in the kernel log (/dev/kmsg), or None when it cannot be read.
+def kernel_oom_kills(since_boot_s: float | None = None, kmsg: Path | str | None = None) -> dict[int, str] | None:
+    """{pid: kernel message} for OOM kills in the kernel log (`kmsg`, /dev/kmsg by default), or None when it cannot
+    be read.
 
     The message is the "Killed process" line ("Out of memory: ..." for the host, "Memory cgroup out of memory: ..."
     at a cgroup's limit), with " [oom_memcg=PATH]" added when the kernel named the cgroup whose limit was hit.
     `since_boot_s` skips older messages (kmsg stamps are seconds since boot).
     """
-    try:
-        fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
+    records = kernel_records(kmsg or KMSG_PATH, since_boot_s)
+    if records is None:
         return None
     found: dict[int, str] = {}
     memcg: dict[int, str] = {}
-    try:
-        for _ in range(200_000):
-            try:
-                record = os.read(fd, 8192)
-            except BlockingIOError:
-                break
-            except OSError:  # EPIPE: a record was overwritten while reading; carry on with the next
-                continue
-            if not record:
-                break
-            header, _, message = record.decode("utf-8", "replace").partition(";")
-            parts = header.split(",")
-            if since_boot_s is not None and len(parts) > 2:
-                try:
-                    if int(parts[2]) / 1e6 < since_boot_s:
-                        continue
-                except ValueError:
-                    pass
-            match = _KMSG_KILLED.search(message)
-            if match:
-                pid = int(match["pid1"] or match["pid2"])
-                line = message.strip().splitlines()[0]
-                cgroup = _KMSG_MEMCG.search(line)
-                if cgroup:
-                    memcg[pid] = cgroup["memcg"]
-                if match["pid1"] or pid not in found:  # the "Killed process" line says it best
-                    found[pid] = line
-    finally:
-        os.close(fd)
+    for record in records:
+        match = _KMSG_KILLED.search(record.message)
+        if match:
+            pid = int(match["pid1"] or match["pid2"])
+            line = record.message.strip()
+            cgroup = _KMSG_MEMCG.search(line)
+            if cgroup:
+                memcg[pid] = cgroup["memcg"]
+            if match["pid1"] or pid not in found:  # the "Killed process" line says it best
+                found[pid] = line
     return {pid: text + (f" [oom_memcg={memcg[pid]}]" if pid in memcg and "oom_memcg=" not in text else "")
             for pid, text in found.items()}
+
+
+def kernel_gpu_xids(bus_ids: Mapping[int, str | None], since_boot_s: float | None = None,
+                    kmsg: Path | str | None = None) -> list[dict[str, Any]] | None:
+    """The XID errors NVIDIA's driver wrote to the kernel log (`kmsg`, /dev/kmsg by default) since `since_boot_s`:
+    [{"gpu": the GPU index whose NVML bus id (`bus_ids`) the line names, else that bus id, "xid", "t", "bus", "pid",
+    "text", "source": "kernel"}], or None when the log cannot be read. NVML reports an XID only to an event set
+    armed before it; the kernel log has it either way."""
+    return kernel_xids(bus_ids, kmsg or KMSG_PATH, since_boot_s)
 
 
 def log_tail(path: Path, max_bytes: int = 256 * 1024, max_lines: int = 400) -> list[str]:

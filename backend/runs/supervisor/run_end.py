@@ -35,6 +35,7 @@ from traindeck.backend.runs.diagnosis.diagnose import (
 from traindeck.backend.runs.diagnosis.evidence import (
     boot_time_offset,
     free_space_of,
+    kernel_gpu_xids,
     kernel_oom_kills,
     launcher_spawned_ranks,
     log_tail,
@@ -85,6 +86,7 @@ class RunEnd:
         self._sentinel_pid, self._reap, self._stop_detail = sentinel_pid, reap, stop_detail
         self.oom_before = oom_kill_counters()
         self.boot_s_at_start = boot_time_offset()
+        self.started_at = time.time()
 
     def free_shared_memory(self) -> None:
         """DeepSpeed's CPU collectives never unlink their /dev/shm buffers (shm_leftovers.py): free this run's."""
@@ -199,7 +201,7 @@ class RunEnd:
             stall_stacks=stall_stacks,
             scheduler_end=read_scheduler_end(self.run_dir.path),
             free_space=free_space_of(tail),
-            gpu_xids=self._gpu_xids() if recorder_ran else [],
+            gpu_xids=self._gpu_xids(recorder_ran),
         )
 
     def _memory_limit(self) -> tuple[MemoryLimit | None, int | None]:
@@ -215,19 +217,33 @@ class RunEnd:
                 best = (limit, kills)
         return best if best is not None else (None, None)
 
-    def _gpu_xids(self) -> list[dict[str, Any]]:
-        """The XID errors the resource recorder saw on the GPUs during the run: [{"gpu", "xid", "t"}]."""
+    def _gpu_xids(self, recorder_ran: bool) -> list[dict[str, Any]]:
+        """The XID errors of the run's time: those the resource recorder saw (NVML's event set, and the kernel log's
+        it read) and the driver's lines in the kernel log since the start, whether or not the recorder ran:
+        [{"gpu" (an index, or the bus id of a GPU NVML did not list), "xid", "t", "source"[, "text"]}], first seen
+        first, one per GPU and XID."""
+        seen: dict[tuple[str, int], dict[str, Any]] = {}
+        bus_ids: dict[int, str | None] = {}
         try:
-            from traindeck.backend.monitor.store_read import read_gpu_health
+            from traindeck.backend.monitor.store_read import read_gpu_bus_ids, read_gpu_health
 
-            seen: dict[tuple[int, int], float] = {}
-            for gpu, _t, health in read_gpu_health(self.store_path, self.run_id):
-                for event in health.get("xid") or ():
-                    seen.setdefault((gpu, int(event["xid"])), float(event["t"]))
-            return [{"gpu": gpu, "xid": xid, "t": t} for (gpu, xid), t in sorted(seen.items(), key=lambda i: i[1])]
+            if recorder_ran:
+                bus_ids = read_gpu_bus_ids(self.store_path, self.run_id)
+                for gpu, _t, health in read_gpu_health(self.store_path, self.run_id):
+                    for event in health.get("xid") or ():
+                        if float(event["t"]) >= self.started_at - 1.0:  # the kernel log's older ones are not the run's
+                            seen.setdefault((str(gpu), int(event["xid"])), {
+                                "gpu": gpu, "xid": int(event["xid"]), "t": float(event["t"]),
+                                "source": event.get("source", "nvml")})
         except Exception as exc:  # evidence is best-effort; the diagnosis works without it
             logger.warning("GPU health unavailable: %r", exc)
-            return []
+        for event in kernel_gpu_xids(bus_ids, since_boot_s=self.boot_s_at_start) or ():
+            key = (str(event["gpu"]), int(event["xid"]))
+            if key in seen:
+                seen[key].setdefault("text", event["text"])
+            else:
+                seen[key] = {k: event[k] for k in ("gpu", "xid", "t", "source", "text")}
+        return sorted(seen.values(), key=lambda x: x["t"])
 
     def _resource_summary(self) -> Mapping[str, Any]:  # a ResourceSummary, or {}
         """Memory peaks from the resource recorder's samples in the store."""

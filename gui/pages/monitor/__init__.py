@@ -63,7 +63,7 @@ class MonitorPage(Page):
         self.picker = RunPicker(ctx)
         self.toolbar = MonitorToolbar(self.bridge.interval_s, str(ctx.settings.value("monitor/window", "10 min")))
         self.summary = SampleSummary()
-        self.gpu_panel = GpuPanel()
+        self.gpu_panel = GpuPanel(ctx)
         self.host_panel = HostPanel()
         self.run_panel = RunPanel(ctx)
         self.offload = OffloadPanel(ctx)
@@ -186,6 +186,7 @@ class MonitorPage(Page):
         self.nodes_view.set_run(choice.id if choice is not None and not self._demo else None,
                                 choice is not None and choice.state == "running")
         self.run_panel.watch(choice, demo=self._demo)
+        self.gpu_panel.watch(choice, demo=self._demo)
         self.processes.watch(choice.id if choice is not None else None)
         self._apply_window(self.toolbar.window_s)
         self.offload.watch(choice, demo=self._demo)
@@ -215,6 +216,7 @@ class MonitorPage(Page):
         watched = self.picker.watched
         if watched is not None and watched.live and not self._demo:
             self.run_panel.reload()  # what the run recorded while nobody sampled it (see the module's docstring)
+            self.gpu_panel.watch(watched)  # its health and steps read again, and again while it runs
         self.offload.refresh()
         self.nodes_view.resume()
 
@@ -240,6 +242,7 @@ class MonitorPage(Page):
         self.bridge.set_machine_processes(False)
         self.picker.pause()
         self.offload.pause()
+        self.gpu_panel.pause()
         self.nodes_view.pause()
 
     def _back_on_screen(self) -> None:
@@ -256,6 +259,7 @@ class MonitorPage(Page):
     def shutdown(self) -> None:
         self.picker.pause()
         self.offload.pause()
+        self.gpu_panel.pause()
         self.nodes_view.pause()
         self.bridge.stop(wait_s=2.0)  # let the loop release NVML before the process exits
 

@@ -1,16 +1,36 @@
-"""The Monitor's GPUs tab: a row per GPU (utilisation, memory, power, temperature, clock, PCIe, processes) over
-charts of each, fed each `ResourceSample`'s NVML snapshots; without a readable GPU, the reason NVML gives."""
+"""The Monitor's GPUs tab: a row per GPU (utilisation, memory, power, temperature, clock, PCIe, processes, health)
+over charts of each, fed each `ResourceSample`'s NVML snapshots, with a health strip per GPU under the utilisation
+chart (health_strips.py: live readings, and the watched run's recorded ones with its step ends); without a
+readable GPU, the reason NVML gives."""
 
 from __future__ import annotations
 
 import html
+import time
+from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QGridLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
-from traindeck.backend.monitor import GpuHealth, GpuSnapshot, ResourceSample
-from traindeck.gui.pages.monitor.shared import break_lines, fit_window, new_chart, new_table, set_row
+from traindeck.backend.monitor import (
+    GpuHealth,
+    GpuSnapshot,
+    ResourceSample,
+    RunChoice,
+    health_row,
+    run_health_strip,
+)
+from traindeck.gui.context import AppContext
+from traindeck.gui.pages.monitor.health_strips import HealthStrips
+from traindeck.gui.pages.monitor.shared import (
+    break_lines,
+    fit_window,
+    new_chart,
+    new_table,
+    read_failed_text,
+    set_row,
+)
 from traindeck.gui.widgets.chart_axis import format_value
 from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.message_list import tone
@@ -71,8 +91,12 @@ class GpuChartSlot(QStackedWidget):
                               else self.chart)
 
 
+HEALTH_REFRESH_MS = 5_000  # a running run's recorded health and steps are read again this often
+
+
 class GpuPanel(QStackedWidget):
-    """The GPU charts, or the reason there are none (the stack's first page).
+    """The GPU charts, or the reason there are none (the stack's first page). With `ctx`, the run `watch`ed has its
+    recorded health and step ends read into the health strips (without, the strips show live readings only).
 
     `state_changed(present)` says the GPUs became readable (True) or not, or that the reason changed;
     `missing_at_start()` says the first sample since the start (or `clear`) has no GPU, before `state_changed`."""
@@ -80,8 +104,11 @@ class GpuPanel(QStackedWidget):
     state_changed = Signal(bool)
     missing_at_start = Signal()
 
-    def __init__(self) -> None:
+    def __init__(self, ctx: AppContext | None = None) -> None:
         super().__init__()
+        self.ctx = ctx
+        self._run: RunChoice | None = None
+        self._request = 0  # ignores a read for a run no longer watched
         self._state: str | None = None  # "gpus" or NVML's reason: the widgets switch only when it changes
         self.reason: str | None = None  # why no GPU is charted (NVML's words); None while GPUs are read
         self._refs: dict[str, float] = {}  # the reference lines drawn, by chart and label
@@ -99,6 +126,9 @@ class GpuPanel(QStackedWidget):
         self.pcie_d2h_chart = new_chart("PCIe GPU -> host (TX)", "B/s")
         self.charts: tuple[TimeSeriesChart, ...] = (self.gpu_util_chart, self.gpu_mem_chart, self.gpu_power_chart,
                                                     self.gpu_temp_chart, self.pcie_h2d_chart, self.pcie_d2h_chart)
+        self.health_strips = HealthStrips(self.gpu_util_chart)
+        self.health_timer = QTimer(self, interval=HEALTH_REFRESH_MS)
+        self.health_timer.timeout.connect(self.reload_health)
         # Driver, CUDA and NVML versions, and what NVML could not read (a GPU it may not open, a lost GPU,
         # process lists it refused): said here rather than shown as zeros.
         self.gpu_note = QLabel("")
@@ -113,8 +143,14 @@ class GpuPanel(QStackedWidget):
         grid = QGridLayout(charts)
         grid.setContentsMargins(0, 0, 0, 0)
         grid.addWidget(self.gpu_table, 0, 0, 1, 2)
+        utilisation = QWidget()  # the strips under the chart whose time axis they share
+        column = QVBoxLayout(utilisation)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        column.addWidget(self.gpu_util_chart, 1)
+        column.addWidget(self.health_strips)
         for index, chart in enumerate(self.charts):
-            grid.addWidget(chart, 1 + index // 2, index % 2)
+            grid.addWidget(utilisation if chart is self.gpu_util_chart else chart, 1 + index // 2, index % 2)
         for row in (1, 2, 3):
             grid.setRowStretch(row, 1)
         self.addWidget(self.no_gpu_label)
@@ -149,6 +185,40 @@ class GpuPanel(QStackedWidget):
         if tables:
             self._fill_table(sample.gpus)
 
+    def watch(self, choice: RunChoice | None, *, demo: bool = False) -> None:
+        """The run whose recorded health and step ends the strips show (None: live readings only); a running
+        run's are read again every HEALTH_REFRESH_MS until `pause` or another run."""
+        self._run = None if demo else choice
+        self._request += 1
+        self.health_strips.set_recorded([])
+        self.health_strips.set_steps([])
+        if self._run is not None and self._run.live:
+            self.health_timer.start()
+        else:
+            self.health_timer.stop()
+        self.reload_health()
+
+    def reload_health(self) -> None:
+        if self.ctx is None or self._run is None:
+            return
+        request = self._request
+        self.ctx.tasks.run(run_health_strip, self._run.id, done=lambda v: self._health_loaded(request, v),
+                           failed=self._read_failed)
+
+    def _read_failed(self, error: str) -> None:
+        if self.ctx is not None:
+            self.ctx.status.emit(read_failed_text(str(error)))
+
+    def pause(self) -> None:
+        """No more reads of the run's health until the next `watch`."""
+        self.health_timer.stop()
+
+    def _health_loaded(self, request: int, found: dict[str, Any]) -> None:
+        if request != self._request:
+            return
+        self.health_strips.set_recorded(found["changes"], until=time.time() if self._run and self._run.live else None)
+        self.health_strips.set_steps(found["steps"])
+
     def set_window(self, seconds: float) -> None:
         """Show the newest `seconds` of every chart (and follow the newest data again)."""
         for chart in self.charts:
@@ -172,6 +242,7 @@ class GpuPanel(QStackedWidget):
         """Every series and reference line gone, and the GPUs unknown until the next sample."""
         for chart in self.charts:
             chart.clear()
+        self.health_strips.clear()
         self._refs.clear()
         self._state = self.reason = None
 
@@ -184,6 +255,8 @@ class GpuPanel(QStackedWidget):
         pcie_t = gpu.pcie_t if gpu.pcie_t is not None else t  # PCIe is read on its own thread, with its own time
         self.pcie_h2d_chart.append(name, pcie_t, gpu.pcie_h2d_bytes_per_s)
         self.pcie_d2h_chart.append(name, pcie_t, gpu.pcie_d2h_bytes_per_s)
+        if gpu.health is not None:
+            self.health_strips.add_reading(gpu.index, t, health_row(gpu.health, gpu.utilization_percent))
 
     def _references(self, gpus: tuple[GpuSnapshot, ...]) -> None:
         """Memory size and power limit as reference lines: one line when all GPUs agree, else one per GPU."""
@@ -250,5 +323,6 @@ def health_tooltip(health: GpuHealth) -> str:
         + (f", {ecc['volatile_corrected']} corrected / {ecc['volatile_uncorrected']} uncorrected since boot"
            if ecc.get("volatile_corrected") is not None else ""),
     ]
-    rows += [f"XID {int(event['xid'])}" for event in health.xid]
+    rows += [f"XID {int(event['xid'])} at {time.strftime('%d %b %H:%M:%S', time.localtime(event['t']))}"
+             + (" (kernel log)" if event.get("source") == "kernel" else "") for event in health.xid]
     return "\n".join(rows)
