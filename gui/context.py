@@ -59,8 +59,9 @@ class Draft(QObject):
 class LaunchChoice:
     """What the Launch page has chosen besides the preset: read by previews elsewhere (Configure's command tab)."""
 
-    script: str = ""
+    script: str = ""  # the script file, or with `entry` the module or the command
     script_args: list[str] = field(default_factory=list)
+    entry: str = "script"  # "script" | "module" | "command" (LaunchRequest.entry)
     cwd: str = ""
     python: str = ""  # empty: the interpreter traindeck runs in
     launcher: str = ""  # empty: the preset's launcher

@@ -112,6 +112,7 @@ ACCEPTANCE = (
     "launch/test_demo_precision.py", "launch/test_public_log_replays.py", "launch/test_runs_torchrun_entries.py",
     "launch/test_runs_checkpoints_resume.py::test_deepspeed_checkpoints_and_resume_with_a_template",
     "launch/test_runs_checkpoints_resume.py::test_hf_trainer_checkpoints_are_listed_and_resume_continues_from_one",
+    "launch/test_queue_entries.py::test_a_module_queued_under_deepspeed_runs_as_a_module_on_two_ranks",
 )
 
 

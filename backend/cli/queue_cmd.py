@@ -35,8 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     run_cmd.register(scratch)
     add = qs.add_parser("add", parents=[scratch.choices["run"]], conflict_handler="resolve",
                         help="queue a run (options as for `run`); prints its id as the last line",
-                        description="Queue SCRIPT with the options of `traindeck run`. Prints the run id(s), the "
-                                    "last line being the (last) queued run's id.")
+                        description="Queue SCRIPT, a module (-m MODULE) or a command (--command -- COMMAND) with "
+                                    "the options of `traindeck run`. Prints the run id(s), the last line being the "
+                                    "(last) queued run's id.")
     add.add_argument("--hold", action="store_true", help="queue it held (it starts once released)")
     add.set_defaults(handler=_add)
     lst = qs.add_parser("list", help="queued and running runs: id, name, position, waiting_for, state")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traindeck.backend.cli import UserError
@@ -159,9 +158,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def default_name(target: str, entry: str) -> str:
     """A run's name when none is given: the script's stem, the module's last part, the command's file name."""
-    if entry == "module":
-        return target.rpartition(".")[2]
-    return Path(target).name if entry == "command" else Path(target).stem
+    from traindeck.backend.launch import default_run_name
+
+    return default_run_name(target, entry)
 
 
 def _probe(python: str | None) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,6 +114,24 @@ def _say_sweep_note(note: str) -> None:
     print(f"traindeck: note: sweep {note}", file=sys.stderr)
 
 
+def check_target(target: str, entry: str, cwd: Path) -> None:
+    """What a queued run starts, checked now rather than at its turn: a script file that is there, a dotted module
+    name (whether it imports is the training interpreter's to say, at launch), a command on PATH or an executable
+    file. Raises UserError with one line."""
+    if entry == "module":
+        if not all(part.isidentifier() for part in target.split(".")):
+            raise UserError(f"not a module name: {target!r} (a dotted name such as pkg.train)")
+    elif entry == "command":
+        if os.sep in target:
+            path = cwd / target
+            if not path.is_file() or not os.access(path, os.X_OK):
+                raise UserError(f"command not found or not executable: {target} (in {cwd})")
+        elif shutil.which(target) is None:
+            raise UserError(f"command not found on PATH: {target}")
+    elif not (cwd / target).is_file():
+        raise UserError(f"script not found: {target} (in {cwd})")
+
+
 def enqueue(args: argparse.Namespace, held: bool = False) -> list[RunRecord]:
     """Queue what `run`/`queue add` was given (one run, or one per sweep combination); prints the ids."""
     from traindeck.backend.queue import QueuedLaunch, queue_launches
@@ -121,13 +140,11 @@ def enqueue(args: argparse.Namespace, held: bool = False) -> list[RunRecord]:
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        raise UserError("which script? usage: traindeck queue add [options] SCRIPT [ARGS...]")
-    if getattr(args, "entry", "script") != "script":
-        raise UserError("a queued run (and a sweep) starts a script file; start a module or a command now with "
-                        "`traindeck run` instead")
+        raise UserError("which script? usage: traindeck queue add [options] SCRIPT|-m MODULE|--command COMMAND "
+                        "[ARGS...]")
+    entry = getattr(args, "entry", "script")
     script, script_args = command[0], command[1:]
-    if not (Path.cwd() / script).is_file():
-        raise UserError(f"script not found: {script} (in {Path.cwd()})")
+    check_target(script, entry, Path.cwd())
     if args.nproc is not None and args.nproc < 1:
         raise UserError("--nproc must be at least 1")
     preset = load_preset_named(args.preset) if args.preset else None  # a wrong name is said now, not at its turn
@@ -138,11 +155,14 @@ def enqueue(args: argparse.Namespace, held: bool = False) -> list[RunRecord]:
         memory_check(args.model_size, preset, Path(config) if config else None, args.nproc)
         print("traindeck: note: the memory check is not kept with a queued run", file=sys.stderr)
     env = run_env(args)
-    launch = QueuedLaunch(script=script, script_args=script_args, preset=args.preset, config_file=config,
-                          launcher=args.launcher, nproc=args.nproc, python=args.python, cwd=os.getcwd(), env=env)
+    launch = QueuedLaunch(script=script, script_args=script_args, entry=entry, preset=args.preset,
+                          config_file=config, launcher=args.launcher, nproc=args.nproc, python=args.python,
+                          cwd=os.getcwd(), env=env)
     queue = open_queue()
     try:
-        records = queue_launches(queue, launch, name=args.name or Path(script).stem,
+        from traindeck.backend.launch import default_run_name
+
+        records = queue_launches(queue, launch, name=args.name or default_run_name(script, entry),
                                  sweep=getattr(args, "sweep", None) or [], gpus=getattr(args, "gpus", None) or "",
                                  held=held, report=_say_sweep_note)
     except ValueError as exc:

@@ -31,6 +31,8 @@ from .environ import (
 from .plan import Entry as Entry
 from .plan import Launcher as Launcher
 from .plan import LaunchPlan as LaunchPlan
+from .plan import default_run_name as default_run_name
+from .plan import target_words as target_words
 from .preview import (
     FREE_PORT as FREE_PORT,
 )

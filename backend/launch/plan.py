@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 Launcher = Literal["accelerate", "deepspeed", "python", "torchrun"]
 # What the launcher starts: a script file, a module (`python -m`), or a command on PATH (a console script, an
 # executable): each launcher is told with its own flag (builders.py).
 Entry = Literal["script", "module", "command"]
+
+
+def default_run_name(target: str, entry: str) -> str:
+    """A run's name when none is given: the script's stem, the module's last part, the command's file name."""
+    if entry == "module":
+        return target.rpartition(".")[2]
+    return Path(target).name if entry == "command" else Path(target).stem
+
+
+def target_words(target: str, entry: str, args: Sequence[str] = ()) -> list[str]:
+    """What runs, as `traindeck run` is given it after its options: `train.py ARGS`, `-m pkg.train ARGS`, or the
+    command and its arguments."""
+    return ["-m", target, *args] if entry == "module" else [target, *args]
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from traindeck.backend.core.paths import runs_dir
+from traindeck.backend.launch.plan import target_words
 from traindeck.backend.runs.record.layout import new_run_id
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
@@ -49,8 +50,9 @@ class QueuedLaunch:
     the environment of the process that keeps the queue going, plus `env`: traindeck's own switches (such as
     TRAINDECK_STOP_ON_NAN) and variables set on the Launch page that are not secret (adding.check_queued_env)."""
 
-    script: str
+    script: str  # the script file, or with `entry` the module name or the command (LaunchRequest.script)
     script_args: list[str] = field(default_factory=list)
+    entry: str = "script"  # "script" | "module" | "command"; a launch stored without it is a script file
     preset: str | None = None
     preset_overrides: dict[str, Any] = field(default_factory=dict)  # dotted key path -> value (sweeps)
     config_file: str | None = None
@@ -139,7 +141,8 @@ class QueueStore:
         run_id = new_run_id(now)
         record = RunRecord(id=run_id, run_dir=str(runs_dir() / run_id), created_at=now, name=name,
                            preset=launch.preset, launcher=launch.launcher or "", script=launch.script,
-                           argv=[launch.script, *launch.script_args], cwd=launch.cwd, state=QUEUED,
+                           argv=target_words(launch.script, launch.entry, launch.script_args), cwd=launch.cwd,
+                           state=QUEUED,
                            state_detail="waiting in the queue")
         while True:
             try:

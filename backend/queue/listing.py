@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
+from traindeck.backend.launch.plan import target_words
 from traindeck.backend.queue.entries import QueueStore
 from traindeck.backend.queue.keeper import plan_starts
 
@@ -32,7 +34,9 @@ def queue_rows(queue: QueueStore, include_finished: bool = False) -> list[dict[s
             waiting_for = decision.waiting_for or "its turn (starting)"
         rows.append({"id": entry.run_id, "name": entry.name, "position": position, "waiting_for": waiting_for,
                      "state": entry.state, "held": entry.held, "gpus": entry.gpus,
-                     "assigned_gpus": entry.assigned_gpus, "started_at": started.get(entry.run_id)})
+                     "assigned_gpus": entry.assigned_gpus, "started_at": started.get(entry.run_id),
+                     "entry": entry.launch.entry, "runs": shlex.join(target_words(
+                         entry.launch.script, entry.launch.entry, entry.launch.script_args))})
     return rows
 
 

@@ -39,6 +39,7 @@ def request_for(launch: QueuedLaunch, gpus: list[int] | None) -> LaunchRequest:
                 accelerate=apply_overrides(preset.accelerate, launch.preset_overrides, "accelerate"))
     return LaunchRequest(
         script=launch.script, script_args=tuple(launch.script_args), preset=preset,
+        entry=launch.entry,  # type: ignore[arg-type]  # build_plan names a wrong one
         config_file=Path(launch.config_file) if launch.config_file else None,
         launcher=launch.launcher, nproc=launch.nproc, python=launch.python,  # type: ignore[arg-type]
         cwd=Path(launch.cwd) if launch.cwd else None, env=dict(launch.env),

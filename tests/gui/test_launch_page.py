@@ -431,6 +431,45 @@ def test_queue_puts_one_run_in_the_queue_for_later(qtbot, make_page, tmp_path):
     qtbot.waitUntil(lambda: not page.launch_bar.queue_button.isVisible(), timeout=15000)
 
 
+def test_a_module_picked_on_the_page_is_previewed_with_m_and_queued_as_a_module(qtbot, make_page, tmp_path):
+    """Module (-m), chosen from the keyboard beside the field: no Browse button, the preview runs `python -m`, Queue
+    keeps the module (not a file path) with the queued run, and the choice is remembered for the next window."""
+    from traindeck.backend.queue.entries import QueueStore
+
+    with QueueStore() as queue:
+        queue.update_settings(paused=True)
+    page = make_page(preset=None)
+    page.show()
+    qtbot.waitExposed(page)
+    box = page.script_box
+    assert "axolotl.cli.train" in box.entry.toolTip() and "llamafactory-cli train config.yaml" in box.entry.toolTip()
+    box.script.line.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.keyClick(box.script.line, Qt.Key.Key_Backtab)  # the choice comes just before the field
+    qtbot.waitUntil(lambda: box.entry.hasFocus(), timeout=5000)
+    qtbot.keyClick(box.entry, Qt.Key.Key_Down)
+    assert box.entry_choice() == "module" and not box.script.button.isVisible()
+    box.script.setText("tinypkg.train")
+    box.args.setText("--steps 2")
+    box.cwd.setText(str(tmp_path))
+    page.runner.launcher.setCurrentIndex(page.runner.launcher.findData("python"))
+    plan = _wait_plan(qtbot, page)
+    assert plan.entry == "module" and plan.argv[1:] == ["-m", "tinypkg.train", "--steps", "2"], plan.argv
+    assert "-m tinypkg.train --steps 2" in page.command_box.command.toPlainText()
+    assert page.ctx.launch_choice.entry == "module" and box.run_name() == "train"
+    qtbot.waitUntil(lambda: page.launch_bar.queue_button.isEnabled(), timeout=15000)
+    page.launch(queue=True)
+    qtbot.waitUntil(lambda: "Queued 1 run: train" in page.launch_bar.result.text(), timeout=60000)
+    with QueueStore() as queue:
+        entries = queue.waiting()
+        assert [(e.name, e.launch.entry, e.launch.script, e.launch.script_args, e.launch.cwd) for e in entries] == [
+            ("train", "module", "tinypkg.train", ["--steps", "2"], str(tmp_path))]
+        queue.remove(entries[0].run_id)
+    page._save_timer.timeout.emit()  # what the page does a moment after a change
+    again = make_page(preset=None).script_box
+    assert (again.entry_choice(), again.script.text(), again.script.button.isHidden()) == (
+        "module", "tinypkg.train", True)
+
+
 @pytest.mark.launch
 def test_the_stop_on_nan_box_stops_a_run_launched_from_the_page(qtbot, make_page, tmp_path):
     """Ticked, the box is `--stop-on-nan` for the run launched from the page: a loss printed as NaN ends it

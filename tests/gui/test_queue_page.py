@@ -170,3 +170,21 @@ def test_a_running_queued_run_fills_every_column(qtbot, page):
         cli("queue", "pause")
         subprocess.run([sys.executable, "-m", "traindeck", "stop", run_id, "--grace", "1"], capture_output=True,
                        timeout=120, stdin=subprocess.DEVNULL)
+
+
+def test_each_row_says_what_it_runs_a_script_a_module_or_a_command(qtbot, page):
+    from traindeck.gui.pages.queue import NAME, RUNS
+
+    with QueueStore() as queue:
+        queue.update_settings(paused=True)
+        for name, launch in (("s", QueuedLaunch(script="train.py", script_args=["--lr", "1e-5"])),
+                             ("m", QueuedLaunch(script="axolotl.cli.train", script_args=["x.yaml"], entry="module")),
+                             ("c", QueuedLaunch(script="llamafactory-cli", script_args=["train", "my config.yaml"],
+                                                entry="command"))):
+            queue.add(launch, name=name)
+    page.page_shown()
+    qtbot.waitUntil(lambda: page.table.rowCount() == 3, timeout=10000)
+    cells = [(page.table.item(r, NAME).text(), page.table.item(r, RUNS).text()) for r in range(3)]
+    assert cells == [("s", "train.py --lr 1e-5"), ("m", "-m axolotl.cli.train x.yaml"),
+                     ("c", "llamafactory-cli train 'my config.yaml'")]
+    assert page.table.item(1, RUNS).toolTip().startswith("a module, run as python -m")

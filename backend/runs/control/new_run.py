@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
 from traindeck.backend.launch.environ import python_problem, resolve_python
-from traindeck.backend.launch.plan import LaunchPlan
+from traindeck.backend.launch.plan import LaunchPlan, default_run_name
 from traindeck.backend.launch.preview import preview_plan  # noqa: F401  (re-exported: callers import it from here)
 from traindeck.backend.launch.probe import TrainingEnvironment, probe_environment
 from traindeck.backend.runs.control.lifecycle import new_run_dir, start_run
@@ -78,8 +78,8 @@ def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | Non
         own_store = store is None
         store = store or RunStore()
         try:
-            record = start_run(plan, run_dir, name=name or _default_name(request.script), preset=preset_name,
-                               script=request.script, store=store)
+            record = start_run(plan, run_dir, name=name or default_run_name(request.script, request.entry),
+                               preset=preset_name, script=request.script, store=store)
             recorded = True
             if memory_check is not None:
                 _keep_estimate(run_dir.path, memory_check)
@@ -129,7 +129,3 @@ def _start_sidecar(run_dir: Path, store: RunStore) -> None:
     from traindeck.backend.runs.supervisor.sidecar import start_sidecar
 
     start_sidecar(run_dir, store.path)
-
-
-def _default_name(script: str) -> str:
-    return Path(script).stem  # as `traindeck run` names a run

@@ -208,7 +208,7 @@ class ChecksPanel(QWidget):
 
         self._previews.run(preview_launch, snapshot, script=choice.script, script_args=list(choice.script_args),
                            cwd=choice.cwd or None, python=choice.python or None, nproc=choice.nproc,
-                           launcher=getattr(choice, "launcher", "") or None, env=dict(choice.env),
+                           launcher=getattr(choice, "launcher", "") or None, env=dict(choice.env), entry=choice.entry,
                            done=self._show_preview, failed=failed)
 
     def _show_preview(self, result: LaunchPreview) -> None:

@@ -37,7 +37,7 @@ from traindeck.gui.widgets.hostfile_editor import HostfileEditor
 from traindeck.gui.widgets.sweep_editor import SweepEditor
 
 if TYPE_CHECKING:
-    from traindeck.backend.launch import Launcher, TrainingEnvironment
+    from traindeck.backend.launch import Entry, Launcher, TrainingEnvironment
     from traindeck.backend.presets import Preset
 
 DEMO_SCRIPT = "demo/train_tiny.py"  # under resources_dir()
@@ -70,6 +70,7 @@ class LaunchPage(Page):
         # "Run ... started" is about the preset and script it was launched with: another choice ends it.
         ctx.draft.replaced.connect(self.launch_bar.forget_started_run)
         self.script_box.script.textChanged.connect(self.launch_bar.forget_started_run)
+        self.script_box.entry.currentIndexChanged.connect(lambda _i: self.launch_bar.forget_started_run())
         self._restore()
         self._loading = False
         self._draft_changed()
@@ -199,7 +200,8 @@ class LaunchPage(Page):
     def choice(self) -> LaunchChoice:
         """The page's fields as ctx.launch_choice (arguments as the script gets them, before {ds_config})."""
         script_args = self.script_box.split_args()[0]
-        return LaunchChoice(script=self.script_box.script.text(), script_args=script_args or [],
+        return LaunchChoice(script=self.script_box.target(), script_args=script_args or [],
+                            entry=self.script_box.entry_choice(),
                             cwd=self.script_box.working_dir(), python=self.runner.interpreter.python(),
                             launcher=self.runner.launcher_choice(), nproc=self.runner.processes(),
                             env=self.env_box.env.env())
@@ -211,8 +213,9 @@ class LaunchPage(Page):
         preset = copy.deepcopy(self.ctx.draft.preset)
         switches = ({STOP_ON_NAN_ENV: "1"} if self.alert_settings.stop_on_nan.isChecked() else {}) | (
             {} if self.alert_settings.step_timing.isChecked() else {STEP_TIMING_ENV: "0"})
-        return LaunchRequest(script=str(Path(choice.script).expanduser()) if choice.script else "",
-                             script_args=choice.script_args, preset=preset,
+        script = str(Path(choice.script).expanduser()) if choice.script and choice.entry == "script" else choice.script
+        return LaunchRequest(script=script, script_args=choice.script_args, preset=preset,
+                             entry=cast("Entry", choice.entry),
                              launcher=cast("Launcher | None", choice.launcher or None),  # build_plan names a wrong one
                              nproc=choice.nproc, python=choice.python or None,
                              cwd=Path(choice.cwd) if choice.cwd else None,

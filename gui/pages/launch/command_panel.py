@@ -118,13 +118,13 @@ def _preview(request: LaunchRequest, environment: TrainingEnvironment | None) ->
 NB_HYPHEN = "\u2011"
 
 
-def argv_html(args: list[str], widget: QWidget) -> str:
-    """The arguments as the script gets them, one framed word each (a Python list's quotes and commas read as
-    part of the values)."""
+def argv_html(args: list[str], widget: QWidget, who: str = "script") -> str:
+    """The arguments as the script (`who`: the module, the command) gets them, one framed word each (a Python
+    list's quotes and commas read as part of the values)."""
     background = widget.palette().color(QPalette.ColorRole.AlternateBase).name()
     # A line may break between the words, never inside one: Qt breaks after a hyphen ("--" / "steps", "--batch-" /
     # "size") whatever CSS white-space or <nobr> say, so hyphens are shown as non-breaking ones (U+2011). Only
     # shown: the label is not selectable, and the Arguments field and Copy give the real text.
     words = "&nbsp; ".join(f'<code style="background:{background}">&nbsp;{html.escape(a).replace("-", NB_HYPHEN)}'
                            '&nbsp;</code>' for a in args)
-    return f"The script gets {len(args)} argument{'s' if len(args) != 1 else ''}: {words}"
+    return f"The {who} gets {len(args)} argument{'s' if len(args) != 1 else ''}: {words}"

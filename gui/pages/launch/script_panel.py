@@ -1,12 +1,14 @@
-"""The Launch page's inputs: what runs (the script, its working directory, the run's name, the script's arguments),
-how it runs (the launcher, the process count, the interpreter) and the environment variables it gets. Each box
-checks, remembers (QSettings "launch/...") and says its own fields; `changed` tells the page that a choice changed.
+"""The Launch page's inputs: what runs (a script file, a module or a command, its working directory, the run's name,
+its arguments), how it runs (the launcher, the process count, the interpreter) and the environment variables it
+gets. Each box checks, remembers (QSettings "launch/...") and says its own fields; `changed` tells the page that a
+choice changed.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import os
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +18,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QFormLayout,
     QGroupBox,
+    QHBoxLayout,
     QLabel,
     QLineEdit,
     QSpinBox,
@@ -23,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.launch import DS_CONFIG_PLACEHOLDER, LAUNCHERS
+from traindeck.backend.launch import DS_CONFIG_PLACEHOLDER, LAUNCHERS, default_run_name
 from traindeck.gui.pages.launch.command_panel import argv_html
 from traindeck.gui.widgets.env_table import EnvTable
 from traindeck.gui.widgets.interpreter_picker import InterpreterPicker
@@ -36,10 +39,22 @@ if TYPE_CHECKING:
 
 _S = "launch/"  # QSettings group
 CPU_ACCELERATOR = ("DS_ACCELERATOR", "cpu")  # DeepSpeed on the CPU: what the cpu-demo preset sets
+# What runs (LaunchRequest.entry): label, the field's placeholder, the field's tooltip, the field's name in problems.
+ENTRY_CHOICES = {
+    "script": ("Script file", "train.py", "The Python file the launcher runs in every process", "Script"),
+    "module": ("Module (-m)", "axolotl.cli.train", "A module run as `python -m MODULE` in every process (under a "
+               "launcher: its --module), found by the training interpreter", "Module"),
+    "command": ("Command", "llamafactory-cli train config.yaml", "A command on PATH (a console script or an "
+                "executable) and its first arguments, run as it is (under a launcher: its --no_python)", "Command"),
+}
+ENTRY_TIP = ("What runs: a script file (train.py), a module as with `python -m` (axolotl.cli.train), or a command on "
+             "PATH with its arguments (llamafactory-cli train config.yaml)")
 
 
 class ScriptBox(QGroupBox):
-    """What runs: the training script, where it starts, the run's name and the script's arguments."""
+    """What runs: a script file, a module (`-m`) or a command (the choice beside the field), where it starts, the
+    run's name and its arguments. A command's field may hold its first arguments too (`llamafactory-cli train x.yaml`):
+    they go before the Arguments line's."""
 
     changed = Signal()
 
@@ -50,10 +65,20 @@ class ScriptBox(QGroupBox):
         form = QFormLayout()
         what_column.addLayout(form)
         what_column.addStretch(1)  # the box is as tall as the environment beside it: rows stay together at the top
+        self.entry = QComboBox()
+        for key, (label, *_rest) in ENTRY_CHOICES.items():
+            self.entry.addItem(label, key)
+        self.entry.setToolTip(ENTRY_TIP)
+        self.entry.setAccessibleName("What runs")
         self.script = PathField("file", caption="Choose the training script", name_filter="Python (*.py);;All (*)",
                                 placeholder="train.py")
-        self.script.setToolTip("The Python file the launcher runs in every process")
+        self.script.setToolTip(ENTRY_CHOICES["script"][2])
         self.script.start_dir = lambda: str(settings.value(_S + "last_dir", "") or "")
+        target_row = QWidget()  # the choice beside the field it explains, first in the Tab order
+        target_layout = QHBoxLayout(target_row)
+        target_layout.setContentsMargins(0, 0, 0, 0)
+        target_layout.addWidget(self.entry)
+        target_layout.addWidget(self.script, 1)
         self.args = QLineEdit()
         self.args.setPlaceholderText("--epochs 3 --deepspeed_config {ds_config}")
         self.args.setToolTip("One line, split like a shell would (quotes keep spaces). "
@@ -68,7 +93,7 @@ class ScriptBox(QGroupBox):
         self.name = QLineEdit()
         self.name.setPlaceholderText("the script's name")
         self.name.setToolTip("A name for the run in Runs and History")
-        form.addRow("Script", self.script)
+        form.addRow("Runs", target_row)
         form.addRow("Working directory", self.cwd)
         form.addRow("Run name", self.name)
         form.addRow("Arguments", self.args)
@@ -83,36 +108,83 @@ class ScriptBox(QGroupBox):
         form.addRow("", below_args)
         for signal in (self.script.textChanged, self.args.textChanged, self.cwd.textChanged, self.name.textChanged):
             signal.connect(self.changed)
+        self.entry.currentIndexChanged.connect(self._entry_changed)
         self.script.picked.connect(lambda path: settings.setValue(_S + "last_dir", str(Path(path).parent)))
 
-    def split_args(self) -> tuple[list[str] | None, str | None]:
-        """The arguments as the script gets them, or None and why the line cannot be split."""
+    def entry_choice(self) -> str:
+        """What the field names: "script", "module" or "command" (LaunchRequest.entry)."""
+        return str(self.entry.currentData() or "script")
+
+    def set_entry(self, entry: str) -> None:
+        self.entry.setCurrentIndex(max(0, self.entry.findData(entry)))
+
+    def _entry_changed(self) -> None:
+        """The field, its button and the placeholders say what the choice runs."""
+        entry = self.entry_choice()
+        _label, placeholder, tip, _name = ENTRY_CHOICES[entry]
+        self.script.line.setPlaceholderText(placeholder)
+        self.script.setToolTip(tip)
+        self.script.button.setVisible(entry == "script")  # a module or a command is not a file to browse for
+        self.cwd.line.setPlaceholderText("the script's folder" if entry == "script" else
+                                         "this window's working directory")
+        self.name.setPlaceholderText({"script": "the script's name", "module": "the module's last part"}.get(
+            entry, "the command's name"))
+        self.changed.emit()
+
+    def _field_words(self) -> tuple[list[str] | None, str | None]:
+        """A command's field split into the command and its first arguments; a script or module field as it is."""
+        text = self.script.text()
+        if self.entry_choice() != "command":
+            return [text] if text else [], None
         try:
-            return shlex.split(self.args.text()), None
+            return shlex.split(text), None
+        except ValueError as exc:
+            return None, f"Command: {exc} (close the quote, or escape it with \\)"
+
+    def target(self) -> str:
+        """The script file, the module, or the command (its first word)."""
+        words = self._field_words()[0]
+        return words[0] if words else ""
+
+    def split_args(self) -> tuple[list[str] | None, str | None]:
+        """The arguments as the script (module, command) gets them, a command's own words first, or None and why
+        the line cannot be split."""
+        words, problem = self._field_words()
+        if words is None:
+            return None, problem
+        try:
+            return words[1:] + shlex.split(self.args.text()), None
         except ValueError as exc:
             return None, f"Arguments: {exc} (close the quote, or escape it with \\)"
 
     def working_dir(self) -> str:
-        """The working directory chosen, or else the script's folder (when its path is absolute)."""
+        """The working directory chosen, or else the script's folder (when its path is absolute); for a module or
+        a command, this window's working directory, so a queued run starts where its preview said."""
         if self.cwd.text():
             return str(Path(self.cwd.text()).expanduser())
+        if self.entry_choice() != "script":
+            return os.getcwd()
         script = self.script.text()
         return str(Path(script).expanduser().parent) if script and Path(script).expanduser().is_absolute() else ""
 
     def run_name(self) -> str:
-        return self.name.text().strip() or (Path(self.script.text()).stem if self.script.text() else "")
+        target = self.target()
+        return self.name.text().strip() or (default_run_name(target, self.entry_choice()) if target else "")
 
     def check(self) -> list[str]:
         """The fields' problems (said beside them), and the arguments shown as the script gets them."""
         args, problem = self.split_args()
-        problems = (["Script: choose the training script"] if not self.script.text() else []) + (
+        missing = {"script": "Script: choose the training script", "module": "Module: name the module (pkg.train)",
+                   "command": "Command: name the command (on PATH, or a path to an executable)"}
+        problems = ([missing[self.entry_choice()]] if not self.script.text() else []) + (
             [problem] if problem else [])
         self.args_note.set_items([("error", problem)] if problem else [])
         if args is not None:
             note = f"   ({DS_CONFIG_PLACEHOLDER} becomes this run's ds_config.json)" if any(
                 DS_CONFIG_PLACEHOLDER in a for a in args) else ""
-            self.argv_label.setText(argv_html(args, self) + html.escape(note) if args
-                                    else "The script gets no arguments")
+            who = ENTRY_CHOICES[self.entry_choice()][3].lower()
+            self.argv_label.setText(argv_html(args, self, who) + html.escape(note) if args
+                                    else f"The {who} gets no arguments")
         return problems
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802
@@ -122,6 +194,7 @@ class ScriptBox(QGroupBox):
 
     def fill(self, script: str, args: str) -> None:
         """A fresh choice: this script and these arguments, started in the script's folder, named after it."""
+        self.set_entry("script")
         self.script.setText(script)
         self.args.setText(args)
         self.args.setCursorPosition(0)  # the start of a long line says more than its end
@@ -130,12 +203,14 @@ class ScriptBox(QGroupBox):
 
     def restore(self) -> None:
         s = self._settings
+        self.set_entry(str(s.value(_S + "entry", "script") or "script"))
         self.script.setText(str(s.value(_S + "script", "")))
         self.args.setText(str(s.value(_S + "args", "")))
         self.args.setCursorPosition(0)
         self.cwd.setText(str(s.value(_S + "cwd", "")))
 
     def save_settings(self) -> None:
+        self._settings.setValue(_S + "entry", self.entry_choice())
         self._settings.setValue(_S + "script", self.script.text())
         self._settings.setValue(_S + "args", self.args.text())
         self._settings.setValue(_S + "cwd", self.cwd.text())

@@ -33,7 +33,8 @@ def queue_sweep(request: LaunchRequest, *, preset_name: str | None, name: str, s
     """Queue one run per sweep combination, as `traindeck run --sweep` does. Raises ValueError (nothing queued)."""
     from traindeck.backend.queue import QueuedLaunch, QueueStore, queue_launches
 
-    launch = QueuedLaunch(script=request.script, script_args=list(request.script_args), preset=preset_name,
+    launch = QueuedLaunch(script=request.script, script_args=list(request.script_args), entry=request.entry,
+                          preset=preset_name,
                           config_file=str(request.config_file) if request.config_file else None,
                           launcher=request.launcher, nproc=request.nproc, python=request.python,
                           cwd=str(request.cwd) if request.cwd else "", env=dict(request.env))

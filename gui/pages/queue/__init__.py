@@ -33,9 +33,10 @@ REFRESH_MS = 2000
 # less often, as its resources in the status bar.
 REMOTE_REFRESH_MS = 5000
 # The reason for waiting is the long, varying text: last, taking the room left.
-COLUMNS = ("Pos", "Name", "State", "GPUs", "Id", "Waiting for")
-POS, NAME, STATE, GPUS, ID, WAITING = range(len(COLUMNS))
+COLUMNS = ("Pos", "Name", "Runs", "State", "GPUs", "Id", "Waiting for")
+POS, NAME, RUNS, STATE, GPUS, ID, WAITING = range(len(COLUMNS))
 NAME_MAX_CHARS = 48  # the Name column fits its names up to about this many characters (the whole name: tooltip)
+RUNS_MAX_CHARS = 40  # the Runs column (script, `-m module` or command, and arguments) likewise
 
 
 class QueuePage(Page):
@@ -51,7 +52,7 @@ class QueuePage(Page):
         self._showing_demo = False  # `gui --screenshot`'s made-up queue: kept, never replaced by a real read
         self.remote: RemoteRuns | None = None  # another machine's queue instead (use_remote)
         self._generation = 0  # bumped when the source changes: a read of the previous one is dropped
-        self._name_width = 0  # the Name column's width as last fitted
+        self._fitted: dict[int, int] = {}  # column -> its width as last fitted (Name, Runs)
         self.poller = Poller(self, self.refresh, live_ms=REFRESH_MS)  # paused while the page is not seen
         self._build()
 
@@ -72,6 +73,7 @@ class QueuePage(Page):
         for column in range(len(COLUMNS)):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(NAME, QHeaderView.ResizeMode.Interactive)
+        header.setSectionResizeMode(RUNS, QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
         self.table.doubleClicked.connect(self._open)
         self.table.itemSelectionChanged.connect(self._update_buttons)
@@ -177,18 +179,19 @@ class QueuePage(Page):
                 self.table.setItem(i, column, item)
             if row["id"] == selected:
                 self.table.selectRow(i)
-        self._fit_name_column()
+        for column, most in ((NAME, NAME_MAX_CHARS), (RUNS, RUNS_MAX_CHARS)):
+            self._fit_column(column, most)
         self._update_buttons()
 
-    def _fit_name_column(self) -> None:
-        """The names whole up to NAME_MAX_CHARS: refitted when the names need another width, so a width the
-        person dragged stays while the names stay the same."""
+    def _fit_column(self, column: int, max_chars: int) -> None:
+        """The names (or what runs) whole up to `max_chars`: refitted when the texts need another width, so a width
+        the person dragged stays while the texts stay the same."""
         metrics = self.table.fontMetrics()
-        widest = max(self.table.sizeHintForColumn(NAME), self.table.horizontalHeader().sectionSizeHint(NAME)) + 8
-        width = min(widest, metrics.horizontalAdvance("x" * NAME_MAX_CHARS) + 16)
-        if width != self._name_width:
-            self._name_width = width
-            self.table.setColumnWidth(NAME, width)
+        widest = max(self.table.sizeHintForColumn(column), self.table.horizontalHeader().sectionSizeHint(column)) + 8
+        width = min(widest, metrics.horizontalAdvance("x" * max_chars) + 16)
+        if width != self._fitted.get(column):
+            self._fitted[column] = width
+            self.table.setColumnWidth(column, width)
 
     def _failed(self, generation: int, error: str) -> None:
         if generation != self._generation:
@@ -250,12 +253,14 @@ class QueuePage(Page):
         self.poller.stop()
         self.show_state({"paused": False, "pause_reason": "", "keeper_running": True, "runs": [
             {"id": "20260101-090000-a1b2", "name": "sweep-lr=1e-5", "position": None, "waiting_for": "",
-             "state": "running", "held": False, "gpus": "any:1", "assigned_gpus": [0]},
+             "state": "running", "held": False, "gpus": "any:1", "assigned_gpus": [0], "entry": "script",
+             "runs": "train.py --lr 1e-5"},
             {"id": "20260101-090001-c3d4", "name": "sweep-lr=3e-5", "position": 1,
              "waiting_for": "1 free GPU (0 free of 1)", "state": "queued", "held": False, "gpus": "any:1",
-             "assigned_gpus": None},
+             "assigned_gpus": None, "entry": "script", "runs": "train.py --lr 3e-5"},
             {"id": "20260101-090002-e5f6", "name": "zero3-long", "position": 2, "waiting_for": "held",
-             "state": "queued", "held": True, "gpus": "", "assigned_gpus": None}]})
+             "state": "queued", "held": True, "gpus": "", "assigned_gpus": None, "entry": "module",
+             "runs": "-m axolotl.cli.train zero3.yaml"}]})
 
     def shutdown(self) -> None:
         self.poller.stop()
@@ -282,8 +287,14 @@ def row_cells(row: dict[str, Any]) -> list[tuple[str, str]]:
         else:
             waiting = "nothing: it ended"
     state_text = state + (" (held)" if row["held"] else "")
+    # What it starts, as `traindeck queue add` was given it: `train.py ARGS`, `-m pkg.train ARGS` or the command.
+    # A queue read from an older traindeck (another machine) does not say: a dash then.
+    runs = str(row.get("runs") or "") or "–"
+    runs_tip = {"module": "a module, run as python -m", "command": "a command on PATH, run as it is"}.get(
+        str(row.get("entry") or ""), "a script file")
     return [(position, "its place in the order" if state == "queued" else "started: out of the order"),
-            (row["name"], row["name"]), (state_text, ""), (gpus, gpus_tip), (row["id"], ""), (waiting, waiting)]
+            (row["name"], row["name"]), (runs, f"{runs_tip}: {runs}" if row.get("runs") else "not said"),
+            (state_text, ""), (gpus, gpus_tip), (row["id"], ""), (waiting, waiting)]
 
 
 PAGE = QueuePage

@@ -55,3 +55,15 @@ def test_queue_list_on_an_older_store_prints_the_queue_not_an_internal_error(tmp
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "traindeck", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_a_launch_queued_before_entries_existed_reads_back_as_a_script_and_starts_as_one(tmp_path):
+    """A request stored without `entry` (queued by an older traindeck) is a script file; the keeper builds the
+    request for it as one, and a module's request says it is a module."""
+    from traindeck.backend.queue.starting import request_for
+
+    old = '{"script": "train.py", "script_args": ["--lr", "1"], "cwd": "", "env": {}}'
+    launch = QueuedLaunch.from_json(old)
+    assert launch.entry == "script" and request_for(launch, None).entry == "script"
+    module = QueuedLaunch.from_json(QueuedLaunch(script="pkg.train", entry="module").to_json())
+    assert module.entry == "module" and request_for(module, None).entry == "module"
