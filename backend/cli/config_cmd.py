@@ -10,6 +10,10 @@ level light (argparse only): each handler imports the config machinery when it r
   error|warning|note: PATH: message` line per message on stdout, then a one-line summary on stderr (errors and
   warnings counted; a note is information, e.g. who fills a DeepSpeed config's "auto" values). --json: the list of message
   dicts on stdout (file, line, column, severity, path, message), the summary still on stderr.
+
+An accelerate config whose distributed type only some machines run (FSDP, Megatron-LM) is also judged against the
+training interpreter (--python, default this one; probed in a subprocess, cached): where it cannot run it, one
+warning at distributed_type says why in the words a launch refuses with (the file is valid: exit status unchanged).
 """
 
 from __future__ import annotations
@@ -63,7 +67,8 @@ def _register_check(config_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--native", action="store_true",
                    help="also ask accelerate and DeepSpeed themselves (needs the `train` extra; a few seconds)")
     p.add_argument("--python", metavar="PATH",
-                   help="with --native: the interpreter of the training environment (default: this one)")
+                   help="the interpreter of the training environment (default: this one): where --native asks the "
+                        "tools, and whose torch says whether an FSDP or Megatron-LM config can run on this machine")
     p.set_defaults(handler=run_check, consumer=None)
 
 
@@ -76,6 +81,9 @@ def run_check(args: argparse.Namespace) -> int:
         messages = check_files(args.files, world_size=args.world_size, consumer=consumer, consumer_why=why)
     except Exception:  # a bug one file triggers must not cost the others their check: each file alone
         messages = sort_messages(_one_by_one(args, consumer, why))
+    machine = _machine(args)
+    if machine:
+        messages = sort_messages(messages + machine)
     if args.native:
         messages = sort_messages(list(dict.fromkeys(messages + _native(args))))
     if args.json:
@@ -120,6 +128,26 @@ def _one_by_one(args: argparse.Namespace, consumer: str | None, why: str) -> lis
             out.append(Message("error", "", f"traindeck could not check this file: {one_line(exc, report)}",
                                str(path), None, None))
     return out
+
+
+def _machine(args: argparse.Namespace) -> list[Message]:
+    """What the training interpreter cannot run of the accelerate FSDP / Megatron-LM configs given: one warning at
+    each one's distributed_type, in the words a launch of it refuses with. The interpreter is probed (a subprocess,
+    cached) only when such a config is given."""
+    from traindeck.backend.config import load_file
+    from traindeck.backend.launch import (
+        accelerate_system_problems,
+        machine_bound,
+        probe_environment,
+        resolve_python,
+    )
+
+    docs = [doc for doc in map(load_file, args.files) if doc.kind == "accelerate" and machine_bound(doc.data)]
+    if not docs:
+        return []
+    environment = probe_environment(resolve_python(args.python))
+    return [doc.message("warning", ("distributed_type",), problem)
+            for doc in docs for problem in accelerate_system_problems(doc.data, environment)]
 
 
 def _native(args: argparse.Namespace) -> list[Message]:

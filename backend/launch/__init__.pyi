@@ -16,6 +16,12 @@ from .builders import (
 from .builders import (
     LaunchRequest as LaunchRequest,
 )
+from .builders import (
+    accelerate_system_problems as accelerate_system_problems,
+)
+from .builders import (
+    machine_bound as machine_bound,
+)
 from .environ import (
     is_secret_name as is_secret_name,
 )

@@ -427,25 +427,37 @@ def _hardware_notes(environment: TrainingEnvironment, launcher: Launcher, nproc:
 # ---- What this machine cannot run, said before start ------------------------------------------------------------
 # accelerate's FSDP and Megatron-LM need GPUs; ZeRO-Infinity needs a writable nvme_path and DeepSpeed's async_io op
 # (libaio's headers). The words quoted are accelerate's own; tests/launch/test_seed_systems.py runs accelerate on
-# this machine to check they are still what it says.
+# this machine to check they are still what it says. A launch refuses with these lines, and `config check` warns
+# with the same ones (the file is valid; the machine is what cannot run it).
 
 ACCELERATE_NO_DEVICE = ("There are currently no available devices found, must be one of 'XPU', 'CUDA', 'MLU', "
                         "'NPU', 'MUSA', or 'HPU'.")
 ACCELERATE_NO_MEGATRON = "Megatron is not installed. please build it from source."
 LIBAIO_HEADER = "/usr/include/libaio.h"
 LIBAIO_APT = "sudo apt-get install -y libaio-dev"
+# The distributed types accelerate_system_problems judges: whether they can run depends on the machine.
+MACHINE_BOUND = ("FSDP", "MEGATRON_LM")
 _FSDP1_RESHARD = {"FULL_SHARD": True, "1": True, "SHARD_GRAD_OP": False, "2": False, "HYBRID_SHARD": True,
                   "4": True, "HYBRID_SHARD_ZERO2": False, "5": False}
 
 
+def machine_bound(accelerate: Any) -> bool:
+    """Whether an accelerate config's distributed type is one that only some machines run (MACHINE_BOUND): the
+    configs worth probing the training interpreter for."""
+    return isinstance(accelerate, Mapping) and str(accelerate.get("distributed_type", "")).upper() in MACHINE_BOUND
+
+
 def accelerate_system_problems(accelerate: Mapping[str, Any] | None, environment: TrainingEnvironment | None,
-                               nproc: int) -> list[str]:
+                               nproc: int | None = None) -> list[str]:
     """Errors for an accelerate config whose distributed type cannot run in the probed interpreter: FSDP or
-    Megatron-LM where CUDA is not available, Megatron-LM without megatron-core. [] when unknown (no probe)."""
-    if environment is None or environment.error or environment.torch_error or not accelerate:
+    Megatron-LM where CUDA is not available, Megatron-LM without megatron-core. [] when unknown (no probe).
+    `nproc`: the processes the launch starts (None: the config's num_processes)."""
+    if environment is None or environment.error or environment.torch_error or not isinstance(accelerate, Mapping):
         return []
     kind = str(accelerate.get("distributed_type", "")).upper()
     py = environment.python
+    if nproc is None:
+        nproc = max(1, _int_or(accelerate, "num_processes", 1))
     if kind == "FSDP" and environment.cuda_available is False:
         return [fsdp_without_gpu(accelerate, py, nproc)]
     if kind == "MEGATRON_LM":
@@ -464,8 +476,13 @@ def fsdp_without_gpu(accelerate: Mapping[str, Any], python: str, nproc: int) -> 
     """Why accelerate cannot run this FSDP config without a GPU, and the torchrun route with the same sharding."""
     fsdp = accelerate.get("fsdp_config") or {}
     fsdp = fsdp if isinstance(fsdp, Mapping) else {}
-    if fsdp.get("fsdp_sync_module_states") is True:
-        reason = (f"with fsdp_sync_module_states its FSDP plugin stops every process with \"{ACCELERATE_NO_DEVICE}\"")
+    # accelerate's FSDP plugin looks for a device to sync module states on: FSDP1 only (FSDP2 drops the setting),
+    # where `accelerate launch` turns the setting on unless the config says false.
+    sync = str(fsdp.get("fsdp_sync_module_states", True)).lower() != "false"
+    if sync and str(fsdp.get("fsdp_version", 1)) != "2":
+        how = "" if "fsdp_sync_module_states" in fsdp else " (on: accelerate launch's default)"
+        reason = (f"with fsdp_sync_module_states{how} its FSDP plugin stops every process with "
+                  f"\"{ACCELERATE_NO_DEVICE}\"")
     else:
         reason = ("its processes start as distributed type NO, each training the whole model unsharded (accelerate "
                   "sets up FSDP only on an accelerator; `--cpu`/use_cpu gives one process or DDP, never FSDP)")

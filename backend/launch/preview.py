@@ -2,8 +2,8 @@
 same plan the launch builds (preview_plan -> build_plan), with the two things only a real launch
 decides left as placeholders: the run directory's id (RUN_ID) and a free rendezvous port (FREE_PORT).
 
-Starts nothing. It looks at the file system (does the script exist, which interpreter is on PATH) and may test
-whether a fixed port is free, so call it off a UI thread.
+Starts nothing. It looks at the file system (does the script exist, which interpreter is on PATH, the training
+interpreter's last probe in the cache) and may test whether a fixed port is free, so call it off a UI thread.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import cast
 
 from traindeck.backend.core.paths import runs_dir
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
-from traindeck.backend.launch.environ import masked_env
+from traindeck.backend.launch.environ import masked_env, resolve_python
 from traindeck.backend.launch.plan import Entry, Launcher, LaunchPlan
-from traindeck.backend.launch.probe import TrainingEnvironment
+from traindeck.backend.launch.probe import TrainingEnvironment, cached_environment
 from traindeck.backend.presets import Preset
 
 RUN_ID = "RUN_ID"  # stands for the run directory's name, chosen at launch
@@ -47,7 +47,9 @@ def preview_launch(preset: Preset, *, script: str = "", script_args: Sequence[st
                    env: Mapping[str, str] | None = None, entry: str = "script") -> LaunchPreview:
     """The command and files a launch of `preset` with these choices would use. `entry` says what `script` is:
     "script", "module" or "command" (LaunchRequest.entry). With no `script`, a placeholder stands for it
-    (PLACEHOLDER_SCRIPT for a script) and its absence is not reported."""
+    (PLACEHOLDER_SCRIPT for a script) and its absence is not reported. What the training interpreter lacks (an
+    FSDP config without CUDA, a missing package) is said as a launch says it when the interpreter's last probe is
+    still in the cache; nothing is probed here."""
     if script and entry == "script":
         script = str(Path(script).expanduser())
     request = LaunchRequest(script=script or _PLACEHOLDERS.get(entry, PLACEHOLDER_SCRIPT),
@@ -55,7 +57,7 @@ def preview_launch(preset: Preset, *, script: str = "", script_args: Sequence[st
                             script_args=list(script_args), preset=preset,
                             launcher=cast("Launcher | None", launcher or None),  # build_plan names a wrong one
                             nproc=nproc, python=python or None, cwd=Path(cwd) if cwd else None, env=dict(env or {}))
-    plan = preview_plan(request)
+    plan = preview_plan(request, cached_environment(resolve_python(python or None)))
     errors = [e for e in plan.errors if script or not e.startswith(_MISSING_TARGET)]
     return LaunchPreview(command=shlex.join(plan.argv), argv=list(plan.argv), cwd=plan.cwd,
                          env=masked_env(dict(env or {})), files=dict(plan.files), errors=errors,

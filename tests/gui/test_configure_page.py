@@ -4,10 +4,13 @@ test's TRAINDECK_HOME, and the dialogs (the UI boundary) answered by monkeypatch
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from support.probe_fixture import probe_cache  # noqa: F401 (a fixture)
 
 pytest.importorskip("PySide6")
 pytest.importorskip("pytestqt")
@@ -478,6 +481,27 @@ def test_the_list_and_the_command_tab_show_the_same_launch_problems(qtbot, page)
     row = next(i for i, m in enumerate(page.checks.findings.messages()) if m.path == "launch")
     page.checks.findings.list.itemClicked.emit(page.checks.findings.list.item(row))
     assert preview.current_name() == "Command"  # a launch finding shows the command it is about
+
+
+def test_an_fsdp_preset_the_probed_interpreter_cannot_run_is_said_in_the_list(qtbot, page, traindeck_home,
+                                                                              probe_cache):  # noqa: F811
+    from traindeck.backend.launch.builders import ACCELERATE_NO_DEVICE
+    from traindeck.backend.launch.probe import cached_environment
+
+    shutil.copytree(probe_cache, traindeck_home / "cache" / "probes")  # this interpreter, as the Launch page probed it
+    environment = cached_environment(sys.executable)
+    assert environment is not None
+    if environment.cuda_available:
+        pytest.skip("this interpreter's torch has CUDA: accelerate runs FSDP here")
+    page.ctx.draft.replace(load_preset("fsdp-full-shard"), "fsdp-full-shard")
+    preview = page.checks.preview
+    qtbot.waitUntil(lambda: "# error: accelerate cannot run FSDP" in preview.text("Command"), timeout=15000)
+    wait_checked(qtbot, page)
+    listed = [m.message for m in page.checks.findings.messages() if m.severity == "error" and m.path == "launch"]
+    (refusal,) = [m for m in listed if m.startswith("accelerate cannot run FSDP")]
+    assert f'"{ACCELERATE_NO_DEVICE}"' in refusal and "--launcher torchrun --nproc 2" in refusal
+    assert "No problems found" not in page.checks.findings.header_text()
+    assert page.ctx.draft.errors() == []  # the preset itself is right: nothing blocks it as a preset error
 
 
 def test_the_preset_list_getting_the_focus_loads_no_other_preset(qtbot, page, monkeypatch):

@@ -655,3 +655,32 @@ def test_the_argument_frames_follow_a_theme_switch(qtbot, make_page, qapp):
         qtbot.waitUntil(lambda: f"background:{dark}" in page.script_box.argv_label.text(), timeout=3000)
     finally:
         qapp.setPalette(saved)
+
+
+def test_an_fsdp_preset_the_interpreter_cannot_run_is_refused_on_the_page_before_launch(qtbot, make_page, tmp_path):
+    from traindeck.backend.launch.builders import ACCELERATE_NO_DEVICE
+
+    page = make_page(preset="fsdp-full-shard")
+    page.script_box.script.setText(str(_script(tmp_path)))
+    picker = page.runner.interpreter
+    picker.set_python(sys.executable)
+    qtbot.waitUntil(lambda: picker.environment is not None, timeout=30000)
+    if picker.environment.cuda_available:
+        pytest.skip("this interpreter's torch has CUDA: accelerate runs FSDP here")
+    # The preview built before the probe answered may land first: wait for the one built with its answer.
+    qtbot.waitUntil(lambda: page.command_box.plan is not None
+                    and any(e.startswith("accelerate cannot run FSDP") for e in page.command_box.plan.errors),
+                    timeout=15000)
+    (refusal,) = [e for e in page.command_box.plan.errors if e.startswith("accelerate cannot run FSDP")]
+    # Under the command, before any launch: accelerate's words and the torchrun route with the preset's sharding.
+    assert ("error", refusal) in page.command_box.plan_messages.items()
+    assert page.command_box.plan_messages.isVisibleTo(page)
+    assert f'"{ACCELERATE_NO_DEVICE}"' in refusal and "--launcher torchrun --nproc 2" in refusal
+    assert "fully_shard(module, reshard_after_forward=True, mp_policy=MixedPrecisionPolicy(" \
+           "param_dtype=torch.bfloat16))" in refusal
+    assert not page.launch_bar.launch_button.isEnabled()
+    page.launch()  # Ctrl+Enter: refused with the same line, nothing started
+    assert "Not launched" in page.launch_bar.result.text()
+    assert "accelerate cannot run FSDP" in page.launch_bar.result.text()
+    with RunStore() as store:
+        assert store.list_runs() == []

@@ -1,7 +1,8 @@
 """`traindeck run` with the torchrun launcher, and with a module (`-m`) or a command (`--command`) instead of a
 script file, as a user types them (the real CLI, real launchers, 2 CPU ranks each).
 
-torchrun trains a tiny model sharded with native FSDP2 (`fully_shard`, gloo). The module and command forms run the
+torchrun trains a tiny model sharded with native FSDP2 (`fully_shard`, gloo), and with FSDP1
+(`FullyShardedDataParallel`, the wrapper accelerate's FSDP plugin uses) where this torch still has it. The module and command forms run the
 stdlib stand-in script (behave.py) copied into a package the test makes, under the real accelerate and deepspeed
 launchers, and behind a console-script-style executable on PATH that starts torchrun itself: what matters there is
 the process tree (ranks two or three levels below the launcher), their tags, progress, stop and diagnosis.
@@ -9,6 +10,7 @@ the process tree (ranks two or three levels below the launcher), their tags, pro
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -27,6 +29,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.train]
 torch = pytest.importorskip("torch", reason="needs the train extra")
 
 FSDP2 = SCRIPTS / "fsdp2_tiny.py"
+FSDP1 = SCRIPTS / "fsdp1_tiny.py"
 MULTI_GPU_ACCELERATE = """\
 compute_environment: LOCAL_MACHINE
 distributed_type: MULTI_GPU
@@ -101,6 +104,25 @@ def test_torchrun_trains_fsdp2_on_two_cpu_ranks(tmp_path: Path) -> None:
     assert set(ranks(done)) == {0, 1}
     with RunStore() as store:  # each rank's optimizer steps were timed from inside the rank
         assert {s.rank for s in store.steps(run_id)} == {0, 1}
+    assert leftovers(done) == []
+
+
+@pytest.mark.skipif(not hasattr(importlib.import_module("torch.distributed.fsdp"), "FullyShardedDataParallel"),
+                    reason="this torch has no torch.distributed.fsdp.FullyShardedDataParallel (FSDP1)")
+def test_torchrun_trains_fsdp1_on_two_cpu_ranks(tmp_path: Path) -> None:
+    run_id = traindeck_run("--launcher", "torchrun", "--nproc", "2", str(FSDP1), "--steps", "20", cwd=tmp_path)
+    done = wait_finished(run_id, 400)
+    log = log_of(done)
+    assert done.state == "succeeded", (done.diagnosis, log[-3000:])
+    assert command_of(done)[1:4] == ["-m", "torch.distributed.run", "--nproc_per_node"]
+    # Each rank holds its half of every unit's flat parameter (1633 parameters, padded to an even split).
+    for rank in (0, 1):
+        assert f"[rank{rank}]: fsdp1_tiny: rank {rank} of 2 sharded FULL_SHARD: holds 817 of 1633 parameters" \
+            in log, log[-3000:]
+        assert f"[rank{rank}]: fsdp1_tiny: rank {rank} done" in log
+    assert done.progress is not None and done.progress["current"] == 20 and done.progress["total"] == 20
+    assert "loss" in metrics(run_id)
+    assert set(ranks(done)) == {0, 1}
     assert leftovers(done) == []
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -11,19 +12,65 @@ from pathlib import Path
 import pytest
 from support import TESTS
 
+from traindeck.backend.launch.builders import ACCELERATE_NO_DEVICE, ACCELERATE_NO_MEGATRON
+
 DIR = TESTS / "fixtures" / "configs" / "accelerate"
 LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning|note): (?P<path>\S+): (?P<msg>.+)$")
 
 
-def check(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+# The training interpreter's torch sees no GPU, on any machine (the probe asks with this environment).
+NO_CUDA = {"CUDA_VISIBLE_DEVICES": ""}
+
+
+def check(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None
+          ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "traindeck", "config", "check", *map(str, args)],
-                          capture_output=True, text=True, timeout=120, cwd=cwd, check=False)
+                          capture_output=True, text=True, timeout=120, cwd=cwd, check=False,
+                          env={**os.environ, **(env or {})})
 
 
 def test_valid_files_exit_0_with_a_summary_on_stderr() -> None:
-    done = check(DIR / "written_deepspeed_zero2.yaml", DIR / "written_fsdp2.yaml")
+    done = check(DIR / "written_deepspeed_zero2.yaml", DIR / "written_multi_gpu.yaml")
     assert (done.returncode, done.stdout) == (0, "")
     assert done.stderr.strip() == "traindeck: no problems found in 2 files"
+
+
+@pytest.mark.train
+def test_fsdp_and_megatron_configs_say_why_the_interpreter_without_cuda_cannot_run_them() -> None:
+    pytest.importorskip("torch")
+    files = [DIR / "written_fsdp1.yaml", DIR / "written_fsdp2.yaml", DIR / "written_megatron_lm.yaml"]
+    done = check(*files, env=NO_CUDA)
+    assert done.returncode == 0, done.stdout  # valid files: the machine is what cannot run them
+    found = [m for m in map(LINE.match, done.stdout.splitlines()) if m]
+    assert len(found) == 3 == len(done.stdout.splitlines()), done.stdout  # one finding a file, nothing else
+    assert [(m["file"], m["line"], m["col"], m["sev"], m["path"]) for m in found] == [
+        (str(f), "3", "1", "warning", "distributed_type") for f in files]
+    fsdp1, fsdp2, megatron = (m["msg"] for m in found)
+    # The launch's own words: accelerate's reason, then torchrun with the same sharding on num_processes ranks.
+    assert fsdp1.startswith(f"accelerate cannot run FSDP where CUDA is not available ({sys.executable}): ")
+    assert f'stops every process with "{ACCELERATE_NO_DEVICE}"' in fsdp1
+    assert "--launcher torchrun --nproc 4" in fsdp1
+    assert "fully_shard(module, reshard_after_forward=True, mp_policy=MixedPrecisionPolicy(" \
+           "param_dtype=torch.float16))" in fsdp1
+    # FSDP2 drops sync_module_states: accelerate's processes start unsharded instead of stopping.
+    assert "distributed type NO" in fsdp2 and ACCELERATE_NO_DEVICE not in fsdp2
+    assert "--launcher torchrun --nproc 2" in fsdp2
+    assert megatron.startswith("Megatron-LM (distributed_type MEGATRON_LM) cannot start here: CUDA is not available")
+    if "megatron-core" in megatron:  # not installed in this training environment
+        assert ACCELERATE_NO_MEGATRON in megatron
+    assert done.stderr.strip() == "traindeck: 0 errors, 3 warnings in 3 files"
+    as_json = json.loads(check("--json", files[1], env=NO_CUDA).stdout)
+    assert [(m["severity"], m["path"], m["line"]) for m in as_json] == [("warning", "distributed_type", 3)]
+
+
+def test_an_interpreter_without_torch_adds_no_machine_finding(tmp_path: Path) -> None:
+    # This Python without its site-packages: no torch to ask about CUDA, so nothing is said about the machine.
+    bare = tmp_path / "python"
+    bare.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    bare.chmod(0o755)
+    done = check("--python", bare, DIR / "written_fsdp2.yaml", env=NO_CUDA)
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr.strip() == "traindeck: no problems found in 1 file"
 
 
 def test_warnings_alone_exit_0() -> None:

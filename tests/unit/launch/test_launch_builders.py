@@ -444,3 +444,22 @@ def test_a_wrong_env_in_a_preset_edited_in_memory_is_an_error_not_a_crash(workdi
     plan = plan_for(workdir, run_dir, preset=preset)
     assert not plan.ok and any("'BAD NAME' is not an environment variable name" in e for e in plan.errors)
     assert "BAD NAME" not in plan.env
+
+
+@pytest.mark.parametrize(("fsdp", "stops"), [
+    ({"fsdp_sync_module_states": True}, True),
+    ({}, True),  # accelerate launch turns fsdp_sync_module_states on unless the config says false
+    ({"fsdp_sync_module_states": False}, False),
+    ({"fsdp_version": 2, "fsdp_sync_module_states": True}, False),  # FSDP2 drops the setting: no device sought
+])
+def test_fsdp_without_cuda_names_what_accelerate_does_with_its_sync_setting(fsdp, stops) -> None:
+    """Which of accelerate's two outcomes on a machine without CUDA the refusal names (each seen by running
+    accelerate launch on such a config: a RuntimeError in every process, or processes of distributed type NO)."""
+    from traindeck.backend.launch.builders import ACCELERATE_NO_DEVICE, accelerate_system_problems
+
+    cpu = TrainingEnvironment(python=PY, python_version="3.11.7", torch="2.13.0+cpu", cuda_available=False)
+    (said,) = accelerate_system_problems({"distributed_type": "FSDP", "num_processes": 3, "fsdp_config": fsdp}, cpu)
+    assert (ACCELERATE_NO_DEVICE in said, "distributed type NO" in said) == (stops, not stops)
+    assert "--launcher torchrun --nproc 3" in said  # the config's processes when the launch names none
+    gpu = TrainingEnvironment(python=PY, python_version="3.11.7", torch="2.13.0", cuda_available=True)
+    assert accelerate_system_problems({"distributed_type": "FSDP", "fsdp_config": fsdp}, gpu) == []
