@@ -75,6 +75,9 @@ def start_queued(queue: QueueStore, entry: QueueEntry, gpus: list[int] | None) -
 
         start_run(plan, run_dir, name=entry.name, preset=entry.launch.preset, script=entry.launch.script,
                   store=store, recorded=True)
+        from traindeck.backend.runs.control.new_run import after_start
+
+        after_start(run_dir.path, request, plan, store, preset_name=entry.launch.preset)
     except Exception as exc:  # noqa: BLE001 - whatever it was, the run is over and the queue goes on
         text = f"could not start from the queue: {exc}"
         current = store.get_run(entry.run_id)

@@ -187,3 +187,19 @@ def test_a_run_someone_else_claimed_is_not_started_again(tmp_path: Path):
         assert not Path(record.run_dir).exists()
         after = queue.runs.get_run(record.id)
         assert after is not None and after.supervisor_pid is None and after.state == "running"
+
+
+def test_a_queued_run_keeps_its_request_and_provenance_and_can_be_rerun():
+    """A run the queue starts gets what a run started at once gets: request.json (rerun, resume) and the sidecar's
+    provenance."""
+    run_id = add("--name", "kept", JOB.name, "--steps", "2", "--step-time", "0.1")
+    (record,) = all_ended([run_id])
+    assert record.state == "succeeded"
+    folder = Path(record.run_dir)
+    request = json.loads((folder / "request.json").read_text())
+    assert request["script"] == JOB.name and request["script_args"] == ["--steps", "2", "--step-time", "0.1"]
+    wait_until(lambda: (folder / "provenance.json").is_file(), 60, 0.5)
+    again = cli("rerun", run_id, "--detach")
+    assert again.returncode == 0, again.stderr
+    (rerun,) = all_ended([again.stdout.strip().splitlines()[-1]])
+    assert rerun.state == "succeeded" and rerun.id != run_id

@@ -81,14 +81,8 @@ def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | Non
             record = start_run(plan, run_dir, name=name or default_run_name(request.script, request.entry),
                                preset=preset_name, script=request.script, store=store)
             recorded = True
-            if memory_check is not None:
-                _keep_estimate(run_dir.path, memory_check)
-            _keep_request(run_dir.path, request, plan, preset_name, resume_arg)
-            _start_sidecar(run_dir.path, store)
-            if request.hostfile is not None:  # an agent on every node (backend/runs/supervisor/node_sampler.py)
-                from traindeck.backend.runs.supervisor.node_sampler import start_watch
-
-                start_watch(run_dir.path, store.path)
+            after_start(run_dir.path, request, plan, store, preset_name=preset_name, resume_arg=resume_arg,
+                        memory_check=memory_check)
         except BaseException:
             recorded = store.get_run(run_dir.run_id) is not None
             raise
@@ -99,6 +93,22 @@ def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | Non
     finally:
         if not recorded:
             shutil.rmtree(run_dir.path, ignore_errors=True)
+
+
+def after_start(run_dir: Path, request: LaunchRequest, plan: LaunchPlan, store: RunStore, *,
+                preset_name: str | None, resume_arg: str | None = None,
+                memory_check: LaunchMemoryCheck | None = None) -> None:
+    """What every started run gets beside its supervisor, whoever started it (a launch, the queue): the memory
+    check kept, request.json for `rerun` and `resume`, the sidecar (provenance, TensorBoard series), and an agent on
+    every node of a multi-node run."""
+    if memory_check is not None:
+        _keep_estimate(run_dir, memory_check)
+    _keep_request(run_dir, request, plan, preset_name, resume_arg)
+    _start_sidecar(run_dir, store)
+    if request.hostfile is not None:  # an agent on every node (backend/runs/supervisor/node_sampler.py)
+        from traindeck.backend.runs.supervisor.node_sampler import start_watch
+
+        start_watch(run_dir, store.path)
 
 
 def _keep_estimate(run_dir: Path, check: LaunchMemoryCheck) -> None:
