@@ -20,10 +20,12 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFormLayout,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -90,6 +92,7 @@ class TrialDialog(QDialog):
         self.nvme_path = QLineEdit()
         self.nvme_path.setPlaceholderText("/mnt/nvme")
         self.nvme_path.setToolTip("Where ZeRO-Infinity swaps to (a fast local disk)")
+        self.nvme_path.setMinimumWidth(12 * self.fontMetrics().averageCharWidth())
         offload_row = _row(*self.offload_boxes.values(), self.nvme_path)
         self.micro_batch = QLineEdit()
         self.micro_batch.setPlaceholderText("doubling from 1 while it fits")
@@ -120,7 +123,13 @@ class TrialDialog(QDialog):
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.summary.setMinimumHeight(3 * self.fontMetrics().height())
+        self.summary.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        # The skipped candidates' reasons can be many lines: they scroll, the buttons stay in view.
+        summary_scroll = QScrollArea()
+        summary_scroll.setWidget(self.summary)
+        summary_scroll.setWidgetResizable(True)
+        summary_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        summary_scroll.setMinimumHeight(6 * self.fontMetrics().lineSpacing())
         buttons = QDialogButtonBox()
         self.start_button = QPushButton("Start trial")
         self.start_button.setDefault(True)
@@ -133,7 +142,7 @@ class TrialDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(self.launch_line)
         layout.addLayout(form)
-        layout.addWidget(self.summary)
+        layout.addWidget(summary_scroll, 1)
         layout.addWidget(buttons)
         self.set_axes(stages if stages is not None else range(4), offloads if offloads is not None else ("none", "cpu"))
         for box in (*self.stage_boxes.values(), *self.offload_boxes.values()):
@@ -142,7 +151,7 @@ class TrialDialog(QDialog):
             edit.textChanged.connect(self._changed)
         for spin in (self.warmup, self.steps, self.headroom):
             spin.valueChanged.connect(self._changed)
-        self.resize(640, 520)
+        self.resize(720, 600)
         self.replan()
 
     # ============================================================================================ choices

@@ -10,7 +10,8 @@ POLL_MS while the trial runs; stopping writes the trial's stop request, which it
 from __future__ import annotations
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -54,6 +55,10 @@ def use_winner(trial_id: str, name: str) -> tuple[str, str, list[str]]:
     preset = winner_preset(spec, state, name)
     path = save_preset(preset)
     return str(path), preset.description, use_notes(spec, state)
+
+
+def _tip(x: float, y: float, data: object) -> str:
+    return f"{data}: {y:.1f} samples/s at {x:.2f} GiB"
 
 
 class TrialResults(QDialog):
@@ -106,8 +111,13 @@ class TrialResults(QDialog):
         item.showGrid(x=True, y=True, alpha=0.15)
         item.setLabel("left", "samples/s")
         item.setLabel("bottom", "peak memory (GiB)")
-        self.points = pg.ScatterPlotItem(size=10, pen=pg.mkPen(None), brush=pg.mkBrush(90, 140, 220, 200))
-        self.tight_points = pg.ScatterPlotItem(size=10, symbol="x", pen=pg.mkPen(200, 120, 60, width=2))
+        for side in ("left", "bottom"):
+            item.getAxis(side).enableAutoSIPrefix(False)  # GiB stay GiB (no "x0.001" under close peaks)
+        item.getViewBox().setDefaultPadding(0.12)  # points at the ends of the range stay off the frame
+        self.points = pg.ScatterPlotItem(size=10, pen=pg.mkPen(None), brush=pg.mkBrush(90, 140, 220, 200),
+                                         hoverable=True, tip=_tip)
+        self.tight_points = pg.ScatterPlotItem(size=10, symbol="x", pen=pg.mkPen(200, 120, 60, width=2),
+                                               hoverable=True, tip=_tip)
         self.winner_point = pg.ScatterPlotItem(size=22, symbol="star", pen=pg.mkPen(30, 30, 30),
                                                brush=pg.mkBrush(240, 190, 40))
         for scatter in (self.points, self.tight_points, self.winner_point):
@@ -144,6 +154,7 @@ class TrialResults(QDialog):
         layout.addWidget(self.verdict)
         layout.addLayout(buttons)
         self.resize(900, 640)
+        self._apply_theme()
         self._wanted = trial_id
         self._update_buttons()
         self.list_trials()
@@ -229,7 +240,8 @@ class TrialResults(QDialog):
         tight = [p for p in view.points if p.state != "measured"]
         self.points.setData([p.peak_gib for p in measured], [p.samples_per_s for p in measured],
                             data=[p.label for p in measured])
-        self.tight_points.setData([p.peak_gib for p in tight], [p.samples_per_s for p in tight])
+        self.tight_points.setData([p.peak_gib for p in tight], [p.samples_per_s for p in tight],
+                                  data=[f"{p.label} (too tight)" for p in tight])
         best = [p for p in view.points if p.index == view.winner]
         self.winner_point.setData([p.peak_gib for p in best], [p.samples_per_s for p in best])
         if best:
@@ -297,6 +309,23 @@ class TrialResults(QDialog):
         self.said = (severity, text)
         if self.view is not None:
             self.show_view(self.view)
+
+    def _apply_theme(self) -> None:
+        """The plot in the window's colours (pyqtgraph draws its own background and axes)."""
+        palette = self.palette()
+        foreground = palette.color(QPalette.ColorRole.Text)
+        self.plot.setBackground(palette.color(QPalette.ColorRole.Base))
+        for entry in self.plot.getPlotItem().axes.values():
+            entry["item"].setPen(pg.mkPen(foreground))
+            entry["item"].setTextPen(pg.mkPen(foreground))
+        self.winner_text.setColor(foreground)
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            self._apply_theme()
+            if self.view is not None:
+                self.show_view(self.view)  # the verdict's rich text keeps the colours it was laid out with
+        super().changeEvent(event)
 
     def closeEvent(self, event: object) -> None:
         self._poll.stop()

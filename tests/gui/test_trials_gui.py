@@ -1,10 +1,12 @@
 """The strategy trial in the dashboard: "Try setups…" (the axes, the candidate count and the estimator's skips
-before anything starts), the results window over a trial's folder (table, winner, plot), Stop (the real stop
-request, acted on by the real driver loop) and "Use this" (a preset that `config check` passes).
+before anything starts; Enter starts the real detached driver), the results window over a trial's folder (table,
+winner, plot), Stop (the real stop request the driver reads) and "Use this" (a preset that `config check` passes),
+and where they open (Launch, Estimate, Runs).
 
-The finished trial's folder is written with the backend's own record writers, its figures those a real trial of
-tests/launch/test_trials.py's tiny DeepSpeed script measured on 2 CPU ranks (zero2/zero3, micro-batch 2, 2 warm-up
-+ 5 steps); the real trial itself is tests/launch/test_trials.py.
+The finished trial's folder is written with the backend's own record writers; two of its rows are what a real trial
+of tests/launch/test_trials.py's tiny DeepSpeed script measured on 2 CPU ranks (zero2 and zero3, no offload,
+micro-batch 2, 2 warm-up + 5 steps: 102 s on this machine, too long for a dashboard test); the real trial itself
+is tests/launch/test_trials.py.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support.probe_fixture import probe_cache  # noqa: F401 (a fixture)
 
 from traindeck.backend.cli import main
 from traindeck.backend.presets import load_preset, preset_to_mapping
@@ -36,18 +39,21 @@ def _candidate(stage: int, offload: str, micro: int) -> dict:  # type: ignore[ty
 
 
 def _measured() -> list[Result]:
-    """What a real trial measured (see the module's docstring), plus one candidate the memory limit ended."""
+    """Rows 0 and 2: what a real trial measured (see the module's docstring; times from its start); rows 1 and 3:
+    a candidate the memory limit ended and a faster one too tight, as the driver writes them."""
     return [
-        Result(_candidate(2, "none", 2), "measured", "20261127-192628-aaaa", 41.6, 96.15, 4, None, 412 * MIB,
-               started_at=1000.0, measured_at=1019.5, ended_at=1021.0, steps_ms=[40.1, 41.6, 43.0, 41.2, 42.9]),
+        Result(_candidate(2, "none", 2), "measured", "20261127-192622-ec49", 12.943, 309.047, 4, None, 409260032,
+               started_at=1000.322, measured_at=1043.096, ended_at=1044.461,
+               steps_ms=[18.82, 12.943, 17.955, 10.887, 9.301]),
         Result(_candidate(2, "none", 4), "failed", "20261127-192650-bbbb", reason="host_oom: rank 0 used 1636 MiB "
-               "of host memory, over the trial's limit of 1024 MiB; stopped", kind="host_oom", started_at=1021.0,
-               ended_at=1030.0),
-        Result(_candidate(3, "none", 2), "measured", "20261127-192702-cccc", 58.9, 67.91, 4, None, 431 * MIB,
-               started_at=1030.0, measured_at=1052.0, ended_at=1053.5),
-        Result(_candidate(3, "cpu", 4), "too_tight", "20261127-192730-dddd", 30.2, 264.9, 8, None, 948 * MIB,
-               reason="peak host memory per rank 948 MiB leaves less than 10% of 1024 MiB", started_at=1053.5,
-               measured_at=1074.0, ended_at=1075.0),
+               "of host memory, over the trial's limit of 1024 MiB; stopped", kind="host_oom", started_at=1044.5,
+               ended_at=1052.0),
+        Result(_candidate(3, "none", 2), "measured", "20261127-192704-d4bc", 52.396, 76.342, 4, None, 410464256,
+               started_at=1052.0, measured_at=1102.554, ended_at=1103.374,
+               steps_ms=[42.395, 58.476, 40.388, 58.931, 52.396]),
+        Result(_candidate(3, "cpu", 4), "too_tight", "20261127-192730-dddd", 13.1, 612.4, 8, None, 948 * MIB,
+               reason="peak host memory per rank 948 MiB leaves less than 10% of 1024 MiB", started_at=1103.4,
+               measured_at=1150.0, ended_at=1151.0),
     ]
 
 
@@ -59,7 +65,7 @@ def _finished_trial(trial_id: str = TRIAL) -> TrialFolder:
                      world_size=2, warmup=2, steps=5, memory_limit=1024 * MIB)
     folder = TrialFolder(trial_id)
     folder.create(spec)
-    folder.write_state(TrialState(trial_id, state="finished", results=results, started_at=999.0, ended_at=1076.0))
+    folder.write_state(TrialState(trial_id, state="finished", results=results, started_at=999.0, ended_at=1152.0))
     return folder
 
 
@@ -128,7 +134,7 @@ def test_the_results_window_shows_a_finished_trial_as_trial_show_does(qtbot) -> 
     assert window.progress.text() == f"Trial {TRIAL} finished: 4 of 4 candidates done"
     table = window.table
     cells = [[table.item(r, c).text() for c in range(table.columnCount())] for r in range(table.rowCount())]
-    assert cells[0] == ["0", "★ zero2-none-mb2", "96.2", "41.6", "-", "412M", "measured"]  # ★: the winner
+    assert cells[0] == ["0", "★ zero2-none-mb2", "309.0", "12.9", "-", "390M", "measured"]  # ★: the winner
     assert cells[1][1] == "zero2-none-mb4" and cells[1][6].startswith("failed: host_oom: rank 0 used 1636 MiB")
     assert cells[3][6] == "too tight: peak host memory per rank 948 MiB leaves less than 10% of 1024 MiB"
     # The winner and why the faster one was passed over, the lines `trial show` prints.
@@ -136,11 +142,12 @@ def test_the_results_window_shows_a_finished_trial_as_trial_show_does(qtbot) -> 
     for line in winner_lines(folder.state()):
         assert line.split(" (")[0] in text
     assert f"winner: {TRIAL} #0 zero2-none-mb2" in text and "#3 zero3-cpu-mb4 was faster" in text
-    # The plot: three measured points at their peak host memory, the winner starred.
+    # The plot: two measured points and a too tight one at their peak host memory, the winner starred.
     xs, ys = window.points.getData()
-    assert sorted(zip(list(xs), list(ys), strict=True)) == [(412 / 1024, 96.15), (431 / 1024, 67.91)]
-    assert list(window.tight_points.getData()[1]) == [264.9]
-    assert list(window.winner_point.getData()[0]) == [412 / 1024]
+    assert sorted(zip(list(xs), list(ys), strict=True)) == [(409260032 / 2**30, 309.047),
+                                                            (410464256 / 2**30, 76.342)]
+    assert list(window.tight_points.getData()[1]) == [612.4]
+    assert list(window.winner_point.getData()[1]) == [309.047]
     assert window.use_button.isEnabled() and not window.stop_button.isEnabled()
 
 
@@ -152,7 +159,12 @@ def test_use_this_saves_the_winner_as_a_preset_that_config_check_passes(qtbot, t
     window = TrialResults(_app_ctx(), TRIAL)
     qtbot.addWidget(window)
     qtbot.waitUntil(lambda: window.view is not None, timeout=20000)
-    window.use("tiny-fastest")
+    from PySide6.QtWidgets import QInputDialog
+
+    window.use_button.click()  # asks the name, without blocking the window
+    box = window.findChild(QInputDialog, "trialPresetName")
+    assert box is not None and box.isVisible() and box.textValue() == "tiny-fastest"
+    box.accept()
     qtbot.waitUntil(lambda: window.said is not None, timeout=20000)
     severity, said = window.said
     assert severity == "ok", said
@@ -221,3 +233,122 @@ def _app_ctx() -> AppContext:
     from traindeck.backend.core import paths
 
     return AppContext(settings=QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat))
+
+
+# ---- where the dialog and the window open ---------------------------------------------------------------------
+def test_try_setups_beside_launch_takes_the_launch_pages_script_and_preset_and_esc_closes(
+        qtbot, tmp_path: Path, traindeck_home: Path, probe_cache: Path) -> None:  # noqa: F811
+    import shutil
+
+    from PySide6.QtCore import QSettings, Qt
+
+    from traindeck.backend.core import paths
+    from traindeck.gui.pages.launch import LaunchPage
+
+    shutil.copytree(probe_cache, traindeck_home / "cache" / "probes")
+    ctx = AppContext(settings=QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat))
+    ctx.draft.replace(load_preset("cpu-demo"), "cpu-demo")
+    page = LaunchPage(ctx)
+    qtbot.addWidget(page)
+    script = tmp_path / "tiny_ds.py"
+    script.write_text("print('not run')\n")
+    page.script_box.fill(str(script), "--deepspeed_config {ds_config}")
+    bar = page.launch_bar
+    assert bar.trial_button.text() == "Try setups…"
+    bar.trial_button.click()
+    dialog = page.findChild(TrialDialogType(), "trialDialog")
+    assert dialog is not None and dialog.isVisible()
+    options, preset = dialog.options()
+    assert options.script == str(script) and options.script_args == ("--deepspeed_config", "{ds_config}")
+    assert preset is not None and preset.name == "cpu-demo" and options.nproc == page.runner.processes()
+    assert "tiny_ds.py" in dialog.launch_line.text() and "'cpu-demo'" in dialog.launch_line.text()
+    qtbot.waitUntil(lambda: dialog.spec is not None, timeout=20000)
+    assert dialog.start_button.isDefault()  # Enter starts
+    qtbot.keyClick(dialog, Qt.Key.Key_Escape)
+    assert not dialog.isVisible()
+    page.shutdown()
+    ctx.tasks.wait(30000)
+
+
+def TrialDialogType() -> type:  # noqa: N802 - a class, imported where Qt is up
+    from traindeck.gui.widgets.trial_dialog import TrialDialog
+
+    return TrialDialog
+
+
+def test_enter_starts_a_detached_trial_and_its_results_open(qtbot, tmp_path: Path) -> None:
+    """A real start: the driver is forked away and runs the candidates; an interpreter that does not exist makes
+    each fail at its start, so the trial ends at once without a run."""
+    from PySide6.QtCore import Qt
+
+    from traindeck.gui.widgets.trial_dialog import TrialDialog, request_from_context
+    from traindeck.gui.widgets.trial_results import TrialResults
+
+    ctx = _ctx(tmp_path)
+    ctx.set_launch_choice(python=str(tmp_path / "no-such-python"))
+    dialog = TrialDialog(ctx, lambda: request_from_context(ctx), stages=[2, 3], offloads=["none"])
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.micro_batch.setText("2")
+    started: list[tuple[str, object]] = []
+    dialog.started.connect(lambda trial_id, pid: started.append((trial_id, pid)))
+    qtbot.waitUntil(lambda: dialog.spec is not None, timeout=20000)
+    qtbot.keyClick(dialog, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: bool(started), timeout=60000)
+    trial_id, pid = started[0]
+    assert isinstance(pid, int) and not dialog.isVisible()
+    window = TrialResults(ctx, trial_id, pid)
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: window.view is not None and window.view.finished, timeout=60000)
+    assert [window.table.item(r, 1).text() for r in range(window.table.rowCount())] == ["zero2-none-mb2",
+                                                                                          "zero3-none-mb2"]
+    assert all(window.table.item(r, 6).text().startswith("failed: could not start")
+               for r in range(window.table.rowCount()))
+    assert "winner: none" in window.verdict.text() and not window.use_button.isEnabled()
+
+
+def test_try_these_setups_on_the_estimate_page_opens_the_dialog_with_the_tables_setups(qtbot, tmp_path: Path,
+                                                                                      traindeck_home: Path) -> None:
+    from PySide6.QtCore import QSettings
+
+    from traindeck.gui.pages.estimate import EstimatePage
+
+    ctx = AppContext(settings=QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat))
+    page = EstimatePage(ctx)
+    qtbot.addWidget(page)
+    qtbot.waitUntil(lambda: page.detection_finished, timeout=20000)
+    for edit, text in ((page.inputs.params, "7B"), (page.inputs.gpu_mem, "24"), (page.inputs.host_mem, "64")):
+        edit.setText(text)
+    page.inputs.gpus_per_node.setValue(2)
+    qtbot.waitUntil(lambda: page.estimate is not None and page.estimate.machine.gpu_mem_bytes == 24 * 2**30
+                    and page.estimate.machine.gpus_per_node == 2 and not page.problems, timeout=20000)
+    button = page.results.try_button
+    assert button.text() == "Try these setups…" and button.isEnabled()
+    maybe = [r for r in page.estimate.rows if r.framework == "deepspeed" and r.fits is not False]
+    assert maybe and len(maybe) < len([r for r in page.estimate.rows if r.framework == "deepspeed"])
+    button.click()
+    dialog = page.findChild(TrialDialogType(), "trialDialog")
+    assert dialog is not None
+    ticked = [s for s, box in dialog.stage_boxes.items() if box.isChecked()]
+    assert ticked == sorted({r.zero_stage for r in maybe})
+    assert dialog.model_size.text() == page.estimate.model_size
+    dialog.reject()
+    qtbot.waitUntil(lambda: page.findChild(TrialDialogType(), "trialDialog") is None, timeout=5000)
+    page.shutdown()
+    ctx.tasks.wait(30000)
+
+
+def test_trials_on_the_runs_page_opens_the_newest_trial(qtbot, make_runs_page) -> None:
+    _finished_trial("20260101-000000-older0")
+    _finished_trial()
+    page = make_runs_page()
+    page.trials_button.click()
+    from traindeck.gui.widgets.trial_results import TrialResults
+
+    window = page.findChild(TrialResults, "trialResults")
+    assert window is not None
+    qtbot.waitUntil(lambda: window.view is not None, timeout=20000)
+    assert window.trial_id() == TRIAL and window.trials.count() == 2
+    window.trials.setCurrentIndex(1)
+    qtbot.waitUntil(lambda: window.view is not None and window.view.id == "20260101-000000-older0", timeout=20000)
+    window.close()
