@@ -26,3 +26,9 @@ from .scoring import Result as Result
 from .scoring import measure as measure
 from .scoring import ranking as ranking
 from .scoring import winner as winner
+from .view import COLUMNS as COLUMNS
+from .view import TrialPoint as TrialPoint
+from .view import TrialView as TrialView
+from .view import read_trial_view as read_trial_view
+from .view import trial_axes as trial_axes
+from .view import use_notes as use_notes

@@ -95,6 +95,7 @@ class EstimatePage(Page):
         self.inputs.edited.connect(self._debounce.start)
         self.inputs.config_committed.connect(self._model_config_committed)
         self.results = EstimateResults()
+        self.results.try_setups.connect(self.try_setups)
         self.advice = AdvicePanel(self.ctx)
         shortcut = QShortcut(QKeySequence("Ctrl+U"), self)
         shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
@@ -128,6 +129,20 @@ class EstimatePage(Page):
         layout.addWidget(splitter)
 
     # ------------------------------------------------------------------------------------------------ input
+    def try_setups(self, stages: list[int], offloads: list[str]) -> QWidget:
+        """"Try these setups…": the trial dialog with the table's stages and offloads, for the Launch page's launch;
+        its results open once it starts."""
+        from traindeck.gui.widgets.trial_dialog import TrialDialog, request_from_context
+        from traindeck.gui.widgets.trial_results import TrialResults
+
+        model = self.estimate.model_size if self.estimate is not None else None
+        dialog = TrialDialog(self.ctx, lambda: request_from_context(self.ctx), stages=stages, offloads=offloads,
+                             model_size=model, parent=self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.started.connect(lambda trial_id, pid: TrialResults(self.ctx, trial_id, pid, parent=self).show())
+        dialog.open()
+        return dialog
+
     def _model_config_committed(self, config: str, force: bool) -> None:
         if force:  # picked again: count again (the file may have changed)
             self._counted.pop(config, None)

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QHBoxLayout,
     QHeaderView,
     QLabel,
+    QPushButton,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -26,6 +28,7 @@ from traindeck.backend.estimate import (
     format_gib,
     zero2_above_zero1,
 )
+from traindeck.backend.trials import trial_axes
 from traindeck.gui.widgets.message_list import MessageList
 
 COLUMNS = ("Strategy", "Verdict", "GPU total", "States", "Activ.", "Host/node", "NVMe/node")
@@ -63,6 +66,8 @@ def page_words(text: str) -> str:
 
 
 class EstimateResults(QWidget):
+    try_setups = Signal(list, list)  # "Try these setups…": the ZeRO stages and offloads to measure in a trial
+
     def __init__(self) -> None:
         super().__init__()
         self._estimate: Estimate | None = None  # the estimate shown (kept greyed while the fields have problems)
@@ -109,8 +114,17 @@ class EstimateResults(QWidget):
         self.stage_note.setWordWrap(True)
         self.stage_note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.stage_note.hide()
+        # The estimate's strategies that may fit, measured on the user's own script (a strategy trial).
+        self.try_button = QPushButton("Try these setups…")
+        self.try_button.setToolTip("Measure the DeepSpeed set-ups this table says may fit with the Launch page's "
+                                   "script and preset (a trial: short runs, ranked by samples/s)")
+        self.try_button.setEnabled(False)
+        self.try_button.clicked.connect(lambda: self.try_setups.emit(*self.trial_axes()))
+        units_row = QHBoxLayout()
+        units_row.addWidget(self.units, 1)
+        units_row.addWidget(self.try_button)
         side.addWidget(self.table)
-        side.addWidget(self.units)
+        side.addLayout(units_row)
         side.addWidget(self.stage_note)
         side.addWidget(self.assumptions)
 
@@ -148,6 +162,13 @@ class EstimateResults(QWidget):
         self.assumptions.setText("Assumed: " + "; ".join(notes) + "." if notes else "")
         self.assumptions.setVisible(bool(notes))
         self._fill_table(result.rows)
+        self.try_button.setEnabled(bool(self.trial_axes()[0]))
+
+    def trial_axes(self) -> tuple[list[int], list[str]]:
+        """The stages and offloads of the DeepSpeed rows that may fit (all of them when none is judged to)."""
+        rows = self._estimate.rows if self._estimate else []
+        maybe = [r for r in rows if r.fits is not False]
+        return trial_axes(maybe if trial_axes(maybe)[0] else rows)
 
     def _fill_table(self, rows: list[EstimateRow]) -> None:
         chosen = self._estimate.advice.row.strategy if self._estimate and self._estimate.advice and \

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from traindeck.gui.pages.launch.memory_panel import MemoryCheckBox
     from traindeck.gui.widgets.hostfile_editor import HostfileEditor
     from traindeck.gui.widgets.sweep_editor import SweepEditor
+    from traindeck.gui.widgets.trial_dialog import TrialDialog
 
 
 RUN_WATCH_MS = 2000  # how often the started run's state is read while its line is shown
@@ -83,7 +84,14 @@ class LaunchBar(QWidget):
         # With a sweep the Launch button queues already, so this one is hidden then.
         self.queue_button = QPushButton("Queue")
         self.queue_button.clicked.connect(lambda: self.launch(queue=True))
+        # A strategy trial of this launch: short measured runs of ZeRO stage x offload x micro-batch.
+        self.trial_button = QPushButton("Try setups…")
+        self.trial_button.setToolTip("Measure which ZeRO stage, offload and micro-batch is fastest for this script "
+                                     "and preset (short runs, one at a time; the trial goes on when the window "
+                                     "closes)")
+        self.trial_button.clicked.connect(self.try_setups)
         bar.addWidget(self.result, 1)
+        bar.addWidget(self.trial_button)
         bar.addWidget(self.queue_button)
         bar.addWidget(self.launch_button)
         bar.setContentsMargins(9, 4, 9, 6)
@@ -204,6 +212,17 @@ class LaunchBar(QWidget):
         self.ctx.tasks.run(launch_on_gpus, order.request, order.gpus_text, library, name=order.name,
                            preset_name=preset_name, environment=order.environment, memory_check=memory,
                            done=self._launched, failed=self._launch_failed)
+
+    def try_setups(self) -> TrialDialog:
+        """The trial dialog for the launch the Launch button would start; its results open once it starts."""
+        from traindeck.gui.widgets.trial_dialog import TrialDialog
+        from traindeck.gui.widgets.trial_results import TrialResults
+
+        dialog = TrialDialog(self.ctx, lambda: self._order().request, name=self._order().name, parent=self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.started.connect(lambda trial_id, pid: TrialResults(self.ctx, trial_id, pid, parent=self).show())
+        dialog.open()
+        return dialog
 
     def _queued(self, records: list[RunRecord]) -> None:
         self.launching = False

@@ -160,8 +160,17 @@ class RunsPage(Page):
         self.views = QStackedWidget()
         self.views.addWidget(empty)
         self.views.addWidget(run_view)
+        # Under the list: the strategy trials (their candidates are runs in this list; the trial's table is not).
+        self.trials_button = QPushButton("Trials…")
+        self.trials_button.setToolTip("Strategy trials: how far each is, its results and winner")
+        self.trials_button.clicked.connect(lambda: self.show_trials())
+        left = QWidget()
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(0, 0, 0, 0)
+        left_layout.addWidget(self.run_list, 1)
+        left_layout.addWidget(self.trials_button)
         split = QSplitter()
-        split.addWidget(self.run_list)
+        split.addWidget(left)
         split.addWidget(self.views)
         split.setStretchFactor(1, 1)
         split.setSizes([250, 1000])
@@ -171,6 +180,14 @@ class RunsPage(Page):
         layout.addWidget(split)
         QShortcut(QKeySequence("Ctrl+Shift+L"), self, lambda: self.diagnose_log())
         self.setAcceptDrops(True)  # a log file dropped here is diagnosed
+
+    def show_trials(self, trial_id: str | None = None) -> QWidget:
+        """The trials window (the newest trial, or `trial_id`)."""
+        from traindeck.gui.widgets.trial_results import TrialResults
+
+        window = TrialResults(self.ctx, trial_id, parent=self)
+        window.show()
+        return window
 
     # ================================================================================================ any log
     def diagnose_log(self, path: str | None = None) -> LogDiagnosisDialog:
