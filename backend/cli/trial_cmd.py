@@ -139,6 +139,8 @@ def _size(text: str) -> int:
 # ---- following ------------------------------------------------------------------------------------------------
 def _follow(folder: TrialFolder, as_json: bool) -> int:
     """Print rows as candidates finish until the trial ends; Ctrl+C asks the trial to stop (a second leaves it)."""
+    from traindeck.backend.trials import driver_alive
+
     printed = 0
     stopping = False
     if not as_json:
@@ -150,7 +152,7 @@ def _follow(folder: TrialFolder, as_json: bool) -> int:
                 printed = _print_rows(state, printed)
             if state.driver_pid is None:
                 state.driver_pid = folder.driver_pid  # the driver has not written its state yet
-            if state.finished or not _driver_alive(state):
+            if state.finished or not driver_alive(state):
                 break
             time.sleep(POLL_S)
         except KeyboardInterrupt:
@@ -200,17 +202,6 @@ def _print_rows(state: TrialState, printed: int) -> int:
     return printed
 
 
-def _driver_alive(state: TrialState) -> bool:
-    import psutil
-
-    if state.driver_pid is None:
-        return True  # not started yet: the driver writes its pid first
-    try:
-        return psutil.Process(state.driver_pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
 # ---- show / stop / use ------------------------------------------------------------------------------------------
 def _action(action: str, rest: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=f"traindeck trial {action}")
@@ -235,13 +226,13 @@ def _action(action: str, rest: list[str]) -> int:
 
 
 def _show(folder: TrialFolder, as_json: bool) -> int:
-    from traindeck.backend.trials import row_text, time_line, trial_json, winner_lines
+    from traindeck.backend.trials import driver_alive, row_text, time_line, trial_json, winner_lines
 
     state = folder.state()
     if as_json:
         print(json.dumps(trial_json(state, folder.spec()), indent=1))
         return 0
-    running = "" if state.finished else (" (running)" if _driver_alive(state) else " (its driver is gone)")
+    running = "" if state.finished else (" (running)" if driver_alive(state) else " (its driver is gone)")
     print(f"trial {state.id}: {state.state}{running}")
     print(_header())
     for i, result in enumerate(state.results):
@@ -258,43 +249,20 @@ def _show(folder: TrialFolder, as_json: bool) -> int:
 
 def _stop(folder: TrialFolder) -> int:
     """Ask the driver to stop the candidate running now and end the trial; without a driver, stop it here."""
-    state = folder.state()
-    if state.finished:
-        print(f"trial {folder.id} already ended ({state.state})")
-        return 0
-    folder.request_stop()
-    print(f"asked trial {folder.id} to stop: the candidate running now is stopped; what was measured is kept",
-          flush=True)
-    deadline = time.monotonic() + 120.0
-    while time.monotonic() < deadline and _driver_alive(state):
-        state = folder.state()
-        if state.finished:
-            print(f"trial {folder.id} stopped; `traindeck trial show {folder.id}` shows what was measured")
-            return 0
-        time.sleep(POLL_S)
-    state = folder.state()  # the driver may have written its end and exited since the last look
-    if state.finished:
-        print(f"trial {folder.id} stopped; `traindeck trial show {folder.id}` shows what was measured")
-        return 0
-    if not _driver_alive(state):
-        return _stop_without_driver(folder, state)
-    print(f"traindeck: trial {folder.id} has not stopped yet; it will", file=sys.stderr)
-    return 1
+    from traindeck.backend.trials import stop_trial
 
-
-def _stop_without_driver(folder: TrialFolder, state: TrialState) -> int:
-    from traindeck.backend.cli.run_lookup import open_store
-    from traindeck.backend.runs import stop_run
-
-    store = open_store()
-    for result in state.results:
-        if result.state == "running" and result.run_id:
-            stop_run(store, result.run_id, grace_s=5.0)
-        if not result.finished:
-            result.state, result.reason = "skipped", "the trial was stopped (its driver was gone)"
-    state.state, state.ended_at, state.current = "stopped", time.time(), None
-    folder.write_state(state)
-    print(f"trial {folder.id} stopped (its driver was gone)")
+    if not folder.state().finished:
+        print(f"asked trial {folder.id} to stop: the candidate running now is stopped; what was measured is kept",
+              flush=True)
+    outcome = stop_trial(folder)
+    if outcome == "already_ended":
+        print(f"trial {folder.id} already ended ({folder.state().state})")
+    elif outcome == "pending":
+        print(f"traindeck: trial {folder.id} has not stopped yet; it will", file=sys.stderr)
+        return 1
+    else:
+        gone = " (its driver was gone)" if outcome == "stopped_without_driver" else ""
+        print(f"trial {folder.id} stopped{gone}; `traindeck trial show {folder.id}` shows what was measured")
     return 0
 
 

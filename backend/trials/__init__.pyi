@@ -26,6 +26,8 @@ from .scoring import Result as Result
 from .scoring import measure as measure
 from .scoring import ranking as ranking
 from .scoring import winner as winner
+from .stopping import driver_alive as driver_alive
+from .stopping import stop_trial as stop_trial
 from .view import COLUMNS as COLUMNS
 from .view import TrialPoint as TrialPoint
 from .view import TrialView as TrialView

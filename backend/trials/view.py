@@ -23,6 +23,7 @@ from traindeck.backend.trials.candidates import (
 from traindeck.backend.trials.record import TrialFolder, TrialSpec, TrialState
 from traindeck.backend.trials.report import _bytes, time_line, winner_lines
 from traindeck.backend.trials.scoring import Result, label_of, winner
+from traindeck.backend.trials.stopping import driver_alive
 
 COLUMNS = ("#", "candidate", "samples/s", "step ms", "peak GPU", "peak host", "verdict")
 
@@ -94,19 +95,6 @@ def row_cells(index: int, result: Result) -> tuple[str, ...]:
         verdict += f" (note: {result.note})"
     return (str(index), label_of(result), rate, step, _bytes(result.peak_gpu_bytes), _bytes(result.peak_host_bytes),
             verdict)
-
-
-def driver_alive(state: TrialState, started_pid: int | None = None) -> bool:
-    """Whether the trial's driver process is still there (True before it has written its pid)."""
-    import psutil
-
-    pid = state.driver_pid if state.driver_pid is not None else started_pid
-    if pid is None:
-        return not state.finished
-    try:
-        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
 
 
 def eta_seconds(state: TrialState) -> float | None:

@@ -37,11 +37,13 @@ POLL_MS = 1000
 RIGHT_ALIGNED = (0, 2, 3, 4, 5)
 
 
-def stop_trial(trial_id: str) -> None:
-    """Ask the trial's driver to stop the candidate running now and end the trial (as `trial stop` does)."""
+def stop_trial(trial_id: str) -> str:
+    """Ask the trial's driver to stop the candidate running now and end the trial (as `trial stop` does); where
+    its driver is gone, stop the candidate and end the trial here. The outcome (backend.trials.stop_trial)."""
     from traindeck.backend.trials import TrialFolder
+    from traindeck.backend.trials import stop_trial as stop
 
-    TrialFolder(trial_id).request_stop()
+    return stop(TrialFolder(trial_id), wait_s=0.0)  # the poll shows the driver's end: no wait on a worker
 
 
 def use_winner(trial_id: str, name: str) -> tuple[str, str, list[str]]:
@@ -265,12 +267,15 @@ class TrialResults(QDialog):
         if trial_id is None or self.view is None or self.view.finished:
             return
         self.stop_button.setEnabled(False)
-        self.ctx.tasks.run(stop_trial, trial_id, done=lambda _none: self._stop_asked(trial_id),
+        self.ctx.tasks.run(stop_trial, trial_id, done=lambda outcome: self._stop_asked(trial_id, outcome),
                            failed=lambda error: self._say("error", f"Could not stop it: {error}"))
 
-    def _stop_asked(self, trial_id: str) -> None:
-        self._say("note", f"Asked trial {trial_id} to stop: the candidate running now is stopped; what was measured "
-                  "is kept.")
+    def _stop_asked(self, trial_id: str, outcome: str) -> None:
+        if outcome == "stopped_without_driver":
+            self._say("note", f"Trial {trial_id} stopped here: its driver was gone; what was measured is kept.")
+        else:
+            self._say("note", f"Asked trial {trial_id} to stop: the candidate running now is stopped; what was "
+                      "measured is kept.")
         self.ctx.status.emit(f"Stopping trial {trial_id}")
         self._poll.start()
 

@@ -227,6 +227,34 @@ def test_stop_asks_the_trials_driver_to_stop_and_the_measured_rows_stay(qtbot) -
     assert window.table.item(0, 6).text() == "measured" and not window.stop_button.isEnabled()
 
 
+def test_stop_of_a_trial_whose_driver_is_gone_ends_it_here_and_keeps_what_was_measured(qtbot) -> None:
+    import subprocess
+    import sys
+
+    from traindeck.gui.widgets.trial_results import TrialResults
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    spec = plan_trial(TrialOptions(script="tiny.py", stages="2,3", offload="none", micro_batch="2", nproc=2),
+                      load_preset("cpu-demo"), "20260102-000000-orphan")
+    folder = TrialFolder(spec.id)
+    folder.create(spec)
+    first = Result(spec.candidates[0], "measured", "r0", 41.6, 96.15, 4, None, 412 * MIB, started_at=1000.0,
+                   measured_at=1019.5, ended_at=1021.0)
+    folder.write_state(TrialState(spec.id, "running", [first, Result(spec.candidates[1], "pending")], current=1,
+                                  driver_pid=gone.pid, started_at=999.0))
+    window = TrialResults(_app_ctx(), spec.id)
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: window.view is not None, timeout=20000)
+    assert window.stop_button.isEnabled()
+    window.stop_button.click()
+    qtbot.waitUntil(lambda: window.said is not None, timeout=20000)
+    assert window.said[1] == f"Trial {spec.id} stopped here: its driver was gone; what was measured is kept."
+    state = folder.state()
+    assert state.state == "stopped" and [r.state for r in state.results] == ["measured", "skipped"]
+    assert state.results[1].reason == "the trial was stopped (its driver was gone)"
+
+
 def _app_ctx() -> AppContext:
     from PySide6.QtCore import QSettings
 
