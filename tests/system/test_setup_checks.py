@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -49,15 +50,26 @@ def test_ctrl_c_in_the_terminal_closes_the_dashboard(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "traindeck", "gui", "--demo"],
                             env=bare_env(QT_QPA_PLATFORM="offscreen"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
+    reader.start()
     try:
-        time.sleep(8)  # the window is up well before this, even on a loaded machine
-        assert proc.poll() is None, proc.communicate()
+        # The offscreen plugin's warning comes with the window's show(), right before Ctrl+C's handler is set: a
+        # fixed sleep was not enough on a loaded machine, so the test waits for the window itself.
+        shown = time.monotonic() + 120
+        while not any("propagateSizeHints" in line for line in lines) and time.monotonic() < shown:
+            assert proc.poll() is None, "".join(lines)
+            time.sleep(0.2)
+        time.sleep(1.0)
+        assert proc.poll() is None, "".join(lines)
         proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        reader.join(timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    err = "".join(lines)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
 
