@@ -37,9 +37,9 @@ BUILTIN_NAMES = (
 )
 
 LauncherName = Literal["accelerate", "deepspeed", "python", "torchrun"]
-# The launchers the preset editor offers, and those a preset may name (torchrun too: chosen in the file).
-LAUNCHERS: tuple[LauncherName, ...] = ("accelerate", "deepspeed", "python")
-ACCEPTED_LAUNCHERS: tuple[LauncherName, ...] = (*LAUNCHERS, "torchrun")
+# The launchers a preset may name, in the order the preset editor offers them.
+LAUNCHERS: tuple[LauncherName, ...] = ("accelerate", "deepspeed", "python", "torchrun")
+ACCEPTED_LAUNCHERS = LAUNCHERS
 
 # The nvme_path the zero-infinity-nvme preset ships with: the user must replace it (validation says so).
 NVME_PLACEHOLDER = "/path/to/nvme"

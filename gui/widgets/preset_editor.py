@@ -53,6 +53,8 @@ _LAUNCHER_HELP = {
     "accelerate": "accelerate launch: reads the accelerate config (and the DeepSpeed config, when there is one)",
     "deepspeed": "the deepspeed launcher: starts the ranks itself and reads only the DeepSpeed config",
     "python": "plain python (torchrun for several processes): your script reads any config itself",
+    "torchrun": "torchrun: starts the processes with their rank variables; your script sets up its own process "
+                "group and sharding (native DDP or FSDP)",
 }
 _SECTION_WORDS = {
     "accelerate": ("accelerate config", "accelerate_config.yaml: how `accelerate launch` starts and sets up "

@@ -534,3 +534,14 @@ def test_import_takes_a_json_with_slips_deepspeed_reads_and_says_so(qtbot, page,
     qtbot.waitUntil(lambda: page.ctx.draft.saved_as == "slipped")
     assert page.ctx.draft.preset.deepspeed == {"train_batch_size": 4, "zero_optimization": {"stage": 2}}
     assert any(s.startswith("Imported preset slipped: 3 JSON slip(s)") for s in said), said
+
+
+def test_a_torchrun_preset_shows_and_is_chosen_as_torchrun(qtbot, page):
+    draft = page.ctx.draft
+    draft.replace(Preset(name="fsdp-native", launcher="torchrun", num_processes=2), "fsdp-native")
+    qtbot.waitUntil(lambda: page.editor.launcher.currentText() == "torchrun", timeout=5000)
+    page.editor.launcher.setCurrentText("python")
+    assert draft.preset.launcher == "python"
+    page.editor.launcher.setCurrentText("torchrun")
+    assert draft.preset.launcher == "torchrun"
+    assert "native DDP or FSDP" in page.editor.launcher.itemData(page.editor.launcher.currentIndex(), 3)
