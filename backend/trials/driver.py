@@ -102,6 +102,7 @@ class _Trial:
         self.folder.write_state(self.state)
 
     def run(self) -> None:
+        self.probe()
         i = 0
         while i < len(self.state.results):
             result = self.state.results[i]
@@ -121,6 +122,16 @@ class _Trial:
         self.state.ended_at = time.time()
         self.save()
         self.store.close()
+
+    def probe(self) -> None:
+        """Ask the training interpreter what it has (torch, DeepSpeed, CUDA) once, before the first candidate: a
+        probe not cached yet takes seconds, which is the trial's own start, not a candidate's."""
+        from traindeck.backend.runs.control.new_run import probe_for
+
+        try:
+            probe_for(self.spec.python)
+        except Exception as exc:  # noqa: BLE001 - each candidate's launch probes again and says what is wrong
+            _log(f"the interpreter could not be probed before the first candidate: {exc}")
 
     def climb_ladder(self, i: int, result: Result) -> None:
         """On a doubling ladder, a measured set-up is tried next at twice its micro-batch."""
