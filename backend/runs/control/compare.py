@@ -28,7 +28,7 @@ from traindeck.backend.runs.control.history import (
     format_seconds_per_step,
     run_figures,
 )
-from traindeck.backend.runs.control.history_table import default_metric
+from traindeck.backend.runs.control.history_table import MAX_COMPARED, default_metric
 from traindeck.backend.runs.record.run_store import RunStore
 
 ACCELERATE_FILE = "accelerate_config.yaml"
@@ -36,7 +36,6 @@ DEEPSPEED_FILE = "ds_config.json"
 COMMAND_FILE = "command.json"
 RUN_DIR_MARK = "<run dir>"
 ENGINE_ROW = "DeepSpeed's engine figure (forward/backward/step only)"
-MAX_COMPARED = 8  # runs side by side: more columns than that cannot be read
 RUN_LETTERS = "ABCDEFGH"
 PORT_MARK = "<port>"
 

@@ -26,6 +26,8 @@ _HIGHER = re.compile(r"acc|f1|bleu|rouge|auc|precision|recall|score|reward|map\b
                      re.IGNORECASE)
 _FAILED = frozenset({"failed", "lost"})  # such a run's values are no result
 
+MAX_COMPARED = 8  # runs side by side (Compare): more columns than that cannot be read
+
 
 def higher_is_better(metric: str) -> bool:
     return bool(_HIGHER.search(metric))
@@ -167,8 +169,6 @@ def history_table(runs: Sequence[RunFigures], metric: str | None = None,
 def _trial_group(trial_id: str, runs: Sequence[RunFigures], summary: TrialSummary | None, names: tuple[str, ...],
                  metric: str, higher: bool) -> tuple[list[HistoryRow], TrialGroup]:
     """A trial's runs (newest first, kept together at its newest run's place) and its group."""
-    # Imported here: compare imports this module (for the metrics' names).
-    from traindeck.backend.runs.control.compare import MAX_COMPARED
 
     ordered = sorted(runs, key=_start, reverse=True)
     newest = _start(ordered[0])
