@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +50,8 @@ from traindeck.backend.presets import Preset, PresetError, check_env
 DS_CONFIG_PLACEHOLDER = "{ds_config}"
 LAUNCHERS: tuple[Launcher, ...] = ("accelerate", "deepspeed", "python", "torchrun")
 ENTRIES: tuple[Entry, ...] = ("script", "module", "command")
+# A command that is one of these words runs the training interpreter (not the first one on PATH).
+PYTHON_COMMANDS = ("python", "python3")
 # How each launcher is told that its target is a module or a command (its own parser's flags).
 _ENTRY_FLAGS: dict[str, dict[str, str]] = {
     "accelerate": {"module": "--module", "command": "--no_python"},
@@ -143,7 +146,7 @@ def build_plan(
     if request.gpus is not None:
         _pin_gpus(env, launcher, request.gpus, errors)
     args = _script_args(request.script_args, ds_path, errors)
-    target = _target(request, cwd, env, errors)
+    target = _target(request, cwd, env, errors, python, warnings)
     # Plain python with several processes goes through torchrun, and is told its target as torchrun is.
     runner = "torchrun" if launcher == "python" and nproc > 1 else launcher
 
@@ -181,6 +184,8 @@ def build_plan(
             errors += nodes.errors
             warnings += nodes.warnings
             nproc = nodes.ranks if request.nproc is None else nproc
+        if request.entry == "command":
+            warnings.append(deepspeed_command_note(target, python))
         if ds_path and not _mentions_deepspeed_config(request.script_args):
             warnings.append("the script is not given the DeepSpeed config: add `--deepspeed_config {ds_config}` "
                             "(HF Trainer scripts: `--deepspeed {ds_config}`) to its arguments")
@@ -220,9 +225,12 @@ def build_plan(
                       entry=request.entry)
 
 
-def _target(request: LaunchRequest, cwd: str, env: Mapping[str, str], errors: list[str]) -> str:
+def _target(request: LaunchRequest, cwd: str, env: Mapping[str, str], errors: list[str], python: str,
+            warnings: list[str]) -> str:
     """What the launcher is given to start: the script as given, the module name, or the command's executable
-    (a bare name resolved on the run's PATH, so the recorded command says which one ran)."""
+    (a bare name resolved on the run's PATH, so the recorded command says which one ran). A command that is
+    exactly `python` or `python3` is the training interpreter `python`: the one the page and --python chose, with
+    torch and the launchers, not whichever comes first on PATH (a pyenv shim, the system's)."""
     name = request.script
     looks_like_module = bool(name) and all(part.isidentifier() for part in name.split("."))
     if request.entry not in ENTRIES:
@@ -237,6 +245,12 @@ def _target(request: LaunchRequest, cwd: str, env: Mapping[str, str], errors: li
                 errors.append(f"command not found or not executable: {name} (in {cwd})")
             return name
         found = shutil.which(name, path=env.get("PATH", os.defpath)) if name else None
+        if name in PYTHON_COMMANDS:
+            other = f", not {found} (the first {name} on the run's PATH)" if found and not _same_path(found, python) \
+                else ""
+            warnings.append(f"the command's {name} is the training interpreter {python}{other}; give a path to run "
+                            "another Python")
+            return python
         if found is None:
             errors.append(f"command not found on the run's PATH: {name}")
             return name
@@ -249,6 +263,28 @@ def _target(request: LaunchRequest, cwd: str, env: Mapping[str, str], errors: li
             hint = f"; to run the module {name}, give it as a module (traindeck run -m {name} ...)"
         errors.append(f"script not found: {name} (in {cwd}){hint}")
     return name
+
+
+def deepspeed_command_note(command: str, python: str) -> str:
+    """What DeepSpeed's launcher does to a command (launch.py with --no_python): it starts `COMMAND --local_rank=N
+    ARGS`, the rank's argument first, unless told --no_local_rank (which traindeck never passes: a DeepSpeed script
+    expects the argument)."""
+    note = ("the deepspeed launcher runs a command as `COMMAND --local_rank=N ARGS`: it puts --local_rank=N before "
+            "the command's own arguments, so a command that does not take --local_rank stops at once")
+    if _same_path(command, python) or re.fullmatch(r"python[\d.]*", os.path.basename(command)):
+        note += ("; Python itself refuses it (\"unknown option --local_rank=0\"): choose Script "
+                 "or Module (traindeck run SCRIPT / -m MODULE), which DeepSpeed starts with the training Python, or "
+                 "the torchrun launcher, which passes the rank in LOCAL_RANK only")
+    else:
+        note += "; the torchrun launcher passes the rank in LOCAL_RANK only"
+    return note
+
+
+def _same_path(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
 
 
 def _config_files(request: LaunchRequest, run_dir: Path, cwd: str, errors: list[str], warnings: list[str]

@@ -684,3 +684,29 @@ def test_an_fsdp_preset_the_interpreter_cannot_run_is_refused_on_the_page_before
     assert "accelerate cannot run FSDP" in page.launch_bar.result.text()
     with RunStore() as store:
         assert store.list_runs() == []
+
+
+def test_python_as_a_command_previews_the_training_interpreter_and_deepspeeds_local_rank(qtbot, make_page, tmp_path):
+    """Command mode, `python -c "print(1)"` under the preset's deepspeed launcher: the preview runs the interpreter
+    chosen on the page (not the first python on PATH) and says so, and says that DeepSpeed's --local_rank=N stops
+    it; the command itself is left as DeepSpeed runs it."""
+    page = make_page(preset="cpu-demo")
+    box = page.script_box
+    box.set_entry("command")
+    box.script.setText('python -c "print(1)"')
+    box.args.setText("")  # the demo's own arguments are for its script
+    box.cwd.setText(str(tmp_path))
+    page.runner.interpreter.set_python(sys.executable)
+    page.runner.launcher.setCurrentIndex(page.runner.launcher.findData("deepspeed"))
+    qtbot.waitUntil(lambda: page.command_box.plan is not None and not page._preview_timer.isActive()
+                    and page.command_box.plan.entry == "command" and page.command_box.plan.launcher == "deepspeed",
+                    timeout=15000)
+    plan = page.command_box.plan
+    assert plan.argv[plan.argv.index("--no_python"):] == ["--no_python", sys.executable, "-c", "print(1)"], plan.argv
+    assert page.command_box.command.toPlainText().endswith(f"--no_python {sys.executable} -c 'print(1)'")
+    shown = [text for severity, text in page.command_box.plan_messages.items() if severity == "warning"]
+    assert any(text.startswith(f"the command's python is the training interpreter {sys.executable}")
+               for text in shown), shown
+    assert any("puts --local_rank=N before the command's own arguments" in text
+               and 'Python itself refuses it ("unknown option --local_rank=0")' in text for text in shown), shown
+    assert page.command_box.plan_messages.isVisibleTo(page)

@@ -59,7 +59,7 @@ class Evidence:
     memory_limit: MemoryLimit | None = None  # the ranks' cgroup and its limit, where readable
     cgroup_oom_kills_during_run: int | None = None  # delta of that cgroup's own OOM-kill counter
     # What the run was launched with, so advice fits it (backend/runs/record/launch_settings.py): "port_fixed" (bool: the user
-    # chose the port), "train_batch_size" (the DeepSpeed config's value, "auto" included).
+    # chose the port), "launcher" (its name), "train_batch_size" (the DeepSpeed config's value, "auto" included).
     settings: dict[str, Any] = field(default_factory=dict)
     # Where the ranks were when the run stalled, if it was still stalled at its end (backend/runs/diagnosis/stacks.py).
     stall_stacks: str = ""
@@ -605,6 +605,8 @@ def _from_cause(error: ErrorLine, rank: int | None, evidence: list[str], own_lin
                          evidence=evidence, advice=_fitting_advice(
                              kind, "Another job holds the port: leave the port unset so traindeck picks a free one, "
                                    "or stop the other job.", settings))
+    if kind == "local_rank_arg":
+        return _local_rank_arg(error, rank, evidence, ev)
     if kind == "missing_module":
         match = failures.MISSING.search(error.text)
         assert match is not None
@@ -720,6 +722,54 @@ def _op_build(error: ErrorLine, rank: int | None, evidence: list[str], lines: li
                          evidence=evidence, advice=advice)
     return Diagnosis(f"{what} failed to build, so {_who(rank).lower() if rank is not None else 'the run'} could "
                      "not start training.", "op_build", rank=rank, evidence=evidence, advice=advice)
+
+
+# Where the log shows which launcher added the argument: DeepSpeed's launch.py/runner.py log lines, torch's launch.py.
+_DEEPSPEED_LAUNCHER = re.compile(r"\[launch\.py:\d+:main\]|\[runner\.py:\d+:main\]|deepspeed\.launcher\.|"
+                                 r"\[launch\.py:\d+:sigkill_handler\]")
+_TORCH_LAUNCH = re.compile(r"torch[./]distributed[./]launch\b")
+
+
+def _local_rank_arg(error: ErrorLine, rank: int | None, evidence: list[str], ev: Evidence) -> Diagnosis:
+    """A rank stopped at its first line on the --local_rank=N argument its launcher adds: the script's parser, or the
+    Python interpreter itself when the launcher ran `python` as a command, does not take it."""
+    refused = failures.local_rank_refused(error.text)
+    assert refused is not None
+    quoted, parser = refused
+    # The flag with its value left open: the error quoted may be another rank's than the one blamed.
+    spelled = "--local-rank" if "--local-rank" in quoted else "--local_rank"
+    arg = f"{spelled}=N"
+    deepspeed = ev.settings.get("launcher") == "deepspeed" or any(_DEEPSPEED_LAUNCHER.search(line)
+                                                                   for line in ev.log_tail)
+    if deepspeed:
+        launcher = "the deepspeed launcher"
+    elif spelled == "--local-rank" or any(_TORCH_LAUNCH.search(line) for line in ev.log_tail):
+        launcher = "torch.distributed.launch"
+    else:
+        launcher = "its launcher (the deepspeed launcher, or torch.distributed.launch)"
+    # Launchers that give the rank in the LOCAL_RANK variable only; a deepspeed command line can leave it out.
+    instead = ("launch it with torchrun or accelerate, which pass the rank in the LOCAL_RANK variable only"
+               + ("" if launcher == "torch.distributed.launch" else
+                  " (a deepspeed command line leaves it out with --no_local_rank)"))
+    if parser == "python":
+        summary = (f"{_who(rank)} stopped at once: Python itself refused {arg}, which {launcher} puts right after "
+                   "the command it runs (unknown option).")
+        advice = ("A command is started as `COMMAND --local_rank=N ARGS`, so `python -c ...` or `python -m ...` as a "
+                  "command never starts: choose Script or Module instead (traindeck run SCRIPT / -m MODULE), which "
+                  "the launcher starts with the training Python, or the torchrun launcher, which passes the rank in "
+                  "the LOCAL_RANK variable only.")
+    else:
+        if parser == "HfArgumentParser":
+            accept = ("give one of the HfArgumentParser's dataclasses a local_rank: int = -1 field "
+                      "(TrainingArguments has one)")
+        elif spelled == "--local_rank":
+            accept = 'parser.add_argument("--local_rank", type=int, default=-1)'
+        else:
+            accept = 'parser.add_argument("--local-rank", "--local_rank", dest="local_rank", type=int, default=-1)'
+        summary = (f"{_who(rank)} stopped at once: the script's argument parser does not accept {arg}, which "
+                   f"{launcher} passes to the script.")
+        advice = f"Make the script accept it: {accept}; or {instead}."
+    return Diagnosis(summary, "local_rank_arg", rank=rank, evidence=evidence, advice=advice)
 
 
 def _package_version(error: ErrorLine, rank: int | None, evidence: list[str]) -> Diagnosis:

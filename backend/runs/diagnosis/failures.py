@@ -61,6 +61,12 @@ CONFIG = re.compile(r"(?:pydantic(?:_core)?\.)?(?:_core\.)?ValidationError: \d+ 
                     r"|json\.decoder\.JSONDecodeError: .*|yaml\.\w+\.\w+Error: .*"
                     r"|(?:ValueError|KeyError|TypeError|AssertionError): .*(?:config|deepspeed_config|zero_optimization"
                     r"|accelerate).*")
+# The rank refused the --local_rank=N argument its launcher added (DeepSpeed's launch.py puts it before the script's
+# own arguments; torch.distributed.launch passes --local-rank=N since torch 2.0): argparse's error, HfArgumentParser's,
+# or the Python interpreter's own when the launcher runs `python` as a command ("unknown option --local_rank=0").
+LOCAL_RANK_ARG = re.compile(r"error: unrecognized arguments:.*?(?P<arg>--local[_-]rank(?:[= ]\d+)?)"
+                            r"|arguments are not used by the HfArgumentParser: \[.*?'(?P<hf>--local[_-]rank(?:=\d+)?)'"
+                            r"|^(?P<python>[Uu]nknown option:? --local[_-]rank(?:=\d+)?)")
 EXCEPTION = re.compile(r"^(?P<name>(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit))"
                        r"(?::\s*(?P<message>.*))?$")
 
@@ -77,8 +83,8 @@ LAUNCHER_SUMMARY = re.compile(r"ChildFailedError|torch\.distributed\.elastic\.mu
 SPECIFIC: tuple[tuple[ErrorKind, re.Pattern[str]], ...] = (
     ("cuda_oom", CUDA_OOM), ("cpu_alloc", HOST_ALLOC), ("disk_full", DISK_FULL), ("loss_scale", LOSS_SCALE),
     ("op_build", OP_BUILD), ("deepspeed_batch_size", DS_BATCH), ("port_in_use", PORT),
-    ("missing_module", MISSING), ("package_version", PACKAGE_VERSION), ("config_error", CONFIG),
-    ("segfault", SEGFAULT),
+    ("local_rank_arg", LOCAL_RANK_ARG), ("missing_module", MISSING), ("package_version", PACKAGE_VERSION),
+    ("config_error", CONFIG), ("segfault", SEGFAULT),
 )
 CONSEQUENCES: tuple[tuple[ErrorKind, re.Pattern[str]], ...] = (
     ("collective_timeout", TIMEOUT), ("peer_lost", PEER_LOST), ("launcher_summary", LAUNCHER_SUMMARY),
@@ -161,6 +167,17 @@ def consequence(lines: list[str]) -> ErrorLine | None:
             named = [e for e in hits if EXCEPTION.match(e.text)]
             return (named or hits)[-1]
     return None
+
+
+def local_rank_refused(text: str) -> tuple[str, str] | None:
+    """(the --local_rank argument as the error quotes it, who refused it: "argparse", "HfArgumentParser" or
+    "python", the interpreter itself) from a LOCAL_RANK_ARG line, else None."""
+    match = LOCAL_RANK_ARG.search(text)
+    if match is None:
+        return None
+    if match.group("python"):
+        return match.group("python").split()[-1], "python"
+    return (match.group("arg"), "argparse") if match.group("arg") else (match.group("hf"), "HfArgumentParser")
 
 
 def cuda_device(text: str) -> str | None:

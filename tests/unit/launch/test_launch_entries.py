@@ -152,3 +152,36 @@ def test_run_command_line_takes_a_module_or_a_command() -> None:
 def test_a_preset_may_name_torchrun() -> None:
     preset = preset_from_mapping({"name": "t", "launcher": "torchrun", "num_processes": 4})
     assert preset.launcher == "torchrun" and preset.process_count() == 4
+
+
+def test_a_command_under_deepspeed_is_warned_of_the_local_rank_argument(workdir: Path) -> None:
+    plan = plan_for(workdir, launcher="deepspeed", nproc=1, entry="command", script="mytool", script_args=["a"])
+    assert plan.errors == [] and plan.argv[-3:] == ["--no_python", str(workdir / "bin" / "mytool"), "a"]
+    assert plan.warnings == [
+        "the deepspeed launcher runs a command as `COMMAND --local_rank=N ARGS`: it puts --local_rank=N before the "
+        "command's own arguments, so a command that does not take --local_rank stops at once; the torchrun "
+        "launcher passes the rank in LOCAL_RANK only"]
+    assert "--no_local_rank" not in plan.argv  # what runs is what DeepSpeed runs; nobody asked for less
+    # A script or a module gets it too, after its name, where its parser reads it: nothing to warn of.
+    for entry, name in (("script", "train.py"), ("module", "pkg.train")):
+        assert not any("--local_rank" in w for w in plan_for(workdir, launcher="deepspeed", nproc=1, entry=entry,
+                                                              script=name).warnings)
+    # The other launchers pass the rank in LOCAL_RANK only.
+    assert not any("--local_rank" in w for w in plan_for(workdir, launcher="torchrun", nproc=2, entry="command",
+                                                          script="mytool").warnings)
+
+
+def test_python_as_a_command_is_the_training_interpreter(workdir: Path) -> None:
+    other = workdir / "bin" / "python"  # what PATH finds first (a pyenv shim, the system's)
+    other.write_text("#!/bin/sh\nexit 0\n")
+    other.chmod(0o755)
+    plan = plan_for(workdir, entry="command", script="python", script_args=["-c", "print(1)"])
+    assert plan.errors == [] and plan.argv == [PY, "-c", "print(1)"]
+    assert plan.warnings == [f"the command's python is the training interpreter {PY}, not {other} (the first python "
+                             "on the run's PATH); give a path to run another Python"]
+    plan = plan_for(workdir, launcher="deepspeed", nproc=1, entry="command", script="python3", script_args=["x.py"])
+    assert plan.argv[-3:] == ["--no_python", PY, "x.py"]
+    assert plan.warnings[0].startswith(f"the command's python3 is the training interpreter {PY}")
+    assert 'Python itself refuses it ("unknown option --local_rank=0"): choose Script or Module' in plan.warnings[1]
+    # A path, or another name, is the command the user named.
+    assert plan_for(workdir, entry="command", script="bin/python").argv == ["bin/python"]

@@ -39,6 +39,7 @@ def test_advice_fits_the_setting(line: str, settings: dict[str, Any], says: str,
     ({"port_fixed": False}, {"train_batch_size": "auto"}, {"port_fixed": False, "train_batch_size": "auto"}),
     ({"port_fixed": True}, None, {"port_fixed": True}),
     ({"port_fixed": False, "master_port": 40123}, None, {"port_fixed": False, "master_port": 40123}),
+    ({"launcher": "deepspeed", "argv": ["python"]}, None, {"launcher": "deepspeed"}),
     ({}, {"train_micro_batch_size_per_gpu": 4}, {}),
 ])
 def test_launch_settings_from_the_run_directory(command: dict[str, Any], config: dict[str, Any] | None,
@@ -55,3 +56,16 @@ def test_broken_files_give_no_settings() -> None:
     run_dir.command.write_text("{not json")
     (run_dir.path / "ds_config.json").write_text("[1, 2")
     assert launch_settings(run_dir) == {}
+
+
+@pytest.mark.parametrize(("line", "settings", "says"), [
+    ("train.py: error: unrecognized arguments: --local_rank=0", {"launcher": "deepspeed"},
+     "which the deepspeed launcher passes to the script"),
+    ("train.py: error: unrecognized arguments: --local_rank=0", {},
+     "which its launcher (the deepspeed launcher, or torch.distributed.launch) passes"),
+    ("unknown option --local_rank=0", {"launcher": "deepspeed"},
+     "Python itself refused --local_rank=N, which the deepspeed launcher puts right after the command"),
+])
+def test_a_refused_local_rank_names_the_launcher_the_run_used(line: str, settings: dict[str, Any], says: str) -> None:
+    d = diagnose(Evidence(2, log_tail=[f"usage: {line.split(':')[0]}", line], settings=settings))
+    assert d.kind == "local_rank_arg" and says in d.summary, d

@@ -45,7 +45,8 @@ def test_every_log_has_its_expectation_and_its_source() -> None:
         assert re.search(r"https://github\.com/[\w.-]+/[\w.-]+/(?:issues|pull)/\d+", row), row
     kinds = {row["kind"] for row in EXPECTED}
     assert kinds >= {"loss_scale", "op_build", "killed", "segfault", "disk_full", "missing_module",
-                     "package_version", "cuda_oom", "port_in_use", "collective_timeout", "deepspeed_batch_size"}
+                     "package_version", "cuda_oom", "port_in_use", "collective_timeout", "deepspeed_batch_size",
+                     "local_rank_arg"}
 
 
 @pytest.mark.parametrize("row", EXPECTED, ids=[row["file"] for row in EXPECTED])
@@ -108,6 +109,20 @@ def test_loss_scale_names_the_keys_to_change() -> None:
     assert '"bf16"' in d.advice and '"initial_scale_power"' in d.advice
 
 
+def test_a_refused_local_rank_names_the_launcher_and_how_to_accept_it() -> None:
+    d = _diagnose("yi_69_unrecognized_local_rank.log")
+    assert 'parser.add_argument("--local_rank", type=int, default=-1)' in d.advice, d.advice
+    assert "torchrun or accelerate" in d.advice and "--no_local_rank" in d.advice
+    assert d.evidence[0] == "text_generation_tp.py: error: unrecognized arguments: --local_rank=0", d.evidence
+    # The log alone does not say which launcher added it: both that do are named, as possibilities.
+    assert "its launcher (the deepspeed launcher, or torch.distributed.launch)" in d.summary
+    # torch's launcher spells it with a hyphen: the parser must take that spelling.
+    d = _diagnose("tecogan_31_unrecognized_local_rank_hyphen.log")
+    assert '"--local-rank", "--local_rank", dest="local_rank"' in d.advice and "--no_local_rank" not in d.advice
+    assert "which torch.distributed.launch passes" in d.summary
+    assert "local_rank: int = -1 field" in _diagnose("trl_596_hfargumentparser_local_rank.log").advice
+
+
 def _cli(path: Path, code: str) -> dict[str, object]:
     done = subprocess.run([sys.executable, "-m", "traindeck", "diagnose", str(path), "--exit-code", code, "--json"],
                           capture_output=True, text=True, timeout=60)
@@ -117,7 +132,8 @@ def _cli(path: Path, code: str) -> dict[str, object]:
 
 @pytest.mark.parametrize("name", ["firefly_68_loss_scale.log", "dschat_3232_return_code_-9.log",
                                   "dsexamples_626_return_code_-11.log", "llamafactory_9510_cuda_oom_gpu4.log",
-                                  "starcoder_77_batch_size_rich.log", "pytorch_118369_nccl_timeout_tqdm.log"])
+                                  "starcoder_77_batch_size_rich.log", "pytorch_118369_nccl_timeout_tqdm.log",
+                                  "yi_69_unrecognized_local_rank.log", "trl_596_hfargumentparser_local_rank.log"])
 def test_the_command_says_the_same(name: str) -> None:
     row = BY_FILE[name]
     found = _cli(PUBLIC / name, row["exit_code"])
