@@ -8,7 +8,7 @@ First failure wins: the run is explained by the rank that ended first and by tha
 carry "[rankN]: " tags); what the other ranks and the launcher said after it (a peer lost, a collective timed
 out, SIGTERM from the launcher) is listed as follow-ons, never as the cause.
 
-Size (~510 lines): one decision table (which rank, which cause, which follow-ons) read top to bottom; the
+One decision table (which rank, which cause, which follow-ons) read top to bottom; the
 failure patterns (failures.py), evidence (evidence.py) and kinds (kinds.py) live in modules of their own.
 """
 
