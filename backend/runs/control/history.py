@@ -63,6 +63,7 @@ class RunFigures:
     engine_samples_per_s: float | None = None  # DeepSpeed's engine-only RunningAvgSamplesPerSec, kept apart
     metric_last_steps: dict[str, int] = field(default_factory=dict)  # name -> the last step it was logged at
     trial: TrialMark | None = None  # the trial the run is a candidate of, and which candidate
+    state_detail: str = ""  # the run's one-line state detail ("measured by trial ID (stopped after 6 steps)")
 
     @property
     def throughput_note(self) -> str:
@@ -195,6 +196,7 @@ def run_figures(store: RunStore, record: RunRecord, now: float | None = None) ->
         metric_extremes=store.metric_extremes(record.id), sweep=read_sweep_mark(record.run_dir),
         throughput_source=rate.source, tokens_per_s=rate.tokens_per_s, engine_samples_per_s=rate.engine_samples_per_s,
         metric_last_steps={name: span[1] for name, span in spans.items()}, trial=read_trial_file(record.run_dir),
+        state_detail=record.state_detail,
     )
 
 
