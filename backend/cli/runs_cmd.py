@@ -1,7 +1,7 @@
 """`traindeck runs list|show`: the runs the store knows, as a table that fits the terminal, or one run in full.
 
 A trial's candidate is listed by its trial and set-up (`trial:ID/zero2-cpu-mb4`), as `trial show` names it; its
-JSON says the same under "trial" (null for a run of no trial)."""
+JSON says the same under "trial" (null for a run of no trial); `runs show` says which trial and candidate it is."""
 
 from __future__ import annotations
 
@@ -83,6 +83,9 @@ def run_summary(store: RunStore, record: RunRecord) -> dict[str, Any]:
     from traindeck.backend.runs import summary_fields
 
     data.update(summary_fields(record.run_dir))  # parent, resumed_from, provenance, stop
+    from traindeck.backend.runs import read_trial_file
+
+    data["trial"] = _trial_json(read_trial_file(record.run_dir)) if record.run_dir else None
     from traindeck.backend.slurm import slurm_fields
 
     data.update(slurm_fields(record.run_dir))  # a Slurm run's slurm_job_id, slurm_state, nodes
@@ -145,7 +148,8 @@ def _trial_json(mark: TrialMark | None) -> dict[str, Any] | None:
     """A trial's candidate: the trial's id, the candidate's place and set-up (its label as `trial show` prints it)."""
     if mark is None:
         return None
-    return {"id": mark.trial_id, "index": mark.index, "candidate": mark.slug, "setup": dict(mark.candidate)}
+    return {"id": mark.trial_id, "index": mark.index, "candidate": mark.slug, "label": mark.label,
+            "setup": dict(mark.candidate)}
 
 
 def _table_width() -> int | None:
@@ -187,6 +191,10 @@ def _show(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
         return 0
     print(f"run       {data['id']}  ({data['name']})")
+    if data.get("trial"):
+        trial = data["trial"]
+        print(f"trial     candidate #{trial['index']} {trial['label']} of trial {trial['id']} "
+              f"(`traindeck trial show {trial['id']}`)")
     state = data["state"] + (f" ({data['state_detail']})" if data["state_detail"] else "")
     code = data["exit_code"]
     if code is not None:

@@ -3,6 +3,8 @@ from .anatomy import RankAnatomy as RankAnatomy
 from .anatomy import Slowdown as Slowdown
 from .anatomy import StepAnatomy as StepAnatomy
 from .anatomy import by_rank as by_rank
+from .anatomy import rank_anatomy as rank_anatomy
+from .anatomy import warmup_steps as warmup_steps
 from .facts import RunFacts as RunFacts
 from .memory import EstimateCheck as EstimateCheck
 from .memory import Fragmentation as Fragmentation

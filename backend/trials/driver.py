@@ -220,7 +220,7 @@ class _Trial:
             self._figures(result, steps)
             if steps.done_steps >= wanted:
                 result.measured_at = steps.last_t
-                self._stop(run_id)
+                self._stop(run_id, f"measured by trial {self.spec.id} (stopped after {steps.done_steps} steps)")
                 self._judge_measured(result)
                 return
             if record is None or record.finished:
@@ -228,17 +228,17 @@ class _Trial:
                 return
             over = self._over_limit(record)
             if over:
-                self._stop(run_id)
+                self._stop(run_id, f"stopped by trial {self.spec.id}: {over[0]}")
                 result.peak_host_bytes = max_of(result.peak_host_bytes, over[1])
                 result.state, result.kind, result.reason = "failed", "host_oom", over[0]
                 return
             if self.folder.stop_requested():
-                self._stop(run_id)
+                self._stop(run_id, f"stopped with trial {self.spec.id} ({steps.done_steps} of {wanted} steps done)")
                 result.state = "skipped"
                 result.reason = f"the trial was stopped while it ran ({steps.done_steps} of {wanted} steps done)"
                 return
             if time.monotonic() - last_change > spec.candidate_timeout_s:
-                self._stop(run_id)
+                self._stop(run_id, f"stopped by trial {self.spec.id}: no new step in {spec.candidate_timeout_s:g} s")
                 result.state, result.kind = "failed", "stall"
                 result.reason = (f"no new step in {spec.candidate_timeout_s:g} s ({steps.done_steps} of {wanted} "
                                  "steps done)")
@@ -250,15 +250,16 @@ class _Trial:
         result.peak_gpu_bytes = max_of(result.peak_gpu_bytes, steps.peak_gpu_bytes)
         result.peak_host_bytes = max_of(result.peak_host_bytes, steps.peak_host_bytes)
 
-    def _stop(self, run_id: str) -> None:
+    def _stop(self, run_id: str, reason: str) -> None:
         """Ask the run to stop and wait until its ranks are gone (their memory and cores free for the next
         candidate); the supervisor's own ending (the launcher's exit, the end check) goes on beside the next start,
-        and the trial waits for it at its end."""
+        and the trial waits for it at its end. `reason` is what the run's end then says instead of a stop on
+        request."""
         from traindeck.backend.runs import stop_run
 
         self.stopping.append(run_id)
         try:
-            stop_run(self.store, run_id, grace_s=STOP_GRACE_S, wait=False)
+            stop_run(self.store, run_id, grace_s=STOP_GRACE_S, wait=False, reason=reason)
         except KeyError:
             return
         deadline = time.monotonic() + 2 * STOP_GRACE_S + 15.0
@@ -267,7 +268,7 @@ class _Trial:
             if record is None or record.finished or not _ranks_alive(record):
                 return
             time.sleep(TICK_S / 5)
-        stop_run(self.store, run_id, grace_s=STOP_GRACE_S)
+        stop_run(self.store, run_id, grace_s=STOP_GRACE_S, reason=reason)
 
     def wait_stopped(self, timeout_s: float = 120.0) -> None:
         """Every stopped candidate's run has ended (the supervisor's ending included)."""

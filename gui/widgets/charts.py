@@ -50,6 +50,7 @@ DEFAULT_MAX_POINTS = 200_000
 LIGHT_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 DARK_COLOURS = ("#8ab4f8", "#f28b82", "#81c995", "#fdd663", "#c58af9", "#fcad70", "#ff8bcb", "#78d9ec")
 REFERENCE_LIGHT, REFERENCE_DARK = "#b0403a", "#f6aea9"
+POINT_SYMBOLS = ("o", "s", "t", "d", "t1", "p", "h", "star")  # marked points, one shape a series
 RAW_ALPHA = 70  # the raw line behind a smoothed one: visible, but clearly not the line to read
 
 # ------------------------------------------------------------------------------------------------ the chart
@@ -72,6 +73,9 @@ class TimeSeriesChart(QWidget):
         self.title = title
         self.unit = unit
         self.max_points = int(max_points)
+        # A curve of fewer finite points than this is drawn with its points marked: one point alone is no line, and
+        # a few are easily missed (a comparison of short runs sets it higher).
+        self.mark_points_below = 2
         self.older_buckets = int(older_buckets)  # > 0: points beyond max_points folded, not dropped
         self._x_mode: XMode = x_mode if x_mode is not None else ("time" if x_is_time else "step")
         self._smoothing = 0.0
@@ -383,12 +387,15 @@ class TimeSeriesChart(QWidget):
                     self.plot_item.removeItem(series.raw_curve)
                     series.raw_curve = None
                 series.curve.setData(xd, yd, connect="finite")
-            lone = int(np.count_nonzero(np.isfinite(yd))) == 1
+            lone = 0 < int(np.count_nonzero(np.isfinite(yd))) < self.mark_points_below
             if lone != series.lone:  # a run's first logged value: a dot until there is a line to draw
                 series.lone = lone
                 if lone:
-                    series.curve.setSymbol("o")
-                    series.curve.setSymbolSize(7)
+                    # Each series its own shape, later ones smaller: points of several runs at the same place
+                    # stay visible.
+                    position = list(self._series).index(series.name)
+                    series.curve.setSymbol(POINT_SYMBOLS[position % len(POINT_SYMBOLS)])
+                    series.curve.setSymbolSize(max(5, 9 - 2 * position))
                     series.curve.setSymbolPen(None)
                     series.curve.setSymbolBrush(series.curve.opts["pen"].color())
                 else:

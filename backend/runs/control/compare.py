@@ -246,6 +246,8 @@ def figure_rows(a: RunFigures, b: RunFigures, engine: bool | None = None) -> lis
     """The figures people compare, as text, with B's ratio to A. DeepSpeed's engine figure has a row of its own
     where `engine` (None: where either run logged one)."""
     def state(f: RunFigures) -> str:
+        if f.trial is not None and f.state == "stopped" and f.state_detail:  # its trial's stop: why, not the signal
+            return f"{f.state}: {f.state_detail}"
         code = f.exit_code
         if code is None or code == 0:
             return f.state

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,9 +22,13 @@ from traindeck.backend.runs.record.sweep_mark import SweepMark, read_sweep_mark
 from traindeck.backend.runs.record.throughput import Throughput, run_throughput
 from traindeck.backend.runs.record.trial_mark import TrialMark, read_trial_file
 from traindeck.backend.runs.supervisor.liveness import reconcile
+from traindeck.backend.steps import StepRecord, by_rank, rank_anatomy, warmup_steps
 
 # Progress units that count optimizer steps (tqdm's default "it" included): their rate is steps per second.
 STEP_UNITS = frozenset({"it", "step", "steps", "iter", "iters", "iteration", "iterations", "batch", "batches"})
+RUNNING_STEPS = 500  # each rank's newest step records a running run's step time is read from
+
+
 @dataclass(frozen=True)
 class RunFigures:
     """One run as the history shows it. Byte figures are None when the monitor recorded nothing."""
@@ -59,6 +63,7 @@ class RunFigures:
     engine_samples_per_s: float | None = None  # DeepSpeed's engine-only RunningAvgSamplesPerSec, kept apart
     metric_last_steps: dict[str, int] = field(default_factory=dict)  # name -> the last step it was logged at
     trial: TrialMark | None = None  # the trial the run is a candidate of, and which candidate
+    state_detail: str = ""  # the run's one-line state detail ("measured by trial ID (stopped after 6 steps)")
 
     @property
     def throughput_note(self) -> str:
@@ -77,11 +82,34 @@ def _positive(value: Any) -> float | None:
     return None
 
 
+def step_record_seconds(records: Sequence[StepRecord]) -> tuple[float, str] | None:
+    """(seconds per step, where it comes from) from the run's step-timing records: the slowest rank's median step
+    after the first few (the rule of `runs show`'s step anatomy), or None without records."""
+    ranks = [rank_anatomy(rank, steps) for rank, steps in by_rank(records).items() if steps]
+    if not ranks:
+        return None
+    slowest = max(ranks, key=lambda a: a.step_ms)
+    if slowest.step_ms <= 0:
+        return None
+    left = warmup_steps(slowest.steps)
+    warm = f", the first {left} left out as warm-up" if left else ""
+    return slowest.step_ms / 1000.0, f"the median of {slowest.steps - left} timed steps{warm}"
+
+
 def seconds_per_step(record: RunRecord, last: dict[str, float],
-                     spans: dict[str, tuple[int, int, float, float, int]]) -> tuple[float | None, str]:
+                     spans: dict[str, tuple[int, int, float, float, int]],
+                     steps: Sequence[StepRecord] = (),
+                     after_warmup: Callable[[str, int], tuple[int, float] | None] | None = None
+                     ) -> tuple[float | None, str]:
     """(seconds per optimizer step, where it comes from), best source first:
-    HF Trainer's summary; the metrics logged with step numbers (time between the first and last logged step, so
-    start-up is left out); the progress bar's rate in steps; the run's duration over the steps it reached."""
+    the step-timing records (median after the warm-up steps); HF Trainer's summary; the metrics logged with step
+    numbers (time between the first logged step after the warm-up and the last, so start-up and the first steps'
+    op loading are left out); the progress bar's rate in steps; the run's duration over the steps it reached.
+
+    `after_warmup(name, step)`: the first (step, t) at which `name` was logged at `step` or later."""
+    timed = step_record_seconds(steps)
+    if timed is not None:
+        return timed
     rate = _positive(last.get("train_steps_per_second"))
     if rate:
         return 1.0 / rate, "HF Trainer's train_steps_per_second"
@@ -92,7 +120,14 @@ def seconds_per_step(record: RunRecord, last: dict[str, float],
             best = (s1 - s0, name, span)
     if best is not None:
         _, name, (s0, s1, t0, t1, _n) = best
-        return (t1 - t0) / (s1 - s0), f"'{name}' logged at steps {s0} to {s1}"
+        left = warmup_steps(s1)  # steps count from 1: those up to `left` are the warm-up
+        note = ""
+        if s0 <= left and after_warmup is not None:
+            found = after_warmup(name, left + 1)
+            if found is not None and s0 < found[0] < s1 and t0 <= found[1] < t1:
+                s0, t0 = found
+                note = f" (the first {left} step{'s' if left != 1 else ''} left out as warm-up)"
+        return (t1 - t0) / (s1 - s0), f"'{name}' logged at steps {s0} to {s1}{note}"
     progress = record.progress or {}
     unit = str(progress.get("unit") or "it").lower()
     rate = _positive(progress.get("rate"))
@@ -103,6 +138,17 @@ def seconds_per_step(record: RunRecord, last: dict[str, float],
     if current and unit in STEP_UNITS and record.ended_at and record.ended_at > start:
         return (record.ended_at - start) / current, "the run's duration over its steps (start-up included)"
     return None, ""
+
+
+def _first_logged(store: RunStore, run_id: str) -> Callable[[str, int], tuple[int, float] | None]:
+    def find(name: str, step: int) -> tuple[int, float] | None:
+        for chunk in store.metric_series_chunks(run_id, name, chunk=1, steps=(step, 2**62)):
+            for row_step, t, _value in chunk:
+                if row_step is not None:
+                    return int(row_step), t
+        return None
+
+    return find
 
 
 def _resources(store: RunStore, run_id: str) -> Mapping[str, Any]:  # a ResourceSummary, or {} without the monitor's tables
@@ -124,7 +170,9 @@ def run_figures(store: RunStore, record: RunRecord, now: float | None = None) ->
     """The history's figures for one run, read from the store."""
     last = store.last_metrics(record.id)
     spans = store.metric_step_spans(record.id)
-    sps, source = seconds_per_step(record, last, spans)
+    # A running run's newest steps only: it is read afresh at every refresh.
+    timed = store.steps(record.id, last=None if record.finished else RUNNING_STEPS)
+    sps, source = seconds_per_step(record, last, spans, timed, _first_logged(store, record.id))
     rate = run_throughput(record.run_dir, sps, last, record.progress)
     res = _resources(store, record.id)
     start = record.started_at or record.created_at
@@ -148,6 +196,7 @@ def run_figures(store: RunStore, record: RunRecord, now: float | None = None) ->
         metric_extremes=store.metric_extremes(record.id), sweep=read_sweep_mark(record.run_dir),
         throughput_source=rate.source, tokens_per_s=rate.tokens_per_s, engine_samples_per_s=rate.engine_samples_per_s,
         metric_last_steps={name: span[1] for name, span in spans.items()}, trial=read_trial_file(record.run_dir),
+        state_detail=record.state_detail,
     )
 
 

@@ -156,8 +156,9 @@ class StopOutcome:
 
 
 def stop_run(store: RunStore, run_id: str, grace_s: float = 10.0, report: Callable[[str], None] | None = None,
-             wait: bool = True, timeout_s: float | None = None) -> StopOutcome:
+             wait: bool = True, timeout_s: float | None = None, reason: str | None = None) -> StopOutcome:
     """Ask the run's supervisor to stop it (SIGINT, SIGTERM after grace_s, then SIGKILL) and follow it to the end.
+    `reason`: why it is stopped, where not at a user's request; the run's end reads it (state detail, diagnosis).
 
     Reports each step as the supervisor takes it, and finally whether anything of the run remains.
     """
@@ -186,7 +187,7 @@ def stop_run(store: RunStore, run_id: str, grace_s: float = 10.0, report: Callab
     from traindeck.backend.runs.record.savestop import save_hold_s
 
     hold = save_hold_s(record.run_dir, grace_s)
-    RunDir(Path(record.run_dir)).request_stop(grace_s)
+    RunDir(Path(record.run_dir)).request_stop(grace_s, reason)
     if hold:
         say(f"asked run {run_id} to save a checkpoint and stop (its script has traindeck's companion); signals "
             f"only if it is still running after {hold:g} s")

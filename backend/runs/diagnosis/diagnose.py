@@ -48,6 +48,7 @@ class Evidence:
     stop_requested: bool = False
     stop_detail: str = ""  # "gracefully after SIGINT" | "after SIGTERM" | "with SIGKILL"
     stop_requested_at: float | None = None  # wall clock of the stop request, where the request recorded it
+    stop_reason: str = ""  # why the stop was asked for, where not by a user ("measured by trial ID (...)")
     oom_kills_during_run: int | None = None  # delta of the kernel/cgroup counters; None = not readable
     kernel_oom_pids: dict[int, str] = field(default_factory=dict)  # kmsg lines naming our pids
     kernel_log_readable: bool = False  # then a kill of ours would be in kernel_oom_pids; counters are not needed
@@ -452,6 +453,9 @@ def _diagnose(ev: Evidence) -> Diagnosis:
         when = f", requested at {time.strftime('%H:%M:%S', time.localtime(ev.stop_requested_at))}" \
             if ev.stop_requested_at is not None else ""
         hung = "," + hung if hung and when else hung
+        if ev.stop_reason:  # stopped by traindeck for a reason of its own (a trial's measured candidate): no failure
+            reason = ev.stop_reason[:1].upper() + ev.stop_reason[1:]
+            return Diagnosis(f"{reason}; stopped{detail}{when}{hung}.", "stopped", evidence=facts)
         return Diagnosis(f"Stopped on request{detail}{when}{hung}.", "stopped", evidence=facts)
     scheduled = _scheduler_diagnosis(ev.scheduler_end, facts)
     if scheduled is not None:

@@ -75,9 +75,13 @@ class RunDir:
                 raise ValueError(f"config file path leaves the run directory: {relative}")
             atomic_write_text(target, text)
 
-    def request_stop(self, grace_s: float) -> None:
-        """Ask the supervisor to stop the run. Written atomically; a second request replaces the first."""
-        atomic_write_text(self.stop_file, json.dumps({"grace_s": grace_s, "requested_at": time.time()}))
+    def request_stop(self, grace_s: float, reason: str | None = None) -> None:
+        """Ask the supervisor to stop the run. Written atomically; a second request replaces the first. `reason`:
+        why, in a few words the run's end then reads ("measured by trial ID (stopped after 4 steps)")."""
+        request: dict[str, Any] = {"grace_s": grace_s, "requested_at": time.time()}
+        if reason:
+            request["reason"] = reason
+        atomic_write_text(self.stop_file, json.dumps(request))
 
     def stop_request(self) -> dict[str, Any] | None:
         try:

@@ -189,6 +189,7 @@ class RunEnd:
             stop_requested=stop_detail is not None,
             stop_detail=stop_detail or "",
             stop_requested_at=_requested_at(self.run_dir.stop_request()) if stop_detail is not None else None,
+            stop_reason=_reason(self.run_dir.stop_request()) if stop_detail is not None else "",
             oom_kills_during_run=max(deltas) if deltas else None,
             kernel_oom_pids={pid: text for pid, text in (kernel or {}).items() if pid in our_pids},
             kernel_log_readable=kernel is not None,
@@ -271,7 +272,7 @@ class RunEnd:
         detail = ""
         stop_detail = self._stop_detail()
         if state == "stopped" and stop_detail is not None:
-            detail = f"stopped {stop_detail}"
+            detail = _reason(self.run_dir.stop_request()) or f"stopped {stop_detail}"
         elif state == "failed":
             detail = diagnosis.summary
         if note:
@@ -315,6 +316,12 @@ def _gpu_holders(pids: set[int]) -> Any:
         return wait_for_gpus_to_let_go(pids)
     except Exception as exc:  # noqa: BLE001 - the end-of-run check reports, it never fails a run
         return GpuHolders(None, f"the GPU check failed: {exc!r}")
+
+
+def _reason(request: dict[str, Any] | None) -> str:
+    """Why the stop was asked for, where the request says (a trial's measured candidate); "" for a user's stop."""
+    reason = (request or {}).get("reason")
+    return reason.strip() if isinstance(reason, str) else ""
 
 
 def _requested_at(request: dict[str, Any] | None) -> float | None:

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QByteArray, Qt
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout
 
@@ -31,6 +31,7 @@ from traindeck.gui.pages.history.run_table import RunTable
 from traindeck.gui.polling import Poller
 
 REFRESH_MS = 3000
+SPLITTER_KEY = "history/splitter"  # the list and comparison's heights, as the user left them
 
 
 class HistoryPage(Page):
@@ -80,12 +81,19 @@ class HistoryPage(Page):
             shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
             shortcut.activated.connect(slot)
 
-        splitter = QSplitter(Qt.Orientation.Vertical)
+        self.splitter = splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.run_table)
         splitter.addWidget(self.compare_panel)
         splitter.setStretchFactor(0, 2)
         splitter.setStretchFactor(1, 3)
         splitter.setChildrenCollapsible(False)
+        # The list's share of the height: as the user left it, else 2 : 3 (the panels' size hints would leave
+        # the list a handful of rows).
+        state = self.ctx.settings.value(SPLITTER_KEY)
+        if not (isinstance(state, QByteArray) and not state.isEmpty() and splitter.restoreState(state)):
+            splitter.setSizes([400, 600])
+        splitter.splitterMoved.connect(
+            lambda *_args: self.ctx.settings.setValue(SPLITTER_KEY, self.splitter.saveState()))
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
         layout.addWidget(self.chain_label)

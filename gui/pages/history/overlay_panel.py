@@ -24,6 +24,9 @@ def _overlay(store_path: Path, ids: list[str], metric: str | None, equal_steps: 
         return overlay(store, ids, metric, equal_steps)
 
 
+FEW_POINTS = 20  # a curve of fewer points has them marked
+
+
 class OverlayPanel(QWidget):
     """The compared runs' curves of one metric; `result` holds the overlay drawn last."""
 
@@ -50,6 +53,7 @@ class OverlayPanel(QWidget):
         self.note.setWordWrap(True)
         self.note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.chart = TimeSeriesChart("loss", x_is_time=False)
+        self.chart.mark_points_below = FEW_POINTS  # short runs (a trial's candidates): points, not a speck
 
         bar = QHBoxLayout()
         bar.addWidget(label)

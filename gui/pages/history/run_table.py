@@ -27,7 +27,7 @@ from PySide6.QtCore import (
     Qt,
     Signal,
 )
-from PySide6.QtGui import QBrush, QColor, QFont, QIcon, QKeySequence, QShortcut
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QIcon, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -228,6 +228,10 @@ class RunsModel(QAbstractItemModel):
         self.endResetModel()
         return True
 
+    def is_bold_name(self, run: int) -> bool:
+        """The run's name is drawn bold (its trial's winner, its sweep's best)."""
+        return bool(self._winner[run] or self._best[run])
+
     def texts(self) -> list[tuple[str, ...]]:
         """Every row's cells, runs then trials' rows (for the columns' widths)."""
         return self._text + self._gtext
@@ -280,8 +284,10 @@ class RunsModel(QAbstractItemModel):
             if self._best[row] and column == SWEEP_COLUMN:
                 word = "highest" if self.table.higher_is_better else "lowest"
                 return f"The best run of its sweep: the {word} {self.table.metric}"
-            lines = [f"Run {run.run_id}"] + ([f"{run.name}: the winner of its trial"] if self._winner[row] else
-                                             [run.name] if run.trial is not None and run.name else [])
+            shown = self._text[row][0].strip()  # a candidate's set-up, whole where the column elides it
+            lines = ([shown] if run.trial is not None and shown != run.name else []) + [f"Run {run.run_id}"]
+            lines += ([f"{run.name}: the winner of its trial"] if self._winner[row] else
+                      [run.name] if run.trial is not None and run.name else [])
             lines += ([run.summary] if run.summary else []) + [f"Folder: {run.run_dir}"]
             return "\n".join(lines)
         return None
@@ -313,6 +319,7 @@ _RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
 
 SWEEP_COLUMN = len(COLUMNS)  # the first column after the fixed ones
 THROUGHPUT_COLUMN = COLUMNS.index("Throughput")
+NAME_SHARE = 0.4  # of the list's width, at most, that the widest name takes before the figures scroll
 # The narrowest the throughput column gets: a five-digit rate and its unit stay whole while runs come and go.
 THROUGHPUT_SAMPLE = "88,888 samples/s"
 
@@ -401,6 +408,7 @@ class RunTable(QWidget):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setAlternatingRowColors(True)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # a long name keeps its start and its end
         header = self.table.header()
         header.setStretchLastSection(False)
         # Widths come from the formatted cells when the list changes (ResizeToContents would measure every cell at
@@ -584,6 +592,22 @@ class RunTable(QWidget):
         return False
 
     def _fit_name_column(self) -> None:
-        """The name takes the room the figures leave, but stays readable (the view scrolls instead)."""
+        """The name takes the room the figures leave, but stays readable (the view scrolls instead): as wide as the
+        widest run's name (a trial's candidates are indented, the winner bold), up to a share of the view; a longer
+        one is elided in the middle, whole in its tooltip."""
         others = sum(self.table.columnWidth(c) for c in range(1, self.model.columnCount()))
-        self.table.setColumnWidth(0, max(self._name_min, self.table.viewport().width() - others))
+        viewport = self.table.viewport().width()
+        needed = min(self._names_width(), max(self._name_min, int(viewport * NAME_SHARE)))
+        self.table.setColumnWidth(0, max(self._name_min, needed, viewport - others))
+
+    def _names_width(self) -> int:
+        """The widest run's name as drawn: its font (bold for a winner or a sweep's best) and its indentation."""
+        plain = self.table.fontMetrics()
+        font = QFont(self.table.font())
+        font.setBold(True)
+        bold = QFontMetrics(font)
+        widest = 0
+        for row, texts in enumerate(self.model.texts()[:len(self.model.rows)][:300]):
+            metrics = bold if self.model.is_bold_name(row) else plain
+            widest = max(widest, metrics.horizontalAdvance(texts[0]))
+        return widest + 2 * self.table.indentation() + 16

@@ -33,7 +33,7 @@ def test_runs_list_names_a_trials_candidates_by_trial_and_set_up(capsys: pytest.
     assert all(FIELDS <= set(r) for r in listed.values())  # added to, nothing renamed
     candidate = listed[trial.runs[1].id]
     assert candidate["name"] == "tiny-zero2-cpu-mb4"  # its own name, as before
-    assert candidate["trial"] == {"id": TRIAL_ID, "index": 1, "candidate": "zero2-cpu-mb4",
+    assert candidate["trial"] == {"id": TRIAL_ID, "index": 1, "candidate": "zero2-cpu-mb4", "label": "ZeRO-2 cpu mb 4",
                                   "setup": {"stage": 2, "offload": "cpu", "micro_batch": 4, "checkpointing": False,
                                             "nvme_path": ""}}
     assert listed[lone.id]["trial"] is None
