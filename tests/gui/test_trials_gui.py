@@ -142,10 +142,11 @@ def test_the_results_window_shows_a_finished_trial_as_trial_show_does(qtbot) -> 
     for line in winner_lines(folder.state()):
         assert line.split(" (")[0] in text
     assert f"winner: {TRIAL} #0 zero2-none-mb2" in text and "#3 zero3-cpu-mb4 was faster" in text
-    # The plot: two measured points and a too tight one at their peak host memory, the winner starred.
+    # The plot: two measured points and a too tight one at their peak host memory (in MiB, as the table's 390M),
+    # the winner starred.
     xs, ys = window.points.getData()
-    assert sorted(zip(list(xs), list(ys), strict=True)) == [(409260032 / 2**30, 309.047),
-                                                            (410464256 / 2**30, 76.342)]
+    assert sorted(zip(list(xs), list(ys), strict=True)) == [(409260032 / 2**20, 309.047),
+                                                            (410464256 / 2**20, 76.342)]
     assert list(window.tight_points.getData()[1]) == [612.4]
     assert list(window.winner_point.getData()[1]) == [309.047]
     assert window.use_button.isEnabled() and not window.stop_button.isEnabled()
@@ -166,13 +167,17 @@ def test_use_this_saves_the_winner_as_a_preset_that_config_check_passes(qtbot, t
     assert box is not None and box.isVisible() and box.textValue() == "tiny-fastest"
     box.accept()
     qtbot.waitUntil(lambda: window.said is not None, timeout=20000)
-    severity, said = window.said
+    severity, said, details = window.said
     assert severity == "ok", said
-    assert said.startswith("Saved preset 'tiny-fastest' (The winner of trial 20260102-000000-abcdef (ZeRO-2, "
-                           "offload none, micro-batch 2)")
-    assert "The script's arguments stay as they are: tiny_ds.py --deepspeed_config '{ds_config}'" in said
+    # One line in the window (the chart keeps its room), the rest in its tooltip; no CLI hint beside the button.
+    assert said == "Saved preset 'tiny-fastest': choose it on the Launch page (details: hover)."
+    assert window.verdict.toolTip() == details
+    assert details.startswith("The winner of trial 20260102-000000-abcdef (ZeRO-2, offload none, micro-batch 2)")
+    assert "The script's arguments stay as they are: tiny_ds.py --deepspeed_config '{ds_config}'" in details
     # cpu-demo trains 4 a GPU on 2 ranks; the winner's micro-batch of 2 halves that.
-    assert "The global batch becomes 4 samples a step (the base preset's: 8): the learning rate" in said
+    assert "The global batch becomes 4 samples a step (the base preset's: 8): the learning rate" in details
+    assert "winner: 20260102-000000-abcdef #0 zero2-none-mb2" in window.verdict.text()
+    assert "traindeck trial use" not in window.verdict.text() and "--preset NAME" not in window.verdict.text()
     preset = load_preset("tiny-fastest")
     assert (preset.deepspeed or {})["zero_optimization"]["stage"] == 2
     assert main(["presets", "export", "tiny-fastest", "--dir", str(tmp_path)]) == 0
@@ -212,9 +217,9 @@ def test_stop_asks_the_trials_driver_to_stop_and_the_measured_rows_stay(qtbot) -
     window = TrialResults(_app_ctx(), spec.id)
     qtbot.addWidget(window)
     qtbot.waitUntil(lambda: window.view is not None, timeout=20000)
-    assert window.progress.text() == f"Trial {spec.id} running: 1 of 2 candidates done, about 10 s left"
+    assert window.progress.text().startswith(f"Trial {spec.id} running: 1 of 2 candidates done")
     assert window.stop_button.isEnabled() and not window.use_button.isEnabled()
-    window.stop_button.click()
+    _confirm_stop(qtbot, window)
     qtbot.waitUntil(folder.stop_requested, timeout=20000)
     qtbot.waitUntil(lambda: window.said is not None, timeout=20000)
     assert "what was measured is kept" in window.said[1]
@@ -223,8 +228,58 @@ def test_stop_asks_the_trials_driver_to_stop_and_the_measured_rows_stay(qtbot) -
                                                                      reason="the trial was stopped")],
                                   driver_pid=os.getpid(), started_at=999.0, ended_at=1030.0))
     qtbot.waitUntil(lambda: window.view is not None and window.view.finished, timeout=20000)
-    assert window.progress.text() == f"Trial {spec.id} stopped: 2 of 2 candidates done"
+    assert window.progress.text() == f"Trial {spec.id} stopped: 1 of 2 candidates measured"
     assert window.table.item(0, 6).text() == "measured" and not window.stop_button.isEnabled()
+
+
+def _confirm_stop(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    """Click "Stop trial" and confirm in the box it opens."""
+    from PySide6.QtWidgets import QMessageBox
+
+    window.stop_button.click()
+    box = window.findChild(QMessageBox, "trialStopConfirm")
+    assert box is not None and box.isVisible()
+    [yes] = [b for b in box.buttons() if box.buttonRole(b) == QMessageBox.ButtonRole.DestructiveRole]
+    yes.click()
+
+
+def _running_trial(trial_id: str) -> tuple[TrialSpec, TrialFolder, Result]:
+    spec = plan_trial(TrialOptions(script="tiny.py", stages="2,3", offload="none", micro_batch="2", nproc=2),
+                      load_preset("cpu-demo"), trial_id)
+    folder = TrialFolder(spec.id)
+    folder.create(spec)
+    first = Result(spec.candidates[0], "measured", "r0", 41.6, 96.15, 4, None, 412 * MIB, started_at=1000.0,
+                   measured_at=1019.5, ended_at=1021.0)
+    running = Result(spec.candidates[1], "running", "r1", started_at=1021.0)
+    folder.write_state(TrialState(spec.id, "running", [first, running], current=1, driver_pid=os.getpid(),
+                                  started_at=999.0))
+    return spec, folder, first
+
+
+def test_enter_in_the_results_window_never_stops_the_trial_and_stop_asks_first(qtbot) -> None:
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QMessageBox, QPushButton
+
+    from traindeck.gui.widgets.trial_results import TrialResults
+
+    spec, folder, _ = _running_trial("20260102-000000-enter0")
+    window = TrialResults(_app_ctx(), spec.id)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(lambda: window.view is not None and window.stop_button.isEnabled(), timeout=20000)
+    assert not any(b.autoDefault() or b.isDefault() for b in window.findChildren(QPushButton))
+    window.stop_button.setFocus()
+    for key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+        qtbot.keyClick(window, key)
+        qtbot.keyClick(window.stop_button, key)
+    assert window.findChild(QMessageBox, "trialStopConfirm") is None and not folder.stop_requested()
+    window.stop_button.click()  # asks, without blocking the window; Cancel is the default
+    box = window.findChild(QMessageBox, "trialStopConfirm")
+    assert box is not None and box.isVisible() and box.windowModality() == Qt.WindowModality.WindowModal
+    assert "measured so far are kept" in box.informativeText()
+    assert box.defaultButton() is box.button(QMessageBox.StandardButton.Cancel)
+    box.button(QMessageBox.StandardButton.Cancel).click()
+    assert not folder.stop_requested() and window.stop_button.isEnabled()
 
 
 def test_stop_of_a_trial_whose_driver_is_gone_ends_it_here_and_keeps_what_was_measured(qtbot) -> None:
@@ -247,7 +302,7 @@ def test_stop_of_a_trial_whose_driver_is_gone_ends_it_here_and_keeps_what_was_me
     qtbot.addWidget(window)
     qtbot.waitUntil(lambda: window.view is not None, timeout=20000)
     assert window.stop_button.isEnabled()
-    window.stop_button.click()
+    _confirm_stop(qtbot, window)
     qtbot.waitUntil(lambda: window.said is not None, timeout=20000)
     assert window.said[1] == f"Trial {spec.id} stopped here: its driver was gone; what was measured is kept."
     state = folder.state()
@@ -380,3 +435,19 @@ def test_trials_on_the_runs_page_opens_the_newest_trial(qtbot, make_runs_page) -
     window.trials.setCurrentIndex(1)
     qtbot.waitUntil(lambda: window.view is not None and window.view.id == "20260101-000000-older0", timeout=20000)
     window.close()
+
+
+def test_the_plot_names_every_point_and_pads_its_ranges(qtbot) -> None:
+    from traindeck.gui.widgets.trial_results import TrialResults
+
+    _finished_trial()
+    window = TrialResults(_app_ctx(), TRIAL)
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: window.view is not None, timeout=20000)
+    assert sorted(label.toPlainText().strip() for label in window.labels) == [
+        "zero2-none-mb2", "zero3-cpu-mb4", "zero3-none-mb2"]
+    item = window.plot.getPlotItem()
+    (x0, x1), (y0, y1) = item.getViewBox().viewRange()
+    assert y0 == pytest.approx(0.0) and y1 >= 612.4 * 1.1 - 1e-6  # samples/s from 0, the fastest below the top
+    assert x0 <= 390 * 0.9 and x1 >= 948 * 1.1 - 1e-6  # MiB, as the table's 390M and 948M
+    assert item.getAxis("bottom").labelText == "peak host memory per rank (MiB)"
