@@ -89,8 +89,9 @@ def test_the_dialog_counts_the_candidates_and_says_which_the_estimate_skips_and_
     qtbot.addWidget(dialog)
     qtbot.waitUntil(lambda: dialog.spec is not None, timeout=20000)
     # 0/2/3 x none/cpu, one micro-batch each on the ladder; ZeRO-0 with CPU offload is left out.
-    assert dialog.count_line() == ("5 candidates to measure (micro-batches double from 1 while they fit); 3 warm-up "
-                                   "+ 20 measured steps each")
+    assert dialog.count_line() == ("5 candidates to measure: zero0-none-mb1, zero2-none-mb1, zero2-cpu-mb1, "
+                                   "zero3-none-mb1, zero3-cpu-mb1 (micro-batches double from 1 while they fit); "
+                                   "3 warm-up + 20 measured steps each")
     assert "ZeRO-0 with offload cpu: left out (off-loading needs ZeRO stage 1 or more)" in dialog.summary.text()
 
     dialog.offload_boxes["cpu+params"].setChecked(True)
@@ -100,8 +101,9 @@ def test_the_dialog_counts_the_candidates_and_says_which_the_estimate_skips_and_
     expected = plan_trial(TrialOptions(script="tiny_ds.py", stages="0,2,3", offload="none,cpu,cpu+params",
                                        micro_batch="1,2", nproc=2, model_size="70B"), load_preset("cpu-demo"), "x")
     assert len(expected.candidates) + len(expected.skipped) == 12  # 6 pairs DeepSpeed takes x 2 micro-batches
-    assert dialog.count_line() == (f"{len(expected.candidates)} candidates to measure, {len(expected.skipped)} "
-                                   "skipped by the estimate; 3 warm-up + 20 measured steps each")
+    assert dialog.count_line().startswith(f"{len(expected.candidates)} candidates to measure: ")
+    assert dialog.count_line().endswith(f"; {len(expected.skipped)} skipped by the estimate; 3 warm-up + 20 measured "
+                                        "steps each")
     lines = dialog.skipped_lines()
     assert len(lines) == len(expected.skipped) and lines[0].startswith("zero0-none-mb1: the estimate does not fit: ")
     assert "skips zero0-none-mb1: the estimate does not fit" in dialog.summary.text()
@@ -435,6 +437,112 @@ def test_trials_on_the_runs_page_opens_the_newest_trial(qtbot, make_runs_page) -
     window.trials.setCurrentIndex(1)
     qtbot.waitUntil(lambda: window.view is not None and window.view.id == "20260101-000000-older0", timeout=20000)
     window.close()
+
+
+# ---- the dialog's keys, memory and notes ------------------------------------------------------------------------
+def _started_without_a_driver(monkeypatch: pytest.MonkeyPatch) -> list[TrialOptions]:
+    """Start plans the trial as the real start does, without forking a driver (the real start is
+    test_enter_starts_a_detached_trial_and_its_results_open); the options started with."""
+    from traindeck.gui.widgets import trial_dialog
+
+    asked: list[TrialOptions] = []
+
+    def start(options: TrialOptions, preset: object) -> tuple[str, int | None]:
+        asked.append(options)
+        return "20260102-000000-nodrv0", None
+
+    monkeypatch.setattr(trial_dialog, "start", start)
+    return asked
+
+
+@pytest.mark.parametrize("spin", ["warmup", "steps", "headroom"])
+def test_enter_in_a_spin_box_starts_the_trial_with_the_value_typed(qtbot, tmp_path: Path, spin: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from PySide6.QtCore import Qt
+
+    from traindeck.gui.widgets.trial_dialog import TrialDialog, request_from_context
+
+    asked = _started_without_a_driver(monkeypatch)
+    ctx = _ctx(tmp_path)
+    dialog = TrialDialog(ctx, lambda: request_from_context(ctx), stages=[2], offloads=["none"])
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitUntil(lambda: dialog.spec is not None, timeout=20000)
+    box = getattr(dialog, spin)
+    box.setFocus()
+    box.selectAll()
+    qtbot.keyClicks(box, "7")  # the plan is made again (Start is off meanwhile): Enter waits for it
+    qtbot.keyClick(box, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: bool(asked), timeout=20000)
+    options = asked[0]
+    assert (options.warmup, options.steps, options.headroom) == (
+        7 if spin == "warmup" else 3, 7 if spin == "steps" else 20, 0.07 if spin == "headroom" else 0.1)
+    qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=20000)
+
+
+def test_the_dialog_opens_with_the_last_choices_except_the_estimates_axes(qtbot, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from traindeck.gui.widgets.trial_dialog import TrialDialog, request_from_context
+
+    _started_without_a_driver(monkeypatch)
+    ctx = _ctx(tmp_path)
+    first = TrialDialog(ctx, lambda: request_from_context(ctx))
+    qtbot.addWidget(first)
+    for stage, box in first.stage_boxes.items():
+        box.setChecked(stage == 3)
+    for key, box in first.offload_boxes.items():
+        box.setChecked(key in ("cpu+params", "nvme"))
+    first.nvme_path.setText("/mnt/fast")
+    first.micro_batch.setText("2,4")
+    first.checkpointing.setText("--gradient_checkpointing")
+    first.warmup.setValue(1)
+    first.steps.setValue(6)
+    first.headroom.setValue(15)
+    qtbot.waitUntil(lambda: first.spec is not None, timeout=20000)
+    first.start()
+    qtbot.waitUntil(lambda: not first.isVisible() and first.result() == 1, timeout=20000)
+
+    again = TrialDialog(ctx, lambda: request_from_context(ctx))
+    qtbot.addWidget(again)
+    options, _ = again.options()
+    assert (options.stages, options.offload) == ("3", "cpu+params,nvme:/mnt/fast")
+    assert (options.micro_batch, options.checkpointing_arg) == ("2,4", "--gradient_checkpointing")
+    assert (options.warmup, options.steps, options.headroom) == (1, 6, 0.15)
+    # The Estimate page passes the set-ups its table lists: those stand, the rest is remembered.
+    estimate = TrialDialog(ctx, lambda: request_from_context(ctx), stages=[0, 1], offloads=["none"])
+    qtbot.addWidget(estimate)
+    options, _ = estimate.options()
+    assert (options.stages, options.offload, options.steps) == ("0,1", "none", 6)
+    for dialog in (again, estimate):
+        dialog.reject()
+
+
+def test_the_dialog_names_a_single_candidate_warns_of_a_config_that_cannot_reach_the_script_and_has_room(
+        qtbot, tmp_path: Path) -> None:
+    from PySide6.QtWidgets import QScrollArea
+
+    from traindeck.gui.widgets.trial_dialog import TrialDialog, request_from_context
+
+    ctx = _ctx(tmp_path)
+    ctx.set_launch_choice(script_args=["--epochs", "1"], launcher="deepspeed")
+    dialog = TrialDialog(ctx, lambda: request_from_context(ctx), stages=[3], offloads=["none"])
+    qtbot.addWidget(dialog)
+    dialog.micro_batch.setText("2")
+    dialog.show()
+    qtbot.waitUntil(lambda: dialog.spec is not None and dialog.spec.candidates == [
+        {"stage": 3, "offload": "none", "micro_batch": 2, "checkpointing": False, "nvme_path": ""}], timeout=20000)
+    text = dialog.summary.text()
+    assert "1 candidate to measure: zero3-none-mb2; 3 warm-up + 20 measured steps each" in text
+    assert "do not pass the DeepSpeed config" in text and dialog.start_button.isEnabled()  # a warning, not a refusal
+    # The notes have a framed area of their own, and the NVMe path a path's width.
+    notes = dialog.findChild(QScrollArea, "trialNotes")
+    assert notes is not None and notes.height() >= 8 * dialog.fontMetrics().lineSpacing()
+    assert dialog.nvme_path.width() >= 25 * dialog.fontMetrics().averageCharWidth()
+    ctx.set_launch_choice(script_args=["--deepspeed_config", "{ds_config}"])
+    dialog.warmup.setValue(2)  # any change reads the launch again
+    qtbot.waitUntil(lambda: dialog.spec is not None and dialog.spec.warmup == 2, timeout=20000)
+    assert "DeepSpeed config" not in dialog.summary.text()
+    dialog.reject()
 
 
 def test_the_plot_names_every_point_and_pads_its_ranges(qtbot) -> None:
