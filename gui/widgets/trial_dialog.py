@@ -35,8 +35,15 @@ from PySide6.QtWidgets import (
 
 from traindeck.backend.launch import LaunchRequest
 from traindeck.backend.runs import STEP_TIMING_ENV
-from traindeck.backend.trials import TrialOptions, TrialSpec, base_preset, create_trial, plan_trial
-from traindeck.backend.trials.view import candidates_line, config_warning
+from traindeck.backend.trials import (
+    TrialOptions,
+    TrialSpec,
+    base_preset,
+    candidates_line,
+    config_warning,
+    create_trial,
+    plan_trial,
+)
 from traindeck.gui.widgets.message_list import rich_line
 
 if TYPE_CHECKING:
