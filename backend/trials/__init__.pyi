@@ -31,6 +31,8 @@ from .stopping import stop_trial as stop_trial
 from .view import COLUMNS as COLUMNS
 from .view import TrialPoint as TrialPoint
 from .view import TrialView as TrialView
+from .view import candidates_line as candidates_line
+from .view import config_warning as config_warning
 from .view import read_trial_view as read_trial_view
 from .view import trial_axes as trial_axes
 from .view import use_notes as use_notes

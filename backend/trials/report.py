@@ -32,25 +32,53 @@ def row_text(index: int, result: Result) -> str:
             f"{_bytes(result.peak_host_bytes):>9}  {verdict}")
 
 
-def winner_lines(state: TrialState) -> list[str]:
-    """`winner: ID ...` (or why there is none) and why faster candidates were passed over."""
+def measured_count(state: TrialState) -> int:
+    """How many candidates were measured (with room to spare or too tight)."""
+    return sum(1 for r in state.results if r.state in ("measured", "too_tight"))
+
+
+def end_line(state: TrialState) -> str:
+    """How far an ended trial got: "4 of 4 candidates done"; a stopped one says what it measured before the stop
+    ("stopped before any candidate was measured", "stopped: 1 of 3 candidates measured")."""
+    total = len(state.results)
+    if state.state != "stopped":
+        return f"{sum(1 for r in state.results if r.finished)} of {total} candidates done"
+    measured = measured_count(state)
+    if measured == 0:
+        return "stopped before any candidate was measured"
+    return f"stopped: {measured} of {total} candidate{'s' if total != 1 else ''} measured"
+
+
+def winner_lines(state: TrialState, cli_hint: bool = True) -> list[str]:
+    """`winner: ID ...` (or why there is none) and why faster candidates were passed over; `cli_hint`: end the
+    winner's line with the `trial use` command that makes it a preset (the dashboard has a button instead)."""
     best = winner(state.results)
     if best is None:
+        if state.state == "stopped" and measured_count(state) == 0:
+            return [f"winner: none (trial {state.id} was stopped before any candidate was measured)"]
+        if state.state == "stopped":
+            return [f"winner: none (trial {state.id} was stopped; no candidate measured before the stop had room "
+                    "to spare)"]
         return [f"winner: none (no candidate of trial {state.id} was measured with room to spare)"]
     r = state.results[best]
     lines = [f"{line}" for line in passed_over(state.results)]
     rate = f"{r.samples_per_s:.1f} samples/s, " if r.samples_per_s is not None else ""
-    lines.append(f"winner: {state.id} #{best} {label_of(r)} ({rate}{r.step_ms:.1f} ms a step; run {r.run_id}); "
-                 f"make it a preset: traindeck trial use {state.id} --preset NAME")
+    hint = f"; make it a preset: traindeck trial use {state.id} --preset NAME" if cli_hint else ""
+    stopped = " (the trial was stopped: the best of those measured)" if state.state == "stopped" else ""
+    lines.append(f"winner: {state.id} #{best} {label_of(r)} ({rate}{r.step_ms:.1f} ms a step; run {r.run_id})"
+                 f"{stopped}{hint}")
     return lines
 
 
 def time_line(state: TrialState) -> str | None:
     """How long the trial took against the sum of what its candidates need at least (launch to the last measured
-    step: start + warm-up + steps); the difference is stopping them and going from one to the next."""
+    step: start + warm-up + steps); the difference is stopping them and going from one to the next. A stopped trial
+    says its time only: a candidate cut short makes that difference meaningless."""
     if state.started_at is None or state.ended_at is None:
         return None
     total = state.ended_at - state.started_at
+    if state.state == "stopped":
+        return f"trial time: {total:.1f} s (stopped before its end)"
     own = sum(s for r in state.results if (s := r.own_seconds) is not None)
     extra = (total / own - 1.0) if own > 0 else 0.0
     return (f"trial time: {total:.1f} s; its candidates' start + warm-up + steps: {own:.1f} s; overhead "

@@ -8,7 +8,7 @@ Reads files and /proc only: the dashboard calls `read_trial_view` off its UI thr
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from traindeck.backend.trials.candidates import (
     script_args,
 )
 from traindeck.backend.trials.record import TrialFolder, TrialSpec, TrialState
-from traindeck.backend.trials.report import _bytes, time_line, winner_lines
+from traindeck.backend.trials.report import _bytes, end_line, time_line, winner_lines
 from traindeck.backend.trials.scoring import Result, label_of, winner
 from traindeck.backend.trials.stopping import driver_alive
 
@@ -35,9 +35,18 @@ class TrialPoint:
     index: int
     label: str
     samples_per_s: float
-    peak_gib: float  # peak GPU memory where a GPU reported it, else peak host memory per rank
+    peak: float  # in the view's memory_unit: peak GPU memory where a GPU reported it, else peak host per rank
     on_gpu: bool
     state: str  # measured or too_tight
+
+
+@dataclass(frozen=True)
+class RunningSteps:
+    """How far the running candidate is, from its ranks' step records."""
+
+    done_steps: int  # steps every rank has finished
+    first_t: float | None  # when its first step ended
+    last_t: float | None  # when its newest counted step ended
 
 
 @dataclass
@@ -50,12 +59,15 @@ class TrialView:
     driver_alive: bool
     done: int  # candidates finished (measured, skipped, failed, too tight)
     total: int  # candidates known now (a micro-batch ladder adds more as it climbs)
-    eta_s: float | None  # time left, from the finished candidates' average; None before one is timed
+    eta_s: float | None  # time left (eta_seconds); None while nothing tells it yet
     rows: list[tuple[str, ...]] = field(default_factory=list)  # COLUMNS' cells per candidate
     points: list[TrialPoint] = field(default_factory=list)
     winner: int | None = None
     winner_lines: list[str] = field(default_factory=list)
     time_line: str | None = None
+    memory_unit: str = "GiB"  # the points' peak: MiB while every peak is below 1 GiB (as the table writes them)
+    x_range: tuple[float, float] = (0.0, 1.0)  # the plot's memory axis
+    y_range: tuple[float, float] = (0.0, 1.0)  # the plot's samples/s axis
 
     @property
     def finished(self) -> bool:
@@ -67,7 +79,9 @@ class TrialView:
         more = "+" if self.spec.ladder and not self.finished else ""
         head = f"{self.done} of {self.total}{more} candidates"
         if self.finished:
-            return f"Trial {self.id} {self.state.state}: {head} done"
+            if self.state.state == "stopped":
+                return f"Trial {self.id} {end_line(self.state)}"
+            return f"Trial {self.id} {self.state.state}: {end_line(self.state)}"
         if not self.driver_alive:
             return f"Trial {self.id}: {head} done; its driver is gone (Stop ends it here)"
         if self.eta_s is None:
@@ -97,16 +111,124 @@ def row_cells(index: int, result: Result) -> tuple[str, ...]:
             verdict)
 
 
-def eta_seconds(state: TrialState) -> float | None:
-    """Time left: the candidates not finished times the average a finished, started one took (the running one
-    counted as half done)."""
-    timed = [s for r in state.results if r.finished and (s := r.seconds) is not None]
-    if not timed or state.finished:
+def eta_seconds(state: TrialState, spec: TrialSpec, running: RunningSteps | None = None,
+                now: float | None = None) -> float | None:
+    """Time left: the running candidate's remaining steps at its own rate (time per step from its step records)
+    plus its stop, and each candidate still pending at the finished candidates' average (before one has finished:
+    at what the running one takes, its start-up as seen plus its steps at its rate). None while nothing tells it
+    (no candidate finished and the running one has not done two steps)."""
+    if state.finished:
         return None
-    left = sum(1 for r in state.results if not r.finished)
+    import time
+
+    now = time.time() if now is None else now
+    timed = [r for r in state.results if r.finished and r.seconds is not None]
+    average = sum(r.seconds or 0.0 for r in timed) / len(timed) if timed else None
+    stops = [r.ended_at - r.measured_at for r in timed if r.measured_at is not None and r.ended_at is not None]
+    stop_s = max(0.0, sum(stops) / len(stops)) if stops else 0.0
     current = state.current
-    running = current is not None and 0 <= current < len(state.results) and not state.results[current].finished
-    return max(0.0, (left - (0.5 if running else 0.0)) * sum(timed) / len(timed))
+    run = state.results[current] if current is not None and 0 <= current < len(state.results) else None
+    if run is not None and run.finished:
+        run = None
+    pending = sum(1 for r in state.results if not r.finished and r is not run)
+    wanted = spec.warmup + spec.steps
+    own_total: float | None = None  # what the running candidate takes in all, at its rate
+    left_running: float | None = None
+    if run is not None and running is not None and running.done_steps >= 2 and running.first_t is not None \
+            and running.last_t is not None and running.last_t > running.first_t:
+        per_step = (running.last_t - running.first_t) / (running.done_steps - 1)
+        left_steps = max(0, wanted - running.done_steps)
+        left_running = max(0.0, running.last_t + left_steps * per_step - now) + stop_s
+        if run.started_at is not None:
+            startup = max(0.0, running.first_t - run.started_at - per_step)
+            own_total = startup + wanted * per_step + stop_s
+    elif run is not None and average is not None and run.started_at is not None \
+            and now - run.started_at < average:
+        left_running = average - (now - run.started_at)
+    elif run is not None:
+        return None  # no rate of its own yet, and the average says nothing (none finished, or it is past it)
+    each = average if average is not None else own_total
+    if each is None:
+        return None if pending else left_running
+    return (left_running or 0.0) + pending * each
+
+
+def running_steps(state: TrialState, spec: TrialSpec) -> RunningSteps | None:
+    """The running candidate's progress from its run's step files (None when none runs or none are there)."""
+    from traindeck.backend.core.paths import runs_dir
+    from traindeck.backend.steps import StepFiles
+    from traindeck.backend.trials.scoring import measure
+
+    current = state.current
+    if state.finished or current is None or not 0 <= current < len(state.results):
+        return None
+    result = state.results[current]
+    if result.finished or not result.run_id:
+        return None
+    records = StepFiles(runs_dir() / result.run_id).read_new()[0]
+    if not records:
+        return None
+    steps = measure(records, spec.warmup, spec.steps, spec.world_size)
+    firsts = [r.t for r in records if r.step == 1]
+    return RunningSteps(steps.done_steps, max(firsts) if firsts and steps.done_steps else None, steps.last_t)
+
+
+def memory_unit(peaks: Iterable[int]) -> str:
+    """MiB while every peak is below 1 GiB, else GiB: the unit the table's cells mostly use (390M, 1.25G)."""
+    return "GiB" if any(p >= 2**30 for p in peaks) else "MiB"
+
+
+def padded_range(values: Sequence[float], from_zero: bool = False) -> tuple[float, float]:
+    """An axis range that shows `values` honestly: at least 10% of the largest value either side (a 0.2% spread
+    stays a small one), from 0 where asked (throughput), never below 0; (0, 1) without values."""
+    if not values:
+        return (0.0, 1.0)
+    low, high = min(values), max(values)
+    pad = max(0.1 * abs(high), 0.15 * (high - low), 1e-9)
+    top = high + pad
+    bottom = 0.0 if from_zero else max(0.0, low - pad)
+    return (bottom, top)
+
+
+def candidates_line(spec: TrialSpec, limit: int = 8) -> str:
+    """"3 candidates to measure: zero2-none-mb1, zero3-none-mb1, zero3-cpu-mb1, 2 skipped by the estimate; 3
+    warm-up + 20 measured steps each" (the names past `limit` counted, not listed)."""
+    labels = []
+    for candidate in spec.candidates:
+        try:
+            labels.append(Candidate.from_dict(candidate).label)
+        except (KeyError, TypeError, ValueError):
+            labels.append("?")
+    n = len(labels)
+    text = f"{n} candidate{'s' if n != 1 else ''} to measure"
+    if labels:
+        text += ": " + ", ".join(labels[:limit]) + (f" and {n - limit} more" if n > limit else "")
+    if spec.skipped:
+        text += f"; {len(spec.skipped)} skipped by the estimate"
+    if spec.ladder:
+        text += " (micro-batches double from 1 while they fit)"
+    return (text + f"; {spec.warmup} warm-up + {spec.steps} measured step{'s' if spec.steps != 1 else ''} "
+            "each")
+
+
+def config_warning(launcher: str | None, script_args: Sequence[str]) -> str | None:
+    """Why the candidates' DeepSpeed config may not reach the script, or None. The accelerate launcher hands it
+    over through its own config; the deepspeed launcher, torchrun and python give the script only its arguments,
+    so these must name `{ds_config}` (or a `--deepspeed_config`/`--deepspeed` file of the user's own, which the
+    trial's candidates do not change)."""
+    from traindeck.backend.launch import DS_CONFIG_PLACEHOLDER
+
+    if (launcher or "accelerate") == "accelerate":
+        return None
+    if any(DS_CONFIG_PLACEHOLDER in a for a in script_args):
+        return None
+    if any(a.split("=", 1)[0] in ("--deepspeed_config", "--deepspeed") for a in script_args):
+        return (f"the script's arguments name a DeepSpeed config file of their own: with the {launcher} launcher "
+                "each candidate's config reaches the script only as `{ds_config}` (e.g. `--deepspeed_config "
+                "{ds_config}`), so every candidate would train with that file")
+    return (f"the script's arguments do not pass the DeepSpeed config: with the {launcher} launcher each "
+            "candidate's config reaches the script only as `--deepspeed_config {ds_config}` (HF Trainer scripts: "
+            "`--deepspeed {ds_config}`)")
 
 
 def read_trial_view(trial_id: str, root: Path | None = None, started_pid: int | None = None) -> TrialView:
@@ -114,19 +236,28 @@ def read_trial_view(trial_id: str, root: Path | None = None, started_pid: int | 
     folder = TrialFolder(trial_id, root)
     spec, state = folder.spec(), folder.state()
     best = winner(state.results)
-    points = []
+    plotted = []
     for i, r in enumerate(state.results):
         peak = r.peak_gpu_bytes if r.peak_gpu_bytes is not None else r.peak_host_bytes
         if r.state in ("measured", "too_tight") and r.samples_per_s is not None and peak is not None:
-            points.append(TrialPoint(i, label_of(r), r.samples_per_s, peak / 2**30, r.peak_gpu_bytes is not None,
-                                     r.state))
+            plotted.append((i, r, peak))
+    unit = memory_unit(peak for _, _, peak in plotted)
+    scale = 2**30 if unit == "GiB" else 2**20
+    points = [TrialPoint(i, label_of(r), r.samples_per_s or 0.0, peak / scale, r.peak_gpu_bytes is not None, r.state)
+              for i, r, peak in plotted]
+    try:
+        running = running_steps(state, spec)
+    except (OSError, ValueError):
+        running = None
     view = TrialView(id=trial_id, spec=spec, state=state, driver_alive=driver_alive(state, started_pid),
                      done=sum(1 for r in state.results if r.finished),
                      total=len(state.results) or len(spec.candidates) + len(spec.skipped),
-                     eta_s=eta_seconds(state), rows=[row_cells(i, r) for i, r in enumerate(state.results)],
-                     points=points, winner=best)
+                     eta_s=eta_seconds(state, spec, running), rows=[row_cells(i, r) for i, r in enumerate(state.results)],
+                     points=points, winner=best, memory_unit=unit,
+                     x_range=padded_range([p.peak for p in points]),
+                     y_range=padded_range([p.samples_per_s for p in points], from_zero=True))
     if state.finished:
-        view.winner_lines = winner_lines(state)
+        view.winner_lines = winner_lines(state, cli_hint=False)
         view.time_line = time_line(state)
     return view
 

@@ -1,7 +1,8 @@
 """"Try setups…": the axes of a strategy trial (ZeRO stages, offloads, micro-batches, the checkpointing argument,
 warm-up and measured steps, headroom), how many candidates they make and which the estimator skips (and why), and
 Start, which starts the trial's detached driver with the launch the Launch page would start (`traindeck trial
---detach`). Enter starts, Esc closes.
+--detach`). Enter starts (from any field, once the candidates are counted), Esc closes. The choices are remembered
+in the window settings and come back the next time, except where the Estimate page passes its set-ups.
 
 The dialog only gathers choices: the plan is backend.trials.plan_trial (run off the UI thread, as the estimator may
 be asked), the start is create_trial, which forks the driver away; the trial outlives this window.
@@ -14,7 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
@@ -33,7 +35,15 @@ from PySide6.QtWidgets import (
 
 from traindeck.backend.launch import LaunchRequest
 from traindeck.backend.runs import STEP_TIMING_ENV
-from traindeck.backend.trials import TrialOptions, TrialSpec, base_preset, create_trial, plan_trial
+from traindeck.backend.trials import (
+    TrialOptions,
+    TrialSpec,
+    base_preset,
+    candidates_line,
+    config_warning,
+    create_trial,
+    plan_trial,
+)
 from traindeck.gui.widgets.message_list import rich_line
 
 if TYPE_CHECKING:
@@ -43,6 +53,7 @@ if TYPE_CHECKING:
 OFFLOAD_CHOICES = (("none", "none"), ("cpu", "CPU (optimizer)"), ("cpu+params", "CPU + params (ZeRO-3)"),
                    ("nvme", "NVMe (ZeRO-3):"))
 PLAN_DELAY_MS = 200
+SETTINGS = "trialDialog/"  # the remembered choices' keys in ctx.settings
 
 
 def request_from_context(ctx: AppContext) -> LaunchRequest:
@@ -77,8 +88,11 @@ class TrialDialog(QDialog):
         self.setWindowTitle("Try setups")
         self.setObjectName("trialDialog")
         self.spec: TrialSpec | None = None  # the plan for the choices as they are now (None: no trial)
+        self._planned_for: TrialOptions | None = None  # the choices self.spec (or the plan under way) is for
+        self.config_warning: str | None = None  # why the DeepSpeed config may not reach the script
         self.problem = ""  # why there is no plan ("" while there is one or it is being made)
         self.starting = False
+        self.start_wanted = False  # Enter came while the candidates were being counted: start once they are
         self._plans = ctx.tasks.lane()
         self._plan_timer = QTimer(self, singleShot=True, interval=PLAN_DELAY_MS)
         self._plan_timer.timeout.connect(self.replan)
@@ -92,7 +106,7 @@ class TrialDialog(QDialog):
         self.nvme_path = QLineEdit()
         self.nvme_path.setPlaceholderText("/mnt/nvme")
         self.nvme_path.setToolTip("Where ZeRO-Infinity swaps to (a fast local disk)")
-        self.nvme_path.setMinimumWidth(12 * self.fontMetrics().averageCharWidth())
+        self.nvme_path.setMinimumWidth(28 * self.fontMetrics().averageCharWidth())  # a path's width
         offload_row = _row(*self.offload_boxes.values(), self.nvme_path)
         self.micro_batch = QLineEdit()
         self.micro_batch.setPlaceholderText("doubling from 1 while it fits")
@@ -124,12 +138,15 @@ class TrialDialog(QDialog):
         self.summary.setTextFormat(Qt.TextFormat.RichText)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.summary.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-        # The skipped candidates' reasons can be many lines: they scroll, the buttons stay in view.
+        self.summary.setContentsMargins(4, 4, 4, 4)
+        # The skipped candidates' reasons can be many lines: they scroll inside a frame of their own (clear of the
+        # form above), the buttons stay in view.
         summary_scroll = QScrollArea()
+        summary_scroll.setObjectName("trialNotes")
         summary_scroll.setWidget(self.summary)
         summary_scroll.setWidgetResizable(True)
-        summary_scroll.setFrameShape(QFrame.Shape.NoFrame)
-        summary_scroll.setMinimumHeight(6 * self.fontMetrics().lineSpacing())
+        summary_scroll.setFrameShape(QFrame.Shape.StyledPanel)
+        summary_scroll.setMinimumHeight(10 * self.fontMetrics().lineSpacing())
         buttons = QDialogButtonBox()
         self.start_button = QPushButton("Start trial")
         self.start_button.setDefault(True)
@@ -145,16 +162,51 @@ class TrialDialog(QDialog):
         layout.addWidget(summary_scroll, 1)
         layout.addWidget(buttons)
         self.set_axes(stages if stages is not None else range(4), offloads if offloads is not None else ("none", "cpu"))
+        self.restore(axes=stages is None and offloads is None)
         for box in (*self.stage_boxes.values(), *self.offload_boxes.values()):
             box.toggled.connect(self._changed)
         for edit in (self.nvme_path, self.micro_batch, self.checkpointing, self.model_size):
             edit.textChanged.connect(self._changed)
         for spin in (self.warmup, self.steps, self.headroom):
             spin.valueChanged.connect(self._changed)
-        self.resize(720, 600)
+            spin.installEventFilter(self)  # Enter in a spin box starts, as it does from a line edit
+        self.resize(760, 680)
         self.replan()
 
     # ============================================================================================ choices
+    def restore(self, axes: bool) -> None:
+        """The choices made the last time (ctx.settings); `axes`: the stages and offloads too (not where the
+        Estimate page passes its set-ups)."""
+        settings = self.ctx.settings
+        if axes:
+            stages = settings.value(SETTINGS + "stages")
+            offloads = settings.value(SETTINGS + "offloads")
+            if isinstance(stages, str) and isinstance(offloads, str):
+                self.set_axes([int(s) for s in stages.split(",") if s.isdigit()],
+                              [o for o in offloads.split(",") if o])
+        nvme = settings.value(SETTINGS + "nvme_path")
+        if isinstance(nvme, str) and nvme and not self.nvme_path.text():
+            self.nvme_path.setText(nvme)
+        for key, edit in (("micro_batches", self.micro_batch), ("checkpointing_arg", self.checkpointing)):
+            value = settings.value(SETTINGS + key)
+            if isinstance(value, str):
+                edit.setText(value)
+        for key, spin in (("warmup", self.warmup), ("steps", self.steps), ("headroom", self.headroom)):
+            value = settings.value(SETTINGS + key)
+            if isinstance(value, (int, str)) and str(value).isdigit():
+                spin.setValue(int(value))
+
+    def remember(self) -> None:
+        """Keep the choices for the next time the dialog opens."""
+        settings = self.ctx.settings
+        settings.setValue(SETTINGS + "stages", ",".join(str(s) for s, b in self.stage_boxes.items() if b.isChecked()))
+        settings.setValue(SETTINGS + "offloads", ",".join(k for k, b in self.offload_boxes.items() if b.isChecked()))
+        settings.setValue(SETTINGS + "nvme_path", self.nvme_path.text().strip())
+        settings.setValue(SETTINGS + "micro_batches", self.micro_batch.text().strip())
+        settings.setValue(SETTINGS + "checkpointing_arg", self.checkpointing.text().strip())
+        for key, spin in (("warmup", self.warmup), ("steps", self.steps), ("headroom", self.headroom)):
+            settings.setValue(SETTINGS + key, spin.value())
+
     def set_axes(self, stages: Sequence[int], offloads: Sequence[str]) -> None:
         """Tick these stages and offloads ("nvme:PATH" fills the path), untick the others."""
         for stage, box in self.stage_boxes.items():
@@ -185,6 +237,8 @@ class TrialDialog(QDialog):
         return options, request.preset
 
     def _changed(self) -> None:
+        if self.spec is not None and self._planned_for is not None and self.options()[0] == self._planned_for:
+            return  # the same choices (a spin box re-reads its text on Enter): the plan stands
         self._plans.invalidate()
         self.spec, self.problem = None, ""
         self._plan_timer.start()
@@ -194,6 +248,7 @@ class TrialDialog(QDialog):
         """Plan the trial for the choices as they are now (the count and the skipped come back on the UI thread)."""
         self._plan_timer.stop()
         options, preset = self.options()
+        self._planned_for = options
         self._describe_launch(options, preset)
         if not options.script:
             self._planned_problem("choose a script on the Launch page first")
@@ -208,15 +263,20 @@ class TrialDialog(QDialog):
     def _describe_launch(self, options: TrialOptions, preset: Preset | None) -> None:
         how = options.launcher or (preset.launcher if preset else "the preset's launcher")
         procs = f", {options.nproc} processes" if options.nproc else ""
-        self.launch_line.setText(f"Each candidate runs {Path(options.script).name or '(no script)'} "
-                                 f"{' '.join(options.script_args)} with preset "
+        command = " ".join([Path(options.script).name or "(no script)", *options.script_args])
+        self.launch_line.setText(f"Each candidate runs {command} with preset "
                                  f"'{preset.name if preset else '(none)'}' ({how}{procs}), as Launch would.")
+        self.config_warning = config_warning(options.launcher or (preset.launcher if preset else None),
+                                             options.script_args)
 
     def _planned(self, spec: TrialSpec) -> None:
         self.spec, self.problem = spec, ""
         self._refresh()
+        if self.start_wanted:
+            self.start()
 
     def _planned_problem(self, text: str) -> None:
+        self.start_wanted = False
         self.spec, self.problem = None, str(text).splitlines()[0] if text else "no trial"
         self._refresh()
 
@@ -232,6 +292,8 @@ class TrialDialog(QDialog):
             self.summary.setText(rich_line("note", "Counting the candidates…", self))
             return
         lines = [rich_line("ok", self.count_line(), self, bold=True)]
+        if self.config_warning:
+            lines.append(rich_line("warning", self.config_warning, self))
         for skipped in self.spec.skipped:
             lines.append(rich_line("warning", f"skips {_label(skipped.get('candidate') or {})}: "
                                    f"{skipped.get('reason') or ''}", self))
@@ -239,16 +301,8 @@ class TrialDialog(QDialog):
         self.summary.setText("<br>".join(lines))
 
     def count_line(self) -> str:
-        spec = self.spec
-        if spec is None:
-            return ""
-        n = len(spec.candidates)
-        text = f"{n} candidate{'s' if n != 1 else ''} to measure"
-        if spec.skipped:
-            text += f", {len(spec.skipped)} skipped by the estimate"
-        if spec.ladder:
-            text += " (micro-batches double from 1 while they fit)"
-        return text + f"; {spec.warmup} warm-up + {spec.steps} measured steps each"
+        """How many candidates, which (by name), how many the estimate skips, the steps each."""
+        return candidates_line(self.spec) if self.spec is not None else ""
 
     def skipped_lines(self) -> list[str]:
         """The candidates the estimator skips, with why (tests and the summary)."""
@@ -256,10 +310,33 @@ class TrialDialog(QDialog):
                 for s in (self.spec.skipped if self.spec else [])]
 
     # ============================================================================================ start
-    def start(self) -> None:
-        """Start the trial (Enter): its driver is forked away, so the trial outlives the window."""
-        if self.spec is None or self.starting:
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent) \
+                and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not event.modifiers():
+            if isinstance(watched, QSpinBox):
+                watched.interpretText()  # the value typed counts before the start
+            self.start()
+            return True
+        return super().eventFilter(watched, event)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
+        """Enter starts even while the candidates are being counted (Start is off then: the default button would
+        not take it); the start waits for the count."""
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not event.modifiers():
+            self.start()
             return
+        super().keyPressEvent(event)
+
+    def start(self) -> None:
+        """Start the trial (Enter): its driver is forked away, so the trial outlives the window. While the
+        candidates are being counted, it starts once they are."""
+        if self.starting:
+            return
+        if self.spec is None:
+            self.start_wanted = not self.problem
+            return
+        self.start_wanted = False
+        self.remember()
         self.starting = True
         self._refresh()
         options, preset = self.options()

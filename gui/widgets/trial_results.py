@@ -1,7 +1,8 @@
 """A strategy trial's results: which trial (any in the data folder), how far it is (k of n, the time left) while it
 runs, the table as `traindeck trial show` prints it, the winner and why faster candidates were passed over, a plot
-of samples/s against peak memory (the winner marked), "Stop trial" (what was measured is kept) and "Use this…",
-which saves the winner as a preset as `trial use` does and says what changes for the script.
+of samples/s against peak memory (each point named, the winner marked, the memory in the table's unit), "Stop trial" (after a confirmation
+that says what is kept) and "Use this…", which saves the winner as a preset as `trial use` does and says what changes
+for the script. No button is a default: Enter never stops a trial.
 
 The window only presents backend.trials: the trial's folder is read (read_trial_view) off the UI thread every
 POLL_MS while the trial runs; stopping writes the trial's stop request, which its detached driver acts on.
@@ -13,6 +14,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
+    QAbstractButton,
     QAbstractItemView,
     QComboBox,
     QDialog,
@@ -21,6 +23,7 @@ from PySide6.QtWidgets import (
     QInputDialog,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QPushButton,
     QSplitter,
     QTableWidget,
@@ -60,7 +63,8 @@ def use_winner(trial_id: str, name: str) -> tuple[str, str, list[str]]:
 
 
 def _tip(x: float, y: float, data: object) -> str:
-    return f"{data}: {y:.1f} samples/s at {x:.2f} GiB"
+    label, unit = data if isinstance(data, tuple) else (data, "GiB")
+    return f"{label}: {y:.1f} samples/s at {x:.3g} {unit}"
 
 
 class TrialResults(QDialog):
@@ -74,7 +78,7 @@ class TrialResults(QDialog):
         self.setObjectName("trialResults")
         self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.view: TrialView | None = None  # the chosen trial as last read
-        self.said: tuple[str, str] | None = None  # the last action's line (stop, use)
+        self.said: tuple[str, ...] | None = None  # the last action's (severity, line[, details])
         self._pid = driver_pid  # the driver's pid before it has written its state
         self._reads = ctx.tasks.lane()
         self._poll = QTimer(self, interval=POLL_MS)
@@ -112,10 +116,10 @@ class TrialResults(QDialog):
         item.hideButtons()
         item.showGrid(x=True, y=True, alpha=0.15)
         item.setLabel("left", "samples/s")
-        item.setLabel("bottom", "peak memory (GiB)")
+        item.setLabel("bottom", "peak memory")
         for side in ("left", "bottom"):
             item.getAxis(side).enableAutoSIPrefix(False)  # GiB stay GiB (no "x0.001" under close peaks)
-        item.getViewBox().setDefaultPadding(0.12)  # points at the ends of the range stay off the frame
+        item.getViewBox().disableAutoRange()  # the view's padded ranges (backend.trials.padded_range)
         self.points = pg.ScatterPlotItem(size=10, pen=pg.mkPen(None), brush=pg.mkBrush(90, 140, 220, 200),
                                          hoverable=True, tip=_tip)
         self.tight_points = pg.ScatterPlotItem(size=10, symbol="x", pen=pg.mkPen(200, 120, 60, width=2),
@@ -124,8 +128,7 @@ class TrialResults(QDialog):
                                                brush=pg.mkBrush(240, 190, 40))
         for scatter in (self.points, self.tight_points, self.winner_point):
             item.addItem(scatter)
-        self.winner_text = pg.TextItem(anchor=(0, 1))
-        item.addItem(self.winner_text)
+        self.labels: list[pg.TextItem] = []  # each point's candidate
 
         self.verdict = QLabel()
         self.verdict.setObjectName("trialWinner")
@@ -140,6 +143,10 @@ class TrialResults(QDialog):
         self.use_button.clicked.connect(self.ask_preset_name)
         close = QPushButton("Close")
         close.clicked.connect(self.close)
+        for button in (self.stop_button, self.use_button, close):
+            button.setAutoDefault(False)  # Enter is no button's: stopping is asked, never pressed by accident
+            button.setDefault(False)
+        self._stop_box: QMessageBox | None = None  # "Stop trial?" (made at the first ask)
         buttons = QHBoxLayout()
         buttons.addWidget(self.stop_button)
         buttons.addStretch(1)
@@ -219,8 +226,9 @@ class TrialResults(QDialog):
             severity = "ok" if text.startswith("winner: ") and view.winner is not None else "note"
             lines.append(rich_line(severity, text, self, bold=text.startswith("winner: ")))
         if self.said:
-            lines.append(rich_line(*self.said, self))
+            lines.append(rich_line(self.said[0], self.said[1], self))
         self.verdict.setText("<br>".join(lines))
+        self.verdict.setToolTip(self.said[2] if self.said and len(self.said) > 2 else "")
         self._update_buttons()
 
     def _fill_table(self, view: TrialView) -> None:
@@ -240,20 +248,26 @@ class TrialResults(QDialog):
     def _draw_plot(self, view: TrialView) -> None:
         measured = [p for p in view.points if p.state == "measured"]
         tight = [p for p in view.points if p.state != "measured"]
-        self.points.setData([p.peak_gib for p in measured], [p.samples_per_s for p in measured],
-                            data=[p.label for p in measured])
-        self.tight_points.setData([p.peak_gib for p in tight], [p.samples_per_s for p in tight],
-                                  data=[f"{p.label} (too tight)" for p in tight])
+        unit = view.memory_unit
+        self.points.setData([p.peak for p in measured], [p.samples_per_s for p in measured],
+                            data=[(p.label, unit) for p in measured])
+        self.tight_points.setData([p.peak for p in tight], [p.samples_per_s for p in tight],
+                                  data=[(f"{p.label} (too tight)", unit) for p in tight])
         best = [p for p in view.points if p.index == view.winner]
-        self.winner_point.setData([p.peak_gib for p in best], [p.samples_per_s for p in best])
-        if best:
-            self.winner_text.setText(f" {best[0].label}")
-            self.winner_text.setPos(best[0].peak_gib, best[0].samples_per_s)
-        else:
-            self.winner_text.setText("")
+        self.winner_point.setData([p.peak for p in best], [p.samples_per_s for p in best])
+        item = self.plot.getPlotItem()
+        for label in self.labels:
+            item.removeItem(label)
+        self.labels = []
+        foreground = self.palette().color(QPalette.ColorRole.Text)
+        for point in view.points:
+            label = pg.TextItem(f" {point.label}", color=foreground, anchor=(0, 1))
+            label.setPos(point.peak, point.samples_per_s)
+            item.addItem(label)
+            self.labels.append(label)
         on_gpu = any(p.on_gpu for p in view.points)
-        self.plot.getPlotItem().setLabel("bottom", "peak GPU memory (GiB)" if on_gpu else
-                                         "peak host memory per rank (GiB)")
+        item.setLabel("bottom", f"peak GPU memory ({unit})" if on_gpu else f"peak host memory per rank ({unit})")
+        item.getViewBox().setRange(xRange=view.x_range, yRange=view.y_range, padding=0)
 
     def _update_buttons(self) -> None:
         view = self.view
@@ -262,9 +276,35 @@ class TrialResults(QDialog):
 
     # ============================================================================================ actions
     def stop(self) -> None:
-        """Ask the trial to stop; the poll shows it stopped (its measured rows stay)."""
+        """"Stop trial": ask first (without blocking the window), saying what is kept; Cancel is the default."""
         trial_id = self.trial_id()
         if trial_id is None or self.view is None or self.view.finished:
+            return
+        box = self._stop_box
+        if box is None:  # one box, kept hidden between asks (the window owns it)
+            box = self._stop_box = QMessageBox(self)
+            box.setObjectName("trialStopConfirm")
+            box.setIcon(QMessageBox.Icon.Question)
+            box.setWindowTitle("Stop trial")
+            box.setInformativeText("The candidate running now is stopped and no further one starts. The "
+                                   "candidates measured so far are kept, with their runs; the winner is the best "
+                                   "of them.")
+            box.addButton("Stop trial", QMessageBox.ButtonRole.DestructiveRole)
+            box.addButton(QMessageBox.StandardButton.Cancel)
+            box.buttonClicked.connect(self._answered)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        box.setText(f"Stop trial {trial_id}?")
+        box.setProperty("trial", trial_id)
+        box.open()
+
+    def _answered(self, button: QAbstractButton) -> None:
+        box = self._stop_box
+        if box is not None and box.buttonRole(button) == QMessageBox.ButtonRole.DestructiveRole:
+            self.confirmed_stop(str(box.property("trial")))
+
+    def confirmed_stop(self, trial_id: str) -> None:
+        """Stop the trial (once confirmed); the poll shows it stopped (its measured rows stay)."""
+        if trial_id != self.trial_id() or self.view is None or self.view.finished:
             return
         self.stop_button.setEnabled(False)
         self.ctx.tasks.run(stop_trial, trial_id, done=lambda outcome: self._stop_asked(trial_id, outcome),
@@ -303,15 +343,18 @@ class TrialResults(QDialog):
                            failed=lambda error: self._use_failed(error))
 
     def _used(self, name: str, saved: tuple[str, str, list[str]]) -> None:
+        """One line in the window (the chart keeps its room); the preset's description, path and what changes for
+        the script in its tooltip."""
         path, description, notes = saved
-        self._say("ok", f"Saved preset '{name}' ({description}) to {path}. " + " ".join(notes))
+        self._say("ok", f"Saved preset '{name}': choose it on the Launch page (details: hover).",
+                  "\n".join([f"{description}", f"Saved to {path}.", *notes]))
         self.ctx.status.emit(f"Saved preset '{name}'")
 
     def _use_failed(self, error: str) -> None:
         self._say("error", f"Not saved: {str(error).splitlines()[0] if error else 'unknown error'}")
 
-    def _say(self, severity: str, text: str) -> None:
-        self.said = (severity, text)
+    def _say(self, severity: str, text: str, details: str = "") -> None:
+        self.said = (severity, text, details) if details else (severity, text)
         if self.view is not None:
             self.show_view(self.view)
 
@@ -323,7 +366,8 @@ class TrialResults(QDialog):
         for entry in self.plot.getPlotItem().axes.values():
             entry["item"].setPen(pg.mkPen(foreground))
             entry["item"].setTextPen(pg.mkPen(foreground))
-        self.winner_text.setColor(foreground)
+        for label in self.labels:
+            label.setColor(foreground)
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802
         if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):

@@ -89,8 +89,9 @@ def test_the_dialog_counts_the_candidates_and_says_which_the_estimate_skips_and_
     qtbot.addWidget(dialog)
     qtbot.waitUntil(lambda: dialog.spec is not None, timeout=20000)
     # 0/2/3 x none/cpu, one micro-batch each on the ladder; ZeRO-0 with CPU offload is left out.
-    assert dialog.count_line() == ("5 candidates to measure (micro-batches double from 1 while they fit); 3 warm-up "
-                                   "+ 20 measured steps each")
+    assert dialog.count_line() == ("5 candidates to measure: zero0-none-mb1, zero2-none-mb1, zero2-cpu-mb1, "
+                                   "zero3-none-mb1, zero3-cpu-mb1 (micro-batches double from 1 while they fit); "
+                                   "3 warm-up + 20 measured steps each")
     assert "ZeRO-0 with offload cpu: left out (off-loading needs ZeRO stage 1 or more)" in dialog.summary.text()
 
     dialog.offload_boxes["cpu+params"].setChecked(True)
@@ -100,8 +101,9 @@ def test_the_dialog_counts_the_candidates_and_says_which_the_estimate_skips_and_
     expected = plan_trial(TrialOptions(script="tiny_ds.py", stages="0,2,3", offload="none,cpu,cpu+params",
                                        micro_batch="1,2", nproc=2, model_size="70B"), load_preset("cpu-demo"), "x")
     assert len(expected.candidates) + len(expected.skipped) == 12  # 6 pairs DeepSpeed takes x 2 micro-batches
-    assert dialog.count_line() == (f"{len(expected.candidates)} candidates to measure, {len(expected.skipped)} "
-                                   "skipped by the estimate; 3 warm-up + 20 measured steps each")
+    assert dialog.count_line().startswith(f"{len(expected.candidates)} candidates to measure: ")
+    assert dialog.count_line().endswith(f"; {len(expected.skipped)} skipped by the estimate; 3 warm-up + 20 measured "
+                                        "steps each")
     lines = dialog.skipped_lines()
     assert len(lines) == len(expected.skipped) and lines[0].startswith("zero0-none-mb1: the estimate does not fit: ")
     assert "skips zero0-none-mb1: the estimate does not fit" in dialog.summary.text()
@@ -142,10 +144,11 @@ def test_the_results_window_shows_a_finished_trial_as_trial_show_does(qtbot) -> 
     for line in winner_lines(folder.state()):
         assert line.split(" (")[0] in text
     assert f"winner: {TRIAL} #0 zero2-none-mb2" in text and "#3 zero3-cpu-mb4 was faster" in text
-    # The plot: two measured points and a too tight one at their peak host memory, the winner starred.
+    # The plot: two measured points and a too tight one at their peak host memory (in MiB, as the table's 390M),
+    # the winner starred.
     xs, ys = window.points.getData()
-    assert sorted(zip(list(xs), list(ys), strict=True)) == [(409260032 / 2**30, 309.047),
-                                                            (410464256 / 2**30, 76.342)]
+    assert sorted(zip(list(xs), list(ys), strict=True)) == [(409260032 / 2**20, 309.047),
+                                                            (410464256 / 2**20, 76.342)]
     assert list(window.tight_points.getData()[1]) == [612.4]
     assert list(window.winner_point.getData()[1]) == [309.047]
     assert window.use_button.isEnabled() and not window.stop_button.isEnabled()
@@ -166,13 +169,17 @@ def test_use_this_saves_the_winner_as_a_preset_that_config_check_passes(qtbot, t
     assert box is not None and box.isVisible() and box.textValue() == "tiny-fastest"
     box.accept()
     qtbot.waitUntil(lambda: window.said is not None, timeout=20000)
-    severity, said = window.said
+    severity, said, details = window.said
     assert severity == "ok", said
-    assert said.startswith("Saved preset 'tiny-fastest' (The winner of trial 20260102-000000-abcdef (ZeRO-2, "
-                           "offload none, micro-batch 2)")
-    assert "The script's arguments stay as they are: tiny_ds.py --deepspeed_config '{ds_config}'" in said
+    # One line in the window (the chart keeps its room), the rest in its tooltip; no CLI hint beside the button.
+    assert said == "Saved preset 'tiny-fastest': choose it on the Launch page (details: hover)."
+    assert window.verdict.toolTip() == details
+    assert details.startswith("The winner of trial 20260102-000000-abcdef (ZeRO-2, offload none, micro-batch 2)")
+    assert "The script's arguments stay as they are: tiny_ds.py --deepspeed_config '{ds_config}'" in details
     # cpu-demo trains 4 a GPU on 2 ranks; the winner's micro-batch of 2 halves that.
-    assert "The global batch becomes 4 samples a step (the base preset's: 8): the learning rate" in said
+    assert "The global batch becomes 4 samples a step (the base preset's: 8): the learning rate" in details
+    assert "winner: 20260102-000000-abcdef #0 zero2-none-mb2" in window.verdict.text()
+    assert "traindeck trial use" not in window.verdict.text() and "--preset NAME" not in window.verdict.text()
     preset = load_preset("tiny-fastest")
     assert (preset.deepspeed or {})["zero_optimization"]["stage"] == 2
     assert main(["presets", "export", "tiny-fastest", "--dir", str(tmp_path)]) == 0
@@ -212,9 +219,9 @@ def test_stop_asks_the_trials_driver_to_stop_and_the_measured_rows_stay(qtbot) -
     window = TrialResults(_app_ctx(), spec.id)
     qtbot.addWidget(window)
     qtbot.waitUntil(lambda: window.view is not None, timeout=20000)
-    assert window.progress.text() == f"Trial {spec.id} running: 1 of 2 candidates done, about 10 s left"
+    assert window.progress.text().startswith(f"Trial {spec.id} running: 1 of 2 candidates done")
     assert window.stop_button.isEnabled() and not window.use_button.isEnabled()
-    window.stop_button.click()
+    _confirm_stop(qtbot, window)
     qtbot.waitUntil(folder.stop_requested, timeout=20000)
     qtbot.waitUntil(lambda: window.said is not None, timeout=20000)
     assert "what was measured is kept" in window.said[1]
@@ -223,8 +230,58 @@ def test_stop_asks_the_trials_driver_to_stop_and_the_measured_rows_stay(qtbot) -
                                                                      reason="the trial was stopped")],
                                   driver_pid=os.getpid(), started_at=999.0, ended_at=1030.0))
     qtbot.waitUntil(lambda: window.view is not None and window.view.finished, timeout=20000)
-    assert window.progress.text() == f"Trial {spec.id} stopped: 2 of 2 candidates done"
+    assert window.progress.text() == f"Trial {spec.id} stopped: 1 of 2 candidates measured"
     assert window.table.item(0, 6).text() == "measured" and not window.stop_button.isEnabled()
+
+
+def _confirm_stop(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    """Click "Stop trial" and confirm in the box it opens."""
+    from PySide6.QtWidgets import QMessageBox
+
+    window.stop_button.click()
+    box = window.findChild(QMessageBox, "trialStopConfirm")
+    assert box is not None and box.isVisible()
+    [yes] = [b for b in box.buttons() if box.buttonRole(b) == QMessageBox.ButtonRole.DestructiveRole]
+    yes.click()
+
+
+def _running_trial(trial_id: str) -> tuple[TrialSpec, TrialFolder, Result]:
+    spec = plan_trial(TrialOptions(script="tiny.py", stages="2,3", offload="none", micro_batch="2", nproc=2),
+                      load_preset("cpu-demo"), trial_id)
+    folder = TrialFolder(spec.id)
+    folder.create(spec)
+    first = Result(spec.candidates[0], "measured", "r0", 41.6, 96.15, 4, None, 412 * MIB, started_at=1000.0,
+                   measured_at=1019.5, ended_at=1021.0)
+    running = Result(spec.candidates[1], "running", "r1", started_at=1021.0)
+    folder.write_state(TrialState(spec.id, "running", [first, running], current=1, driver_pid=os.getpid(),
+                                  started_at=999.0))
+    return spec, folder, first
+
+
+def test_enter_in_the_results_window_never_stops_the_trial_and_stop_asks_first(qtbot) -> None:
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QMessageBox, QPushButton
+
+    from traindeck.gui.widgets.trial_results import TrialResults
+
+    spec, folder, _ = _running_trial("20260102-000000-enter0")
+    window = TrialResults(_app_ctx(), spec.id)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(lambda: window.view is not None and window.stop_button.isEnabled(), timeout=20000)
+    assert not any(b.autoDefault() or b.isDefault() for b in window.findChildren(QPushButton))
+    window.stop_button.setFocus()
+    for key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+        qtbot.keyClick(window, key)
+        qtbot.keyClick(window.stop_button, key)
+    assert window.findChild(QMessageBox, "trialStopConfirm") is None and not folder.stop_requested()
+    window.stop_button.click()  # asks, without blocking the window; Cancel is the default
+    box = window.findChild(QMessageBox, "trialStopConfirm")
+    assert box is not None and box.isVisible() and box.windowModality() == Qt.WindowModality.WindowModal
+    assert "measured so far are kept" in box.informativeText()
+    assert box.defaultButton() is box.button(QMessageBox.StandardButton.Cancel)
+    box.button(QMessageBox.StandardButton.Cancel).click()
+    assert not folder.stop_requested() and window.stop_button.isEnabled()
 
 
 def test_stop_of_a_trial_whose_driver_is_gone_ends_it_here_and_keeps_what_was_measured(qtbot) -> None:
@@ -247,7 +304,7 @@ def test_stop_of_a_trial_whose_driver_is_gone_ends_it_here_and_keeps_what_was_me
     qtbot.addWidget(window)
     qtbot.waitUntil(lambda: window.view is not None, timeout=20000)
     assert window.stop_button.isEnabled()
-    window.stop_button.click()
+    _confirm_stop(qtbot, window)
     qtbot.waitUntil(lambda: window.said is not None, timeout=20000)
     assert window.said[1] == f"Trial {spec.id} stopped here: its driver was gone; what was measured is kept."
     state = folder.state()
@@ -380,3 +437,125 @@ def test_trials_on_the_runs_page_opens_the_newest_trial(qtbot, make_runs_page) -
     window.trials.setCurrentIndex(1)
     qtbot.waitUntil(lambda: window.view is not None and window.view.id == "20260101-000000-older0", timeout=20000)
     window.close()
+
+
+# ---- the dialog's keys, memory and notes ------------------------------------------------------------------------
+def _started_without_a_driver(monkeypatch: pytest.MonkeyPatch) -> list[TrialOptions]:
+    """Start plans the trial as the real start does, without forking a driver (the real start is
+    test_enter_starts_a_detached_trial_and_its_results_open); the options started with."""
+    from traindeck.gui.widgets import trial_dialog
+
+    asked: list[TrialOptions] = []
+
+    def start(options: TrialOptions, preset: object) -> tuple[str, int | None]:
+        asked.append(options)
+        return "20260102-000000-nodrv0", None
+
+    monkeypatch.setattr(trial_dialog, "start", start)
+    return asked
+
+
+@pytest.mark.parametrize("spin", ["warmup", "steps", "headroom"])
+def test_enter_in_a_spin_box_starts_the_trial_with_the_value_typed(qtbot, tmp_path: Path, spin: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from PySide6.QtCore import Qt
+
+    from traindeck.gui.widgets.trial_dialog import TrialDialog, request_from_context
+
+    asked = _started_without_a_driver(monkeypatch)
+    ctx = _ctx(tmp_path)
+    dialog = TrialDialog(ctx, lambda: request_from_context(ctx), stages=[2], offloads=["none"])
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitUntil(lambda: dialog.spec is not None, timeout=20000)
+    box = getattr(dialog, spin)
+    box.setFocus()
+    box.selectAll()
+    qtbot.keyClicks(box, "7")  # the plan is made again (Start is off meanwhile): Enter waits for it
+    qtbot.keyClick(box, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: bool(asked), timeout=20000)
+    options = asked[0]
+    assert (options.warmup, options.steps, options.headroom) == (
+        7 if spin == "warmup" else 3, 7 if spin == "steps" else 20, 0.07 if spin == "headroom" else 0.1)
+    qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=20000)
+
+
+def test_the_dialog_opens_with_the_last_choices_except_the_estimates_axes(qtbot, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from traindeck.gui.widgets.trial_dialog import TrialDialog, request_from_context
+
+    _started_without_a_driver(monkeypatch)
+    ctx = _ctx(tmp_path)
+    first = TrialDialog(ctx, lambda: request_from_context(ctx))
+    qtbot.addWidget(first)
+    for stage, box in first.stage_boxes.items():
+        box.setChecked(stage == 3)
+    for key, box in first.offload_boxes.items():
+        box.setChecked(key in ("cpu+params", "nvme"))
+    first.nvme_path.setText("/mnt/fast")
+    first.micro_batch.setText("2,4")
+    first.checkpointing.setText("--gradient_checkpointing")
+    first.warmup.setValue(1)
+    first.steps.setValue(6)
+    first.headroom.setValue(15)
+    qtbot.waitUntil(lambda: first.spec is not None, timeout=20000)
+    first.start()
+    qtbot.waitUntil(lambda: not first.isVisible() and first.result() == 1, timeout=20000)
+
+    again = TrialDialog(ctx, lambda: request_from_context(ctx))
+    qtbot.addWidget(again)
+    options, _ = again.options()
+    assert (options.stages, options.offload) == ("3", "cpu+params,nvme:/mnt/fast")
+    assert (options.micro_batch, options.checkpointing_arg) == ("2,4", "--gradient_checkpointing")
+    assert (options.warmup, options.steps, options.headroom) == (1, 6, 0.15)
+    # The Estimate page passes the set-ups its table lists: those stand, the rest is remembered.
+    estimate = TrialDialog(ctx, lambda: request_from_context(ctx), stages=[0, 1], offloads=["none"])
+    qtbot.addWidget(estimate)
+    options, _ = estimate.options()
+    assert (options.stages, options.offload, options.steps) == ("0,1", "none", 6)
+    for dialog in (again, estimate):
+        dialog.reject()
+
+
+def test_the_dialog_names_a_single_candidate_warns_of_a_config_that_cannot_reach_the_script_and_has_room(
+        qtbot, tmp_path: Path) -> None:
+    from PySide6.QtWidgets import QScrollArea
+
+    from traindeck.gui.widgets.trial_dialog import TrialDialog, request_from_context
+
+    ctx = _ctx(tmp_path)
+    ctx.set_launch_choice(script_args=["--epochs", "1"], launcher="deepspeed")
+    dialog = TrialDialog(ctx, lambda: request_from_context(ctx), stages=[3], offloads=["none"])
+    qtbot.addWidget(dialog)
+    dialog.micro_batch.setText("2")
+    dialog.show()
+    qtbot.waitUntil(lambda: dialog.spec is not None and dialog.spec.candidates == [
+        {"stage": 3, "offload": "none", "micro_batch": 2, "checkpointing": False, "nvme_path": ""}], timeout=20000)
+    text = dialog.summary.text()
+    assert "1 candidate to measure: zero3-none-mb2; 3 warm-up + 20 measured steps each" in text
+    assert "do not pass the DeepSpeed config" in text and dialog.start_button.isEnabled()  # a warning, not a refusal
+    # The notes have a framed area of their own, and the NVMe path a path's width.
+    notes = dialog.findChild(QScrollArea, "trialNotes")
+    assert notes is not None and notes.height() >= 8 * dialog.fontMetrics().lineSpacing()
+    assert dialog.nvme_path.width() >= 25 * dialog.fontMetrics().averageCharWidth()
+    ctx.set_launch_choice(script_args=["--deepspeed_config", "{ds_config}"])
+    dialog.warmup.setValue(2)  # any change reads the launch again
+    qtbot.waitUntil(lambda: dialog.spec is not None and dialog.spec.warmup == 2, timeout=20000)
+    assert "DeepSpeed config" not in dialog.summary.text()
+    dialog.reject()
+
+
+def test_the_plot_names_every_point_and_pads_its_ranges(qtbot) -> None:
+    from traindeck.gui.widgets.trial_results import TrialResults
+
+    _finished_trial()
+    window = TrialResults(_app_ctx(), TRIAL)
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: window.view is not None, timeout=20000)
+    assert sorted(label.toPlainText().strip() for label in window.labels) == [
+        "zero2-none-mb2", "zero3-cpu-mb4", "zero3-none-mb2"]
+    item = window.plot.getPlotItem()
+    (x0, x1), (y0, y1) = item.getViewBox().viewRange()
+    assert y0 == pytest.approx(0.0) and y1 >= 612.4 * 1.1 - 1e-6  # samples/s from 0, the fastest below the top
+    assert x0 <= 390 * 0.9 and x1 >= 948 * 1.1 - 1e-6  # MiB, as the table's 390M and 948M
+    assert item.getAxis("bottom").labelText == "peak host memory per rank (MiB)"
