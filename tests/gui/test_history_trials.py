@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt  # noqa: E402
 
 from traindeck.backend.runs.record.run_store import RunStore  # noqa: E402
 
-LABEL = f"trial {TRIAL_ID} — 4 of 5 candidates, winner: ZeRO-2 cpu mb 4"
+LABEL = f"trial {TRIAL_ID} — 3 of 5 candidates measured, winner: ZeRO-2 cpu mb 4"
 
 
 @pytest.fixture

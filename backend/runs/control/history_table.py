@@ -180,9 +180,11 @@ def _trial_group(trial_id: str, runs: Sequence[RunFigures], summary: TrialSummar
     if summary is not None:
         compare = [i for i in summary.measured if i in shown]
         total = max(summary.candidates, len(ordered))
-        count = f"{len(ordered)} of {total} candidates"
-        verdict = f"winner: {summary.winner}" if summary.winner else (
-            "no winner" if summary.state in ("finished", "stopped", "failed") else summary.state or "no winner yet")
+        count = f"{len(summary.measured)} of {total} candidates measured"
+        stopped = summary.state in ("stopped", "failed")
+        verdict = (f"winner: {summary.winner}" + (f" ({summary.state} early)" if stopped else "")) if summary.winner \
+            else (summary.state if stopped else "no winner" if summary.state == "finished"
+                  else summary.state or "no winner yet")
         label = f"trial {trial_id} — {count}, {verdict}"
         detail = (f"Trial {trial_id} ({summary.state or 'state unknown'}): {len(ordered)} of its {total} candidates "
                   f"ran, {len(summary.measured)} measured to the end. Select this row to compare its measured "

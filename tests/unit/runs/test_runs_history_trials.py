@@ -5,6 +5,7 @@ every other run as before."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 
 from fixtures.history_runs import T0, make_run
 from fixtures.trial_runs import TRIAL_ID, plant_trial
@@ -35,7 +36,7 @@ def test_a_trials_runs_are_one_group_with_its_size_winner_and_measured_candidate
     # The trial's runs together at its newest run's place (newest first), the lone run after them.
     assert [r.run.run_id for r in table.rows] == [ids[3], ids[2], ids[1], ids[0], lone.id]
     group = table.groups[TRIAL_ID]
-    assert group.label == f"trial {TRIAL_ID} — 4 of 5 candidates, winner: ZeRO-2 cpu mb 4"
+    assert group.label == f"trial {TRIAL_ID} — 3 of 5 candidates measured, winner: ZeRO-2 cpu mb 4"
     assert group.run_ids == (ids[3], ids[2], ids[1], ids[0]) and group.state == "finished"
     # Measured (fastest first), then the one measured but too tight; not the failed one.
     assert group.compare_ids == (ids[1], ids[0], ids[2])
@@ -57,3 +58,15 @@ def test_a_trial_whose_record_is_gone_is_still_one_group_of_the_runs_that_did_no
     group = history_table(runs, trials=trials).groups[TRIAL_ID]
     assert group.label == f"trial {TRIAL_ID} — 4 candidates"
     assert set(group.compare_ids) == {trial.runs[i].id for i in (0, 1, 2)}
+
+
+def test_a_stopped_trial_says_it_was_stopped_not_that_it_has_no_winner():
+    with RunStore() as store:
+        plant_trial(store)
+    runs, trials = _read()
+    stopped = {TRIAL_ID: replace(trials[TRIAL_ID], state="stopped", winner="", winner_run_id=None, measured=())}
+    assert history_table(runs, trials=stopped).groups[TRIAL_ID].label == \
+        f"trial {TRIAL_ID} — 0 of 5 candidates measured, stopped"
+    early = {TRIAL_ID: replace(trials[TRIAL_ID], state="stopped")}
+    assert history_table(runs, trials=early).groups[TRIAL_ID].label == \
+        f"trial {TRIAL_ID} — 3 of 5 candidates measured, winner: ZeRO-2 cpu mb 4 (stopped early)"
