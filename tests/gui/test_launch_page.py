@@ -669,9 +669,9 @@ def test_an_fsdp_preset_the_interpreter_cannot_run_is_refused_on_the_page_before
         pytest.skip("this interpreter's torch has CUDA: accelerate runs FSDP here")
     # The preview built before the probe answered may land first: wait for the one built with its answer.
     qtbot.waitUntil(lambda: page.command_box.plan is not None
-                    and any(e.startswith("accelerate cannot run FSDP") for e in page.command_box.plan.errors),
+                    and any(e.startswith("FSDP under accelerate needs CUDA") for e in page.command_box.plan.errors),
                     timeout=15000)
-    (refusal,) = [e for e in page.command_box.plan.errors if e.startswith("accelerate cannot run FSDP")]
+    (refusal,) = [e for e in page.command_box.plan.errors if e.startswith("FSDP under accelerate needs CUDA")]
     # Under the command, before any launch: accelerate's words and the torchrun route with the preset's sharding.
     assert ("error", refusal) in page.command_box.plan_messages.items()
     assert page.command_box.plan_messages.isVisibleTo(page)
@@ -681,6 +681,6 @@ def test_an_fsdp_preset_the_interpreter_cannot_run_is_refused_on_the_page_before
     assert not page.launch_bar.launch_button.isEnabled()
     page.launch()  # Ctrl+Enter: refused with the same line, nothing started
     assert "Not launched" in page.launch_bar.result.text()
-    assert "accelerate cannot run FSDP" in page.launch_bar.result.text()
+    assert "FSDP under accelerate needs CUDA" in page.launch_bar.result.text()
     with RunStore() as store:
         assert store.list_runs() == []

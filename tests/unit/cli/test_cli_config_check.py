@@ -47,8 +47,8 @@ def test_fsdp_and_megatron_configs_say_why_the_interpreter_without_cuda_cannot_r
         (str(f), "3", "1", "warning", "distributed_type") for f in files]
     fsdp1, fsdp2, megatron = (m["msg"] for m in found)
     # The launch's own words: accelerate's reason, then torchrun with the same sharding on num_processes ranks.
-    assert fsdp1.startswith(f"accelerate cannot run FSDP where CUDA is not available ({sys.executable}): ")
-    assert f'stops every process with "{ACCELERATE_NO_DEVICE}"' in fsdp1
+    assert fsdp1.startswith(f"FSDP under accelerate needs CUDA, which {sys.executable} lacks: ")
+    assert f'every process stops with "{ACCELERATE_NO_DEVICE}" To shard' in fsdp1
     assert "--launcher torchrun --nproc 4" in fsdp1
     assert "fully_shard(module, reshard_after_forward=True, mp_policy=MixedPrecisionPolicy(" \
            "param_dtype=torch.float16))" in fsdp1
