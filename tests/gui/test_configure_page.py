@@ -495,11 +495,17 @@ def test_an_fsdp_preset_the_probed_interpreter_cannot_run_is_said_in_the_list(qt
         pytest.skip("this interpreter's torch has CUDA: accelerate runs FSDP here")
     page.ctx.draft.replace(load_preset("fsdp-full-shard"), "fsdp-full-shard")
     preview = page.checks.preview
-    qtbot.waitUntil(lambda: "# error: FSDP under accelerate needs CUDA" in preview.text("Command"), timeout=15000)
+    qtbot.waitUntil(lambda: "# warning: FSDP under accelerate needs CUDA" in preview.text("Command"), timeout=15000)
     wait_checked(qtbot, page)
-    listed = [m.message for m in page.checks.findings.messages() if m.severity == "error" and m.path == "launch"]
-    (refusal,) = [m for m in listed if m.startswith("FSDP under accelerate needs CUDA")]
+    launch = [m for m in page.checks.findings.messages() if m.path == "launch"]
+    (refusal,) = [m.message for m in launch if m.message.startswith("FSDP under accelerate needs CUDA")]
     assert f'"{ACCELERATE_NO_DEVICE}"' in refusal and "--launcher torchrun --nproc 2" in refusal
+    # A warning, as `config check` says it (the preset is right, the machine cannot run it); no "runs on the
+    # CPU" note beside it, since the run does not start.
+    assert [m.severity for m in launch if m.message == refusal] == ["warning"]
+    assert not any("the run uses the CPU" in m.message for m in page.checks.findings.messages())
+    assert "the run uses the CPU" not in preview.text("Command")
+    assert "# error: FSDP" not in preview.text("Command")
     assert "No problems found" not in page.checks.findings.header_text()
     assert page.ctx.draft.errors() == []  # the preset itself is right: nothing blocks it as a preset error
 
