@@ -63,6 +63,27 @@ def test_fsdp_and_megatron_configs_say_why_the_interpreter_without_cuda_cannot_r
     assert [(m["severity"], m["path"], m["line"]) for m in as_json] == [("warning", "distributed_type", 3)]
 
 
+def test_the_wrap_policy_finding_reads_as_the_configure_page_says_it_given_the_same_script(tmp_path: Path) -> None:
+    """The Configure page checks a preset with the Launch page's script; `config check --script` with the same
+    script says the same line, naming the script it rests on (without a script neither says it)."""
+    import yaml
+
+    from traindeck.backend.presets import load_preset, validate_preset
+
+    script = tmp_path / "train.py"
+    script.write_text("from accelerate import Accelerator\naccelerator = Accelerator()\n")
+    config = DIR / "pitfall_fsdp_no_layer_class.yaml"
+    preset = load_preset("fsdp-full-shard")
+    preset.accelerate = yaml.safe_load(config.read_text())
+    gui = [m.message for m in validate_preset(preset, script=str(script)) if "TRANSFORMER_BASED_WRAP" in m.message]
+    done = check("--script", script, config)
+    cli = [m["msg"] for m in map(LINE.match, done.stdout.splitlines()) if m and "TRANSFORMER_BASED_WRAP" in m["msg"]]
+    assert gui == cli and len(cli) == 1, (gui, done.stdout)
+    assert cli[0].endswith("(said because train.py uses Accelerator)")
+    assert not [m for m in validate_preset(preset) if "TRANSFORMER_BASED_WRAP" in m.message]
+    assert "TRANSFORMER_BASED_WRAP" not in check(config).stdout
+
+
 def test_an_interpreter_without_torch_adds_no_machine_finding(tmp_path: Path) -> None:
     # This Python without its site-packages: no torch to ask about CUDA, so nothing is said about the machine.
     bare = tmp_path / "python"
