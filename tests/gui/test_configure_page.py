@@ -530,6 +530,41 @@ def test_the_preset_list_getting_the_focus_loads_no_other_preset(qtbot, page, mo
     assert (draft.saved_as, draft.preset.name, draft.dirty) == (None, new_name, True)
 
 
+def test_a_save_cancelled_at_the_name_leaves_the_list_on_the_edited_preset(qtbot, page, monkeypatch):
+    """Down in the list, Save in the unsaved-changes question, then Esc in the name dialog: nothing is loaded, and
+    the list highlights no other preset than the one the editor shows (an unsaved one: none)."""
+    from PySide6.QtCore import Qt
+
+    draft = page.ctx.draft
+    answer(monkeypatch, question=never)
+    page.action_new.trigger()
+    qtbot.waitUntil(lambda: draft.saved_as is None)
+    new_name = draft.preset.name
+    page.editor.forms["accelerate"].editor("num_processes").setText("")
+    qtbot.keyClicks(page.editor.forms["accelerate"].editor("num_processes"), "3")
+    assert draft.dirty
+    asked = answer(monkeypatch, question=QMessageBox.StandardButton.Save, getText=("", False))
+    page.presets.setFocus()
+    qtbot.keyClick(page.presets, Qt.Key.Key_Down)
+    assert asked.get("getText"), asked  # the name was asked for, and cancelled
+    assert (draft.saved_as, draft.preset.name, draft.dirty) == (None, new_name, True)
+    qtbot.waitUntil(lambda: page.presets.selectedItems() == [] and page.presets.currentRow() == -1, timeout=5000)
+
+    # The same for a saved user preset: the list goes back to it.
+    answer(monkeypatch, question=never, getText=("mine-list", True))
+    page.action_save.trigger()
+    qtbot.waitUntil(lambda: draft.saved_as == "mine-list" and not draft.dirty)
+    qtbot.waitUntil(lambda: page.presets.current_name() == "mine-list")
+    page.editor.forms["accelerate"].editor("num_processes").setText("")
+    qtbot.keyClicks(page.editor.forms["accelerate"].editor("num_processes"), "5")
+    answer(monkeypatch, question=QMessageBox.StandardButton.Cancel)
+    page.presets.setFocus()
+    qtbot.keyClick(page.presets, Qt.Key.Key_Up)
+    assert draft.saved_as == "mine-list" and draft.dirty
+    qtbot.waitUntil(lambda: [i.text() for i in page.presets.selectedItems()] == ["mine-list"], timeout=5000)
+    assert page.presets.currentItem().text() == "mine-list"
+
+
 def test_import_takes_a_json_with_slips_deepspeed_reads_and_says_so(qtbot, page, monkeypatch, tmp_path: Path):
     ds = tmp_path / "ds_config.json"
     ds.write_text('{\n  // ZeRO-2, one GPU\n  "train_batch_size": 4,\n  "zero_optimization": {"stage": 2,},\n}\n')
