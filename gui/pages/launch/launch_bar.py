@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QResizeEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QMessageBox, QPushButton, QWidget
 
@@ -141,10 +141,26 @@ class LaunchBar(QWidget):
         self.result.setToolTip("\n".join(t for t in ((self._said or ("", ""))[1], self._blocked_line) if t))
 
     def _fit(self, text: str) -> str:
-        """`text` cut to what LINE_ROWS wrapped rows of the line's width hold, ending in "…" when cut."""
+        """`text` cut to what LINE_ROWS rows of the line's width hold once wrapped at words (its marker in front),
+        ending in "…" when cut."""
         metrics = self.result.fontMetrics()
-        room = max(self.result.width(), 200) * LINE_ROWS - 6 * metrics.averageCharWidth()  # wrapping wastes some
-        return metrics.elidedText(text, Qt.TextElideMode.ElideRight, room)
+        width = max(self.result.width(), 200) - 2 * metrics.averageCharWidth()  # rich text lays out a little wider
+        rows = LINE_ROWS * metrics.lineSpacing()
+
+        def fits(candidate: str) -> bool:
+            box = metrics.boundingRect(QRect(0, 0, width, 100 * rows), Qt.TextFlag.TextWordWrap, "⚠ " + candidate)
+            return box.height() <= rows
+
+        if fits(text):
+            return text
+        low, high = 0, len(text)  # the longest cut that fits, by halving
+        while low < high:
+            middle = (low + high + 1) // 2
+            if fits(text[:middle].rstrip() + "…"):
+                low = middle
+            else:
+                high = middle - 1
+        return text[:low].rstrip() + "…"
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
