@@ -437,11 +437,15 @@ def fsdp_rules(ctx: RuleContext) -> Iterable[Finding]:
         # Only said when the script is known to be one of the user's own (--accelerate-script, --plain-script):
         # the Hugging Face Trainer and the libraries on it (TRL, LLaMA-Factory, axolotl...) train Hugging Face models, which have
         # _no_split_modules, and that is what nearly every config written this way is for (22 of 22 in the corpus).
+        # The finding names what it rests on (the script, or the flag that said who runs it), so the Configure
+        # page (which knows the Launch page's script) and `config check` (told by --script) read alike.
+        why = ctx.consumer_why
+        because = f" (said because {'of ' if why.startswith('-') else ''}{why})" if why else ""
         if ctx.hf_trainer is False or ctx.consumer in ("accelerate", "plain"):
             yield ("warning", policy_path,
                    "TRANSFORMER_BASED_WRAP without fsdp_transformer_layer_cls_to_wrap: accelerate wraps the classes "
                    "in the model's _no_split_modules, which only Hugging Face Transformers models have; any other model gets "
-                   "no layer wrapped (the whole model one FSDP unit); name the layer class, e.g. LlamaDecoderLayer")
+                   f"no layer wrapped (the whole model one FSDP unit); name the layer class, e.g. LlamaDecoderLayer{because}")
     elif policy == "NO_WRAP":
         yield ("warning", policy_path if policy_path[-1] in fsdp else (FSDP,),
                "no auto wrap policy (NO_WRAP" + ("" if policy_path[-1] in fsdp else ", the default")

@@ -487,13 +487,13 @@ def accelerate_system_problems(accelerate: Mapping[str, Any] | None, environment
                                nproc: int | None = None) -> list[str]:
     """Errors for an accelerate config whose distributed type cannot run in the probed interpreter: FSDP or
     Megatron-LM where CUDA is not available, Megatron-LM without megatron-core. [] when unknown (no probe).
-    `nproc`: the processes the launch starts (None: the config's num_processes)."""
+    `nproc`: the processes the launch starts (None: the config's num_processes, when it gives one)."""
     if environment is None or environment.error or environment.torch_error or not isinstance(accelerate, Mapping):
         return []
     kind = str(accelerate.get("distributed_type", "")).upper()
     py = environment.python
     if nproc is None:
-        nproc = max(1, _int_or(accelerate, "num_processes", 1))
+        nproc = _int_or(accelerate, "num_processes", None)
     if kind == "FSDP" and environment.cuda_available is False:
         return [fsdp_without_gpu(accelerate, py, nproc)]
     if kind == "MEGATRON_LM":
@@ -508,27 +508,29 @@ def accelerate_system_problems(accelerate: Mapping[str, Any] | None, environment
     return []
 
 
-def fsdp_without_gpu(accelerate: Mapping[str, Any], python: str, nproc: int) -> str:
-    """Why accelerate cannot run this FSDP config without a GPU, and the torchrun route with the same sharding."""
+def fsdp_without_gpu(accelerate: Mapping[str, Any], python: str, nproc: int | None) -> str:
+    """Two sentences: what accelerate does with this FSDP config where CUDA is not available (its own words,
+    quoted, where it stops), then the torchrun route that shards the same way on CPU ranks. `nproc`: the ranks
+    the launch starts; None or 1 is said as "N" (one rank shards nothing)."""
     fsdp = accelerate.get("fsdp_config") or {}
     fsdp = fsdp if isinstance(fsdp, Mapping) else {}
     # accelerate's FSDP plugin looks for a device to sync module states on: FSDP1 only (FSDP2 drops the setting),
     # where `accelerate launch` turns the setting on unless the config says false.
     sync = str(fsdp.get("fsdp_sync_module_states", True)).lower() != "false"
     if sync and str(fsdp.get("fsdp_version", 1)) != "2":
-        how = "" if "fsdp_sync_module_states" in fsdp else " (on: accelerate launch's default)"
-        reason = (f"with fsdp_sync_module_states{how} its FSDP plugin stops every process with "
-                  f"\"{ACCELERATE_NO_DEVICE}\"")
+        how = "" if "fsdp_sync_module_states" in fsdp else " (its default)"
+        does = f"with fsdp_sync_module_states on{how}, every process stops with \"{ACCELERATE_NO_DEVICE}\""
     else:
-        reason = ("its processes start as distributed type NO, each training the whole model unsharded (accelerate "
-                  "sets up FSDP only on an accelerator; `--cpu`/use_cpu gives one process or DDP, never FSDP)")
-    return (f"accelerate cannot run FSDP where CUDA is not available ({python}): {reason}; the same sharding runs "
-            f"on {nproc} CPU rank(s) with torchrun: --launcher torchrun --nproc {nproc}, the script sharding its "
-            f"model itself with {fully_shard_call(accelerate)}")
+        does = "every process starts as distributed type NO and trains the whole model unsharded."
+    ranks = f"--nproc {nproc}" if nproc is not None and nproc > 1 else "--nproc N (two or more)"
+    return (f"FSDP under accelerate needs CUDA, which {python} lacks: {does} To shard on CPU ranks instead, "
+            f"launch with --launcher torchrun {ranks} and have the script call {fully_shard_call(accelerate)}.")
 
 
 def fully_shard_call(accelerate: Mapping[str, Any]) -> str:
-    """torch's FSDP2 call with the sharding an accelerate FSDP config asks for (reshard, CPU offload, precision)."""
+    """torch's FSDP2 call with the sharding an accelerate FSDP config asks for (reshard, CPU offload, precision),
+    and where it goes: each layer then the model, or the whole model alone under NO_WRAP (accelerate's default
+    policy), which wraps no layer."""
     fsdp = accelerate.get("fsdp_config") or {}
     fsdp = fsdp if isinstance(fsdp, Mapping) else {}
     if fsdp.get("fsdp_version") == 2:
@@ -544,6 +546,9 @@ def fully_shard_call(accelerate: Mapping[str, Any]) -> str:
     if precision in ("bf16", "fp16"):
         dtype = "bfloat16" if precision == "bf16" else "float16"
         args.append(f"mp_policy=MixedPrecisionPolicy(param_dtype=torch.{dtype})")
+    policy = fsdp.get("fsdp_auto_wrap_policy", fsdp.get("auto_wrap_policy", "NO_WRAP"))
+    if str(policy).upper() == "NO_WRAP":
+        return f"fully_shard(model, {', '.join(args)}) on the whole model only"
     return f"fully_shard(module, {', '.join(args)}) on each layer, then on the model"
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import cast
 
 from traindeck.backend.core.paths import runs_dir
-from traindeck.backend.launch.builders import LaunchRequest, build_plan
+from traindeck.backend.launch.builders import LaunchRequest, accelerate_system_problems, build_plan
+from traindeck.backend.launch.builders import _hardware_notes as hardware_notes
 from traindeck.backend.launch.environ import masked_env, resolve_python
 from traindeck.backend.launch.plan import Entry, Launcher, LaunchPlan
 from traindeck.backend.launch.probe import TrainingEnvironment, cached_environment
@@ -40,6 +41,10 @@ class LaunchPreview:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     run_dir: str = ""
+    # What this machine's training interpreter cannot run of a valid config (FSDP or Megatron-LM without CUDA):
+    # a launch here refuses it, `config check` warns. Not among `errors`; the "runs on the CPU" note is left out
+    # beside it (the run does not start).
+    machine: list[str] = field(default_factory=list)
 
 
 def preview_launch(preset: Preset, *, script: str = "", script_args: Sequence[str] = (), cwd: str | None = None,
@@ -49,7 +54,8 @@ def preview_launch(preset: Preset, *, script: str = "", script_args: Sequence[st
     "script", "module" or "command" (LaunchRequest.entry). With no `script`, a placeholder stands for it
     (PLACEHOLDER_SCRIPT for a script) and its absence is not reported. What the training interpreter lacks (an
     FSDP config without CUDA, a missing package) is said as a launch says it when the interpreter's last probe is
-    still in the cache; nothing is probed here."""
+    still in the cache; nothing is probed here. A valid config this machine cannot run is in `machine`, not in
+    `errors`: the preset is right, the machine is what cannot run it (as `config check` says it)."""
     if script and entry == "script":
         script = str(Path(script).expanduser())
     request = LaunchRequest(script=script or _PLACEHOLDERS.get(entry, PLACEHOLDER_SCRIPT),
@@ -57,11 +63,19 @@ def preview_launch(preset: Preset, *, script: str = "", script_args: Sequence[st
                             script_args=list(script_args), preset=preset,
                             launcher=cast("Launcher | None", launcher or None),  # build_plan names a wrong one
                             nproc=nproc, python=python or None, cwd=Path(cwd) if cwd else None, env=dict(env or {}))
-    plan = preview_plan(request, cached_environment(resolve_python(python or None)))
-    errors = [e for e in plan.errors if script or not e.startswith(_MISSING_TARGET)]
+    environment = cached_environment(resolve_python(python or None))
+    plan = preview_plan(request, environment)
+    machine = accelerate_system_problems(preset.accelerate, environment, plan.nproc) \
+        if plan.launcher == "accelerate" else []
+    machine = [m for m in machine if m in plan.errors]
+    errors = [e for e in plan.errors if (script or not e.startswith(_MISSING_TARGET)) and e not in machine]
+    warnings = list(plan.warnings)
+    if machine and environment is not None:
+        cpu = set(hardware_notes(environment, plan.launcher, plan.nproc, request))
+        warnings = [w for w in warnings if w not in cpu]
     return LaunchPreview(command=shlex.join(plan.argv), argv=list(plan.argv), cwd=plan.cwd,
                          env=masked_env(dict(env or {})), files=dict(plan.files), errors=errors,
-                         warnings=list(plan.warnings), run_dir=plan.run_dir)
+                         warnings=warnings, run_dir=plan.run_dir, machine=machine)
 
 
 def preview_plan(request: LaunchRequest, environment: TrainingEnvironment | None = None) -> LaunchPlan:

@@ -305,14 +305,14 @@ def _open_failure(exc: Exception) -> str:
     """A sentence for the person at the screen: why there are no GPUs here."""
     kind = type(exc).__name__
     if kind == "NVMLError_LibraryNotFound":
-        return "no NVIDIA driver: the NVML library (libnvidia-ml.so.1) was not found"
+        return "the NVML library (libnvidia-ml.so.1) is not installed"
     if kind == "NVMLError_DriverNotLoaded":
         return "the NVIDIA driver is installed but not loaded"
     if kind == "NVMLError_NoPermission":
         return "no permission to read the NVIDIA driver (NVML)"
     if kind == "NVMLError_LibRmVersionMismatch":
         return "the NVIDIA driver and its NVML library differ in version (reboot after a driver update)"
-    return f"NVML could not start: {describe(exc)}"
+    return f"NVML could not start ({describe(exc)})"
 
 
 def wait_for_gpus_to_let_go(pids: set[int], timeout_s: float = 10.0, library: NvmlLibrary | None = None) -> GpuHolders:

@@ -495,11 +495,17 @@ def test_an_fsdp_preset_the_probed_interpreter_cannot_run_is_said_in_the_list(qt
         pytest.skip("this interpreter's torch has CUDA: accelerate runs FSDP here")
     page.ctx.draft.replace(load_preset("fsdp-full-shard"), "fsdp-full-shard")
     preview = page.checks.preview
-    qtbot.waitUntil(lambda: "# error: accelerate cannot run FSDP" in preview.text("Command"), timeout=15000)
+    qtbot.waitUntil(lambda: "# warning: FSDP under accelerate needs CUDA" in preview.text("Command"), timeout=15000)
     wait_checked(qtbot, page)
-    listed = [m.message for m in page.checks.findings.messages() if m.severity == "error" and m.path == "launch"]
-    (refusal,) = [m for m in listed if m.startswith("accelerate cannot run FSDP")]
+    launch = [m for m in page.checks.findings.messages() if m.path == "launch"]
+    (refusal,) = [m.message for m in launch if m.message.startswith("FSDP under accelerate needs CUDA")]
     assert f'"{ACCELERATE_NO_DEVICE}"' in refusal and "--launcher torchrun --nproc 2" in refusal
+    # A warning, as `config check` says it (the preset is right, the machine cannot run it); no "runs on the
+    # CPU" note beside it, since the run does not start.
+    assert [m.severity for m in launch if m.message == refusal] == ["warning"]
+    assert not any("the run uses the CPU" in m.message for m in page.checks.findings.messages())
+    assert "the run uses the CPU" not in preview.text("Command")
+    assert "# error: FSDP" not in preview.text("Command")
     assert "No problems found" not in page.checks.findings.header_text()
     assert page.ctx.draft.errors() == []  # the preset itself is right: nothing blocks it as a preset error
 
@@ -522,6 +528,41 @@ def test_the_preset_list_getting_the_focus_loads_no_other_preset(qtbot, page, mo
     assert draft.dirty
     QApplication.sendEvent(page.presets, QFocusEvent(QEvent.Type.FocusIn, Qt.FocusReason.TabFocusReason))
     assert (draft.saved_as, draft.preset.name, draft.dirty) == (None, new_name, True)
+
+
+def test_a_save_cancelled_at_the_name_leaves_the_list_on_the_edited_preset(qtbot, page, monkeypatch):
+    """Down in the list, Save in the unsaved-changes question, then Esc in the name dialog: nothing is loaded, and
+    the list highlights no other preset than the one the editor shows (an unsaved one: none)."""
+    from PySide6.QtCore import Qt
+
+    draft = page.ctx.draft
+    answer(monkeypatch, question=never)
+    page.action_new.trigger()
+    qtbot.waitUntil(lambda: draft.saved_as is None)
+    new_name = draft.preset.name
+    page.editor.forms["accelerate"].editor("num_processes").setText("")
+    qtbot.keyClicks(page.editor.forms["accelerate"].editor("num_processes"), "3")
+    assert draft.dirty
+    asked = answer(monkeypatch, question=QMessageBox.StandardButton.Save, getText=("", False))
+    page.presets.setFocus()
+    qtbot.keyClick(page.presets, Qt.Key.Key_Down)
+    assert asked.get("getText"), asked  # the name was asked for, and cancelled
+    assert (draft.saved_as, draft.preset.name, draft.dirty) == (None, new_name, True)
+    qtbot.waitUntil(lambda: page.presets.selectedItems() == [] and page.presets.currentRow() == -1, timeout=5000)
+
+    # The same for a saved user preset: the list goes back to it.
+    answer(monkeypatch, question=never, getText=("mine-list", True))
+    page.action_save.trigger()
+    qtbot.waitUntil(lambda: draft.saved_as == "mine-list" and not draft.dirty)
+    qtbot.waitUntil(lambda: page.presets.current_name() == "mine-list")
+    page.editor.forms["accelerate"].editor("num_processes").setText("")
+    qtbot.keyClicks(page.editor.forms["accelerate"].editor("num_processes"), "5")
+    answer(monkeypatch, question=QMessageBox.StandardButton.Cancel)
+    page.presets.setFocus()
+    qtbot.keyClick(page.presets, Qt.Key.Key_Up)
+    assert draft.saved_as == "mine-list" and draft.dirty
+    qtbot.waitUntil(lambda: [i.text() for i in page.presets.selectedItems()] == ["mine-list"], timeout=5000)
+    assert page.presets.currentItem().text() == "mine-list"
 
 
 def test_import_takes_a_json_with_slips_deepspeed_reads_and_says_so(qtbot, page, monkeypatch, tmp_path: Path):

@@ -426,9 +426,29 @@ def test_queue_puts_one_run_in_the_queue_for_later(qtbot, make_page, tmp_path):
         assert [(e.name, e.launch.script, e.launch.script_args) for e in entries] == [
             ("overnight", str(script), ["--steps", "5"])]
         queue.remove(entries[0].run_id)
+    # The line is about the preset it was queued with: another preset ends it.
+    page.ctx.draft.replace(load_preset("cpu-demo"), "cpu-demo")
+    assert "Queued" not in page.launch_bar.result.text() and "Queued" not in page.launch_bar.result.toolTip()
     page.sweep.rows.setPlainText("steps = 2, 3")
     qtbot.waitUntil(lambda: page.sweep.active, timeout=15000)
     qtbot.waitUntil(lambda: not page.launch_bar.queue_button.isVisible(), timeout=15000)
+
+
+def test_a_long_reason_beside_the_buttons_is_cut_to_two_rows_and_whole_in_the_tooltip(qtbot, make_page):
+    page = make_page(preset=None)
+    page.resize(1200, 900)
+    page.show()
+    qtbot.waitExposed(page)
+    bar = page.launch_bar
+    bar.set_field_problems(["short reason"])
+    short = bar.sizeHint().height()
+    reason = "a reason " * 120 + "ending here"
+    bar.set_field_problems([reason])
+    rows = bar.result.fontMetrics().lineSpacing()
+    assert bar.sizeHint().height() <= short + 2 * rows + 6  # the page does not reflow around it
+    assert bar.heightForWidth(bar.width()) <= short + 2 * rows + 6
+    assert "ending here" not in bar.result.text() and "…" in bar.result.text()
+    assert reason in bar.result.toolTip()
 
 
 def test_a_module_picked_on_the_page_is_previewed_with_m_and_queued_as_a_module(qtbot, make_page, tmp_path):
@@ -464,6 +484,10 @@ def test_a_module_picked_on_the_page_is_previewed_with_m_and_queued_as_a_module(
         assert [(e.name, e.launch.entry, e.launch.script, e.launch.script_args, e.launch.cwd) for e in entries] == [
             ("train", "module", "tinypkg.train", ["--steps", "2"], str(tmp_path))]
         queue.remove(entries[0].run_id)
+    # Another entry mode: the queued line was about the module, so it goes.
+    box.entry.setCurrentIndex(box.entry.findData("command"))
+    assert "Queued" not in page.launch_bar.result.text()
+    box.entry.setCurrentIndex(box.entry.findData("module"))
     page._save_timer.timeout.emit()  # what the page does a moment after a change
     again = make_page(preset=None).script_box
     assert (again.entry_choice(), again.script.text(), again.script.button.isHidden()) == (
@@ -669,9 +693,9 @@ def test_an_fsdp_preset_the_interpreter_cannot_run_is_refused_on_the_page_before
         pytest.skip("this interpreter's torch has CUDA: accelerate runs FSDP here")
     # The preview built before the probe answered may land first: wait for the one built with its answer.
     qtbot.waitUntil(lambda: page.command_box.plan is not None
-                    and any(e.startswith("accelerate cannot run FSDP") for e in page.command_box.plan.errors),
+                    and any(e.startswith("FSDP under accelerate needs CUDA") for e in page.command_box.plan.errors),
                     timeout=15000)
-    (refusal,) = [e for e in page.command_box.plan.errors if e.startswith("accelerate cannot run FSDP")]
+    (refusal,) = [e for e in page.command_box.plan.errors if e.startswith("FSDP under accelerate needs CUDA")]
     # Under the command, before any launch: accelerate's words and the torchrun route with the preset's sharding.
     assert ("error", refusal) in page.command_box.plan_messages.items()
     assert page.command_box.plan_messages.isVisibleTo(page)
@@ -681,7 +705,7 @@ def test_an_fsdp_preset_the_interpreter_cannot_run_is_refused_on_the_page_before
     assert not page.launch_bar.launch_button.isEnabled()
     page.launch()  # Ctrl+Enter: refused with the same line, nothing started
     assert "Not launched" in page.launch_bar.result.text()
-    assert "accelerate cannot run FSDP" in page.launch_bar.result.text()
+    assert "FSDP under accelerate needs CUDA" in page.launch_bar.result.text()
     with RunStore() as store:
         assert store.list_runs() == []
 

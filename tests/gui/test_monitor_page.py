@@ -74,7 +74,7 @@ def test_no_gpu_state_shows_the_real_nvml_reason_while_the_rest_works(page, qtbo
     reason = NvmlLibrary().open()  # what the real NVML says here (off the page, in the test's own thread)
     assert reason
     _start(page, qtbot)
-    qtbot.waitUntil(lambda: "No GPU found (NVML: " in page.gpu_panel.no_gpu_label.text(), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: "No NVIDIA GPU found: " in page.gpu_panel.no_gpu_label.text(), timeout=WAIT_MS)
     assert html.escape(reason) in page.gpu_panel.no_gpu_label.text()
     assert page.gpu_panel.currentWidget() is page.gpu_panel.no_gpu_label
     assert all(chart.series_names() == [] for chart in page.gpu_panel.charts)
@@ -84,7 +84,7 @@ def test_no_gpu_state_shows_the_real_nvml_reason_while_the_rest_works(page, qtbo
     assert page.tabs.currentIndex() == 1
     # The Run tab's GPU memory chart: NVML's reason in its place, not an empty 0-1 axis.
     slot = page.run_panel.rank_gpu_slot
-    assert slot.currentWidget() is slot.label and f"No GPU found (NVML: {html.escape(reason)})" in slot.label.text()
+    assert slot.currentWidget() is slot.label and f"No NVIDIA GPU found: {html.escape(reason)}." in slot.label.text()
 
 
 def test_gpu_charts_receive_the_values_of_nvml_snapshots(page, qtbot):
@@ -139,7 +139,7 @@ def test_a_running_runs_ranks_are_sampled_live_with_their_real_memory(page, qtbo
         slot = page.run_panel.rank_gpu_slot
         if ctypes.util.find_library("nvidia-ml") is None:  # the reason where the chart would be, never empty axes
             assert slot.currentWidget() is slot.label and not slot.chart.isVisibleTo(page.run_panel)
-            assert "No GPU found (NVML: " in slot.label.text()
+            assert "No NVIDIA GPU found: " in slot.label.text()
         qtbot.waitUntil(lambda: page.run_panel.process_table.rowCount() == 3, timeout=WAIT_MS)
         table = page.run_panel.process_table
         rows = {table.item(r, 0).text(): table.item(r, 1).text() for r in range(3)}

@@ -106,7 +106,7 @@ def test_seed_fsdp_yaml_is_refused_before_launch_with_accelerates_reason(tmp_pat
     result = _traindeck_run("--config", str(config), str(ACCELERATE_FSDP), cwd=tmp_path)
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert _runs() == before  # nothing was started or recorded
-    refusal = [line for line in result.stderr.splitlines() if "accelerate cannot run FSDP" in line]
+    refusal = [line for line in result.stderr.splitlines() if "FSDP under accelerate needs CUDA" in line]
     assert len(refusal) == 1, result.stderr
     assert ACCELERATE_NO_DEVICE in refusal[0]
     # The torchrun route with the same sharding: FULL_SHARD reshards after forward, bf16 parameters.
@@ -128,7 +128,7 @@ def test_fsdp_yaml_without_sync_is_refused_as_unsharded_which_accelerate_confirm
                       .replace("FULL_SHARD", "SHARD_GRAD_OP") + "use_cpu: true\n")
     result = _traindeck_run("--config", str(config), str(ACCELERATE_FSDP), cwd=tmp_path)
     assert result.returncode == 2, (result.stdout, result.stderr)
-    refusal = next(line for line in result.stderr.splitlines() if "accelerate cannot run FSDP" in line)
+    refusal = next(line for line in result.stderr.splitlines() if "FSDP under accelerate needs CUDA" in line)
     assert "distributed type NO" in refusal and "unsharded" in refusal
     assert "fully_shard(module, reshard_after_forward=False) on each layer" in refusal
     # accelerate's processes indeed run as two unsharded, unconnected copies.

@@ -305,6 +305,9 @@ class ConfigurePage(Page):
         """A preset picked in the list: load it (asking first about unsaved changes)."""
         self.presets.select(self.ctx.draft.saved_as)  # stays on the current one until it is really loaded
         self.files.open_named(name)
+        # Answered by now (Discard loaded it, Save is writing, or a dialog was cancelled). A key that moved the
+        # list selects its row once this returns, so the list goes back to what the editor holds after that.
+        QTimer.singleShot(0, self, lambda: self.presets.select(self.ctx.draft.saved_as))
 
 
 def _html(text: str) -> str:

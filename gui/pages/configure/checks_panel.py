@@ -3,7 +3,8 @@
 launch will use. Checks and previews run on ctx.tasks, each in a lane: an answer about an older draft is dropped.
 
 The list holds one set of findings: the draft's messages and what the launch plan refuses or notes (the same
-lines the Command tab shows as "# error:" / "# note:"), so the list never says "No problems found" above a command
+lines the Command tab shows as "# error:" / "# warning:" / "# note:"; what this machine cannot run of a valid
+preset is a warning, as `config check` says it), so the list never says "No problems found" above a command
 that cannot run. What the tools said stays in view only for the preset they were asked about."""
 
 from __future__ import annotations
@@ -220,8 +221,12 @@ class ChecksPanel(QWidget):
         lines.append(f"# {RUN_ID} and {FREE_PORT} are decided when the run starts")
         if result.env:
             lines.append("# environment: " + " ".join(f"{k}={v}" for k, v in result.env.items()))
-        lines += [f"# error: {e}" for e in result.errors] + [f"# note: {w}" for w in result.warnings]
+        lines += [f"# error: {e}" for e in result.errors] + [f"# warning: {m}" for m in result.machine] + \
+            [f"# note: {w}" for w in result.warnings]
         self.preview.set_text(self.preview.COMMAND, "\n".join(lines) + "\n\n" + result.command, result.command)
+        # What this machine cannot run of a valid preset is a warning here, as `config check` says it; the Launch
+        # page refuses the launch itself.
         self._plan = [Message("error", PLAN_PATH, e) for e in result.errors] + \
+            [Message("warning", PLAN_PATH, m) for m in result.machine] + \
             [Message("note", PLAN_PATH, w) for w in result.warnings]
         self._render()

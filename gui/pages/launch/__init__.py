@@ -67,10 +67,10 @@ class LaunchPage(Page):
         ctx.draft.changed.connect(self._draft_changed)
         ctx.draft.validated.connect(self.launch_bar.refresh)
         ctx.model_chosen.connect(lambda text, shape: self.memory_box.use_model(text, shape))
-        # "Run ... started" is about the preset and script it was launched with: another choice ends it.
-        ctx.draft.replaced.connect(self.launch_bar.forget_started_run)
-        self.script_box.script.textChanged.connect(self.launch_bar.forget_started_run)
-        self.script_box.entry.currentIndexChanged.connect(lambda _i: self.launch_bar.forget_started_run())
+        # The last launch's line is about the preset, script and entry mode it was launched with: another ends it.
+        ctx.draft.replaced.connect(self.launch_bar.choices_changed)
+        self.script_box.script.textChanged.connect(self.launch_bar.choices_changed)
+        self.script_box.entry.currentIndexChanged.connect(lambda _i: self.launch_bar.choices_changed())
         self._restore()
         self._loading = False
         self._draft_changed()

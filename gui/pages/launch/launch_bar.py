@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal
-from PySide6.QtGui import QFont
+from PySide6.QtCore import QEvent, QRect, Qt, QTimer, Signal
+from PySide6.QtGui import QFont, QResizeEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QMessageBox, QPushButton, QWidget
 
 from traindeck.gui.pages.launch.unattended import launch_on_gpus, queue_sweep
@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 
 RUN_WATCH_MS = 2000  # how often the started run's state is read while its line is shown
+# Each line beside the buttons wraps to at most this many lines (elided, the whole of it in the tooltip), so a
+# long reason never makes the bar, and with it the page, taller.
+LINE_ROWS = 2
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,9 @@ class LaunchBar(QWidget):
                                      "and preset (short runs, one at a time; the trial goes on when the window "
                                      "closes)")
         self.trial_button.clicked.connect(self.try_setups)
+        # Room for the last launch's line and the reasons the button is disabled, LINE_ROWS rows each.
+        rows = 2 * LINE_ROWS
+        self.result.setMaximumHeight(rows * self.result.fontMetrics().lineSpacing() + 4)
         bar.addWidget(self.result, 1)
         bar.addWidget(self.trial_button)
         bar.addWidget(self.queue_button)
@@ -126,13 +132,39 @@ class LaunchBar(QWidget):
         self._show_result()
 
     def _show_result(self) -> None:
-        lines = [rich_line(*self._said, self)] if self._said else []
+        lines = [rich_line(self._said[0], self._fit(self._said[1]), self)] if self._said else []
         same = (self._said is not None and self._said_was_blocked
                 and self._said[1].removeprefix("Not launched: ") == self._blocked_line.removeprefix("To launch: "))
         if self._blocked_line and not same:  # the reasons of a refused try, said once
-            lines.append(rich_line("warning", self._blocked_line, self))
+            lines.append(rich_line("warning", self._fit(self._blocked_line), self))
         self.result.setText("<br>".join(lines))
         self.result.setToolTip("\n".join(t for t in ((self._said or ("", ""))[1], self._blocked_line) if t))
+
+    def _fit(self, text: str) -> str:
+        """`text` cut to what LINE_ROWS rows of the line's width hold once wrapped at words (its marker in front),
+        ending in "…" when cut."""
+        metrics = self.result.fontMetrics()
+        width = max(self.result.width(), 200) - 2 * metrics.averageCharWidth()  # rich text lays out a little wider
+        rows = LINE_ROWS * metrics.lineSpacing()
+
+        def fits(candidate: str) -> bool:
+            box = metrics.boundingRect(QRect(0, 0, width, 100 * rows), Qt.TextFlag.TextWordWrap, "⚠ " + candidate)
+            return box.height() <= rows
+
+        if fits(text):
+            return text
+        low, high = 0, len(text)  # the longest cut that fits, by halving
+        while low < high:
+            middle = (low + high + 1) // 2
+            if fits(text[:middle].rstrip() + "…"):
+                low = middle
+            else:
+                high = middle - 1
+        return text[:low].rstrip() + "…"
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._show_result()  # the lines are cut to the width they have
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
@@ -263,6 +295,15 @@ class LaunchBar(QWidget):
             self._said = None
             self._show_result()
         self.started_run = None
+
+    def choices_changed(self) -> None:
+        """Another preset, script or entry mode was chosen: the last launch's line ("Run ... started", "Queued 1 run:
+        ...", "Not launched: ...") was about the choices before, so it goes (the reasons the button is disabled now
+        stay, said for what is chosen now)."""
+        self.forget_started_run()
+        if self._said is not None and not self.launching:
+            self._said, self._said_was_blocked = None, False
+            self._show_result()
 
     def _check_started_run(self) -> None:
         if self.started_run is not None:

@@ -53,14 +53,18 @@ def gpu_note(sample: ResourceSample) -> str:
 def no_gpu_reason(sample: ResourceSample) -> str | None:
     """Why no GPU can be charted (NVML's words), or None when one can: no GPU at all, or none NVML could read."""
     if not sample.gpus:
-        return sample.gpu_error or "it found no GPU"
+        return sample.gpu_error or "NVML lists none"
     if all(g.error is not None for g in sample.gpus):
         return "; ".join(f"GPU {g.index}: {g.error}" for g in sample.gpus)
     return None
 
 
 def no_gpu_text(reason: str) -> str:
-    return f"No GPU found (NVML: {reason})"
+    """One sentence with one colon where there is no GPU at all ("No NVIDIA GPU found: the NVML library … is not
+    installed."); where there are GPUs NVML cannot read, each one's reason after a first sentence saying so."""
+    if reason.startswith("GPU "):
+        return f"NVML can read none of the GPUs. {reason}"
+    return f"No NVIDIA GPU found: {reason}."
 
 
 class GpuChartSlot(QStackedWidget):

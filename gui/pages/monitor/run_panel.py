@@ -148,7 +148,7 @@ class RunPanel(QStackedWidget):
     def set_gpus_present(self, present: bool, reason: str | None = None) -> None:
         """Whether the sampler reads GPUs: without one, NVML's reason stands where the GPU memory chart would."""
         self._gpus = present
-        self.rank_gpu_slot.set_reason(None if present else reason or "it found no GPU")
+        self.rank_gpu_slot.set_reason(None if present else reason or "NVML lists none")
 
     def set_window(self, seconds: float) -> None:
         """Show the newest `seconds` of a live run (or of none); a recording stays whole."""

@@ -47,8 +47,8 @@ def test_fsdp_and_megatron_configs_say_why_the_interpreter_without_cuda_cannot_r
         (str(f), "3", "1", "warning", "distributed_type") for f in files]
     fsdp1, fsdp2, megatron = (m["msg"] for m in found)
     # The launch's own words: accelerate's reason, then torchrun with the same sharding on num_processes ranks.
-    assert fsdp1.startswith(f"accelerate cannot run FSDP where CUDA is not available ({sys.executable}): ")
-    assert f'stops every process with "{ACCELERATE_NO_DEVICE}"' in fsdp1
+    assert fsdp1.startswith(f"FSDP under accelerate needs CUDA, which {sys.executable} lacks: ")
+    assert f'every process stops with "{ACCELERATE_NO_DEVICE}" To shard' in fsdp1
     assert "--launcher torchrun --nproc 4" in fsdp1
     assert "fully_shard(module, reshard_after_forward=True, mp_policy=MixedPrecisionPolicy(" \
            "param_dtype=torch.float16))" in fsdp1
@@ -61,6 +61,27 @@ def test_fsdp_and_megatron_configs_say_why_the_interpreter_without_cuda_cannot_r
     assert done.stderr.strip() == "traindeck: 0 errors, 3 warnings in 3 files"
     as_json = json.loads(check("--json", files[1], env=NO_CUDA).stdout)
     assert [(m["severity"], m["path"], m["line"]) for m in as_json] == [("warning", "distributed_type", 3)]
+
+
+def test_the_wrap_policy_finding_reads_as_the_configure_page_says_it_given_the_same_script(tmp_path: Path) -> None:
+    """The Configure page checks a preset with the Launch page's script; `config check --script` with the same
+    script says the same line, naming the script it rests on (without a script neither says it)."""
+    import yaml
+
+    from traindeck.backend.presets import load_preset, validate_preset
+
+    script = tmp_path / "train.py"
+    script.write_text("from accelerate import Accelerator\naccelerator = Accelerator()\n")
+    config = DIR / "pitfall_fsdp_no_layer_class.yaml"
+    preset = load_preset("fsdp-full-shard")
+    preset.accelerate = yaml.safe_load(config.read_text())
+    gui = [m.message for m in validate_preset(preset, script=str(script)) if "TRANSFORMER_BASED_WRAP" in m.message]
+    done = check("--script", script, config)
+    cli = [m["msg"] for m in map(LINE.match, done.stdout.splitlines()) if m and "TRANSFORMER_BASED_WRAP" in m["msg"]]
+    assert gui == cli and len(cli) == 1, (gui, done.stdout)
+    assert cli[0].endswith("(said because train.py uses Accelerator)")
+    assert not [m for m in validate_preset(preset) if "TRANSFORMER_BASED_WRAP" in m.message]
+    assert "TRANSFORMER_BASED_WRAP" not in check(config).stdout
 
 
 def test_an_interpreter_without_torch_adds_no_machine_finding(tmp_path: Path) -> None:

@@ -463,3 +463,33 @@ def test_fsdp_without_cuda_names_what_accelerate_does_with_its_sync_setting(fsdp
     assert "--launcher torchrun --nproc 3" in said  # the config's processes when the launch names none
     gpu = TrainingEnvironment(python=PY, python_version="3.11.7", torch="2.13.0", cuda_available=True)
     assert accelerate_system_problems({"distributed_type": "FSDP", "fsdp_config": fsdp}, gpu) == []
+
+
+def test_fsdp_without_cuda_is_two_short_sentences_with_accelerates_words_quoted_once() -> None:
+    from traindeck.backend.launch.builders import ACCELERATE_NO_DEVICE, accelerate_system_problems
+
+    cpu = TrainingEnvironment(python=PY, python_version="3.11.7", torch="2.13.0+cpu", cuda_available=False)
+    config = {"distributed_type": "FSDP", "num_processes": 4, "mixed_precision": "bf16",
+              "fsdp_config": {"fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "fsdp_sync_module_states": True}}
+    (said,) = accelerate_system_problems(config, cpu)
+    first, second = said.split(f'"{ACCELERATE_NO_DEVICE}" ')
+    assert first == f"FSDP under accelerate needs CUDA, which {PY} lacks: with fsdp_sync_module_states on, " \
+                    "every process stops with "
+    assert second == ("To shard on CPU ranks instead, launch with --launcher torchrun --nproc 4 and have the script "
+                      "call fully_shard(module, reshard_after_forward=True, mp_policy=MixedPrecisionPolicy("
+                      "param_dtype=torch.bfloat16)) on each layer, then on the model.")
+    assert said.count('"') == 2 and "rank(s)" not in said and '.";' not in said
+    assert first.count(":") == 1  # one colon outside accelerate's words
+
+
+def test_fsdp_without_cuda_offers_no_one_rank_sharding_and_no_per_layer_call_under_no_wrap() -> None:
+    from traindeck.backend.launch.builders import accelerate_system_problems
+
+    cpu = TrainingEnvironment(python=PY, python_version="3.11.7", torch="2.13.0+cpu", cuda_available=False)
+    (unset,) = accelerate_system_problems({"distributed_type": "FSDP", "fsdp_config": {
+        "fsdp_auto_wrap_policy": "NO_WRAP"}}, cpu)  # no num_processes: the config does not say how many
+    assert "--nproc 1" not in unset and "--launcher torchrun --nproc N (two or more)" in unset
+    assert "fully_shard(model, reshard_after_forward=True) on the whole model only." in unset
+    assert "each layer" not in unset
+    (one,) = accelerate_system_problems({"distributed_type": "FSDP", "fsdp_config": {}}, cpu, nproc=1)
+    assert "--nproc N (two or more)" in one and "on the whole model only" in one  # NO_WRAP is accelerate's default

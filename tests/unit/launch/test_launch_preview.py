@@ -37,3 +37,28 @@ def test_preview_of_an_accelerate_preset_names_the_run_directory(traindeck_home:
     assert not preview.errors
     missing = preview_launch(preset, script=str(tmp_path / "nope.py"))
     assert any("script not found" in e for e in missing.errors)
+
+
+def test_an_fsdp_preset_this_machine_cannot_run_is_kept_apart_from_the_errors(traindeck_home: Path, monkeypatch,
+                                                                                tmp_path: Path):
+    """The preset is right and the machine cannot run it: the preview holds that in `machine` (the Configure page
+    says it as a warning, as `config check` does), not in `errors`, and leaves out the "runs on the CPU" note."""
+    import dataclasses
+
+    from traindeck.backend.launch import preview as preview_module
+    from traindeck.backend.launch.builders import ACCELERATE_NO_DEVICE
+    from traindeck.backend.launch.probe import TrainingEnvironment
+
+    real = preview_module.cached_environment(sys.executable)
+    cpu = dataclasses.replace(real, cuda_available=False) if real is not None else TrainingEnvironment(
+        python=sys.executable, python_version="3.11.7", torch="2.13.0+cpu", cuda_available=False)
+    monkeypatch.setattr(preview_module, "cached_environment", lambda python: cpu)
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    preview = preview_launch(load_preset("fsdp-full-shard"), script=str(script))
+    (said,) = preview.machine
+    assert said.startswith("FSDP under accelerate needs CUDA") and ACCELERATE_NO_DEVICE in said
+    assert said not in preview.errors
+    assert not any("the run uses the CPU" in w for w in preview.warnings)
+    plain = preview_launch(load_preset("ddp"), script=str(script))  # a config the CPU runs: the note stays
+    assert plain.machine == [] and any("the run uses the CPU" in w for w in plain.warnings)

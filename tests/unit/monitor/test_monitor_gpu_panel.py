@@ -81,7 +81,10 @@ def test_refused_process_lists_show_unknown_not_zero(page, qtbot):
 def test_gpus_appear_once_the_driver_loads(page, qtbot):
     module = no_driver()
     _start(page, qtbot, module, retry_every_s=0.0)
-    qtbot.waitUntil(lambda: "No GPU found (NVML: " in page.gpu_panel.no_gpu_label.text(), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: "No NVIDIA GPU found: " in page.gpu_panel.no_gpu_label.text(), timeout=WAIT_MS)
+    # One sentence, one colon: what is missing, not "NVML: no NVIDIA driver: the NVML library ...".
+    said = page.gpu_panel.no_gpu_label.text().split("'>", 1)[1].split("</p>", 1)[0]  # the sentence, not its style
+    assert said == "No NVIDIA GPU found: the NVML library (libnvidia-ml.so.1) is not installed."
     install(module, FakeDriver(recording("gt_1030"), pcie_delay_s=0))
     gpus = page.gpu_panel
     qtbot.waitUntil(lambda: gpus.currentIndex() == 1 and gpus.gpu_table.rowCount() == 1, timeout=WAIT_MS)
@@ -97,7 +100,7 @@ def test_gpus_nvml_can_read_none_of_say_why_instead_of_empty_charts(page, qtbot)
     gpus = page.gpu_panel
     qtbot.waitUntil(lambda: gpus.currentWidget() is gpus.no_gpu_label, timeout=WAIT_MS)
     text = gpus.no_gpu_label.text()
-    assert "No GPU found (NVML: GPU 0: " in text and "GPU 1: " in text and "Xid 79" in text
+    assert "NVML can read none of the GPUs. GPU 0: " in text and "GPU 1: " in text and "Xid 79" in text
     slot = page.run_panel.rank_gpu_slot
     assert slot.reason == gpus.reason and slot.currentWidget() is slot.label
 
