@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
 from support import TESTS
 
 from traindeck.backend.core import paths
@@ -31,14 +30,15 @@ def page(qtbot) -> Iterator[RunsPage]:  # type: ignore[no-untyped-def]
     made.ctx.tasks.wait(30000)
 
 
-def _dialogs() -> list[LogDiagnosisDialog]:
-    return [w for w in QApplication.topLevelWidgets() if isinstance(w, LogDiagnosisDialog) and w.isVisible()]
+def _dialogs(page: RunsPage) -> list[LogDiagnosisDialog]:
+    """This page's open dialogs (an earlier test's dialog, not yet deleted in this worker, is not one of them)."""
+    return [w for w in page.findChildren(LogDiagnosisDialog) if w.isVisible()]
 
 
 def test_a_log_dropped_on_the_page_is_diagnosed_with_what_a_log_cannot_tell(page: RunsPage, qtbot) -> None:
     # What dropEvent does with a dropped file (a QDropEvent built by hand crashed an xdist worker now and then).
     page.diagnose_log(str(TORCHRUN_FAIL))
-    dialog = _dialogs()[-1]
+    dialog = _dialogs(page)[-1]
     qtbot.waitUntil(lambda: dialog.found is not None, timeout=20000)
     assert dialog.found is not None and dialog.found.diagnosis.rank == 1
     text = dialog.verdict.plain_text()
@@ -49,9 +49,11 @@ def test_a_log_dropped_on_the_page_is_diagnosed_with_what_a_log_cannot_tell(page
 
 
 def test_a_pasted_log_with_its_exit_status_and_the_shortcut(page: RunsPage, qtbot) -> None:
+    page.activateWindow()
+    qtbot.waitUntil(page.isActiveWindow, timeout=5000)  # the shortcut acts in the active window
     qtbot.keyClick(page, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
-    qtbot.waitUntil(lambda: bool(_dialogs()), timeout=5000)
-    dialog = _dialogs()[-1]
+    qtbot.waitUntil(lambda: bool(_dialogs(page)), timeout=5000)
+    dialog = _dialogs(page)[-1]
     dialog.diagnose()
     assert dialog.status.text() == "Open a log file or paste a log first."
     # deepspeed/runtime/fp16/loss_scaler.py's own words when the dynamic loss scale is exhausted.
