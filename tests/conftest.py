@@ -113,6 +113,8 @@ ACCEPTANCE = (
     "launch/test_runs_checkpoints_resume.py::test_deepspeed_checkpoints_and_resume_with_a_template",
     "launch/test_runs_checkpoints_resume.py::test_hf_trainer_checkpoints_are_listed_and_resume_continues_from_one",
     "launch/test_queue_entries.py::test_a_module_queued_under_deepspeed_runs_as_a_module_on_two_ranks",
+    "launch/test_local_rank_arg.py",
+    "launch/test_runs_checkpoints_resume.py::test_save_stop_helper_in_a_deepspeed_loop_saves_now_and_saves_then_stops",
 )
 
 
