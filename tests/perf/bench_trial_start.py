@@ -2,10 +2,10 @@
 prints a table.
 
     .venv/bin/python tests/perf/bench_trial_start.py              # 4 candidates, 2 CPU ranks (about two minutes)
-    .venv/bin/python tests/perf/bench_trial_start.py --smoke      # 2 candidates, 1 measured step
+    .venv/bin/python tests/perf/bench_trial_start.py --smoke      # 1 candidate, 1 measured step
 
 A real trial (the driver's loop, run in this process so the launch can be watched) of a tiny DeepSpeed loop under
-the deepspeed launcher on 2 CPU ranks, ZeRO-2 and ZeRO-3 x the micro-batches given. For each candidate:
+the deepspeed launcher on 2 CPU ranks, the stages (default ZeRO-2 and ZeRO-3) x the micro-batches given. For each candidate:
 
   start    the driver's decision to run it (the candidate's started_at) -> the launcher process's creation (its
            kernel start time, to 1/100 s): the candidate's preset and configs, the plan, the run directory, the
@@ -68,15 +68,16 @@ def main() -> int:
     parser.add_argument("--micro-batch", default="1,2", help="the ladder (default 1,2: 4 candidates)")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--smoke", action="store_true", help="2 candidates, 1 warm-up and 1 measured step")
+    parser.add_argument("--stages", default="2,3")
+    parser.add_argument("--smoke", action="store_true", help="1 candidate, 1 warm-up and 1 measured step")
     args = parser.parse_args()
     if args.smoke:
-        args.micro_batch, args.steps, args.warmup = "2", 1, 1
+        args.stages, args.micro_batch, args.steps, args.warmup = "2", "2", 1, 1
     work = SCRATCH / "work"
     work.mkdir()
     (work / "tiny_ds.py").write_text(SCRIPT)
     options = TrialOptions(script="tiny_ds.py", script_args=("--deepspeed_config", "{ds_config}"), name="bench",
-                           preset=load_preset("cpu-demo"), cwd=str(work), stages="2,3", offload="none",
+                           preset=load_preset("cpu-demo"), cwd=str(work), stages=args.stages, offload="none",
                            micro_batch=args.micro_batch, steps=args.steps, warmup=args.warmup)
     spec = plan_trial(options, options.preset)  # type: ignore[arg-type]
     folder = TrialFolder(spec.id)
