@@ -62,15 +62,20 @@ class Agent:
         self.lock = threading.Lock()
         self.procs = {}
         self.stopping = False
+        self.gone = threading.Event()  # the channel back is gone: the watch is over, as when stdin closes
 
     def emit(self, data):
+        if self.gone.is_set():
+            return
         data["t"] = time.time()
         with self.lock:
             try:
                 self.out.write(json.dumps(data) + "\n")
                 self.out.flush()
             except (OSError, ValueError):
-                os._exit(0)  # the channel back is gone: so is the watch
+                # Seen before stdin's end, often: the loop then ends the run's processes here as for a closed
+                # stdin (an exit here left a rank the agent had not yet reported running on).
+                self.gone.set()
 
     def scan(self):
         own = os.getpid()
@@ -197,7 +202,7 @@ def main(argv):
     run_id, node_rank, ranks = argv[0], int(argv[1]), [int(r) for r in argv[2].split(",") if r]
     out = os.fdopen(os.dup(1), "w")
     agent = Agent(run_id, node_rank, ranks, out)
-    done = threading.Event()
+    done = agent.gone  # stdin's end and a broken channel back end the watch alike
     reader = threading.Thread(target=_commands, args=(agent, done))
     reader.daemon = True
     reader.start()
