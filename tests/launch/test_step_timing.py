@@ -5,7 +5,8 @@ offload, ZeRO-2 without offload and one rank slow in its data loading), an HF Tr
 accelerate loop. The scripts are unmodified training loops (no traindeck import, no wall_clock_breakdown in the
 DeepSpeed config) that time their own optimizer steps with time.perf_counter() between consecutive step returns;
 each test checks that every rank has every step's phases and that, per step, the phases add up to the recorded
-step time and the recorded step time to the script's own, within 5%. The hook ends a step just before its own
+step time within 5%, and that the recorded step times agree with the script's own by support.steptimes' rule
+(boundaries, not single steps, are compared: a descheduling moves one). The hook ends a step just before its own
 bookkeeping and the script just after, so the two clocks' boundaries differ by that bookkeeping: tens of
 microseconds a step, but after step 1 it is one-time work (creating and opening the rank's file, moving the forward
 timing from torch's global hooks to the outermost module: 0.7-5 ms seen here), so step 2 is compared only for its
@@ -28,6 +29,7 @@ from typing import Any
 
 import pytest
 from support.runhelp import SCRIPTS, launch, leftovers, wait_finished
+from support.steptimes import assert_steps_agree
 
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 from traindeck.backend.steps import StepRecord, analyse, anatomy_table
@@ -87,18 +89,17 @@ def _assert_every_step(steps: dict[int, dict[int, StepRecord]], ranks: int, coun
 
 
 def _assert_adds_up(steps: dict[int, dict[int, StepRecord]], tmp_path: Path) -> None:
-    """Per step and rank: the phases sum to the recorded step time, and that to the script's own, within 5%."""
+    """Per step and rank: the phases sum to the recorded step time within 5%; the recorded step times agree with
+    the script's own by support.steptimes' rule."""
     for rank, mine in steps.items():
         own = _own_times(tmp_path, rank)
         assert sorted(own) == list(range(2, len(mine) + 1)), (rank, sorted(own))
-        for number, script_ms in own.items():
+        for number in own:
             record = mine[number]
             total = sum(record.phases_ms.values())
             assert abs(total - record.step_ms) <= TOLERANCE * record.step_ms, (rank, number, total, record)
-            if number == 2:  # the hook's one-time work after step 1 lies on the boundary: see the module's notes
-                continue
-            assert abs(record.step_ms - script_ms) <= TOLERANCE * script_ms, (rank, number, script_ms, record)
-            assert abs(total - script_ms) <= TOLERANCE * script_ms, (rank, number, script_ms, total)
+        # Step 2 is left out: the hook's one-time work after step 1 lies on its boundary (see the module's notes).
+        assert_steps_agree([(mine[n].step_ms, own[n]) for n in sorted(own) if n > 2], context=rank)
 
 
 def _cli(*args: str) -> str:
