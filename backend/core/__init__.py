@@ -1,5 +1,6 @@
 """What every floor of the backend stands on: atomic private files (`fileio`), masking secrets in argv, environments
-and text (`masking`), where traindeck keeps its files (`paths`), and reading /proc (`procfs`)."""
+and text (`masking`), where traindeck keeps its files (`paths`), reading /proc (`procfs`), and durations said in
+words (`durations`)."""
 
 import lazy_loader
 

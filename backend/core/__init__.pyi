@@ -1,4 +1,5 @@
 from . import paths as paths
+from .durations import rough_duration as rough_duration
 from .fileio import atomic_write_text as atomic_write_text
 from .paths import (
     accelerate_default_config as accelerate_default_config,

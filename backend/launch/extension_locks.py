@@ -20,6 +20,8 @@ from pathlib import Path
 
 import psutil
 
+from traindeck.backend.core import rough_duration
+
 LOCK = "lock"
 MIN_AGE_S = 10.0  # a lock just made belongs to a build starting now, whatever the process table says
 
@@ -105,13 +107,5 @@ def clear_stale_locks(folder: Path) -> list[str]:
         except OSError as exc:
             said.append(f"a stale build lock could not be removed: {lock} ({exc.strerror or exc}); remove it by hand")
             continue
-        said.append(f"removed a stale build lock left by a build that was stopped {_age(age)} ago: {lock}")
+        said.append(f"removed a stale build lock left by a build that was stopped {rough_duration(age)} ago: {lock}")
     return said
-
-
-def _age(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.0f} h"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from traindeck.backend.core import rough_duration
 from traindeck.backend.trials.candidates import (
     HF_BATCH_ARG,
     Candidate,
@@ -86,16 +87,8 @@ class TrialView:
             return f"Trial {self.id}: {head} done; its driver is gone (Stop ends it here)"
         if self.eta_s is None:
             return f"Trial {self.id} running: {head} done"
-        return f"Trial {self.id} running: {head} done, about {_duration(self.eta_s)} left" + (
+        return f"Trial {self.id} running: {head} done, about {rough_duration(self.eta_s)} left" + (
             " (more if the micro-batch ladder climbs)" if more else "")
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{max(1, round(seconds))} s"
-    if seconds < 5400:
-        return f"{round(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def row_cells(index: int, result: Result) -> tuple[str, ...]:

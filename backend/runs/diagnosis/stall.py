@@ -19,6 +19,7 @@ from typing import Any
 
 import psutil
 
+from traindeck.backend.core import rough_duration
 from traindeck.backend.logparse.op_build import build_text
 from traindeck.backend.runs.diagnosis import run_stacks, stacks
 from traindeck.backend.runs.diagnosis.diagnose import stall_threshold
@@ -69,7 +70,7 @@ class StallWatch:
             typical = ""
             if quiet.step_times:
                 typical = f"; a step usually takes {statistics.median(quiet.step_times):.1f} s"
-            text = f"stalled: no output or progress for {duration(quiet_s)}{typical}"
+            text = f"stalled: no output or progress for {rough_duration(quiet_s)}{typical}"
             self.store.add_event(self.run_id, "stall", text)
             self.store.update_run(self.run_id, state_detail=text)
             if self._on_stall is not None:
@@ -127,7 +128,7 @@ class StallWatch:
 
     def _build_ended(self, now: float) -> None:
         self.store.add_event(self.run_id, "op_built", f"{', '.join(self.building)} built in about "
-                             f"{duration(now - self.build_started_at)}")
+                             f"{rough_duration(now - self.build_started_at)}")
         self.building = []
 
     def _take_stall_stacks(self, stall_text: str, records: list[dict[str, Any]]) -> None:
@@ -146,9 +147,3 @@ class StallWatch:
             self._log("taking stacks failed:\n" + traceback.format_exc())
         finally:
             self._taking_stacks.clear()
-
-
-def duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min"
