@@ -212,7 +212,7 @@ def build_plan(
                 warnings.append(f"{name} applies to the deepspeed launcher only and is ignored")
     if environment is not None and argv[:1] == [python]:  # a command alone brings its own interpreter
         errors += problems_for(environment, launcher, needs_deepspeed=ds_path is not None)
-        warnings += _hardware_notes(environment, launcher, nproc, request)
+        warnings += hardware_notes(environment, launcher, nproc, request)
     if launcher == "accelerate":
         errors += accelerate_system_problems(accelerate, environment, nproc)
     nvme_errors, nvme_warnings = nvme_problems(_ds_data(files.get(DS_CONFIG), request.preset))
@@ -447,8 +447,10 @@ def _slots_in(include: str) -> int | None:
     return total or None
 
 
-def _hardware_notes(environment: TrainingEnvironment, launcher: Launcher, nproc: int,
-                    request: LaunchRequest) -> list[str]:
+def hardware_notes(environment: TrainingEnvironment, launcher: Launcher, nproc: int,
+                   request: LaunchRequest) -> list[str]:
+    """What the training interpreter's hardware means for this launch (no CUDA: the run uses the CPU), as the
+    plan's warnings and the preview's notes say it."""
     if environment.error or environment.torch_error:
         return []
     if environment.cuda_available is False and (launcher != "python" or nproc > 1):

@@ -16,8 +16,12 @@ from pathlib import Path
 from typing import cast
 
 from traindeck.backend.core.paths import runs_dir
-from traindeck.backend.launch.builders import LaunchRequest, accelerate_system_problems, build_plan
-from traindeck.backend.launch.builders import _hardware_notes as hardware_notes
+from traindeck.backend.launch.builders import (
+    LaunchRequest,
+    accelerate_system_problems,
+    build_plan,
+    hardware_notes,
+)
 from traindeck.backend.launch.environ import masked_env, resolve_python
 from traindeck.backend.launch.plan import Entry, Launcher, LaunchPlan
 from traindeck.backend.launch.probe import TrainingEnvironment, cached_environment
