@@ -1,6 +1,7 @@
 from . import paths as paths
 from .durations import rough_duration as rough_duration
 from .fileio import atomic_write_text as atomic_write_text
+from .fileio import read_json_file as read_json_file
 from .paths import (
     accelerate_default_config as accelerate_default_config,
 )

@@ -5,10 +5,12 @@ refused (SymlinkRefused), never written through, so the file it points at keeps 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from traindeck.backend.core.paths import SymlinkRefused, ensure_private_dir
 
@@ -109,3 +111,15 @@ def create_private_file(path: Path) -> None:
 
 __all__ = ["SymlinkRefused", "atomic_write_bytes", "atomic_write_text", "create_private_file",
            "ensure_private_dir", "open_private", "open_private_append", "refuse_linked_database"]
+
+
+def read_json_file(path: Path, *, limit: int = 4 << 20) -> Any:
+    """A small JSON file traindeck or a run wrote (a run folder's command, request, end or config), or None where it
+    is missing, unreadable, not JSON, over `limit` bytes or a symbolic link: such a file is not one of ours, and
+    a reader of run folders goes on without it rather than fail or load something unbounded."""
+    try:
+        if path.is_symlink() or path.stat().st_size > limit:
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None

@@ -4,13 +4,13 @@ log) and why a phase may be missing (what the ranks' hooks could not attach to, 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from traindeck.backend.core import read_json_file
 from traindeck.backend.logparse import read_ds_memory
 from traindeck.backend.monitor import health_during, read_gpu_health
 from traindeck.backend.runs.record.layout import RunDir
@@ -33,24 +33,17 @@ _TRACE_CACHE = b"Invalidate trace cache"
 _LOG_TAIL = 64 << 20  # the part of output.log searched for trace-cache invalidations
 
 
-def _json_file(path: Path) -> Any:
-    try:
-        if path.is_symlink() or path.stat().st_size > 4 << 20:
-            return None
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def _command(run_dir: RunDir) -> dict[str, Any]:
-    data = _json_file(run_dir.command)
+    data = read_json_file(run_dir.command)
     return data if isinstance(data, dict) else {}
 
 
 def deepspeed_config(run_dir: RunDir, command: dict[str, Any]) -> dict[str, Any] | None:
     """The run's DeepSpeed JSON: the one traindeck wrote into the run directory, else the file the script was given
     (--deepspeed_config / --deepspeed / --deepspeed-config FILE.json)."""
-    config = _json_file(run_dir.path / "ds_config.json")
+    config = read_json_file(run_dir.path / "ds_config.json")
     if isinstance(config, dict):
         return config
     argv: list[Any] = command["argv"] if isinstance(command.get("argv"), list) else []
@@ -63,7 +56,7 @@ def deepspeed_config(run_dir: RunDir, command: dict[str, Any]) -> dict[str, Any]
                 value = arg.split("=", 1)[1]
         if isinstance(value, str) and value.endswith(".json"):
             path = Path(value) if os.path.isabs(value) else Path(str(command.get("cwd") or run_dir.path)) / value
-            config = _json_file(path)
+            config = read_json_file(path)
             if isinstance(config, dict):
                 return config
     return None
@@ -110,7 +103,7 @@ def _cores() -> int | None:
 def run_facts(record: RunRecord, records: list[StepRecord], store_path: Path | None = None) -> RunFacts:
     run_dir = RunDir(Path(record.run_dir))
     command = _command(run_dir)
-    estimate = _json_file(run_dir.path / "estimate.json")
+    estimate = read_json_file(run_dir.path / "estimate.json")
     estimate_gpu = estimate.get("gpu_total_bytes_per_device") if isinstance(estimate, dict) else None
     local_ranks = [p for p in record.processes if isinstance(p, dict) and p.get("role") == "rank"]
     ranks = len(local_ranks) or len({r.rank for r in records}) or None

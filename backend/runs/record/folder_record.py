@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from traindeck.backend.core.fileio import atomic_write_text
+from traindeck.backend.core.fileio import atomic_write_text, read_json_file
 from traindeck.backend.runs.record.layout import COMMAND
 
 # A run's final states: defined here, below the run store, which takes them from this module.
@@ -128,10 +128,7 @@ def record_fields(folder: Path) -> dict[str, Any] | None:
 
 
 def _json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    data = read_json_file(path)
     return data if isinstance(data, dict) else None
 
 

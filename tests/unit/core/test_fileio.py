@@ -15,6 +15,7 @@ from traindeck.backend.core.fileio import (
     ensure_private_dir,
     open_private,
     open_private_append,
+    read_json_file,
 )
 
 
@@ -149,3 +150,17 @@ def test_private_dir_refuses_a_dangling_symlink(tmp_path: Path) -> None:
     with pytest.raises(SymlinkRefused):
         ensure_private_dir(link)
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_small_json_file_is_read_and_anything_else_is_none(tmp_path: Path) -> None:
+    good = tmp_path / "command.json"
+    good.write_text('{"argv": ["python", "train.py"]}', encoding="utf-8")
+    assert read_json_file(good) == {"argv": ["python", "train.py"]}
+    (tmp_path / "link.json").symlink_to(good)
+    assert read_json_file(tmp_path / "link.json") is None  # a link in a run folder is not one of ours
+    big = tmp_path / "big.json"
+    big.write_text("[" + "0," * 600 + "0]", encoding="utf-8")
+    assert read_json_file(big, limit=1000) is None and read_json_file(big) is not None
+    (tmp_path / "torn.json").write_text('{"argv": [', encoding="utf-8")
+    assert read_json_file(tmp_path / "torn.json") is None
+    assert read_json_file(tmp_path / "missing.json") is None
