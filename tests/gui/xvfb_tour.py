@@ -3,8 +3,9 @@
     python -m tests.gui.xvfb_tour [OUT_DIR] [--readme]      (or: make tour)
 
 Starts Xvfb, opens the window with the xcb platform plugin (not offscreen), and drives the demo: Configure,
-Ctrl+2 then Ctrl+Enter to launch the cpu-demo (DeepSpeed, 2 CPU ranks), the run live on Runs and Monitor, Stop,
-a second, shorter run that finishes, the two compared in History, the Estimate page, and the dark theme. Every
+Ctrl+2 then Ctrl+Enter to launch the cpu-demo (DeepSpeed, 2 CPU ranks), the run live on Runs (console search,
+the metrics grid, the Step tab) and Monitor (the machine's processes), Stop, a second, shorter run that finishes,
+the two compared in History (figures and overlaid curves), the Estimate page, and the dark theme. Every
 step's screenshot is taken from the X server's root window (ImageMagick's `import`, as a screen capture tool
 sees it) or, without ImageMagick, grabbed from the window. `--readme` also copies the six page screenshots to
 resources/screenshots/ (the README's pictures).
@@ -168,12 +169,24 @@ class Tour:
         monitor.tabs.setCurrentIndex(2)
         self.wait(1.5)
         self.shot("monitor-run")
+        monitor.tabs.setCurrentWidget(monitor.processes)  # the whole machine, the run's processes marked
+        self.wait(2.5)
+        self.shot("monitor-processes")
 
         print("Runs: live, then Stop", flush=True)
         window.show_page("runs")
         self.wait_until("more steps", lambda: runs.record is not None
                         and (runs.record.progress or {}).get("current", 0) >= 40, 120)
         self.shot("runs")
+        runs.console.search.setText("loss")  # search as you type: the match count, the rank tags kept
+        self.wait(1.5)
+        self.shot("runs-console-search")
+        runs.console.search.clear()
+        runs.lower_tabs.setCurrentWidget(runs.charts)
+        runs.charts.grid_button.click()  # every metric the run logs, in a grid
+        self.wait(2)
+        self.shot("runs-metrics-grid")
+        runs.charts.overview_button.click()
         runs.lower_tabs.setCurrentWidget(runs.step_panel)  # the Step tab: each rank's step phases, live
         self.wait_until("timed steps", lambda: runs.step_panel.table.rowCount() >= 2, 60)
         self.wait(2)
@@ -221,6 +234,9 @@ class Tour:
         compared.tabs.setCurrentIndex(0)
         self.wait(1)
         self.shot("history-figures")
+        compared.tabs.setCurrentWidget(compared.overlay)  # both runs' curves on one chart
+        self.wait(2)
+        self.shot("history-overlay")
 
         print("Estimate", flush=True)
         window.show_page("estimate")
