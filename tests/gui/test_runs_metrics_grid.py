@@ -18,7 +18,7 @@ from traindeck.backend.core import paths
 from traindeck.backend.runs.record.layout import create_run_dir
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 from traindeck.gui.pages.runs import RunsPage
-from traindeck.gui.pages.runs.metrics_grid import GRID_PAGE, PINS_KEY
+from traindeck.gui.pages.runs.metrics_grid import CELL_MIN_HEIGHT, GRID_PAGE, PINS_KEY
 
 T0 = float(int(time.time()) - 1000)
 
@@ -180,3 +180,13 @@ def test_legends_say_what_last_metrics_say_as_metrics_arrive(qtbot, make_page, g
         qtbot.waitUntil(lambda e=expected: page.charts.figure_shown("loss") == e, timeout=15000)
         assert page.charts.legend_figure("loss") == expected
         assert "step 2" in page.charts._metric_labels["loss"].toolTip() or step == 190
+
+
+def test_a_low_window_scrolls_the_grid_rather_than_squeezing_its_charts(qtbot, make_runs_page) -> None:  # type: ignore[no-untyped-def]
+    # At 1360x860 the Runs page's lower pane gave each of 9 charts about 60 px: tick labels ran into each other.
+    record = add_run("low", many_metrics(12, range(0, 40, 2)))
+    page = make_runs_page((1360, 700))
+    open_grid(qtbot, page, record)
+    grid = page.charts.grid
+    qtbot.waitUntil(lambda: grid.scroll.verticalScrollBar().maximum() > 0, timeout=5000)
+    assert all(cell.height() >= CELL_MIN_HEIGHT for cell in grid._cells), [c.height() for c in grid._cells]

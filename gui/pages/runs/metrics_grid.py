@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QScrollArea,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -29,6 +30,7 @@ from traindeck.gui.widgets.charts import TimeSeriesChart
 
 GRID_PAGE = 9  # charts on a page (3 x 3): what is read and redrawn each poll, whatever the run logs
 GRID_COLUMNS = 3
+CELL_MIN_HEIGHT = 150  # px: room for a chart's tick labels and legend; a low pane scrolls rather than squeezing
 PINS_KEY = "runs/charts/pins"
 PINNED, UNPINNED = "★", "☆"
 
@@ -65,6 +67,7 @@ class MetricCell(QWidget):
         layout.setSpacing(0)
         layout.addLayout(header)
         layout.addWidget(chart, 1)
+        self.setMinimumHeight(CELL_MIN_HEIGHT)
 
 
 class MetricsGrid(QWidget):
@@ -103,9 +106,15 @@ class MetricsGrid(QWidget):
         bar.addWidget(self.previous)
         bar.addWidget(self.page_label)
         bar.addWidget(self.next)
-        self._grid = QGridLayout()
+        cells = QWidget()
+        self._grid = QGridLayout(cells)
         self._grid.setContentsMargins(0, 0, 0, 0)
         self._grid.setSpacing(4)
+        self.scroll = QScrollArea()  # the page's cells keep their height; a low pane scrolls them
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(cells)
         self.empty = QLabel("no metrics yet")
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         set_muted(self.empty)
@@ -114,7 +123,7 @@ class MetricsGrid(QWidget):
         layout.setSpacing(2)
         layout.addLayout(bar)
         layout.addWidget(self.empty)
-        layout.addLayout(self._grid, 1)
+        layout.addWidget(self.scroll, 1)
         self._refill()
 
     # ------------------------------------------------------------------------------------------------ names
