@@ -19,12 +19,21 @@ if TYPE_CHECKING:
 
 
 def open_store() -> RunStore:
-    """The run store, with runs whose supervisor is gone marked lost first (so no command shows them running)."""
+    """The run store, with runs whose supervisor is gone marked lost first (so no command shows them running).
+
+    On a full disk nothing is marked: the store is shown as it is, said in one line. That holds whether the store
+    could only be opened for reading (no room for SQLite's WAL and shared-memory files) or was opened for writing
+    (those files were there, kept by another reader): a write there would fail half-way or take the last bytes."""
+    from traindeck.backend.core import disk_full
     from traindeck.backend.runs import RunStore, reconcile
 
     store = RunStore()
     if store.read_only:  # a full disk: what the store holds is shown, and nothing is marked or written
         print(f"traindeck: {store.read_only}", file=sys.stderr)
+        return store
+    if disk_full(store.path.parent):
+        print(f"traindeck: disk full at {store.path.parent}: the runs are shown as last saved; nothing is written "
+              "until space is freed", file=sys.stderr)
         return store
     reconcile(store, report=lambda text: print(f"traindeck: {text}", file=sys.stderr))
     return store

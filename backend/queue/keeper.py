@@ -205,7 +205,7 @@ def ensure_keeper(queue: QueueStore) -> bool:
     if keeper_running(queue):
         return False
     ensure_private_dir(data_dir())
-    log = open_private_append(log_path())  # never through a symbolic link (SymlinkRefused)
+    log = _open_log()
     try:
         proc = subprocess.Popen(keeper_argv(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
                                 start_new_session=True, env={k: v for k, v in os.environ.items()
@@ -214,6 +214,26 @@ def ensure_keeper(queue: QueueStore) -> bool:
         os.close(log)
     out, _ = proc.communicate(timeout=30)
     return proc.returncode == 0 and out.strip().isdigit()
+
+
+def _open_log() -> int:
+    """queue.log for appending, never through a symbolic link: a link planted at its name is replaced by a fresh
+    private log whose first line names the link and where it pointed (the file there is left as it is), so the
+    queue keeps its keeper and the keeper its log."""
+    path = log_path()
+    try:
+        return open_private_append(path)
+    except SymlinkRefused:
+        try:
+            pointed = os.readlink(path)
+        except OSError:
+            pointed = "?"
+        if os.path.islink(path):
+            os.unlink(path)  # the link itself, never what it points at
+        log = open_private_append(path)  # a link planted again meanwhile is refused (SymlinkRefused)
+        os.write(log, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {path} was a symbolic link (to {pointed}); replaced by "
+                      "this file: the queue's log is never written through a link\n".encode())
+        return log
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,9 +1,11 @@
 """A run whose data folder fills up (a 3 MiB tmpfs, a script printing 4 MiB): the supervisor keeps draining the
-job, and once space is back the run ends as it did (succeeded, exit code 0) with the log's cut said, instead of
-being taken for lost (issue 27 item 1). Skipped where no tmpfs can be mounted (not root)."""
+job, and once space is back the run ends as it did (succeeded, exit code 0) instead of being taken for lost, its
+detail saying where the log was cut, the log's path and the disk's free space. Skipped where no tmpfs can be
+mounted (not root)."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -56,8 +58,12 @@ def test_a_run_that_fills_the_disk_ends_as_it_did_once_space_is_back(small_disk:
     filler.unlink()
     done = wait_finished(run.id, 60)
     assert (done.state, done.exit_code) == ("succeeded", 0), (done.state_detail, done.diagnosis)
-    assert "output.log was cut at byte" in done.state_detail and "the disk was full" in done.state_detail
-    assert (small_disk / "home" / "data" / "runs" / run.id / "output.log").stat().st_size < 4 << 20
+    # The cut names the log and the disk's free space, read at the run's end.
+    log = small_disk / "home" / "data" / "runs" / run.id / "output.log"
+    cut = re.search(rf"the log was cut at byte ([\d,]+): the disk was full \({re.escape(str(log))}, "
+                    r"free (\d+\.\d) MiB at the run's end\)", done.state_detail)
+    assert cut is not None, done.state_detail
+    assert int(cut[1].replace(",", "")) == log.stat().st_size < 4 << 20
     low = [text for kind, text in events(run.id) if kind == "low_disk"]
     assert len(low) == 1 and low[0].startswith("the disk of the data folder has "), events(run.id)
 

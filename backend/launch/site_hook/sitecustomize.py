@@ -266,7 +266,9 @@ def _arm_stack_dumps():
         folder = os.path.join(run_dir, "stacks")
         if not os.path.isdir(folder):
             os.makedirs(folder, mode=0o700, exist_ok=True)
-        _STACK_FILE = open(os.path.join(folder, str(os.getpid()) + ".txt"), "a")
+        # Never through a link planted at the file's name (O_NOFOLLOW: no dumps then), readable by the user only.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        _STACK_FILE = os.fdopen(os.open(os.path.join(folder, str(os.getpid()) + ".txt"), flags, 0o600), "a")
         # SIGUSR2: torch elastic and DeepSpeed's launchers handle SIGINT/SIGTERM/SIGHUP/SIGQUIT, none handles it.
         faulthandler.register(signal.SIGUSR2, file=_STACK_FILE, all_threads=True, chain=False)
     except (ImportError, AttributeError, OSError, ValueError, RuntimeError):

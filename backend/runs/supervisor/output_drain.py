@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+from traindeck.backend.core.paths import free_bytes
 from traindeck.backend.logparse import Line, LineAssembler, Metric, OutputParser, Progress
 from traindeck.backend.logparse.op_build import OpBuildTracker
 from traindeck.backend.runs.diagnosis.stall import Quiet
@@ -64,9 +65,10 @@ def _from_line_start(sample: bytes) -> bytes:
 class OutputPump(threading.Thread):
     """Pipe -> output.log, raw, in large reads. Does nothing else, so it is never the reason the job waits."""
 
-    def __init__(self, read_fd: int, log_fd: int) -> None:
+    def __init__(self, read_fd: int, log_fd: int, path: Path | None = None) -> None:
         super().__init__(name="output-pump", daemon=True)
         self.read_fd, self.log_fd = read_fd, log_fd
+        self.path = path  # output.log's path, named in the cut note
         self.bytes = 0
         self.last_output = time.monotonic()
         self.wake = threading.Event()
@@ -123,11 +125,20 @@ class OutputPump(threading.Thread):
             self.cut_at = -1
 
     def cut_note(self) -> str:
-        """'the log was cut at byte N: the disk was full (X MiB free)' after a failed write, else ''."""
+        """After a failed write: 'the log was cut at byte N: the disk was full (PATH, free X at the run's end)',
+        X read now (the supervisor asks at the run's end, before the end waits for room in the store); else ''."""
         if self.cut_at is None:
             return ""
         where = f" at byte {self.cut_at:,}" if self.cut_at >= 0 else ""
-        return f"output.log was cut{where}: the disk was full (the job's output after that is lost)"
+        said = [str(self.path)] if self.path is not None else []
+        free = free_bytes(self.path) if self.path is not None else -1
+        if free >= 0:
+            said.append(f"free {_size(free)} at the run's end")
+        return f"the log was cut{where}: the disk was full" + (f" ({', '.join(said)})" if said else "")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 class OutputFollower(threading.Thread):
@@ -268,7 +279,7 @@ class OutputDrain:
     def __init__(self, read_fd: int, log_fd: int, path: Path, store: SafeStore, run_id: str,
                  watchdog: Watchdog | None = None) -> None:
         self.store, self.run_id = store, run_id
-        self.pump = OutputPump(read_fd, log_fd)
+        self.pump = OutputPump(read_fd, log_fd, path)
         self.follower = OutputFollower(path, self.pump, store, run_id, watchdog)
 
     def start(self) -> None:
