@@ -475,11 +475,10 @@ class RunStore:
             raise
 
     def _append_to_folder(self, run_id: str, t: float, kind: str, text: str) -> None:
-        folder = store_rebuild.run_folder(self.path, run_id)
-        if folder is None:
-            return
         try:
-            append_event(folder, t, kind, text)
+            folder = store_rebuild.run_folder(self.path, run_id)
+            if folder is not None:
+                append_event(folder, t, kind, text)
         except OSError:
             pass  # the store still gets it; a rebuild then finds the folder without it
 
