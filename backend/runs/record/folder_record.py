@@ -3,20 +3,25 @@
     run.json    what the store's row says of the run at its start: name, preset, script, created_at
     end.json    how it ended: state, exit code, ended_at, diagnosis, state_detail (written by the supervisor)
     cgroup.json the cgroup v2 directory the run's processes live in, where it has one (supervisor/run_cgroup.py)
+    events.jsonl every event the run store is given about the run, one JSON line each ({t, kind, text}), appended
+                by whichever process records it (RunStore.add_event); at most EVENTS_LIMIT bytes
 
-Both are written atomically (a reader sees the whole file or none). `record_fields` puts a run's record together
-from these, command.json, request.json and evidence.json: what a rebuilt run store holds of each run. Below the
-run store (which rebuilds itself from here), so records are given as RunRecord's fields.
+run.json, end.json and cgroup.json are written atomically (a reader sees the whole file or none); events.jsonl is
+appended a whole line per write, never through a symbolic link, and read back bounded (a torn last line is
+skipped). `record_fields` puts a run's record together from these, command.json, request.json and evidence.json,
+and `read_events` its events: what a rebuilt run store holds of each run. Below the run store (which rebuilds
+itself from here), so records are given as RunRecord's fields.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
 
-from traindeck.backend.core.fileio import atomic_write_text, read_json_file
+from traindeck.backend.core.fileio import atomic_write_text, open_private_append, read_json_file
 from traindeck.backend.runs.record.layout import COMMAND
 
 # A run's final states: defined here, below the run store, which takes them from this module.
@@ -27,6 +32,9 @@ END_FILE = "end.json"
 REQUEST_FILE = "request.json"  # written by control/resume.py
 EVIDENCE_FILE = "evidence.json"
 CGROUP_FILE = "cgroup.json"
+EVENTS_FILE = "events.jsonl"
+# A run's events file stops growing here (about 5,000 events; a run has tens): what is read back stays small.
+EVENTS_LIMIT = 1 << 20
 
 
 def write_identity(run_dir: Path | str, run_id: str, *, name: str, preset: str | None, script: str,
@@ -76,6 +84,47 @@ def read_cgroup(run_dir: Path | str, run_id: str) -> str | None:
     if not data or data.get("id") != run_id or not isinstance(data.get("path"), str):
         return None
     return str(data["path"])
+
+
+def append_event(run_dir: Path | str, t: float, kind: str, text: str) -> bool:
+    """Add one event to the run folder's events.jsonl in one write; False when the file is full (EVENTS_LIMIT).
+    Raises OSError when it cannot be written (no such folder, a full disk, a symbolic link there)."""
+    line = json.dumps({"t": t, "kind": kind, "text": text}, ensure_ascii=False) + "\n"
+    fd = open_private_append(Path(run_dir) / EVENTS_FILE)
+    try:
+        if os.fstat(fd).st_size >= EVENTS_LIMIT:
+            return False
+        os.write(fd, line.encode("utf-8", "replace"))
+        return True
+    finally:
+        os.close(fd)
+
+
+def read_events(run_dir: Path | str) -> list[tuple[float, str, str]] | None:
+    """[(t, kind, text)] from the run folder's events.jsonl, oldest first (its first EVENTS_LIMIT bytes and one line
+    beyond, lines that are not an event skipped), or None when it has none (or it is a symbolic link)."""
+    try:
+        fd = os.open(Path(run_dir) / EVENTS_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, EVENTS_LIMIT + (64 << 10))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    events: list[tuple[float, str, str]] = []
+    for raw in data.splitlines():
+        try:
+            item = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(item, dict):
+            continue
+        t, kind, text = item.get("t"), item.get("kind"), item.get("text")
+        if isinstance(t, int | float) and not isinstance(t, bool) and isinstance(kind, str) and isinstance(text, str):
+            events.append((float(t), kind, text))
+    return events
 
 
 def _end_from_evidence(folder: Path) -> dict[str, Any] | None:

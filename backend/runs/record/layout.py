@@ -8,6 +8,7 @@
         evidence.json             what the supervisor saw at the end (exits, OOM kills, memory limit; not the log)
         run.json, end.json        the run's name and its end, as the store has them (folder_record): a run store
                                   rebuilt from the folders (store_rebuild) still knows them
+        events.jsonl              the run's events as the store gets them, one JSON line each (folder_record)
         stop                      present when a stop was requested (JSON: grace, requested_at); see request_stop
 
 Run ids sort by time and read as one: 20261121-171503-ab12 (local time of creation + 4 random hex digits).

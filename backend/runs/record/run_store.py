@@ -8,6 +8,9 @@ creates and migrates the tables it owns.
 
 Text that comes from a run (events, the diagnosis, the state's detail) is masked on its way in (masking.mask_text):
 an exception message or a log line quoted there never puts a token in the store, whoever writes it.
+
+Each event is also appended, masked, to its run's folder (folder_record's events.jsonl) before it is stored, so a
+store rebuilt from the folders (store_rebuild) gets the run's events back, even those a failing store lost.
 """
 
 from __future__ import annotations
@@ -28,12 +31,15 @@ from traindeck.backend.core.fileio import refuse_linked_database
 from traindeck.backend.core.masking import mask_json, mask_text
 from traindeck.backend.core.paths import disk_full, ensure_private_dir, run_store_path
 from traindeck.backend.runs.record import store_rebuild
-from traindeck.backend.runs.record.folder_record import FINAL_STATES, record_fields
+from traindeck.backend.runs.record.folder_record import FINAL_STATES, append_event, read_events, record_fields
 from traindeck.backend.runs.record.layout import OUTPUT
 from traindeck.backend.steps import PHASES, StepRecord
 
 SCHEMA_VERSION = 1
 STATES = frozenset({"running"}) | FINAL_STATES
+
+# {(run id, kind, masked text): time} of events appended to their run folder whose store write then failed.
+_unstored_events: dict[tuple[str, str, str], float] = {}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -446,10 +452,42 @@ class RunStore:
 
     # -- events ---------------------------------------------------------------------------------------------
     def add_event(self, run_id: str, kind: str, text: str, t: float | None = None) -> None:
-        """Record an event of the run (`t`: wall-clock time, default now)."""
+        """Record an event of the run (`t`: wall-clock time, default now): in the store, and first in the run's
+        folder beside the store (folder_record.append_event, best effort), from which a rebuilt store takes it
+        back even when the store write fails. A call repeated after its store write failed (SafeStore's, once the
+        store is opened again) keeps the first call's time and is not appended to the folder twice."""
+        text = mask_text(text, self.secret_values)
+        key = (run_id, kind, text)
+        repeat = _unstored_events.pop(key, None) if t is None else None
+        if repeat is not None and time.time() - repeat < 60.0:
+            t = repeat
+        else:
+            t = time.time() if t is None else t
+            self._append_to_folder(run_id, t, kind, text)
+        try:
+            with self._write() as db:
+                db.execute("INSERT INTO run_events(run_id, t, kind, text) VALUES (?, ?, ?, ?)",
+                           (run_id, t, kind, text))
+        except sqlite3.Error:
+            if len(_unstored_events) >= 64:
+                _unstored_events.clear()
+            _unstored_events[key] = t
+            raise
+
+    def _append_to_folder(self, run_id: str, t: float, kind: str, text: str) -> None:
+        try:
+            folder = store_rebuild.run_folder(self.path, run_id)
+            if folder is not None:
+                append_event(folder, t, kind, text)
+        except OSError:
+            pass  # the store still gets it; a rebuild then finds the folder without it
+
+    def _restore_events(self, run_id: str, events: Iterable[tuple[float, str, str]]) -> int:
+        """Insert events read back from the run's folder (not appended there again); their count."""
+        rows = [(run_id, t, kind, mask_text(text, self.secret_values)) for t, kind, text in events]
         with self._write() as db:
-            db.execute("INSERT INTO run_events(run_id, t, kind, text) VALUES (?, ?, ?, ?)",
-                       (run_id, time.time() if t is None else t, kind, mask_text(text, self.secret_values)))
+            db.executemany("INSERT INTO run_events(run_id, t, kind, text) VALUES (?, ?, ?, ?)", rows)
+        return len(rows)
 
     def events_mark(self) -> int:
         """The id of the newest event of any run (0: none): where reading `events_after` starts."""
@@ -473,11 +511,13 @@ class RunStore:
         return [RunEvent(int(r["id"]), str(r["run_id"]), float(r["t"]), str(r["kind"]), str(r["text"])) for r in rows]
 
 
-def _refill(path: Path, folders: list[Path], why: str) -> tuple[int, int]:
-    """A new store at `path` holding the runs of `folders` (store_rebuild.Refill): each run's record, its metrics
-    and progress from its output.log, its living supervisor, and a 'rebuilt' event saying `why`."""
+def _refill(path: Path, folders: list[Path], why: str) -> store_rebuild.Refilled:
+    """A new store at `path` holding the runs of `folders` (store_rebuild.Refill): each run's record, its events from
+    its folder's events file, its living supervisor, its metrics and progress from its output.log (newest run first,
+    while REBUILD_LOGS_BUDGET_S lasts), and a 'rebuilt' event saying `why`."""
     supervisors = store_rebuild.living_supervisors()
-    runs = clipped = 0
+    clipped = events = metrics = no_events = unread = 0
+    recorded: list[RunRecord] = []
     with RunStore(path, check=False) as store:
         for folder in folders:
             fields = record_fields(folder)
@@ -487,17 +527,30 @@ def _refill(path: Path, folders: list[Path], why: str) -> tuple[int, int]:
             if not record.finished and str(folder) in supervisors:
                 record.supervisor_pid, record.supervisor_started = supervisors[str(folder)]
             store.add_run(record)
-            log = folder / OUTPUT
+            kept = read_events(folder)
+            if kept is None:
+                no_events += 1
+            else:
+                events += store._restore_events(record.id, kept)
+            what = f"ended {record.state}" if record.finished else "no end recorded yet"
+            earlier = ("its earlier events are only in the moved-aside store" if kept is None else
+                       f"{len(kept)} earlier event{'s' if len(kept) != 1 else ''} taken back from its folder")
+            store.add_event(record.id, "rebuilt", f"recorded again from its run folder ({what}): the run store "
+                            f"{why}; {earlier}")
+            recorded.append(record)
+        reading_until = time.monotonic() + store_rebuild.REBUILD_LOGS_BUDGET_S
+        for record in sorted(recorded, key=lambda r: r.created_at, reverse=True):
+            if time.monotonic() >= reading_until:
+                unread += 1
+                continue
+            log = Path(record.run_dir) / OUTPUT
             end = record.ended_at or (log.stat().st_mtime if log.exists() else record.created_at)
             rows, progress, partly = store_rebuild.log_metrics(log, record.started_at or record.created_at, end)
             store.add_metrics(record.id, rows)
             if progress is not None:
                 store.update_run(record.id, progress=progress)
-            what = f"ended {record.state}" if record.finished else "no end recorded yet"
-            store.add_event(record.id, "rebuilt", f"recorded again from its run folder ({what}): the run store "
-                            f"{why}; its earlier events are only in the moved-aside store")
-            runs, clipped = runs + 1, clipped + partly
-    return runs, clipped
+            clipped, metrics = clipped + partly, metrics + len(rows)
+    return store_rebuild.Refilled(len(recorded), clipped, events, metrics, no_events, unread)
 
 
 def _no_room(path: Path, exc: sqlite3.OperationalError) -> bool:

@@ -6,12 +6,14 @@ never touched. Everything happens under an exclusive lock on `<store>.lock` besi
 processes opening a corrupt store at once rebuild it once: the second finds it rebuilt when it gets the lock.
 
 The rebuild writes a new store at a temporary name (one run per folder of `<store's folder>/runs`, from
-folder_record; its metrics parsed from the last REBUILD_LOG_BYTES of its output.log with the supervisor's own
-parsers; a 'rebuilt' event), then keeps the bad file under `<store>.corrupt-<time>` (`.emptied-<time>` for an
-empty one; its -wal and -shm beside it, renamed alike) and renames the new store into place. Readers never see a
-half-built store. What the folders do not hold (the queue, resource samples, step timings, earlier events) starts
-afresh; the moved-aside file still holds what was readable of it. The user is told in one line per rebuilt store:
-on stderr, and to whoever listens (on_store_rebuilt).
+folder_record; its events from the folder's events.jsonl; its metrics parsed from the last REBUILD_LOG_BYTES of
+its output.log with the supervisor's own parsers, newest run first, within REBUILD_LOGS_BUDGET_S for all logs; a
+'rebuilt' event), then keeps the bad file under
+`<store>.corrupt-<time>` (`.emptied-<time>` for an empty one; its -wal and -shm beside it, renamed alike) and
+renames the new store into place. Readers never see a half-built store. What the folders do not hold (the queue,
+resource samples, step timings) starts afresh; the moved-aside file still holds what was readable of it. The user
+is told in one line per rebuilt store, with how many runs, events and metric points came back: on stderr, and to
+whoever listens (on_store_rebuilt).
 """
 
 from __future__ import annotations
@@ -25,15 +27,30 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from traindeck.backend.runs.record.layout import COMMAND
 
-# Fills a new store at the given path from these run folders, saying why the store is rebuilt in each run's event;
-# returns (runs recorded, runs whose output.log was read only in part). RunStore gives its own (run_store._refill).
-Refill = Callable[[Path, list[Path], str], tuple[int, int]]
 
-REBUILD_LOG_BYTES = 16 << 20  # of each output.log, its newest part: about 10 s of parsing at most per run
+class Refilled(NamedTuple):
+    """What a refill put into the new store."""
+
+    runs: int  # runs recorded
+    clipped: int  # runs whose output.log was read only in part (its newest REBUILD_LOG_BYTES)
+    events: int  # events taken back from the run folders' events files
+    metrics: int  # metric points parsed from the output logs
+    no_events: int = 0  # runs whose folder has no events file (kept by an older traindeck)
+    unread: int = 0  # runs whose output.log was not read: REBUILD_LOGS_BUDGET_S was spent on newer runs' logs
+
+
+# Fills a new store at the given path from these run folders, saying why the store is rebuilt in each run's event.
+# RunStore gives its own (run_store._refill).
+Refill = Callable[[Path, list[Path], str], Refilled]
+
+REBUILD_LOG_BYTES = 16 << 20  # of each output.log, its newest part: 5 to 25 s of parsing (a line of metrics each)
+# What parsing every output.log of one rebuild may take together: the logs are read newest run first, and those of
+# older runs left once it is spent keep their metrics only in their output.log (and the moved-aside store).
+REBUILD_LOGS_BUDGET_S = 60.0
 _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 _SUPERVISOR_MARKS = ("traindeck.backend.runs.supervisor.process", "_supervise")
 
@@ -144,6 +161,15 @@ def _has_content(path: Path) -> bool:
         return False
 
 
+def run_folder(path: Path, run_id: str) -> Path | None:
+    """The folder the rebuild of the store at `path` reads the run `run_id` from (`<its folder>/runs/<id>/`), or
+    None when there is no such folder (or it is a symbolic link, or the id is not one name)."""
+    if not run_id or run_id in (".", "..") or "/" in run_id or "\0" in run_id:
+        return None
+    folder = path.parent / "runs" / run_id
+    return folder if folder.is_dir() and not folder.is_symlink() else None
+
+
 def _run_folders(path: Path) -> list[Path]:
     """The run folders beside the store (`<its folder>/runs/<id>/` holding command.json), oldest first."""
     root = path.parent / "runs"
@@ -158,19 +184,28 @@ def _rebuild(path: Path, folders: list[Path], kind: str, why: str, refill: Refil
     started = time.monotonic()
     temp = path.with_name(f"{path.name}.rebuilding-{os.getpid()}")
     _remove(temp)
-    runs, clipped = refill(temp, folders, why)
+    done = refill(temp, folders, why)
     aside = _aside_name(path, kind)
     _move_aside(path, aside)
     os.replace(temp, path)
     took = time.monotonic() - started
-    line = (f"the run store {path} {why}: moved aside to {aside}; rebuilt {runs} run{'s' if runs != 1 else ''} "
-            f"from their folders in {took:.1f} s")
-    if clipped:
-        line += (f" (metrics of {clipped} run{'s' if clipped != 1 else ''} from the last "
-                 f"{REBUILD_LOG_BYTES >> 20} MiB of output.log only)")
+    line = (f"the run store {path} {why}: moved aside to {aside}; rebuilt {_count(done.runs, 'run')} from their "
+            f"folders ({_count(done.events, 'event')}, {_count(done.metrics, 'metric point')}) in {took:.1f} s")
+    if done.clipped:
+        line += (f" (metrics of {_count(done.clipped, 'run')} from the last {REBUILD_LOG_BYTES >> 20} MiB of "
+                 "output.log only)")
+    if done.unread:
+        line += (f" (metrics of {_count(done.unread, 'older run')} not read from output.log: the "
+                 f"{REBUILD_LOGS_BUDGET_S:g} s for reading logs went to newer runs)")
+    if done.no_events:
+        line += f" (events of {_count(done.no_events, 'run')} only in the store moved aside)"
     line += "; the queue, resource samples and step timings start afresh"
     _say(line)
     return line
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 def _aside_name(path: Path, kind: str) -> Path:

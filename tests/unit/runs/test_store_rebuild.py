@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,15 @@ import pytest
 
 from traindeck.backend.core.fileio import atomic_write_text
 from traindeck.backend.core.paths import run_store_path, runs_dir
-from traindeck.backend.runs.record.folder_record import read_end, write_end, write_identity
+from traindeck.backend.runs.record.folder_record import (
+    EVENTS_FILE,
+    EVENTS_LIMIT,
+    append_event,
+    read_end,
+    read_events,
+    write_end,
+    write_identity,
+)
 from traindeck.backend.runs.record.layout import create_run_dir
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 from traindeck.backend.runs.record.store_rebuild import metrics_from_log
@@ -53,6 +62,8 @@ def three_runs() -> list[RunRecord]:
         runs = [make_run("first", store=store), make_run("second", state="failed", store=store),
                 make_run("third", store=store)]
         store.add_metrics(runs[0].id, [("loss", i, time.time(), v, None) for i, v in enumerate(LOSSES)])
+        store.add_event(runs[0].id, "started", "launcher started (pid 4321)", t=1000.5)
+        store.add_event(runs[0].id, "finished", "succeeded: hf_abcdefghijklmnopqrstuvwxyz0123 was fine", t=1009.25)
     return runs
 
 
@@ -93,7 +104,8 @@ def test_a_damaged_store_is_kept_aside_and_rebuilt_from_the_run_folders(damage, 
     [aside] = kept_aside(kind)
     assert aside.read_bytes() == before  # what the user had is kept, byte for byte
     assert store.rebuilt is not None and f"the run store {path} {why}: moved aside to {aside}" in store.rebuilt
-    assert "rebuilt 3 runs from their folders" in store.rebuilt
+    assert "rebuilt 3 runs from their folders (2 events, 18 metric points) in " in store.rebuilt
+    assert "(events of 2 runs only in the store moved aside)" in store.rebuilt
     assert said.count("traindeck: the run store") == 1 and store.rebuilt in said
     got = {r.name: r for r in store.list_runs()}
     assert sorted(got) == ["first", "second", "third"]
@@ -103,7 +115,13 @@ def test_a_damaged_store_is_kept_aside_and_rebuilt_from_the_run_folders(damage, 
                                                                           "kind": "python_error"}
     assert got["second"].state_detail == "it failed" and got["second"].argv[1:] == ["train.py", "--lr", "0.1"]
     assert [v for _, _, v in store.metric_series(runs[0].id, "loss")] == LOSSES  # from output.log
-    assert [e.kind for e in store.events(runs[0].id)] == ["rebuilt"]
+    # The first run's story comes back from its folder, at its times (secrets still masked); the others had none.
+    story = [(e.t, e.kind, e.text) for e in store.events(runs[0].id)]
+    assert [(t, kind) for t, kind, _ in story[:2]] == [(1000.5, "started"), (1009.25, "finished")]
+    assert story[0][2] == "launcher started (pid 4321)" and "hf_abcdefghijklmnop" not in story[1][2]
+    assert story[2][1] == "rebuilt" and "2 earlier events taken back from its folder" in story[2][2]
+    [other] = store.events(runs[1].id)
+    assert other.kind == "rebuilt" and "its earlier events are only in the moved-aside store" in other.text
     store.close()
     again = RunStore()  # sound now: opened as it is
     assert again.rebuilt is None and len(kept_aside(kind)) == 1 and len(again.list_runs()) == 3
@@ -148,8 +166,6 @@ def test_a_busy_store_is_never_rebuilt() -> None:
     """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        import sqlite3
-
         with pytest.raises(sqlite3.OperationalError, match="locked"):
             RunStore(busy_timeout_s=0.3)
         listed = traindeck("runs", "list")
@@ -248,3 +264,57 @@ def test_the_dashboard_screenshot_of_a_corrupt_store_shows_no_traceback(tmp_path
     assert "was corrupt (file is not a database)" in result.stderr
     assert list((tmp_path / "shots").glob("*.png"))
 
+
+
+def test_a_runs_events_file_is_bounded_skips_torn_lines_and_refuses_links(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    assert read_events(folder) is None
+    assert append_event(folder, 1.5, "started", "launcher started")
+    with open(folder / EVENTS_FILE, "a") as handle:
+        handle.write('["not", "an event"]\n{"t": "late", "kind": "x", "text": "y"}\n{"t": 2.0, "kind": "sta')
+    assert read_events(folder) == [(1.5, "started", "launcher started")]
+    os.truncate(folder / EVENTS_FILE, EVENTS_LIMIT)
+    assert not append_event(folder, 3.0, "stall", "no output")  # full: it grows no further
+    assert (folder / EVENTS_FILE).stat().st_size == EVENTS_LIMIT and (folder / EVENTS_FILE).stat().st_mode & 0o77 == 0
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("mine\n")
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / EVENTS_FILE).symlink_to(target)
+    with pytest.raises(OSError):
+        append_event(linked, 1.0, "started", "x")
+    assert target.read_text() == "mine\n" and read_events(linked) is None
+
+
+def test_an_event_repeated_after_its_store_write_failed_is_kept_once_in_the_folder() -> None:
+    with RunStore() as store:
+        run = make_run("run", state=None, store=store)
+    folder = Path(run.run_dir)
+    broken = RunStore()
+    broken._db.execute("DROP TABLE run_events")  # every event write of this connection now fails
+    with pytest.raises(sqlite3.Error):
+        broken.add_event(run.id, "stall", "no output for 2 min")
+    broken.close()
+    with RunStore() as store:  # opening creates the table again
+        store.add_event(run.id, "stall", "no output for 2 min")  # the repeat (SafeStore's, once reopened)
+        [stored] = store.events(run.id)
+    kept = read_events(folder)
+    assert kept is not None and [(t, kind) for t, kind, _ in kept] == [(stored.t, "stall")]
+
+
+def test_once_the_time_for_reading_logs_is_spent_older_runs_are_rebuilt_without_their_metrics(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from traindeck.backend.runs.record import store_rebuild
+
+    runs = three_runs()
+    garbage_header(run_store_path())
+    monkeypatch.setattr(store_rebuild, "REBUILD_LOGS_BUDGET_S", 0.0)  # spent before the first log
+    with RunStore() as store:
+        assert store.rebuilt is not None
+        assert "rebuilt 3 runs from their folders (2 events, 0 metric points)" in store.rebuilt
+        assert "(metrics of 3 older runs not read from output.log: the 0 s for reading logs went to newer runs)" \
+            in store.rebuilt
+        assert [r.state for r in store.list_runs()] == ["succeeded", "failed", "succeeded"]
+        assert store.metric_series(runs[0].id, "loss") == []
+        assert [e.kind for e in store.events(runs[0].id)] == ["started", "finished", "rebuilt"]
