@@ -63,6 +63,8 @@ from .control.lineage import (
 from .control.lineage import (
     line_of_work as line_of_work,
 )
+from .control.live_rate import RateText as RateText
+from .control.live_rate import rate_text as rate_text
 from .control.metric_charts import X_MODES as X_MODES
 from .control.metric_charts import LastFigure as LastFigure
 from .control.metric_charts import StepClock as StepClock

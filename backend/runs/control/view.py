@@ -17,6 +17,7 @@ from typing import Any
 from traindeck.backend.runs.control.lifecycle import stop_run
 from traindeck.backend.runs.record.run_store import RunEvent, RunRecord, RunStore
 from traindeck.backend.runs.record.series import BoundedSeries, load_series
+from traindeck.backend.runs.record.throughput import BatchShape, batch_shape
 from traindeck.backend.runs.supervisor.liveness import reconcile, run_processes
 
 # Events that tell the story of a stop: shown as the escalation happens.
@@ -36,6 +37,7 @@ class RunView:
     whole: dict[str, BoundedSeries] = field(default_factory=dict)  # the `whole_series` asked for, bounded
     metric_mark: int = 0  # pass back as `metric_mark` to get only newer metric rows next time
     remaining: list[int] | None = None  # pids of the run still alive; only when asked (after the run ended)
+    shape: BatchShape | None = None  # the run directory's global batch and sequence length; on a first read only
 
 
 def read_view(store: RunStore, run_id: str, *, after_event: int = 0, metric_mark: int | None = None,
@@ -55,6 +57,7 @@ def read_view(store: RunStore, run_id: str, *, after_event: int = 0, metric_mark
     if metric_mark is None:
         view.metric_mark = store.metrics_mark()  # before the reads below: nothing can fall between them
         view.metrics = store.last_metrics(run_id)
+        view.shape = batch_shape(record.run_dir)  # written at launch, before the run: it does not change
     else:
         rows = store.metric_rows_after(run_id, metric_mark)
         view.metric_mark = rows[-1][0] if rows else metric_mark

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from traindeck.backend.runs.control.view import STOP_EVENTS, RunView, chart_names, default_other, event_line
 from traindeck.backend.runs.record.run_store import RunEvent, RunRecord
 from traindeck.backend.runs.record.series import BoundedSeries
+from traindeck.backend.runs.record.throughput import BatchShape
 
 Change = Literal["opened", "record", "ended", "stop"]
 
@@ -68,6 +69,7 @@ class WatchedRun:
         self.after_event = 0
         self.metric_mark: int | None = None  # the store's metric rows seen so far (None: none yet)
         self.metrics: dict[str, float] = {}  # latest value of every series
+        self.shape: BatchShape | None = None  # the run's global batch and sequence length (its first read's)
         self.metric_names: tuple[str, ...] = ()
         self.other: str | None = None  # the series shown beside the losses
         self.shown: tuple[str, ...] = ()  # more series charted (the metrics grid's visible charts)
@@ -166,6 +168,8 @@ class WatchedRun:
         first = self.record is None
         news = first or bool(view.events or view.series or view.whole) or view.record != self.record
         record = self.record = view.record
+        if view.shape is not None:
+            self.shape = view.shape
         if view.events:
             self.events.extend(view.events)
             self.after_event = view.events[-1].id

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from traindeck.backend.remote import RemoteRuns
-from traindeck.backend.runs import STOPPED_TRACEBACK_NOTE, RunRecord, WatchedRun  # noqa: F401 (the note: tests read it here)
+from traindeck.backend.runs import STOPPED_TRACEBACK_NOTE, RunRecord, WatchedRun, rate_text  # noqa: F401 (the note: tests read it here)
 from traindeck.backend.runs.control import view as watch
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
@@ -336,6 +336,7 @@ class RunsPage(Page):
             return
         self.run_list.update_item(record)  # the list's line from the same record as the header (same percent)
         self.header.show_record(record)
+        self.header.show_rate(rate_text(record, self.watched.metrics, self.watched.shape))  # the same read's
         self._update_duration()
         self.stop_panel.show_record(record)
         self.stop_panel.show_story()

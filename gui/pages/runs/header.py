@@ -1,12 +1,13 @@
 """The Runs page's header for the open run: its name, state and duration (with the page's stop buttons at the row's
-end), the command it runs, its progress, and the banner of a stalled run or of ops being built on first use. It
-draws the RunRecord it is handed; the page decides when."""
+end), the command it runs, its progress with the throughput beside it (worded by the backend's live_rate, its
+source in the tooltip), and the banner of a stalled run or of ops being built on first use. It draws the RunRecord
+it is handed; the page decides when."""
 
 from __future__ import annotations
 
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from traindeck.backend.runs import RunRecord
+from traindeck.backend.runs import RateText, RunRecord
 from traindeck.backend.runs.control import view as watch
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.labels import ElidedLabel, SteadyLabel, SteadyProgressBar
@@ -44,9 +45,12 @@ class RunHeader(QWidget):
         self.progress_bar.setTextVisible(False)
         self.progress_bar.setFixedHeight(14)
         self.progress_label = SteadyLabel("1,000 / 10,000 steps (10%) · 9.99 steps/s")  # new words every poll
+        self.rate_label = SteadyLabel("· 99.9 samples/s")  # the throughput, its source the tooltip; hidden if none
+        self.rate_label.setHidden(True)
         progress = QHBoxLayout()
         progress.addWidget(self.progress_bar, 1)
         progress.addWidget(self.progress_label)
+        progress.addWidget(self.rate_label)
 
         self.stall_panel, stall_layout = _panel("stallPanel")
         self.stall_panel.setStyleSheet(panel_style("warning", "stallPanel"))
@@ -67,6 +71,7 @@ class RunHeader(QWidget):
         self.state_badge.clear()
         self.meta_label.clear()
         self.progress_label.clear()
+        self.show_rate(RateText("", ""))
         self.progress_bar.setValue(0)
 
     def no_such_run(self, run_id: str) -> None:
@@ -100,6 +105,12 @@ class RunHeader(QWidget):
             self.stall_label.setText(f"⚠ The run looks stalled: {stall.removeprefix('stalled: ')}. It may be "
                                      "waiting on another rank (a hang) or on slow I/O; the console shows its last "
                                      "output.")
+
+    def show_rate(self, rate: RateText) -> None:
+        """The throughput beside the progress (nothing where it is unknown), its source in the tooltip."""
+        self.rate_label.setText(f"· {rate.text}" if rate.text else "")
+        self.rate_label.setToolTip(rate.tooltip)
+        self.rate_label.setHidden(not rate.text)  # no space kept for a figure that is not known
 
     def show_duration(self, record: RunRecord | None) -> None:
         if record is None:
