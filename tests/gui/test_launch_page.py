@@ -315,9 +315,9 @@ def test_the_default_run_name_says_the_preset_and_a_typed_name_wins(qtbot, make_
         page.ctx.draft.replace(load_preset(preset), preset)
         _wait_plan(qtbot, page)
         qtbot.waitUntil(lambda: page.launch_bar.queue_button.isEnabled(), timeout=15000)
-        page.launch(queue=True)
-        qtbot.waitUntil(lambda: "Queued 1 run" in page.launch_bar.result.text(), timeout=60000)
         names.append(box.name.placeholderText())
+        page.launch(queue=True)
+        qtbot.waitUntil(lambda: f"Queued 1 run: {names[-1]}" in page.launch_bar.result.text(), timeout=60000)
     with QueueStore() as queue:
         entries = queue.waiting()
         assert [e.name for e in entries] == names == ["train_tiny-cpu-demo", "train_tiny-zero2"]
