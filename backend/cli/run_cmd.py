@@ -125,7 +125,7 @@ def _run(args: argparse.Namespace) -> int:
     environment = _probe(args.python)
     check = (memory_check(args.model_size, request.preset, request.config_file, args.nproc) if args.model_size
              else None)
-    name = args.name or default_name(script, args.entry)
+    name = args.name or default_name(script, args.entry, args.preset)
     if not args.detach:
         # What following needs is loaded now, not while the job starts: on a small machine that CPU is the job's.
         from traindeck.backend.cli import run_follow  # noqa: F401
@@ -156,11 +156,12 @@ def _run(args: argparse.Namespace) -> int:
     return follow_run(RunStore(), record.id)
 
 
-def default_name(target: str, entry: str) -> str:
-    """A run's name when none is given: the script's stem, the module's last part, the command's file name."""
+def default_name(target: str, entry: str, preset: str | None = None) -> str:
+    """A run's name when none is given: the script's stem, the module's last part, the command's file name, then
+    `-PRESET` when a preset is used."""
     from traindeck.backend.launch import default_run_name
 
-    return default_run_name(target, entry)
+    return default_run_name(target, entry, preset)
 
 
 def _probe(python: str | None) -> Any:

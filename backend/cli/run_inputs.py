@@ -162,7 +162,7 @@ def enqueue(args: argparse.Namespace, held: bool = False) -> list[RunRecord]:
     try:
         from traindeck.backend.launch import default_run_name
 
-        records = queue_launches(queue, launch, name=args.name or default_run_name(script, entry),
+        records = queue_launches(queue, launch, name=args.name or default_run_name(script, entry, args.preset),
                                  sweep=getattr(args, "sweep", None) or [], gpus=getattr(args, "gpus", None) or "",
                                  held=held, report=_say_sweep_note)
     except ValueError as exc:

@@ -14,11 +14,16 @@ Launcher = Literal["accelerate", "deepspeed", "python", "torchrun"]
 Entry = Literal["script", "module", "command"]
 
 
-def default_run_name(target: str, entry: str) -> str:
-    """A run's name when none is given: the script's stem, the module's last part, the command's file name."""
+def default_run_name(target: str, entry: str, preset: str | None = None) -> str:
+    """A run's name when none is given: the script's stem, the module's last part, the command's file name, then
+    `-PRESET` when the run uses a preset (`train_tiny-cpu-demo`), so runs of one script on different set-ups tell
+    themselves apart in Runs, History and `runs list`. Preset names are letters, digits, '.', '_' and '-'
+    (presets/model.py), so the name stays one word a shell and `runs show NAME` take as it is."""
     if entry == "module":
-        return target.rpartition(".")[2]
-    return Path(target).name if entry == "command" else Path(target).stem
+        base = target.rpartition(".")[2]
+    else:
+        base = Path(target).name if entry == "command" else Path(target).stem
+    return f"{base}-{preset}" if preset else base
 
 
 def target_words(target: str, entry: str, args: Sequence[str] = ()) -> list[str]:

@@ -34,6 +34,7 @@ from .control.history import (
 )
 from .control.history_table import HistoryRow as HistoryRow
 from .control.history_table import HistoryTable as HistoryTable
+from .control.history_table import SweepGroup as SweepGroup
 from .control.history_table import TrialGroup as TrialGroup
 from .control.history_table import format_metric as format_metric
 from .control.history_table import higher_is_better as higher_is_better

@@ -1,6 +1,7 @@
-"""The History page answers "which was best": a sweep's runs together, their swept values and the chosen metric's
-final and best values as columns, the sweep's best run marked. Runs are planted in a real run store, each sweep
-run with the sweep.json the queue writes when it starts one."""
+"""The History page answers "which was best": a sweep's runs under the sweep's row, their swept values and the
+chosen metric's final and best values as columns, the sweep's best run marked; one click on the sweep's row compares
+and overlays its runs. Runs are planted in a real run store, each sweep run with the sweep.json the queue writes when
+it starts one."""
 
 from __future__ import annotations
 
@@ -52,11 +53,15 @@ def test_history_shows_a_sweep_grouped_with_its_values_final_and_best_loss_and_i
     try:
         page.page_shown()
         proxy = page.run_table.proxy
-        qtbot.waitUntil(lambda: proxy.rowCount() == 4, timeout=10000)
+        qtbot.waitUntil(lambda: proxy.rowCount() == 2, timeout=10000)
         sweep, lr = _column(page, "Sweep"), _column(page, "lr")
         final, best = _column(page, "Final loss"), _column(page, "Best loss")
-        cells = [{c: proxy.index(r, c).data() for c in (0, sweep, lr, final, best)} for r in range(4)]
-        # Newest first, the sweep's runs together although the lone run started between them.
+        # Newest first: the sweep's row (its runs under it although the lone run started between them), the lone run.
+        assert [proxy.index(r, 0).data() for r in range(2)] == ["sweep tiny: lr (3 of 4 runs), best: tiny-lr=3e-3",
+                                                                "lone"]
+        group = proxy.index(0, 0)
+        rows = [proxy.index(r, 0, group) for r in range(3)] + [proxy.index(1, 0)]
+        cells = [{c: row.sibling(row.row(), c).data() for c in (0, sweep, lr, final, best)} for row in rows]
         assert [c[0] for c in cells] == ["tiny-lr=1e-2", "tiny-lr=3e-3", "tiny-lr=1e-3", "lone"]
         assert [c[lr] for c in cells] == ["1e-2", "3e-3", "1e-3", "-"]
         # The failed run and the lone run stopped at step 2, the others at 4: each final value says its step.
@@ -66,16 +71,17 @@ def test_history_shows_a_sweep_grouped_with_its_values_final_and_best_loss_and_i
         # The best of the sweep is lr=3e-3: the failed run's loss is no result, the lone run is no sweep's.
         assert [c[sweep] for c in cells] == ["tiny: lr (3 of 4 runs)", "★ tiny: lr (3 of 4 runs)",
                                              "tiny: lr (3 of 4 runs)", "-"]
-        assert proxy.index(1, 0).data(Qt.ItemDataRole.FontRole).bold()
-        assert "lowest loss" in proxy.index(1, sweep).data(Qt.ItemDataRole.ToolTipRole)
+        assert rows[1].data(Qt.ItemDataRole.FontRole).bold()
+        assert "lowest loss" in rows[1].sibling(rows[1].row(), sweep).data(Qt.ItemDataRole.ToolTipRole)
         assert "lowest" in proxy.headerData(best, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole)
 
-        # Sorting by the best loss answers "which was best" across every run; by lr, numerically.
+        # Sorting by the best loss answers "which was best" within the sweep; by lr, numerically.
         page.run_table.table.sortByColumn(best, Qt.SortOrder.AscendingOrder)
-        assert [proxy.index(r, 0).data() for r in range(4)] == ["lone", "tiny-lr=1e-2", "tiny-lr=3e-3",
-                                                                 "tiny-lr=1e-3"]
+        group = proxy.index(0, 0)
+        assert [proxy.index(r, 0, group).data() for r in range(3)] == ["tiny-lr=1e-2", "tiny-lr=3e-3", "tiny-lr=1e-3"]
         page.run_table.table.sortByColumn(lr, Qt.SortOrder.DescendingOrder)
-        assert [proxy.index(r, lr).data() for r in range(3)] == ["1e-2", "3e-3", "1e-3"]
+        group = next(proxy.index(r, 0) for r in range(2) if proxy.index(r, 0).data() != "lone")
+        assert [proxy.index(r, lr, group).data() for r in range(3)] == ["1e-2", "3e-3", "1e-3"]
 
         # Another metric: accuracy is best highest; the chooser lists what the runs logged.
         box = page.run_table.metric_box
@@ -93,3 +99,78 @@ def test_history_shows_a_sweep_grouped_with_its_values_final_and_best_loss_and_i
         page.shutdown()
         page.ctx.tasks.wait(10000)
 
+
+
+def _page(qtbot):
+    from traindeck.gui.context import AppContext
+    from traindeck.gui.pages.history import HistoryPage
+
+    page = HistoryPage(AppContext())
+    qtbot.addWidget(page)
+    page.resize(1400, 800)
+    page.show()
+    page.page_shown()
+    return page
+
+
+def test_one_click_on_a_sweeps_row_compares_and_overlays_its_runs(qtbot, planted):
+    page = _page(qtbot)
+    try:
+        proxy, table = page.run_table.proxy, page.run_table.table
+        qtbot.waitUntil(lambda: proxy.rowCount() == 2, timeout=10000)
+        group = proxy.index(0, 0)
+        assert "select this row to compare and overlay its runs" in group.data(Qt.ItemDataRole.ToolTipRole)
+        assert not table.isExpanded(group)
+        # One click: its runs are selected (the best first; the failed one last), compared and overlaid at once.
+        qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=table.visualRect(group).center())
+        ids = [planted[lr].id for lr in ("3e-3", "1e-3", "1e-2")]
+        assert page.run_table.selected_ids() == ids
+        compared = page.compare_panel
+        qtbot.waitUntil(lambda: compared.many is not None, timeout=10000)
+        assert sorted(r.run_id for r in compared.many.runs) == sorted(ids)
+        assert compared.tabs.currentWidget() is compared.overlay
+        qtbot.waitUntil(lambda: compared.overlay.result is not None, timeout=10000)
+        assert len(compared.overlay.result.curves) == 3
+        assert page.group_note.isHidden()  # nothing left out
+        # A refresh keeps the sweep's row selected.
+        page.refresh()
+        qtbot.waitUntil(lambda: not page._refreshing, timeout=10000)
+        assert page.run_table.selected_ids() == ids
+    finally:
+        page.shutdown()
+        page.ctx.tasks.wait(10000)
+
+
+def test_a_sweep_of_more_runs_than_compare_takes_compares_its_best_and_says_how_many_were_left_out(qtbot):
+    from traindeck.backend.runs import MAX_COMPARED
+
+    count = MAX_COMPARED + 2
+    with RunStore() as store:
+        runs = []
+        for i in range(count):
+            started = T0 + i * 60
+            run = make_run(store, f"big-lr={i}", started=started, samples=0, port=29600 + i,
+                           metrics=_losses(started, 3.0, 2.0 - i / 100))  # the later, the lower its loss
+            write_sweep_mark(run.run_dir, SweepMark("sweep-big", "big", count, {"lr": str(i)}))
+            runs.append(run)
+    page = _page(qtbot)
+    try:
+        proxy, table = page.run_table.proxy, page.run_table.table
+        qtbot.waitUntil(lambda: proxy.rowCount() == 1, timeout=10000)
+        group = proxy.index(0, 0)
+        assert "2 more left out" in group.data(Qt.ItemDataRole.ToolTipRole)
+        qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=table.visualRect(group).center())
+        assert page.run_table.selected_ids() == [r.id for r in reversed(runs)][:MAX_COMPARED]
+        assert not page.group_note.isHidden()
+        assert f"{MAX_COMPARED} best runs by loss are compared; 2 more left out" in page.group_note.text()
+        compared = page.compare_panel
+        qtbot.waitUntil(lambda: compared.overlay.result is not None, timeout=10000)
+        assert len(compared.overlay.result.curves) == MAX_COMPARED
+        # A run chosen instead: no note.
+        child = proxy.index(0, 0, group)
+        table.expand(group)
+        qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=table.visualRect(child).center())
+        assert page.group_note.isHidden() and len(page.run_table.selected_ids()) == 1
+    finally:
+        page.shutdown()
+        page.ctx.tasks.wait(10000)

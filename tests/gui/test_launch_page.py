@@ -299,6 +299,34 @@ def test_the_demo_leaves_nothing_in_the_saved_environment_after_a_switch_to_a_gp
     assert again.env_box.preset_env.isHidden()  # zero2 needs no variables of its own
 
 
+def test_the_default_run_name_says_the_preset_and_a_typed_name_wins(qtbot, make_page):
+    """Two demo runs from different presets get different names (shown in the empty name field, and queued as
+    such); a typed name wins; a trial's name leaves the preset out (each candidate adds its own set-up)."""
+    from traindeck.backend.queue.entries import QueueStore
+
+    with QueueStore() as queue:
+        queue.update_settings(paused=True)
+    page = make_page(demo=True)
+    box = page.script_box
+    qtbot.waitUntil(lambda: box.name.placeholderText() == "train_tiny-cpu-demo", timeout=15000)
+    assert page.run_name() == "train_tiny-cpu-demo" and page._order().trial_name == "train_tiny"
+    names = []
+    for preset in ("cpu-demo", "zero2"):
+        page.ctx.draft.replace(load_preset(preset), preset)
+        _wait_plan(qtbot, page)
+        qtbot.waitUntil(lambda: page.launch_bar.queue_button.isEnabled(), timeout=15000)
+        names.append(box.name.placeholderText())
+        page.launch(queue=True)
+        qtbot.waitUntil(lambda: f"Queued 1 run: {names[-1]}" in page.launch_bar.result.text(), timeout=60000)
+    with QueueStore() as queue:
+        entries = queue.waiting()
+        assert [e.name for e in entries] == names == ["train_tiny-cpu-demo", "train_tiny-zero2"]
+        for entry in entries:
+            queue.remove(entry.run_id)
+    box.name.setText("mine")
+    assert page.run_name() == "mine" and page._order().trial_name == "mine"
+
+
 def test_the_table_wins_over_the_preset_and_says_so(qtbot, make_page):
     page = make_page(demo=True)
     page.env_box.env.set_env({"DS_ACCELERATOR": "cuda"})
@@ -363,7 +391,7 @@ def test_ctrl_enter_launches_the_cpu_demo_and_it_succeeds(qtbot, make_page, heav
         record = store.get_run(run_id)
         log = Path(record.run_dir, "output.log").read_text(errors="replace")
         assert record.state == "succeeded", (record.diagnosis, log[-3000:])
-        assert (record.name, record.preset, record.launcher) == ("train_tiny", "cpu-demo", "deepspeed")
+        assert (record.name, record.preset, record.launcher) == ("train_tiny-cpu-demo", "cpu-demo", "deepspeed")
         assert "train_tiny: mode=deepspeed world_size=2" in log and "train_tiny: done" in log
         qtbot.waitUntil(lambda: f"Run {run_id}" not in page.launch_bar.result.text(), timeout=15000)  # it ended
         assert heavy_imports == []

@@ -8,6 +8,8 @@ that did not fail.
 
 A trial's runs are its candidates (each marked by trial.json): they are kept together like a sweep's and gathered
 under a `TrialGroup`, whose row the table shows as their parent; choosing the group compares its measured candidates.
+A sweep of two or more runs shown is gathered the same way under a `SweepGroup`: choosing it compares and overlays
+its runs, the best by the metric first, at most MAX_COMPARED (how many more were left out is kept with the group).
 """
 
 from __future__ import annotations
@@ -75,6 +77,30 @@ class TrialGroup:
     sort_time: float  # its newest run's start: where the group stands in a list sorted by start
     detail: str = ""  # a longer line for a tooltip
 
+    @property
+    def key(self) -> str:
+        """The group's key among the table's groups (what the table keeps open and selected)."""
+        return f"trial:{self.trial_id}"
+
+
+@dataclass(frozen=True)
+class SweepGroup:
+    """A sweep's runs as one group: its line, its runs and those that choosing the group compares."""
+
+    sweep_id: str
+    label: str  # "sweep tiny: lr (3 of 4 runs), best: tiny-lr=3e-3"
+    state: str  # "running" while one of its runs runs, else "finished"
+    run_ids: tuple[str, ...]  # its runs, in the table's order
+    compare_ids: tuple[str, ...]  # its runs by the metric's best value (best first, then those without), at most
+    # MAX_COMPARED
+    sort_time: float  # its newest run's start
+    detail: str = ""  # a longer line for a tooltip
+    left_out: int = 0  # its runs shown that compare_ids leaves out (over MAX_COMPARED)
+
+    @property
+    def key(self) -> str:
+        return f"sweep:{self.sweep_id}"
+
 
 @dataclass(frozen=True)
 class HistoryTable:
@@ -84,6 +110,7 @@ class HistoryTable:
     rows: list[HistoryRow]  # a sweep's runs together, at the place of its newest run; otherwise as given
     metrics: tuple[str, ...]  # every metric the runs logged (to choose from), sorted
     groups: dict[str, TrialGroup] = field(default_factory=dict)  # trial id -> its group, for the trials shown
+    sweeps: dict[str, SweepGroup] = field(default_factory=dict)  # sweep id -> its group, for sweeps of 2+ runs shown
 
     @property
     def final_steps_differ(self) -> bool:
@@ -141,6 +168,7 @@ def history_table(runs: Sequence[RunFigures], metric: str | None = None,
 
     rows: list[HistoryRow] = []
     groups: dict[str, TrialGroup] = {}
+    sweeps: dict[str, SweepGroup] = {}
     placed: set[str] = set()
     for run in runs:
         if run.trial is not None:
@@ -161,9 +189,33 @@ def history_table(runs: Sequence[RunFigures], metric: str | None = None,
         newest = max(_start(r) for r in group)
         label = _group_label(group)
         rank = {r.run_id: i for i, r in enumerate(sorted(group, key=_start, reverse=True))}
-        rows += [_row(r, names, metric, higher, sweep_id, label, best_of.get(sweep_id) == r.run_id,
-                      newest - rank[r.run_id] * 1e-3) for r in group]
-    return HistoryTable(metric, higher, names, rows, metrics, groups)
+        sweep_rows = [_row(r, names, metric, higher, sweep_id, label, best_of.get(sweep_id) == r.run_id,
+                           newest - rank[r.run_id] * 1e-3) for r in group]
+        rows += sweep_rows
+        if len(group) >= 2:
+            sweeps[sweep_id] = _sweep_group(sweep_id, label, sweep_rows, metric, higher, newest)
+    return HistoryTable(metric, higher, names, rows, metrics, groups, sweeps)
+
+
+def _sweep_group(sweep_id: str, label: str, rows: Sequence[HistoryRow], metric: str, higher: bool,
+                 newest: float) -> SweepGroup:
+    """A sweep's group: its runs with a result by their best value (best first), then the rest newest first (a
+    failed run's curve still shows where it went wrong), cut at MAX_COMPARED."""
+    scored = sorted((r for r in rows if r.best is not None and r.run.state not in _FAILED),
+                    key=lambda r: -(r.best or 0.0) if higher else (r.best or 0.0))
+    kept = {r.run.run_id for r in scored}
+    ranked = [*scored, *sorted((r for r in rows if r.run.run_id not in kept), key=lambda r: r.sort_time,
+                               reverse=True)]
+    compare = tuple(r.run.run_id for r in ranked[:MAX_COMPARED])
+    left_out = len(ranked) - len(compare)
+    best = next((r.name for r in rows if r.is_best), "")
+    line = f"sweep {label}" + (f", best: {best}" if best else "")
+    cut = (f" Its {len(compare)} best by {metric} are compared; {left_out} more left out (Ctrl+click runs to "
+           "choose others)." if left_out else "")
+    detail = f"Sweep {sweep_id}: select this row to compare and overlay its runs." + cut
+    state = "running" if any(r.run.state == "running" for r in rows) else "finished"
+    return SweepGroup(sweep_id=sweep_id, label=line, state=state, run_ids=tuple(r.run.run_id for r in rows),
+                      compare_ids=compare, sort_time=newest, detail=detail, left_out=left_out)
 
 
 def _trial_group(trial_id: str, runs: Sequence[RunFigures], summary: TrialSummary | None, names: tuple[str, ...],

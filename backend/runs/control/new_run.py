@@ -78,7 +78,8 @@ def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | Non
         own_store = store is None
         store = store or RunStore()
         try:
-            record = start_run(plan, run_dir, name=name or default_run_name(request.script, request.entry),
+            default = default_run_name(request.script, request.entry, request.preset.name if request.preset else None)
+            record = start_run(plan, run_dir, name=name or default,
                                preset=preset_name, script=request.script, store=store)
             recorded = True
             after_start(run_dir.path, request, plan, store, preset_name=preset_name, resume_arg=resume_arg,

@@ -72,6 +72,10 @@ class HistoryPage(Page):
         self.chain_label = QLabel("")
         self.chain_label.setWordWrap(True)
         self.chain_label.setVisible(False)
+        self.group_note = QLabel("")  # a sweep's row selected: the runs it leaves out of the comparison
+        self.group_note.setWordWrap(True)
+        self.group_note.setVisible(False)
+        self._compared_group: str | None = None  # the group's row whose runs were last compared on selecting it
 
         self.run_table.open_requested.connect(self.open_selected)
         self.run_table.selection_changed.connect(self._selection_changed)
@@ -97,6 +101,7 @@ class HistoryPage(Page):
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
         layout.addWidget(self.chain_label)
+        layout.addWidget(self.group_note)
         layout.addWidget(splitter, 1)
         self._selection_changed(self.run_table.selected_ids())
 
@@ -143,8 +148,23 @@ class HistoryPage(Page):
             self.count_label.setText(f"Cannot read the runs: {error.splitlines()[0] if error else 'unknown error'}")
 
     def _selection_changed(self, ids: list[str]) -> None:
+        """Buttons for the selection; a trial's or sweep's row chosen alone compares its runs at once (a sweep's on
+        the Overlay tab), and says how many runs of a sweep were left out."""
         self.open_button.setEnabled(len(ids) == 1)
         self.compare_button.setEnabled(2 <= len(ids) <= MAX_COMPARED)
+        group = self.run_table.selected_group()
+        key, left_out = group if group is not None else ("", 0)
+        self.group_note.setText(
+            f"This sweep's {len(ids)} best runs by {self.run_table.history.metric} are compared; {left_out} more "
+            f"left out (at most {MAX_COMPARED} side by side: Ctrl+click runs to choose others)." if left_out else "")
+        self.group_note.setVisible(bool(left_out))
+        if group is None:
+            self._compared_group = None
+        elif key != self._compared_group and 2 <= len(ids) <= MAX_COMPARED:  # not again when a refresh reselects
+            self._compared_group = key
+            self.compare_selected()
+            if key.startswith("sweep:"):
+                self.compare_panel.show_overlay()
 
     def _show_line_of_work(self, text: str | None) -> None:
         if text is not None:

@@ -219,6 +219,10 @@ class ComparePanel(QWidget):
             self._highlighter.rehighlight()  # diff colours follow the theme
 
     # ------------------------------------------------------------------------------------------------ compare
+    def show_overlay(self) -> None:
+        """Bring the Overlay tab forward (a sweep's runs: their curves answer which setting was best)."""
+        self.tabs.setCurrentWidget(self.overlay)
+
     def compare_selected(self, ids: list[str], rows: list[RunFigures]) -> None:
         """Compare the runs selected among `rows`, oldest first (A): "B vs A" then reads as what changed since;
         fewer than two or more than MAX_COMPARED selected says so."""

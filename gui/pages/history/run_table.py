@@ -6,6 +6,8 @@ Beside each run's figures the table answers "which was best": the swept values a
 value of a metric the panel lets the user choose (loss unless chosen), a sweep's runs together under the sweep's
 name and its best run marked. A trial's runs stand under one parent row (the trial, its size and winner), each
 named by its candidate's set-up; selecting that row selects its measured candidates, to be compared side by side.
+A sweep of two or more runs stands under its row the same way: selecting it selects its runs (the best first, at
+most MAX_COMPARED) to be compared and overlaid.
 That table is `backend.runs.history_table` (Qt-free, groups included); this module presents it."""
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from traindeck.backend.runs import (
     HistoryRow,
     HistoryTable,
     RunFigures,
+    SweepGroup,
     TrialGroup,
     TrialSummary,
     format_bytes,
@@ -58,8 +61,8 @@ from traindeck.gui.widgets.run_state import state_icon
 
 COLUMNS = ("Name", "State", "Started", "Duration", "Preset", "Peak GPU mem", "Peak host RAM", "s/step", "Throughput")
 COLUMN_TIPS = (
-    "The run's name (the script's, unless given); a trial's candidates are named by their set-up under the trial's "
-    "row (select that row to compare its measured candidates)",
+    "The run's name (the script's, then the preset's, unless given); a trial's candidates are named by their set-up "
+    "under the trial's row, a sweep's runs stand under the sweep's row (select such a row to compare its runs)",
     "running, succeeded, failed, stopped, or lost (its supervisor disappeared)",
     "When the run was started",
     "From start to end (to now while running)",
@@ -76,8 +79,9 @@ BEST_MARK = "★ "
 STATE_SEVERITY = {"succeeded": "ok", "failed": "error", "lost": "error", "stopped": "warning", "running": "note"}
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 ID_ROLE = Qt.ItemDataRole.UserRole + 2  # a run's id (None on a trial's row)
-GROUP_ROLE = Qt.ItemDataRole.UserRole + 3  # a trial's row: its trial id (None on a run)
-COMPARE_ROLE = Qt.ItemDataRole.UserRole + 4  # a trial's row: the runs selecting it selects
+GROUP_ROLE = Qt.ItemDataRole.UserRole + 3  # a trial's or sweep's row: its key, "trial:ID" or "sweep:ID" (None on a run)
+COMPARE_ROLE = Qt.ItemDataRole.UserRole + 4  # a group's row: the runs selecting it selects
+LEFT_OUT_ROLE = Qt.ItemDataRole.UserRole + 5  # a sweep's row: how many of its runs selecting it leaves out
 
 
 def _started(t: float | None) -> str:
@@ -86,8 +90,8 @@ def _started(t: float | None) -> str:
 
 class RunsModel(QAbstractItemModel):
     """The runs as the table shows them: the fixed figure columns, then the sweep, the swept values and the chosen
-    metric's final and best values (history_table). A trial's runs are the children of its row; every other run is
-    a top-level row. Cells are formatted once per refresh (views ask for data thousands of times); `set_table`
+    metric's final and best values (history_table). A trial's runs are the children of its row, a sweep's (of two
+    or more runs) of its row; every other run is a top-level row. Cells are formatted once per refresh (views ask for data thousands of times); `set_table`
     reports only the rows that changed, so the view keeps its selection, scroll position and open groups.
 
     An index's internal id tells its level: 0 for a top-level row, else one more than its parent's row."""
@@ -102,9 +106,9 @@ class RunsModel(QAbstractItemModel):
         self._sort: list[tuple[Any, ...]] = []
         self._best: list[bool] = []
         self._winner: list[bool] = []
-        self._shape: list[tuple[str, str]] = []  # (run id, trial id) per run: what decides the rows' places
+        self._shape: list[tuple[str, str]] = []  # (run id, group key) per run: what decides the rows' places
         self._top: list[tuple[bool, int]] = []  # per top-level row: (is a group, run or group number)
-        self._groups: list[TrialGroup] = []
+        self._groups: list[TrialGroup | SweepGroup] = []
         self._children: list[list[int]] = []  # per group, its runs' numbers
         self._gtext: list[tuple[str, ...]] = []
         self._gsort: list[tuple[Any, ...]] = []
@@ -142,14 +146,14 @@ class RunsModel(QAbstractItemModel):
         return len(self.headers)
 
     def _group_at(self, index: QModelIndex | QPersistentModelIndex) -> int | None:
-        """The group number of a top-level trial row, else None."""
+        """The group number of a top-level group's row (a trial, a sweep), else None."""
         if not index.isValid() or index.internalId() != 0 or not 0 <= index.row() < len(self._top):
             return None
         is_group, number = self._top[index.row()]
         return number if is_group else None
 
     def _run_at(self, index: QModelIndex | QPersistentModelIndex) -> int | None:
-        """The run number of a run's row (top-level or a trial's child), else None."""
+        """The run number of a run's row (top-level or a group's child), else None."""
         if not index.isValid():
             return None
         parent = int(index.internalId())
@@ -185,21 +189,23 @@ class RunsModel(QAbstractItemModel):
         sorts = [_sort_keys(r, keys) for r, keys in zip(table.rows, params, strict=True)]
         best = [r.is_best for r in table.rows]
         winner = [r.is_winner for r in table.rows]
-        shape = [(r.run.run_id, r.trial) for r in table.rows]
+        owners: list[TrialGroup | SweepGroup | None] = [
+            table.groups[r.trial] if r.trial else table.sweeps.get(r.group) if r.group else None for r in table.rows]
+        shape = [(r.run.run_id, owner.key if owner else "") for r, owner in zip(table.rows, owners, strict=True)]
         top: list[tuple[bool, int]] = []
-        groups: list[TrialGroup] = []
+        groups: list[TrialGroup | SweepGroup] = []
         children: list[list[int]] = []
         numbers: dict[str, int] = {}
-        for i, row in enumerate(table.rows):
-            if not row.trial:
+        for i, owner in enumerate(owners):
+            if owner is None:
                 top.append((False, i))
                 continue
-            if row.trial not in numbers:
-                numbers[row.trial] = len(groups)
+            if owner.key not in numbers:
+                numbers[owner.key] = len(groups)
                 top.append((True, len(groups)))
-                groups.append(table.groups[row.trial])
+                groups.append(owner)
                 children.append([])
-            children[numbers[row.trial]].append(i)
+            children[numbers[owner.key]].append(i)
         gtexts = [_group_cells(g, len(headers)) for g in groups]
         gsorts = [_group_sort_keys(g, sorts[kids[0]]) for g, kids in zip(groups, children, strict=True)]
         if shape == self._shape and headers == self.headers:
@@ -302,9 +308,12 @@ class RunsModel(QAbstractItemModel):
         if role == Qt.ItemDataRole.ToolTipRole:
             return self._groups[group].detail
         if role == GROUP_ROLE:
-            return self._groups[group].trial_id
+            return self._groups[group].key
         if role == COMPARE_ROLE:
             return list(self._groups[group].compare_ids)
+        if role == LEFT_OUT_ROLE:
+            found = self._groups[group]
+            return found.left_out if isinstance(found, SweepGroup) else 0
         return None
 
 
@@ -364,14 +373,13 @@ def _sort_keys(row: HistoryRow, params: tuple[float | str, ...]) -> tuple[Any, .
     return tuple(-1.0 if v is None else v for v in values)
 
 
-def _group_cells(group: TrialGroup, count: int) -> tuple[str, ...]:
-    """A trial's row: its line under Name, its state, when its newest candidate started; the figures are its
-    candidates'."""
+def _group_cells(group: TrialGroup | SweepGroup, count: int) -> tuple[str, ...]:
+    """A group's row: its line under Name, its state, when its newest run started; the figures are its runs'."""
     return (group.label, group.state or "-", _started(group.sort_time), *("",) * (count - 3))
 
 
-def _group_sort_keys(group: TrialGroup, child: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A trial's row sorts by its line, state and newest start; it has no figures of its own (blank: as a run
+def _group_sort_keys(group: TrialGroup | SweepGroup, child: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A group's row sorts by its line, state and newest start; it has no figures of its own (blank: as a run
     without them), and a swept value's key has the type of its column's (its first candidate's)."""
     blank = tuple("" if isinstance(key, str) else -1.0 for key in child[3:SWEEP_COLUMN + 1])
     params = child[SWEEP_COLUMN + 1:-2]
@@ -379,10 +387,10 @@ def _group_sort_keys(group: TrialGroup, child: tuple[Any, ...]) -> tuple[Any, ..
 
 
 class RunTable(QWidget):
-    """The runs, newest first (a sweep's runs together, a trial's under its row), sortable by any column; one or
-    more selected (a trial's row stands for its measured candidates). Figure columns are as wide as their widest
+    """The runs, newest first (a sweep's and a trial's runs under their row), sortable by any column; one or more
+    selected (a trial's row stands for its measured candidates, a sweep's for its best runs). Figure columns are as wide as their widest
     cell, the name takes the rest. Enter or a double-click asks to open the selected run. The panel keeps the metric
-    whose final and best values it shows (loss until one is chosen) and which trials' rows are open."""
+    whose final and best values it shows (loss until one is chosen) and which groups' rows are open."""
 
     selection_changed = Signal(list)  # the selected runs' ids, in the order shown
     open_requested = Signal()  # Enter, Return or a double-click on the list
@@ -493,7 +501,8 @@ class RunTable(QWidget):
             self.metric_box.blockSignals(False)
 
     def selected_ids(self) -> list[str]:
-        """The selected runs' ids, in the order shown; a selected trial's row gives its measured candidates'."""
+        """The selected runs' ids, in the order shown; a selected group's row gives the runs it compares (a trial's
+        measured candidates, a sweep's best runs)."""
         ids: list[str] = []
         for index in self._selected_indexes():
             group = index.data(GROUP_ROLE)
@@ -506,7 +515,18 @@ class RunTable(QWidget):
 
     def select_trial(self, trial_id: str) -> None:
         """Select a trial's row: its measured candidates are the selection."""
-        self._select_keys([("trial", trial_id)])
+        self._select_keys([("group", f"trial:{trial_id}")])
+
+    def select_sweep(self, sweep_id: str) -> None:
+        """Select a sweep's row: its runs (the best first, at most MAX_COMPARED) are the selection."""
+        self._select_keys([("group", f"sweep:{sweep_id}")])
+
+    def selected_group(self) -> tuple[str, int] | None:
+        """When the selection is one group's row alone: its key and how many of its runs it leaves out."""
+        chosen = self._selected_indexes()
+        if len(chosen) != 1 or not chosen[0].data(GROUP_ROLE):
+            return None
+        return str(chosen[0].data(GROUP_ROLE)), int(chosen[0].data(LEFT_OUT_ROLE) or 0)
 
     def _rows_shown(self) -> list[QModelIndex]:
         """Every row's first cell in the order shown: top-level rows, each trial's candidates after its row."""
@@ -522,8 +542,8 @@ class RunTable(QWidget):
         return [index for index in self._rows_shown() if chosen.isRowSelected(index.row(), index.parent())]
 
     def _selected_keys(self) -> list[tuple[str, str]]:
-        """The selected rows as ("run", id) or ("trial", id): what a new list selects again."""
-        return [("trial", str(group)) if (group := index.data(GROUP_ROLE)) else ("run", str(index.data(ID_ROLE)))
+        """The selected rows as ("run", id) or ("group", key): what a new list selects again."""
+        return [("group", str(group)) if (group := index.data(GROUP_ROLE)) else ("run", str(index.data(ID_ROLE)))
                 for index in self._selected_indexes()]
 
     def _select_keys(self, keys: list[tuple[str, str]]) -> None:
@@ -532,14 +552,14 @@ class RunTable(QWidget):
         last = self.model.columnCount() - 1
         for index in self._rows_shown():
             group = index.data(GROUP_ROLE)
-            if (("trial", str(group)) if group else ("run", str(index.data(ID_ROLE)))) in wanted:
+            if (("group", str(group)) if group else ("run", str(index.data(ID_ROLE)))) in wanted:
                 selection.select(index, index.sibling(index.row(), last))
                 if index.parent().isValid():
                     self.table.expand(index.parent())
         self.table.selectionModel().select(selection, QItemSelectionModel.SelectionFlag.ClearAndSelect)
 
     def _reopen(self) -> None:
-        """After a new set of rows: each trial's line spans the row (it is longer than a name), and the trials that
+        """After a new set of rows: each group's line spans the row (it is longer than a name), and the groups that
         were open are opened again."""
         for row in range(self.proxy.rowCount()):
             index = self.proxy.index(row, 0)

@@ -237,10 +237,16 @@ class LaunchPage(Page):
         return request.ids or (tuple(free[: request.count]) if len(free) >= request.count else None)
 
     def run_name(self) -> str:
-        return self.script_box.run_name()
+        """The run's name: the one typed, or the script's name then the preset's (`train_tiny-cpu-demo`)."""
+        return self.script_box.run_name(self._preset_name())
+
+    def _preset_name(self) -> str | None:
+        draft = self.ctx.draft
+        return (draft.saved_as or draft.preset.name) if draft.preset is not None else None
 
     def _order(self) -> LaunchOrder:
-        return LaunchOrder(request=self.request(), name=self.run_name(), environment=self._environment(),
+        return LaunchOrder(request=self.request(), name=self.run_name(), trial_name=self.script_box.run_name(),
+                           environment=self._environment(),
                            gpus_text=self.gpu_picker.gpus_text(), gpu_library=self.gpu_picker.gpu_library_factory)
 
     def _environment(self) -> TrainingEnvironment | None:
@@ -267,6 +273,7 @@ class LaunchPage(Page):
         args = self.script_box.split_args()[0]
         problems = self.script_box.check() + self.env_box.check()
         preset = self.ctx.draft.preset
+        self.script_box.show_default_name(self._preset_name())
         self.sweep.update_summary(args or [], preset, self.run_name() or "run")
         problems += [p for p in (self.gpu_picker.problem(), self.sweep.error) if p]
         launcher = self.runner.launcher_choice() or (preset.launcher if preset else "python")

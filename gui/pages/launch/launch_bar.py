@@ -44,6 +44,7 @@ class LaunchOrder:
 
     request: LaunchRequest
     name: str  # the run's name
+    trial_name: str  # a trial's name: its candidates add their own set-up, so the preset's name is left out
     environment: TrainingEnvironment | None  # the interpreter's packages, as last probed
     gpus_text: str  # "0,2", "any:2" or "" (the launcher's default)
     gpu_library: Callable[[], NvmlLibrary] | None  # what `any:N` samples the GPUs with (None: NVML itself)
@@ -250,7 +251,7 @@ class LaunchBar(QWidget):
         from traindeck.gui.widgets.trial_dialog import TrialDialog
         from traindeck.gui.widgets.trial_results import TrialResults
 
-        dialog = TrialDialog(self.ctx, lambda: self._order().request, name=self._order().name, parent=self)
+        dialog = TrialDialog(self.ctx, lambda: self._order().request, name=self._order().trial_name, parent=self)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.started.connect(lambda trial_id, pid: TrialResults(self.ctx, trial_id, pid, parent=self).show())
         dialog.open()

@@ -91,7 +91,7 @@ class ScriptBox(QGroupBox):
         self.cwd = PathField("dir", caption="Working directory of the run", placeholder="the script's folder")
         self.cwd.setToolTip("Where the processes start (relative paths in the script and its arguments start here)")
         self.name = QLineEdit()
-        self.name.setPlaceholderText("the script's name")
+        self.name.setPlaceholderText("the script's name, then the preset's")
         self.name.setToolTip("A name for the run in Runs and History")
         form.addRow("Runs", target_row)
         form.addRow("Working directory", self.cwd)
@@ -127,9 +127,12 @@ class ScriptBox(QGroupBox):
         self.script.button.setVisible(entry == "script")  # a module or a command is not a file to browse for
         self.cwd.line.setPlaceholderText("the script's folder" if entry == "script" else
                                          "this window's working directory")
-        self.name.setPlaceholderText({"script": "the script's name", "module": "the module's last part"}.get(
-            entry, "the command's name"))
+        self._name_placeholder()
         self.changed.emit()
+
+    def _name_placeholder(self) -> None:
+        self.name.setPlaceholderText({"script": "the script's name", "module": "the module's last part"}.get(
+            self.entry_choice(), "the command's name") + ", then the preset's")
 
     def _field_words(self) -> tuple[list[str] | None, str | None]:
         """A command's field split into the command and its first arguments; a script or module field as it is."""
@@ -167,9 +170,19 @@ class ScriptBox(QGroupBox):
         script = self.script.text()
         return str(Path(script).expanduser().parent) if script and Path(script).expanduser().is_absolute() else ""
 
-    def run_name(self) -> str:
+    def run_name(self, preset: str | None = None) -> str:
+        """The name typed, or else the default one: the script's (module's, command's) name, then `-PRESET` when
+        the run uses a preset."""
         target = self.target()
-        return self.name.text().strip() or (default_run_name(target, self.entry_choice()) if target else "")
+        return self.name.text().strip() or (default_run_name(target, self.entry_choice(), preset) if target else "")
+
+    def show_default_name(self, preset: str | None) -> None:
+        """The empty name field shows the name the run will get (`train_tiny-cpu-demo`)."""
+        target = self.target()
+        if target:
+            self.name.setPlaceholderText(default_run_name(target, self.entry_choice(), preset))
+        else:
+            self._name_placeholder()
 
     def check(self) -> list[str]:
         """The fields' problems (said beside them), and the arguments shown as the script gets them."""

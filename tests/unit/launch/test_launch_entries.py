@@ -147,6 +147,10 @@ def test_run_command_line_takes_a_module_or_a_command() -> None:
     assert [run_cmd.default_name(t, e) for t, e in (("a/train.py", "script"), ("pkg.sub.train", "module"),
                                                      ("/venv/bin/llamafactory-cli", "command"))] == [
         "train", "train", "llamafactory-cli"]
+    # With a preset, its name follows, so runs of one script on different set-ups differ at a glance.
+    assert [run_cmd.default_name(t, e, "cpu-demo") for t, e in (("a/train.py", "script"), ("pkg.train", "module"),
+                                                                 ("llamafactory-cli", "command"))] == [
+        "train-cpu-demo", "train-cpu-demo", "llamafactory-cli-cpu-demo"]
 
 
 def test_a_preset_may_name_torchrun() -> None:

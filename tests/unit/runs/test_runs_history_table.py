@@ -49,6 +49,31 @@ def test_two_interleaved_sweeps_are_grouped_each_with_its_own_best():
     assert keys[a2.id][0] == 2.0 and keys[a1.id][0] == 1.0  # numeric values sort as numbers
 
 
+def test_a_sweeps_group_compares_its_best_runs_first_and_counts_those_left_out():
+    from traindeck.backend.runs.control.history_table import MAX_COMPARED
+
+    count = MAX_COMPARED + 3
+    with RunStore() as store:
+        runs = [_run(store, f"s-lr={i}", T0 + i, [3.0, 1.0 + i / 10], SweepMark("S", "s", count, {"lr": str(i)}))
+                for i in range(count)]
+        store.finish_run(runs[0].id, "failed", ended_at=T0 + 50, exit_code=1)  # the lowest loss, but no result
+        lone = _run(store, "lone", T0 + 100, [0.5])
+        single = _run(store, "p-x=1", T0 + 200, [2.0], SweepMark("P", "p", 3, {"x": "1"}))
+    history = RunHistory()
+    try:
+        table = history_table(history.rows())
+    finally:
+        history.close()
+    group = table.sweeps["S"]
+    assert group.compare_ids == tuple(r.id for r in runs[1:MAX_COMPARED + 1])  # best (lowest) first, failed last
+    assert group.left_out == 3 and "3 more left out" in group.detail and group.key == "sweep:S"
+    assert group.label == f"sweep s: lr ({count} runs), best: s-lr=1" and group.state == "finished"
+    assert set(group.run_ids) == {r.id for r in runs}
+    # A sweep with one run shown stays a plain row (nothing to compare it with), as does a run of no sweep.
+    grouped = {i for g in table.sweeps.values() for i in g.run_ids}
+    assert "P" not in table.sweeps and single.id not in grouped and lone.id not in grouped
+
+
 def test_metric_direction_default_and_runs_without_a_sweep_file(tmp_path: Path):
     assert higher_is_better("eval_accuracy") and higher_is_better("train_samples_per_second")
     assert not higher_is_better("eval_loss") and not higher_is_better("perplexity")
