@@ -1,6 +1,8 @@
 """A killed op build's `lock` file (torch's FileBaton) made every later load of that op wait forever without a word.
 Judged stale only when no living process could be building there; removed by set-up and by the supervisor before a
-run starts, and said. The end-to-end test uses torch's own FileBaton the way torch.utils.cpp_extension loads an op."""
+run starts, and said. The end-to-end tests use torch's own FileBaton the way torch.utils.cpp_extension loads an op:
+a real build killed mid-way and the run after it; 2-rank runs whose ranks wait on a lock held by a living build
+and then by a killed one, named per op in the stall banner and `traindeck stacks`."""
 
 from __future__ import annotations
 
@@ -121,6 +123,7 @@ BUILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.launch
 @pytest.mark.train
 def test_a_real_build_killed_mid_way_leaves_a_lock_judged_stale_once_its_compilers_are_gone(tmp_path: Path) -> None:
     pytest.importorskip("torch")
@@ -180,11 +183,23 @@ def test_a_real_build_killed_mid_way_leaves_a_lock_judged_stale_once_its_compile
         assert (op / "lock").exists()
         time.sleep(0.2)
 
+    # The next run that loads the op is not held by it: the lock is removed before its launcher starts, and said.
+    then = time.time() - 600  # the killed build is a while back
+    os.utime(op / "lock", (then, then))
+    run = start([sys.executable, str(_loader(tmp_path))], env=dict(
+        os.environ, TORCH_EXTENSIONS_DIR=str(op.parent), TRAINDECK_TEST_OP=op.name, PYTHONUNBUFFERED="1"))
+    record = wait_finished(run.id, 120)
+    output = (Path(record.run_dir) / "output.log").read_text()
+    assert record.state == "succeeded", output
+    assert f"traindeck: removed a stale build lock left by a build that was stopped 10 min ago: {op / 'lock'}" \
+        in output and "op loaded" in output
+
 
 LOADER = textwrap.dedent("""
     import os
     from torch.utils.file_baton import FileBaton  # what torch.utils.cpp_extension takes before loading an op
-    baton = FileBaton(os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "cpu_adam", "lock"))
+    op = os.environ.get("TRAINDECK_TEST_OP", "cpu_adam")
+    baton = FileBaton(os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], op, "lock"))
     if baton.try_acquire():
         print("op loaded", flush=True)
         baton.release()
@@ -194,14 +209,18 @@ LOADER = textwrap.dedent("""
 """)
 
 
+def _loader(folder: Path) -> Path:
+    script = folder / "load_op.py"
+    script.write_text(LOADER)
+    return script
+
+
 @pytest.mark.launch
 def test_a_run_is_not_held_by_a_lock_a_killed_build_left(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     extensions = tmp_path / "torch_extensions"
     lock = _lock(extensions)
-    script = tmp_path / "load_op.py"
-    script.write_text(LOADER)
-    run = start([sys.executable, str(script)], env=dict(os.environ, TORCH_EXTENSIONS_DIR=str(extensions),
+    run = start([sys.executable, str(_loader(tmp_path))], env=dict(os.environ, TORCH_EXTENSIONS_DIR=str(extensions),
                                                          PYTHONUNBUFFERED="1"))
     record = wait_finished(run.id, 120)
     output = (Path(record.run_dir) / "output.log").read_text()
@@ -230,7 +249,8 @@ WAITER = textwrap.dedent("""
     import os
     from torch.utils.file_baton import FileBaton
     rank = os.environ["RANK"]
-    baton = FileBaton(os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "cpu_adam", "lock"))
+    op = os.environ.get("TRAINDECK_TEST_OP", "cpu_adam")
+    baton = FileBaton(os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], op, "lock"))
     if baton.try_acquire():
         baton.release()
         print(f"rank {rank} loaded the op at once", flush=True)
