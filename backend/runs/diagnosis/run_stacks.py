@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from traindeck.backend.launch.extension_locks import waited_locks
 from traindeck.backend.runs.diagnosis import collectives
 from traindeck.backend.runs.diagnosis.collectives import Ledger
 from traindeck.backend.runs.diagnosis.stacks import (
@@ -23,14 +24,15 @@ from traindeck.backend.runs.diagnosis.stacks import (
 def take_run_stacks(run_dir: Path, processes: Sequence[dict[str, Any]], *, reason: str = "request",
                     keep_as: str = "stacks.json") -> StackReport | None:
     """Stacks of a run's living ranks (without ranks: of every process that armed dumps), kept in its directory
-    as `keep_as`; None when there is nobody to ask."""
+    as `keep_as`; None when there is nobody to ask. Ranks waiting on an op build lock are told who holds it, and a
+    stale one is removed (extension_locks.waited_locks)."""
     targets = [t for t in stack_targets(processes) if t[1] is not None] or armed_processes(run_dir) \
         or stack_targets(processes)
     if not targets:
         return None
     asked_at = time.monotonic()
     refused = collectives.request_dumps(run_dir, targets)
-    report = take_stacks(run_dir, targets, reason=reason)
+    report = take_stacks(run_dir, targets, reason=reason, build_locks=waited_locks)
     ledger = collectives.collect_dumps(run_dir, targets, refused, started=asked_at)
     if ledger.groups or any(rank is not None for _pid, rank in targets):  # a run without process groups: no ledger
         add_ledger(report, ledger)

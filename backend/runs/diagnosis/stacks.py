@@ -23,7 +23,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,10 +159,12 @@ def locate(stack: RankStack) -> None:
         stack.waits_in = next(f.function for f in reversed(inner) if _COLLECTIVE_FILE.search(f.file))
 
 
-def summarize(ranks: Sequence[RankStack]) -> str:
+def summarize(ranks: Sequence[RankStack], build_locks: Sequence[str] = ()) -> str:
     """One line: who is where, the rank that is not where the others are first.
 
-    "rank 1 is in train.py:88 load_batch; ranks 0, 2, 3 wait in all_reduce (train.py:40 main)"."""
+    "rank 1 is in train.py:88 load_batch; ranks 0, 2, 3 wait in all_reduce (train.py:40 main)". Ranks waiting on an
+    op build lock say which and who holds it (`build_locks`, one phrase per lock): "ranks 0, 1 waiting for
+    DeepSpeed's cpu_adam build lock (held by PID 1234, ninja -v), in train.py:30 main"."""
     located = [r for r in ranks if r.where]
     if not located:
         missing = [r for r in ranks if r.error]
@@ -181,7 +183,9 @@ def summarize(ranks: Sequence[RankStack]) -> str:
         names = sorted(m.rank if m.rank is not None else m.pid for m in members)
         noun = "pid" if members[0].rank is None else "rank"
         who = f"{noun}s {', '.join(map(str, names))}" if len(names) > 1 else f"{noun} {names[0]}"
-        if waits:
+        if waits == BUILD_LOCK_WAIT:
+            parts.append(f"{who} waiting for {' or '.join(build_locks) or BUILD_LOCK_WAIT}, in {where}")
+        elif waits:
             verb = "wait" if len(names) > 1 else "waits"
             parts.append(f"{who} {verb} in {waits} ({where})")
         elif len(groups) > 1 or len(names) == 1:
@@ -208,9 +212,11 @@ def catches_signal(pid: int, signum: int = STACK_SIGNAL) -> bool | None:
 
 
 def take_stacks(run_dir: Path, targets: Sequence[tuple[int, int | None]], *, reason: str = "request",
-                timeout_s: float = DUMP_TIMEOUT_S) -> StackReport:
+                timeout_s: float = DUMP_TIMEOUT_S,
+                build_locks: Callable[[Sequence[int]], Sequence[str]] | None = None) -> StackReport:
     """Dump the stacks of `targets` ((pid, rank) of the run's living ranks) and say where they are. Never stops
-    a process: one that does not catch the signal is left alone and reported."""
+    a process: one that does not catch the signal is left alone and reported. `build_locks` is asked, given the
+    pids of the ranks waiting on an op build lock, which locks they may wait on and who holds each."""
     folder = run_dir / STACKS_DIR
     ranks: list[RankStack] = []
     waiting: dict[int, tuple[Path, int]] = {}
@@ -245,7 +251,9 @@ def take_stacks(run_dir: Path, targets: Sequence[tuple[int, int | None]], *, rea
                 stack.error = f"no dump within {timeout_s:g} s (the process may be stopped or in uninterruptible I/O)"
             locate(stack)
     report = StackReport(time.time(), reason, ranks)
-    report.summary = summarize(ranks)
+    waiting_on_lock = [stack.pid for stack in ranks if stack.waits_in == BUILD_LOCK_WAIT]
+    locks = build_locks(waiting_on_lock) if waiting_on_lock and build_locks is not None else ()
+    report.summary = summarize(ranks, locks)
     return report
 
 

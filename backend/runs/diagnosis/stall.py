@@ -21,7 +21,7 @@ import psutil
 
 from traindeck.backend.core import rough_duration
 from traindeck.backend.logparse.op_build import build_text
-from traindeck.backend.runs.diagnosis import run_stacks, stacks
+from traindeck.backend.runs.diagnosis import run_stacks
 from traindeck.backend.runs.diagnosis.diagnose import stall_threshold
 from traindeck.backend.runs.diagnosis.op_builds import ops_being_built
 
@@ -42,12 +42,9 @@ class Quiet:
 
 class StallWatch:
     def __init__(self, store: Any, run_id: str, run_dir: Path, stall_min_s: float,
-                 log: Callable[[str], None], on_stall: Callable[[str], None] | None = None,
-                 on_lock_wait: Callable[[], str] | None = None) -> None:
+                 log: Callable[[str], None], on_stall: Callable[[str], None] | None = None) -> None:
         self.store, self.run_id, self.run_dir, self.stall_min_s, self._log = store, run_id, run_dir, stall_min_s, log
         self._on_stall = on_stall  # told each stall's text (the watchdog's alert)
-        # When a stalled rank waits on an op build lock: who holds it, or that it was stale and is removed.
-        self._on_lock_wait = on_lock_wait
         self.stalled = False
         self.building: list[str] = []  # ops being built as last shown (no stall is declared meanwhile)
         self.build_seen_at = 0.0
@@ -137,8 +134,6 @@ class StallWatch:
             if report is None:
                 return
             summary = report.summary
-            if stacks.BUILD_LOCK_WAIT in summary and self._on_lock_wait is not None:
-                summary += f" ({self._on_lock_wait()})"
             self.stall_stacks = summary
             self.store.add_event(self.run_id, "stacks", f"stacks when the run stalled: {summary}")
             if self.stalled:

@@ -95,7 +95,7 @@ class Supervisor:
         self.drain: OutputDrain | None = None
         self.watchdog = Watchdog(self.store, self.run_id, run_dir, spec.env)
         self.stall = StallWatch(self.store, spec.run_id, run_dir.path, spec.stall_min_s, _log,
-                                on_stall=self.watchdog.stalled, on_lock_wait=self._build_lock_holders)
+                                on_stall=self.watchdog.stalled)
         self.stopper = Stopper(run_dir, self.store, self.run_id, self.launcher_end,
                                on_stop=self.stall.stop_requested, clock=clock, spared=self._multinode_runner,
                                cgroup=self._cgroup)
@@ -212,15 +212,6 @@ class Supervisor:
         logger.info("no cgroup for the run: %s", why)
         self.store.add_event(self.run_id, "cgroup", f"no cgroup for the run's processes ({why}): once the "
                              "supervisor is gone, a process that dropped the run's marker cannot be found")
-
-    def _build_lock_holders(self) -> str:
-        """Said when stalled ranks wait on an op build lock: who holds it, or that it was stale and is removed."""
-        folder = self.spec.env.get("TORCH_EXTENSIONS_DIR")
-        if not folder:
-            return "TORCH_EXTENSIONS_DIR unknown: the lock's holder cannot be looked for"
-        from traindeck.backend.launch.extension_locks import lock_holders
-
-        return lock_holders(Path(folder))
 
     def _clear_stale_build_locks(self, env: dict[str, str]) -> None:
         """A killed op build's lock makes every later load of that op wait forever, silently (extension_locks.py)."""

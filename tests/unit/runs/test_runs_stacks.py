@@ -65,8 +65,12 @@ def test_ranks_waiting_on_an_op_build_lock_are_said_so() -> None:
                "/venv/lib/python3.11/site-packages/torch/utils/cpp_extension.py:2300:_jit_compile",
                "/venv/lib/python3.11/site-packages/deepspeed/ops/op_builder/builder.py:540:jit_load",
                "/home/u/train.py:30:main", "/home/u/train.py:50:<module>"]
-    assert summarize([_rank(0, *waiting), _rank(1, *waiting)]) == \
-        "ranks 0, 1 wait in an op build lock (train.py:30 main)"
+    ranks = [_rank(0, *waiting), _rank(1, *waiting)]
+    assert summarize(ranks) == "ranks 0, 1 waiting for an op build lock, in train.py:30 main"
+    assert summarize(ranks, ["DeepSpeed's cpu_adam build lock (held by PID 1234, ninja -v)",
+                             "DeepSpeed's fused_adam build lock (held by nobody: removed)"]) == \
+        ("ranks 0, 1 waiting for DeepSpeed's cpu_adam build lock (held by PID 1234, ninja -v) or DeepSpeed's "
+         "fused_adam build lock (held by nobody: removed), in train.py:30 main")
 
 
 def test_ranks_all_in_one_place_and_missing_ones() -> None:
