@@ -4,6 +4,7 @@ sweep box) takes Tab as "next field", never as a tab character, so keyboard user
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtTest import QTest
@@ -42,3 +43,30 @@ def test_tab_leaves_the_launch_pages_sweep_box(qtbot, traindeck_home, probe_cach
     finally:
         page.shutdown()
         ctx.tasks.wait(30000)
+
+
+def test_every_multi_line_text_field_of_the_dashboard_lets_tab_move_on() -> None:
+    """Qt's QPlainTextEdit and QTextEdit take Tab as a character by default, so the keyboard alone is trapped in
+    them: every one the dashboard makes (pages, panels, dialogs, made at once or on demand) turns that off in the
+    function that makes it."""
+    import ast
+
+    gui = Path(__file__).resolve().parents[2] / "gui"
+    trapped = []
+    made = 0
+    for source in sorted(gui.rglob("*.py")):
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            fields = [ast.unparse(node.targets[0]) for node in ast.walk(function) if isinstance(node, ast.Assign)
+                      and isinstance(node.value, ast.Call)
+                      and ast.unparse(node.value.func) in ("QPlainTextEdit", "QTextEdit", "QTextBrowser")]
+            released = {ast.unparse(node.func.value) for node in ast.walk(function) if isinstance(node, ast.Call)
+                        and isinstance(node.func, ast.Attribute) and node.func.attr == "setTabChangesFocus"
+                        and node.args and ast.unparse(node.args[0]) == "True"}
+            made += len(fields)
+            trapped += [f"{source.relative_to(gui)}:{function.name}: {field}" for field in fields
+                        if field not in released]
+    assert made >= 5, made  # the walk finds the fields it is about
+    assert trapped == []
