@@ -226,3 +226,86 @@ def test_a_waiting_job_shows_its_queue_reason(td, slurm: OneHostSlurm, tmp_path:
         assert stop.returncode == 0 and _show(td, run_id)["slurm_state"] == "CANCELLED"
     finally:
         slurm.run("scancel", blocker.stdout.strip())
+
+
+# Another job on the node runs a DeepSpeed launcher: `<python> -u -m deepspeed.launcher.launch ...`, the command line
+# DeepSpeed's own runner ends with `pkill -f` (here a stand-in package of that name, so no torch is imported).
+LAUNCH_STANDIN = """import sys, time
+i = 0
+while True:
+    print(f"bystander step {i}", flush=True)
+    i += 1
+    time.sleep(0.5)
+"""
+
+
+def _job_state(slurm: OneHostSlurm, job: str) -> str:
+    shown = slurm.run("scontrol", "show", "job", job).stdout
+    return next((word.split("=", 1)[1] for word in shown.split() if word.startswith("JobState=")), "")
+
+
+def _processes_with(token: str) -> list[psutil.Process]:
+    """Live processes with `token` in their command line or working directory (this test's own process aside)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "cwd", "status"]):
+        if proc.info["status"] == psutil.STATUS_ZOMBIE or proc.pid == os.getpid():
+            continue
+        if any(token in arg for arg in proc.info["cmdline"] or []) or token in (proc.info["cwd"] or ""):
+            found.append(proc)
+    return found
+
+
+@pytest.mark.slurm
+def test_stop_cancels_only_its_own_job_and_a_deepspeed_job_beside_it_runs_on(  # type: ignore[no-untyped-def]
+        td, slurm: OneHostSlurm, tmp_path: Path) -> None:
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    for folder in (mine, theirs / "deepspeed" / "launcher"):
+        folder.mkdir(parents=True)
+    (theirs / "deepspeed" / "__init__.py").write_text("")
+    (theirs / "deepspeed" / "launcher" / "__init__.py").write_text("")
+    (theirs / "deepspeed" / "launcher" / "launch.py").write_text(LAUNCH_STANDIN)
+    (theirs / "train.py").write_text("")
+    launch = [sys.executable, "-u", "-m", "deepspeed.launcher.launch", "--world_info=eyJsb2NhbGhvc3QiOiBbMF19",
+              "--node_rank=0", "--master_addr=127.0.0.1", "--master_port=29531", str(theirs / "train.py")]
+    bystander = slurm.run("sbatch", "--parsable", "--mem=100M", f"--chdir={theirs}", f"--output={theirs}/job.out",
+                          f"--export=ALL,PYTHONPATH={theirs}", "--wrap", shlex.join(launch))
+    assert bystander.returncode == 0, bystander.stderr
+    other = bystander.stdout.strip().split(";")[0]
+    try:
+        _wait_for(lambda: "bystander step 1" in ((theirs / "job.out").read_text()
+                                                 if (theirs / "job.out").exists() else ""))
+        before = {p.pid for p in _processes_with("deepspeed.launcher.launch") if str(theirs / "train.py")
+                  in p.cmdline()}
+        assert before and _job_state(slurm, other) == "RUNNING"
+
+        (mine / "tiny.py").write_text(TINY)
+        os.chdir(mine)
+        done = td("run", "--slurm", "--detach", "--mem", "100M", "tiny.py", "400")
+        assert done.returncode == 0, done.stderr
+        run_id = done.stdout.strip().splitlines()[-1]
+        _wait_for(lambda: "slurm tiny step 1" in td("logs", run_id).stdout)  # both jobs run side by side now
+        job = _show(td, run_id)["slurm_job_id"]
+        assert _job_state(slurm, job) == "RUNNING" and _processes_with(str(mine))
+
+        stop = td("stop", run_id)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert f"scancel {job}" in td("logs", run_id).stdout
+        data = _show(td, run_id)
+        assert data["state"] == "stopped" and data["slurm_state"] == "CANCELLED"
+        # Nothing of the stopped run remains: its job is over, and no process of its job, or of traindeck's
+        # following of it, is left.
+        assert slurm.run("squeue", "--noheader", "--jobs", job).stdout.strip() == ""
+        assert _job_state(slurm, job) == "CANCELLED"
+        assert not _processes_with(str(mine))
+        _wait_for(lambda: not _processes_with(data["run_dir"]), timeout=60)  # the follower and supervisor end
+
+        # The job beside it runs on: same processes, still RUNNING, and still writing its output.
+        assert _job_state(slurm, other) == "RUNNING"
+        after = {p.pid for p in _processes_with("deepspeed.launcher.launch") if str(theirs / "train.py")
+                 in p.cmdline()}
+        assert after == before
+        printed = (theirs / "job.out").read_text().count("bystander step")
+        _wait_for(lambda: (theirs / "job.out").read_text().count("bystander step") > printed + 1)
+        assert _job_state(slurm, other) == "RUNNING"
+    finally:
+        slurm.run("scancel", other)
