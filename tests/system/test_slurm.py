@@ -3,6 +3,7 @@ reading without one. The cluster tests are marked `slurm` and skipped, with the 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shlex
@@ -70,6 +71,61 @@ def test_several_nodes_tell_each_launcher_its_node(tmp_path: Path) -> None:
     assert '--no_ssh --node_rank "$SLURM_NODEID"' in text and "slots=4" in text
     python = slurm_plan(_plan(tmp_path, [sys.executable, "t.py"]), SlurmOptions(nodes=2), tmp_path / "s.db")
     assert any("one machine" in e for e in python.errors)
+
+
+# accelerate's own launch on one node of a Slurm job, up to the launcher it picks: DeepSpeed's multi-node runner
+# (a subprocess: through pdsh) or torchrun on this node (torch's elastic launch, in process). Neither is started.
+ACCELERATE_CHOICE = """import subprocess, sys
+import torch.distributed.run as torchrun
+from accelerate.commands import launch
+
+popen = subprocess.Popen
+
+def runner(cmd, *args, **kwargs):
+    if cmd[:1] != ["deepspeed"]:  # accelerate's own probes (nvidia-smi) run
+        return popen(cmd, *args, **kwargs)
+    print("deepspeed runner:", " ".join(cmd))
+    sys.exit(3)
+
+class Torchrun:
+    def __init__(self, config, entrypoint):
+        self.config = config
+
+    def __call__(self, *args):
+        print(f"torchrun: nodes {self.config.max_nodes}, rdzv {self.config.rdzv_backend}")
+        sys.exit(0)
+
+launch.subprocess.Popen = runner
+torchrun.elastic_launch = Torchrun
+launch.launch_command(launch.launch_command_parser().parse_args(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.train
+def test_accelerate_on_several_slurm_nodes_runs_torchrun_on_each_never_deepspeeds_pdsh_runner(
+        tmp_path: Path) -> None:
+    """srun starts accelerate once per node. With a DeepSpeed config and several machines accelerate would start
+    DeepSpeed's pdsh runner on every node (its default multi-node launcher): each would reach every node, and
+    scancel's SIGTERM would make each `pkill -f` every DeepSpeed launcher of this Python there, other jobs' too."""
+    if any(importlib.util.find_spec(name) is None for name in ("accelerate", "deepspeed", "torch")):
+        pytest.skip("needs the train extra (accelerate, deepspeed, torch)")
+    (tmp_path / "accelerate.yaml").write_text(
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\nnum_machines: 1\nnum_processes: 1\n"
+        "machine_rank: 0\nuse_cpu: true\nmixed_precision: 'no'\n"
+        "deepspeed_config:\n  zero_stage: 0\n  gradient_accumulation_steps: 1\n")
+    (tmp_path / "choice.py").write_text(ACCELERATE_CHOICE)
+    plan = _plan(tmp_path, [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+                            str(tmp_path / "accelerate.yaml"), "train.py"], "accelerate")
+    text = batch_script(plan, SlurmOptions(nodes=2, gpus_per_node=1), tmp_path / "run1", "run1", "j")
+    srun = text[text.index("srun "):].replace("\\\n", " ").split(None, 2)[2]  # the launcher's words
+    assert srun.startswith(shlex.join(plan.argv[:3]) + " ")
+    words = srun[len(shlex.join(plan.argv[:3])):]
+    done = subprocess.run(["bash", "-c", f"SLURM_NNODES=2 SLURM_NODEID=1 head_node=127.0.0.1; "
+                                         f"exec {shlex.quote(sys.executable)} choice.py {words}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert "deepspeed runner:" not in done.stdout, done.stdout
+    assert done.returncode == 0 and "torchrun: nodes 2, rdzv c10d" in done.stdout, done.stdout + done.stderr[-2000:]
 
 
 @pytest.mark.parametrize(("options", "word"), [
