@@ -78,8 +78,12 @@ def launcher_argv(plan: LaunchPlan, options: SlurmOptions, run_dir: Path) -> tup
     module = plan.argv[2] if len(plan.argv) > 2 and plan.argv[1] == "-m" else ""
     at = 3  # right after `python -m <launcher module>`: the launcher's options, before the script
     if module == "accelerate.commands.launch":
+        # torchrun on each node for a DeepSpeed config too: accelerate's default there is DeepSpeed's pdsh runner,
+        # which srun would start on every node, each reaching every node, and whose SIGTERM (scancel) makes it
+        # `pkill -f` every DeepSpeed launcher of this Python on them, other jobs' included.
         extra = ["--num_machines", '"$SLURM_NNODES"', "--num_processes", f'"$((SLURM_NNODES * {per_node}))"',
-                 "--rdzv_backend", "c10d", "--main_process_ip", '"$head_node"', "--main_process_port", port]
+                 "--rdzv_backend", "c10d", "--main_process_ip", '"$head_node"', "--main_process_port", port,
+                 "--deepspeed_multinode_launcher", "standard"]
     elif module == "deepspeed.launcher.runner":
         extra = ["--hostfile", shlex.quote(str(run_dir / "slurm-hostfile")), "--no_ssh",
                  "--node_rank", '"$SLURM_NODEID"', "--master_addr", '"$head_node"']

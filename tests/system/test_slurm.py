@@ -3,6 +3,7 @@ reading without one. The cluster tests are marked `slurm` and skipped, with the 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shlex
@@ -70,6 +71,61 @@ def test_several_nodes_tell_each_launcher_its_node(tmp_path: Path) -> None:
     assert '--no_ssh --node_rank "$SLURM_NODEID"' in text and "slots=4" in text
     python = slurm_plan(_plan(tmp_path, [sys.executable, "t.py"]), SlurmOptions(nodes=2), tmp_path / "s.db")
     assert any("one machine" in e for e in python.errors)
+
+
+# accelerate's own launch on one node of a Slurm job, up to the launcher it picks: DeepSpeed's multi-node runner
+# (a subprocess: through pdsh) or torchrun on this node (torch's elastic launch, in process). Neither is started.
+ACCELERATE_CHOICE = """import subprocess, sys
+import torch.distributed.run as torchrun
+from accelerate.commands import launch
+
+popen = subprocess.Popen
+
+def runner(cmd, *args, **kwargs):
+    if cmd[:1] != ["deepspeed"]:  # accelerate's own probes (nvidia-smi) run
+        return popen(cmd, *args, **kwargs)
+    print("deepspeed runner:", " ".join(cmd))
+    sys.exit(3)
+
+class Torchrun:
+    def __init__(self, config, entrypoint):
+        self.config = config
+
+    def __call__(self, *args):
+        print(f"torchrun: nodes {self.config.max_nodes}, rdzv {self.config.rdzv_backend}")
+        sys.exit(0)
+
+launch.subprocess.Popen = runner
+torchrun.elastic_launch = Torchrun
+launch.launch_command(launch.launch_command_parser().parse_args(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.train
+def test_accelerate_on_several_slurm_nodes_runs_torchrun_on_each_never_deepspeeds_pdsh_runner(
+        tmp_path: Path) -> None:
+    """srun starts accelerate once per node. With a DeepSpeed config and several machines accelerate would start
+    DeepSpeed's pdsh runner on every node (its default multi-node launcher): each would reach every node, and
+    scancel's SIGTERM would make each `pkill -f` every DeepSpeed launcher of this Python there, other jobs' too."""
+    if any(importlib.util.find_spec(name) is None for name in ("accelerate", "deepspeed", "torch")):
+        pytest.skip("needs the train extra (accelerate, deepspeed, torch)")
+    (tmp_path / "accelerate.yaml").write_text(
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\nnum_machines: 1\nnum_processes: 1\n"
+        "machine_rank: 0\nuse_cpu: true\nmixed_precision: 'no'\n"
+        "deepspeed_config:\n  zero_stage: 0\n  gradient_accumulation_steps: 1\n")
+    (tmp_path / "choice.py").write_text(ACCELERATE_CHOICE)
+    plan = _plan(tmp_path, [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+                            str(tmp_path / "accelerate.yaml"), "train.py"], "accelerate")
+    text = batch_script(plan, SlurmOptions(nodes=2, gpus_per_node=1), tmp_path / "run1", "run1", "j")
+    srun = text[text.index("srun "):].replace("\\\n", " ").split(None, 2)[2]  # the launcher's words
+    assert srun.startswith(shlex.join(plan.argv[:3]) + " ")
+    words = srun[len(shlex.join(plan.argv[:3])):]
+    done = subprocess.run(["bash", "-c", f"SLURM_NNODES=2 SLURM_NODEID=1 head_node=127.0.0.1; "
+                                         f"exec {shlex.quote(sys.executable)} choice.py {words}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert "deepspeed runner:" not in done.stdout, done.stdout
+    assert done.returncode == 0 and "torchrun: nodes 2, rdzv c10d" in done.stdout, done.stdout + done.stderr[-2000:]
 
 
 @pytest.mark.parametrize(("options", "word"), [
@@ -226,3 +282,86 @@ def test_a_waiting_job_shows_its_queue_reason(td, slurm: OneHostSlurm, tmp_path:
         assert stop.returncode == 0 and _show(td, run_id)["slurm_state"] == "CANCELLED"
     finally:
         slurm.run("scancel", blocker.stdout.strip())
+
+
+# Another job on the node runs a DeepSpeed launcher: `<python> -u -m deepspeed.launcher.launch ...`, the command line
+# DeepSpeed's own runner ends with `pkill -f` (here a stand-in package of that name, so no torch is imported).
+LAUNCH_STANDIN = """import sys, time
+i = 0
+while True:
+    print(f"bystander step {i}", flush=True)
+    i += 1
+    time.sleep(0.5)
+"""
+
+
+def _job_state(slurm: OneHostSlurm, job: str) -> str:
+    shown = slurm.run("scontrol", "show", "job", job).stdout
+    return next((word.split("=", 1)[1] for word in shown.split() if word.startswith("JobState=")), "")
+
+
+def _processes_with(token: str) -> list[psutil.Process]:
+    """Live processes with `token` in their command line or working directory (this test's own process aside)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "cwd", "status"]):
+        if proc.info["status"] == psutil.STATUS_ZOMBIE or proc.pid == os.getpid():
+            continue
+        if any(token in arg for arg in proc.info["cmdline"] or []) or token in (proc.info["cwd"] or ""):
+            found.append(proc)
+    return found
+
+
+@pytest.mark.slurm
+def test_stop_cancels_only_its_own_job_and_a_deepspeed_job_beside_it_runs_on(  # type: ignore[no-untyped-def]
+        td, slurm: OneHostSlurm, tmp_path: Path) -> None:
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    for folder in (mine, theirs / "deepspeed" / "launcher"):
+        folder.mkdir(parents=True)
+    (theirs / "deepspeed" / "__init__.py").write_text("")
+    (theirs / "deepspeed" / "launcher" / "__init__.py").write_text("")
+    (theirs / "deepspeed" / "launcher" / "launch.py").write_text(LAUNCH_STANDIN)
+    (theirs / "train.py").write_text("")
+    launch = [sys.executable, "-u", "-m", "deepspeed.launcher.launch", "--world_info=eyJsb2NhbGhvc3QiOiBbMF19",
+              "--node_rank=0", "--master_addr=127.0.0.1", "--master_port=29531", str(theirs / "train.py")]
+    bystander = slurm.run("sbatch", "--parsable", "--mem=100M", f"--chdir={theirs}", f"--output={theirs}/job.out",
+                          f"--export=ALL,PYTHONPATH={theirs}", "--wrap", shlex.join(launch))
+    assert bystander.returncode == 0, bystander.stderr
+    other = bystander.stdout.strip().split(";")[0]
+    try:
+        _wait_for(lambda: "bystander step 1" in ((theirs / "job.out").read_text()
+                                                 if (theirs / "job.out").exists() else ""))
+        before = {p.pid for p in _processes_with("deepspeed.launcher.launch") if str(theirs / "train.py")
+                  in p.cmdline()}
+        assert before and _job_state(slurm, other) == "RUNNING"
+
+        (mine / "tiny.py").write_text(TINY)
+        os.chdir(mine)
+        done = td("run", "--slurm", "--detach", "--mem", "100M", "tiny.py", "400")
+        assert done.returncode == 0, done.stderr
+        run_id = done.stdout.strip().splitlines()[-1]
+        _wait_for(lambda: "slurm tiny step 1" in td("logs", run_id).stdout)  # both jobs run side by side now
+        job = _show(td, run_id)["slurm_job_id"]
+        assert _job_state(slurm, job) == "RUNNING" and _processes_with(str(mine))
+
+        stop = td("stop", run_id)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert f"scancel {job}" in td("logs", run_id).stdout
+        data = _show(td, run_id)
+        assert data["state"] == "stopped" and data["slurm_state"] == "CANCELLED"
+        # Nothing of the stopped run remains: its job is over, and no process of its job, or of traindeck's
+        # following of it, is left.
+        assert slurm.run("squeue", "--noheader", "--jobs", job).stdout.strip() == ""
+        assert _job_state(slurm, job) == "CANCELLED"
+        assert not _processes_with(str(mine))
+        _wait_for(lambda: not _processes_with(data["run_dir"]), timeout=60)  # the follower and supervisor end
+
+        # The job beside it runs on: same processes, still RUNNING, and still writing its output.
+        assert _job_state(slurm, other) == "RUNNING"
+        after = {p.pid for p in _processes_with("deepspeed.launcher.launch") if str(theirs / "train.py")
+                 in p.cmdline()}
+        assert after == before
+        printed = (theirs / "job.out").read_text().count("bystander step")
+        _wait_for(lambda: (theirs / "job.out").read_text().count("bystander step") > printed + 1)
+        assert _job_state(slurm, other) == "RUNNING"
+    finally:
+        slurm.run("scancel", other)

@@ -38,6 +38,8 @@ PDSH_RUNNER_SIGNALLED = (
     "multi-node settings): DeepSpeed's runner gets the stop's signals, and on SIGINT or SIGTERM it runs `pkill -f` "
     "for every DeepSpeed launcher of this Python on its nodes, other runs' included (DeepSpeed #6807); launch with "
     "traindeck's --hostfile to have each node's ranks stopped by an agent instead")
+# pdsh's process names: Debian's and Ubuntu's /usr/bin/pdsh is a script that execs /usr/bin/pdsh.bin (as "pdsh").
+PDSH_NAMES = frozenset({"pdsh", "pdsh.bin"})
 
 
 def unagented_pdsh(alive: list[psutil.Process], spared: set[int]) -> bool:
@@ -45,7 +47,7 @@ def unagented_pdsh(alive: list[psutil.Process], spared: set[int]) -> bool:
     traindeck sparing the runner: its stop then sets off DeepSpeed's pkill on the nodes."""
     for proc in alive:
         try:
-            if proc.pid not in spared and proc.name() == "pdsh":
+            if proc.pid not in spared and proc.name() in PDSH_NAMES:
                 return True
         except psutil.Error:
             continue
