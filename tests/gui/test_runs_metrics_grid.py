@@ -188,5 +188,5 @@ def test_a_low_window_scrolls_the_grid_rather_than_squeezing_its_charts(qtbot, m
     page = make_runs_page((1360, 700))
     open_grid(qtbot, page, record)
     grid = page.charts.grid
-    qtbot.waitUntil(lambda: grid.scroll.verticalScrollBar().maximum() > 0, timeout=5000)
+    qtbot.waitUntil(lambda: grid.scroll_area.verticalScrollBar().maximum() > 0, timeout=5000)
     assert all(cell.height() >= CELL_MIN_HEIGHT for cell in grid._cells), [c.height() for c in grid._cells]

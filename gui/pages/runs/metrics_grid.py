@@ -110,11 +110,11 @@ class MetricsGrid(QWidget):
         self._grid = QGridLayout(cells)
         self._grid.setContentsMargins(0, 0, 0, 0)
         self._grid.setSpacing(4)
-        self.scroll = QScrollArea()  # the page's cells keep their height; a low pane scrolls them
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.scroll.setWidget(cells)
+        self.scroll_area = QScrollArea()  # the page's cells keep their height; a low pane scrolls them
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll_area.setWidget(cells)
         self.empty = QLabel("no metrics yet")
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         set_muted(self.empty)
@@ -123,7 +123,7 @@ class MetricsGrid(QWidget):
         layout.setSpacing(2)
         layout.addLayout(bar)
         layout.addWidget(self.empty)
-        layout.addWidget(self.scroll, 1)
+        layout.addWidget(self.scroll_area, 1)
         self._refill()
 
     # ------------------------------------------------------------------------------------------------ names
