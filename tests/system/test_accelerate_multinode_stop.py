@@ -1,7 +1,9 @@
 """A real 2-machine accelerate run on the loopback SSH "nodes" (tests/sshnodes.py): accelerate's own multi-machine
-settings (DeepSpeed, deepspeed_multinode_launcher: pdsh) start DeepSpeed's pdsh runner with no traindeck node agent,
-so a stop must signal the runner, which then runs `pkill -f "<python> -u -m deepspeed.launcher.launch"` on every
-node. The stop says so before its first signal, and nothing of the run is left on the nodes after it."""
+settings (DeepSpeed, deepspeed_multinode_launcher: pdsh, a deepspeed_hostfile) start DeepSpeed's pdsh runner, whose
+SIGINT/SIGTERM handler runs `pkill -f "<python> -u -m deepspeed.launcher.launch"` on every node. traindeck puts its
+node agents on the hostfile's hosts, as for its own hostfile launch: a stop ends the ranks on each node through
+them, the runner is not signalled, and another DeepSpeed run of the same Python on the nodes survives the stop.
+Which accelerate configs get the agents is checked without a run."""
 
 from __future__ import annotations
 
@@ -9,17 +11,17 @@ import json
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 
 import psutil
 import pytest
 import yaml
-from support.runhelp import BEHAVE, get, job_env, launch, wait_finished, wait_until
+from support.runhelp import BEHAVE, get, job_env, launch, ranks, wait_finished, wait_until
 from support.sshnodes import SshNodes  # the ssh_nodes session fixture comes from conftest.py
 
+from traindeck.backend.nodes.accelerate_nodes import accelerate_nodes
 from traindeck.backend.runs.record.run_store import RunStore
-
-pytestmark = [pytest.mark.multinode, pytest.mark.slow]
 
 
 def _free_port() -> int:
@@ -44,48 +46,98 @@ def _launchers(port: int) -> list[psutil.Process]:
     return found
 
 
-def test_stopping_an_accelerate_pdsh_run_says_what_deepspeed_will_do_on_the_nodes_first(
+def _accelerate_config(path: Path, hostfile: Path, port: int, ds: Path, **deepspeed: str) -> Path:
+    path.write_text(yaml.safe_dump({
+        "compute_environment": "LOCAL_MACHINE", "distributed_type": "DEEPSPEED", "num_machines": 2,
+        "num_processes": 2, "machine_rank": 0, "main_process_ip": "127.0.0.2", "main_process_port": port,
+        "use_cpu": True, "mixed_precision": "no",
+        "deepspeed_config": {"deepspeed_multinode_launcher": "pdsh", "deepspeed_hostfile": str(hostfile),
+                             "deepspeed_config_file": str(ds), "zero3_init_flag": False, **deepspeed}}))
+    return path
+
+
+def test_the_nodes_of_an_accelerate_pdsh_config_are_its_hostfiles_hosts_with_num_processes_per_machine(
+        tmp_path: Path) -> None:
+    (tmp_path / "hostfile").write_text("node-a slots=8\nnode-b slots=8\n")
+    config = _accelerate_config(tmp_path / "a.yaml", Path("hostfile"), 29500, tmp_path / "ds.json")
+    doc = accelerate_nodes(config, ["--config_file", str(config)], str(tmp_path), "/opt/py/bin/python")
+    assert doc == {"hosts": [{"host": "node-a", "slots": 1, "ranks": [0]}, {"host": "node-b", "slots": 1,
+                                                                           "ranks": [1]}],
+                   "ssh_port": None, "python": "/opt/py/bin/python"}
+    four = accelerate_nodes(config, ["--config_file", str(config), "--num_processes", "8"], str(tmp_path), "py")
+    assert four is not None and [h["ranks"] for h in four["hosts"]] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    # DeepSpeed picks the hosts itself (a filter), another launcher, one machine, no DeepSpeed: no agents.
+    for other in (_accelerate_config(tmp_path / "f.yaml", Path("hostfile"), 1, tmp_path / "ds.json",
+                                     deepspeed_exclusion_filter="node-b"),
+                  _accelerate_config(tmp_path / "s.yaml", Path("hostfile"), 1, tmp_path / "ds.json",
+                                     deepspeed_multinode_launcher="standard")):
+        assert accelerate_nodes(other, [], str(tmp_path), "py") is None
+    assert accelerate_nodes(config, ["--num_machines", "1"], str(tmp_path), "py") is None
+    assert accelerate_nodes(config, [], str(tmp_path / "elsewhere"), "py") is None  # the hostfile cannot be read
+    plain = tmp_path / "p.yaml"
+    plain.write_text(yaml.safe_dump({"distributed_type": "MULTI_CPU", "num_machines": 2}))
+    assert accelerate_nodes(plain, [], str(tmp_path), "py") is None
+
+
+@pytest.mark.multinode
+@pytest.mark.slow
+def test_stopping_an_accelerate_pdsh_run_ends_its_ranks_on_every_node_and_spares_another_deepspeed_run(
         ssh_nodes: SshNodes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    from traindeck.backend.launch.builders import LaunchRequest
     from traindeck.backend.runs.control.lifecycle import stop_run
+    from traindeck.backend.runs.control.new_run import launch_run
 
     # accelerate gives DeepSpeed's runner no --no_ssh_check, and the runner's check is a bare `ssh HOST hostname`:
-    # the nodes' client config reaches it as a user's ~/.ssh/config would, through an ssh of their own on PATH.
+    # the nodes' client config reaches it as a user's ~/.ssh/config would, through an ssh of their own on PATH
+    # (the node agents' ssh finds it there too).
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "ssh").write_text(f'#!/bin/sh\nexec /usr/bin/ssh -F {ssh_nodes.client_config} "$@"\n')
     (bin_dir / "ssh").chmod(0o755)
     monkeypatch.delenv("PDSH_SSH_ARGS_APPEND", raising=False)
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{bin_dir}:{os.environ['PATH']}")  # and `deepspeed`
+    # A bystander: another DeepSpeed run of the same Python on the same machine (the nodes are loopback addresses
+    # of it), which the runner's `pkill -f` would end.
+    bystander = launch(BEHAVE, "--steps", "100000", "--step-time", "0.05", launcher="deepspeed", nproc=1,
+                       name="bystander")
+    wait_until(lambda: ranks(get(bystander.id)), timeout=300, interval=0.5)
     port = _free_port()
-    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 1,
-                                                  "zero_optimization": {"stage": 0}}))
-    config = tmp_path / "accelerate.yaml"
-    config.write_text(yaml.safe_dump({
-        "compute_environment": "LOCAL_MACHINE", "distributed_type": "DEEPSPEED", "num_machines": 2,
-        "num_processes": 2, "machine_rank": 0, "main_process_ip": ssh_nodes.hosts[0], "main_process_port": port,
-        "use_cpu": True, "mixed_precision": "no",
-        "deepspeed_config": {"deepspeed_multinode_launcher": "pdsh",
-                             "deepspeed_hostfile": str(ssh_nodes.hostfile(tmp_path / "hostfile")),
-                             "deepspeed_config_file": str(tmp_path / "ds.json"), "zero3_init_flag": False}}))
-    run = launch(BEHAVE, "--steps", "100000", "--step-time", "0.05", launcher="accelerate", config=config,
-                 name="accelerate-two-machines",
-                 env={k: v for k, v in job_env().items() if k == "TORCH_EXTENSIONS_DIR"})
-    log = Path(get(run.id).run_dir, "output.log")
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 0}}))
+    config = _accelerate_config(tmp_path / "accelerate.yaml", ssh_nodes.hostfile(tmp_path / "hostfile"), port, ds)
+    request = LaunchRequest(script=str(BEHAVE), script_args=["--steps", "100000", "--step-time", "0.05"],
+                            launcher="accelerate", config_file=config, cwd=tmp_path,
+                            env={k: v for k, v in job_env().items() if k == "TORCH_EXTENSIONS_DIR"})
+    outcome = launch_run(request, name="accelerate-two-machines")
+    assert outcome.record is not None, outcome.plan.errors
+    run_id = outcome.record.id
+    log = Path(get(run_id).run_dir, "output.log")
 
     def on_both_nodes() -> bool:
         text = log.read_text(errors="replace")
-        return get(run.id).state != "running" or all(f"{host}: " in text for host in ssh_nodes.hosts)
+        return get(run_id).state != "running" or all(f"{host}: " in text for host in ssh_nodes.hosts)
 
     wait_until(on_both_nodes, timeout=600, interval=1.0)
-    assert get(run.id).state == "running", log.read_text(errors="replace")[-3000:]
-    assert len(_launchers(port)) == 2  # one DeepSpeed launcher per node
+    assert get(run_id).state == "running", log.read_text(errors="replace")[-3000:]
+    launchers = wait_until(lambda: len(_launchers(port)) == 2 and _launchers(port), timeout=60, interval=0.5)
+    node_ranks = {child.pid for proc in launchers for child in proc.children(recursive=True)}
+    assert node_ranks  # one rank under each node's DeepSpeed launcher
     with RunStore() as store:
-        stop_run(store, run.id, grace_s=5.0)
-    done = wait_finished(run.id, 300)
+        stop_run(store, run_id, grace_s=5.0)
+    done = wait_finished(run_id, 300)
     assert done.state == "stopped", done.state_detail
-    events = _events(run.id)
-    said = [i for i, e in enumerate(events) if e.startswith("multi-node run through pdsh without traindeck's")]
-    signalled = [i for i, e in enumerate(events) if e.startswith("sent SIGINT")]
-    assert said and signalled and said[0] < signalled[0], events  # said before the signal that sets pkill off
-    assert any(e.startswith("nothing of the run remains") for e in events), events
-    wait_until(lambda: not _launchers(port), timeout=60, interval=0.5)
+    time.sleep(3.0)  # the runner's pkill, had it run, takes a moment to reach the bystander's launcher
+    survivor = get(bystander.id)
+    assert survivor.state == "running", (survivor.state, survivor.state_detail, survivor.diagnosis)
+    events = _events(run_id)
+    assert any("DeepSpeed's runner and pdsh get no SIGINT/SIGTERM" in e for e in events), events
+    assert "sent SIGINT to the run's processes on 2 node(s)" in events, events  # through the agents
+    assert not any(e.startswith("multi-node run through pdsh without traindeck's") for e in events), events
+    with RunStore() as store:
+        stop_run(store, bystander.id, grace_s=2.0)
+    assert wait_finished(bystander.id, 120).state == "stopped"
+    wait_until(lambda: sum("nothing of the run remains" in e and e.startswith("node ")
+                           for e in _events(run_id)) == 2, timeout=120, interval=1.0)
+    assert not _launchers(port)
+    for pid in node_ranks:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

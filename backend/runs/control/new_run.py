@@ -106,10 +106,22 @@ def after_start(run_dir: Path, request: LaunchRequest, plan: LaunchPlan, store: 
         _keep_estimate(run_dir, memory_check)
     _keep_request(run_dir, request, plan, preset_name, resume_arg)
     _start_sidecar(run_dir, store)
-    if request.hostfile is not None:  # an agent on every node (backend/runs/supervisor/node_sampler.py)
+    if request.hostfile is not None or _accelerate_machines(run_dir, plan):
+        # an agent on every node (backend/runs/supervisor/node_sampler.py)
         from traindeck.backend.runs.supervisor.node_sampler import start_watch
 
         start_watch(run_dir, store.path)
+
+
+def _accelerate_machines(run_dir: Path, plan: LaunchPlan) -> bool:
+    """Whether the run is accelerate's own multi-machine DeepSpeed launch through pdsh from a hostfile; its
+    nodes.json is then written, so its nodes get agents as a hostfile launch's do (backend/nodes/accelerate_nodes.py)."""
+    if plan.launcher != "accelerate" or "--config_file" not in plan.argv[:-1]:
+        return False
+    from traindeck.backend.nodes.accelerate_nodes import write_accelerate_nodes
+
+    config = Path(plan.argv[plan.argv.index("--config_file") + 1])
+    return write_accelerate_nodes(run_dir, config, plan.argv, plan.cwd, plan.python or plan.argv[0])
 
 
 def _keep_estimate(run_dir: Path, check: LaunchMemoryCheck) -> None:
