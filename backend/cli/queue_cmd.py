@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from traindeck.backend.queue import QueueStore
 
 ORDER = 35
+NAME_WIDTH = 60  # a default name (script, preset, swept value) fits whole; a longer one is cut with "…"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -116,13 +117,17 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     table = [("POS", "ID", "NAME", "STATE", "WAITING FOR")]
     for r in rows:
-        table.append((str(r["position"] or "-"), r["id"], r["name"][:32], r["state"] + (" (held)" if r["held"] else ""),
+        table.append((str(r["position"] or "-"), r["id"], _cut(r["name"], NAME_WIDTH), r["state"] + (" (held)" if r["held"] else ""),
                       r["waiting_for"] or ("GPUs " + ",".join(map(str, r["assigned_gpus"]))
                                            if r["assigned_gpus"] else "")))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     return 0
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def _settings(args: argparse.Namespace) -> int:

@@ -60,7 +60,15 @@ def supervisor_alive(record: RunRecord) -> bool:
 
 
 def reconcile(store: RunStore, report: Callable[[str], None] | None = None) -> list[str]:
-    """Mark runs whose supervisor is gone as lost (ending what is left of them); returns their ids."""
+    """Mark runs whose supervisor is gone as lost (ending what is left of them); returns their ids.
+
+    On a full disk (or a store only open for reading) nothing is marked, whoever asks (a command, the dashboard,
+    the queue keeper): the run's end, its events and alerts would fail half-way or take the last bytes. The runs
+    are marked once space is back."""
+    from traindeck.backend.core import disk_full
+
+    if store.read_only or disk_full(store.path.parent):
+        return []
     lost = []
     for record in store.list_runs(state="running"):
         if not supervisor_alive(record):

@@ -79,7 +79,7 @@ def test_a_run_whose_supervisor_is_gone_is_not_marked_lost_while_the_disk_is_ful
     events, an alert) and answers from the store; once space is back the run is marked lost."""
     home = small_disk / "home"
     monkeypatch.setenv("TRAINDECK_HOME", str(home))
-    from traindeck.backend.runs import RunRecord, RunStore
+    from traindeck.backend.runs import RunRecord, RunStore, reconcile
 
     gone = subprocess.Popen(["true"])
     gone.wait()  # its pid is the supervisor's, which is no more
@@ -100,6 +100,7 @@ def test_a_run_whose_supervisor_is_gone_is_not_marked_lost_while_the_disk_is_ful
             assert done.returncode == 0, done.stderr
             assert done.stderr.strip() == read_only, done.stderr
             assert "gone" in done.stdout and "running" in done.stdout, done.stdout
+        assert reconcile(store) == []  # whoever asks: the dashboard, the queue keeper, `stacks`
         assert _files(home / "data") == before
         record = store.get_run(run_id)
         assert record is not None and record.state == "running"

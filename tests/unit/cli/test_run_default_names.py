@@ -49,3 +49,8 @@ def test_a_queued_run_is_named_after_its_preset_too(tmp_path: Path) -> None:
     assert named.returncode == 0, named.stderr
     with QueueStore() as queue:
         assert [e.name for e in queue.waiting()] == ["behave-cpu-demo", "behave-zero2", "mine"]
+    # `queue list` shows a long name whole (a script, a preset and a swept value), where it used to cut at 32.
+    long = "train_tiny-zero-infinity-nvme-lr=1e-5"
+    assert traindeck("queue", "add", "--hold", "--name", long, str(BEHAVE), cwd=tmp_path).returncode == 0
+    listed = traindeck("queue", "list", cwd=tmp_path)
+    assert listed.returncode == 0 and long in listed.stdout, listed.stdout
