@@ -21,6 +21,8 @@ from support.slurmhelp import OneHostSlurm, why_not
 from traindeck.backend.core.paths import cache_dir
 from traindeck.backend.launch.plan import LaunchPlan
 from traindeck.backend.runs.diagnosis.diagnose import Evidence, diagnose
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+from traindeck.backend.slurm import slurm_fields
 from traindeck.backend.slurm.ended import JobEnd, diagnosis_fields, exit_status
 from traindeck.backend.slurm.script import SCRIPT_NAME, SlurmOptions, batch_script, slurm_plan
 
@@ -31,6 +33,30 @@ for i in range(n):
     print(f"slurm tiny step {i} of {n}", flush=True)
     time.sleep(0.5)
 print("slurm tiny done", flush=True)
+"""
+# A tqdm bar as tqdm 4.x draws it (default format, on stderr): carriage-return redraws only, one every PAUSE s, its
+# newline only after the last drawing. The job prints nothing else while the bar runs.
+BAR = """import sys, time
+n, pause = int(sys.argv[1]), float(sys.argv[2])
+print("bar starts", flush=True)
+start = time.monotonic()
+
+def clock(s):
+    return "?" if s is None else "%02d:%02d" % (int(s) // 60, int(s) % 60)
+
+for i in range(n + 1):
+    elapsed = time.monotonic() - start
+    rate = i / elapsed if i and elapsed > 0 else None
+    left = (n - i) / rate if rate else None
+    filled = 10 * i // n
+    sys.stderr.write("\\rsteps: %3.0f%%|%s%s| %d/%d [%s<%s, %s]" % (
+        100 * i / n, "#" * filled, " " * (10 - filled), i, n, clock(elapsed), clock(left),
+        "%5.2fit/s" % rate if rate else "?it/s"))
+    sys.stderr.flush()
+    if i < n:
+        time.sleep(pause)
+sys.stderr.write("\\n")
+print("bar done", flush=True)
 """
 HOG = """import time
 held = []
@@ -228,6 +254,55 @@ def test_a_slurm_run_reaches_logs_and_runs_show(td, slurm: OneHostSlurm, tmp_pat
     for path in run_dir.iterdir():  # the secret reached the job, yet no file of the run holds it
         if path.is_file():
             assert b"hf_secret_value_123" not in path.read_bytes(), path.name
+
+
+# The bar draws for ~18 s, ~55 bytes every 0.5 s. Slurm passes a task's partial line on when its 1 KiB output
+# buffer fills, ~9 s of this bar (cut mid-drawing): without the redraws turned into lines, 2 values at most would
+# show while it runs.
+BAR_STEPS, BAR_PAUSE_S = 36, 0.5
+
+
+@pytest.mark.slurm
+def test_a_slurm_jobs_tqdm_bar_climbs_in_the_run_store_while_the_job_runs(  # type: ignore[no-untyped-def]
+        td, slurm: OneHostSlurm, tmp_path: Path) -> None:
+    """The job's output reaches traindeck through srun, the job's output file and the job follower: srun holds a
+    partial line until it ends or fills Slurm's buffer, so the bar's redraws climb in the run's progress while the
+    job runs because they become lines in the job (TRAINDECK_LINE_FORWARDER in the batch script, the run's
+    sitecustomize), and the follower copies them on as they come."""
+    (tmp_path / "bar.py").write_text(BAR)
+    os.chdir(tmp_path)
+    done = td("run", "--slurm", "--detach", "--time", "00:05:00", "--name", "slurm-bar", "bar.py", str(BAR_STEPS),
+              str(BAR_PAUSE_S))
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip().splitlines()[-1]
+    _wait_for(lambda: "bar starts" in td("logs", run_id).stdout)
+    seen: list[int] = []  # the progress read while the run and its job still run, each new value once
+    while True:  # until the run ends; the job's --time bounds it
+        with RunStore() as store:
+            record = store.get_run(run_id)
+        assert record is not None
+        if record.state != "running":
+            break
+        current = (record.progress or {}).get("current")
+        job = _show_job(slurm, record)  # the job itself, not only the follower, still runs
+        if isinstance(current, int) and current not in seen and job == "RUNNING":
+            seen.append(current)
+        time.sleep(0.5)
+    data = _show(td, run_id)
+    assert data["state"] == "succeeded", data["state"]
+    climbing = [v for v in seen if v < BAR_STEPS]
+    assert len(climbing) >= 3 and climbing == sorted(climbing), \
+        f"progress while the job ran: {seen}; the log: {td('logs', run_id).stdout[-800:]!r}"
+    assert data["progress"]["current"] == BAR_STEPS and data["progress"]["total"] == BAR_STEPS, data["progress"]
+    with RunStore() as store:
+        record = store.get_run(run_id)
+    assert record is not None and (record.progress or {}).get("source") == "tqdm", record
+
+
+def _show_job(slurm: OneHostSlurm, record: RunRecord) -> str:
+    """The Slurm state of the run's job right now, from scontrol ("" before it is submitted)."""
+    job = slurm_fields(record.run_dir).get("slurm_job_id") if record.run_dir else None
+    return _job_state(slurm, job) if job else ""
 
 
 @pytest.mark.slurm
