@@ -70,14 +70,20 @@ class _Pairs(list):
 
 def _tree(pairs: _Pairs, line: int, path: PathT) -> KeyMap:
     out = KeyMap()
+    entries = out.entries
     for key, value in pairs:
         here = path + (key,)
         if isinstance(value, _Pairs):
             value = _tree(value, line, here)
+            empty = not value.entries
         elif isinstance(value, list):
             value = _plain_list(value)
-        out.entries.append(Entry(key=key, value=value, line=line, origin=here,
-                                 empty=value is None or (isinstance(value, KeyMap) and not value.entries)))
+            empty = False
+        else:
+            empty = value is None
+        # Entry(key, value, line, key_span, value_span, quote, empty, origin), positionally: one per key of a
+        # mapping of any size.
+        entries.append(Entry(key, value, line, None, None, None, empty, here))
     return out
 
 
