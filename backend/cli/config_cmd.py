@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from traindeck.backend.config import Message
+    from traindeck.backend.config import Message, SourceDocument
 
 ORDER = 20
 
@@ -74,18 +74,21 @@ def _register_check(config_sub: argparse._SubParsersAction) -> None:
 
 def run_check(args: argparse.Namespace) -> int:
     """`config check`: print each file's messages and a summary; the exit code (1 when one is an error)."""
-    from traindeck.backend.config import check_files, has_errors, sort_messages
+    from traindeck.backend.config import check_documents, has_errors, load_for_check, sort_messages
 
     consumer, why = _consumer(args)
+    # Each file is read and parsed once, for the check and for the machine and native verdicts after it.
+    docs: list[SourceDocument] | None = None
     try:
-        messages = check_files(args.files, world_size=args.world_size, consumer=consumer, consumer_why=why)
+        docs = load_for_check(args.files)
+        messages = check_documents(docs, world_size=args.world_size, consumer=consumer, consumer_why=why)
     except Exception:  # a bug one file triggers must not cost the others their check: each file alone
         messages = sort_messages(_one_by_one(args, consumer, why))
-    machine = _machine(args)
+    machine = _machine(args, docs)
     if machine:
         messages = sort_messages(messages + machine)
     if args.native:
-        messages = sort_messages(list(dict.fromkeys(messages + _native(args))))
+        messages = sort_messages(list(dict.fromkeys(messages + _native(args, docs))))
     if args.json:
         print(json.dumps([m.to_dict() for m in messages], indent=2, ensure_ascii=False))
     else:
@@ -130,10 +133,11 @@ def _one_by_one(args: argparse.Namespace, consumer: str | None, why: str) -> lis
     return out
 
 
-def _machine(args: argparse.Namespace) -> list[Message]:
-    """What the training interpreter cannot run of the accelerate FSDP / Megatron-LM configs given: one warning at
-    each one's distributed_type, in the words a launch of it refuses with. The interpreter is probed (a subprocess,
-    cached) only when such a config is given."""
+def _machine(args: argparse.Namespace, loaded: list[SourceDocument] | None) -> list[Message]:
+    """What the training interpreter cannot run of the accelerate FSDP / Megatron-LM configs given (`loaded`: the
+    files as the check read them, else read here): one warning at each one's distributed_type, in the words a
+    launch of it refuses with. The interpreter is probed (a subprocess, cached) only when such a config is given.
+    A file only DeepSpeed's lenient reader takes (its slips in `lenient`) is no accelerate config to judge."""
     from traindeck.backend.config import load_file
     from traindeck.backend.launch import (
         accelerate_system_problems,
@@ -142,7 +146,8 @@ def _machine(args: argparse.Namespace) -> list[Message]:
         resolve_python,
     )
 
-    docs = [doc for doc in map(load_file, args.files) if doc.kind == "accelerate" and machine_bound(doc.data)]
+    every = loaded if loaded is not None else [load_file(path) for path in args.files]
+    docs = [doc for doc in every if doc.kind == "accelerate" and not doc.lenient and machine_bound(doc.data)]
     if not docs:
         return []
     environment = probe_environment(resolve_python(args.python))
@@ -150,15 +155,16 @@ def _machine(args: argparse.Namespace) -> list[Message]:
             for doc in docs for problem in accelerate_system_problems(doc.data, environment)]
 
 
-def _native(args: argparse.Namespace) -> list[Message]:
+def _native(args: argparse.Namespace, loaded: list[SourceDocument] | None) -> list[Message]:
     """The real tools' verdicts on each file, read as the tool reads it: a JSON that only DeepSpeed's own reader
     (hjson) takes is judged on what DeepSpeed reads; a file traindeck cannot read at all is handed to the tool as
-    text, which says why it refuses it; a file that cannot be opened gets one line saying the check did not run."""
+    text, which says why it refuses it; a file that cannot be opened gets one line saying the check did not run.
+    `loaded`: the files as the check read them (the same reading), else each is read here."""
     from traindeck.backend.config import Message, load_file, native_verdicts
 
     out: list[Message] = []
-    for path in args.files:
-        doc = load_file(path, as_deepspeed_reads=True)
+    for i, path in enumerate(args.files):
+        doc = loaded[i] if loaded is not None else load_file(path, as_deepspeed_reads=True)
         if isinstance(doc.data, dict) and doc.kind is not None:
             out += native_verdicts(doc.kind, doc.data, python=args.python, world_size=args.world_size, doc=doc)
         elif doc.text:

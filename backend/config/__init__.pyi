@@ -44,7 +44,10 @@ from .schema import Section as Section
 from .schema import fields_of as fields_of
 from .schema import form_keys as form_keys
 from .source import Kind as Kind
+from .source import SourceDocument as SourceDocument
 from .source import load_file as load_file
 from .source import parse_text as parse_text
 from .validate import check_document as check_document
+from .validate import check_documents as check_documents
 from .validate import check_files as check_files
+from .validate import load_for_check as load_for_check

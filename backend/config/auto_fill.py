@@ -109,12 +109,19 @@ def auto_paths(data: Any, prefix: Path = ()) -> Iterator[Path]:
     a list is never filled by anyone and DeepSpeed has no list of numbers that could take it)."""
     if not isinstance(data, dict):
         return
-    for key, value in data.items():
-        here = prefix + (str(key),)
-        if value == "auto":
-            yield here
-        elif isinstance(value, dict):
-            yield from auto_paths(value, here)
+    # A stack of (the mapping's remaining items, its path) rather than nested generators: a section of many
+    # small mappings costs no generator each.
+    stack = [(iter(data.items()), prefix)]
+    while stack:
+        items, base = stack[-1]
+        for key, value in items:
+            if isinstance(value, dict):
+                stack.append((iter(value.items()), base + (str(key),)))
+                break
+            if value == "auto":
+                yield base + (str(key),)
+        else:
+            stack.pop()
 
 
 def dotted(path: Path) -> str:

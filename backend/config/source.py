@@ -35,6 +35,59 @@ Kind = Literal["accelerate", "deepspeed"]
 Format = Literal["yaml", "json"]
 
 
+class Locations(dict[PathT, tuple[int, int]]):
+    """Key path -> (line, column), 1-based. The inside of a JSON list is indexed the first time a path into it is
+    asked for (`in`, `[]`, `get`): a long list (a generated per-layer table) costs no walk in Python unless a
+    message points into it. Iterating lists only what is indexed so far; `index_all()` indexes the rest first."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deferred: dict[PathT, int] = {}  # list path -> index of its '[' in the text
+        self._indexer: _JsonIndexer | None = None
+
+    def defer(self, path: PathT, at: int, indexer: _JsonIndexer) -> None:
+        self._deferred[path] = at
+        self._indexer = indexer
+
+    def _index_into(self, path: PathT) -> None:
+        """Index the deferred list `path` lies inside (none is inside another: a deferred list is indexed whole)."""
+        if not self._deferred or self._indexer is None:
+            return
+        for k in range(1, len(path)):
+            at = self._deferred.pop(path[:k], None)
+            if at is not None:
+                self._indexer.walk_list(at, path[:k])
+                return
+
+    def index_all(self) -> None:
+        while self._deferred and self._indexer is not None:
+            path, at = self._deferred.popitem()
+            self._indexer.walk_list(at, path)
+
+    def __contains__(self, path: object) -> bool:
+        if dict.__contains__(self, path):
+            return True
+        if isinstance(path, tuple) and self._deferred:
+            self._index_into(path)
+            return dict.__contains__(self, path)
+        return False
+
+    def __missing__(self, path: PathT) -> tuple[int, int]:
+        if isinstance(path, tuple) and self._deferred:
+            self._index_into(path)
+            if dict.__contains__(self, path):
+                return dict.__getitem__(self, path)
+        raise KeyError(path)
+
+    def get(self, path: PathT, default: Any = None) -> Any:
+        return self[path] if path in self else default
+
+    def clear(self) -> None:
+        super().clear()
+        self._deferred.clear()
+        self._indexer = None
+
+
 @dataclass
 class SourceDocument:
     """One config as the user has it: its text, its data, and a map from key paths to positions."""
@@ -44,7 +97,7 @@ class SourceDocument:
     data: Any  # None when the text could not be parsed
     kind: Kind | None
     file: str | None = None
-    locations: dict[PathT, tuple[int, int]] = field(default_factory=dict)  # path -> (line, column), 1-based
+    locations: dict[PathT, tuple[int, int]] = field(default_factory=Locations)  # path -> (line, column), 1-based
     syntax: list[Message] = field(default_factory=list)
     # JSON slips DeepSpeed's own reader (hjson) reads past, while strict JSON readers (the HF Trainer, accelerate)
     # stop on them: whether each is an error depends on who reads the file (validate.check_document decides).
@@ -245,6 +298,8 @@ def _parse_json(doc: SourceDocument, *, locate: bool = True, as_deepspeed_reads:
         doc.locations.clear()
         _too_deep(doc, deep.index)
         return
+    if duplicates and isinstance(doc.locations, Locations):
+        doc.locations.index_all()  # a repeated key may sit in an object inside a list
     for key in dict.fromkeys(duplicates):
         # DeepSpeed loads its config with a duplicate-key check and refuses such a file at start-up.
         locs = [p for p in doc.locations if p and p[-1] == key]
@@ -344,6 +399,9 @@ def _json_problem(text: str, exc: json.JSONDecodeError) -> tuple[str, int]:
     return exc.msg, exc.pos
 
 
+_DECODER = json.JSONDecoder()
+
+
 class _TooDeep(Exception):
     def __init__(self, index: int) -> None:
         super().__init__(index)
@@ -351,17 +409,50 @@ class _TooDeep(Exception):
 
 
 class _JsonIndexer:
-    """Walks text that json.loads already accepted, recording where each key (and list item) starts."""
+    """Walks text that json.loads already accepted, recording where each key (and list item) starts. A list is
+    stepped over by json's C decoder (its depth still bounded) and its inside indexed only when a path into it is
+    asked for (Locations): no rule reads inside a long list, so its items cost nothing."""
 
     _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
     _WS = re.compile(r"[ \t\n\r]*")
+    # A key without escapes, then a text value without escapes, a number, true, false or null, and the space after.
+    _PLAIN_ENTRY = re.compile(r'"([^"\\]*)"[ \t\n\r]*:[ \t\n\r]*(?:"[^"\\]*"|-?[0-9][-+.0-9eE]*|true|false|null)'
+                              r"[ \t\n\r]*")
 
     def __init__(self, doc: SourceDocument) -> None:
         self.doc, self.text = doc, doc.text
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        self.defer_lists = True  # lists met while indexing a deferred list are indexed with it
 
     def index(self) -> None:
         self._value(self._skip(0), ())
+
+    def walk_list(self, at: int, path: PathT) -> None:
+        """Record where each item inside the list opening at `at` starts (the list already passed the depth
+        bound)."""
+        self.defer_lists = False
+        try:
+            self._list(at, path)
+        finally:
+            self.defer_lists = True
+
+    def _step_over_list(self, i: int, path: PathT) -> int | None:
+        """The end of the list opening at `i`, its inside left to be indexed on demand; None when it cannot be
+        deferred (the document's locations are a plain dict)."""
+        if not isinstance(self.doc.locations, Locations):
+            return None
+        try:
+            end = _DECODER.raw_decode(self.text, i)[1]
+        except (ValueError, RecursionError):
+            return None
+        room = MAX_DEPTH - len(path)
+        nested = self.text.count("[", i + 1, end) + self.text.count("{", i, end)
+        if nested >= room:  # brackets inside text values count too: only then is the depth worth a look
+            too_deep = json_too_deep(self.text[i:end], room)
+            if too_deep is not None:
+                raise _TooDeep(i + too_deep)
+        self.doc.locations.defer(path, i, self)
+        return end
 
     def _pos(self, i: int) -> tuple[int, int]:
         line = bisect.bisect_right(self.line_starts, i)
@@ -380,25 +471,21 @@ class _JsonIndexer:
                 return i + 1
             while True:
                 key_at = i
-                key, i = scanstring(self.text, i + 1)
-                self.doc.locations[path + (key,)] = self._pos(key_at)
-                i = self._skip(self._skip(i) + 1)  # past ':'
-                i = self._skip(self._value(i, path + (key,)))
+                plain = self._PLAIN_ENTRY.match(self.text, i)
+                if plain is not None:  # the commonest entry, "key": plain value, in one match
+                    self.doc.locations[path + (plain.group(1),)] = self._pos(key_at)
+                    i = plain.end()
+                else:
+                    key, i = scanstring(self.text, i + 1)
+                    self.doc.locations[path + (key,)] = self._pos(key_at)
+                    i = self._skip(self._skip(i) + 1)  # past ':'
+                    i = self._skip(self._value(i, path + (key,)))
                 if self.text[i] == "}":
                     return i + 1
                 i = self._skip(i + 1)  # past ','
         if c == "[":
-            i = self._skip(i + 1)
-            n = 0
-            if self.text[i] == "]":
-                return i + 1
-            while True:
-                self.doc.locations[path + (n,)] = self._pos(i)
-                i = self._skip(self._value(i, path + (n,)))
-                n += 1
-                if self.text[i] == "]":
-                    return i + 1
-                i = self._skip(i + 1)
+            end = self._step_over_list(i, path) if self.defer_lists else None
+            return end if end is not None else self._list(i, path)
         if c == '"':
             return scanstring(self.text, i + 1)[1]
         for literal in ("true", "false", "null", "NaN", "Infinity", "-Infinity"):
@@ -406,3 +493,17 @@ class _JsonIndexer:
                 return i + len(literal)
         m = self._NUMBER.match(self.text, i)
         return m.end() if m else i + 1
+
+    def _list(self, i: int, path: PathT) -> int:
+        """Index the items of the list opening at `i` (and everything inside them); the end of the list."""
+        i = self._skip(i + 1)
+        n = 0
+        if self.text[i] == "]":
+            return i + 1
+        while True:
+            self.doc.locations[path + (n,)] = self._pos(i)
+            i = self._skip(self._value(i, path + (n,)))
+            n += 1
+            if self.text[i] == "]":
+                return i + 1
+            i = self._skip(i + 1)

@@ -47,6 +47,14 @@ _TOKEN = re.compile(
       | (?P<eof>\Z) )""",
     re.VERBOSE | re.DOTALL,
 )
+# One strict entry with a plain value, then a comma and the next key's quote (not taken): text values without
+# escapes or line breaks, strict numbers, true/false/null.
+_PLAIN_ENTRY = re.compile(
+    r"""[ \t\r\n]*("[^"\\\n]*")[ \t\r\n]*:[ \t\r\n]*
+    ("[^"\\\n]*"|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true\b|false\b|null\b)
+    [ \t\r\n]*,(?=[ \t\r\n]*")""",
+    re.VERBOSE,
+)
 _STRICT_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _LITERALS = {"true": True, "false": False, "null": None, "NaN": float("nan"), "Infinity": float("inf"),
              "-Infinity": float("-inf")}
@@ -62,14 +70,20 @@ class _Pairs(list):
 
 def _tree(pairs: _Pairs, line: int, path: PathT) -> KeyMap:
     out = KeyMap()
+    entries = out.entries
     for key, value in pairs:
         here = path + (key,)
         if isinstance(value, _Pairs):
             value = _tree(value, line, here)
+            empty = not value.entries
         elif isinstance(value, list):
             value = _plain_list(value)
-        out.entries.append(Entry(key=key, value=value, line=line, origin=here,
-                                 empty=value is None or (isinstance(value, KeyMap) and not value.entries)))
+            empty = False
+        else:
+            empty = value is None
+        # Entry(key, value, line, key_span, value_span, quote, empty, origin), positionally: one per key of a
+        # mapping of any size.
+        entries.append(Entry(key, value, line, None, None, None, empty, here))
     return out
 
 
@@ -310,6 +324,8 @@ class TolerantJsonReader:
         if self._peek().kind == "}":
             return out, self._next()
         while True:
+            if self._plain_entry(path, out):
+                continue
             tok = self._next()
             if tok.kind == "str":
                 key = self._string(tok)
@@ -347,6 +363,36 @@ class TolerantJsonReader:
             if after.kind == "eof":
                 raise self._fail(open_tok, "this '{' is never closed")
             raise self._fail(after, f"expected ',' or '}}' after the value of \"{key}\"")
+
+    def _plain_entry(self, path: PathT, out: KeyMap) -> bool:
+        """Take the next entry at once when it is strict JSON with a plain value (`"key": 1,`), the commonest
+        shape, followed by another key: the same Entry the token-by-token reading makes, at a fraction of the
+        cost. False (nothing taken) for anything else, which the token-by-token reading then reads."""
+        ahead = self._ahead
+        if ahead is not None:
+            if ahead.kind != "str":
+                return False
+            self.pos, self._ahead = ahead.start, None  # read again from the key: nothing before it is skipped twice
+        m = _PLAIN_ENTRY.match(self.text, self.pos)
+        if m is None:
+            if ahead is not None:
+                self.pos, self._ahead = ahead.end, ahead
+            return False
+        key_start, key_end = m.span(1)
+        key = self.text[key_start + 1:key_end - 1]
+        spelled = m.group(2)
+        value: Any
+        if spelled[0] == '"':
+            value = spelled[1:-1]
+        elif spelled in _LITERALS:
+            value = _LITERALS[spelled]
+        else:
+            value = float(spelled) if "." in spelled or "e" in spelled or "E" in spelled else int(spelled)
+        out.entries.append(Entry(key=key, value=value, line=self.line_of(key_start), key_span=(key_start, key_end),
+                                 origin=path + (key,), value_span=m.span(2), quote='"' if spelled[0] == '"' else None,
+                                 empty=value is None))
+        self.pos = m.end()
+        return True
 
     def _array(self, path: PathT, open_tok: Tok) -> tuple[list[Any], Tok]:
         out: list[Any] = []

@@ -478,10 +478,23 @@ def check_files(paths: Sequence[str | Path], *, world_size: int | None = None, h
     found as accelerate launched from `cwd` (default: the current directory) finds them. Who fills "auto"
     (`consumer`, or `hf_trainer` True/False) defaults, for a DeepSpeed config an accelerate config uses, to "the
     HF Trainer or accelerate"."""
+    return check_documents(load_for_check(paths), world_size=world_size, hf_trainer=hf_trainer, consumer=consumer,
+                           consumer_why=consumer_why, cwd=cwd)
+
+
+def load_for_check(paths: Sequence[str | Path]) -> list[SourceDocument]:
+    """Each file read as `config check` reads it (JSON only DeepSpeed's own reader takes kept, its slips noted)."""
+    return [load_file(p, as_deepspeed_reads=True) for p in paths]
+
+
+def check_documents(docs: Sequence[SourceDocument], *, world_size: int | None = None, hf_trainer: bool | None = None,
+                    consumer: str | None = None, consumer_why: str = "", cwd: Path | str | None = None
+                    ) -> list[Message]:
+    """check_files on files already loaded (load_for_check): a command that needs the documents for more than the
+    check reads and parses each file once."""
     here = Path(cwd) if cwd is not None else Path.cwd()
     if consumer is None and hf_trainer is not None:
         consumer = "hf_trainer" if hf_trainer else "plain"
-    docs = [load_file(p, as_deepspeed_reads=True) for p in paths]
     accelerate_docs = [d for d in docs if d.kind == "accelerate"]
     deepspeed_docs = [d for d in docs if d.kind != "accelerate"]
     messages: list[Message] = []

@@ -4,7 +4,8 @@
     .venv/bin/python tests/perf/bench_config_fix.py --smoke  # 0.05 MB per shape: the table, not a measure
 
 Shapes: many unknown keys at the top level (DeepSpeed ignores them), many unknown keys inside zero_optimization
-(DeepSpeed refuses them), nesting a few thousand levels deep (refused by the depth bound), and one long list.
+(DeepSpeed refuses them), nesting a few thousand levels deep (refused by the depth bound), one long list of
+numbers, one long list of small mappings, and one unknown section of many small mappings.
 Each command is one `python -m traindeck` child, timed whole (interpreter start included); peak RSS comes from
 /usr/bin/time where there is one, else os.wait4. Goal: each command on a 7 MB file of any shape in < 5 s.
 
@@ -61,12 +62,26 @@ def long_list(size: int) -> str:
     return '{"train_micro_batch_size_per_gpu": 4, "layers": [' + ", ".join(["1234"] * count) + "]}\n"
 
 
+def list_of_mappings(size: int) -> str:
+    count = max(10, size // 12)
+    return '{"train_micro_batch_size_per_gpu": 4, "layers": [' + ", ".join(f'{{"a": {i % 1000}}}' for i in range(count)) \
+        + "]}\n"
+
+
+def many_mappings(size: int) -> str:
+    """One unknown section of many small mappings (a generated per-module table)."""
+    count = max(10, size // 30)
+    return json.dumps({**_HEAD, "modules": {f"module_{i:07d}": {"a": i} for i in range(count)}}) + "\n"
+
+
 # shape -> (writer, expects the "... and N more unknown keys" line)
 SHAPES: dict[str, tuple[Callable[[int], str], bool]] = {
     "unknown keys, top": (top_unknown, True),
     "unknown keys, nested": (nested_unknown, True),
     "3,000 levels deep": (deep, False),
     "long list": (long_list, False),
+    "list of mappings": (list_of_mappings, False),
+    "many mappings": (many_mappings, False),
 }
 
 

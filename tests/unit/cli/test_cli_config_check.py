@@ -221,3 +221,23 @@ def test_native_hands_an_unreadable_yaml_to_accelerate_and_prints_one_line(tmp_p
     broken.write_text("distributed_type: [NO\nnum_processes: 1\n")
     said = [line for line in check("--native", broken).stdout.splitlines() if "accelerate says: " in line]
     assert len(said) == 1 and LINE.match(said[0]) and str(broken) in said[0], said
+
+
+def test_each_file_is_read_and_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    import traindeck.backend.config.source as source
+    from traindeck.backend.cli import main
+
+    config = tmp_path / "ds.json"
+    config.write_text('{\n  "train_micro_batch_size_per_gpu": 4,\n  "layers": [1, 2, 3]\n}\n')
+    read: list[str] = []
+    real = source.read_config_text
+
+    def counting(path: Path) -> str:
+        read.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(source, "read_config_text", counting)
+    assert main(["config", "check", str(config)]) == 0
+    assert f"{config}:3:3: warning: layers: unknown key 'layers'" in capsys.readouterr().out
+    assert read == [str(config)]

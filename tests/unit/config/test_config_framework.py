@@ -111,6 +111,32 @@ def test_json_positions_of_nested_keys_and_list_items():
     assert doc.where(("zero_optimization", "offload_param", "nvme_path")) == (4, 5)
 
 
+
+def test_json_positions_inside_a_long_list_are_found_when_asked():
+    items = ",\n".join(f'    {{"x": {i}}}' for i in range(500))
+    doc = parse_text('{\n  "train_batch_size": 8,\n  "layers": [\n' + items + "\n  ]\n}\n", file="ds.json")
+    assert not doc.syntax
+    assert doc.locations[("layers", 499, "x")] == (503, 6)
+    assert doc.where(("layers", 7, "x")) == (11, 6) and ("layers", 0) in doc.locations
+    assert doc.where(("layers", 500, "x")) == (3, 3)  # past the end: the list's key
+    assert doc.locations.get(("layers", 3)) == (7, 5)
+
+
+def test_json_a_list_nested_too_deep_inside_a_list_is_refused_where_it_gets_too_deep():
+    from traindeck.backend.config.bounded import MAX_DEPTH
+
+    text = '{"a": 1,\n "b": [1, 2,\n' + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "]}"
+    doc = parse_text(text, file="ds.json")
+    assert doc.data is None
+    (message,) = doc.syntax
+    assert "nested more than" in message.message and (message.line, message.column) == (3, MAX_DEPTH - 1)
+
+
+def test_json_a_repeated_key_inside_a_list_item_is_located():
+    doc = parse_text('{\n  "b": [\n    {"x": 1,\n     "x": 2}\n  ]\n}', file="ds.json")
+    (message,) = doc.syntax
+    assert "appears twice" in message.message and (message.line, message.column) == (4, 6)
+
 @pytest.mark.parametrize(
     ("text", "line", "column", "words"),
     [
