@@ -44,6 +44,7 @@ from traindeck.backend.launch.environ import (
 from traindeck.backend.launch.plan import Entry, Launcher, LaunchPlan
 from traindeck.backend.launch.ports import busy_port_message, pick_free_port, port_in_use
 from traindeck.backend.launch.probe import TrainingEnvironment, problems_for
+from traindeck.backend.nodes.envfile import LINE_FORWARDER
 from traindeck.backend.nodes.node_plan import multi_node
 from traindeck.backend.presets import Preset, PresetError, check_env
 
@@ -172,6 +173,8 @@ def build_plan(
         if fixed_port is None and _int_or(accelerate, "num_machines", 1) > 1:
             warnings.append("several machines: set main_process_port in the accelerate config (or a fixed port) so "
                             "every machine uses the same one")
+        if relays_node_output(accelerate):
+            env.setdefault(LINE_FORWARDER, "1")  # the user's own value (0: off) stays
     elif launcher == "deepspeed":
         argv, nproc = _deepspeed_argv(request, python, nproc, port, env, errors, warnings)
         if request.hostfile is not None:  # every node through DeepSpeed's pdsh runner (backend/nodes)
@@ -477,6 +480,19 @@ LIBAIO_APT = "sudo apt-get install -y libaio-dev"
 MACHINE_BOUND = ("FSDP", "MEGATRON_LM")
 _FSDP1_RESHARD = {"FULL_SHARD": True, "1": True, "SHARD_GRAD_OP": False, "2": False, "HYBRID_SHARD": True,
                   "4": True, "HYBRID_SHARD_ZERO2": False, "5": False}
+
+
+def relays_node_output(accelerate: Mapping[str, Any] | None) -> bool:
+    """Whether an accelerate config starts several machines through one of DeepSpeed's multi-node runners (pdsh,
+    openmpi, ...): their output reaches this machine through a forwarder that passes whole lines only, so a rank's
+    carriage-return progress bar must become lines there (TRAINDECK_LINE_FORWARDER; accelerate copies this
+    environment to every node through DeepSpeed's .deepspeed_env). Its "standard" launcher runs torchrun on each
+    machine, whose output stays there."""
+    if not accelerate or str(accelerate.get("distributed_type", "")).upper() != "DEEPSPEED":
+        return False
+    ds = accelerate.get("deepspeed_config")
+    launcher = (ds if isinstance(ds, dict) else {}).get("deepspeed_multinode_launcher") or "pdsh"
+    return _int_or(accelerate, "num_machines", 1) > 1 and launcher != "standard"
 
 
 def machine_bound(accelerate: Any) -> bool:

@@ -3,6 +3,7 @@ settings (DeepSpeed, deepspeed_multinode_launcher: pdsh, a deepspeed_hostfile) s
 SIGINT/SIGTERM handler runs `pkill -f "<python> -u -m deepspeed.launcher.launch"` on every node. traindeck puts its
 node agents on the hostfile's hosts, as for its own hostfile launch: a stop ends the ranks on each node through
 them, the runner is not signalled, and another DeepSpeed run of the same Python on the nodes survives the stop.
+A rank's carriage-return progress bar climbs in the run store while such a run goes (pdsh passes whole lines only).
 Which accelerate configs get the agents is checked without a run."""
 
 from __future__ import annotations
@@ -81,21 +82,77 @@ def test_the_nodes_of_an_accelerate_pdsh_config_are_its_hostfiles_hosts_with_num
 
 @pytest.mark.multinode
 @pytest.mark.slow
-def test_stopping_an_accelerate_pdsh_run_ends_its_ranks_on_every_node_and_spares_another_deepspeed_run(
-        ssh_nodes: SshNodes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    from traindeck.backend.launch.builders import LaunchRequest
-    from traindeck.backend.runs.control.lifecycle import stop_run
-    from traindeck.backend.runs.control.new_run import launch_run
-
-    # accelerate gives DeepSpeed's runner no --no_ssh_check, and the runner's check is a bare `ssh HOST hostname`:
-    # the nodes' client config reaches it as a user's ~/.ssh/config would, through an ssh of their own on PATH
-    # (the node agents' ssh finds it there too).
+def _ssh_on_path(ssh_nodes: SshNodes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """accelerate gives DeepSpeed's runner no --no_ssh_check, and the runner's check is a bare `ssh HOST hostname`:
+    the nodes' client config reaches it as a user's ~/.ssh/config would, through an ssh of their own on PATH (the
+    node agents' ssh finds it there too)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "ssh").write_text(f'#!/bin/sh\nexec /usr/bin/ssh -F {ssh_nodes.client_config} "$@"\n')
     (bin_dir / "ssh").chmod(0o755)
     monkeypatch.delenv("PDSH_SSH_ARGS_APPEND", raising=False)
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{bin_dir}:{os.environ['PATH']}")  # and `deepspeed`
+
+
+# Rank 0 draws a tqdm-style bar with carriage returns only, one drawing every 0.5 s, and nothing else while it
+# draws: pdsh passes whole lines only, so its progress can climb while the run goes only where the ranks turn the
+# redraws into lines (TRAINDECK_LINE_FORWARDER, which accelerate copies to the nodes in .deepspeed_env).
+BAR = """import os, sys, time
+n, pause = int(sys.argv[1]), float(sys.argv[2])
+print("bar starts", flush=True)
+for i in range(n + 1):
+    if os.environ.get("RANK") == "0":
+        sys.stderr.write("\\rsteps: %3.0f%%|%-10s| %d/%d [00:00<00:00,  2.00it/s]" % (100 * i / n, "#" * (10 * i // n),
+                                                                                   i, n))
+        sys.stderr.flush()
+    if i < n:
+        time.sleep(pause)
+print("", file=sys.stderr)
+print("bar done", flush=True)
+"""
+
+
+def test_an_accelerate_pdsh_runs_tqdm_bar_climbs_in_the_run_store_while_it_runs(
+        ssh_nodes: SshNodes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    from traindeck.backend.launch.builders import LaunchRequest
+    from traindeck.backend.runs.control.new_run import launch_run
+
+    _ssh_on_path(ssh_nodes, tmp_path, monkeypatch)
+    (tmp_path / "bar.py").write_text(BAR)
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 0}}))
+    config = _accelerate_config(tmp_path / "accelerate.yaml", ssh_nodes.hostfile(tmp_path / "hostfile"),
+                                _free_port(), ds)
+    request = LaunchRequest(script=str(tmp_path / "bar.py"), script_args=["40", "0.5"], launcher="accelerate",
+                            config_file=config, cwd=tmp_path,
+                            env={k: v for k, v in job_env().items() if k == "TORCH_EXTENSIONS_DIR"})
+    outcome = launch_run(request, name="accelerate-two-machines-bar")
+    assert outcome.record is not None, outcome.plan.errors
+    run_id = outcome.record.id
+    log = Path(get(run_id).run_dir, "output.log")
+    wait_until(lambda: get(run_id).state != "running" or log.read_text(errors="replace").count("bar starts") == 2,
+               timeout=600, interval=0.5)
+    seen: list[int] = []  # each new value of the run's progress read while it runs
+    while (record := get(run_id)).state == "running":  # the bar's 20 s bound it
+        current = (record.progress or {}).get("current")
+        if isinstance(current, int) and current not in seen:
+            seen.append(current)
+        time.sleep(0.5)
+    done = wait_finished(run_id, 120)
+    assert done.state == "succeeded", (done.state, done.diagnosis, log.read_text(errors="replace")[-2000:])
+    climbing = [v for v in seen if v < 40]
+    assert len(climbing) >= 3 and climbing == sorted(climbing), \
+        f"progress while running: {seen}; the log's end: {log.read_bytes()[-600:]!r}"
+    assert (done.progress or {}).get("current") == 40
+
+
+def test_stopping_an_accelerate_pdsh_run_ends_its_ranks_on_every_node_and_spares_another_deepspeed_run(
+        ssh_nodes: SshNodes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    from traindeck.backend.launch.builders import LaunchRequest
+    from traindeck.backend.runs.control.lifecycle import stop_run
+    from traindeck.backend.runs.control.new_run import launch_run
+
+    _ssh_on_path(ssh_nodes, tmp_path, monkeypatch)
     # A bystander: another DeepSpeed run of the same Python on the same machine (the nodes are loopback addresses
     # of it), which the runner's `pkill -f` would end.
     bystander = launch(BEHAVE, "--steps", "100000", "--step-time", "0.05", launcher="deepspeed", nproc=1,

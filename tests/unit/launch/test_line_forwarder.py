@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import yaml
 from support import REPO
 
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
@@ -185,3 +186,24 @@ def test_text_that_keeps_growing_after_a_bar_without_a_newline_is_held_no_longer
     assert first.startswith(b"[rank0]: " + _bar(1).encode() + b"...") and len(first) <= hook.DRAWING_MAX + 1100
     assert rest.startswith(b"[rank0]: ...") and len(first) + len(rest) == 2 * hook.DRAWING_MAX // 1000 * 1000 + len(
         f"[rank0]: {_bar(1)}[rank0]: ")
+
+
+@pytest.mark.parametrize(("launcher", "machines", "forwarded"), [
+    ("pdsh", 2, True), (None, 2, True), ("openmpi", 2, True), ("standard", 2, False), ("pdsh", 1, False)])
+def test_an_accelerate_deepspeed_config_on_several_machines_sets_the_forwarder_variable(
+        tmp_path: Path, launcher: str | None, machines: int, forwarded: bool) -> None:
+    # accelerate starts DeepSpeed's multi-node runner, whose forwarder passes whole lines only; accelerate copies
+    # the launch environment to every node (.deepspeed_env), so the variable reaches the ranks there.
+    ds = {"zero_stage": 2, **({"deepspeed_multinode_launcher": launcher} if launcher else {})}
+    config = tmp_path / "accelerate.yaml"
+    config.write_text(yaml.safe_dump({"distributed_type": "DEEPSPEED", "num_machines": machines, "num_processes": 2,
+                                      "machine_rank": 0, "main_process_ip": "127.0.0.2", "main_process_port": 29600,
+                                      "deepspeed_config": ds}))
+    (tmp_path / "train.py").write_text("")
+    plan = build_plan(LaunchRequest(script="train.py", launcher="accelerate", config_file=config, cwd=tmp_path),
+                      tmp_path / "run", is_port_busy=lambda p: False, free_port=lambda: 29511)
+    assert plan.env.get("TRAINDECK_LINE_FORWARDER") == ("1" if forwarded else None)
+    own = build_plan(LaunchRequest(script="train.py", launcher="accelerate", config_file=config, cwd=tmp_path,
+                                   env={"TRAINDECK_LINE_FORWARDER": "0"}), tmp_path / "run2",
+                     is_port_busy=lambda p: False, free_port=lambda: 29512)
+    assert own.env.get("TRAINDECK_LINE_FORWARDER") == "0"  # the user's own value stays
