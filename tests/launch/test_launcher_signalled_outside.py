@@ -64,3 +64,21 @@ def test_a_launcher_sigtermed_after_a_rank_finished_is_not_a_success() -> None:
     assert diagnosis is not None and diagnosis["kind"] == "signalled_from_outside", (diagnosis, log[-3000:])
     assert "the run did not finish" in diagnosis["summary"], diagnosis
     assert leftovers(done) == []
+
+
+def test_torchrun_sigtermed_from_outside_is_said_so() -> None:
+    run = launch(BEHAVE, "--steps", "2000", "--step-time", "0.05", launcher="torchrun", nproc=2)
+    record = wait_until(lambda: len(ranks(r := get(run.id))) == 2 and (r.progress or {}).get("current", 0) >= 2
+                        and r, timeout=180)
+    assert record.launcher_pid is not None
+    tree = [psutil.Process(record.launcher_pid), *psutil.Process(record.launcher_pid).children(recursive=True)]
+    agent = next(p for p in tree if "torch.distributed.run" in " ".join(p.cmdline())
+                 or p.cmdline()[1:2] == ["torchrun"] or p.name() == "torchrun")
+    os.kill(agent.pid, signal.SIGTERM)
+    done = wait_finished(run.id, 120)
+    log = Path(done.run_dir, "output.log").read_text(errors="replace")
+    assert done.state == "failed", (done.diagnosis, log[-3000:])
+    diagnosis = done.diagnosis
+    assert diagnosis is not None and diagnosis["kind"] == "signalled_from_outside", (diagnosis, log[-3000:])
+    assert diagnosis["summary"].startswith("torchrun received SIGTERM from outside traindeck"), diagnosis
+    assert leftovers(done) == []
