@@ -6,7 +6,9 @@ here touches the system, so every rule is unit-tested with hand-made evidence.
 
 First failure wins: the run is explained by the rank that ended first and by that rank's own output (its lines
 carry "[rankN]: " tags); what the other ranks and the launcher said after it (a peer lost, a collective timed
-out, SIGTERM from the launcher) is listed as follow-ons, never as the cause.
+out, SIGTERM from the launcher) is listed as follow-ons, never as the cause. A launcher that logs receiving a
+signal nobody asked traindeck to send (no stop requested) explains the run itself: it ended its ranks, so none of
+them is blamed, and the run is no success whatever the launcher's exit code.
 
 One decision table (which rank, which cause, which follow-ons) read top to bottom; the
 failure patterns (failures.py), evidence (evidence.py) and kinds (kinds.py) live in modules of their own.
@@ -422,12 +424,13 @@ def _diagnose(ev: Evidence) -> Diagnosis:
     ev = replace(ev, ends=with_reported_ends(fill_unseen_codes(ev.ends, lines), reports))
     root = next((r for r in reports if r.root), None)  # the rank torchrun saw fail first
     first = first_failure(ev.ends, root.pid if root is not None else None)
-    if ev.stop_requested:
+    signalled = signalled_from_outside(ev)
+    if ev.stop_requested or signalled is not None:
         # The stop's signals reach the ranks in no set order: which one ended first says nothing about a cause.
         ranks = sorted((e for e in ev.ends if e.role == "rank" and e.rank is not None), key=lambda e: e.rank or 0)
+        after = "the stop request" if ev.stop_requested else "the launcher's signal"
         if ranks:
-            facts.append("after the stop request: " + "; ".join(f"rank {e.rank} {_ended(e.returncode)}"
-                                                                 for e in ranks))
+            facts.append(f"after {after}: " + "; ".join(f"rank {e.rank} {_ended(e.returncode)}" for e in ranks))
     elif first is not None and first.reported:
         pid = f" (pid {first.pid})" if first.pid else ""
         facts.append(f"{first.reported} reported rank {first.rank}{pid} as the first failure: it "
@@ -460,6 +463,8 @@ def _diagnose(ev: Evidence) -> Diagnosis:
     scheduled = _scheduler_diagnosis(ev.scheduler_end, facts)
     if scheduled is not None:
         return scheduled
+    if signalled is not None:
+        return _signalled(signalled, ev, facts)
 
     own, positions = _split(lines)
     blame = _blame(first, ev.ends, lines, own, positions)
@@ -839,9 +844,40 @@ def _scheduler_diagnosis(end: dict[str, Any], facts: list[str]) -> Diagnosis | N
     return Diagnosis(str(end["summary"]), kind, evidence=facts, advice=str(end.get("advice") or ""), memory=memory)
 
 
+def signalled_from_outside(ev: Evidence) -> launcher_reports.LauncherSignal | None:
+    """The launcher's own line saying it received a signal that traindeck did not send: no stop was requested
+    (traindeck's stops, a user's or its own, are always requested first), and the launcher was not itself killed
+    by a signal (then its end is the story, and traindeck may have ended what it left behind)."""
+    if ev.stop_requested or (ev.launcher_returncode is not None and ev.launcher_returncode < 0):
+        return None
+    return launcher_reports.launcher_signal(ev.log_tail)
+
+
+def _signalled(said: launcher_reports.LauncherSignal, ev: Evidence, facts: list[str]) -> Diagnosis:
+    """A launcher signalled from outside traindeck: it ended its ranks itself, so no rank's end is a cause; the
+    senders are named as what they may have been, never as fact."""
+    what = said.signal or "a signal (SIGINT or SIGTERM)"
+    zero = " (its exit code 0 does not mean the run finished)" if ev.launcher_returncode == 0 else ""
+    if said.launcher == "The DeepSpeed launcher":
+        senders = ("another DeepSpeed job's stop on this machine (DeepSpeed's own stop runs `pkill -f` on every "
+                   "launcher of the same Python command, this run's included), a scheduler ending or preempting the "
+                   "job, or a user's `kill`")
+    else:
+        senders = ("a scheduler ending or preempting the job, a script that ends processes by name (`pkill -f`), or "
+                   "a user's `kill`")
+    return Diagnosis(
+        f"{said.launcher} received {what} from outside traindeck and ended its ranks ({said.said}); the run did not "
+        f"finish{zero}.", "signalled_from_outside", evidence=[said.line, *facts],
+        advice=f"traindeck did not send it and cannot tell who did. It may have been {senders}: look at what else "
+               "ran on this host at that time. Runs stopped through traindeck (`traindeck stop`) read stopped.")
+
+
 def is_success(ev: Evidence) -> bool:
-    """True when the launcher and every rank we saw end exited with 0 and nobody asked to stop."""
+    """True when the launcher and every rank we saw end exited with 0, nobody asked to stop, and the launcher did not
+    log a signal from outside (DeepSpeed's launcher can exit 0 after one, when a rank had already returned)."""
     if ev.stop_requested or ev.start_error or ev.supervisor_lost:
+        return False
+    if signalled_from_outside(ev) is not None:
         return False
     if ev.launcher_returncode != 0:
         return False

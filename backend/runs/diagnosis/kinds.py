@@ -10,7 +10,7 @@ DiagnosisKind = Literal[
     "succeeded", "stopped", "start_failed", "lost", "host_oom", "cgroup_oom", "cpu_alloc", "cuda_oom",
     "collective_timeout", "peer_lost", "port_in_use", "missing_module", "deepspeed_batch_size", "config_error",
     "exception", "killed", "exit_code", "loss_scale", "op_build", "segfault", "disk_full", "package_version",
-    "local_rank_arg",
+    "local_rank_arg", "signalled_from_outside",
 ]
 KINDS: tuple[DiagnosisKind, ...] = get_args(DiagnosisKind)
 MemoryKind = Literal["", "host", "cgroup", "cuda"]  # "" = not memory
