@@ -130,6 +130,10 @@ def test_stop_messages_agree_with_the_outcome(tmp_path: Path) -> None:
     result = traindeck("run", "--detach", str(script), cwd=tmp_path)
     run_id = result.stdout.split()[-1]
     wait_until(lambda: len([p for p in get(run_id).processes if p["role"] == "rank"]) == 2, timeout=60)
+    # The launcher starts its ranks before it takes SIGINT: stopped earlier, it dies of the SIGINT itself and the
+    # ranks get traindeck's own SIGTERM, another story. It prints once its handler is in place.
+    wait_until(lambda: "ranks started" in Path(get(run_id).run_dir, "output.log").read_text(errors="replace"),
+               timeout=60)
     stop = traindeck("stop", run_id, "--grace", "10")
     assert stop.returncode == 0, stop.stderr
     lines = stop.stdout.splitlines()
