@@ -23,7 +23,9 @@ import time
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=200, help="optimizer steps to run")
-    p.add_argument("--batch-size", type=int, default=32, help="samples per step and process")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="samples per step and process (default: the DeepSpeed config's "
+                        "train_micro_batch_size_per_gpu under DeepSpeed, else 32)")
     p.add_argument("--hidden", type=int, default=256, help="width of the hidden layers")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--step-time", type=float, default=0.1,
@@ -156,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                                                config=args.deepspeed_config)
         rank, world = engine.global_rank, engine.world_size
         optimizer = None
+        if args.batch_size is None:  # the batch DeepSpeed counts (its samples/s, traindeck's throughput) is trained
+            args.batch_size = engine.train_micro_batch_size_per_gpu()
     elif any(k.startswith("ACCELERATE_") for k in os.environ):
         from accelerate import Accelerator
 
@@ -167,13 +171,15 @@ def main(argv: list[str] | None = None) -> int:
     else:
         optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
 
+    if args.batch_size is None:
+        args.batch_size = 32
     # DeepSpeed (launched directly or through accelerate) casts the weights to the config's bf16/fp16; the inputs
     # follow them, and the loss is taken in fp32 against the fp32 targets.
     dtype = _weights_dtype(engine if engine is not None else model)
     main_process = rank == 0
     report = _reporter()  # prints on rank 0 only
     if main_process:
-        print(f"train_tiny: mode={mode} world_size={world} steps={args.steps} "
+        print(f"train_tiny: mode={mode} world_size={world} steps={args.steps} batch_size={args.batch_size} "
               f"params={sum(p.numel() for p in model.parameters())} dtype={str(dtype).removeprefix('torch.')}",
               flush=True)
 
