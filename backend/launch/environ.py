@@ -131,8 +131,16 @@ def torch_extensions_dir(python: str, site_dirs: Sequence[str] = ()) -> Path:
     path + torch version>. One folder per interpreter, because two interpreters sharing one folder rebuild each
     other's ops on every switch (torch keys a build on its sources and flags, not on the Python that built it)."""
     version = installed_torch_version(python, site_dirs) or "unknown"
-    key = hashlib.sha256(f"{os.path.abspath(python)}\0{version}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{_interpreter_path(python)}\0{version}".encode()).hexdigest()[:16]
     return torch_extensions_root() / key
+
+
+def _interpreter_path(python: str) -> str:
+    """The interpreter's path with its folder's links resolved (a venv reached through a linked folder is the same
+    venv, and shares its ops) but not the file's own (a venv's bin/python links to the system Python, which is
+    another interpreter's too)."""
+    path = os.path.abspath(python)
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
 
 
 def training_env(overrides: Mapping[str, str] | None = None, *, base: Mapping[str, str] | None = None,
@@ -157,22 +165,34 @@ def training_env(overrides: Mapping[str, str] | None = None, *, base: Mapping[st
     env["PYTHONPATH"] = os.pathsep.join([*ours, *theirs])
     if not env.get("TORCH_EXTENSIONS_DIR"):
         env["TORCH_EXTENSIONS_DIR"] = str(torch_extensions_dir(python or sys.executable, site_dirs))
-    arm_flight_recorder(env)
+    arm_flight_recorder(env, installed_torch_version(python or sys.executable, site_dirs))
     return env
 
 
 FLIGHT_RECORDER_ENTRIES = "2000"
 
 
-def arm_flight_recorder(env: dict[str, str]) -> None:
+def arm_flight_recorder(env: dict[str, str], torch_version: str | None = None) -> None:
     """torch's flight recorder on (every collective of every process group kept in a ring buffer per rank, read by
     `traindeck stacks`), unless the environment says TRAINDECK_FLIGHT_RECORDER=0; the user's own values win.
-    torch 2.6+ reads TORCH_FR_BUFFER_SIZE (gloo and NCCL), older NCCL TORCH_NCCL_TRACE_BUFFER_SIZE (default 0);
+    torch 2.6+ reads TORCH_FR_BUFFER_SIZE (gloo and NCCL) and warns in every rank's output where the old
+    TORCH_NCCL_TRACE_BUFFER_SIZE is set, so that one is set only for an older torch (`torch_version`), which reads
+    it alone (NCCL, default 0);
     TORCH_NCCL_DUMP_ON_TIMEOUT has NCCL's watchdog write the buffer when a collective times out (where: the site
     hook sets TORCH_FR_DUMP_TEMP_FILE into the run directory)."""
     if env.get("TRAINDECK_FLIGHT_RECORDER", "1") == "0":
         return
     size = env.get("TORCH_FR_BUFFER_SIZE") or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE") or FLIGHT_RECORDER_ENTRIES
     env.setdefault("TORCH_FR_BUFFER_SIZE", size)
-    env.setdefault("TORCH_NCCL_TRACE_BUFFER_SIZE", size)
+    if _older_than(torch_version, (2, 6)):
+        env.setdefault("TORCH_NCCL_TRACE_BUFFER_SIZE", size)
     env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
+
+
+def _older_than(version: str | None, floor: tuple[int, int]) -> bool:
+    """Whether a torch version string ("2.5.1+cu121") is older than `floor`; an unknown one is not."""
+    parts = (version or "").split("+")[0].split(".")
+    try:
+        return (int(parts[0]), int(parts[1])) < floor
+    except (IndexError, ValueError):
+        return False

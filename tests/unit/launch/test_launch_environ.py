@@ -242,6 +242,18 @@ def test_each_interpreter_gets_its_own_extensions_folder(tmp_path, monkeypatch):
     assert training_env(base={}, python=a)["TORCH_EXTENSIONS_DIR"] == str(torch_extensions_dir(a))
 
 
+def test_a_venv_reached_through_a_linked_folder_shares_its_extensions_folder(tmp_path, monkeypatch):
+    # A project that links another checkout's .venv (or a venv on another disk) is the same interpreter: its ops
+    # are not built again. The interpreter file's own link (to the system Python) is not followed.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    real = _venv(tmp_path / "real", "2.13.0+cpu")
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / ".venv").symlink_to(tmp_path / "real")
+    linked = str(tmp_path / "project" / ".venv" / "bin" / "python")
+    assert torch_extensions_dir(linked) == torch_extensions_dir(real)
+    assert torch_extensions_dir(str(tmp_path / "real" / "bin" / ".." / "bin" / "python")) == torch_extensions_dir(real)
+
+
 def test_a_user_set_extensions_folder_is_kept(tmp_path):
     python = _venv(tmp_path / "v", "2.13.0")
     assert training_env(base={"TORCH_EXTENSIONS_DIR": "/fast/ext"}, python=python)["TORCH_EXTENSIONS_DIR"] == "/fast/ext"
