@@ -81,6 +81,35 @@ def test_progress_written_between_reads_never_splits_header_and_list(qtbot, make
         assert list_percent(page, "one-read") == header_percent(page) == current
 
 
+def headings_above(page: RunsPage, name: str) -> str:
+    """The group heading the run's line sits under."""
+    heading = ""
+    for i in range(page.run_list.count()):
+        text = page.run_list.item(i).text()
+        if "\n" not in text:
+            heading = text
+        elif text.startswith(name + "\n"):
+            return heading
+    raise AssertionError(f"{name} not listed")
+
+
+def test_a_run_that_ends_moves_under_recent_with_the_poll_that_sees_it_end(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    record = recorded_run("ends", 50)
+    page = make_page()
+    page.open_run(record.id)
+    qtbot.waitUntil(lambda: page.run_list.has(record.id) and "50 / 100" in page.header.progress_label.text(),
+                    timeout=10000)
+    page.poller.stop()
+    page.list_timer.stop()  # no list read from here: the page's poll alone must move the run
+    assert headings_above(page, "ends") == "RUNNING"
+    with RunStore() as store:
+        store.update_run(record.id, state="succeeded", exit_code=0, ended_at=time.time())
+    page.poll()
+    qtbot.waitUntil(lambda: page.record is not None and page.record.state == "succeeded", timeout=10000)
+    assert headings_above(page, "ends") == "RECENT"
+    assert "succeeded" in page.run_list.item(page.run_list.currentRow()).text()
+
+
 def test_the_consoles_wrap_choice_is_kept_in_the_settings(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
     page = make_page()
     assert not page.console.wrap and not page.console.wrap_button.isChecked()

@@ -23,6 +23,14 @@ from traindeck.gui.widgets.run_state import state_icon
 _RUN_ID = Qt.ItemDataRole.UserRole
 
 
+GROUPS = ("Running", "Queued", "Recent")
+
+
+def _group(state: str) -> str:
+    """The heading a run of this state is listed under."""
+    return {"running": "Running", "queued": "Queued"}.get(state, "Recent")
+
+
 class RunList(QListWidget):
     """The runs as the store lists them, grouped under RUNNING, QUEUED and RECENT headers."""
 
@@ -92,10 +100,8 @@ class RunList(QListWidget):
         self.blockSignals(True)
         try:
             self.clear()
-            running = [r for r in records if r.state == "running"]
-            queued = [r for r in records if r.state == "queued"]  # waiting in the queue: not yet run, not recent
-            others = [r for r in records if r.state not in ("running", "queued")]
-            for title, group in (("Running", running), ("Queued", queued), ("Recent", others)):
+            for title in GROUPS:
+                group = [r for r in records if _group(r.state) == title]  # queued: waiting, not yet run, not recent
                 if not group:
                     continue
                 header = QListWidgetItem(title.upper())
@@ -128,7 +134,12 @@ class RunList(QListWidget):
     def update_item(self, record: RunRecord) -> None:
         """The run's line from this record (the header's, at the header's pace: the same percent); kept for the
         list's later reads, which show this record for the run instead of their own."""
+        before = self._open_record
         self._open_record = record
+        if before is not None and before.id == record.id and _group(before.state) != _group(record.state) \
+                and self.has(record.id):
+            self.show_records(self.records)  # it ended (or started): under its new heading now, not at the next read
+            return
         for row in range(self.count()):
             item = self.item(row)
             if item.data(_RUN_ID) == record.id:
