@@ -865,6 +865,11 @@ def _signalled(said: launcher_reports.LauncherSignal, ev: Evidence, facts: list[
     else:
         senders = ("a scheduler ending or preempting the job, a script that ends processes by name (`pkill -f`), or "
                    "a user's `kill`")
+    if ev.log_only:  # a log from anywhere: nothing says whether a person stopped it on purpose
+        return Diagnosis(
+            f"{said.launcher} received {what} and ended its ranks ({said.said}); the run did not finish{zero}.",
+            "signalled_from_outside", evidence=[said.line, *facts],
+            advice=f"The log does not say who sent it: a Ctrl+C or a stop by the person who ran it, or {senders}.")
     return Diagnosis(
         f"{said.launcher} received {what} from outside traindeck and ended its ranks ({said.said}); the run did not "
         f"finish{zero}.", "signalled_from_outside", evidence=[said.line, *facts],
