@@ -1,5 +1,6 @@
 from .assembler import LineAssembler as LineAssembler
 from .assembler import strip_ansi as strip_ansi
+from .deepspeed_log import metric_note as metric_note
 from .memory_lines import DsMemoryLine as DsMemoryLine
 from .memory_lines import EstimateRow as EstimateRow
 from .memory_lines import MemorySummary as MemorySummary

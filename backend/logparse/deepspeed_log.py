@@ -39,6 +39,21 @@ _TIMER_NAMES = {
     "MaxMemAllocated": "max_mem_allocated_gb",
 }
 
+_NOTES = {
+    "samples_per_sec": "DeepSpeed's RunningAvgSamplesPerSec: the engine's own figure, samples over the time of its "
+                       "forward, backward and step only (data loading and the script's own work left out), so it "
+                       "reads above the run's throughput (step rate x global batch).",
+    "curr_samples_per_sec": "DeepSpeed's CurrSamplesPerSec: the engine's figure for the last step alone, samples over "
+                            "its forward, backward and step time only.",
+    "mem_allocated_gb": "DeepSpeed's MemAllocated on rank 0 (GB), as its timer line prints it.",
+    "max_mem_allocated_gb": "DeepSpeed's MaxMemAllocated on rank 0 (GB), as its timer line prints it.",
+}
+
+
+def metric_note(name: str) -> str:
+    """What a metric parsed from DeepSpeed's lines measures, where its name alone could mislead; "" for others."""
+    return _NOTES.get(name, "")
+
 
 @dataclass
 class DsLine:

@@ -190,3 +190,18 @@ def test_a_low_window_scrolls_the_grid_rather_than_squeezing_its_charts(qtbot, m
     grid = page.charts.grid
     qtbot.waitUntil(lambda: grid.scroll_area.verticalScrollBar().maximum() > 0, timeout=5000)
     assert all(cell.height() >= CELL_MIN_HEIGHT for cell in grid._cells), [c.height() for c in grid._cells]
+
+
+def test_deepspeeds_engine_figures_say_what_they_measure_in_last_metrics(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    # DeepSpeed's samples_per_sec counts only the engine's time: beside the header's samples/s (step rate x global
+    # batch) a newcomer read the two as contradicting each other.
+    record = add_run("engine", [(n, s, T0 + s, v, None) for s in range(1, 6)
+                                for n, v in (("loss", 1.0 / s), ("samples_per_sec", 677.4))])
+    page = make_page()
+    page.open_run(record.id)
+    qtbot.waitUntil(lambda: page.charts.figure_shown("samples_per_sec") is not None, timeout=15000)
+    grid = page.charts.metrics_grid
+    keys = {grid.itemAtPosition(row, 0).widget().text(): grid.itemAtPosition(row, 0).widget()
+            for row in range(grid.rowCount()) if grid.itemAtPosition(row, 0) is not None}
+    assert "engine" in keys["samples_per_sec"].toolTip() and "step rate x global batch" in keys["samples_per_sec"].toolTip()
+    assert keys["loss"].toolTip() == ""

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from traindeck.backend.logparse import metric_note
 from traindeck.backend.runs import (
     BoundedSeries,
     LastFigure,
@@ -517,6 +518,7 @@ class ChartsPanel(QWidget):
         for row, (name, figure) in enumerate(shown):
             key = _label(name)
             set_muted(key)
+            key.setToolTip(metric_note(name))  # e.g. DeepSpeed's samples_per_sec: the engine's time only
             grid.addWidget(key, row, 0)
             # (fixed to the widest value: a new value each poll must not lay the page out again)
             label = self._metric_labels[name] = SteadyLabel("-8.888e-08", selectable=True,
