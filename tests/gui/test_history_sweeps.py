@@ -57,7 +57,7 @@ def test_history_shows_a_sweep_grouped_with_its_values_final_and_best_loss_and_i
         sweep, lr = _column(page, "Sweep"), _column(page, "lr")
         final, best = _column(page, "Final loss"), _column(page, "Best loss")
         # Newest first: the sweep's row (its runs under it although the lone run started between them), the lone run.
-        assert [proxy.index(r, 0).data() for r in range(2)] == ["sweep tiny: lr (3 of 4 runs), best: tiny-lr=3e-3",
+        assert [proxy.index(r, 0).data() for r in range(2)] == ["sweep tiny: lr (3 of 4 runs), best: tiny-lr=3e-3 (lowest loss reached)",
                                                                 "lone"]
         group = proxy.index(0, 0)
         rows = [proxy.index(r, 0, group) for r in range(3)] + [proxy.index(1, 0)]

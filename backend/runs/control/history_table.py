@@ -209,7 +209,8 @@ def _sweep_group(sweep_id: str, label: str, rows: Sequence[HistoryRow], metric: 
     compare = tuple(r.run.run_id for r in ranked[:MAX_COMPARED])
     left_out = len(ranked) - len(compare)
     best = next((r.name for r in rows if r.is_best), "")
-    line = f"sweep {label}" + (f", best: {best}" if best else "")
+    rule = f" ({'highest' if higher else 'lowest'} {metric} reached)"  # the rule said: not the last value
+    line = f"sweep {label}" + (f", best: {best}{rule}" if best else "")
     cut = (f" Its {len(compare)} best by {metric} are compared; {left_out} more left out (Ctrl+click runs to "
            "choose others)." if left_out else "")
     detail = f"Sweep {sweep_id}: select this row to compare and overlay its runs." + cut
@@ -249,7 +250,6 @@ def _trial_group(trial_id: str, runs: Sequence[RunFigures], summary: TrialSummar
                        run_ids=tuple(r.run_id for r in ordered), compare_ids=tuple(compare[:MAX_COMPARED]),
                        sort_time=newest, detail=detail)
     return rows, group
-
 
 
 def _row(run: RunFigures, names: tuple[str, ...], metric: str, higher: bool, group: str, label: str,

@@ -67,7 +67,7 @@ def test_a_sweeps_group_compares_its_best_runs_first_and_counts_those_left_out()
     group = table.sweeps["S"]
     assert group.compare_ids == tuple(r.id for r in runs[1:MAX_COMPARED + 1])  # best (lowest) first, failed last
     assert group.left_out == 3 and "3 more left out" in group.detail and group.key == "sweep:S"
-    assert group.label == f"sweep s: lr ({count} runs), best: s-lr=1" and group.state == "finished"
+    assert group.label == f"sweep s: lr ({count} runs), best: s-lr=1 (lowest loss reached)" and group.state == "finished"
     assert set(group.run_ids) == {r.id for r in runs}
     # A sweep with one run shown stays a plain row (nothing to compare it with), as does a run of no sweep.
     grouped = {i for g in table.sweeps.values() for i in g.run_ids}
