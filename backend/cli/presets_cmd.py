@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import types
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from traindeck.backend.cli import UserError
@@ -31,8 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("name", metavar="NAME")
     q.set_defaults(handler=_show)
 
-    q = s.add_parser("import", help="make a preset from an accelerate YAML and/or a DeepSpeed JSON")
-    q.add_argument("files", metavar="FILE", nargs="*", help="an accelerate YAML and/or a DeepSpeed JSON (at most two)")
+    q = s.add_parser("import", help="make a preset from an accelerate YAML and/or a DeepSpeed JSON, or from an "
+                     "exported preset file / folder")
+    q.add_argument("files", metavar="FILE", nargs="*",
+                   help="an accelerate YAML and/or a DeepSpeed JSON (at most two), or a NAME.traindeck.yaml preset "
+                        "file (alone), or a folder `presets export` wrote into")
     q.add_argument("--name", required=True, help="the new preset's name")
     q.add_argument("--accelerate-default", action="store_true",
                    help="import the config `accelerate config` wrote to its default location")
@@ -40,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--force", action="store_true", help="replace an existing preset of that name")
     q.set_defaults(handler=_import)
 
-    q = s.add_parser("export", help="write a preset's accelerate_config.yaml / ds_config.json into a folder")
+    q = s.add_parser("export", help="write a preset's accelerate_config.yaml / ds_config.json into a folder, with "
+                     "NAME.traindeck.yaml (the whole preset, secrets left out) beside them")
     q.add_argument("name", metavar="NAME")
     q.add_argument("--dir", required=True, metavar="DIR", help="folder to write into (created if missing)")
     q.set_defaults(handler=_export)
@@ -118,25 +123,40 @@ def _import(args: argparse.Namespace) -> int:
         print(m.format())
     if len(slips) > presets.LISTED_SLIPS:
         print(f"and {len(slips) - presets.LISTED_SLIPS} more JSON slips (`traindeck config check` lists them)")
-    print(f"imported preset '{preset.name}' ({preset.launcher} launcher"
-          f"{', with a DeepSpeed config' if preset.deepspeed is not None else ''}) -> {preset.path}")
+    env = f", env {', '.join(preset.env)}" if preset.env else ""
+    print(f"imported preset '{preset.name}' ({preset.launcher} launcher, {preset.process_count()} process(es)"
+          f"{env}{', with a DeepSpeed config' if preset.deepspeed is not None else ''}) -> {preset.path}")
+    beside = _preset_files_beside(files, presets.PRESET_FILE_SUFFIX)
+    if beside and not any(str(f).endswith(presets.PRESET_FILE_SUFFIX) for f in files):
+        print(f"note: {beside[0]} beside it holds the whole exported preset (launcher, processes, env): "
+              "import that file to get the preset back as it was shared")
     messages = presets.validate_preset(preset)
     for m in messages:
         print(m.format())
     return 0
 
 
+def _preset_files_beside(files: list[Path | str], suffix: str) -> list[Path]:
+    """Preset files an export wrote beside the config files imported (none when a folder was given)."""
+    found: list[Path] = []
+    for file in files:
+        path = Path(file).expanduser()
+        if path.is_file():
+            found += sorted(p for p in path.parent.glob("*" + suffix) if not p.name.startswith(".") and p.is_file())
+    return found
+
+
 def _export(args: argparse.Namespace) -> int:
     presets = _presets()
     preset = _load(args.name)
+    left_out: list[str] = []
     try:
-        written = presets.export_preset(preset, args.dir)
+        written = presets.export_preset(preset, args.dir, left_out=left_out)
     except presets.PresetError as exc:
         raise UserError(str(exc)) from None
     except OSError as exc:
         raise UserError(f"cannot write into {args.dir}: {exc.strerror or exc}") from None
-    for path in written:
-        print(path)
+    print(presets.export_summary(written, left_out))
     return 0
 
 

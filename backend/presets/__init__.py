@@ -15,7 +15,8 @@ atomically with mode 0600. A preset file is YAML:
 `env` is traindeck's own key: never written into the accelerate or DeepSpeed files, and refused on save when a
 name or value looks like a secret. Unknown top-level keys are kept (Preset.extra) and written back. The config sections are kept exactly as given:
 nothing is added, dropped or reordered. Exporting writes the files `accelerate launch` / `deepspeed` read (see
-`export_preset`; the same renderer the launcher uses).
+`export_preset`; the same renderer the launcher uses) and beside them NAME.traindeck.yaml, this file's format
+with secret `env` variables left out, which importing restores whole.
 
 The code lives in modules along the seams above, each with one job; this module gathers them so callers keep
 importing from `traindeck.backend.presets`:

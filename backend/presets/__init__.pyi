@@ -32,6 +32,9 @@ from .model import (
     NVME_PLACEHOLDER as NVME_PLACEHOLDER,
 )
 from .model import (
+    PRESET_FILE_SUFFIX as PRESET_FILE_SUFFIX,
+)
+from .model import (
     SCHEMA_VERSION as SCHEMA_VERSION,
 )
 from .model import (
@@ -89,10 +92,16 @@ from .transfer import (
     export_preset as export_preset,
 )
 from .transfer import (
+    export_summary as export_summary,
+)
+from .transfer import (
     import_accelerate_default as import_accelerate_default,
 )
 from .transfer import (
     import_preset as import_preset,
+)
+from .transfer import (
+    preset_file_name as preset_file_name,
 )
 from .transfer import (
     render_files as render_files,

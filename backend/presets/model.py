@@ -86,6 +86,18 @@ class PresetError(Exception):
 
 # ------------------------------------------------------------------------------------------ file format
 
+# An exported preset's own file: NAME.traindeck.yaml beside the tools' files (`export_preset`), read back by
+# `import_preset`. A YAML whose top holds one of PRESET_MARKERS is a preset file, whatever its name (no accelerate
+# config or DeepSpeed JSON has these keys at its top).
+PRESET_FILE_SUFFIX = ".traindeck.yaml"
+PRESET_MARKERS = frozenset({"launcher", "schema_version"})
+
+
+def is_preset_data(data: Any) -> bool:
+    """True when a parsed file is a traindeck preset rather than an accelerate or DeepSpeed config."""
+    return isinstance(data, dict) and bool(PRESET_MARKERS & set(map(str, data)))
+
+
 _KNOWN_KEYS = ("schema_version", "name", "description", "launcher", "num_processes", "env", "accelerate",
                "deepspeed")
 

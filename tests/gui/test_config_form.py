@@ -133,7 +133,7 @@ def test_json_typed_in_a_mapping_field_is_stored_and_exported_as_numbers(qtbot, 
     qtbot.keyClicks(form.child("optimizer").editor("params"), '{"lr": 1e-4, "betas": [0.9, 0.999]}')
     assert data["optimizer"]["params"] == {"lr": 1e-4, "betas": [0.9, 0.999]}
     assert isinstance(data["optimizer"]["params"]["lr"], float)
-    (written,) = export_preset(Preset(name="typed", launcher="deepspeed", deepspeed=data), tmp_path)
+    written, _preset_file = export_preset(Preset(name="typed", launcher="deepspeed", deepspeed=data), tmp_path)
     assert json.loads(written.read_text())["optimizer"]["params"]["lr"] == 1e-4
 
     form.child("optimizer").editor("params").clear()

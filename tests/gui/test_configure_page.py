@@ -276,6 +276,28 @@ def test_import_and_export_with_real_files(qtbot, page, monkeypatch, tmp_path: P
     assert asked["question"]
 
 
+def test_export_writes_the_tools_file_and_the_preset_which_import_restores(qtbot, page, monkeypatch, tmp_path: Path):
+    draft = page.ctx.draft  # cpu-demo: the deepspeed launcher, 2 processes, DS_ACCELERATOR=cpu
+    said: list[str] = []
+    page.ctx.status.connect(said.append)
+    out = tmp_path / "shared"
+    answer(monkeypatch, getExistingDirectory=str(out), question=never, warning=never)
+    page.action_export.trigger()
+    qtbot.waitUntil(lambda: any(s.startswith("Exported") for s in said))
+    assert json.loads((out / "ds_config.json").read_text()) == load_preset("cpu-demo").deepspeed
+    assert (out / "cpu-demo.traindeck.yaml").is_file()
+    assert said[-1] == (f"Exported to {out}: ds_config.json (DeepSpeed's config), cpu-demo.traindeck.yaml (the "
+                        "whole preset, for traindeck presets import)")
+
+    answer(monkeypatch, getOpenFileNames=([str(out / "cpu-demo.traindeck.yaml")], ""), getText=("shared-demo", True),
+           warning=never)
+    page.action_import.trigger()
+    qtbot.waitUntil(lambda: draft.saved_as == "shared-demo")
+    back = load_preset("shared-demo")
+    assert (back.launcher, back.num_processes, back.env) == ("deepspeed", 2, {"DS_ACCELERATOR": "cpu"})
+    assert back.deepspeed == load_preset("cpu-demo").deepspeed
+
+
 # -------------------------------------------------------------------------------------------------- guard
 
 

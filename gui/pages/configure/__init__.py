@@ -130,10 +130,10 @@ class ConfigurePage(Page):
         self.action_delete = action("Delete", self.files.delete, None, "Delete this preset (your presets only)",
                                     pix.SP_TrashIcon)
         self.action_import = action("Import…", self.files.import_files, None,
-                                    "Make a preset from an accelerate YAML and/or a DeepSpeed JSON",
+                                    "Make a preset from an accelerate YAML and/or a DeepSpeed JSON, or an exported preset file",
                                     pix.SP_DialogOpenButton)
         self.action_export = action("Export…", self.files.export, None,
-                                    "Write accelerate_config.yaml / ds_config.json into a folder")
+                                    "Write accelerate_config.yaml / ds_config.json and the preset file into a folder")
         self.action_open = action("Open config…", self.files.open_config, "Ctrl+O",
                                   "Open an accelerate YAML or DeepSpeed JSON as a new unsaved preset (repair offered)")
         self.action_paste = action("Paste config", self.files.paste_config, "Ctrl+Shift+V",

@@ -17,13 +17,16 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 from traindeck.backend.launch import ACCELERATE_CONFIG, DS_CONFIG
 from traindeck.backend.presets import (
     BUILTIN_NAMES,
+    PRESET_FILE_SUFFIX,
     Preset,
     PresetError,
     delete_preset,
     export_preset,
+    export_summary,
     import_preset,
     list_presets,
     load_preset,
+    preset_file_name,
     rename_preset,
     save_preset,
 )
@@ -260,7 +263,8 @@ class PresetFiles(QObject):
 
     def import_files(self) -> None:
         files, _filter = QFileDialog.getOpenFileNames(
-            self.widget, "Import an accelerate config and/or a DeepSpeed config", str(Path.home()), CONFIG_FILTER)
+            self.widget, "Import an accelerate config and/or a DeepSpeed config, or an exported preset file",
+            str(Path.home()), CONFIG_FILTER)
         if not files:
             return
         if len(files) > 2:
@@ -268,7 +272,9 @@ class PresetFiles(QObject):
             return
         from traindeck.backend.presets import free_name
 
-        stem = Path(files[0]).stem.replace("_", "-")
+        first = Path(files[0]).name
+        stem = (first.removesuffix(PRESET_FILE_SUFFIX) if first.endswith(PRESET_FILE_SUFFIX)
+                else Path(first).stem).replace("_", "-")
         name = ask_name(self.widget, "Import preset", "Name of the new preset:",
                               free_name(stem if valid_name(stem) else "imported", self.user_names + list(BUILTIN_NAMES)))
         if name is None:
@@ -299,20 +305,22 @@ class PresetFiles(QObject):
         preset = self.ctx.draft.preset
         if preset is None:
             return
-        folder = QFileDialog.getExistingDirectory(self.widget, "Export the preset's config files to a folder",
+        folder = QFileDialog.getExistingDirectory(self.widget, "Export the preset and its config files to a folder",
                                                   str(Path.home()))
         if not folder:
             return
-        existing = [n for n in (ACCELERATE_CONFIG, DS_CONFIG) if (Path(folder) / n).exists()]
+        existing = [n for n in (ACCELERATE_CONFIG, DS_CONFIG, preset_file_name(preset)) if (Path(folder) / n).exists()]
         if existing:
             if not confirm(self.widget, "Replace files?",
                            f"{', '.join(existing)} already exist in {folder}. Replace them?"):
                 return
 
-        def done(written: list[Path]) -> None:
-            self.ctx.status.emit("Exported " + ", ".join(str(p) for p in written))
+        left_out: list[str] = []  # secret env variables the preset file leaves out, filled by the export
 
-        self.ctx.tasks.run(export_preset, copy.deepcopy(preset), folder, done=done,
+        def done(written: list[Path]) -> None:
+            self.ctx.status.emit(export_summary(written, left_out))
+
+        self.ctx.tasks.run(export_preset, copy.deepcopy(preset), folder, left_out=left_out, done=done,
                            failed=lambda error: self._error("The preset was not exported", error))
 
     # ---- open, paste

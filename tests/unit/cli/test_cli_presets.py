@@ -38,8 +38,10 @@ def test_the_exact_command_forms_end_to_end(tmp_path: Path):
 
     exported = _traindeck("presets", "export", "team-zero3", "--dir", str(tmp_path / "out"))
     assert exported.returncode == 0, exported.stderr
-    paths = [Path(line) for line in exported.stdout.splitlines()]
-    assert paths == [tmp_path / "out" / "accelerate_config.yaml", tmp_path / "out" / "ds_config.json"]
+    assert exported.stdout.startswith(f"Exported to {tmp_path / 'out'}: accelerate_config.yaml")
+    assert len(exported.stdout.splitlines()) == 1
+    paths = [tmp_path / "out" / "accelerate_config.yaml", tmp_path / "out" / "ds_config.json"]
+    assert (tmp_path / "out" / "team-zero3.traindeck.yaml").is_file()
     assert yaml.safe_load(paths[0].read_text())["deepspeed_config"]["deepspeed_config_file"] == str(paths[1])
 
     deleted = _traindeck("presets", "delete", "team-zero3")

@@ -45,8 +45,9 @@ def test_env_round_trips_through_a_user_file_with_unknown_keys():
 def test_env_is_traindecks_own_key_not_written_into_the_tools_files(tmp_path):
     preset = load_preset("cpu-demo")
     assert "DS_ACCELERATOR" not in "".join(render_files(preset, tmp_path).values())
-    written = export_preset(preset, tmp_path / "out")
-    assert all("DS_ACCELERATOR" not in p.read_text() for p in written)
+    *tools_files, preset_file = export_preset(preset, tmp_path / "out")
+    assert all("DS_ACCELERATOR" not in p.read_text() for p in tools_files)
+    assert preset_file.name == "cpu-demo.traindeck.yaml"  # the preset's own file keeps it
 
 
 @pytest.mark.parametrize(("env", "why"), [

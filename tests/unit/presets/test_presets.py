@@ -330,9 +330,9 @@ def test_dump_is_yaml_that_reads_back_to_the_same_preset():
         assert again == yaml.safe_load(Path(preset.path).read_text())
 
 
-def test_export_of_a_deepspeed_only_preset_writes_only_the_json(tmp_path):
+def test_export_of_a_deepspeed_only_preset_writes_the_json_and_the_preset_file(tmp_path):
     written = export_preset("cpu-demo", tmp_path / "out")
-    assert [p.name for p in written] == ["ds_config.json"]
+    assert [p.name for p in written] == ["ds_config.json", "cpu-demo.traindeck.yaml"]
     assert json.loads(written[0].read_text()) == load_preset("cpu-demo").deepspeed
     assert read_preset_file(Path(load_preset("cpu-demo").path), builtin=True).builtin
 

@@ -61,6 +61,9 @@ def test_import_then_export_gives_the_same_data_back(path: Path, tmp_path: Path)
     import_preset([path], name)
     # Exported by name: read back through the store, so the YAML preset file must have kept every value.
     written = {p.name: p for p in export_preset(name, tmp_path / "out")}
+    # The preset's own file beside the tools' files brings the same preset back.
+    again, kept = import_preset([written.pop(f"{name}.traindeck.yaml")], name + "-back"), load_preset(name)
+    assert (again.launcher, again.accelerate, again.deepspeed) == (kept.launcher, kept.accelerate, kept.deepspeed)
 
     if doc.kind == "deepspeed":
         assert set(written) == {"ds_config.json"}
