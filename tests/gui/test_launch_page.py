@@ -569,6 +569,11 @@ def test_estimate_use_this_carries_the_model_to_the_memory_check(qtbot, make_pag
     assert ctx.draft.preset.name == "zero2-offload-advised"
     assert check.row.label == estimate.estimate.advice.row.label
     assert "1.30B parameters" in page.memory_box.memory_result.plain_text()
+    # Said as Estimate's, with the preset it goes with, and not saved as a size the user typed.
+    origin = page.memory_box.origin
+    assert not origin.isHidden() and "model: <b>1.3B</b> from Estimate with the preset " in origin.text()
+    page._save_timer.timeout.emit()
+    assert ctx.settings.value("launch/model_size", "") != "1.3B"
     estimate.shutdown()
     # The window builds a page when it is first shown: a Launch page built after "Use this" has the model too.
     from traindeck.gui.pages.launch import LaunchPage
@@ -579,6 +584,42 @@ def test_estimate_use_this_carries_the_model_to_the_memory_check(qtbot, make_pag
     qtbot.waitUntil(lambda: later.memory_box.memory is not None, timeout=15000)
     assert later.memory_box.memory.shape.num_heads == 16
     later.shutdown()
+
+    # Another preset (the 75k-parameter demo): the 1.3B model was estimated for the advised preset, so it goes at
+    # once, with its check; the page says why; nothing asks before a launch, and no estimate goes with the run.
+    ctx.draft.replace(load_preset("cpu-demo"), "cpu-demo")
+    box = page.memory_box
+    assert box.model_size.text() == "" and box.memory is None and box.check_for_run() is None
+    assert "from Estimate (1.3B) was cleared" in origin.text() and not origin.isHidden()
+    assert ctx.chosen_model is None
+    fresh = LaunchPage(ctx)
+    qtbot.addWidget(fresh)
+    assert fresh.memory_box.model_size.text() != "1.3B"
+    fresh.shutdown()
+    _wait_plan(qtbot, page)
+    qtbot.waitUntil(lambda: page.launch_bar.queue_button.isEnabled(), timeout=15000)
+    assert not box.check_timer.isActive() and box.memory is None
+    # Clear on the line: the field is the user's again, and Estimate's model is forgotten.
+    ctx.draft.replace(load_preset("cpu-demo"), "cpu-demo")
+    ctx.choose_model("1.3B", None)
+    assert box.model_size.text() == "1.3B" and "from Estimate" in origin.text()
+    origin.linkActivated.emit("clear")
+    assert box.model_size.text() == "" and origin.isHidden() and ctx.chosen_model is None
+
+
+def test_a_preset_change_takes_the_memory_check_shown_before_it_away(qtbot, make_page):
+    """The check shown (and kept with a launched run) is the one for the preset as it is now: a check for the
+    preset before is gone the moment the preset changes, not when the next one is done."""
+    page = make_page(demo=True)
+    box = page.memory_box
+    box.model_size.setText("1T")
+    qtbot.waitUntil(lambda: box.memory is not None, timeout=10000)
+    assert box.check_for_run() is not None and "does not fit" in box.memory_result.plain_text()
+    page.ctx.draft.replace(load_preset("single-process"), "single-process")
+    assert box.memory is None and box.check_for_run() is None
+    assert "does not fit" not in box.memory_result.plain_text()
+    qtbot.waitUntil(lambda: box.memory is not None, timeout=10000)
+    assert box.memory.row.label != "ZeRO-2 + optimizer offload (CPU)"
 
 
 def _ring_contrast(before, after, inner) -> tuple[int, float]:
