@@ -425,6 +425,28 @@ def test_a_sweep_on_the_page_queues_one_named_run_per_value(qtbot, make_page, tm
         assert [e.launch.script_args for e in entries] == [["--steps", "2", "--lr", "0.1"],
                                                            ["--steps", "3", "--lr", "0.1"]]
         assert all(e.launch.script == str(script) for e in entries)
+    # The sweep stays in its box, the button still says what it does, and the same sweep again (Ctrl+2, then
+    # Ctrl+Enter) is asked about, Cancel first: nothing is queued twice unseen.
+    assert page.sweep.rows.toPlainText() == "steps = 2, 3" and page.launch_bar.launch_button.text() == "Queue 2 runs"
+    page.launch()
+    again = page.findChild(QMessageBox, "sweepAgain")
+    assert again is not None and again.isVisible() and again.defaultButton() is again.button(
+        QMessageBox.StandardButton.Cancel)
+    assert again.property("yes").text() == "Queue 2 runs again"
+    again.button(QMessageBox.StandardButton.Cancel).click()
+    assert "Not queued again" in page.launch_bar.result.text()
+    page.ctx.tasks.wait(10000)
+    with QueueStore() as queue:
+        assert len(queue.waiting()) == 2
+    # An edited sweep is another one: queued without a question.
+    page.sweep.rows.setPlainText("steps = 4")
+    qtbot.waitUntil(lambda: page.sweep.active and len(page.sweep.points) == 1, timeout=15000)
+    qtbot.waitUntil(lambda: page.launch_bar.launch_button.isEnabled(), timeout=15000)
+    page.launch()
+    qtbot.waitUntil(lambda: "Queued 1 run: tiny-steps=4" in page.launch_bar.result.text(), timeout=60000)
+    with QueueStore() as queue:
+        entries = queue.waiting()
+        assert len(entries) == 3
         for entry in entries:
             queue.remove(entry.run_id)
 
@@ -620,6 +642,22 @@ def test_a_preset_change_takes_the_memory_check_shown_before_it_away(qtbot, make
     assert "does not fit" not in box.memory_result.plain_text()
     qtbot.waitUntil(lambda: box.memory is not None, timeout=10000)
     assert box.memory.row.label != "ZeRO-2 + optimizer offload (CPU)"
+
+
+def test_the_memory_question_names_the_action_it_asks_about(qtbot, make_page, tmp_path):
+    """Queueing a run that does not fit asks with "Queue anyway", not "Launch anyway"; Cancel says "Not queued"."""
+    page = make_page(demo=True)
+    page.memory_box.model_size.setText("1T")
+    qtbot.waitUntil(lambda: page.memory_box.memory is not None, timeout=10000)
+    _wait_plan(qtbot, page)
+    qtbot.waitUntil(lambda: page.launch_bar.queue_button.isEnabled(), timeout=15000)
+    page.launch(queue=True)
+    box = page.findChild(QMessageBox, "memoryConfirm")
+    assert box is not None and box.isVisible()
+    assert [b.text() for b in box.buttons() if box.buttonRole(b) == QMessageBox.ButtonRole.AcceptRole] == [
+        "Queue anyway"]
+    box.button(QMessageBox.StandardButton.Cancel).click()
+    assert "Not queued" in page.launch_bar.result.text()
 
 
 def _ring_contrast(before, after, inner) -> tuple[int, float]:
