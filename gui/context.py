@@ -76,6 +76,7 @@ class AppContext(QObject):
     status = Signal(str)  # a short message for the status bar
     launch_choice_changed = Signal()  # ctx.launch_choice was edited on the Launch page
     model_chosen = Signal(str, object)  # Estimate's "Use this": the model as text and its ModelShape, for Launch
+    model_dropped = Signal(str)  # the model Estimate handed over (its text) no longer goes with the draft's preset
 
     def __init__(self, *, demo: bool = False, settings: QSettings | None = None, parent: QObject | None = None):
         super().__init__(parent)
@@ -84,12 +85,27 @@ class AppContext(QObject):
         self.draft = Draft(parent=self)
         self.launch_choice = LaunchChoice()
         self.chosen_model: tuple[str, Any] | None = None  # the last model_chosen, for a Launch page built later
+        self.chosen_model_preset: Preset | None = None  # the preset Estimate handed over with chosen_model
         self.settings = settings if settings is not None else QSettings()
+        self.draft.replaced.connect(self._draft_replaced)
 
     def choose_model(self, text: str, shape: Any) -> None:
-        """Estimate's "Use this": the model for Launch's memory check (kept for a Launch page not built yet)."""
-        self.chosen_model = (text, shape)
+        """Estimate's "Use this": the model for Launch's memory check (kept for a Launch page not built yet). It
+        goes with the preset in the draft now, the one Estimate handed over: loading another preset drops it."""
+        self.chosen_model, self.chosen_model_preset = (text, shape), self.draft.preset
         self.model_chosen.emit(text, shape)
+
+    def drop_chosen_model(self) -> None:
+        """The model from Estimate no longer applies (another preset, or the user cleared it): model_dropped."""
+        if self.chosen_model is not None:
+            text = self.chosen_model[0]
+            self.chosen_model = self.chosen_model_preset = None
+            self.model_dropped.emit(text)
+
+    def _draft_replaced(self) -> None:
+        # Edits change the preset in place; a replace loads another one, which the model was not estimated for.
+        if self.chosen_model is not None and self.draft.preset is not self.chosen_model_preset:
+            self.drop_chosen_model()
 
     def set_launch_choice(self, choice: LaunchChoice | None = None, **changes: Any) -> None:
         """Publish the Launch page's choice (whole, or these fields changed) and tell the pages that read it:

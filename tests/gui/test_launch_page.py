@@ -425,6 +425,28 @@ def test_a_sweep_on_the_page_queues_one_named_run_per_value(qtbot, make_page, tm
         assert [e.launch.script_args for e in entries] == [["--steps", "2", "--lr", "0.1"],
                                                            ["--steps", "3", "--lr", "0.1"]]
         assert all(e.launch.script == str(script) for e in entries)
+    # The sweep stays in its box, the button still says what it does, and the same sweep again (Ctrl+2, then
+    # Ctrl+Enter) is asked about, Cancel first: nothing is queued twice unseen.
+    assert page.sweep.rows.toPlainText() == "steps = 2, 3" and page.launch_bar.launch_button.text() == "Queue 2 runs"
+    page.launch()
+    again = page.findChild(QMessageBox, "sweepAgain")
+    assert again is not None and again.isVisible() and again.defaultButton() is again.button(
+        QMessageBox.StandardButton.Cancel)
+    assert again.property("yes").text() == "Queue 2 runs again"
+    again.button(QMessageBox.StandardButton.Cancel).click()
+    assert "Not queued again" in page.launch_bar.result.text()
+    page.ctx.tasks.wait(10000)
+    with QueueStore() as queue:
+        assert len(queue.waiting()) == 2
+    # An edited sweep is another one: queued without a question.
+    page.sweep.rows.setPlainText("steps = 4")
+    qtbot.waitUntil(lambda: page.sweep.active and len(page.sweep.points) == 1, timeout=15000)
+    qtbot.waitUntil(lambda: page.launch_bar.launch_button.isEnabled(), timeout=15000)
+    page.launch()
+    qtbot.waitUntil(lambda: "Queued 1 run: tiny-steps=4" in page.launch_bar.result.text(), timeout=60000)
+    with QueueStore() as queue:
+        entries = queue.waiting()
+        assert len(entries) == 3
         for entry in entries:
             queue.remove(entry.run_id)
 
@@ -569,6 +591,11 @@ def test_estimate_use_this_carries_the_model_to_the_memory_check(qtbot, make_pag
     assert ctx.draft.preset.name == "zero2-offload-advised"
     assert check.row.label == estimate.estimate.advice.row.label
     assert "1.30B parameters" in page.memory_box.memory_result.plain_text()
+    # Said as Estimate's, with the preset it goes with, and not saved as a size the user typed.
+    origin = page.memory_box.origin
+    assert not origin.isHidden() and "model: <b>1.3B</b> from Estimate with the preset " in origin.text()
+    page._save_timer.timeout.emit()
+    assert ctx.settings.value("launch/model_size", "") != "1.3B"
     estimate.shutdown()
     # The window builds a page when it is first shown: a Launch page built after "Use this" has the model too.
     from traindeck.gui.pages.launch import LaunchPage
@@ -579,6 +606,58 @@ def test_estimate_use_this_carries_the_model_to_the_memory_check(qtbot, make_pag
     qtbot.waitUntil(lambda: later.memory_box.memory is not None, timeout=15000)
     assert later.memory_box.memory.shape.num_heads == 16
     later.shutdown()
+
+    # Another preset (the 75k-parameter demo): the 1.3B model was estimated for the advised preset, so it goes at
+    # once, with its check; the page says why; nothing asks before a launch, and no estimate goes with the run.
+    ctx.draft.replace(load_preset("cpu-demo"), "cpu-demo")
+    box = page.memory_box
+    assert box.model_size.text() == "" and box.memory is None and box.check_for_run() is None
+    assert "from Estimate (1.3B) was cleared" in origin.text() and not origin.isHidden()
+    assert ctx.chosen_model is None
+    fresh = LaunchPage(ctx)
+    qtbot.addWidget(fresh)
+    assert fresh.memory_box.model_size.text() != "1.3B"
+    fresh.shutdown()
+    _wait_plan(qtbot, page)
+    qtbot.waitUntil(lambda: page.launch_bar.queue_button.isEnabled(), timeout=15000)
+    assert not box.check_timer.isActive() and box.memory is None
+    # Clear on the line: the field is the user's again, and Estimate's model is forgotten.
+    ctx.draft.replace(load_preset("cpu-demo"), "cpu-demo")
+    ctx.choose_model("1.3B", None)
+    assert box.model_size.text() == "1.3B" and "from Estimate" in origin.text()
+    origin.linkActivated.emit("clear")
+    assert box.model_size.text() == "" and origin.isHidden() and ctx.chosen_model is None
+
+
+def test_a_preset_change_takes_the_memory_check_shown_before_it_away(qtbot, make_page):
+    """The check shown (and kept with a launched run) is the one for the preset as it is now: a check for the
+    preset before is gone the moment the preset changes, not when the next one is done."""
+    page = make_page(demo=True)
+    box = page.memory_box
+    box.model_size.setText("1T")
+    qtbot.waitUntil(lambda: box.memory is not None, timeout=10000)
+    assert box.check_for_run() is not None and "does not fit" in box.memory_result.plain_text()
+    page.ctx.draft.replace(load_preset("single-process"), "single-process")
+    assert box.memory is None and box.check_for_run() is None
+    assert "does not fit" not in box.memory_result.plain_text()
+    qtbot.waitUntil(lambda: box.memory is not None, timeout=10000)
+    assert box.memory.row.label != "ZeRO-2 + optimizer offload (CPU)"
+
+
+def test_the_memory_question_names_the_action_it_asks_about(qtbot, make_page, tmp_path):
+    """Queueing a run that does not fit asks with "Queue anyway", not "Launch anyway"; Cancel says "Not queued"."""
+    page = make_page(demo=True)
+    page.memory_box.model_size.setText("1T")
+    qtbot.waitUntil(lambda: page.memory_box.memory is not None, timeout=10000)
+    _wait_plan(qtbot, page)
+    qtbot.waitUntil(lambda: page.launch_bar.queue_button.isEnabled(), timeout=15000)
+    page.launch(queue=True)
+    box = page.findChild(QMessageBox, "memoryConfirm")
+    assert box is not None and box.isVisible()
+    assert [b.text() for b in box.buttons() if box.buttonRole(b) == QMessageBox.ButtonRole.AcceptRole] == [
+        "Queue anyway"]
+    box.button(QMessageBox.StandardButton.Cancel).click()
+    assert "Not queued" in page.launch_bar.result.text()
 
 
 def _ring_contrast(before, after, inner) -> tuple[int, float]:

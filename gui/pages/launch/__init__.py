@@ -66,7 +66,10 @@ class LaunchPage(Page):
         self._save_timer = self._timer(400, self._save_settings)
         ctx.draft.changed.connect(self._draft_changed)
         ctx.draft.validated.connect(self.launch_bar.refresh)
-        ctx.model_chosen.connect(lambda text, shape: self.memory_box.use_model(text, shape))
+        # Estimate's "Use this": the model goes with the preset it handed over, and is cleared with it.
+        ctx.model_chosen.connect(lambda text, shape: self.memory_box.use_model(text, shape, self._preset_name()))
+        ctx.model_dropped.connect(lambda text: self.memory_box.drop_carried(text, self._preset_name()))
+        self.memory_box.carried_cleared.connect(ctx.drop_chosen_model)
         # The last launch's line is about the preset, script and entry mode it was launched with: another ends it.
         ctx.draft.replaced.connect(self.launch_bar.choices_changed)
         self.script_box.script.textChanged.connect(self.launch_bar.choices_changed)
@@ -76,7 +79,7 @@ class LaunchPage(Page):
         self._draft_changed()
         self._fields_changed()  # publishes the restored choice as ctx.launch_choice
         if ctx.chosen_model is not None:  # Estimate's "Use this" came before this page was built
-            self.memory_box.use_model(*ctx.chosen_model)
+            self.memory_box.use_model(*ctx.chosen_model, self._preset_name())
         self.runner.interpreter.probe()
 
     # ============================================================================================ building

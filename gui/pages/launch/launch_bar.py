@@ -1,5 +1,6 @@
 """The Launch page's launch bar: the Launch and Queue buttons, the line beside them, why the run cannot start (or be
-queued) now, the memory question before a run that does not fit, and starting or queueing the run on ctx.tasks
+queued) now, the memory question before a run that does not fit, the question before queueing the sweep just
+queued once more, and starting or queueing the run on ctx.tasks
 through the same backend calls as `traindeck run` (unattended.launch_on_gpus / queue_sweep).
 
 The bar acts on the choices the page gathers: it reads them through the `order` callable it is given, when a launch
@@ -9,6 +10,7 @@ the memory box.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -64,6 +66,9 @@ class LaunchBar(QWidget):
         self._said_was_blocked = False  # whether _said is a refused try's reasons (Ctrl+Enter while blocked)
         self._queue_it = False  # the launch asked for goes to the queue (Queue, or a sweep)
         self._field_problems: list[str] = []
+        # The sweep queued last and its choices: the same sweep again (Ctrl+2, Ctrl+Enter later) is asked about.
+        self._queued_sweep: tuple[object, ...] | None = None
+        self._sweep_sent: tuple[object, ...] | None = None  # the one being queued now
         # The run this bar said was started: the line goes when that run ends (read from the run store off the UI
         # thread) or when another preset or script is chosen, so it never describes a run that is over.
         self.started_run: str | None = None
@@ -202,6 +207,32 @@ class LaunchBar(QWidget):
         if blocked:
             self._say("error", "Not launched: " + "; ".join(blocked), blocked=True)  # cleared with its reasons
             return
+        if self._sweep.active and self._queued_sweep is not None and self._sweep_key() == self._queued_sweep:
+            self._confirm_same_sweep()
+            return
+        self._check_memory()
+
+    def _not_done(self) -> str:
+        return "Not queued." if self._queue_it else "Not launched."
+
+    def _sweep_key(self) -> tuple[object, ...]:
+        """The sweep and the choices its runs are made from, to tell the same sweep from an edited one."""
+        order = self._order()
+        return (repr(dataclasses.replace(order.request, gpus=None)), tuple(self._sweep.axes()), order.name,
+                order.gpus_text)
+
+    def _confirm_same_sweep(self) -> None:
+        """This sweep with these choices was queued already from here: queueing it again is asked, never silent."""
+        count = len(self._sweep.points)
+        runs = f"{count} run{'s' if count != 1 else ''}"
+        box = self._question("sweepAgain", "Queue this sweep again?",
+                             f"This sweep ({runs}) was queued already, with the same script, arguments and preset.",
+                             f"Queue {runs} more, or cancel and change the sweep first.", f"Queue {runs} again")
+        box.finished.connect(lambda _r: self._check_memory() if box.clickedButton() is box.property("yes") else
+                             self._say("note", "Not queued again."))
+        box.open()
+
+    def _check_memory(self) -> None:
         memory = self._memory_box.memory
         if memory is not None and memory.does_not_fit:
             self._confirm_memory()
@@ -209,21 +240,32 @@ class LaunchBar(QWidget):
         self._start()
 
     def _confirm_memory(self) -> None:
-        box = QMessageBox(self)
-        box.setObjectName("memoryConfirm")
-        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        box.setIcon(QMessageBox.Icon.Warning)
-        box.setWindowTitle("The run may not fit in memory")
-        box.setText("The memory check says this run does not fit in what is free now.")
+        queue = self._queue_it
         memory = self._memory_box.memory
-        box.setInformativeText("\n\n".join(memory.warnings) if memory else "")
-        anyway = box.addButton("Launch anyway", QMessageBox.ButtonRole.AcceptRole)
+        verb = "Queue" if queue else "Launch"
+        box = self._question("memoryConfirm", "The run may not fit in memory",
+                             f"The memory check says {'these runs do' if self._sweep.active else 'this run does'} "
+                             "not fit in what is free now.",
+                             "\n\n".join(memory.warnings) if memory else "", f"{verb} anyway")
+        box.setIcon(QMessageBox.Icon.Warning)
+        box.finished.connect(lambda _r: self._start() if box.clickedButton() is box.property("yes") else
+                             self._say("note", self._not_done()))
+        box.open()
+
+    def _question(self, name: str, title: str, text: str, informative: str, yes: str) -> QMessageBox:
+        """A question before the action, Cancel by default, its yes button (property "yes") naming the action.
+        Opened with open(), not exec(): the UI keeps running while it is open."""
+        box = QMessageBox(self)
+        box.setObjectName(name)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.setIcon(QMessageBox.Icon.Question)
+        box.setWindowTitle(title)
+        box.setText(text)
+        box.setInformativeText(informative)
+        box.setProperty("yes", box.addButton(yes, QMessageBox.ButtonRole.AcceptRole))
         box.addButton(QMessageBox.StandardButton.Cancel)
         box.setDefaultButton(QMessageBox.StandardButton.Cancel)
-        # Not exec(): the UI keeps running while the question is open.
-        box.finished.connect(lambda _r: self._start() if box.clickedButton() is anyway else
-                             self._say("note", "Not launched."))
-        box.open()
+        return box
 
     def _start(self) -> None:
         self.launching = True
@@ -237,6 +279,7 @@ class LaunchBar(QWidget):
         memory = self._memory_box.check_for_run()
         order = self._order()
         if self._queue_it:  # a sweep's runs, or this one run for later
+            self._sweep_sent = self._sweep_key() if self._sweep.active else None
             self.ctx.tasks.run(queue_sweep, order.request, preset_name=draft.saved_as if draft.preset else None,
                                name=order.name, sweep=self._sweep.axes() if self._sweep.active else [],
                                gpus_text=order.gpus_text, done=self._queued, failed=self._launch_failed)
@@ -259,6 +302,7 @@ class LaunchBar(QWidget):
 
     def _queued(self, records: list[RunRecord]) -> None:
         self.launching = False
+        self._queued_sweep, self._sweep_sent = self._sweep_sent, None
         self._say("ok", f"Queued {len(records)} run{'s' if len(records) != 1 else ''}: "
                   + ", ".join(r.name for r in records) + " (see the Queue page).")
         self.refresh()
@@ -284,6 +328,7 @@ class LaunchBar(QWidget):
 
     def _launch_failed(self, error: str) -> None:
         self.launching = False
+        self._sweep_sent = None
         self.refresh()
         self._say("error", f"The run could not be started: {error.splitlines()[0] if error else 'unknown error'}")
 

@@ -1,17 +1,21 @@
 """The Launch page's memory check: a model size (or config.json) -> the preset's estimate set beside what is free.
 
 The estimator runs on ctx.tasks (backend.estimate.prelaunch); the page asks for a check when its inputs change, and
-the launch bar reads `memory` before launching.
+the launch bar reads `memory` before launching: it is only ever the check shown, for the inputs as they are now.
+
+A model size handed over by Estimate's "Use this" is said as such ("model: 1.3B from Estimate", with a link that
+clears it) and is not saved as a typed one; the page drops it when another preset is loaded.
 """
 
 from __future__ import annotations
 
 import copy
+import html
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QSettings, QTimer, Signal
-from PySide6.QtWidgets import QGroupBox, QVBoxLayout
+from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from PySide6.QtWidgets import QGroupBox, QLabel, QVBoxLayout
 
 from traindeck.gui.widgets.message_list import MessageList
 from traindeck.gui.widgets.path_field import PathField
@@ -28,6 +32,7 @@ _S = "launch/"  # QSettings group
 
 class MemoryCheckBox(QGroupBox):
     edited = Signal()  # the model size was edited (a choice worth saving)
+    carried_cleared = Signal()  # the field no longer holds the model Estimate handed over (cleared or edited)
 
     def __init__(self, tasks: Tasks, settings: QSettings, inputs: CheckInputs):
         super().__init__("Memory check (optional)")
@@ -35,6 +40,7 @@ class MemoryCheckBox(QGroupBox):
         self.memory: LaunchMemoryCheck | None = None  # the latest check for the current inputs
         self._check_gen = 0
         self._shapes: dict[str, ModelShape] = {}  # model size text -> ModelShape (counting a config.json is slow)
+        self.carried: str | None = None  # the model size in the field came from Estimate (not typed here)
         mem_layout = QVBoxLayout(self)
         self.model_size = PathField("file", caption="Choose a model's config.json", name_filter="JSON (*.json)",
                                     placeholder="model size: 1.5B, 350M, or a model's config.json")
@@ -42,7 +48,15 @@ class MemoryCheckBox(QGroupBox):
                                    "config.json): the preset's strategy is estimated for it and compared with free "
                                    "GPU memory and available host RAM")
         self.memory_result = MessageList()
+        # Where the model size came from, when not typed here, and a link that clears it.
+        self.origin = QLabel()
+        self.origin.setObjectName("modelOrigin")
+        self.origin.setTextFormat(Qt.TextFormat.RichText)
+        self.origin.setWordWrap(True)
+        self.origin.linkActivated.connect(lambda _link: self.model_size.setText(""))
+        self.origin.hide()
         mem_layout.addWidget(self.model_size)
+        mem_layout.addWidget(self.origin)
         mem_layout.addWidget(self.memory_result)
         mem_layout.addStretch(1)
         self.check_timer = QTimer(self, singleShot=True, interval=500)
@@ -53,21 +67,48 @@ class MemoryCheckBox(QGroupBox):
         self.model_size.setText(str(self._settings.value(_S + "model_size", "")))
 
     def save_settings(self) -> None:
-        self._settings.setValue(_S + "model_size", self.model_size.text())
+        if self.carried is None:  # a size handed over by Estimate is not one the user typed for next time
+            self._settings.setValue(_S + "model_size", self.model_size.text())
 
-    def use_model(self, text: str, shape: ModelShape | None = None) -> None:
-        """The model chosen elsewhere (Estimate's "Use this"): its text in the field, checked with `shape` (the
-        estimate's own, with the hidden size, heads and vocabulary it was given) rather than one read again."""
+    def use_model(self, text: str, shape: ModelShape | None = None, preset_name: str | None = None) -> None:
+        """The model chosen on Estimate ("Use this") with the preset `preset_name`: its text in the field, said as
+        Estimate's, checked with `shape` (the estimate's own, with the hidden size, heads and vocabulary it was
+        given) rather than one read again."""
         if shape is not None:
             self._shapes[text] = shape
+        self.carried = text
+        with_preset = f" with the preset {html.escape(preset_name)}" if preset_name else ""
+        self._say_origin(f"model: <b>{html.escape(text)}</b> from Estimate{with_preset}. "
+                         '<a href="clear">Clear it</a>')
         if self.model_size.text() == text:
-            self.check_timer.start()  # the same model, perhaps under another preset: check again
+            self.inputs_changed()  # the same model, perhaps under another preset: check again
         else:
             self.model_size.setText(text)
 
+    def drop_carried(self, text: str, preset_name: str | None = None) -> None:
+        """The model Estimate handed over (`text`) no longer goes with the preset (another one was loaded): the
+        field is emptied, and the page says why."""
+        if self.carried != text or self.model_size.text() != text:
+            return
+        self.carried = None
+        self.model_size.setText("")
+        now = f" ({html.escape(preset_name)})" if preset_name else ""
+        self._say_origin(f"The model size from Estimate ({html.escape(text)}) was cleared: it was for the preset "
+                         f"Estimate advised, not this one{now}. Type a size to check this preset.")
+
+    def _say_origin(self, text: str) -> None:
+        self.origin.setText(text)
+        self.origin.setToolTip("Estimate's “Use this” gives the Launch page the advised preset and the model it was "
+                               "estimated for; another preset clears the model")
+        self.origin.show()
+
     def inputs_changed(self) -> None:
-        """The preset, the process count or the environment changed: check again shortly, when a size is given."""
+        """The preset, the process count or the environment changed: the check shown is no longer theirs, so it
+        goes, and a new one follows shortly, when a size is given."""
         if self.model_size.text():
+            self._check_gen += 1  # a check under way answers for the inputs before
+            self.memory = None
+            self.memory_result.set_items([("note", "estimating…")])
             self.check_timer.start()
 
     def check_for_run(self) -> LaunchMemoryCheck | None:
@@ -75,6 +116,11 @@ class MemoryCheckBox(QGroupBox):
         return self.memory if self.model_size.text().strip() else None
 
     def _model_size_changed(self) -> None:
+        if self.carried is not None and self.model_size.text() != self.carried:
+            self.carried = None  # cleared or typed over: the user's own size from now on
+            self.carried_cleared.emit()
+        if self.carried is None:
+            self.origin.hide()  # drop_carried says why afterwards
         self.memory = None
         self._check_gen += 1
         if not self.model_size.text():
