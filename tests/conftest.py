@@ -115,6 +115,8 @@ ACCEPTANCE = (
     "launch/test_queue_entries.py::test_a_module_queued_under_deepspeed_runs_as_a_module_on_two_ranks",
     "launch/test_local_rank_arg.py",
     "launch/test_runs_checkpoints_resume.py::test_save_stop_helper_in_a_deepspeed_loop_saves_now_and_saves_then_stops",
+    "unit/launch/test_extension_locks.py::test_ranks_waiting_on_a_held_build_lock_name_its_holder_in_the_stall_banner_and_stacks",
+    "unit/launch/test_extension_locks.py::test_a_lock_a_build_killed_under_waiting_ranks_left_is_removed_and_said_in_the_stall_banner",
 )
 
 
