@@ -47,6 +47,28 @@ def _launchers(port: int) -> list[psutil.Process]:
     return found
 
 
+def _stopped_at_the_end(request: pytest.FixtureRequest, run_id: str) -> None:
+    """A run the test leaves running when it fails is stopped: its ssh agents and ranks would mislead the next
+    multi-node test, which counts such processes."""
+
+    def stop() -> None:
+        from traindeck.backend.runs.control.lifecycle import stop_run
+
+        if get(run_id).state == "running":
+            with RunStore() as store:
+                stop_run(store, run_id, grace_s=2.0)
+            wait_finished(run_id, 120)
+
+    request.addfinalizer(stop)
+
+
+def _children(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return proc.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
 def _accelerate_config(path: Path, hostfile: Path, port: int, ds: Path, **deepspeed: str) -> Path:
     path.write_text(yaml.safe_dump({
         "compute_environment": "LOCAL_MACHINE", "distributed_type": "DEEPSPEED", "num_machines": 2,
@@ -147,7 +169,8 @@ def test_an_accelerate_pdsh_runs_tqdm_bar_climbs_in_the_run_store_while_it_runs(
 
 
 def test_stopping_an_accelerate_pdsh_run_ends_its_ranks_on_every_node_and_spares_another_deepspeed_run(
-        ssh_nodes: SshNodes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        ssh_nodes: SshNodes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+        request: pytest.FixtureRequest) -> None:
     from traindeck.backend.launch.builders import LaunchRequest
     from traindeck.backend.runs.control.lifecycle import stop_run
     from traindeck.backend.runs.control.new_run import launch_run
@@ -157,17 +180,19 @@ def test_stopping_an_accelerate_pdsh_run_ends_its_ranks_on_every_node_and_spares
     # of it), which the runner's `pkill -f` would end.
     bystander = launch(BEHAVE, "--steps", "100000", "--step-time", "0.05", launcher="deepspeed", nproc=1,
                        name="bystander")
+    _stopped_at_the_end(request, bystander.id)
     wait_until(lambda: ranks(get(bystander.id)), timeout=300, interval=0.5)
     port = _free_port()
     ds = tmp_path / "ds.json"
     ds.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 0}}))
     config = _accelerate_config(tmp_path / "accelerate.yaml", ssh_nodes.hostfile(tmp_path / "hostfile"), port, ds)
-    request = LaunchRequest(script=str(BEHAVE), script_args=["--steps", "100000", "--step-time", "0.05"],
-                            launcher="accelerate", config_file=config, cwd=tmp_path,
-                            env={k: v for k, v in job_env().items() if k == "TORCH_EXTENSIONS_DIR"})
-    outcome = launch_run(request, name="accelerate-two-machines")
+    launch_request = LaunchRequest(script=str(BEHAVE), script_args=["--steps", "100000", "--step-time", "0.05"],
+                                   launcher="accelerate", config_file=config, cwd=tmp_path,
+                                   env={k: v for k, v in job_env().items() if k == "TORCH_EXTENSIONS_DIR"})
+    outcome = launch_run(launch_request, name="accelerate-two-machines")
     assert outcome.record is not None, outcome.plan.errors
     run_id = outcome.record.id
+    _stopped_at_the_end(request, run_id)
     log = Path(get(run_id).run_dir, "output.log")
 
     def on_both_nodes() -> bool:
@@ -176,8 +201,13 @@ def test_stopping_an_accelerate_pdsh_run_ends_its_ranks_on_every_node_and_spares
 
     wait_until(on_both_nodes, timeout=600, interval=1.0)
     assert get(run_id).state == "running", log.read_text(errors="replace")[-3000:]
-    launchers = wait_until(lambda: len(_launchers(port)) == 2 and _launchers(port), timeout=60, interval=0.5)
-    node_ranks = {child.pid for proc in launchers for child in proc.children(recursive=True)}
+
+    def launchers_with_ranks() -> list[psutil.Process]:  # a launcher is up a moment before it starts its rank
+        found = _launchers(port)
+        return found if len(found) == 2 and all(_children(p) for p in found) else []
+
+    launchers = wait_until(launchers_with_ranks, timeout=60, interval=0.5)
+    node_ranks = {child.pid for proc in launchers for child in _children(proc)}
     assert node_ranks  # one rank under each node's DeepSpeed launcher
     with RunStore() as store:
         stop_run(store, run_id, grace_s=5.0)
