@@ -44,6 +44,7 @@ from traindeck.backend.launch.environ import (
 from traindeck.backend.launch.plan import Entry, Launcher, LaunchPlan
 from traindeck.backend.launch.ports import busy_port_message, pick_free_port, port_in_use
 from traindeck.backend.launch.probe import TrainingEnvironment, problems_for
+from traindeck.backend.nodes.accelerate_nodes import deepspeed_runner
 from traindeck.backend.nodes.envfile import LINE_FORWARDER
 from traindeck.backend.nodes.node_plan import multi_node
 from traindeck.backend.presets import Preset, PresetError, check_env
@@ -488,11 +489,8 @@ def relays_node_output(accelerate: Mapping[str, Any] | None) -> bool:
     carriage-return progress bar must become lines there (TRAINDECK_LINE_FORWARDER; accelerate copies this
     environment to every node through DeepSpeed's .deepspeed_env). Its "standard" launcher runs torchrun on each
     machine, whose output stays there."""
-    if not accelerate or str(accelerate.get("distributed_type", "")).upper() != "DEEPSPEED":
-        return False
-    ds = accelerate.get("deepspeed_config")
-    launcher = (ds if isinstance(ds, dict) else {}).get("deepspeed_multinode_launcher") or "pdsh"
-    return _int_or(accelerate, "num_machines", 1) > 1 and launcher != "standard"
+    runner = deepspeed_runner(accelerate)
+    return runner is not None and runner[0] > 1 and runner[1] != "standard"
 
 
 def machine_bound(accelerate: Any) -> bool:

@@ -43,6 +43,18 @@ def _option(argv: Sequence[str], name: str) -> str | None:
     return found
 
 
+def deepspeed_runner(data: Any, argv: Sequence[str] = ()) -> tuple[int, str] | None:
+    """(machines, DeepSpeed's multi-node launcher: pdsh, standard, openmpi, ...) of an accelerate config that runs
+    DeepSpeed, as `accelerate launch` with `argv` reads them (its options win over the config); None for others."""
+    if not isinstance(data, dict) or str(data.get("distributed_type", "")).upper() != "DEEPSPEED":
+        return None
+    ds = data.get("deepspeed_config")
+    ds = ds if isinstance(ds, dict) else {}
+    machines = _int(_option(argv, "--num_machines") or data.get("num_machines"), 1)
+    launcher = _option(argv, "--deepspeed_multinode_launcher") or ds.get("deepspeed_multinode_launcher") or "pdsh"
+    return machines, str(launcher)
+
+
 def accelerate_nodes(config: Path, argv: Sequence[str], cwd: str, python: str) -> dict[str, Any] | None:
     """nodes.json's content for an accelerate run started by `argv` with the accelerate config `config`, when that
     config starts several machines through DeepSpeed's pdsh runner from a hostfile that can be read; else None."""
@@ -50,12 +62,12 @@ def accelerate_nodes(config: Path, argv: Sequence[str], cwd: str, python: str) -
         data = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
     except (OSError, ValueError, yaml.YAMLError):
         return None
-    if not isinstance(data, dict) or str(data.get("distributed_type", "")).upper() != "DEEPSPEED":
+    runner = deepspeed_runner(data, argv)
+    if runner is None:
         return None
+    machines, launcher = runner
     ds = data.get("deepspeed_config")
     ds = ds if isinstance(ds, dict) else {}
-    machines = _int(_option(argv, "--num_machines") or data.get("num_machines"), 1)
-    launcher = _option(argv, "--deepspeed_multinode_launcher") or ds.get("deepspeed_multinode_launcher") or "pdsh"
     hostfile = _option(argv, "--deepspeed_hostfile") or ds.get("deepspeed_hostfile")
     filtered = any(_option(argv, f"--deepspeed_{k}_filter") or ds.get(f"deepspeed_{k}_filter")
                    for k in ("inclusion", "exclusion"))
