@@ -1,10 +1,12 @@
 """`runs bundle`: one zip for a bug report: the run's logs, configs, command, diagnosis, provenance and resource
-summary. Secrets are masked: the run directory's own records never hold them (command.json and request.json are
-written masked, the diagnosis and evidence.json are masked by the supervisor), and every file is passed through
-the masking of free text (masking.TextMasker: credential shapes, JSON Web Tokens, Authorization / Bearer
-credentials, secret-named key=value pairs, URL passwords) on its way in, with the values of the secret-looking
-variables of this environment (a token set in the shell that launched the run) masked too. The run's output.log
-on disk stays the script's own bytes: only the copy in the zip is masked.
+summary, and its event journal (events.jsonl, what a rebuilt run store takes the run's events from). Secrets are
+masked: the run directory's own records never hold them (command.json, request.json and events.jsonl are written
+masked, the diagnosis and evidence.json are masked by the supervisor), and every file is passed through the
+masking of free text (masking.TextMasker: credential shapes, JSON Web Tokens, Authorization / Bearer credentials,
+secret-named key=value pairs, URL passwords) on its way in, with the values of the secret-looking variables of
+this environment (a token set in the shell that launched the run) masked too. The run's output.log on disk stays
+the script's own bytes: only the copy in the zip is masked. A file that is a symbolic link (or not a plain file) is
+left out, never followed: a link in the run directory cannot put a file from elsewhere in the zip.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import stat
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,11 +23,12 @@ from typing import Any
 from traindeck.backend.core.fileio import atomic_write_bytes
 from traindeck.backend.core.masking import TextMasker
 from traindeck.backend.core.masking import secret_values as env_secret_values
+from traindeck.backend.runs.record.folder_record import EVENTS_FILE
 
 # Run-directory files that belong in a report (the run's checkpoints and data never do).
 FILES = ("command.json", "request.json", "lineage.json", "output.log", "supervisor.log", "sidecar.log",
-         "evidence.json", "provenance.json", "git.diff", "requirements.txt", "companion.json", "estimate.json",
-         "accelerate_config.yaml", "ds_config.json")
+         "evidence.json", EVENTS_FILE, "provenance.json", "git.diff", "requirements.txt", "companion.json",
+         "estimate.json", "accelerate_config.yaml", "ds_config.json")
 MAX_FILE_BYTES = 64 << 20  # a larger log goes in as its last 64 MiB
 
 
@@ -42,9 +46,8 @@ def write_bundle(run_dir: Path | str, summary: dict[str, Any], target: Path | st
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name in FILES:
-            try:
-                handle = open(run_dir / name, "rb")
-            except OSError:
+            handle = _open_plain(run_dir / name)
+            if handle is None:
                 continue
             with handle, archive.open(f"{run_dir.name}/{name}", "w", force_zip64=True) as member:
                 try:
@@ -63,3 +66,20 @@ def write_bundle(run_dir: Path | str, summary: dict[str, Any], target: Path | st
     payload = buffer.getvalue()
     atomic_write_bytes(Path(target), payload)
     return len(payload), names
+
+
+def _open_plain(path: Path) -> io.BufferedReader | None:
+    """`path` opened for reading when it is a plain file; None when it is missing, unreadable, a symbolic link
+    (O_NOFOLLOW) or anything else (a FIFO would block the read: O_NONBLOCK on the open, the type checked after)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        return os.fdopen(fd, "rb")
+    except OSError:
+        os.close(fd)
+        return None
