@@ -19,6 +19,7 @@ import json
 import math
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -165,15 +166,24 @@ class RunStore:
             self._connect()
             return
         self.read_only: str | None = None  # why the store could only be opened for reading (a full disk)
+        # An open that fails for lack of room leaves the files it created (SQLite's empty WAL and shared-memory
+        # files, a new store's empty file) removed: a full disk gains nothing from traindeck.
+        before = _store_files(self.path)
         try:
             if store_rebuild.needs_care(self.path):
-                self.rebuilt = store_rebuild.open_missing_or_empty(self.path, self._connect, _refill)
+                try:
+                    self.rebuilt = store_rebuild.open_missing_or_empty(self.path, self._connect, _refill)
+                except sqlite3.OperationalError as exc:
+                    if _no_room(self.path, exc):
+                        _remove_new_files(self.path, before)
+                    raise
             else:
                 try:
                     self._connect()
                 except sqlite3.OperationalError as exc:
                     if not _no_room(self.path, exc):
                         raise
+                    _remove_new_files(self.path, before)
                     self._connect_read_only()
         except sqlite3.DatabaseError as exc:
             if not store_rebuild.is_corrupt(exc):
@@ -558,6 +568,24 @@ def _no_room(path: Path, exc: sqlite3.OperationalError) -> bool:
     or grow its shared-memory or WAL file on a disk with (almost) no space left."""
     text = str(exc)
     return "disk is full" in text or ("disk I/O error" in text and disk_full(path.parent))
+
+
+def _store_files(path: Path) -> set[Path]:
+    """Which of the store's file, its WAL and its shared-memory file are there now."""
+    return {f for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if os.path.lexists(f)}
+
+
+def _remove_new_files(path: Path, before: set[Path]) -> None:
+    """Remove what an open that failed for lack of room created beside `before` (the files there before it): the
+    WAL and shared-memory files, and the store's own file while it is still empty. Only plain files (never a link
+    put there); one already gone, or that cannot be removed, is left as it is."""
+    for name in {path, Path(f"{path}-wal"), Path(f"{path}-shm")} - before:
+        try:
+            info = os.lstat(name)
+            if stat.S_ISREG(info.st_mode) and (name != path or info.st_size == 0):
+                os.unlink(name)
+        except OSError:
+            pass
 
 
 def _like_escape(text: str) -> str:
