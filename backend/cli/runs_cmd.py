@@ -101,7 +101,11 @@ def run_summary(store: RunStore, record: RunRecord) -> dict[str, Any]:
     data["estimate"] = estimate  # the pre-launch estimate (`run --model-size`, the Launch page), or null
     if estimate is not None and isinstance(data.get("resources"), dict) and "error" not in data["resources"]:
         data["estimate_vs_measured"] = estimate_vs_measured(estimate, data["resources"])
-    from traindeck.backend.runs import nodes_summary, run_step_anatomy
+    from traindeck.backend.runs import batch_shape, nodes_summary, run_step_anatomy, shape_json
+
+    # The run's global batch and sequence length (its throughput's other half): a dashboard reading the run over
+    # SSH has no run directory to read them from.
+    data["batch_shape"] = shape_json(batch_shape(record.run_dir)) if record.run_dir else None
 
     # Each rank's median step phases and memory, what bounds the run, and why (the site hook's step timing).
     data["step_anatomy"] = run_step_anatomy(record, store).to_json()

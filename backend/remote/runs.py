@@ -4,7 +4,8 @@ that shows local runs shows remote ones unchanged.
 
 What differs, said where it shows: a remote run's log is mirrored into a local file (`logs ID --follow --raw`
 streamed over the connection) and its record's run_dir is that mirror's directory, so the console reads it like a
-local log; its charts are not read over SSH (the latest metric values are), and events are not either.
+local log; its charts are not read over SSH (the latest metric values are), and events are not either. The run's
+batch shape comes with its record (`runs show --json`), so its throughput is worked out as a local run's is.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from traindeck.backend.remote.ssh import RemoteError
 from traindeck.backend.runs.control.view import RunView
 from traindeck.backend.runs.record.run_store import RunRecord
 from traindeck.backend.runs.record.series import BoundedSeries
+from traindeck.backend.runs.record.throughput import shape_from_json
 
 MIRROR_END_WAIT_S = 20.0
 _RUN_ID = re.compile(r"^[A-Za-z0-9._:-]+$")
@@ -70,8 +72,10 @@ class RemoteRuns:
             remaining = ([int(p["pid"]) for p in data.get("pids") or [] if p.get("returncode") is None]
                          if check.get("kind") == "leftovers" else [])
         # Charts are not read over SSH: an empty series for each asked for, so the view does not ask again.
+        # The batch shape on a first read, as the run store's read_view gives it (the mirror holds no config).
+        shape = shape_from_json(data.get("batch_shape")) if metric_mark is None else None
         return RunView(record=record, metrics=dict(data.get("metrics") or {}), metric_mark=metric_mark or 0,
-                       whole={name: BoundedSeries() for name in whole_series}, remaining=remaining)
+                       whole={name: BoundedSeries() for name in whole_series}, remaining=remaining, shape=shape)
 
     def request_stop(self, run_id: str, grace_s: float = 10.0) -> list[str]:
         _check_id(run_id)

@@ -140,8 +140,10 @@ from .record.sweep_mark import read_sweep_mark as read_sweep_mark
 from .record.sweep_mark import write_sweep_mark as write_sweep_mark
 from .record.throughput import GlobalBatch as GlobalBatch
 from .record.throughput import Throughput as Throughput
+from .record.throughput import batch_shape as batch_shape
 from .record.throughput import global_batch as global_batch
 from .record.throughput import run_throughput as run_throughput
+from .record.throughput import shape_json as shape_json
 from .record.trial_mark import TrialMark as TrialMark
 from .record.trial_mark import TrialSummary as TrialSummary
 from .record.trial_mark import candidate_label as candidate_label

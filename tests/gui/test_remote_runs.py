@@ -6,6 +6,7 @@ every page which machine that page shows; the Queue page shows and acts on the r
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from support.sshhelp import VENV_TRAINDECK, Remote, remote_processes
+
+import traindeck
 
 pytestmark = pytest.mark.ssh
 # The runs' interpreter: this one (`run` checks it has torch; under load that probe is the slow part).
@@ -97,6 +100,51 @@ def test_runs_page_shows_the_remote_run_and_its_log_then_stops_it(window, sshd: 
                        stdin=subprocess.DEVNULL)
         subprocess.run([str(VENV_TRAINDECK), "--host", sshd.host, "stop", run_id, "--grace", "1"],
                        capture_output=True, timeout=120, env=sshd.env(), stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.launch
+def test_the_remote_runs_header_shows_samples_per_second_as_a_local_runs_does(window, sshd: Remote,  # type: ignore[no-untyped-def]  # noqa: F811
+                                                                            tmp_path: Path, qtbot) -> None:
+    """A remote run's record names a local mirror of its log as its folder, which holds none of the run's configs:
+    its batch (here the script's HF Trainer arguments) now comes with its record, and the header multiplies the
+    progress bar's it/s by it as for a local run. The remote side runs the traindeck these tests import, with a home
+    of its own."""
+    home = tmp_path / "remote-home"
+    home.mkdir()
+    checkout = Path(traindeck.__file__).resolve().parent.parent
+    there = f"env TRAINDECK_HOME={home} PYTHONPATH={checkout} PYTHONUNBUFFERED=1 {VENV_TRAINDECK}"
+    bar = tmp_path / "bar_remote.py"
+    bar.write_text("import time\n"
+                   "for i in range(1, 10_001):\n"
+                   "    print(f'train: {i * 100 // 10_000:3d}%| {i}/10000 [00:01<00:30,  5.00it/s]', flush=True)\n"
+                   "    time.sleep(0.2)\n")
+    started = subprocess.run([str(VENV_TRAINDECK), "--host", sshd.host, "run", "--name", "rate-over-ssh", "--detach",
+                              "--python", PLAIN_PYTHON, str(bar), "--per_device_train_batch_size", "4",
+                              "--gradient_accumulation_steps", "2", "--seq_len", "128"], capture_output=True,
+                             text=True, env=sshd.env(TRAINDECK_REMOTE=there), timeout=120, stdin=subprocess.DEVNULL)
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.split()[-1]
+    try:
+        connector = window.remote
+        connector.connect_to(sshd.host, there)
+        qtbot.waitUntil(lambda: connector.remote is not None or bool(connector.last_error), timeout=60000)
+        assert connector.last_error == ""
+        page = window.page("runs")
+        qtbot.waitUntil(lambda: page.run_id == run_id, timeout=60000)  # the running run, reattached
+        qtbot.waitUntil(lambda: "it/s" in page.header.progress_label.text(), timeout=60000)
+        qtbot.waitUntil(lambda: page.header.rate_label.text() != "", timeout=30000)
+        steps = re.search(r" ([\d.]+) it/s", page.header.progress_label.text())
+        rate = re.fullmatch(r"· ([\d.,]+) samples/s · ([\d,]+) tokens/s", page.header.rate_label.text())
+        assert steps and rate, (page.header.progress_label.text(), page.header.rate_label.text())
+        assert float(rate.group(1).replace(",", "")) == pytest.approx(8 * float(steps.group(1)), rel=0.01)
+        assert page.header.rate_label.isVisible()
+        tooltip = page.header.rate_label.toolTip()
+        assert tooltip.startswith("From step rate (") and "x sequence length 128" in tooltip, tooltip
+        assert "x batch 8 (per-device batch 4 x grad accum 2 x 1 process (the script's arguments))" in tooltip
+    finally:
+        subprocess.run([str(VENV_TRAINDECK), "--host", sshd.host, "stop", run_id, "--grace", "1"],
+                       capture_output=True, timeout=120, env=sshd.env(TRAINDECK_REMOTE=there),
+                       stdin=subprocess.DEVNULL)
 
 
 def test_unreachable_machine_is_one_line_and_stays_local(window, qtbot, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -188,6 +188,23 @@ def batch_shape(run_dir: str | Path) -> BatchShape:
     return BatchShape(global_batch(run_dir), sequence_length(run_argv(run_dir)))
 
 
+def shape_json(shape: BatchShape) -> dict[str, Any]:
+    """`shape` as `runs show --json` gives it: what a dashboard watching the run over SSH, which has none of the
+    run directory's files, computes the run's throughput from."""
+    batch = None if shape.batch is None else {"samples": shape.batch.samples, "source": shape.batch.source}
+    return {"global_batch": batch, "sequence_length": shape.sequence_length}
+
+
+def shape_from_json(data: Any) -> BatchShape | None:
+    """The shape from `shape_json`'s answer; None where `data` is not one (a traindeck that does not give it)."""
+    if not isinstance(data, Mapping):
+        return None
+    batch, length = data.get("global_batch"), _count(data.get("sequence_length"))
+    samples = _count(batch.get("samples")) if isinstance(batch, Mapping) else None
+    found = GlobalBatch(samples, str(batch.get("source") or "")) if samples and isinstance(batch, Mapping) else None
+    return BatchShape(found, length)
+
+
 def run_throughput(run_dir: str | Path, seconds_per_step: float | None, last: Mapping[str, float],
                    progress: Mapping[str, Any] | None = None, shape: BatchShape | None = None) -> Throughput:
     """The run's throughput, best source first: what the run reported over its whole training (HF Trainer's

@@ -15,9 +15,14 @@ from traindeck.backend.runs.control.history import run_figures
 from traindeck.backend.runs.record.run_store import RunStore
 from traindeck.backend.runs.record.throughput import (
     ENGINE_NOTE,
+    BatchShape,
+    GlobalBatch,
+    batch_shape,
     global_batch,
     run_throughput,
     sequence_length,
+    shape_from_json,
+    shape_json,
 )
 
 # DeepSpeed's ThroughputTimer.stop line (deepspeed/utils/timer.py), as a 2-rank CPU run printed it.
@@ -116,3 +121,17 @@ def test_hf_trainers_own_summary_comes_first(store):
     figures = run_figures(store, store.get_run(run.id))
     assert (figures.throughput, figures.throughput_unit) == (812.5, "samples/s")
     assert figures.throughput_source == "the run's train_samples_per_second"
+
+
+def test_the_batch_shape_goes_through_json_whole_and_anything_else_is_none(tmp_path):
+    """What `runs show --json` gives a dashboard over SSH: the shape comes back as the run directory states it."""
+    (tmp_path / "ds_config.json").write_text(json.dumps({"train_batch_size": 8}))
+    (tmp_path / "command.json").write_text(json.dumps({"argv": ["train.py", "--seq_len", "256"], "nproc": 2}))
+    shape = batch_shape(tmp_path)
+    assert shape.batch is not None and shape.batch.samples == 8 and shape.sequence_length == 256
+    assert shape_from_json(json.loads(json.dumps(shape_json(shape)))) == shape
+    assert shape_from_json(shape_json(BatchShape(None, None))) == BatchShape(None, None)
+    for other in (None, "8", [8], {"global_batch": {"samples": "auto"}, "sequence_length": -1}):
+        assert shape_from_json(other) in (None, BatchShape(None, None))
+    assert shape_from_json(None) is None  # a traindeck that does not give it: the run directory is read as before
+    assert shape_from_json({"global_batch": {"samples": 4, "source": "x"}}) == BatchShape(GlobalBatch(4, "x"), None)
