@@ -17,6 +17,7 @@ import time
 from typing import Any, TextIO
 
 from traindeck.backend.cli import UserError
+from traindeck.backend.core import format_size
 
 ORDER = 40
 
@@ -151,18 +152,8 @@ def _launcher_pid(text: str) -> int:
 # --- the human table ---
 
 
-def _bytes(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return "-"
-
-
 def _rate(value: float | None) -> str:
-    return "-" if value is None else _bytes(value) + "/s"
+    return "-" if value is None else format_size(value) + "/s"
 
 
 def _num(value: float | None, fmt: str, suffix: str = "") -> str:
@@ -175,8 +166,8 @@ def format_sample(sample: Any) -> str:
     lines = [
         f"{time.strftime('%H:%M:%S', time.localtime(sample.t))}  "
         f"CPU {_num(host.cpu_percent, '5.1f', '%')} ({len(host.per_core_percent)} cores)  "
-        f"RAM {_bytes(host.ram_used_bytes)} used / {_bytes(host.ram_total_bytes)}, "
-        f"{_bytes(host.ram_available_bytes)} available  swap {_bytes(host.swap_used_bytes)}  "
+        f"RAM {format_size(host.ram_used_bytes)} used / {format_size(host.ram_total_bytes)}, "
+        f"{format_size(host.ram_available_bytes)} available  swap {format_size(host.swap_used_bytes)}  "
         f"disk r {_rate(host.disk_read_bytes_per_s)} w {_rate(host.disk_write_bytes_per_s)}  "
         f"net rx {_rate(host.net_rx_bytes_per_s)} tx {_rate(host.net_tx_bytes_per_s)}"
     ]
@@ -198,7 +189,7 @@ def format_sample(sample: Any) -> str:
         processes = f"unknown ({g.processes_unknown})" if g.processes_unknown else str(len(g.processes))
         lines.append(
             f"  GPU{g.index} {g.name or '?'}: util {_num(g.utilization_percent, '3.0f', '%')}  "
-            f"mem {_bytes(g.memory_used_bytes)} / {_bytes(g.memory_total_bytes)}  "
+            f"mem {format_size(g.memory_used_bytes)} / {format_size(g.memory_total_bytes)}  "
             f"power {_num(g.power_w, '.0f')}/{_num(g.power_limit_w, '.0f')} W  {_num(g.temperature_c, '.0f', ' C')}  "
             f"SM {_num(g.sm_clock_mhz, 'd', ' MHz')}  PCIe H2D {_rate(g.pcie_h2d_bytes_per_s)} "
             f"D2H {_rate(g.pcie_d2h_bytes_per_s)}{' (est.)' if g.pcie_source == 'sampled' else ''}  "
@@ -213,13 +204,13 @@ def format_sample(sample: Any) -> str:
             for p in run.processes:
                 lines.append(
                     f"  {p.pid:>7} {p.role:8} {'-' if p.rank is None else p.rank:>4} {_num(p.cpu_percent, '6.1f'):>6} "
-                    f"{_bytes(p.rss_bytes):>10} {_bytes(p.locked_bytes):>10} {_bytes(p.gpu_memory_bytes):>10}  "
+                    f"{format_size(p.rss_bytes):>10} {format_size(p.locked_bytes):>10} {format_size(p.gpu_memory_bytes):>10}  "
                     f"{p.cmdline[:70]}"
                 )
             lines.append(
-                f"  ranks: {len(run.ranks)}  RSS {_bytes(run.ranks_rss_bytes)} (largest {_bytes(run.max_rank_rss_bytes)})  "
+                f"  ranks: {len(run.ranks)}  RSS {format_size(run.ranks_rss_bytes)} (largest {format_size(run.max_rank_rss_bytes)})  "
                 f"CPU {run.ranks_cpu_percent:.0f}%"
-                + (f"  launcher RSS {_bytes(run.launcher_rss_bytes)}" if run.launcher_rss_bytes is not None else "")
+                + (f"  launcher RSS {format_size(run.launcher_rss_bytes)}" if run.launcher_rss_bytes is not None else "")
             )
     return "\n".join(lines)
 
@@ -233,7 +224,7 @@ def format_machine(machine: Any, rows: int) -> str:
     lines = [f"  {'PID':>7} {'USER':10} {'CPU%':>6} {'RSS':>10} {'GPU MEM':>10} {'RUN':20}  COMMAND"
              f"   ({len(machine.processes)} processes)"]
     for p in busiest[: rows - 1]:
-        lines.append(f"  {p.pid:>7} {p.user[:10]:10} {_num(p.cpu_percent, '6.1f'):>6} {_bytes(p.rss_bytes):>10} "
-                     f"{_bytes(p.gpu_memory_bytes) if p.gpu_memory_bytes is not None else '':>10} "
+        lines.append(f"  {p.pid:>7} {p.user[:10]:10} {_num(p.cpu_percent, '6.1f'):>6} {format_size(p.rss_bytes):>10} "
+                     f"{format_size(p.gpu_memory_bytes) if p.gpu_memory_bytes is not None else '':>10} "
                      f"{p.run_id or '':20}  {p.cmdline}")
     return "\n".join(lines)

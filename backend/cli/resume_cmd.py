@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from traindeck.backend.cli import UserError
+from traindeck.backend.core import format_size
 
 ORDER = 32
 
@@ -74,19 +75,11 @@ def _checkpoints(args: argparse.Namespace) -> int:
     rows = [("STEP", "KIND", "WRITTEN", "SIZE", "PATH")]
     for c in found:
         rows.append(("-" if c.step is None else str(c.step), c.kind + (" (latest)" if c.latest else ""),
-                     time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(c.time)), _size(c.bytes), c.path))
+                     time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(c.time)), format_size(c.bytes), c.path))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     return 0
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
 
 
 def _follow_or_print(outcome: Any, detach: bool, what: str) -> int:
@@ -144,7 +137,7 @@ def _bundle(args: argparse.Namespace) -> int:
         size, names = write_bundle(record.run_dir, run_summary(store, record), target)
     except OSError as exc:
         raise UserError(f"{target}: cannot be written: {exc.strerror or exc}") from None
-    print(f"wrote {target} ({_size(size)}, {size} bytes): {', '.join(names)}")
+    print(f"wrote {target} ({format_size(size)}, {size} bytes): {', '.join(names)}")
     return 0
 
 

@@ -1,6 +1,6 @@
 """What every floor of the backend stands on: atomic private files (`fileio`), masking secrets in argv, environments
-and text (`masking`), where traindeck keeps its files (`paths`), reading /proc (`procfs`), and durations said in
-words (`durations`)."""
+and text (`masking`), where traindeck keeps its files (`paths`), reading /proc (`procfs`), durations said in
+words (`durations`) and byte counts (`sizes`)."""
 
 import lazy_loader
 

@@ -17,3 +17,5 @@ from .paths import (
 from .paths import (
     run_store_path as run_store_path,
 )
+from .sizes import format_bytes as format_bytes
+from .sizes import format_size as format_size

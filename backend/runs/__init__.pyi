@@ -21,9 +21,6 @@ from .control.history import (
     RunHistory as RunHistory,
 )
 from .control.history import (
-    format_bytes as format_bytes,
-)
-from .control.history import (
     format_duration as format_duration,
 )
 from .control.history import (

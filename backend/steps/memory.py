@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from traindeck.backend.core import format_size
+
 if TYPE_CHECKING:
     from traindeck.backend.logparse import DsMemoryLine, TorchOom
     from traindeck.backend.steps.anatomy import RankAnatomy, StepAnatomy
@@ -43,13 +45,6 @@ ESTIMATE_HIGH = 1.25
 ESTIMATE_LOW = 0.5
 # DeepSpeed prints Max_CA rounded to whole GB, so the true peak reserved is at least Max_CA - 0.5 GB.
 _MAX_CA_ROUNDING = GiB // 2
-
-
-def _size(n: float) -> str:
-    for unit, scale in (("GiB", GiB), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n:.0f} B"
 
 
 def _max(values: Iterable[int | None]) -> int | None:
@@ -161,8 +156,8 @@ class Fragmentation:
         return self.gap / self.reserved if self.reserved else 0.0
 
     def text(self) -> str:
-        said = (f"rank {self.rank}: the allocator reserved up to {_size(self.reserved)} while tensors needed at most "
-                f"{_size(self.reserved - self.gap)} at once: {_size(self.gap)} ({self.share:.0%}) held unused")
+        said = (f"rank {self.rank}: the allocator reserved up to {format_size(self.reserved)} while tensors needed at most "
+                f"{format_size(self.reserved - self.gap)} at once: {format_size(self.gap)} ({self.share:.0%}) held unused")
         if self.flagged:
             said += (": fragmentation; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets the allocator grow "
                      "its segments instead of cutting new ones around unusable slivers (PyTorch's CUDA memory "
@@ -188,10 +183,10 @@ def oom_verdict(oom: TorchOom) -> str:
     otherwise the GPU was full."""
     who = f"rank {oom.rank}" if oom.rank is not None else f"GPU {oom.device}"
     gap, reserved = oom.reserved_unallocated, oom.reserved
-    said = (f"{who}: out of memory asking for {_size(oom.requested)} with {_size(oom.allocated)} allocated and "
-            f"{_size(gap)} reserved but unallocated")
+    said = (f"{who}: out of memory asking for {format_size(oom.requested)} with {format_size(oom.allocated)} allocated and "
+            f"{format_size(gap)} reserved but unallocated")
     if gap >= oom.requested and _flag(gap, reserved):
-        return (said + f" ({gap / reserved:.0%} of the {_size(reserved)} reserved): the free memory was there but "
+        return (said + f" ({gap / reserved:.0%} of the {format_size(reserved)} reserved): the free memory was there but "
                 f"in pieces, fragmentation; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PyTorch's CUDA "
                 f"memory notes)")
     return said + ": the GPU was full; a smaller micro-batch, activation checkpointing or offload frees memory"
@@ -235,8 +230,8 @@ class EstimateCheck:
 
     def text(self) -> str:
         who = f"rank {self.rank}: " if self.rank is not None else ""
-        return (f"{who}the {self.measured_what} ({_size(self.measured)}) is {self.ratio:.1f}x the "
-                f"pre-launch estimate ({_size(self.estimate)}), {self.direction} it: {self.why()}")
+        return (f"{who}the {self.measured_what} ({format_size(self.measured)}) is {self.ratio:.1f}x the "
+                f"pre-launch estimate ({format_size(self.estimate)}), {self.direction} it: {self.why()}")
 
 
 def estimate_check(memory: RankMemory, estimate_bytes: int | None, covers: str = "total") -> EstimateCheck | None:
@@ -256,22 +251,22 @@ def memory_line(memory: RankMemory, estimate_bytes: int | None = None) -> str:
     7.2 GiB), gap 0.0 GiB; host RSS 3.1 GiB, pinned 1.0 GiB; 0.9x the estimate'."""
     parts = []
     if memory.has_gpu:
-        gpu = f"GPU {_size(memory.allocated or 0)} allocated, {_size(memory.reserved or 0)} reserved" \
+        gpu = f"GPU {format_size(memory.allocated or 0)} allocated, {format_size(memory.reserved or 0)} reserved" \
             if memory.allocated is not None and memory.reserved is not None else "GPU"
-        gpu += f" (peaks {_size(memory.peak_allocated or 0)} / {_size(memory.peak_reserved or 0)})"
+        gpu += f" (peaks {format_size(memory.peak_allocated or 0)} / {format_size(memory.peak_reserved or 0)})"
         if memory.cached is not None:
-            gpu += f", reserved-allocated gap {_size(memory.cached)}"
+            gpu += f", reserved-allocated gap {format_size(memory.cached)}"
         frag = fragmentation(memory)
         if frag is not None and frag.flagged:
-            gpu += f", fragmentation {_size(frag.gap)} ({frag.share:.0%})"
+            gpu += f", fragmentation {format_size(frag.gap)} ({frag.share:.0%})"
         parts.append(gpu)
     host = []
     if memory.peak_host_rss is not None:
-        host.append(f"RSS {_size(memory.peak_host_rss)}")
+        host.append(f"RSS {format_size(memory.peak_host_rss)}")
     if memory.peak_host_pinned is not None:
-        host.append(f"pinned {_size(memory.peak_host_pinned)}")
+        host.append(f"pinned {format_size(memory.peak_host_pinned)}")
     if memory.host_used is not None:
-        host.append(f"whole host used {_size(memory.host_used)}")
+        host.append(f"whole host used {format_size(memory.host_used)}")
     if host:
         parts.append("host " + ", ".join(host))
     check = estimate_check(memory, estimate_bytes)

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
+from traindeck.backend.core import format_bytes
 from traindeck.backend.steps.anatomy import StepAnatomy
 from traindeck.backend.steps.memory import memory_line, rank_memory_of
 from traindeck.backend.steps.records import PHASES
 
 _MiB = 1 << 20
-
-
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / _MiB:.0f} MiB"
 
 
 def anatomy_table(anatomy: StepAnatomy, rank: int | None = None) -> str:
@@ -28,7 +23,7 @@ def anatomy_table(anatomy: StepAnatomy, rank: int | None = None) -> str:
         total = sum(a.phases_ms.values()) or 1.0
         cells = [f"{r}{mark}", str(a.steps)]
         cells += [f"{a.phases_ms[p]:.1f} ms {a.phases_ms[p] / total:4.0%}" for p in PHASES]
-        cells += [f"{a.step_ms:.1f} ms", _bytes(a.peak_gpu_allocated), _bytes(a.peak_host)]
+        cells += [f"{a.step_ms:.1f} ms", format_bytes(a.peak_gpu_allocated, digits=2), format_bytes(a.peak_host, digits=2)]
         rows.append(cells)
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.rjust(widths[i]) for i, cell in enumerate(row)) for row in rows]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from traindeck.backend.core import format_bytes
 from traindeck.backend.presets import Preset
 from traindeck.backend.trials.candidates import Candidate, candidate_preset
 from traindeck.backend.trials.record import TrialSpec, TrialState
@@ -13,10 +14,9 @@ from traindeck.backend.trials.scoring import Result, label_of, passed_over, rank
 HEADER = f"{'#':>3}  {'candidate':<24} {'samples/s':>10} {'step ms':>9} {'peak GPU':>9} {'peak host':>9}  verdict"
 
 
-def _bytes(value: int | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value / 2**30:.2f}G" if value >= 2**30 else f"{value / 2**20:.0f}M"
+def memory_cell(value: int | None) -> str:
+    """A peak memory in a candidate's row (the table's and the Trials page's): "1.50G", "390M", "-"."""
+    return format_bytes(value, digits=2, compact=True)
 
 
 def row_text(index: int, result: Result) -> str:
@@ -28,8 +28,8 @@ def row_text(index: int, result: Result) -> str:
         verdict += f": {result.reason}"
     if result.note:
         verdict += f" (note: {result.note})"
-    return (f"{index:>3}  {label_of(result):<24} {rate:>10} {step:>9} {_bytes(result.peak_gpu_bytes):>9} "
-            f"{_bytes(result.peak_host_bytes):>9}  {verdict}")
+    return (f"{index:>3}  {label_of(result):<24} {rate:>10} {step:>9} {memory_cell(result.peak_gpu_bytes):>9} "
+            f"{memory_cell(result.peak_host_bytes):>9}  {verdict}")
 
 
 def measured_count(state: TrialState) -> int:

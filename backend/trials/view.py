@@ -22,7 +22,7 @@ from traindeck.backend.trials.candidates import (
     script_args,
 )
 from traindeck.backend.trials.record import TrialFolder, TrialSpec, TrialState
-from traindeck.backend.trials.report import _bytes, end_line, time_line, winner_lines
+from traindeck.backend.trials.report import end_line, memory_cell, time_line, winner_lines
 from traindeck.backend.trials.scoring import Result, label_of, winner
 from traindeck.backend.trials.stopping import driver_alive
 
@@ -100,7 +100,7 @@ def row_cells(index: int, result: Result) -> tuple[str, ...]:
         verdict += f": {result.reason}"
     if result.note:
         verdict += f" (note: {result.note})"
-    return (str(index), label_of(result), rate, step, _bytes(result.peak_gpu_bytes), _bytes(result.peak_host_bytes),
+    return (str(index), label_of(result), rate, step, memory_cell(result.peak_gpu_bytes), memory_cell(result.peak_host_bytes),
             verdict)
 
 

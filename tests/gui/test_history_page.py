@@ -10,8 +10,8 @@ pytest.importorskip("PySide6")
 from fixtures.history_runs import T0, make_run, peak_gpu_bytes  # noqa: E402
 from PySide6.QtCore import Qt  # noqa: E402
 
+from traindeck.backend.core import format_bytes  # noqa: E402
 from traindeck.backend.core.paths import run_store_path  # noqa: E402
-from traindeck.backend.runs.control.history import format_bytes  # noqa: E402
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore  # noqa: E402
 
 

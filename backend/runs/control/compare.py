@@ -20,9 +20,9 @@ from typing import Any
 
 import yaml
 
+from traindeck.backend.core import format_bytes
 from traindeck.backend.runs.control.history import (
     RunFigures,
-    format_bytes,
     format_duration,
     format_rate,
     format_seconds_per_step,

@@ -252,18 +252,7 @@ class RunHistory:
                 self._store = None
 
 
-# ---- formatting shared by the history list, the comparison and the command line ------------------------------
-GIB = 1024**3
-
-
-def format_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    if n >= GIB:
-        return f"{n / GIB:.1f} GiB"
-    return f"{n / 1024**2:.0f} MiB"
-
-
+# ---- formatting shared by the history list, the comparison and the command line (bytes: core.format_bytes) ---
 def format_duration(seconds: float | None) -> str:
     return duration_text(seconds) if seconds is not None else "-"
 

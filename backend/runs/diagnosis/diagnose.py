@@ -22,6 +22,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from traindeck.backend.core import format_bytes
 from traindeck.backend.logparse.op_build import op_display_name
 from traindeck.backend.runs.diagnosis import failures, launcher_reports
 from traindeck.backend.runs.diagnosis.cgroups import MemoryLimit
@@ -643,7 +644,7 @@ def _from_cause(error: ErrorLine, rank: int | None, evidence: list[str], own_lin
         path = failures.full_path(error.text)
         free = ev.free_space.get(path) if path else None
         if path and free is not None:
-            evidence = [*evidence, f"the disk holding {path} has {_size(free)} free now"]
+            evidence = [*evidence, f"the disk holding {path} has {format_bytes(free)} free now"]
         where = f" at {path}" if path else ""
         return Diagnosis(f"{who} could not write{where}: no space left on the device.", kind, rank=rank,
                          evidence=evidence,
@@ -659,10 +660,6 @@ def _from_cause(error: ErrorLine, rank: int | None, evidence: list[str], own_lin
         return Diagnosis(f"{_who(rank, 'The script')} raised {error.text}".rstrip(".") + ".", "exception", rank=rank,
                          evidence=evidence)
     return None
-
-
-def _size(n: int) -> str:
-    return _gib(n) if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
 _OP_NAME = re.compile(r"Error building extension '(\w+)'|Building extension module (\w+)|"

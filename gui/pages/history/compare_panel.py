@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from traindeck.backend.core import format_bytes
 from traindeck.backend.runs import (
     MAX_COMPARED,
     ColumnsRow,
@@ -38,7 +39,6 @@ from traindeck.backend.runs import (
     compare_many,
     compare_provenance,
     compare_runs,
-    format_bytes,
     run_step_anatomy,
 )
 from traindeck.backend.steps import PHASES, RankAnatomy, StepAnatomy

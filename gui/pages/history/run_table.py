@@ -42,6 +42,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from traindeck.backend.core import format_bytes
 from traindeck.backend.runs import (
     HistoryRow,
     HistoryTable,
@@ -49,7 +50,6 @@ from traindeck.backend.runs import (
     SweepGroup,
     TrialGroup,
     TrialSummary,
-    format_bytes,
     format_duration,
     format_metric,
     format_rate,

@@ -34,7 +34,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.runs import RunRecord, StepView, ViewChange, WatchedRun, format_bytes, read_step_view
+from traindeck.backend.core import format_bytes
+from traindeck.backend.runs import RunRecord, StepView, ViewChange, WatchedRun, read_step_view
 from traindeck.backend.steps import PHASES, StepAnatomy
 from traindeck.gui.pages.runs.source import RunsSource
 from traindeck.gui.theme import set_muted
