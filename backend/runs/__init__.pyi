@@ -63,6 +63,7 @@ from .control.lineage import (
 )
 from .control.live_rate import RateText as RateText
 from .control.live_rate import rate_text as rate_text
+from .control.metric_charts import MAX_SMOOTHING as MAX_SMOOTHING
 from .control.metric_charts import X_MODES as X_MODES
 from .control.metric_charts import LastFigure as LastFigure
 from .control.metric_charts import StepClock as StepClock

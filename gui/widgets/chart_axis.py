@@ -1,5 +1,7 @@
 """The charts' axes and words: values written as people read them (12.3 GiB, 850 MiB/s, 45 %), a y axis that
-puts the unit on each tick (byte units in powers of two), and the legend's sample line. Used by charts.py."""
+puts the unit on each tick (byte units in powers of two) and, on a log scale, labels as many ticks as its height
+holds apart (log_ticks: a grid cell 150 px high gets two or three), and the legend's sample line. Used by
+charts.py."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import math
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtGui import QPen
+from PySide6.QtGui import QFontMetricsF, QPen
 
 _BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
@@ -95,16 +97,21 @@ class UnitAxisItem(pg.AxisItem):
         major = _nice_step(span / scale / target) * scale
         return [(major, 0.0), (major / 2, 0.0)]
 
-    def _log_strings(self, values: list[float], spacing: float | None) -> list[str]:
-        decades = abs(self.range[1] - self.range[0])
-        return [format_value(10.0**v, self.unit) if _log_label_wanted(v, decades, spacing is not None) else ""
-                for v in values]
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list[tuple[float | None, list[float]]]:  # noqa: N802
+        if not self.logMode:
+            return super().tickValues(minVal, maxVal, size)
+        labelled, plain = log_ticks(minVal, maxVal, size, self._text_height())
+        return [(1.0, labelled), (None, plain)]  # spacing None: the unlabelled level (see tickStrings)
+
+    def _text_height(self) -> float:
+        font = self.style["tickFont"]
+        return QFontMetricsF(font if font is not None else self.font()).height()
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
         if not values:
             return []
-        if self.logMode:  # values are powers of ten: 10^-3 reads 0.001
-            return self._log_strings(values, spacing)
+        if self.logMode:  # values are powers of ten: 10^-3 reads 0.001; the unlabelled level (None) stays blank
+            return [""] * len(values) if spacing is None else log_labels(values, self.unit)
         if self._is_bytes():
             # One unit for the whole axis (from its range, not these values: minor ticks come separately).
             index = _binary_scale(max(abs(self.range[0]), abs(self.range[1]), *(abs(v) for v in values)))
@@ -125,18 +132,80 @@ class UnitAxisItem(pg.AxisItem):
         return [f"{v:.{decimals}f}{suffix}" for v in values]
 
 
-def _log_label_wanted(value: float, decades: float, level_has_spacing: bool) -> bool:
-    """Which ticks of a log axis get a label: each decade; within one decade or two, 2x and 5x too (the minor
-    ticks at 3, 4, 6 ... x stay unlabelled, or their labels run into each other); all of them when the view spans
-    under a decade."""
-    if level_has_spacing:
-        return True
-    if decades > 2.5:
-        return False
-    if decades < 0.6:  # less than a decade in view: every 1..9 x tick, or there would be none
-        return True
-    mantissa = round(10 ** (value - math.floor(value + 1e-9)), 6)
-    return mantissa in (1.0, 2.0, 5.0)
+def _log_set_values(low: float, high: float, kind: str, k: float) -> list[float]:
+    """The log10 values within [low, high] of one candidate set: every k-th decade ("decades"), the mantissas 1, 3
+    or 1, 2, 5 or 1 to 9 of each decade ("mantissas", k indexes LOG_MANTISSAS), or multiples of k ("linear")."""
+    if kind == "decades":
+        first, last = math.ceil(low / k - 1e-9), math.floor(high / k + 1e-9)
+        return [float(n * k) for n in range(first, last + 1)]
+    if kind == "mantissas":
+        subs = LOG_MANTISSAS[int(k)]
+        return [v for d in range(math.floor(low) - 1, math.ceil(high) + 1) for m in subs
+                if low - 1e-9 <= (v := d + math.log10(m)) <= high + 1e-9]
+    first, last = math.ceil(10**low / k - 1e-9), math.floor(10**high / k + 1e-9)
+    return [math.log10(n * k) for n in range(max(1, first), last + 1)]
+
+
+def _spaced(values: list[float], pixels_per_decade: float, gap: float) -> bool:
+    return all((b - a) * pixels_per_decade >= gap for a, b in zip(values, values[1:], strict=False))
+
+
+LOG_MANTISSAS = ((1, 3), (1, 2, 5), tuple(range(1, 10)))  # of each decade, sparse to dense
+LOG_LABEL_GAP = 1.3  # labels of a log axis are at least this many text heights apart (centre to centre)
+MAX_LOG_LABELS = 8  # and at most about this many on a long axis, however many decades it spans
+MIN_TICK_GAP = 4.0  # px between unlabelled ticks (and their grid lines)
+
+
+def log_ticks(low: float, high: float, pixels: float, text_height: float) -> tuple[list[float], list[float]]:
+    """The ticks of a log axis showing log10 values `low` to `high` over `pixels`: (labelled, unlabelled), as log10
+    values. The labels are the densest of these sets whose neighbours stay LOG_LABEL_GAP text heights apart: every
+    n-th decade, each decade's 1 and 3, its 1, 2 and 5, or 1 to 9; a view too narrow to hold two of those (a loss
+    between 2.9 and 3.1) is labelled at round linear steps (2.9, 3, 3.1). The unlabelled ticks are each decade's 1
+    to 9 where they stay MIN_TICK_GAP apart, else the decades."""
+    low, high = sorted((float(low), float(high)))
+    if not (math.isfinite(low) and math.isfinite(high)) or high - low <= 0 or pixels <= 0:
+        return [], []
+    per_decade = pixels / (high - low)
+    gap = max(LOG_LABEL_GAP * text_height, pixels / MAX_LOG_LABELS)
+    sets: list[list[float]] = []  # sparse to dense
+    k = 1.0
+    while k < 2 * (high - low):
+        k *= 10
+    while k >= 1:
+        for factor in (1.0, 0.5, 0.2):
+            if k * factor >= 1 and k * factor == round(k * factor):
+                sets.append(_log_set_values(low, high, "decades", k * factor))
+        k /= 10
+    sets += [_log_set_values(low, high, "mantissas", i) for i in range(len(LOG_MANTISSAS))]
+    labelled = max((s for s in sets if _spaced(s, per_decade, gap)), key=len, default=[])
+    if len(labelled) < 2 and high - low < 2 and high < 300:  # a narrow view: round steps of the values themselves
+        span = 10**high - 10**low
+        most = pixels / gap + 1  # more labels than this cannot be spaced apart
+        step = 10.0 ** math.ceil(math.log10(span))
+        while span / step <= most:
+            for factor in (1.0, 0.5, 0.2):
+                if span / (step * factor) <= most:
+                    values = _log_set_values(low, high, "linear", step * factor)
+                    if len(values) > len(labelled) and _spaced(values, per_decade, gap):
+                        labelled = values
+            step /= 10
+    plain: list[float] = []
+    for candidate in (_log_set_values(low, high, "mantissas", len(LOG_MANTISSAS) - 1),
+                      _log_set_values(low, high, "decades", 1)):
+        if _spaced(candidate, per_decade, MIN_TICK_GAP):
+            plain = [v for v in candidate if all(abs(v - t) > 1e-9 for t in labelled)]
+            break
+    return labelled, plain
+
+
+def log_labels(values: list[float], unit: str = "") -> list[str]:
+    """The labels of log10 tick values, with the fewest significant digits (3 at least) that tell them apart."""
+    labels: list[str] = []
+    for digits in range(3, 8):
+        labels = [format_value(10.0**v, unit, digits) for v in values]
+        if len(set(labels)) == len(labels):
+            break
+    return labels
 
 
 class LegendSample(pg.ItemSample):

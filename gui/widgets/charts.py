@@ -14,10 +14,11 @@ Why it is built this way:
   from 0 to the visible peak and to any reference line, so an estimate line is always in sight. Zooming or panning
   x by mouse stops following; the "A" button in the corner resumes it.
 - Options for metric charts (the Runs page's grid, History): `smoothing` draws TensorBoard's debiased EMA over
-  each series with the raw line faint behind it; `log_y` a log scale (values <= 0 left out, and the chart says how
-  many); `x_mode` labels x as steps, clock time or time since the run's start (the caller gives x in those units).
-  `show_legend_values` writes the legend's figures without a redraw, so a page can show the same read there and
-  elsewhere; `export_png` saves the chart as drawn; `add_menu_action` fills its right-click menu.
+  each series with the raw line faint behind it (a curve of a few points drawn marked stays as logged); `log_y` a
+  log scale (values <= 0 left out, and the chart says how many); `x_mode` labels x as steps, clock time or time
+  since the run's start (the caller gives x in those units). `show_legend_values` writes the legend's figures
+  without a redraw, so a page can show the same read there and elsewhere; `export_png` saves the chart as drawn;
+  `add_menu_action` fills its right-click menu.
 - Units are formatted on the y axis ("B" and "B/s" in binary steps: GiB, MiB/s) and in the legend, which shows each
   series' latest value. Colours follow the application's light or dark palette, also when it changes.
 
@@ -372,6 +373,9 @@ class TimeSeriesChart(QWidget):
                     oy = positive_only(oy)[0]
                 oxd, oyd = peak_decimate(ox, oy, x_low, min(x_high, x[0]), columns)
                 xd, yd = np.concatenate((oxd, xd)), np.concatenate((oyd, yd))
+            lone = 0 < int(np.count_nonzero(np.isfinite(yd))) < self.mark_points_below
+            if lone:
+                smoothed = None  # its points are marked: as logged, not moved by the smoothing
             if smoothed is not None:
                 # The raw line faint behind; the smoothed one (decimated alike) is the curve the legend names.
                 if series.raw_curve is None:
@@ -387,7 +391,6 @@ class TimeSeriesChart(QWidget):
                     self.plot_item.removeItem(series.raw_curve)
                     series.raw_curve = None
                 series.curve.setData(xd, yd, connect="finite")
-            lone = 0 < int(np.count_nonzero(np.isfinite(yd))) < self.mark_points_below
             if lone != series.lone:  # a run's first logged value: a dot until there is a line to draw
                 series.lone = lone
                 if lone:

@@ -4,15 +4,17 @@ right-click menu."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QPoint
-from PySide6.QtGui import QContextMenuEvent, QImage
+from PySide6.QtGui import QContextMenuEvent, QFontMetricsF, QImage, QPainter
 from PySide6.QtWidgets import QApplication, QMenu
 
 from traindeck.backend.runs import ema
-from traindeck.gui.widgets.chart_axis import DurationAxisItem, duration_tick
+from traindeck.gui.widgets.chart_axis import DurationAxisItem, duration_tick, log_labels, log_ticks
 from traindeck.gui.widgets.charts import TimeSeriesChart
 
 
@@ -121,3 +123,58 @@ def test_log_axis_labels_decades_and_not_every_minor_tick(chart):
     labels = [s for spacing, values in axis.tickValues(low, high, 200) for s in axis.tickStrings(values, 1.0, spacing)
               if s]
     assert "3" in labels and "4" in labels
+
+
+def _drawn_labels(axis) -> list[tuple[float, str]]:
+    """The y labels the axis draws now, (centre y in px, text), top to bottom: its own drawing specs, computed with
+    a painter in the font it paints with."""
+    image = QImage(10, 10, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    painter.setFont(axis.style["tickFont"] or axis.font())
+    try:
+        _axis, _ticks, texts = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return sorted((rect.center().y(), text) for rect, _flags, text in texts if text)
+
+
+@pytest.mark.parametrize(("values", "height"), [
+    (0.5 + 30 * np.exp(-np.arange(400) / 30), 150),  # a loss from 30 to 0.5 in a metrics grid cell
+    (0.3 + 8 * np.exp(-np.arange(400) / 60), 150),
+    (10 ** np.linspace(-3, 3, 400), 150),  # a gradient norm over six decades
+    (10 ** np.linspace(-6, -4, 400), 150),  # a learning rate's warm-up
+    (0.5 + 30 * np.exp(-np.arange(400) / 30), 240),
+    (3 + 0.1 * np.sin(np.arange(400) / 20), 150),  # a flat loss: under a tenth of a decade
+])
+def test_log_axis_labels_never_overlap_on_a_short_chart(qtbot, values, height):
+    chart = TimeSeriesChart("", x_is_time=False, log_y=True)
+    chart.plot_widget.setMinimumHeight(90)  # as the Runs page's metrics grid makes its cells' charts
+    chart.resize(300, height)
+    qtbot.addWidget(chart)
+    chart.show()
+    qtbot.waitExposed(chart)
+    chart.set_series("m", np.arange(len(values), dtype=float), values)
+    chart.flush()
+    for _ in range(2):  # painted: the axis widens to its labels on a paint, and draws them on the next one
+        chart.grab()
+        QApplication.processEvents()
+    axis = chart.plot_item.getAxis("left")
+    labels = _drawn_labels(axis)
+    text_height = QFontMetricsF(axis.style["tickFont"] or axis.font()).height()
+    gaps = [b[0] - a[0] for a, b in zip(labels, labels[1:], strict=False)]
+    assert len(labels) >= 2, labels  # still says where the values are
+    assert min(gaps) >= text_height, (labels, text_height)
+
+
+def test_log_ticks_keep_labels_apart_at_every_length_and_span():
+    for span in (0.02, 0.3, 0.7, 1.5, 2.2, 4.0, 9.0, 40.0):
+        for pixels in (40, 66, 120, 300, 900):
+            for low in (-7.3, -0.4, 0.1, 2.6):
+                labelled, plain = log_ticks(low, low + span, pixels, 14.0)
+                gaps = np.diff(labelled) * pixels / span
+                assert not len(gaps) or gaps.min() >= 14.0, (span, pixels, low, labelled)
+                assert all(low <= v <= low + span for v in labelled + plain)
+                assert not set(labelled) & set(plain)
+                if pixels >= 66:
+                    assert len(labelled) >= 2 or span > 2, (span, pixels, low, labelled)
+    assert log_labels([math.log10(2.931), math.log10(2.932)]) == ["2.931", "2.932"]

@@ -2,8 +2,9 @@
 
 The metric is chosen among those every compared run logged with step numbers (loss unless chosen). "Compare at equal
 steps" cuts every curve at the last step all the runs reached, so a run stopped at step 216 is not set beside one
-that ended at 100 as if both had finished. The curves are `traindeck.backend.runs.overlay`, read on the thread pool
-from the run store the page names; this panel draws them on a `TimeSeriesChart`."""
+that ended at 100 as if both had finished. "Smoothing" is the Runs page's (TensorBoard's debiased EMA, each smoothed
+curve over its faint raw line), remembered on its own. The curves are `traindeck.backend.runs.overlay`, read on the
+thread pool from the run store the page names; this panel draws them on a `TimeSeriesChart`."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from traindeck.backend.runs import Overlay, RunStore, overlay
 from traindeck.gui.context import AppContext
 from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.run_leftovers import one_line
+from traindeck.gui.widgets.smoothing_slider import SmoothingSlider
 
 
 def _overlay(store_path: Path, ids: list[str], metric: str | None, equal_steps: bool) -> Overlay:
@@ -25,6 +27,7 @@ def _overlay(store_path: Path, ids: list[str], metric: str | None, equal_steps: 
 
 
 FEW_POINTS = 20  # a curve of fewer points has them marked
+SMOOTHING_KEY = "history/overlay/smoothing"
 
 
 class OverlayPanel(QWidget):
@@ -52,13 +55,17 @@ class OverlayPanel(QWidget):
         self.note = QLabel("Compare runs to overlay their curves.")
         self.note.setWordWrap(True)
         self.note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.chart = TimeSeriesChart("loss", x_is_time=False)
+        self.smoothing = SmoothingSlider(ctx.settings, SMOOTHING_KEY)
+        self.chart = TimeSeriesChart("loss", x_is_time=False, smoothing=self.smoothing.weight)
+        self.smoothing.changed.connect(self._smoothing_changed)
         self.chart.mark_points_below = FEW_POINTS  # short runs (a trial's candidates): points, not a speck
 
         bar = QHBoxLayout()
         bar.addWidget(label)
         bar.addWidget(self.metric_box)
         bar.addWidget(self.equal_steps)
+        bar.addSpacing(12)
+        bar.addWidget(self.smoothing)
         bar.addStretch(1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -74,6 +81,9 @@ class OverlayPanel(QWidget):
     def choose_metric(self, metric: str) -> None:
         self._metric = metric
         self._read()
+
+    def _smoothing_changed(self, weight: float) -> None:
+        self.chart.smoothing = weight
 
     def _metric_chosen(self, metric: str) -> None:
         if metric and (self.result is None or metric != self.result.metric):

@@ -13,6 +13,7 @@ That table is `backend.runs.history_table` (Qt-free, groups included); this modu
 from __future__ import annotations
 
 import functools
+import math
 import time
 from typing import Any
 
@@ -78,6 +79,9 @@ SWEEP_TIP = ("The sweep the run was queued by (its runs together when sorted by 
 BEST_MARK = "★ "
 STATE_SEVERITY = {"succeeded": "ok", "failed": "error", "lost": "error", "stopped": "warning", "running": "note"}
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+# A missing figure's sort key: below every number, so runs without one stay together at an end (first ascending,
+# last descending) instead of among the values (a final reward of -3 and -0.5 around a run that logged none).
+NO_FIGURE = -math.inf
 ID_ROLE = Qt.ItemDataRole.UserRole + 2  # a run's id (None on a trial's row)
 GROUP_ROLE = Qt.ItemDataRole.UserRole + 3  # a trial's or sweep's row: its key, "trial:ID" or "sweep:ID" (None on a run)
 COMPARE_ROLE = Qt.ItemDataRole.UserRole + 4  # a group's row: the runs selecting it selects
@@ -370,7 +374,7 @@ def _sort_keys(row: HistoryRow, params: tuple[float | str, ...]) -> tuple[Any, .
     values = (row.name.lower(), run.state, row.sort_time, run.duration_s, run.preset or "",
               run.peak_gpu_mem_bytes, run.peak_host_ram_bytes, run.seconds_per_step, run.throughput,
               f"{row.group_label} {row.group}" if row.group else "", *params, row.final, row.best)
-    return tuple(-1.0 if v is None else v for v in values)
+    return tuple(NO_FIGURE if v is None else v for v in values)
 
 
 def _group_cells(group: TrialGroup | SweepGroup, count: int) -> tuple[str, ...]:
@@ -381,9 +385,9 @@ def _group_cells(group: TrialGroup | SweepGroup, count: int) -> tuple[str, ...]:
 def _group_sort_keys(group: TrialGroup | SweepGroup, child: tuple[Any, ...]) -> tuple[Any, ...]:
     """A group's row sorts by its line, state and newest start; it has no figures of its own (blank: as a run
     without them), and a swept value's key has the type of its column's (its first candidate's)."""
-    blank = tuple("" if isinstance(key, str) else -1.0 for key in child[3:SWEEP_COLUMN + 1])
+    blank = tuple("" if isinstance(key, str) else NO_FIGURE for key in child[3:SWEEP_COLUMN + 1])
     params = child[SWEEP_COLUMN + 1:-2]
-    return (group.label.lower(), group.state, group.sort_time, *blank, *params, -1.0, -1.0)
+    return (group.label.lower(), group.state, group.sort_time, *blank, *params, NO_FIGURE, NO_FIGURE)
 
 
 class RunTable(QWidget):

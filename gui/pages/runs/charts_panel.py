@@ -29,7 +29,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QMenu,
     QPushButton,
-    QSlider,
     QStackedWidget,
     QToolButton,
     QVBoxLayout,
@@ -60,6 +59,7 @@ from traindeck.gui.widgets.chart_axis import format_value
 from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.labels import SteadyLabel
 from traindeck.gui.widgets.labels import label as _label
+from traindeck.gui.widgets.smoothing_slider import SmoothingSlider
 
 # Charts are redrawn for what the screen can show: at most every CHART_MS, and only once the new points reach a
 # new pixel column or leave the drawn value range, or CHART_MAX_MS passed (the legend's latest value). Late in a
@@ -70,7 +70,6 @@ CHART_MS = 5000
 CHART_MAX_MS = 30_000
 MAX_METRICS_SHOWN = 14
 LEGEND_DIGITS = 4  # the legends' figures as "Last metrics" writes them
-DEFAULT_SMOOTHING = 0.6  # TensorBoard's default
 X_CHOICES: tuple[tuple[str, XMode], ...] = (("Step", "step"), ("Wall time", "time"),
                                             ("Time since start", "relative"))
 SETTINGS = "runs/charts/"  # + smoothing, log_y, x_mode, view
@@ -103,7 +102,7 @@ class ChartsPanel(QWidget):
         self.figures: dict[str, LastFigure] = {}  # the read the legends and "Last metrics" show
         self._clock = StepClock()  # when each step was logged: x by wall time or since the start
         self._clock_asked = False
-        self.smoothing = _float(self._settings.value(SETTINGS + "smoothing", DEFAULT_SMOOTHING), DEFAULT_SMOOTHING)
+        self.smoothing = SmoothingSlider.remembered(self._settings, SETTINGS + "smoothing")
         self.log_y = str(self._settings.value(SETTINGS + "log_y", "false")).lower() == "true"
         mode = str(self._settings.value(SETTINGS + "x_mode", "step"))
         self.x_mode: XMode = next((m for _, m in X_CHOICES if m == mode), "step")
@@ -163,14 +162,9 @@ class ChartsPanel(QWidget):
             self._view_buttons.addButton(button)
         self.overview_button.clicked.connect(lambda: self._show_view(False))
         self.grid_button.clicked.connect(lambda: self._show_view(True))
-        self.smoothing_slider = QSlider(Qt.Orientation.Horizontal)
-        self.smoothing_slider.setRange(0, 99)
-        self.smoothing_slider.setValue(round(self.smoothing * 100))
-        self.smoothing_slider.setMaximumWidth(120)
-        self.smoothing_slider.setToolTip("Smoothing as TensorBoard's (a debiased exponential moving average); "
-                                         "the raw line stays faint behind. 0 = off")
-        self.smoothing_label = QLabel(f"{self.smoothing:.2f}")
-        self.smoothing_slider.valueChanged.connect(lambda value: self.set_smoothing(value / 100))
+        self.smoothing_choice = SmoothingSlider(self._settings, SETTINGS + "smoothing")
+        self.smoothing_choice.changed.connect(self._smoothing_changed)
+        self.smoothing_slider = self.smoothing_choice.slider
         self.log_box = QCheckBox("Log y")
         self.log_box.setToolTip("A log scale for y; values <= 0 are left out (each chart says how many)")
         self.log_box.setChecked(self.log_y)
@@ -195,11 +189,7 @@ class ChartsPanel(QWidget):
         bar.addWidget(self.overview_button)
         bar.addWidget(self.grid_button)
         bar.addSpacing(12)
-        smoothing = QLabel("Smoothing")
-        set_muted(smoothing)
-        bar.addWidget(smoothing)
-        bar.addWidget(self.smoothing_slider)
-        bar.addWidget(self.smoothing_label)
+        bar.addWidget(self.smoothing_choice)
         bar.addWidget(self.log_box)
         bar.addWidget(self.x_box)
         bar.addStretch(1)
@@ -264,9 +254,10 @@ class ChartsPanel(QWidget):
     # ------------------------------------------------------------------------------------------------ options
     def set_smoothing(self, weight: float) -> None:
         """TensorBoard's smoothing weight (0..0.99) for every chart; remembered."""
-        self.smoothing = min(0.99, max(0.0, float(weight)))
-        self.smoothing_label.setText(f"{self.smoothing:.2f}")
-        self._settings.setValue(SETTINGS + "smoothing", self.smoothing)
+        self.smoothing_choice.set_weight(weight)
+
+    def _smoothing_changed(self, weight: float) -> None:
+        self.smoothing = weight
         for chart in self._all_charts():
             chart.smoothing = self.smoothing
 
@@ -602,9 +593,3 @@ class ChartsPanel(QWidget):
 
         self._source.call(read_metric_table, run_id, list(names), done=write)
 
-
-def _float(value: object, default: float) -> float:
-    try:
-        return float(value)  # type: ignore[arg-type]  # a str or a float from QSettings
-    except (TypeError, ValueError):
-        return default
