@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "monitor",
         help="print live CPU, RAM, disk, network, GPU samples and every live run's processes",
         description="Print a resource sample every --interval seconds until Ctrl+C (or once with --once): the host, "
-                    "the GPUs, and the processes of every live run (run, rank, PID, CPU %%, RSS, GPU memory), "
+                    "the GPUs, and the processes of every live run (run, rank, PID, CPU %, RSS, GPU memory), "
                     "whoever started it. On a terminal the screen is redrawn in place; piped, one block a sample.",
     )
     p.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between samples (0.1-5, default 1)")
