@@ -125,7 +125,7 @@ def _run(args: argparse.Namespace) -> int:
     environment = _probe(args.python)
     check = (memory_check(args.model_size, request.preset, request.config_file, args.nproc) if args.model_size
              else None)
-    name = args.name or default_name(script, args.entry, args.preset)
+    name = args.name or ""  # the default one is made where the run is recorded, told apart from the store's
     if not args.detach:
         # What following needs is loaded now, not while the job starts: on a small machine that CPU is the job's.
         from traindeck.backend.cli import run_follow  # noqa: F401

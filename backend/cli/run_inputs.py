@@ -160,9 +160,7 @@ def enqueue(args: argparse.Namespace, held: bool = False) -> list[RunRecord]:
                           cwd=os.getcwd(), env=env)
     queue = open_queue()
     try:
-        from traindeck.backend.launch import default_run_name
-
-        records = queue_launches(queue, launch, name=args.name or default_run_name(script, entry, args.preset),
+        records = queue_launches(queue, launch, name=args.name or "",
                                  sweep=getattr(args, "sweep", None) or [], gpus=getattr(args, "gpus", None) or "",
                                  held=held, report=_say_sweep_note)
     except ValueError as exc:

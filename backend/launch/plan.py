@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -14,16 +15,26 @@ Launcher = Literal["accelerate", "deepspeed", "python", "torchrun"]
 Entry = Literal["script", "module", "command"]
 
 
-def default_run_name(target: str, entry: str, preset: str | None = None) -> str:
+def default_run_name(target: str, entry: str, preset: str | None = None, taken: Collection[str] = ()) -> str:
     """A run's name when none is given: the script's stem, the module's last part, the command's file name, then
     `-PRESET` when the run uses a preset (`train_tiny-cpu-demo`), so runs of one script on different set-ups tell
     themselves apart in Runs, History and `runs list`. Preset names are letters, digits, '.', '_' and '-'
-    (presets/model.py), so the name stays one word a shell and `runs show NAME` take as it is."""
+    (presets/model.py), so the name stays one word a shell and `runs show NAME` take as it is.
+
+    `taken`: the names the run store's runs have (`RunStore.run_names`). When the name is among them, `-N` is
+    added, one past the highest N a run of that name has (`train_tiny-cpu-demo-2`, `-3`), as W&B and
+    TensorBoard number the runs of one name: runs of one set-up launched one after another stay told apart, and
+    the newest has the highest number even after an older one was deleted."""
     if entry == "module":
         base = target.rpartition(".")[2]
     else:
         base = Path(target).name if entry == "command" else Path(target).stem
-    return f"{base}-{preset}" if preset else base
+    name = f"{base}-{preset}" if preset else base
+    if name not in taken:
+        return name
+    numbered = re.compile(re.escape(name) + r"-([0-9]+)")
+    used = [int(m.group(1)) for m in map(numbered.fullmatch, taken) if m is not None]
+    return f"{name}-{max(used, default=1) + 1}"
 
 
 def target_words(target: str, entry: str, args: Sequence[str] = ()) -> list[str]:

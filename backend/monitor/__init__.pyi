@@ -16,6 +16,9 @@ from .live import (
     RunChoice as RunChoice,
 )
 from .live import (
+    RunWatch as RunWatch,
+)
+from .live import (
     run_choices as run_choices,
 )
 from .live import (

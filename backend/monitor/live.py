@@ -70,21 +70,31 @@ class LiveSampler(Collector):
 # ------------------------------------------------------------------------------------------- run-store reads
 @dataclass(frozen=True)
 class RunChoice:
-    """A run the Monitor page can watch: running ones live (by launcher PID), finished ones from the store."""
+    """A run the Monitor page can watch: running ones live (by launcher PID), finished ones from the store. A run
+    the store says is running whose supervisor is gone is `lost` (what the next look at the runs records)."""
 
     id: str
     label: str
     state: str
     launcher_pid: int | None
     started_at: float | None
+    name: str = ""
 
     @property
     def live(self) -> bool:
         return self.state == "running" and self.launcher_pid is not None
 
+    @property
+    def short(self) -> str:
+        """The name and the id's random suffix (`train_tiny ·4bd2`), or the id of an unnamed run."""
+        return f"{self.name} ·{self.id[-4:]}" if self.name and self.name != self.id else self.id
 
-def run_choices(limit: int = 30, store_path: Path | str | None = None) -> list[RunChoice]:
-    """Running runs first (newest first), then the most recent finished ones; [] without a run store."""
+
+def run_choices(limit: int = 30, store_path: Path | str | None = None,
+                alive: Callable[[Any], bool] | None = None) -> list[RunChoice]:
+    """Every running run (newest start first, whatever started it and however long ago it was queued), then the
+    `limit` most recent others; [] without a run store. `alive(record)`: whether a running run's supervisor is
+    there (backend.runs.supervisor_alive); a running run without one is listed as `lost`, after the live ones."""
     from traindeck.backend.core.paths import run_store_path
     from traindeck.backend.runs.record.run_store import RunStore
 
@@ -92,18 +102,104 @@ def run_choices(limit: int = 30, store_path: Path | str | None = None) -> list[R
     if not path.exists():
         return []
     with RunStore(path, busy_timeout_s=2.0) as store:
-        runs = store.list_runs(limit=limit)
-    runs.sort(key=lambda r: (r.state != "running", -(r.started_at or r.created_at or 0.0)))
+        running = store.list_runs(state="running")
+        others = [r for r in store.list_runs(limit=limit + len(running)) if r.state != "running"][:limit]
+    states = {r.id: ("lost" if alive is not None and not alive(r) else r.state) for r in running + others}
+    runs = sorted(running + others, key=lambda r: (states[r.id] != "running",
+                                                   -(r.started_at or r.created_at or 0.0)))
     out = []
     for run in runs:
         name = run.name or run.script or run.id
+        state = states[run.id]
         # The name first, then what tells two runs of one script apart: state, start time and the id's suffix
         # (the id's first characters are only its date).
         when = time.strftime("%d %b %H:%M", time.localtime(run.started_at or run.created_at or 0.0))
-        label = (f"{name} · {run.state} · {when} · {run.id[-4:]}" if name != run.id
-                 else f"{run.id} · {run.state}")
-        out.append(RunChoice(run.id, label, run.state, run.launcher_pid, run.started_at))
+        label = (f"{name} · {state} · {when} · {run.id[-4:]}" if name != run.id
+                 else f"{run.id} · {state}")
+        out.append(RunChoice(run.id, label, state, run.launcher_pid, run.started_at, name))
     return out
+
+
+class RunWatch:
+    """Which run the Monitor page watches, without the page (its run picker shows it). `to_follow(choices)` after
+    each listing says the run to switch to, or None to stay:
+
+    - a run launched from this window, once listed, unless it has ended and a run started after it is running;
+    - else the newest running run when it started since the last listing (whatever started it: this window, the
+      CLI, the queue), over a pick;
+    - else, unless the person picked a run, the newest running run while the one watched is not running, and the
+      newest run of all when none runs and none is watched.
+
+    `note(choices)` is what the picker says beside the choice: that the watched run ended and which live run is
+    watched now, or (the person watching a run that is not running) which run is running, offered.
+    """
+
+    def __init__(self) -> None:
+        self.watched: RunChoice | None = None
+        self.pinned = False  # the person picked a run that is not running (or none): it holds until a new run starts
+        self.known_running: set[str] = set()
+        self.launched: str | None = None  # a run launched from this window, to watch once it is listed
+        self.ended: tuple[RunChoice, RunChoice] | None = None  # (the run that ended, the live run watched since)
+
+    def watch(self, choice: RunChoice | None) -> None:
+        self.watched = choice
+
+    def picked(self, choice: RunChoice | None) -> None:
+        """The person's pick: the running run (or nothing while one runs) is following; anything else holds."""
+        self.pinned = not (choice is not None and choice.state == "running")
+        self.launched = None
+        self.ended = None
+
+    def launched_here(self, run_id: str) -> None:
+        self.pinned = False
+        self.launched = run_id
+
+    def to_follow(self, choices: list[RunChoice]) -> str | None:
+        running = [c for c in choices if c.state == "running"]  # newest first
+        by_id = {c.id: c for c in choices}
+        if self.launched is not None and self.launched in by_id:
+            launched, self.launched = by_id[self.launched], None
+            started = launched.started_at or 0.0
+            if launched.state == "running" or not any((c.started_at or 0.0) > started for c in running):
+                return launched.id
+        if not running:
+            if self.watched is None and not self.pinned and choices:
+                return choices[0].id  # nothing runs: the newest run, read back
+            return None
+        newest = running[0]
+        if self.watched is not None and newest.id == self.watched.id:
+            return None
+        if newest.id not in self.known_running:  # it started since the last look
+            self.pinned = False
+            return newest.id
+        watched_live = self.watched is not None and any(c.id == self.watched.id for c in running)
+        if watched_live or self.pinned:
+            return None
+        return newest.id
+
+    def listed(self, choices: list[RunChoice]) -> str | None:
+        """`to_follow`, and what the listing says for the next one (the running runs; a watched run that ended)."""
+        before = self.watched
+        follow = self.to_follow(choices)
+        by_id = {c.id: c for c in choices}
+        if follow is not None and before is not None:
+            now = by_id.get(before.id)
+            ended = before.state == "running" and now is not None and now.state != "running"
+            self.ended = (now, by_id[follow]) if ended and now is not None and by_id[follow].state == "running" \
+                else None
+        self.known_running = {c.id for c in choices if c.state == "running"}
+        return follow
+
+    def note(self, choices: list[RunChoice]) -> tuple[str, RunChoice | None]:
+        """(what to say, the run offered to watch instead or None); ("", None): nothing to say."""
+        watched = next((c for c in choices if self.watched is not None and c.id == self.watched.id), None)
+        if self.ended is not None and watched is not None and watched.id == self.ended[1].id:
+            gone, now = self.ended
+            return f"{gone.short} ended ({gone.state}): watching {now.short}, which is running", None
+        running = [c for c in choices if c.state == "running"]
+        if running and (watched is None or watched.state != "running"):
+            return f"{running[0].short} is running", running[0]
+        return "", None
 
 
 def step_times(run_id: str, store_path: Path | str | None = None) -> list[tuple[float, int]]:

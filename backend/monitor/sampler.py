@@ -1,12 +1,12 @@
-"""`ResourceSampler`: host, GPUs and a run's processes in one `ResourceSample`, GPU memory tied to processes; on
-request the whole machine's processes too."""
+"""`ResourceSampler`: host, GPUs and a run's processes (or every live run's) in one `ResourceSample`, GPU memory
+tied to processes; on request the whole machine's processes too."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from traindeck.backend.monitor.gpu_processes import describe, gpu_memory_by_pid
 from traindeck.backend.monitor.gpu_sampler import GpuSampler
@@ -20,6 +20,7 @@ from traindeck.backend.monitor.snapshots import GpuReadout, MachineSnapshot, Res
 logger = logging.getLogger(__name__)
 
 RootPidGetter = Callable[[], "int | None"]
+RunsGetter = Callable[[], Mapping[str, int]]  # run id -> launcher PID, of every run to follow now
 
 
 class ResourceSampler:
@@ -36,6 +37,7 @@ class ResourceSampler:
         watch_paths: Sequence[str] = (),
         gpu_library: NvmlLibrary | None = None,
         interval_s: float = 1.0,
+        runs: RunsGetter | None = None,
     ) -> None:
         if root_pid is None or isinstance(root_pid, int):
             fixed = root_pid
@@ -46,6 +48,8 @@ class ResourceSampler:
         self.gpus = GpuSampler(gpu_library, pcie_interval_s=interval_s)
         self.machine = MachineProcessSampler()
         self._run: RunProcessSampler | None = None
+        self._runs_getter = runs
+        self._runs: dict[str, RunProcessSampler] = {}
 
     def start(self) -> None:
         # Each part on its own: a GPU that fails must not cost the host's or the run's samples.
@@ -58,6 +62,10 @@ class ResourceSampler:
             self._sample_run()
         except Exception:  # noqa: BLE001
             logger.warning("run sampler did not start", exc_info=True)
+        try:
+            self._sample_runs()
+        except Exception:  # noqa: BLE001
+            logger.warning("live runs sampler did not start", exc_info=True)
 
     def stop(self) -> None:
         self.gpus.stop()
@@ -84,11 +92,15 @@ class ResourceSampler:
         except Exception:  # noqa: BLE001
             logger.warning("run sample failed", exc_info=True)
             run = None
-        if run is not None and readout.gpus:
+        try:
+            runs = self._sample_runs()
+        except Exception:  # noqa: BLE001
+            logger.warning("live runs sample failed", exc_info=True)
+            runs = ()
+        if readout.gpus:
             by_pid = gpu_memory_by_pid(readout.gpus)
-            run = dataclasses.replace(
-                run, processes=tuple(dataclasses.replace(p, gpu_memory_bytes=by_pid.get(p.pid)) for p in run.processes)
-            )
+            run = _with_gpu_memory(run, by_pid) if run is not None else None
+            runs = tuple(_with_gpu_memory(r, by_pid) for r in runs)
         machine_snapshot: MachineSnapshot | None = None
         if machine:
             try:
@@ -98,7 +110,7 @@ class ResourceSampler:
                 logger.warning("machine process snapshot failed", exc_info=True)
         return ResourceSample(t=t, host=host, gpus=readout.gpus, gpu_error=readout.error, run=run,
                               run_gpus=run_gpus(readout.gpus, run), gpu_versions=dict(readout.versions),
-                              machine=machine_snapshot)
+                              machine=machine_snapshot, runs=runs)
 
     def _sample_run(self) -> RunSnapshot | None:
         root = self._root_pid()
@@ -108,3 +120,22 @@ class ResourceSampler:
         if self._run is None or self._run.root_pid != root:
             self._run = RunProcessSampler(root)
         return self._run.sample()
+
+    def _sample_runs(self) -> tuple[RunSnapshot, ...]:
+        if self._runs_getter is None:
+            return ()
+        wanted = dict(self._runs_getter())
+        for run_id in set(self._runs) - set(wanted):
+            del self._runs[run_id]
+        out = []
+        for run_id, root in sorted(wanted.items()):
+            sampler = self._runs.get(run_id)
+            if sampler is None or sampler.root_pid != root:
+                sampler = self._runs[run_id] = RunProcessSampler(root)
+            out.append(dataclasses.replace(sampler.sample(), run_id=run_id))
+        return tuple(out)
+
+
+def _with_gpu_memory(run: RunSnapshot, by_pid: Mapping[int, int]) -> RunSnapshot:
+    return dataclasses.replace(
+        run, processes=tuple(dataclasses.replace(p, gpu_memory_bytes=by_pid.get(p.pid)) for p in run.processes))

@@ -202,6 +202,7 @@ class RunSnapshot:
     t: float
     root_pid: int
     processes: tuple[RunProcess, ...]
+    run_id: str | None = None  # the run the tree belongs to, where the sampler was told (ResourceSampler's runs)
 
     @property
     def ranks(self) -> tuple[RunProcess, ...]:
@@ -286,6 +287,7 @@ class ResourceSample:
     run_gpus: tuple[str, ...] | None = None  # UUIDs of the GPUs the run uses; None: cannot tell (all count)
     gpu_versions: dict[str, str | None] = dataclasses.field(default_factory=dict)
     machine: MachineSnapshot | None = None  # the whole machine's processes, in the samples a viewer asked them for
+    runs: tuple[RunSnapshot, ...] = ()  # every live run's processes, when the sampler was given its runs (run_id set)
 
     def to_json_dict(self) -> dict[str, Any]:
         """The `traindeck monitor --json` shape: host, gpus (possibly empty), gpu_error, and processes with a run."""
@@ -300,6 +302,9 @@ class ResourceSample:
         if self.run is not None:
             out["root_pid"] = self.run.root_pid
             out["processes"] = [dataclasses.asdict(p) for p in self.run.processes]
+        if self.runs:
+            out["runs"] = [{"run_id": r.run_id, "root_pid": r.root_pid,
+                            "processes": [dataclasses.asdict(p) for p in r.processes]} for r in self.runs]
         if self.machine is not None:
             out["machine_processes"] = [dataclasses.asdict(p) for p in self.machine.processes]
         return out

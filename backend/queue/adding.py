@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from traindeck.backend.core.masking import masked_env
+from traindeck.backend.launch.plan import default_run_name
 from traindeck.backend.presets import Preset
 from traindeck.backend.queue.entries import QueuedLaunch, QueueStore
 from traindeck.backend.queue.gpus import parse_gpus
@@ -93,7 +94,8 @@ def queue_launches(queue: QueueStore, launch: QueuedLaunch, *, name: str, sweep:
                    gpus: str = "", held: bool = False, report: Callable[[str], None] | None = None
                    ) -> list[RunRecord]:
     """Queue `launch` (its script_args, preset values set per sweep point) as one run per point, named
-    `name-NAME=V-...`, and make sure the keeper runs. Raises ValueError (nothing queued) for bad input. `report`
+    `name-NAME=V-...` (`name` "": the default name, numbered when a run of the store has it already), and make sure
+    the keeper runs. Raises ValueError (nothing queued) for bad input. `report`
     is told the sweep's notes (where its values go), once. A sweep's runs carry one sweep id and their values,
     which each run keeps in its folder when it starts (History groups and compares them by these)."""
     if gpus:
@@ -104,6 +106,8 @@ def queue_launches(queue: QueueStore, launch: QueuedLaunch, *, name: str, sweep:
     if report is not None:
         for note in plan.notes:
             report(note)
+    if not name:
+        name = default_run_name(launch.script, launch.entry, launch.preset, queue.runs.run_names())
     sweep_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}" if sweep else ""
     records = []
     for point in plan.points:

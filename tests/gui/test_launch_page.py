@@ -841,3 +841,37 @@ def test_python_as_a_command_previews_the_training_interpreter_and_deepspeeds_lo
     assert any("puts --local_rank=N before the command's own arguments" in text
                and 'Python itself refuses it ("unknown option --local_rank=0")' in text for text in shown), shown
     assert page.command_box.plan_messages.isVisibleTo(page)
+
+
+@pytest.mark.launch
+def test_runs_of_one_preset_launched_from_the_page_one_after_another_are_numbered(qtbot, make_page):
+    """The empty name field gives each run the default name, numbered when the store has it already (`-2`), for a
+    run queued from the page and one launched from it alike; a typed name is taken as it is."""
+    from support.runhelp import SCRIPTS, get, wait_finished
+
+    from traindeck.backend.queue.entries import QueueStore
+
+    with QueueStore() as queue:
+        queue.update_settings(paused=True)
+    page = make_page(preset="cpu-demo")
+    page.script_box.script.setText(str(SCRIPTS / "queue_job.py"))
+    page.script_box.args.setText("--steps 1 --step-time 0")
+    assert _wait_plan(qtbot, page).ok
+    assert page.script_box.name.placeholderText() == "queue_job-cpu-demo"
+    launched = []
+    for _ in range(2):
+        with qtbot.waitSignal(page.ctx.run_started, timeout=60000) as started:
+            page.launch()
+        launched.append(started.args[0])
+        wait_finished(launched[-1], 120)
+        qtbot.waitUntil(lambda: page.launch_bar.launch_button.isEnabled(), timeout=15000)
+    assert [get(r).name for r in launched] == ["queue_job-cpu-demo", "queue_job-cpu-demo-2"]
+    page.launch(queue=True)
+    qtbot.waitUntil(lambda: "Queued 1 run: queue_job-cpu-demo-3" in page.launch_bar.result.text(), timeout=60000)
+    page.script_box.name.setText("mine")
+    page.launch(queue=True)
+    qtbot.waitUntil(lambda: "Queued 1 run: mine" in page.launch_bar.result.text(), timeout=60000)
+    with QueueStore() as queue:
+        assert [e.name for e in queue.waiting()] == ["queue_job-cpu-demo-3", "mine"]
+        for entry in queue.waiting():
+            queue.remove(entry.run_id)

@@ -288,25 +288,26 @@ def _choice(run_id: str, state: str, started: float) -> RunChoice:
 
 def test_watch_run_follows_the_running_run_unless_the_person_picked_one(page):
     """Issue 12: "Watch run" stayed on None (or on a finished run) while a run was running."""
+    model = page.picker.model
     done = _choice("done-1", "succeeded", 100.0)
     first = _choice("run-1", "running", 200.0)
     # Nothing watched, one run running: watch it.
     assert page.picker.run_to_follow([first, done]) == "run-1"
-    page.picker._run = first
+    model.watched = first
     assert page.picker.run_to_follow([first, done]) is None  # already watching it
-    page.picker._known_running = {"run-1"}
+    model.known_running = {"run-1"}
     # It finished and another started: follow the new one.
-    page.picker._run = _choice("run-1", "succeeded", 200.0)
+    model.watched = _choice("run-1", "succeeded", 200.0)
     second = _choice("run-2", "running", 300.0)
-    assert page.picker.run_to_follow([second, page.picker._run, done]) == "run-2"
+    assert page.picker.run_to_follow([second, model.watched, done]) == "run-2"
     # The person picked a finished run while run-2 runs: that holds...
-    page.picker._run, page.picker._pinned, page.picker._known_running = done, True, {"run-2"}
+    model.watched, model.pinned, model.known_running = done, True, {"run-2"}
     assert page.picker.run_to_follow([second, done]) is None
     # ...until a new run starts.
     third = _choice("run-3", "running", 400.0)
     assert page.picker.run_to_follow([third, second, done]) == "run-3"
     # A run launched from this window is watched as soon as it is listed, even over a pick.
-    page.picker._pinned, page.picker._known_running = True, {"run-3", "run-2"}
+    model.pinned, model.known_running = True, {"run-3", "run-2"}
     page.picker.run_started("run-2")
     assert page.picker.run_to_follow([third, second, done]) == "run-2"
 
@@ -435,3 +436,111 @@ def test_recorded_totals_fill_what_live_samples_do_not_cover():
     jx, jy = with_recording(np.array([0.0, 1.0]), np.array([5.0, 6.0]), x, y)
     assert np.isnan(jy[list(jx).index(8.0)])
     assert list(with_recording(t, values, np.empty(0), np.empty(0))[0]) == list(t)
+
+
+def _record(run_id: str, name: str, started: float, *, state: str = "running", supervisor: tuple[int, float] | None
+            = None, launcher: int | None = None):  # type: ignore[no-untyped-def]
+    """A run record as a supervisor writes it: `supervisor` (pid, start time) alive or not; none: this process."""
+    from traindeck.backend.runs.record.run_store import RunRecord
+
+    me = psutil.Process()
+    pid, since = supervisor or (me.pid, me.create_time())
+    return RunRecord(id=run_id, run_dir=f"/nonexistent/{run_id}", created_at=started, started_at=started, name=name,
+                     state=state, supervisor_pid=pid, supervisor_started=since, launcher_pid=launcher,
+                     exit_code=None if state == "running" else 0)
+
+
+def _ended_process() -> tuple[int, float]:
+    """The pid and start time of a real process that has ended (a supervisor that died without a word)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    started = psutil.Process(proc.pid).create_time()
+    proc.stdin.close()
+    proc.wait(10)
+    return proc.pid, started
+
+
+def test_watch_run_opens_on_the_newest_live_run_not_a_newer_one_whose_supervisor_is_gone(page, qtbot):
+    """A run left "running" by a supervisor that died (a stopped machine, a kill -9) is newer than the run started
+    from the CLI that is running now: the page watches the live one, and lists the other as lost."""
+    from traindeck.backend.runs.record.run_store import RunStore
+
+    now = time.time()
+    with run_tree(ranks=1, mib=1) as tree:
+        with RunStore() as store:
+            store.add_run(_record("20260101-100000-aaaa", "cli-run", now - 60, launcher=tree["launcher"]))
+            store.add_run(_record("20260101-110000-bbbb", "dead-run", now - 5, supervisor=_ended_process(),
+                                  launcher=tree["launcher"]))
+        _start(page, qtbot)
+        qtbot.waitUntil(lambda: page.picker.watched is not None, timeout=WAIT_MS)
+        assert page.picker.watched.id == "20260101-100000-aaaa" and page.picker.watched.live
+        assert page.bridge.root_pid == tree["launcher"]
+        lost = next(page.picker.combo.itemData(i) for i in range(1, page.picker.combo.count())
+                    if page.picker.combo.itemData(i).id == "20260101-110000-bbbb")
+        assert lost.state == "lost" and not lost.live and "lost" in lost.label
+
+
+def test_a_run_launched_here_that_ended_gives_way_to_a_newer_live_run_from_the_cli(page, qtbot):
+    """The Launch page started a run that was stopped, then a run was started from the CLI: the Monitor, shown
+    afterwards, watches the live CLI run, not the stopped one it was told about."""
+    from traindeck.backend.runs.record.run_store import RunStore
+
+    now = time.time()
+    with run_tree(ranks=1, mib=1) as tree:
+        with RunStore() as store:
+            store.add_run(_record("20260101-100000-aaaa", "from-here", now - 60, state="stopped"))
+            store.add_run(_record("20260101-110000-bbbb", "from-cli", now - 5, launcher=tree["launcher"]))
+        page.ctx.run_started.emit("20260101-100000-aaaa")  # as the Launch page says it, before the page is shown
+        _start(page, qtbot)
+        qtbot.waitUntil(lambda: page.picker.watched is not None and page.picker.combo.count() == 3, timeout=WAIT_MS)
+        page.picker.refresh()
+        qtbot.waitUntil(lambda: page.ctx.tasks.waiting == 0, timeout=WAIT_MS)
+        assert page.picker.watched.id == "20260101-110000-bbbb" and page.bridge.root_pid == tree["launcher"]
+
+
+def test_without_a_live_run_the_newest_run_is_watched(page, qtbot):
+    from traindeck.backend.runs.record.run_store import RunStore
+
+    now = time.time()
+    with RunStore() as store:
+        store.add_run(_record("20260101-100000-aaaa", "older", now - 60, state="succeeded"))
+        store.add_run(_record("20260101-110000-bbbb", "newer", now - 5, state="stopped"))
+    _start(page, qtbot)
+    qtbot.waitUntil(lambda: page.picker.watched is not None, timeout=WAIT_MS)
+    assert page.picker.watched.id == "20260101-110000-bbbb" and not page.picker.watched.live
+
+
+def test_when_the_watched_run_ends_the_live_one_is_watched_and_said_and_a_pick_is_offered_it(page, qtbot):
+    from traindeck.backend.runs.record.run_store import RunStore
+
+    now = time.time()
+    with run_tree(ranks=1, mib=1) as first, run_tree(ranks=1, mib=1) as second:
+        with RunStore() as store:
+            store.add_run(_record("20260101-100000-aaaa", "other", now - 60, launcher=second["launcher"]))
+            store.add_run(_record("20260101-110000-bbbb", "watched", now - 5, launcher=first["launcher"]))
+        _start(page, qtbot)
+        qtbot.waitUntil(lambda: page.picker.watched is not None, timeout=WAIT_MS)
+        assert page.picker.watched.id == "20260101-110000-bbbb" and page.picker.note.isHidden()
+        with RunStore() as store:
+            store.finish_run("20260101-110000-bbbb", "stopped")
+        page.picker.refresh()
+        qtbot.waitUntil(lambda: page.picker.watched.id == "20260101-100000-aaaa", timeout=WAIT_MS)
+        assert page.bridge.root_pid == second["launcher"]
+        assert not page.picker.note.isHidden()
+        assert "watched ·bbbb ended (stopped)" in page.picker.note.text() and "other ·aaaa" in page.picker.note.text()
+        assert page.picker.watch_live.isHidden()  # already watching it: nothing to offer
+
+        # The person goes back to the ended run: it holds, and the live run is offered.
+        index = next(i for i in range(1, page.picker.combo.count())
+                     if page.picker.combo.itemData(i).id == "20260101-110000-bbbb")
+        page.picker.combo.setCurrentIndex(index)
+        page.picker.combo.activated.emit(index)
+        page.picker.refresh()
+        qtbot.waitUntil(lambda: page.ctx.tasks.waiting == 0, timeout=WAIT_MS)
+        assert page.picker.watched.id == "20260101-110000-bbbb"
+        assert "other ·aaaa is running" in page.picker.note.text() and not page.picker.watch_live.isHidden()
+        page.picker.watch_live.click()
+        assert page.picker.watched.id == "20260101-100000-aaaa" and page.bridge.root_pid == second["launcher"]
+        assert page.picker.note.isHidden()

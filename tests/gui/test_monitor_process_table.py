@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 pytest.importorskip("PySide6")
@@ -40,9 +41,11 @@ def page(qtbot, traindeck_home: Path):
 def _record(run_id: str, pid: int, home: Path, started: float, name: str = "train_tiny") -> None:
     from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
+    me = psutil.Process()  # its supervisor: this test process, alive (a run without one is lost)
     with RunStore() as store:  # as `traindeck run` and the queue's worker record a run they start
         store.add_run(RunRecord(id=run_id, run_dir=str(home), created_at=started, name=name, state="running",
-                                started_at=started, launcher_pid=pid))
+                                started_at=started, launcher_pid=pid, supervisor_pid=me.pid,
+                                supervisor_started=me.create_time()))
 
 
 def _marked_child(run_id: str) -> subprocess.Popen:

@@ -52,6 +52,7 @@ def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | Non
                wrap: Callable[[LaunchPlan], LaunchPlan] | None = None) -> LaunchOutcome:
     """Build the plan for a new run directory and start the run (returns at once; the run outlives the caller).
 
+    `name` "": the default name (`default_run_name`), numbered when a run of the store has it already.
     `environment`: the training interpreter's probe (None: probed here, from the cache when fresh). A plan with
     errors is not started and its run directory is removed. `memory_check`: the pre-launch estimate, kept in the
     run directory so the run's peaks can be set beside it afterwards. `resume_arg`: how the script resumes from a
@@ -78,8 +79,9 @@ def launch_run(request: LaunchRequest, *, name: str = "", preset_name: str | Non
         own_store = store is None
         store = store or RunStore()
         try:
-            default = default_run_name(request.script, request.entry, request.preset.name if request.preset else None)
-            record = start_run(plan, run_dir, name=name or default,
+            name = name or default_run_name(request.script, request.entry,
+                                            request.preset.name if request.preset else None, store.run_names())
+            record = start_run(plan, run_dir, name=name,
                                preset=preset_name, script=request.script, store=store)
             recorded = True
             after_start(run_dir.path, request, plan, store, preset_name=preset_name, resume_arg=resume_arg,

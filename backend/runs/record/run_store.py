@@ -310,6 +310,12 @@ class RunStore:
             rows = self._db.execute(query, params).fetchall()
         return [_from_row(r) for r in rows]
 
+    def run_names(self) -> set[str]:
+        """Every name the runs have (queued ones included), for a new run's default name to be told apart."""
+        with self._lock:
+            rows = self._db.execute("SELECT DISTINCT name FROM runs WHERE name != ''").fetchall()
+        return {str(r["name"]) for r in rows}
+
     def resolve_id(self, text: str) -> str | None:
         """A run id from its full id, a unique prefix, a unique suffix (the random part) or a unique name."""
         with self._lock:

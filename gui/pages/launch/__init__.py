@@ -248,7 +248,10 @@ class LaunchPage(Page):
         return (draft.saved_as or draft.preset.name) if draft.preset is not None else None
 
     def _order(self) -> LaunchOrder:
-        return LaunchOrder(request=self.request(), name=self.run_name(), trial_name=self.script_box.run_name(),
+        # An empty name field: the run gets the default name where it is recorded, numbered there when a run of
+        # the store has it already (the field shows it unnumbered).
+        return LaunchOrder(request=self.request(), name=self.script_box.name.text().strip(),
+                           trial_name=self.script_box.run_name(),
                            environment=self._environment(),
                            gpus_text=self.gpu_picker.gpus_text(), gpu_library=self.gpu_picker.gpu_library_factory)
 

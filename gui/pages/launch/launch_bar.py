@@ -45,7 +45,7 @@ class LaunchOrder:
     """What a launch starts from, read from the page's fields on the UI thread as it starts."""
 
     request: LaunchRequest
-    name: str  # the run's name
+    name: str  # the run's name as typed; "": the default name, made unique among the store's runs
     trial_name: str  # a trial's name: its candidates add their own set-up, so the preset's name is left out
     environment: TrainingEnvironment | None  # the interpreter's packages, as last probed
     gpus_text: str  # "0,2", "any:2" or "" (the launcher's default)

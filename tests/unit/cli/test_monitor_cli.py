@@ -98,3 +98,63 @@ def test_bad_interval_is_one_clear_line(capsys):
     assert cli_main(["monitor", "--once", "--interval", "0.01"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("traindeck: sampling interval must be between 0.1 and 5") and "Traceback" not in err
+
+
+def _running(store: RunStore, run_id: str, name: str, launcher: int) -> None:
+    """A running run whose "supervisor" is this test process (alive) and whose launcher is `launcher`."""
+    me = psutil.Process()
+    store.add_run(RunRecord(id=run_id, run_dir=f"/nonexistent/{run_id}", created_at=time.time(), name=name,
+                            supervisor_pid=me.pid, supervisor_started=me.create_time(), launcher_pid=launcher))
+
+
+def test_without_run_every_live_run_is_listed_with_its_ranks_and_an_ended_one_is_not(traindeck_home):
+    with run_tree(ranks=2, mib=20) as first, run_tree(ranks=1, mib=20) as second, RunStore() as store:
+        _running(store, "20260101-120000-ab12", "train-zero2", first["launcher"])
+        _running(store, "20260101-130000-cd34", "train-zero2-2", second["launcher"])
+        store.add_run(RunRecord(id="20260101-110000-ef56", run_dir="/nonexistent/c", created_at=time.time(),
+                                name="old", state="succeeded", exit_code=0))
+        result = _traindeck("monitor", "--once", "--json")
+        human = _traindeck("monitor", "--once")
+    assert result.returncode == 0, result.stderr
+    runs = {r["run_id"]: r for r in json.loads(result.stdout)["runs"]}
+    assert set(runs) == {"20260101-120000-ab12", "20260101-130000-cd34"}  # the ended run is not live
+    assert runs["20260101-120000-ab12"]["name"] == "train-zero2"
+    by_pid = {p["pid"]: p for p in runs["20260101-120000-ab12"]["processes"]}
+    assert by_pid[first["launcher"]]["role"] == "launcher"
+    assert [by_pid[pid]["rank"] for pid in first["ranks"]] == [0, 1]
+    assert all(by_pid[pid]["rss_bytes"] >= 20 * 1024 * 1024 for pid in first["ranks"])
+    assert [p["rank"] for p in runs["20260101-130000-cd34"]["processes"] if p["role"] == "rank"] == [0]
+
+    assert human.returncode == 0, human.stderr
+    out = human.stdout
+    assert "(2 live runs)" in out and "RANK" in out and "GPU MEM" in out
+    rows = [line.split() for line in out.splitlines() if "·ab12" in line or "·cd34" in line]
+    assert [(r[0], r[2], int(r[3])) for r in rows if r[1] == "·ab12"] == [
+        ("train-zero2", "launcher", first["launcher"]), ("train-zero2", "0", first["ranks"][0]),
+        ("train-zero2", "1", first["ranks"][1])]
+    assert [(r[0], r[2], int(r[3])) for r in rows if r[1] == "·cd34"] == [
+        ("train-zero2-2", "launcher", second["launcher"]), ("train-zero2-2", "0", second["ranks"][0])]
+    assert "old" not in out
+
+
+def test_piped_snapshots_say_the_gpus_once_and_the_runs_in_each(traindeck_home):
+    with run_tree(ranks=1, mib=1) as tree, RunStore() as store:
+        _running(store, "20260101-120000-ab12", "train", tree["launcher"])
+        proc = subprocess.Popen([sys.executable, "-m", "traindeck", "monitor", "--interval", "0.2"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            blocks: list[list[str]] = []
+            while len(blocks) < 4:
+                line = proc.stdout.readline()
+                assert line, proc.stderr.read()
+                if not line.startswith(" "):  # a sample's first line: its time, CPU and RAM
+                    blocks.append([])
+                blocks[-1].append(line)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    text = "".join(line for block in blocks[:3] for line in block)  # the fourth may be cut
+    assert text.count("GPUs: none") + text.count("GPU0 ") in (1, 3)  # no GPU: said once; GPUs: each sample
+    for block in blocks[:3]:
+        assert "swap" in block[0]
+        assert sum("train ·ab12" in line for line in block) == 2  # its launcher and its rank, every sample

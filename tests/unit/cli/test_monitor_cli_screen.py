@@ -15,6 +15,8 @@ import sys
 import termios
 import time
 
+import psutil
+
 from traindeck.backend.cli.monitor_cmd import (
     ALT_SCREEN_OFF,
     ALT_SCREEN_ON,
@@ -87,3 +89,41 @@ def test_piped_it_prints_one_plain_block_per_sample():
     text = out.decode()
     assert "\x1b" not in text
     assert len(re.findall(r"^\d\d:\d\d:\d\d  CPU", text, flags=re.M)) >= 3
+
+
+def test_on_a_terminal_the_live_runs_processes_are_redrawn_in_each_frame_within_the_screen(traindeck_home):
+    from fixtures.monitor_run_tree import run_tree
+
+    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+
+    me = psutil.Process()
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    with run_tree(ranks=2, mib=1) as tree, RunStore() as store:
+        store.add_run(RunRecord(id="20260101-120000-ab12", run_dir="/nonexistent/a", created_at=time.time(),
+                                name="train_tiny-zero2", supervisor_pid=me.pid, supervisor_started=me.create_time(),
+                                launcher_pid=tree["launcher"]))
+        proc = subprocess.Popen([sys.executable, "-m", "traindeck", "monitor", "--interval", "0.5"],
+                                stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=env, close_fds=True)
+        os.close(slave)
+        try:
+            output = _read(master, 4.0)
+            proc.send_signal(signal.SIGINT)
+            output += _read(master, 3.0)
+            assert proc.wait(10) == 0, proc.stderr.read() if proc.stderr else ""
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            os.close(master)
+    frames = output.decode("utf-8", "replace").split(HOME)[1:]
+    assert len(frames) >= 3
+    for frame in frames[1:-1]:
+        lines = [line.rstrip("\r").removesuffix(CLEAR_LINE_END)
+                 for line in frame.removesuffix(CLEAR_BELOW).split("\n")]
+        assert len(lines) <= ROWS and all(len(line) <= COLUMNS for line in lines)
+        assert sum("GPUs: none" in line or " GPU0 " in line for line in lines) <= 1 or "GPU1" in frame
+        rows = [line.split()[:4] for line in lines if "train_tiny-zero2 ·ab12" in line]
+        assert rows == [["train_tiny-zero2", "·ab12", "launcher", str(tree["launcher"])],
+                        ["train_tiny-zero2", "·ab12", "0", str(tree["ranks"][0])],
+                        ["train_tiny-zero2", "·ab12", "1", str(tree["ranks"][1])]]

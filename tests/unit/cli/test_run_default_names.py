@@ -1,6 +1,7 @@
 """A run's default name: the script's stem, then the preset's name when a preset is used, for `traindeck run` and
-`traindeck queue add` alike, so runs of one script on different set-ups differ in `runs list` and History; a given
---name wins (real CLI processes, the real store and queue)."""
+`traindeck queue add` alike, so runs of one script on different set-ups differ in `runs list` and History; a name
+the store's runs have already is numbered (`-2`, `-3`), so runs of one set-up launched one after another differ
+too; a given --name wins (real CLI processes, the real store and queue)."""
 
 from __future__ import annotations
 
@@ -54,3 +55,30 @@ def test_a_queued_run_is_named_after_its_preset_too(tmp_path: Path) -> None:
     assert traindeck("queue", "add", "--hold", "--name", long, str(BEHAVE), cwd=tmp_path).returncode == 0
     listed = traindeck("queue", "list", cwd=tmp_path)
     assert listed.returncode == 0 and long in listed.stdout, listed.stdout
+
+
+@pytest.mark.launch
+def test_runs_of_one_preset_launched_one_after_another_are_numbered(tmp_path: Path) -> None:
+    runs = []
+    for options in (("--preset", "cpu-demo"), ("--preset", "cpu-demo"), ("--preset", "cpu-demo"), (),
+                    ("--preset", "cpu-demo", "--name", "mine"), ("--preset", "cpu-demo", "--name", "mine")):
+        runs.append(started(tmp_path, *options))
+        wait_finished(runs[-1], 60)  # one after another, as a person does
+    assert [get(r).name for r in runs] == ["behave-cpu-demo", "behave-cpu-demo-2", "behave-cpu-demo-3", "behave",
+                                           "mine", "mine"]  # a name given is the person's to repeat
+    # The queue numbers after the runs it shares the store with, and after its own waiting runs.
+    for _ in range(2):
+        added = traindeck("queue", "add", "--hold", "--preset", "cpu-demo", str(BEHAVE), cwd=tmp_path)
+        assert added.returncode == 0, added.stderr
+    with QueueStore() as queue:
+        assert [e.name for e in queue.waiting()] == ["behave-cpu-demo-4", "behave-cpu-demo-5"]
+    shown = traindeck("runs", "show", "behave-cpu-demo-2", cwd=tmp_path)  # the numbered name finds its run
+    assert shown.returncode == 0 and runs[1] in shown.stdout, shown.stderr
+
+
+def test_queued_runs_of_one_preset_are_numbered(tmp_path: Path) -> None:
+    for _ in range(3):
+        added = traindeck("queue", "add", "--hold", "--preset", "zero2", str(BEHAVE), cwd=tmp_path)
+        assert added.returncode == 0, added.stderr
+    with QueueStore() as queue:
+        assert [e.name for e in queue.waiting()] == ["behave-zero2", "behave-zero2-2", "behave-zero2-3"]

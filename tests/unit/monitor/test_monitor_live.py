@@ -69,6 +69,21 @@ def test_run_choices_list_running_runs_first_and_nothing_without_a_store(trainde
     assert "running" in choices[0].label and "c" in choices[0].label
 
 
+def test_run_choices_list_a_live_run_queued_long_ago_behind_many_newer_runs(traindeck_home):
+    """A run the queue started, queued before thirty others that still wait: it is running, so it is listed (and
+    first), however many runs were made after it."""
+    now = time.time()
+    with RunStore() as store:
+        store.add_run(RunRecord(id="20260101-080000-live", run_dir="/nonexistent/live", created_at=now - 3600,
+                                started_at=now - 10, name="queued-first", launcher_pid=4242))
+        for i in range(40):
+            store.add_run(RunRecord(id=f"20260101-09{i:04d}-q{i:03d}", run_dir=f"/nonexistent/{i}",
+                                    created_at=now - 3000 + i, name=f"waiting-{i}", state="queued"))
+    choices = run_choices(limit=30)
+    assert choices[0].id == "20260101-080000-live" and choices[0].live and choices[0].short == "queued-first ·live"
+    assert len(choices) == 31
+
+
 def test_step_times_take_the_series_with_most_steps_once_per_step(traindeck_home):
     with RunStore() as store:
         store.add_run(RunRecord(id="r1", run_dir=str(traindeck_home), created_at=time.time()))

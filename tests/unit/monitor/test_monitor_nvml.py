@@ -171,3 +171,31 @@ def test_rank_processes_get_their_gpu_memory_by_pid():
     assert by_pid[rank0].gpu_memory_bytes == (22430 + 17246) * MIB
     assert by_pid[rank1].gpu_memory_bytes is None
     assert sample.run.ranks_gpu_memory_bytes == (22430 + 17246) * MIB
+
+
+def test_every_live_runs_processes_get_their_gpu_memory_and_runs_come_and_go():
+    from traindeck.backend.cli.monitor_cmd import format_runs
+
+    with run_tree(ranks=2, mib=1) as first, run_tree(ranks=1, mib=1) as second:
+        runs = {"20260101-120000-ab12": first["launcher"], "20260101-130000-cd34": second["launcher"]}
+        fake = FakePynvml(recording("dual_rtx_a5000"), pid_map={100477: second["ranks"][0]}, pcie_delay_s=0)
+        with ResourceSampler(None, runs=lambda: dict(runs),
+                             gpu_library=NvmlLibrary(fake, host_pid_namespace=True)) as sampler:
+            both = sampler.sample()
+            del runs["20260101-120000-ab12"]  # it ended
+            one = sampler.sample()
+    assert both.run is None and [r.run_id for r in both.runs] == ["20260101-120000-ab12", "20260101-130000-cd34"]
+    assert [r.root_pid for r in both.runs] == [first["launcher"], second["launcher"]]
+    assert [p.rank for p in both.runs[0].ranks] == [0, 1]
+    held = {p.pid: p.gpu_memory_bytes for r in both.runs for p in r.processes}
+    assert held[second["ranks"][0]] == (22430 + 17246) * MIB
+    assert held[first["ranks"][0]] is None and held[first["ranks"][1]] is None
+    assert [r.run_id for r in one.runs] == ["20260101-130000-cd34"]
+
+    class Names:
+        names = {"20260101-130000-cd34": "train"}
+        starting: list[str] = []
+
+    table = format_runs(one, Names())  # type: ignore[arg-type]
+    (rank_row,) = [line for line in table.splitlines() if f" {second['ranks'][0]} " in line]
+    assert rank_row.split()[:3] == ["train", "·cd34", "0"] and "38.7 GiB" in rank_row
