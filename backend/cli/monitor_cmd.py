@@ -216,6 +216,10 @@ def _launcher_pid(text: str) -> int:
 # --- the human table ---
 
 
+def _size(value: float | None) -> str:
+    return "-" if value is None else format_size(value)
+
+
 def _rate(value: float | None) -> str:
     return "-" if value is None else format_size(value) + "/s"
 
@@ -296,7 +300,7 @@ def format_runs(sample: Any, live: LiveRuns, rows: int | None = None) -> str:
         for p in sorted(run.processes, key=lambda p: (order.get(p.role, 3), -1 if p.rank is None else p.rank, p.pid)):
             rank = p.role if p.rank is None else str(p.rank)
             lines.append(f"  {label:24} {rank:>8} {p.pid:>7} {_num(p.cpu_percent, '6.1f'):>6} "
-                         f"{_bytes(p.rss_bytes):>10} {_bytes(p.gpu_memory_bytes):>10}  {p.cmdline[:70]}")
+                         f"{_size(p.rss_bytes):>10} {_size(p.gpu_memory_bytes):>10}  {p.cmdline[:70]}")
     for run_id in live.starting:
         lines.append(f"  {_run_label(run_id, live.names.get(run_id, '')):24} {'':>8} {'-':>7}  (starting)")
     if rows is not None and len(lines) > rows:
