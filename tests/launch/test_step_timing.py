@@ -63,8 +63,22 @@ def _config(tmp_path: Path, zero: dict[str, Any], batch: int = 8, **extra: Any) 
 
 
 # DeepSpeed's own timers, the referee: with "wall_clock_breakdown" the engine prints rank 0's forward, backward
-# and step times and ZeRO its optimizer's (CPU Adam, the all-gather of the updated parameters) once a step.
-REFEREE = {"wall_clock_breakdown": True}
+# and step times and ZeRO its optimizer's (CPU Adam, the all-gather of the updated parameters) once a step; the
+# comms logger times every collective of deepspeed.comm on every rank.
+REFEREE = {"wall_clock_breakdown": True, "comms_logger": {"enabled": True, "verbose": False, "prof_all": True}}
+
+
+def _ds_collectives_ms(path: Path) -> float:
+    """The comms logger's time in collectives from the end of step 1 to the end of the run (the fixture's
+    --comms-report). The logger keeps each op's latency as a running total since start-up (its timer is never
+    reset), so an op's time over those steps is its last total less its total after step 1."""
+    data = json.loads(path.read_text())
+
+    def totals(records: dict[str, dict[str, list[float]]]) -> dict[str, float]:
+        return {op: max(max(values) for values in sizes.values()) for op, sizes in records.items()}
+
+    before, after = totals(data["after_step_1"]), totals(data["end"])
+    return sum(total - before.get(op, 0.0) for op, total in after.items())
 
 
 def _ds_timer_lines(run: RunRecord, marker: str) -> list[dict[str, float]]:
@@ -139,10 +153,11 @@ def _show(run: RunRecord) -> None:
 
 
 def test_zero2_cpu_offload_times_both_ranks_and_names_the_bound_with_its_numbers(tmp_path: Path) -> None:
-    config = _config(tmp_path, {"stage": 2, "offload_optimizer": {"device": "cpu"}}, batch=4)
+    config = _config(tmp_path, {"stage": 2, "offload_optimizer": {"device": "cpu"}}, batch=4, **REFEREE)
     run = _finished(launch(LOOP, "--deepspeed_config", config, "--steps", str(STEPS), "--hidden", "1024",
                            "--layers", "1", "--batch-size", "4", "--times", str(tmp_path / "times{rank}.json"),
-                           launcher="deepspeed", nproc=2, env=CPU, name="zero2-offload"))
+                           "--comms-report", str(tmp_path / "comms{rank}.json"), launcher="deepspeed", nproc=2,
+                           env=CPU, name="zero2-offload"))
     log = Path(run.run_dir, "output.log").read_text(errors="replace")
     assert "optimizer=DeepSpeedCPUAdam" in log, log[-3000:]
     steps = _steps(run)
@@ -165,6 +180,42 @@ def test_zero2_cpu_offload_times_both_ranks_and_names_the_bound_with_its_numbers
         assert anatomy["ranks"][rank]["optimizer_ms"] >= 0.5, anatomy["ranks"][rank]
     shown = json.loads(_cli("runs", "show", run.id, "--json"))["step_anatomy"]
     assert shown["bound"] == bound and shown["summary"] == anatomy["summary"]
+
+    # DeepSpeed's own timers in the same run, rank 0, step by step from step 2: CPU Adam (ZeRO's optimizer_step)
+    # lies wholly inside the optimizer phase; the all-gather of the updated parameters (optimizer_allgather) is
+    # communication, not optimizer; the phases of the engine's calls add up to its fwd + bwd + step.
+    engine, zero = _ds_timer_lines(run, "fwd"), _ds_timer_lines(run, "optimizer_step")
+    assert len(engine) == len(zero) == STEPS, (len(engine), len(zero))
+    mine = steps[0]
+    rows = [(mine[n], engine[n - 1], zero[n - 1]) for n in range(2, STEPS + 1)]
+    print("\nrank 0, medians from step 2: traindeck vs DeepSpeed's timers (ms)")
+    for label, ours, theirs in (
+            ("forward / fwd", [r.phase("forward") for r, _, _ in rows], [e["fwd"] for _, e, _ in rows]),
+            ("backward+communication / bwd+step-opt", [r.phase("backward") + r.phase("communication")
+                                                      for r, _, _ in rows],
+             [e["bwd"] + e["step"] - z["optimizer_step"] - z["optimizer_gradients"] for _, e, z in rows]),
+            ("optimizer / optimizer_step", [r.phase("optimizer") for r, _, _ in rows],
+             [z["optimizer_step"] for _, _, z in rows]),
+            ("step / fwd+bwd+step", [r.step_ms for r, _, _ in rows],
+             [e["fwd"] + e["bwd"] + e["step"] for _, e, _ in rows])):
+        print(f"  {label:40s} {statistics.median(ours):8.2f} {statistics.median(theirs):8.2f}")
+    for record, timers, optimizer in rows:
+        context = (record.step, record.phases_ms, timers, optimizer)
+        assert record.phase("optimizer") >= optimizer["optimizer_step"], context
+        assert record.phase("communication") >= optimizer["optimizer_allgather"], context
+        assert record.phase("forward") + record.phase("backward") + record.phase("communication") + \
+            record.phase("optimizer") >= timers["fwd"] + timers["bwd"] + timers["step"], context
+    # Every collective the comms logger timed, on each rank, lies in traindeck's communication (which also holds the
+    # waits on asynchronous ones and the wrappers' own work around them).
+    for rank, mine_r in steps.items():
+        logged = _ds_collectives_ms(tmp_path / f"comms{rank}.json")
+        ours = sum(mine_r[n].phase("communication") for n in range(2, STEPS + 1))
+        print(f"rank {rank} steps 2-{STEPS}: communication {ours:.1f} ms, DeepSpeed's comms logger {logged:.1f} ms")
+        assert logged > 0 and ours >= 0.95 * logged, (rank, ours, logged)
+    # The optimizer phase is the engine's step less its collectives: what DeepSpeed's step timer holds beyond the
+    # all-gather, within the engine's own bookkeeping around its timers (its timer lines, printed after them).
+    outside = [r.phase("optimizer") - (e["step"] - z["optimizer_allgather"]) for r, e, z in rows]
+    assert statistics.median(outside) <= 0.5 + 0.1 * statistics.median(r.step_ms for r, _, _ in rows), outside
 
 
 def test_zero3_parameter_offload_times_both_ranks_every_step(tmp_path: Path) -> None:
