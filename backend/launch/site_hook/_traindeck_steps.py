@@ -10,6 +10,8 @@ their public entry points:
 - Any other loop (accelerate, HF Trainer, plain PyTorch): torch's global optimizer step hooks (the step ends after
   `optimizer.step`), `torch.autograd.backward`, the outermost module's forward (found with torch's global module
   hooks during the first step, then timed with hooks on that module alone), and torch.distributed's collectives.
+- Both: the wait on an asynchronous collective's handle (`torch.distributed.Work.wait`), where the collective's
+  transfer and the wait for the other ranks happen (ZeRO-3's parameter all-gathers are asynchronous).
 
 Time is charged to the innermost phase running (a collective inside backward is communication, not backward), and
 what runs outside every phase is "other" (data loading, the script's own work), so a step's phases add up to its
@@ -301,7 +303,11 @@ def _attach_torch(torch):
 
         if _wrap_functions(dist, _TORCH_COLLECTIVES, "communication"):
             timing.note(attached="torch.distributed collectives")
-    except (ImportError, AttributeError):
+        # An asynchronous collective (async_op=True: ZeRO-3's parameter all-gathers) returns at once and its
+        # transfer and the wait for the other ranks happen in Work.wait: that wait is communication too.
+        if _wrap_functions(dist.Work, ("wait",), "communication"):
+            timing.note(attached="torch.distributed async collective waits")
+    except (ImportError, AttributeError, TypeError):
         pass
 
 
