@@ -67,7 +67,7 @@ class MonitorPage(Page):
         self.host_panel = HostPanel()
         self.run_panel = RunPanel(ctx)
         self.offload = OffloadPanel(ctx)
-        self.processes = ProcessesPanel()
+        self.processes = ProcessesPanel(ctx)
         # A multi-node run's nodes side by side (issue 15); the tab is there only while the run watched has nodes.
         self.nodes_view = MonitorNodes(ctx.tasks, self.bridge.interval_s)
         self.tabs = QTabWidget()
