@@ -89,7 +89,10 @@ def stop_run_in_store(run_id: str, grace_s: float = STOP_GRACE_S) -> list[str]:
     from traindeck.backend.runs import RunStore, stop_run
 
     with RunStore(run_store_path()) as store:
-        return stop_run(store, run_id, grace_s=grace_s, wait=False).messages
+        try:
+            return stop_run(store, run_id, grace_s=grace_s, wait=False).messages
+        except KeyError:  # marked by a run of another run store (another TRAINDECK_HOME)
+            return [f"run {run_id} is not in this window's run store: stop it where it was started"]
 
 
 class ProcessModel(QAbstractTableModel):
