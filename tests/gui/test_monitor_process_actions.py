@@ -199,3 +199,25 @@ def test_the_command_column_tree_and_a_zombies_memory(panel, children, qtbot, tm
     _grab(panel.window(), "proc-menu-panel.png")
     menu.grab().save(str(SHOTS / "proc-menu.png"))
     menu.close()
+
+
+def test_a_right_click_selects_the_row_and_opens_its_menu(panel, children, qtbot):
+    child = _spawn(children, SLEEP)
+    panel.show()
+    qtbot.waitExposed(panel)
+    _show(panel)
+    row = _row(panel, child.pid)
+    panel.view.scrollTo(panel.model.index(row, 0))
+    point = panel.view.visualRect(panel.model.index(row, 6)).center()
+    panel.view.customContextMenuRequested.emit(point)  # what a right-click on the row sends
+    assert panel.menu is not None and panel.menu.isVisible()
+    assert panel.selected_process().pid == child.pid
+    assert [a.text() for a in panel.menu.actions()][0] == "Terminate (SIGTERM)…"
+    panel.menu.close()
+
+
+def test_a_run_this_windows_store_does_not_hold_stops_with_words(traindeck_home):
+    from traindeck.gui.pages.monitor.processes_panel import stop_run_in_store
+
+    assert stop_run_in_store("20260101-120000-0000") == [
+        "run 20260101-120000-0000 is not in this window's run store: stop it where it was started"]
