@@ -11,7 +11,8 @@ Modules, each usable alone:
 - `host`: `HostSampler` (CPU, RAM, swap, disks, network) and `block_device_for_path`.
 - `processes`: `RunProcessSampler` (every process under a run's launcher, with ranks found by environment).
 - `machine`: `MachineProcessSampler` (every process of the machine, htop's table: user, CPU, RSS, GPU memory, run)
-  and `ProcessTable`, that table filtered and sorted for a viewer.
+  and `ProcessTable`, that table filtered and sorted for a viewer; `process_signals`: a person's signal to one of
+  their own processes (or its tree), planned for a confirmation, then sent.
 - `gpu_health`: each GPU's throttling, PCIe link, replays, ECC and XIDs; `kernel_log`: the kernel log's records and
   the GPU driver's XID lines in it; `health_strip`: health readings cut into time spans for the GPUs tab's strips.
 - `sampler`: `ResourceSampler`, one call that takes all three (and, on request, the machine's processes) and ties

@@ -40,7 +40,14 @@ from .machine import MACHINE_EVERY_S as MACHINE_EVERY_S
 from .machine import PROCESS_SORT_KEYS as PROCESS_SORT_KEYS
 from .machine import MachineProcessSampler as MachineProcessSampler
 from .machine import ProcessTable as ProcessTable
+from .machine import short_command as short_command
 from .nvml import NvmlLibrary as NvmlLibrary
+from .process_signals import SIGNAL_WORDS as SIGNAL_WORDS
+from .process_signals import SIGNALS as SIGNALS
+from .process_signals import SignalPlan as SignalPlan
+from .process_signals import plan_signal as plan_signal
+from .process_signals import refusal as refusal
+from .process_signals import send_signal as send_signal
 from .sampler import ResourceSampler as ResourceSampler
 from .snapshots import GpuHealth as GpuHealth
 from .snapshots import GpuSnapshot as GpuSnapshot

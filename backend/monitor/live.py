@@ -246,13 +246,48 @@ def run_health_strip(run_id: str, store_path: Path | str | None = None) -> dict[
 
 def run_history(run_id: str, max_points: int = 3000, store_path: Path | str | None = None) -> dict[str, Any]:
     """What the Monitor page shows of a run from its recording: the charted series (downsampled to
-    `max_points`), the processes of its last sample, and its steps."""
+    `max_points`; host figures included), the processes of its last sample, and each rank's line (`rank_lines`)."""
     from traindeck.backend.core.paths import run_store_path
 
     path = Path(store_path) if store_path is not None else run_store_path()
     series = read_series(path, run_id, max_points=max_points)
     last = read_process_samples(path, run_id, limit=1)
-    return {"series": series, "last_processes": last[-1] if last else None}
+    samples = read_process_samples(path, run_id, max_points=max_points)
+    return {"series": series, "last_processes": last[-1] if last else None, "ranks": rank_lines(samples)}
+
+
+RANK_FIGURES = (("rss", "rss_bytes"), ("cpu", "cpu_percent"), ("locked", "locked_bytes"),
+                ("gpu", "gpu_memory_bytes"))
+
+
+def rank_lines(samples: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """{line name: {"t", "rss", "cpu", "locked", "gpu": float arrays, NaN where unknown}} of recorded process samples
+    (`read_process_samples`), a line per rank named as a live view names it: "rank N" when the run's processes carry
+    ranks, else "PID N" for each process that is not a launcher (`RunSnapshot.ranks`)."""
+    import numpy as np
+
+    from traindeck.backend.monitor.snapshots import RunProcess, RunSnapshot
+
+    points: dict[str, list[tuple[float, ...]]] = {}
+    for sample in samples:
+        processes = tuple(RunProcess(
+            pid=int(p["pid"]), ppid=None, name=str(p.get("name") or ""), cmdline=str(p.get("cmdline") or ""),
+            role=str(p.get("role") or ""), rank=p.get("rank"), local_rank=p.get("local_rank"),
+            cpu_percent=p.get("cpu_percent"), rss_bytes=p.get("rss_bytes"), locked_bytes=p.get("locked_bytes"),
+            read_bytes=None, write_bytes=None, gpu_memory_bytes=p.get("gpu_memory_bytes"))
+            for p in sample["processes"])
+        run = RunSnapshot(t=float(sample["t"]), root_pid=sample.get("root_pid") or 0, processes=processes)
+        ranked = any(p.role == "rank" for p in processes)
+        for p in run.ranks:
+            name = f"rank {p.rank}" if ranked and p.rank is not None else f"PID {p.pid}"
+            points.setdefault(name, []).append(
+                (run.t, *(np.nan if getattr(p, field) is None else float(getattr(p, field))
+                          for _, field in RANK_FIGURES)))
+    out: dict[str, dict[str, Any]] = {}
+    for name, rows in points.items():
+        table = np.array(rows, dtype=float).reshape(-1, 1 + len(RANK_FIGURES))
+        out[name] = {"t": table[:, 0], **{key: table[:, 1 + i] for i, (key, _) in enumerate(RANK_FIGURES)}}
+    return out
 
 
 def run_offload(run_id: str, max_points: int = 2000, store_path: Path | str | None = None) -> dict[str, Any]:

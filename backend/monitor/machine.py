@@ -11,6 +11,11 @@ Cheap by construction, because a page may show it for hours (a snapshot every 2 
   start time, so it is read again;
 - kernel threads are left out, as htop does by default: they have no command, user memory or run.
 
+A zombie (ended, not yet reaped by its parent) and a process in the middle of exiting hold no memory: their RSS is
+None (a viewer shows "-"), not a misleading 0 B. `command` is what a table shows: the program's basename and its
+arguments, a script run by an interpreter named by its basename too (`python -u train.py --deepspeed ...`), since
+nearly every row of a training machine starts with the same long interpreter path.
+
 A run's processes carry TRAINDECK_RUN_ID=<run id> in their environment (the launcher's, inherited by every rank
 and helper; see backend/runs/processes.py, a floor above this package). Other users' environments cannot be read:
 their run is None, which is right, since traindeck only starts runs as the person using it.
@@ -47,6 +52,8 @@ class _Known:
     name: str
     cmdline: str
     run_id: str | None
+    command: str = ""
+    uid: int | None = None
     proc: psutil.Process | None = None  # without /proc only
     last_cpu: tuple[float, float] | None = None  # (monotonic time, CPU seconds) at the previous snapshot
 
@@ -79,6 +86,34 @@ def _one_line(parts: Sequence[str]) -> str:
     return line[: _CMDLINE_CHARS - 1] + "…" if len(line) > _CMDLINE_CHARS else line
 
 
+_INTERPRETERS = ("python", "pypy", "bash", "sh", "zsh", "dash", "perl", "ruby", "node", "uv", "accelerate",
+                 "torchrun", "deepspeed")
+_TAKES_VALUE = frozenset({"-W", "-X", "-Q"})  # interpreter options whose value is the next argument
+
+
+def short_command(argv: Sequence[str]) -> str:
+    """The program's basename and its arguments, on one line: `/venv/bin/python -u /a/b/train.py --x` reads
+    `python -u train.py --x`. After an interpreter (python, bash, torchrun...) the script's path is cut to its
+    basename too; `-m module` and `-c code` stay as they are, and so does every other argument."""
+    if not argv or not argv[0]:
+        return ""
+    program = os.path.basename(argv[0].rstrip("/")) or argv[0]
+    parts = [program, *argv[1:]]
+    if program.rstrip("0123456789.").removesuffix("-") in _INTERPRETERS:
+        index = 1
+        while index < len(parts):
+            arg = parts[index]
+            if arg in ("-m", "-c") or arg == "--":
+                break
+            if arg.startswith("-"):
+                index += 2 if arg in _TAKES_VALUE else 1
+                continue
+            if "/" in arg:
+                parts[index] = os.path.basename(arg.rstrip("/")) or arg
+            break
+    return _one_line(parts)
+
+
 class MachineProcessSampler:
     """Takes `MachineSnapshot`s of every (user-space) process; CPU % is over the time since the previous one.
 
@@ -96,7 +131,7 @@ class MachineProcessSampler:
         readings = self._read_proc() if self._has_proc else self._read_psutil()
         processes = []
         seen = set()
-        for pid, ppid, known, cpu_seconds, rss in readings:
+        for pid, ppid, known, cpu_seconds, rss, zombie in readings:
             seen.add(pid)
             tick = time.monotonic()
             cpu: float | None = None
@@ -105,8 +140,10 @@ class MachineProcessSampler:
             known.last_cpu = (tick, cpu_seconds)
             processes.append(MachineProcess(
                 pid=pid, ppid=ppid, user=known.user, name=known.name, cmdline=known.cmdline, cpu_percent=cpu,
-                rss_bytes=rss, gpu_memory_bytes=None if gpu_memory is None else gpu_memory.get(pid),
-                run_id=known.run_id))
+                # A user-space process that lives holds some memory: 0 is a zombie's or an exiting one's "none".
+                rss_bytes=rss if rss and not zombie else None,
+                gpu_memory_bytes=None if gpu_memory is None else gpu_memory.get(pid),
+                run_id=known.run_id, command=known.command, zombie=zombie, uid=known.uid))
         for gone in set(self._known) - seen:
             del self._known[gone]
         return MachineSnapshot(t=now, processes=tuple(processes), cpu_count=psutil.cpu_count() or 1,
@@ -114,7 +151,7 @@ class MachineProcessSampler:
 
     # --- Linux: /proc read directly ---
 
-    def _read_proc(self) -> Iterator[tuple[int, int, _Known, float, int]]:
+    def _read_proc(self) -> Iterator[tuple[int, int, _Known, float, int, bool]]:
         try:
             pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
         except OSError:
@@ -132,29 +169,31 @@ class MachineProcessSampler:
                     known = self._learn(pid, start, data[data.find(b"(") + 1: close].decode("utf-8", "replace"))
                     self._known[pid] = known
                 yield (pid, int(rest[1]), known, (int(rest[11]) + int(rest[12])) / _CLOCK_TICKS,
-                       int(rest[21]) * _PAGE_BYTES)
+                       int(rest[21]) * _PAGE_BYTES, rest[0] in (b"Z", b"X"))
             except (OSError, ValueError, IndexError):
                 continue  # ended between the listing and the read
 
     def _learn(self, pid: int, start: float, name: str) -> _Known:
+        uid: int | None
         try:
-            user = _user(os.stat(f"/proc/{pid}").st_uid, self._users)
+            uid = os.stat(f"/proc/{pid}").st_uid
+            user = _user(uid, self._users)
         except OSError:
-            user = "?"
+            uid, user = None, "?"
         try:
-            cmdline = _one_line(procfs.read_small(f"/proc/{pid}/cmdline").decode("utf-8", "replace")
-                                .split("\0")) or name
+            argv = procfs.read_small(f"/proc/{pid}/cmdline").decode("utf-8", "replace").rstrip("\0").split("\0")
         except OSError:
-            cmdline = name
+            argv = []
+        cmdline = _one_line(argv) or name
         try:
             run_id = _run_in(procfs.read_small(f"/proc/{pid}/environ"))
         except OSError:  # another user's process: its environment is not ours to read
             run_id = None
-        return _Known(start, user, name, cmdline, run_id)
+        return _Known(start, user, name, cmdline, run_id, short_command(argv) or name, uid)
 
     # --- elsewhere: psutil ---
 
-    def _read_psutil(self) -> Iterator[tuple[int, int, _Known, float, int]]:
+    def _read_psutil(self) -> Iterator[tuple[int, int, _Known, float, int, bool]]:
         for proc in psutil.process_iter():
             try:
                 with proc.oneshot():
@@ -164,7 +203,9 @@ class MachineProcessSampler:
                         known = self._learn_psutil(proc, start)
                         self._known[proc.pid] = known
                     times = proc.cpu_times()
-                    yield proc.pid, proc.ppid(), known, times.user + times.system, proc.memory_info().rss
+                    zombie = proc.status() == psutil.STATUS_ZOMBIE
+                    yield (proc.pid, proc.ppid(), known, times.user + times.system, proc.memory_info().rss,
+                           zombie)
             except psutil.Error:
                 continue
 
@@ -176,14 +217,19 @@ class MachineProcessSampler:
         except (psutil.AccessDenied, KeyError):
             user = "?"
         try:
-            cmdline = _one_line(proc.cmdline()) or name
+            argv = proc.cmdline()
         except (psutil.AccessDenied, psutil.ZombieProcess):
-            cmdline = name
+            argv = []
+        cmdline = _one_line(argv) or name
+        try:
+            uid: int | None = proc.uids().real
+        except (psutil.AccessDenied, AttributeError):
+            uid = None
         try:
             run_id = proc.environ().get(RUN_MARKER) or None
         except (psutil.AccessDenied, psutil.ZombieProcess, OSError):
             run_id = None
-        return _Known(start, user, name, cmdline, run_id, proc=proc)
+        return _Known(start, user, name, cmdline, run_id, short_command(argv) or name, uid, proc=proc)
 
 
 # ------------------------------------------------------------------------------------------- the table's model
@@ -195,7 +241,10 @@ class ProcessTable:
     sorted by a column, with the watched run's processes first among equals. A Qt model reads `rows`.
 
     `filter_text` matches (case-insensitively) the PID, user, command or run id; several words must all match.
-    Sorting a number column puts unknown values (None) last in either order."""
+    Sorting a number column puts unknown values (None) last in either order.
+
+    With `tree` on, children follow their parent (a launcher, then its ranks), siblings in the column's order;
+    `depths[i]` is how deep `rows[i]` sits (0: its parent is not among the rows)."""
 
     def __init__(self) -> None:
         self.snapshot: MachineSnapshot | None = None
@@ -203,7 +252,9 @@ class ProcessTable:
         self.descending = True
         self.filter_text = ""
         self.watched_run: str | None = None
+        self.tree = False
         self.rows: list[MachineProcess] = []
+        self.depths: list[int] = []
 
     def show(self, snapshot: MachineSnapshot) -> None:
         self.snapshot = snapshot
@@ -223,6 +274,34 @@ class ProcessTable:
         self.watched_run = run_id
         self._build()
 
+    def set_tree(self, tree: bool) -> None:
+        self.tree = tree
+        self._build()
+
+    def find(self, pid: int) -> MachineProcess | None:
+        """The process with this PID in the newest snapshot (shown or filtered out), or None."""
+        for process in self.snapshot.processes if self.snapshot is not None else ():
+            if process.pid == pid:
+                return process
+        return None
+
+    def descendants(self, pid: int) -> list[MachineProcess]:
+        """Its children, theirs, and so on, in the newest snapshot: parents before children."""
+        children: dict[int, list[MachineProcess]] = {}
+        for process in self.snapshot.processes if self.snapshot is not None else ():
+            if process.pid != process.ppid:
+                children.setdefault(process.ppid, []).append(process)
+        out: list[MachineProcess] = []
+        queue = [pid]
+        seen = {pid}
+        while queue:
+            for kid in children.get(queue.pop(0), ()):
+                if kid.pid not in seen:
+                    seen.add(kid.pid)
+                    out.append(kid)
+                    queue.append(kid.pid)
+        return out
+
     def watched(self, process: MachineProcess) -> bool:
         return self.watched_run is not None and process.run_id == self.watched_run
 
@@ -238,7 +317,7 @@ class ProcessTable:
             processes = marked + sorted((p for p in processes if p.run_id is None), key=lambda p: p.pid)
         elif key in ("pid", "user", "command"):
             text = {"pid": lambda p: (0, "", p.pid), "user": lambda p: (0, p.user.lower(), p.pid),
-                    "command": lambda p: (0, p.cmdline.lower(), p.pid)}[key]
+                    "command": lambda p: (0, (p.command or p.cmdline).lower(), p.pid)}[key]
             processes.sort(key=text, reverse=self.descending)
         else:
             value = {"cpu": lambda p: p.cpu_percent, "rss": lambda p: p.rss_bytes,
@@ -246,8 +325,38 @@ class ProcessTable:
             known = [p for p in processes if value(p) is not None]
             known.sort(key=lambda p: (value(p), -p.pid), reverse=self.descending)
             processes = known + [p for p in processes if value(p) is None]  # unknown last in either order
-        self.rows = processes
+        if self.tree:
+            self.rows, self.depths = _as_tree(processes)
+        else:
+            self.rows, self.depths = processes, [0] * len(processes)
+
+
+def _as_tree(ordered: list[MachineProcess]) -> tuple[list[MachineProcess], list[int]]:
+    """`ordered` with each process's children right under it (depth first), siblings kept in their order."""
+    shown = {p.pid for p in ordered}
+    children: dict[int, list[MachineProcess]] = {}
+    roots = []
+    for process in ordered:
+        if process.ppid in shown and process.ppid != process.pid:
+            children.setdefault(process.ppid, []).append(process)
+        else:
+            roots.append(process)
+    rows: list[MachineProcess] = []
+    depths: list[int] = []
+    stack = [(p, 0) for p in reversed(roots)]
+    placed: set[int] = set()
+    while stack:
+        process, depth = stack.pop()
+        if process.pid in placed:  # a parent loop (PIDs reused between reads): each process once
+            continue
+        placed.add(process.pid)
+        rows.append(process)
+        depths.append(depth)
+        stack.extend((kid, depth + 1) for kid in reversed(children.get(process.pid, ())))
+    rows.extend(p for p in ordered if p.pid not in placed)  # in a loop with no root: shown at the top level
+    depths.extend(0 for _ in range(len(rows) - len(depths)))
+    return rows, depths
 
 
 def _haystack(p: MachineProcess) -> str:
-    return f"{p.pid} {p.user} {p.cmdline} {p.run_id or ''}".lower()
+    return f"{p.pid} {p.user} {p.cmdline} {p.command} {p.run_id or ''}".lower()

@@ -259,9 +259,12 @@ class MachineProcess:
     name: str
     cmdline: str  # one line, shortened for display
     cpu_percent: float | None  # of one core (a busy 4-thread process shows up to 400); None at its first snapshot
-    rss_bytes: int | None
+    rss_bytes: int | None  # None: unknown (a zombie, or a process that is exiting)
     gpu_memory_bytes: int | None  # over all GPUs, from NVML's process lists; None: holds none, or NVML cannot tell
     run_id: str | None  # the traindeck run it belongs to (TRAINDECK_RUN_ID in its environment)
+    command: str = ""  # the program's basename and its arguments (what a table shows); "" : show cmdline
+    zombie: bool = False  # ended, not yet reaped by its parent: it holds no memory (rss_bytes is None)
+    uid: int | None = None  # its real user id (None: unknown)
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,7 +67,7 @@ class MonitorPage(Page):
         self.host_panel = HostPanel()
         self.run_panel = RunPanel(ctx)
         self.offload = OffloadPanel(ctx)
-        self.processes = ProcessesPanel()
+        self.processes = ProcessesPanel(ctx)
         # A multi-node run's nodes side by side (issue 15); the tab is there only while the run watched has nodes.
         self.nodes_view = MonitorNodes(ctx.tasks, self.bridge.interval_s)
         self.tabs = QTabWidget()
@@ -84,6 +84,7 @@ class MonitorPage(Page):
         self.picker.listed.connect(self._runs_listed)
         self.toolbar.interval_changed.connect(self._interval_changed)
         self.toolbar.window_changed.connect(self._apply_window)
+        self.run_panel.recorded.connect(self.host_panel.fill_from_recording)  # the host since the run started
         self.gpu_panel.missing_at_start.connect(self._no_gpu_at_start)
         self.gpu_panel.state_changed.connect(
             lambda present: self.run_panel.set_gpus_present(present, self.gpu_panel.reason))
@@ -131,13 +132,15 @@ class MonitorPage(Page):
             return
         chosen, floor = self.toolbar.window_s, FIT_FLOOR_SAMPLES * self.bridge.interval_s
         if now - self._sampled_since < chosen:
-            for panel in (self.gpu_panel, self.host_panel):
-                panel.fit_window(fitted_window(chosen, now - self._sampled_since, floor))
+            self.gpu_panel.fit_window(fitted_window(chosen, now - self._sampled_since, floor))
         watched = self.picker.watched
-        if watched is not None and watched.live:  # its charts start at the run's start (its recording)
+        since = self._sampled_since
+        if watched is not None and watched.live:  # the run's and host charts start at the run's start (its recording)
             since = min(watched.started_at or self._sampled_since, self._sampled_since)
             if now - since < chosen:
                 self.run_panel.fit_window(fitted_window(chosen, now - since, floor))
+        if now - since < chosen:
+            self.host_panel.fit_window(fitted_window(chosen, now - since, floor))
 
     # ------------------------------------------------------------------------------------------ what is shown
     def _live_sample(self, sample: ResourceSample) -> None:

@@ -1,14 +1,26 @@
 """The Monitor's Host tab: a bar per CPU core, like htop's, over charts of total CPU, RAM and swap, disk and
-network I/O, fed each `ResourceSample`'s host figures."""
+network I/O, fed each `ResourceSample`'s host figures. A watched run's recording holds the same figures since the
+run started: `fill_from_recording` fills the charts back with them where live samples do not reach (before the page
+opened, while it was hidden), so a long window shows the run's whole stretch."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QVBoxLayout, QWidget
 
 from traindeck.backend.monitor import ResourceSample
+from traindeck.gui.pages.monitor.run_panel import with_recording
 from traindeck.gui.pages.monitor.shared import break_lines, fit_window, new_chart
 from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.core_bars import CoreBars
+
+# (chart, line, the recording's column, filled) of each host line a run's recording holds
+RECORDED_LINES = (("cpu_chart", "CPU", "cpu_pct", True), ("ram_chart", "used", "ram_used", True),
+                  ("ram_chart", "available", "ram_available", False), ("ram_chart", "swap used", "swap_used", False),
+                  ("disk_chart", "read", "disk_read_bps", False), ("disk_chart", "write", "disk_write_bps", False),
+                  ("net_chart", "received", "net_rx_bps", False), ("net_chart", "sent", "net_tx_bps", False))
 
 
 class HostPanel(QWidget):
@@ -52,6 +64,19 @@ class HostPanel(QWidget):
             self.disk_chart.append(f"{device} write", t, None if rate is None else rate.write_bytes_per_s)
         self.net_chart.append("received", t, host.net_rx_bytes_per_s)
         self.net_chart.append("sent", t, host.net_tx_bytes_per_s)
+
+    def fill_from_recording(self, series: dict[str, Any]) -> None:
+        """A watched run's recorded host figures (read_series' dict) fill each line where live samples do not
+        reach: the times before the first live sample and inside the gaps of a hidden page."""
+        t = series.get("t")
+        if t is None or not len(t):
+            return
+        for chart_name, name, column, fill in RECORDED_LINES:
+            values = series.get(column)
+            if values is None or np.all(np.isnan(values)):
+                continue
+            chart = getattr(self, chart_name)
+            chart.set_series(name, *with_recording(t, values, *chart.data(name)), fill=fill)
 
     def set_window(self, seconds: float) -> None:
         """Show the newest `seconds` of every chart (and follow the newest data again)."""

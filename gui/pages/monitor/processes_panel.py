@@ -1,35 +1,68 @@
 """The Monitor's Processes tab: every process of the machine, as htop and nvitop list them (PID, user, CPU, RSS, GPU
 memory, run, command), sortable by any column and filtered by a text, with the watched run's processes highlighted.
 
-The rows come from the backend's `ProcessTable` (filtering and sorting without Qt); the page hands the panel each
-sample's `MachineSnapshot` (taken on the sampling thread every 2 s while this tab is on screen) and the run watched.
-The selection stays on its process across snapshots."""
+The rows come from the backend's `ProcessTable` (filtering, sorting and the tree without Qt); the page hands the
+panel each sample's `MachineSnapshot` (taken on the sampling thread every 2 s while this tab is on screen) and the run
+watched. The selection stays on its process across snapshots. The Command column shows the program's basename and its
+arguments (the full command line in the tooltip); Tree puts children under their parent (a launcher, then its ranks).
+
+A right-click (or a key: T, I, K; with Shift, the process and its descendants) sends SIGTERM, SIGINT or SIGKILL to
+one of the person's own processes after a confirmation naming its PID and command (backend `process_signals`: other
+users' processes, PID 1 and traindeck itself are refused). A process of a traindeck run first offers its run's Stop,
+which goes through the run's supervisor as the Runs page's Stop does (the script may save; signals escalate in
+order). What happened is one line under the table."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import (
     QAbstractTableModel,
+    QEvent,
     QItemSelectionModel,
     QModelIndex,
+    QObject,
     QPersistentModelIndex,
     Qt,
     Signal,
 )
-from PySide6.QtGui import QBrush, QColor, QFont, QKeySequence, QPalette, QShortcut
+from PySide6.QtGui import (
+    QAction,
+    QBrush,
+    QColor,
+    QFont,
+    QGuiApplication,
+    QKeyEvent,
+    QKeySequence,
+    QPalette,
+    QShortcut,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QLineEdit,
+    QMenu,
+    QMessageBox,
     QTableView,
     QVBoxLayout,
     QWidget,
 )
 
-from traindeck.backend.monitor import PROCESS_SORT_KEYS, MachineProcess, MachineSnapshot, ProcessTable
+from traindeck.backend.monitor import (
+    PROCESS_SORT_KEYS,
+    SIGNAL_WORDS,
+    MachineProcess,
+    MachineSnapshot,
+    ProcessTable,
+    plan_signal,
+    refusal,
+    send_signal,
+)
+from traindeck.gui.context import AppContext
 from traindeck.gui.widgets.chart_axis import format_value
 
 COLUMNS = ("PID", "User", "CPU %", "RSS", "GPU memory", "Run", "Command")
@@ -40,11 +73,26 @@ COLUMN_TIPS = (
     "Resident memory: what it holds in RAM",
     "GPU memory it holds over all GPUs, from NVML's process lists",
     "The traindeck run it belongs to (TRAINDECK_RUN_ID in its environment); the watched run's rows are highlighted",
-    "Its command line",
+    "The program and its arguments (the full command line in the row's tooltip)",
 )
 _NUMERIC = frozenset({0, 2, 3, 4})
 _RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
 PID_ROLE = Qt.ItemDataRole.UserRole + 1
+STOP_GRACE_S = 10.0  # as the Runs page's Stop: SIGINT, SIGTERM after this, then SIGKILL
+SIGNAL_KEYS = {"SIGTERM": "T", "SIGINT": "I", "SIGKILL": "K"}  # nvitop's; with Shift: the process and its tree
+
+
+def stop_run_in_store(run_id: str, grace_s: float = STOP_GRACE_S) -> list[str]:
+    """The run's own Stop, as the Runs page asks it: its supervisor interrupts, then escalates (run off the UI
+    thread: opening the store may wait for SQLite's lock)."""
+    from traindeck.backend.core import run_store_path
+    from traindeck.backend.runs import RunStore, stop_run
+
+    with RunStore(run_store_path()) as store:
+        try:
+            return stop_run(store, run_id, grace_s=grace_s, wait=False).messages
+        except KeyError:  # marked by a run of another run store (another TRAINDECK_HOME)
+            return [f"run {run_id} is not in this window's run store: stop it where it was started"]
 
 
 class ProcessModel(QAbstractTableModel):
@@ -77,7 +125,7 @@ class ProcessModel(QAbstractTableModel):
     def refresh(self) -> None:
         """The table's rows changed (a snapshot, the filter, the sort or the watched run): show them."""
         self.beginResetModel()
-        self._text = [self._cells(p) for p in self.table.rows]
+        self._text = [self._cells(p, depth) for p, depth in zip(self.table.rows, self.table.depths, strict=True)]
         self.endResetModel()
 
     def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
@@ -85,11 +133,14 @@ class ProcessModel(QAbstractTableModel):
         self.refresh()
         self.sorted_by.emit()
 
-    def _cells(self, p: MachineProcess) -> tuple[str, ...]:
+    def _cells(self, p: MachineProcess, depth: int) -> tuple[str, ...]:
         run = "" if p.run_id is None else self.run_labels.get(p.run_id, p.run_id)
         cpu = "-" if p.cpu_percent is None else f"{p.cpu_percent:.1f}"  # as htop: one decimal, aligned
-        return (str(p.pid), p.user, cpu, format_value(p.rss_bytes, "B"),
-                "" if p.gpu_memory_bytes is None else format_value(p.gpu_memory_bytes, "B"), run, p.cmdline)
+        command = (p.command or p.cmdline) + (" <defunct>" if p.zombie else "")
+        if depth:
+            command = "   " * (depth - 1) + " └─ " + command
+        return (str(p.pid), p.user, cpu, "-" if p.rss_bytes is None else format_value(p.rss_bytes, "B"),
+                "" if p.gpu_memory_bytes is None else format_value(p.gpu_memory_bytes, "B"), run, command)
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
@@ -112,6 +163,8 @@ class ProcessModel(QAbstractTableModel):
             return font
         if role == Qt.ItemDataRole.ToolTipRole:
             lines = [process.cmdline, f"PID {process.pid}, parent {process.ppid}, {process.user}"]
+            if process.zombie:
+                lines.append("Ended; its parent has not collected it yet (a zombie): it holds no memory")
             if process.run_id is not None:
                 lines.append(f"Run {process.run_id}")
             return "\n".join(lines)
@@ -119,10 +172,14 @@ class ProcessModel(QAbstractTableModel):
 
 
 class ProcessesPanel(QWidget):
-    """The machine's processes: a filter box and a summary line over the table."""
+    """The machine's processes: a filter box and a summary line over the table, its actions in a context menu.
+    `ctx` runs a run's Stop off the UI thread (without one, the menu offers signals only)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ctx: AppContext | None = None) -> None:
         super().__init__()
+        self.ctx = ctx
+        # Asks before a signal or a stop: (title, text, details) -> go ahead? Tests answer it themselves.
+        self.confirm: Callable[[str, str, str], bool] = self._ask
         self.table = ProcessTable()
         self.model = ProcessModel(self.table, self)
         self.filter_edit = QLineEdit()
@@ -134,6 +191,14 @@ class ProcessesPanel(QWidget):
         QShortcut(QKeySequence.StandardKey.Find, self, self.filter_edit.setFocus)
         self.summary = QLabel("Waiting for the first snapshot of the machine's processes...")
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.tree_box = QCheckBox("Tree")
+        self.tree_box.setToolTip("Children under their parent (a launcher, then its ranks), siblings in the "
+                                 "column's order (F5)")
+        self.tree_box.toggled.connect(self._set_tree)
+        QShortcut(QKeySequence("F5"), self, self.tree_box.toggle)
+        self.action_line = QLabel()  # what the last signal or stop did, in one line
+        self.action_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.action_line.setVisible(False)
 
         self.view = QTableView()
         self.view.setModel(self.model)
@@ -158,14 +223,20 @@ class ProcessesPanel(QWidget):
         self.model.sorted_by.connect(self._reselect)
         self._selected_pid: int | None = None
         self.view.selectionModel().selectionChanged.connect(self._remember_selection)
+        self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.view.customContextMenuRequested.connect(self._context_menu)
+        self.view.installEventFilter(self)  # T, I, K (Shift: the tree) on the table, before its type-to-search
+        self.menu: QMenu | None = None  # the last context menu shown
 
         top = QHBoxLayout()
         top.addWidget(self.filter_edit, 1)
+        top.addWidget(self.tree_box)
         top.addSpacing(12)
         top.addWidget(self.summary, 2)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.view, 1)
+        layout.addWidget(self.action_line)
 
     # --- what the page hands over ---
 
@@ -183,7 +254,120 @@ class ProcessesPanel(QWidget):
         self.model.run_labels = labels
         self._show()
 
+    # --- acting on a process ---
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if watched is self.view and event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent):
+            modifiers = event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier
+            tree = modifiers == Qt.KeyboardModifier.ShiftModifier
+            if tree or modifiers == Qt.KeyboardModifier.NoModifier:
+                for name, key in SIGNAL_KEYS.items():
+                    if event.key() == ord(key):  # Qt's key codes for letters are their upper-case ASCII
+                        self.signal_selected(name, tree)
+                        return True
+        return super().eventFilter(watched, event)
+
+    def selected_process(self) -> MachineProcess | None:
+        return self.table.find(self._selected_pid) if self._selected_pid is not None else None
+
+    def menu_for(self, process: MachineProcess) -> QMenu:
+        """The context menu of a row: its run's Stop first (a run's process), then the signals, then copying."""
+        menu = QMenu(self)
+        if process.run_id is not None and self.ctx is not None:
+            label = self.model.run_labels.get(process.run_id, process.run_id)
+            stop = menu.addAction(f"Stop run “{label}” (through its supervisor)…")
+            stop.setToolTip("As the Runs page's Stop: the script may save; SIGINT, then SIGTERM, then SIGKILL")
+            stop.triggered.connect(lambda: self.stop_run(process))
+            menu.addSeparator()
+        refused = refusal(process.pid, process.uid)
+        for tree in (False, True):
+            for name, key in SIGNAL_KEYS.items():
+                kids = f" and its children ({len(self.table.descendants(process.pid))})" if tree else ""
+                action = QAction(f"{SIGNAL_WORDS[name]}{kids} ({name})…", menu)
+                action.setShortcut(QKeySequence(f"Shift+{key}" if tree else key))
+                action.setEnabled(refused is None)
+                action.triggered.connect(lambda _=False, n=name, t=tree: self.signal_process(process, n, t))
+                menu.addAction(action)
+            menu.addSeparator()
+        if refused is not None:
+            note = menu.addAction(refused)
+            note.setEnabled(False)
+            menu.addSeparator()
+        clipboard = QGuiApplication.clipboard()
+        menu.addAction("Copy PID").triggered.connect(lambda: clipboard.setText(str(process.pid)))
+        menu.addAction("Copy command line").triggered.connect(lambda: clipboard.setText(process.cmdline))
+        menu.setToolTipsVisible(True)
+        return menu
+
+    def signal_selected(self, name: str, tree: bool = False) -> None:
+        process = self.selected_process()
+        if process is not None:
+            self.signal_process(process, name, tree)
+
+    def signal_process(self, process: MachineProcess, name: str, tree: bool = False) -> None:
+        """Send `name` to the process (and its descendants with `tree`) once the person confirms."""
+        plan = plan_signal(process.pid, name, tree)
+        if not plan.allowed:
+            self.say(plan.refused or f"PID {process.pid}: nothing to signal")
+            return
+        head = plan.targets[-1]
+        reach = f" and {len(plan.targets) - 1} descendant{'s' if len(plan.targets) != 2 else ''}" \
+            if len(plan.targets) > 1 else ""
+        what = {"SIGTERM": "asks it to end (it may clean up)", "SIGINT": "interrupts it, as Ctrl+C would",
+                "SIGKILL": "kills it at once: nothing is saved"}[name]
+        details = "\n".join(f"PID {t.pid}: {t.command}" for t in reversed(plan.targets))
+        if plan.skipped:
+            details += f"\n({plan.skipped})"
+        if not self.confirm(f"{SIGNAL_WORDS[name]} process",
+                            f"Send {name} to PID {head.pid}{reach}?\n{head.command[:200]}\n\n{name} {what}.",
+                            details):
+            return
+        self.say(send_signal(plan))
+
+    def stop_run(self, process: MachineProcess) -> None:
+        """The run's own Stop for a run's process, once the person confirms."""
+        if process.run_id is None or self.ctx is None:
+            return
+        run_id = process.run_id
+        label = self.model.run_labels.get(run_id, run_id)
+        if not self.confirm("Stop run", f"Stop the run “{label}”?\nIts supervisor interrupts it (SIGINT; a script "
+                            "with traindeck's companion saves first), then SIGTERM after "
+                            f"{STOP_GRACE_S:g} s and SIGKILL if anything is left.", f"Run {run_id}"):
+            return
+        self.say(f"Stopping run {label}…")
+        self.ctx.tasks.run(stop_run_in_store, run_id, done=lambda messages: self.say(
+            "; ".join(messages) if messages else f"stop asked of run {label}"),
+            failed=lambda error: self.say(f"Run {label} could not be stopped: {error}"))
+
+    def say(self, line: str) -> None:
+        self.action_line.setText(line)
+        self.action_line.setVisible(True)
+
+    def _ask(self, title: str, text: str, details: str) -> bool:
+        box = QMessageBox(self)
+        box.setIcon(QMessageBox.Icon.Warning)
+        box.setWindowTitle(title)
+        box.setText(text)
+        box.setDetailedText(details)
+        box.setStandardButtons(QMessageBox.StandardButton.Ok | QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        return box.exec() == QMessageBox.StandardButton.Ok
+
+    def _context_menu(self, point: Any) -> None:
+        index = self.view.indexAt(point)
+        if not index.isValid():
+            return
+        self.view.selectRow(index.row())
+        process = self.table.rows[index.row()]
+        self._selected_pid = process.pid
+        self.menu = self.menu_for(process)
+        self.menu.popup(self.view.viewport().mapToGlobal(point))
+
     # --- inside ---
+
+    def _set_tree(self, tree: bool) -> None:
+        self.table.set_tree(tree)
+        self._show()
 
     def _filter(self, text: str) -> None:
         self.table.set_filter(text)

@@ -1,14 +1,16 @@
 """The Monitor's Run tab: the watched run's ranks (host memory, CPU, GPU memory, pinned memory) charted a line each
 beside the run's totals, and its process table. A running run is fed from live samples after its recorded totals; a
 finished one is read back from its recording through `ctx.tasks`. The recording is read again when the page asks
-(`reload`: back on screen, Refresh), so the totals also cover the seconds nobody sampled live."""
+(`reload`: back on screen, Refresh), so the totals and each rank's line also cover the seconds nobody sampled live:
+those before the page opened and those while it was hidden. A live run's recorded series go out as `recorded` for
+the Host tab, whose charts fill back the same way."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QHeaderView, QLabel, QStackedWidget, QWidget
 
 from traindeck.backend.monitor import RunChoice, RunSnapshot, run_history
@@ -69,8 +71,14 @@ def process_cells(p: Any) -> list[str]:
             format_value(get("read_bytes"), "B"), format_value(get("write_bytes"), "B"), str(get("cmdline") or "")]
 
 
+RANK_CHARTS = (("rank_rss_chart", "rss"), ("rank_cpu_chart", "cpu"), ("rank_gpu_chart", "gpu"),
+               ("rank_locked_chart", "locked"))  # (chart, `rank_lines` figure) of each rank's line
+
+
 class RunPanel(QStackedWidget):
     """The run watched (`watch`), or a note asking to choose one (the stack's first page)."""
+
+    recorded = Signal(object)  # a live run's recorded series (read_series' dict), read for its charts
 
     def __init__(self, ctx: AppContext) -> None:
         super().__init__()
@@ -218,6 +226,17 @@ class RunPanel(QStackedWidget):
                 chart.set_series(name, *with_recording(t, values, *chart.data(name)))
             else:
                 chart.set_series(name, t, values)
+        for name, line in (result.get("ranks") or {}).items():
+            for chart_name, figure in RANK_CHARTS:
+                chart, values = getattr(self, chart_name), line[figure]
+                if np.all(np.isnan(values)) or (chart is self.rank_gpu_chart and not self._gpus):
+                    continue  # no empty series whose names promise figures
+                if self._run.live:
+                    chart.set_series(name, *with_recording(line["t"], values, *chart.data(name)))
+                else:
+                    chart.set_series(name, line["t"], values)
+        if self._run.live and len(t):
+            self.recorded.emit(series)
         last = result.get("last_processes")
         if last and not self._run.live:
             self._fill_process_table([process_cells(p) for p in last["processes"]])
