@@ -1,5 +1,8 @@
 from .assembler import LineAssembler as LineAssembler
 from .assembler import strip_ansi as strip_ansi
+from .deepspeed_log import ENGINE_FIGURES as ENGINE_FIGURES
+from .deepspeed_log import ENGINE_LABEL as ENGINE_LABEL
+from .deepspeed_log import metric_label as metric_label
 from .deepspeed_log import metric_note as metric_note
 from .memory_lines import DsMemoryLine as DsMemoryLine
 from .memory_lines import EstimateRow as EstimateRow

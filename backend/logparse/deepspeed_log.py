@@ -50,9 +50,20 @@ _NOTES = {
 }
 
 
+# DeepSpeed's own throughput figures: samples over the engine's forward, backward and step time only, so they read
+# above the run's wall-clock throughput (step rate x global batch). Shown with ENGINE_LABEL wherever they are named.
+ENGINE_FIGURES = frozenset({"samples_per_sec", "curr_samples_per_sec"})
+ENGINE_LABEL = "DeepSpeed's engine figure"
+
+
 def metric_note(name: str) -> str:
     """What a metric parsed from DeepSpeed's lines measures, where its name alone could mislead; "" for others."""
     return _NOTES.get(name, "")
+
+
+def metric_label(name: str) -> str:
+    """What to call a metric where it is shown: DeepSpeed's engine figures say so (not wall-clock throughput)."""
+    return f"{name} ({ENGINE_LABEL})" if name in ENGINE_FIGURES else name
 
 
 @dataclass

@@ -87,6 +87,44 @@ def test_no_gpu_state_shows_the_real_nvml_reason_while_the_rest_works(page, qtbo
     assert slot.currentWidget() is slot.label and f"No NVIDIA GPU found: {html.escape(reason)}." in slot.label.text()
 
 
+@pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None, reason="this machine has an NVIDIA driver")
+def test_the_tab_the_person_chose_comes_back_even_without_a_gpu(qtbot, traindeck_home):
+    # The page opened on GPUs, empty without one, whatever the person had chosen before.
+    from traindeck.gui.pages.monitor import TAB_KEY, MonitorPage
+
+    settings = QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat)
+    settings.setValue("monitor/interval", 0.2)
+    pages = []
+    try:
+        first = MonitorPage(AppContext(settings=settings))
+        pages.append(first)
+        qtbot.addWidget(first)
+        _start(first, qtbot)
+        qtbot.waitUntil(lambda: first.tabs.currentWidget() is first.host_panel, timeout=WAIT_MS)  # no GPU: Host
+        assert settings.value(TAB_KEY) is None  # the page's own choice is not remembered
+        first.tabs.tabBar().setCurrentIndex(first.tabs.indexOf(first.processes))  # as a click or Ctrl+Tab does
+        assert settings.value(TAB_KEY) == "processes"
+        again = MonitorPage(AppContext(settings=settings))
+        pages.append(again)
+        qtbot.addWidget(again)
+        _start(again, qtbot)
+        assert again.tabs.currentWidget() is again.processes
+        qtbot.waitUntil(lambda: "No NVIDIA GPU found: " in again.gpu_panel.no_gpu_label.text(), timeout=WAIT_MS)
+        assert again.tabs.currentWidget() is again.processes  # no GPU found: the person's tab stays
+        again.tabs.setCurrentWidget(again.gpu_panel)
+        assert settings.value(TAB_KEY) == "gpus"
+        third = MonitorPage(AppContext(settings=settings))
+        pages.append(third)
+        qtbot.addWidget(third)
+        _start(third, qtbot)
+        qtbot.waitUntil(lambda: "No NVIDIA GPU found: " in third.gpu_panel.no_gpu_label.text(), timeout=WAIT_MS)
+        assert third.tabs.currentWidget() is third.gpu_panel  # chosen, even if empty here
+    finally:
+        for page in pages:
+            page.shutdown()
+            page.ctx.tasks.wait(10000)
+
+
 def test_gpu_charts_receive_the_values_of_nvml_snapshots(page, qtbot):
     page.bridge.gpu_library_factory = lambda: NvmlLibrary(FakePynvml(recording("dual_rtx_a5000"), pcie_delay_s=0))
     _start(page, qtbot)

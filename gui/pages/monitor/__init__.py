@@ -17,12 +17,14 @@ The page assembles panels, each a widget that owns its state and is told what to
 (run_picker.py) and the sampling settings (toolbar.py) above a summary line, and the tabs: GPUs (gpus_panel.py),
 Host (host_panel.py), Run (run_panel.py), Offload (offload_panel.py), Processes (processes_panel.py) and the Nodes
 of a multi-node run (nodes_panel.py). The page owns the sampler and its life cycle, hands each sample and the chosen run to the
-panels and relays their signals.
+panels and relays their signals. It opens on the tab the person chose last (TAB_KEY); never chosen, on GPUs, or
+on Host once the first sample finds no GPU.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtWidgets import QHBoxLayout, QTabWidget, QVBoxLayout
@@ -41,6 +43,8 @@ from traindeck.gui.pages.monitor.shared import fitted_window
 from traindeck.gui.pages.monitor.toolbar import MonitorToolbar, SampleSummary
 from traindeck.gui.widgets.sampler_bridge import SamplerBridge
 
+TAB_KEY = "monitor/tab"  # the tab the person last chose (by TAB_NAMES): the page opens on it
+TAB_NAMES = ("gpus", "host", "run", "offload", "processes", "nodes")  # the tabs, in order
 FIT_FLOOR_SAMPLES = 10  # a first open's window fits what was sampled, but spans this many samples at least
 
 
@@ -55,6 +59,7 @@ class MonitorPage(Page):
         self._sampled_since: float | None = None  # the first live sample's time: the window fits what came since
         self._stopped_at: float | None = None  # sampling was stopped then (lines break there when it restarts)
         self._tab_chosen = False  # the person picked a tab: no more switching to Host on a machine without GPUs
+        self._switching = False  # the page changes the tab itself (not the person's choice: not remembered)
 
         self.bridge = SamplerBridge(self)
         self.bridge.interval_s = self._saved_interval()
@@ -88,9 +93,11 @@ class MonitorPage(Page):
         self.gpu_panel.missing_at_start.connect(self._no_gpu_at_start)
         self.gpu_panel.state_changed.connect(
             lambda present: self.run_panel.set_gpus_present(present, self.gpu_panel.reason))
-        self.nodes_view.has_nodes.connect(lambda on: self.tabs.setTabVisible(self._nodes_tab, on))
+        self.nodes_view.has_nodes.connect(
+            lambda on: self._switch(lambda: self.tabs.setTabVisible(self._nodes_tab, on)))
+        self._open_remembered_tab()
         self.tabs.currentChanged.connect(self._tab_changed)
-        self.tabs.tabBarClicked.connect(lambda _i: setattr(self, "_tab_chosen", True))
+        self.tabs.tabBarClicked.connect(self._tab_chosen_by_person)
         ctx.run_started.connect(self.picker.run_started)
 
         top = QHBoxLayout()
@@ -167,7 +174,29 @@ class MonitorPage(Page):
             labels[choice.id] = name if name == choice.id else f"{name} · {choice.id[-4:]}"
         self.processes.set_run_labels(labels)
 
-    def _tab_changed(self, _index: int) -> None:
+    def _open_remembered_tab(self) -> None:
+        """The tab the person chose last time (GPUs otherwise, or Host once no GPU is found)."""
+        remembered = str(self.ctx.settings.value(TAB_KEY, ""))
+        if remembered in TAB_NAMES and self.tabs.isTabVisible(TAB_NAMES.index(remembered)):
+            self._switch(lambda: self.tabs.setCurrentIndex(TAB_NAMES.index(remembered)))
+            self._tab_chosen = True
+
+    def _switch(self, change: Callable[[], object]) -> None:
+        """A tab change of the page's own (a hidden tab, no GPU found): not taken as the person's choice."""
+        self._switching = True
+        try:
+            change()
+        finally:
+            self._switching = False
+
+    def _tab_chosen_by_person(self, index: int) -> None:
+        if 0 <= index < len(TAB_NAMES):
+            self._tab_chosen = True
+            self.ctx.settings.setValue(TAB_KEY, TAB_NAMES[index])
+
+    def _tab_changed(self, index: int) -> None:
+        if not self._switching:  # a click, a mnemonic (Alt+H), Ctrl+Tab: the person's choice, remembered
+            self._tab_chosen_by_person(index)
         self.offload.set_current(self.tabs.currentWidget() is self.offload)
         self.nodes_view.refresh()
         self._want_processes()
@@ -178,7 +207,8 @@ class MonitorPage(Page):
 
     def _no_gpu_at_start(self) -> None:
         if not self._tab_chosen and self.tabs.currentIndex() == 0:
-            self.tabs.setCurrentIndex(1)  # no GPU: open on what there is to see (the GPU tab says why)
+            # No GPU: open on what there is to see (the GPU tab says why).
+            self._switch(lambda: self.tabs.setCurrentIndex(TAB_NAMES.index("host")))
 
     def _watch(self, choice: RunChoice | None) -> None:
         """The picker's choice (None: host and GPUs only), handed to the sampler and to each panel that shows the run:

@@ -9,6 +9,10 @@ The page is an assembly of panels, each owning its widgets and state and given t
 run (WatchedRun, backend/runs/control/watched_run.py, without widgets) and where runs are read from (RunsSource,
 source.py). The page owns the timing: when to poll, when to draw what the polls read (on its 1 s clock, at once for
 news that cannot wait, nothing while off screen, a catch-up on return), and hands each panel its part.
+
+The console and the tabs below it (charts first) share the height: the tabs get CHARTS_SHARE of it once the run
+has metrics, unless the person moved the divider (remembered, SPLITTER_KEY); Ctrl+Shift+M gives the tabs the whole
+height and back. The page's keys (KEYS, listed by F1) reach the tabs and the charts' options without the mouse.
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QByteArray, Qt, QTimer
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QPushButton,
@@ -56,6 +61,12 @@ POLL_MAX_MS = 4000  # ... backing off (doubling) while nothing changes
 HIDDEN_POLL_MS = 10_000  # ... while the page is hidden or the window minimised: data only, nothing drawn
 LIST_MS = 2000  # the list of runs (and marking runs whose supervisor is gone as lost)
 WRAP_KEY = "runs/console_wrap"  # in the app's settings: whether the console wraps long lines
+SPLITTER_KEY = "runs/splitter"  # the console's and the tabs' heights, as the person left them
+CHARTS_SHARE = 0.55  # the tabs' share of the height once the run has metrics (until the divider is moved)
+MAXIMISE_KEY = "Ctrl+Shift+M"
+# The page's keys: the window's (they work right after Ctrl+3, wherever the focus is); Qt ignores a hidden page's,
+# so other pages may use the same keys. F1 lists them (main_window.SHORTCUTS).
+KEYS = ("Alt+C", "Alt+K", "Alt+S", "Alt+O", "Alt+A", "Alt+M", "Alt+L", "Alt+X", "Alt+End", MAXIMISE_KEY)
 
 
 def _true(value: object) -> bool:
@@ -130,7 +141,14 @@ class RunsPage(Page):
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 2)
         self.splitter.setChildrenCollapsible(False)
-        self.splitter.setSizes([600, 300])  # the console gets most of the height
+        state = self.ctx.settings.value(SPLITTER_KEY)
+        # The divider as the person left it; else the console gets most of the height until metrics come.
+        self._split_chosen = isinstance(state, QByteArray) and not state.isEmpty() and \
+            self.splitter.restoreState(state)
+        if not self._split_chosen:
+            self.splitter.setSizes([600, 300])
+        self._split_before_maximised: list[int] | None = None  # the tabs fill the height: the sizes to go back to
+        self.splitter.splitterMoved.connect(lambda *_args: self._split_moved())
 
         run_view = QWidget()
         view_layout = QVBoxLayout(run_view)
@@ -179,7 +197,81 @@ class RunsPage(Page):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(split)
         QShortcut(QKeySequence("Ctrl+Shift+L"), self, lambda: self.diagnose_log())
+        self._add_keys()
         self.setAcceptDrops(True)  # a log file dropped here is diagnosed
+
+    def _add_keys(self) -> None:
+        """KEYS: the tabs, the charts' views and options, and the tabs' share of the height."""
+        tabs, charts = self.lower_tabs, self.charts
+
+        def show_tab(panel: QWidget) -> Callable[[], None]:
+            def show() -> None:
+                if tabs.isTabEnabled(tabs.indexOf(panel)):  # (no Checkpoints tab for another machine's run)
+                    tabs.setCurrentWidget(panel)
+            return show
+
+        def in_charts(action: Callable[[], object]) -> Callable[[], None]:
+            def act() -> None:
+                tabs.setCurrentWidget(charts)
+                action()
+            return act
+
+        actions: dict[str, Callable[[], object]] = {
+            "Alt+C": show_tab(charts),
+            "Alt+K": show_tab(self.leftovers),
+            "Alt+S": show_tab(self.step_panel),
+            "Alt+O": in_charts(charts.overview_button.click),
+            "Alt+A": in_charts(charts.grid_button.click),
+            "Alt+M": in_charts(lambda: charts.smoothing_slider.setFocus(Qt.FocusReason.ShortcutFocusReason)),
+            "Alt+L": in_charts(charts.log_box.toggle),
+            "Alt+X": in_charts(charts.next_x_mode),
+            "Alt+End": in_charts(charts.follow_newest),
+            MAXIMISE_KEY: self.toggle_maximised,
+        }
+        assert set(actions) == set(KEYS)
+        self.shortcuts: dict[str, QShortcut] = {}
+        for keys, action in actions.items():
+            shortcut = self.shortcuts[keys] = QShortcut(QKeySequence(keys), self)
+            shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
+            shortcut.activated.connect(action)
+        tabs.setTabToolTip(0, "The run's metrics as charts (Alt+C; Alt+O overview, Alt+A all metrics; "
+                              f"{MAXIMISE_KEY}: the tabs fill the height and back)")
+        tabs.setTabToolTip(tabs.checkpoints_tab, "The run's checkpoints (Alt+K)")
+        tabs.setTabToolTip(tabs.step_tab, f"{tabs.tabToolTip(tabs.step_tab)} (Alt+S)")
+
+    # ------------------------------------------------------------------------------------------ the divider
+    def _split_moved(self) -> None:
+        """The person moved the divider: kept, and remembered for the next start."""
+        self._split_chosen = True
+        self._split_before_maximised = None
+        if self.console.isHidden():
+            self.console.show()
+        self.ctx.settings.setValue(SPLITTER_KEY, self.splitter.saveState())
+
+    def _give_charts_room(self) -> None:
+        """The run has metrics: the tabs get CHARTS_SHARE of the height, unless the person chose the split."""
+        if self._split_chosen or self._split_before_maximised is not None:
+            return
+        sizes = self.splitter.sizes()
+        total = sum(sizes) or 900
+        lower = round(total * CHARTS_SHARE)
+        if sizes[1] < lower:
+            self.splitter.setSizes([total - lower, lower])
+
+    @property
+    def maximised(self) -> bool:
+        """Whether the tabs fill the height (the console hidden)."""
+        return self._split_before_maximised is not None
+
+    def toggle_maximised(self) -> None:
+        """The tabs below the console fill the run view's height, or go back to the split they had."""
+        if self._split_before_maximised is None:
+            self._split_before_maximised = self.splitter.sizes()
+            self.console.hide()
+        else:
+            sizes, self._split_before_maximised = self._split_before_maximised, None
+            self.console.show()
+            self.splitter.setSizes(sizes)
 
     def show_trials(self, trial_id: str | None = None) -> QWidget:
         """The trials window (the newest trial, or `trial_id`)."""
@@ -302,6 +394,8 @@ class RunsPage(Page):
             self.console.open_log(record.log_path, ended=record.finished)
             self.console.set_paused(not self.on_screen())
         self.charts.news(change)
+        if self.watched.metrics:
+            self._give_charts_room()
         self.leftovers.news(change, self.on_screen())
         self.nodes_table.news(change, self.on_screen())
         self.step_panel.news(change, self.on_screen())

@@ -5,9 +5,10 @@ each poll's news and says when to draw.
 Two views of the run's metrics: "Overview" (the losses and one chosen metric) and "All metrics" (MetricsGrid,
 metrics_grid.py: a small chart per metric, filtered, pinned, a page at a time). Options over both views:
 smoothing (TensorBoard's EMA), a log scale for y, x by step, wall time or time since the run's start; export of
-the charts as PNG and their data as CSV (buttons, and each chart's right-click menu). The legends and "Last
-metrics" show the same read (last_figures): the legend's figure is set with the labels, not when the curves are
-redrawn (which happens at the charts' slower pace).
+the charts as PNG and their data as CSV (buttons, and each chart's right-click menu). Each legend names its line's
+newest point, so it moves when the line is redrawn (at the charts' slower pace, CHART_MS) and the two never
+disagree; "Last metrics" beside them shows each read at once. DeepSpeed's engine throughputs are labelled as such
+wherever they are named (metric_label), apart from the run's wall-clock throughput in the header.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from traindeck.backend.logparse import metric_note
+from traindeck.backend.logparse import ENGINE_FIGURES, ENGINE_LABEL, metric_label, metric_note
 from traindeck.backend.runs import (
     BoundedSeries,
     LastFigure,
@@ -66,6 +67,9 @@ from traindeck.gui.widgets.smoothing_slider import SmoothingSlider
 # long run a pixel column is minutes of steps: a redraw every poll moves nothing on screen and costs ~8 ms. (5 s,
 # every third poll, as a TensorBoard tab refreshes much less often: the charts' repaint is the largest single
 # painter of a window watching a 50 lines/s run, above the console's each second; py-spy --native on the soak.)
+# Redrawing every read instead, so the lines keep pace with "Last metrics", costs ~10 ms a chart to feed plus ~3 ms
+# to paint for a 100k-step series (smoothed), ~115 ms of the UI thread every 2 s for a page of 9: the legends
+# follow their lines instead (each names its line's newest point).
 CHART_MS = 5000
 CHART_MAX_MS = 30_000
 MAX_METRICS_SHOWN = 14
@@ -152,9 +156,9 @@ class ChartsPanel(QWidget):
 
     def _build_toolbar(self) -> QHBoxLayout:
         self.overview_button = QPushButton("Overview")
-        self.overview_button.setToolTip("The losses and one chosen metric")
+        self.overview_button.setToolTip("The losses and one chosen metric (Alt+O)")
         self.grid_button = QPushButton("All metrics")
-        self.grid_button.setToolTip("A chart for every metric the run logs: filter, pin, page through them")
+        self.grid_button.setToolTip("A chart for every metric the run logs: filter, pin, page through them (Alt+A)")
         self._view_buttons = QButtonGroup(self)
         for button in (self.overview_button, self.grid_button):
             button.setCheckable(True)
@@ -165,13 +169,14 @@ class ChartsPanel(QWidget):
         self.smoothing_choice = SmoothingSlider(self._settings, SETTINGS + "smoothing")
         self.smoothing_choice.changed.connect(self._smoothing_changed)
         self.smoothing_slider = self.smoothing_choice.slider
+        self.smoothing_slider.setToolTip(self.smoothing_slider.toolTip() + " (Alt+M, then the arrow keys)")
         self.log_box = QCheckBox("Log y")
-        self.log_box.setToolTip("A log scale for y; values <= 0 are left out (each chart says how many)")
+        self.log_box.setToolTip("A log scale for y; values <= 0 are left out (each chart says how many) (Alt+L)")
         self.log_box.setChecked(self.log_y)
         self.log_box.toggled.connect(self.set_log_y)
         self.x_box = QComboBox()
         self.x_box.setToolTip("The x axis of every chart: the step, the wall-clock time, or the time since the "
-                              "run started")
+                              "run started (Alt+X: the next one). Alt+End: every chart follows the newest data")
         for text, mode in X_CHOICES:
             self.x_box.addItem(f"x: {text}", mode)
         self.x_box.setCurrentIndex(max(0, self.x_box.findData(self.x_mode)))
@@ -280,6 +285,16 @@ class ChartsPanel(QWidget):
             chart.follow()
         self._redraw_all()
 
+    def next_x_mode(self) -> None:
+        """The next x axis of X_CHOICES (step, wall time, since the start), as the x box shows it."""
+        self.x_box.setCurrentIndex((self.x_box.currentIndex() + 1) % self.x_box.count())
+
+    def follow_newest(self) -> None:
+        """Every chart shown follows the newest data again (as each chart's "A" button does)."""
+        for chart in self._shown_charts():
+            if not chart.following:
+                chart.follow()
+
     def _show_view(self, grid: bool, remember: bool = True) -> None:
         (self.grid_button if grid else self.overview_button).setChecked(True)
         self.views.setCurrentWidget(self.grid if grid else self.overview)
@@ -362,7 +377,6 @@ class ChartsPanel(QWidget):
         self._undrawn.clear()
         for chart in charts:
             chart.flush()  # now, not REDRAW_MS later: in the same repaint as the rest of the page's news
-        self._show_legends()
 
     def _feed_clock(self) -> None:
         """Each held series' newest (step, time): the clock keeps up with the run between its history reads."""
@@ -472,7 +486,7 @@ class ChartsPanel(QWidget):
         self._new_other_chart()
 
     def _new_other_chart(self) -> None:
-        chart = self._make_chart(self._other_name or "Metric")
+        chart = self._make_chart(metric_label(self._other_name) if self._other_name else "Metric")
         self._other_layout.replaceWidget(self.other_chart, chart)
         self.other_chart.hide()
         self.other_chart.deleteLater()
@@ -487,10 +501,11 @@ class ChartsPanel(QWidget):
 
     # ------------------------------------------------------------------------------------------------ figures
     def show_metrics(self, metrics: Mapping[str, float], empty: str = "none yet") -> None:
-        """The last metrics, and the same figures in the charts' legends (one read: see last_figures)."""
+        """The last metrics (each read at once; the legends name their lines' newest points). DeepSpeed's engine
+        figures come last, under a heading that says they are not the run's wall-clock throughput."""
         self.figures = last_figures(metrics, self._watched.series)
-        self._show_legends()
-        shown = sorted(self.figures.items())[:MAX_METRICS_SHOWN]
+        shown = sorted(self.figures.items(), key=lambda item: (item[0] in ENGINE_FIGURES, item[0]))
+        shown = shown[:MAX_METRICS_SHOWN]
         if shown and [name for name, _ in shown] == list(self._metric_labels):
             for name, figure in shown:  # the same series: new values only (this runs every poll)
                 self._set_figure(self._metric_labels[name], figure)
@@ -506,7 +521,16 @@ class ChartsPanel(QWidget):
         if not shown:
             grid.addWidget(_label(empty), 0, 0)
             return
-        for row, (name, figure) in enumerate(shown):
+        row, heading_shown = 0, False
+        for name, figure in shown:
+            if name in ENGINE_FIGURES and not heading_shown:  # DeepSpeed's engine figures follow, set apart
+                heading = _label(f"{ENGINE_LABEL}s: engine time only, not wall-clock", wrap=True)
+                heading.setObjectName("engineHeading")
+                heading.setToolTip(metric_note(name))
+                if row:
+                    heading.setContentsMargins(0, 6, 0, 0)
+                grid.addWidget(heading, row, 0, 1, 2)
+                row, heading_shown = row + 1, True
             key = _label(name)
             set_muted(key)
             key.setToolTip(metric_note(name))  # e.g. DeepSpeed's samples_per_sec: the engine's time only
@@ -516,20 +540,15 @@ class ChartsPanel(QWidget):
                                                             align=Qt.AlignmentFlag.AlignRight)
             self._set_figure(label, figure)
             grid.addWidget(label, row, 1, Qt.AlignmentFlag.AlignRight)
+            row += 1
 
     @staticmethod
     def _set_figure(label: QLabel, figure: LastFigure) -> None:
         label.setText(figure_text(figure.value))
         label.setToolTip(f"at step {figure.step:,.0f}" if figure.step is not None else "")
 
-    def _show_legends(self) -> None:
-        for chart in self._shown_charts():
-            values = {name: self.figures[name].value for name in chart.series_names() if name in self.figures}
-            if values:
-                chart.show_legend_values(values)
-
     def legend_figure(self, name: str) -> str | None:
-        """The figure the legend of `name`'s chart on screen shows (for tests and the tour)."""
+        """The figure the legend of `name`'s chart on screen shows: its line's newest point (for tests, the tour)."""
         charts = self._charts_of(name)
         text = charts[0].legend_text(name) if charts else None
         return text.split("  ", 1)[1] if text and "  " in text else None

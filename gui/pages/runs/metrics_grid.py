@@ -19,11 +19,13 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QScrollArea,
+    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
+from traindeck.backend.logparse import metric_label, metric_note
 from traindeck.backend.runs import filter_metrics, page_of
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.charts import TimeSeriesChart
@@ -55,8 +57,10 @@ class MetricCell(QWidget):
         self.pin.setText(PINNED if pinned else UNPINNED)
         self.pin.setToolTip("Pin: pinned metrics come first in the grid")
         self.pin.toggled.connect(lambda on: self.pin.setText(PINNED if on else UNPINNED))
-        title = QLabel(name)
-        title.setToolTip(name)
+        self.title = title = QLabel(metric_label(name))  # DeepSpeed's engine figures say so
+        title.setToolTip("\n".join(filter(None, (name, metric_note(name)))))
+        # A long title is cut at the cell's edge rather than widening the grid.
+        title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         header = QHBoxLayout()
         header.setContentsMargins(0, 0, 0, 0)
         header.setSpacing(2)
