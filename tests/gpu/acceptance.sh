@@ -10,7 +10,9 @@
 # it prints one line saying so and exits 0, writing nothing.
 #
 # TRAINDECK_GPU_PYTHON (default python3): the interpreter with CUDA torch; TRAINDECK_GPU_NVIDIA_SMI (default
-# nvidia-smi); TRAINDECK_GPU_BUDGET_S (default 470): the whole check's time, wheels included.
+# nvidia-smi); TRAINDECK_GPU_BUDGET_S (default 470): the whole check's time, wheels included;
+# TRAINDECK_GPU_DRIVER=steps_check.py runs the step-timing check instead (tests/gpu/steps_check.py: the offloaded
+# run's verdict and step timing's cost on a CUDA step, about 5 minutes), its table in $OUT/gpu-steps.md.
 set -u
 started=$(date +%s)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,7 +32,12 @@ timeout 120 "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available()
 
 OUT=${OUT:-/tmp/gpu-acceptance}
 mkdir -p "$OUT"
-report=$OUT/gpu-acceptance.md
+driver=${TRAINDECK_GPU_DRIVER:-gpu_check.py}
+case "$driver" in
+  gpu_check.py) report=$OUT/gpu-acceptance.md ;;
+  steps_check.py) report=$OUT/gpu-steps.md ;;
+  *) echo "TRAINDECK_GPU_DRIVER: gpu_check.py or steps_check.py, not $driver"; exit 2 ;;
+esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/traindeck-gpu.XXXXXX")
 
 # What the machine lacks (DeepSpeed, pydantic, hjson) goes into a folder of its own, first on the path; the image's
@@ -53,7 +60,7 @@ unset DS_ACCELERATOR
 
 left=$((budget - ($(date +%s) - started)))
 [ "$left" -ge 60 ] || left=60
-timeout -k 10 "$left" "$py" "$here/gpu_check.py" --out "$OUT" --work "$work" --deadline "$((started + budget - 10))" \
+timeout -k 10 "$left" "$py" "$here/$driver" --out "$OUT" --work "$work" --deadline "$((started + budget - 10))" \
   --wheels-rc "$wheels_rc" --source "$repo/.gpu/source.txt" 2>&1 | tee "$OUT/console.log"
 rc=${PIPESTATUS[0]}
 if [ ! -s "$report" ]; then
@@ -63,7 +70,7 @@ if [ ! -s "$report" ]; then
     echo
     echo "| check | result | figures |"
     echo "| --- | --- | --- |"
-    echo "| the check's driver (tests/gpu/gpu_check.py) | FAIL | it ended with exit $rc before writing its table:" \
+    echo "| the check's driver (tests/gpu/$driver) | FAIL | it ended with exit $rc before writing its table:" \
       "$(tail -n 3 "$OUT/console.log" 2>/dev/null | tr '\n|' '  ') |"
   } >"$report"
   rc=1
