@@ -56,6 +56,7 @@ SHORTCUTS = (
     ("Ctrl+Enter", "Launch: start the run"),
     ("Ctrl+.", "Runs: stop the run (asks first)"),
     ("Ctrl+F / F3", "Runs: search the console / next match"),
+    ("Ctrl+F", "History, Runs' run list: filter the runs"),
     ("Ctrl+Shift+L", "Runs: diagnose a log from anywhere (or drop the file on the page)"),
     ("Ctrl+U", "Estimate: use the advised preset"),
     ("Ctrl+D", "History: compare the two selected runs"),
