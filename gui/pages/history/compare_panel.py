@@ -164,6 +164,7 @@ class ComparePanel(QWidget):
         self.many: ManyComparison | None = None
         self.count = 0  # the runs of the comparison shown
         self.live = False  # a compared run was running at the last read: the figures and curves follow it
+        self._filled: dict[int, tuple[object, ...]] = {}  # per table (by id): the cells it shows
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.compare_title = QLabel(f"Select two to {MAX_COMPARED} runs and press Compare to see them side by side.")
@@ -408,6 +409,12 @@ class ComparePanel(QWidget):
                                                 for side, anatomy in (("A", a), ("B", b))))
 
     def _fill(self, table: QTableWidget, rows: Sequence[tuple[str, ...]], bold_rows: set[int] | None = None) -> None:
+        # A live run's refresh every few seconds mostly brings the same cells: those are left alone (no repaint, the
+        # user's selection kept).
+        shown = (table.columnCount(), tuple(rows), frozenset(bold_rows or ()))
+        if self._filled.get(id(table)) == shown:
+            return
+        self._filled[id(table)] = shown
         table.setRowCount(len(rows))
         for r, values in enumerate(rows):
             for c, text in enumerate(values):
