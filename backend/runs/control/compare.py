@@ -10,6 +10,7 @@ are written as "<run dir>" and "<port>" before comparing: what remains is what t
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import json
 import signal
@@ -536,9 +537,9 @@ def _assembled(metric: str, shared: Sequence[str], curves: list[OverlayCurve], e
     if equal_steps and common is not None:
         shown = []
         for c in curves:
-            keep = [k for k, step in enumerate(c.steps) if step <= common]
-            shown.append(OverlayCurve(c.run_id, c.label, [c.steps[k] for k in keep], [c.values[k] for k in keep],
-                                      c.last_step, [c.times[k] for k in keep] if c.times else [], c.start, c.last_t))
+            keep = bisect.bisect_right(c.steps, common)  # steps are in order
+            shown.append(OverlayCurve(c.run_id, c.label, c.steps[:keep], c.values[:keep], c.last_step,
+                                      c.times[:keep], c.start, c.last_t))
     return Overlay(metric, tuple(shared), shown, common, equal_steps, tuple(live), tuple(curves))
 
 
@@ -586,8 +587,12 @@ def extend_overlay(store: RunStore, previous: Overlay, equal_steps: bool | None 
         last_t = max(t for _step, t, _value in series)
         if new and curve.steps and new[0][0] < curve.steps[-1]:  # logged out of step order: merge
             rows = _stepped(list(zip(curve.steps, curve.times, curve.values, strict=True)) + new)
-        else:
-            rows = list(zip(curve.steps, curve.times, curve.values, strict=True)) + new
-        curves.append(_curve(curve.run_id, curve.label, rows, curve.start, last_t))
+            curves.append(_curve(curve.run_id, curve.label, rows, curve.start, last_t))
+            continue
+        # The usual case, new steps after the old: the lists extended (copies: the overlay shown stays as it was).
+        steps = curve.steps + [r[0] for r in new]
+        curves.append(OverlayCurve(curve.run_id, curve.label, steps, curve.values + [r[2] for r in new],
+                                   steps[-1] if steps else None, curve.times + [r[1] for r in new], curve.start,
+                                   last_t))
     return _assembled(previous.metric, previous.metrics, curves,
                       previous.equal_steps if equal_steps is None else equal_steps, live)
