@@ -56,6 +56,7 @@ SHORTCUTS = (
     ("Ctrl+Enter", "Launch: start the run"),
     ("Ctrl+.", "Runs: stop the run (asks first)"),
     ("Ctrl+F / F3", "Runs: search the console / next match"),
+    ("Ctrl+F", "History, Runs' run list: filter the runs"),
     ("Ctrl+Shift+L", "Runs: diagnose a log from anywhere (or drop the file on the page)"),
     ("Alt+C / Alt+K / Alt+S", "Runs: the Charts / Checkpoints / Step tab"),
     ("Alt+O / Alt+A", "Runs: charts overview / all metrics"),

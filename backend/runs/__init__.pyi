@@ -9,6 +9,7 @@ from .control.compare import OverlayCurve as OverlayCurve
 from .control.compare import RunComparison as RunComparison
 from .control.compare import compare_many as compare_many
 from .control.compare import compare_runs as compare_runs
+from .control.compare import extend_overlay as extend_overlay
 from .control.compare import overlay as overlay
 from .control.console_feed import ConsoleBatch as ConsoleBatch
 from .control.console_feed import ConsoleFeed as ConsoleFeed
@@ -88,6 +89,11 @@ from .control.relaunch import rerun as rerun
 from .control.relaunch import resume as resume
 from .control.resume import ResumeError as ResumeError
 from .control.resume import check_template as check_template
+from .control.run_filter import RunFilter as RunFilter
+from .control.run_filter import count_text as count_text
+from .control.run_filter import figures_words as figures_words
+from .control.run_filter import parse_filter as parse_filter
+from .control.run_filter import record_words as record_words
 from .control.step_view import STEP_TIMING_ENV as STEP_TIMING_ENV
 from .control.step_view import StepView as StepView
 from .control.step_view import read_step_view as read_step_view

@@ -10,11 +10,12 @@ are written as "<run dir>" and "<port>" before comparing: what remains is what t
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import json
 import signal
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from traindeck.backend.runs.control.history import (
     run_figures,
 )
 from traindeck.backend.runs.control.history_table import MAX_COMPARED, default_metric
-from traindeck.backend.runs.record.run_store import RunStore
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
 ACCELERATE_FILE = "accelerate_config.yaml"
 DEEPSPEED_FILE = "ds_config.json"
@@ -122,6 +123,12 @@ class RunComparison:
     figures: list[FigureRow]
     metrics: list[FigureRow]  # final metrics, every name either run reported
     problems: tuple[str, ...] = field(default=())
+
+    def with_figures(self, runs: Mapping[str, RunFigures]) -> RunComparison:
+        """The same comparison with the runs' figures as `runs` (by id) now has them: a live run's steps, duration
+        and final metrics follow the history's reads without reading the configs again."""
+        a, b = runs.get(self.a.run_id, self.a), runs.get(self.b.run_id, self.b)
+        return replace(self, a=a, b=b, figures=figure_rows(a, b), metrics=metric_rows(a, b))
 
 
 def _normalise(text: str, run_dir: str, port: Any) -> str:
@@ -345,6 +352,11 @@ class ManyComparison:
     unified_diff: str  # each run's configs against the first run's
     problems: tuple[str, ...] = ()
 
+    def with_figures(self, runs: Mapping[str, RunFigures]) -> ManyComparison:
+        """The same comparison with the runs' figures as `runs` (by id) now has them (see RunComparison's)."""
+        now = [runs.get(r.run_id, r) for r in self.runs]
+        return replace(self, runs=now, figures=figure_columns(now), metrics=metric_columns(now))
+
 
 def _ratios(values: Sequence[float | None], describe: bool = True) -> tuple[str, ...]:
     return ("", *(_change(values[0], v, describe) for v in values[1:]))
@@ -469,50 +481,118 @@ class OverlayCurve:
     steps: list[int]
     values: list[float]
     last_step: int | None  # the run's own last step of the metric, before any cut
+    times: list[float] = field(default_factory=list)  # when each point was logged (UNIX seconds), beside `steps`
+    start: float | None = None  # when the run started (x as time since the start)
+    last_t: float | None = None  # the newest point's time read (a live run's next read starts after it)
+
+    def since_start(self) -> list[float]:
+        """Each point's seconds since the run's start (its first point's time when the start is unknown)."""
+        origin = self.start if self.start is not None else (self.times[0] if self.times else 0.0)
+        return [t - origin for t in self.times]
 
 
 @dataclass(frozen=True)
 class Overlay:
     """Several runs' curves of one metric over steps. With equal_steps every curve ends at `common_step`, the
-    smallest last step of them all, so each curve's last value is taken at the same step."""
+    smallest last step of them all, so each curve's last value is taken at the same step. `live`: the runs that were
+    running when it was read (their curves grow: `extend_overlay` reads only what they logged since); `whole`: the
+    curves before any cut (what the next read extends)."""
 
     metric: str
     metrics: tuple[str, ...]  # the metrics every run logged with step numbers (to choose from), sorted
     curves: list[OverlayCurve]
     common_step: int | None  # the last step every run reached (None: no curve)
     equal_steps: bool
+    live: tuple[str, ...] = ()
+    whole: tuple[OverlayCurve, ...] = ()
 
     @property
     def steps_differ(self) -> bool:
         return len({c.last_step for c in self.curves if c.last_step is not None}) > 1
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        return tuple(c.run_id for c in (self.whole or self.curves))
+
+
+def _stepped(rows: Sequence[tuple[int | None, float, float]]) -> list[tuple[int, float, float]]:
+    """(step, t, value) of the rows logged with a step, in step order (a resumed run's rows stay in order)."""
+    out = [(int(step), t, value) for step, t, value in rows if step is not None]
+    out.sort(key=lambda r: r[0])
+    return out
+
+
+def _curve(run_id: str, label: str, rows: list[tuple[int, float, float]], start: float | None,
+           last_t: float | None) -> OverlayCurve:
+    return OverlayCurve(run_id, label, [r[0] for r in rows], [r[2] for r in rows], rows[-1][0] if rows else None,
+                        [r[1] for r in rows], start, last_t)
+
+
+def _assembled(metric: str, shared: Sequence[str], curves: list[OverlayCurve], equal_steps: bool,
+               live: Sequence[str]) -> Overlay:
+    """The overlay of these whole curves: cut at the common step when asked."""
+    lasts = [c.last_step for c in curves if c.last_step is not None]
+    common = min(lasts) if lasts else None
+    shown = curves
+    if equal_steps and common is not None:
+        shown = []
+        for c in curves:
+            keep = bisect.bisect_right(c.steps, common)  # steps are in order
+            shown.append(OverlayCurve(c.run_id, c.label, c.steps[:keep], c.values[:keep], c.last_step,
+                                      c.times[:keep], c.start, c.last_t))
+    return Overlay(metric, tuple(shared), shown, common, equal_steps, tuple(live), tuple(curves))
 
 
 def overlay(store: RunStore, ids: Sequence[str], metric: str | None = None, equal_steps: bool = False) -> Overlay:
     """The runs' curves of `metric` (None: loss, or the first shared metric with loss in its name) over steps, in
     the order given; only rows logged with a step count. Runs missing from the store are left out."""
     spans: dict[str, dict[str, tuple[int, int, float, float, int]]] = {}
-    names: dict[str, str] = {}
+    records: dict[str, RunRecord] = {}
     for run_id in ids:
         record = store.get_run(run_id)
         if record is not None:
             spans[run_id] = store.metric_step_spans(run_id)
-            names[run_id] = record.name or run_id
+            records[run_id] = record
     shared = sorted(set.intersection(*(set(s) for s in spans.values()))) if spans else []
     metric = metric or default_metric(shared)
     curves = []
     for i, run_id in enumerate(spans):
-        rows = [(int(step), value) for step, _t, value in store.metric_series(run_id, metric) if step is not None]
-        rows.sort(key=lambda r: r[0])
-        label = f"{RUN_LETTERS[i] if i < len(RUN_LETTERS) else i + 1}: {names[run_id]}"
-        curves.append(OverlayCurve(run_id, label, [r[0] for r in rows], [r[1] for r in rows],
-                                   rows[-1][0] if rows else None))
-    lasts = [c.last_step for c in curves if c.last_step is not None]
-    common = min(lasts) if lasts else None
-    if equal_steps and common is not None:
-        cut = []
-        for c in curves:
-            keep = [k for k, step in enumerate(c.steps) if step <= common]
-            cut.append(OverlayCurve(c.run_id, c.label, [c.steps[k] for k in keep], [c.values[k] for k in keep],
-                                    c.last_step))
-        curves = cut
-    return Overlay(metric, tuple(shared), curves, common, equal_steps)
+        series = store.metric_series(run_id, metric)
+        record = records[run_id]
+        label = f"{RUN_LETTERS[i] if i < len(RUN_LETTERS) else i + 1}: {record.name or run_id}"
+        curves.append(_curve(run_id, label, _stepped(series), record.started_at or record.created_at,
+                             max((t for _step, t, _value in series), default=None)))
+    live = [run_id for run_id, record in records.items() if record.state == "running"]
+    return _assembled(metric, shared, curves, equal_steps, live)
+
+
+def extend_overlay(store: RunStore, previous: Overlay, equal_steps: bool | None = None) -> Overlay:
+    """`previous` with what its live runs logged since it was read: only their newer rows are read (a seek on the
+    series' index), the finished runs' curves are kept as they were. `live` is read again: a run that ended since is
+    read one last time and then no more. `equal_steps` (None: as before) cuts the result anew."""
+    curves = []
+    live = []
+    for curve in previous.whole or previous.curves:
+        if curve.run_id not in previous.live:
+            curves.append(curve)
+            continue
+        record = store.get_run(curve.run_id)
+        if record is not None and record.state == "running":
+            live.append(curve.run_id)
+        series = store.metric_series(curve.run_id, previous.metric, after_t=curve.last_t)
+        if not series:
+            curves.append(curve)
+            continue
+        new = _stepped(series)
+        last_t = max(t for _step, t, _value in series)
+        if new and curve.steps and new[0][0] < curve.steps[-1]:  # logged out of step order: merge
+            rows = _stepped(list(zip(curve.steps, curve.times, curve.values, strict=True)) + new)
+            curves.append(_curve(curve.run_id, curve.label, rows, curve.start, last_t))
+            continue
+        # The usual case, new steps after the old: the lists extended (copies: the overlay shown stays as it was).
+        steps = curve.steps + [r[0] for r in new]
+        curves.append(OverlayCurve(curve.run_id, curve.label, steps, curve.values + [r[2] for r in new],
+                                   steps[-1] if steps else None, curve.times + [r[1] for r in new], curve.start,
+                                   last_t))
+    return _assembled(previous.metric, previous.metrics, curves,
+                      previous.equal_steps if equal_steps is None else equal_steps, live)

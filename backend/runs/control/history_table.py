@@ -59,10 +59,17 @@ class HistoryRow:
         return self.label or self.run.name or self.run.run_id
 
     def final_text(self, say_step: bool) -> str:
-        """The final value as a cell shows it; with say_step, the step it is at ("2.93 at step 216")."""
+        """The final value as a cell shows it; with say_step, the step it is at ("2.93 at step 216"). A running
+        run's value is its latest, not its final one, and says so ("2.93 at step 80 (latest)")."""
         text = format_metric(self.final)
-        return f"{text} at step {self.final_step}" if say_step and self.final is not None and \
-            self.final_step is not None else text
+        if say_step and self.final is not None and self.final_step is not None:
+            text = f"{text} at step {self.final_step}"
+        return f"{text} (latest)" if self.is_latest else text
+
+    @property
+    def is_latest(self) -> bool:
+        """The metric's value is the running run's latest, not a final one."""
+        return self.final is not None and self.run.state == "running"
 
 
 @dataclass(frozen=True)

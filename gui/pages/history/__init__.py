@@ -6,7 +6,9 @@ draws them.
 
 The page is an assembly of three panels it wires together: the runs table (run_table.py), the comparison of the
 selected runs (compare_panel.py, with their curves overlaid: overlay_panel.py) and what a run leaves behind (leftovers_panel.py: Rerun, Bundle, its line of work). The page
-keeps the run store, reads it, and holds the bar of buttons and the count of runs.
+keeps the run store, reads it, and holds the bar of buttons and the count of runs. Each read also goes to the
+comparison (`ComparePanel.runs_read`): while a compared run is live its figures and curves follow it, at the list's
+pace and only while the page is seen (the poller pauses off screen).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class HistoryPage(Page):
     # ------------------------------------------------------------------------------------------------ layout
     def _build(self) -> None:
         # Parented by the layouts below, in the order they are placed: the tab order follows the page's layout.
-        self.run_table = RunTable()
+        self.run_table = RunTable(settings=self.ctx.settings)
         self.compare_panel = ComparePanel(self.ctx, self._store_path)
         self.leftovers = LeftoversPanel(self.ctx, self.run_table, self._store_path)
 
@@ -80,7 +82,8 @@ class HistoryPage(Page):
         self.run_table.open_requested.connect(self.open_selected)
         self.run_table.selection_changed.connect(self._selection_changed)
         self.leftovers.line_of_work.connect(self._show_line_of_work)
-        for keys, slot in (("Ctrl+D", self.compare_selected), ("F5", self.refresh)):
+        for keys, slot in (("Ctrl+D", self.compare_selected), ("F5", self.refresh),
+                           (QKeySequence.StandardKey.Find, self.run_table.filter_box.focus)):
             shortcut = QShortcut(QKeySequence(keys), self)
             shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
             shortcut.activated.connect(slot)
@@ -137,6 +140,7 @@ class HistoryPage(Page):
         if history is not self.history:
             return  # the store was switched (demo) while this read ran
         self.run_table.show_rows(rows, trials)
+        self.compare_panel.runs_read(rows)  # a live compared run's figures and curves follow
         running = sum(1 for r in rows if r.state == "running")
         self.count_label.setText(
             "No runs yet: launch one from the Launch page." if not rows else

@@ -5,7 +5,9 @@ differ in their pip freeze, and how) and "Step anatomy" (each run's slowest rank
 verdict: ZeRO-2 against ZeRO-3, say). Two runs read as A and B with B's ratio to A; more read as A, B, C ... with
 each one's ratio to A beside its value. The comparisons themselves are backend/runs/control/compare.py
 (compare_runs, compare_many, overlay), compare_provenance and run_step_anatomy; all are read on the thread pool,
-from the run store the page names."""
+from the run store the page names. While a compared run is live (and once more when it ends) each of the page's
+reads of the history (`runs_read`) brings its figures up to date from the rows read, with nothing read again, and
+the overlay reads its newer points; a comparison of finished runs is read once."""
 
 from __future__ import annotations
 
@@ -46,6 +48,9 @@ from traindeck.gui.context import AppContext
 from traindeck.gui.pages.history.overlay_panel import OverlayPanel
 from traindeck.gui.widgets.message_list import tone
 from traindeck.gui.widgets.run_leftovers import one_line
+
+# The metrics' heading while a compared run is running: its values are its latest, not final ones.
+LATEST_METRICS = "Final metrics (a running run's: its latest)"
 
 
 def _compare(store_path: Path, id_a: str, id_b: str) -> RunComparison:
@@ -158,6 +163,8 @@ class ComparePanel(QWidget):
         self.comparison: RunComparison | None = None
         self.many: ManyComparison | None = None
         self.count = 0  # the runs of the comparison shown
+        self.live = False  # a compared run was running at the last read: the figures and curves follow it
+        self._filled: dict[int, tuple[object, ...]] = {}  # per table (by id): the cells it shows
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.compare_title = QLabel(f"Select two to {MAX_COMPARED} runs and press Compare to see them side by side.")
@@ -218,6 +225,34 @@ class ComparePanel(QWidget):
         if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
             self._highlighter.rehighlight()  # diff colours follow the theme
 
+    # ------------------------------------------------------------------------------------------------ live runs
+    def runs_read(self, rows: Sequence[RunFigures]) -> None:
+        """The page's newest read of the runs: while a compared run is live, or has just ended, the figures follow
+        these rows and the overlay reads what the live runs logged since; else nothing is done."""
+        ids = self._compared_ids()
+        if not ids:
+            return
+        by_id = {r.run_id: r for r in rows if r.run_id in ids}
+        live = any(r.state == "running" for r in by_id.values())
+        if not (live or self.live):
+            return
+        self.live = live
+        if self.count == 2 and self.comparison is not None:
+            self.comparison = self.comparison.with_figures(by_id)
+            self._show_two_figures(self.comparison)
+        elif self.count > 2 and self.many is not None:
+            self.many = self.many.with_figures(by_id)
+            self._show_many_figures(self.many)
+        self.overlay.follow()
+
+    def _compared_ids(self) -> list[str]:
+        """The runs of the comparison shown (none until its first read arrived)."""
+        if self.count == 2 and self.comparison is not None:
+            return [self.comparison.a.run_id, self.comparison.b.run_id]
+        if self.count > 2 and self.many is not None:
+            return [r.run_id for r in self.many.runs]
+        return []
+
     # ------------------------------------------------------------------------------------------------ compare
     def show_overlay(self) -> None:
         """Bring the Overlay tab forward (a sweep's runs: their curves answer which setting was best)."""
@@ -264,6 +299,7 @@ class ComparePanel(QWidget):
         store_path = self._store_path()
         self.count = 2
         self.many = None
+        self.comparison = None  # until this pair's is read (a live run's refresh leaves it alone meanwhile)
         self.compare_title.setText("Comparing…")
         self._read_many(store_path, [id_a, id_b], full=False)
         self.overlay.show_runs([id_a, id_b])
@@ -295,22 +331,27 @@ class ComparePanel(QWidget):
         if not full:
             return
         self.many = result
+        self.live = any(r.state == "running" for r in result.runs)
         self.compare_title.setText(" &nbsp;·&nbsp; ".join(
             f"<b>{label}</b>: {html.escape(r.name or r.run_id)} <span style='color:gray'>({r.run_id})</span>"
             for label, r in zip(letters, result.runs, strict=True))
             + (f"<br>{html.escape('; '.join(result.problems))}" if result.problems else ""))
-        self._set_columns(self.figures_table, ["", *letters])
-        rows = [(f.what, *column_cells(f)) for f in result.figures]
-        if result.metrics:
-            rows.append(("Final metrics", *[""] * len(letters)))
-            rows += [(f"  {m.what}", *column_cells(m)) for m in result.metrics]
-        self._fill(self.figures_table, rows, bold_rows={len(result.figures)} if result.metrics else set())
-        self.figures_table.setToolTip("Each run's figures; in brackets, its ratio to A's")
+        self._show_many_figures(result)
         self._set_columns(self.config_table, ["Setting", *letters])
         self._fill(self.config_table, [(setting_name(d.what), *d.values) for d in result.differences])
         self.tabs.setTabText(1, f"Config differences ({len(result.differences)})")
         self.config_table.setToolTip(f"{result.same} settings are the same in every run")
         self.diff_view.setPlainText(result.unified_diff or "The runs' config files are the same.")
+
+    def _show_many_figures(self, result: ManyComparison) -> None:
+        letters = list(result.labels)
+        self._set_columns(self.figures_table, ["", *letters])
+        rows = [(f.what, *column_cells(f)) for f in result.figures]
+        if result.metrics:
+            rows.append((LATEST_METRICS if self.live else "Final metrics", *[""] * len(letters)))
+            rows += [(f"  {m.what}", *column_cells(m)) for m in result.metrics]
+        self._fill(self.figures_table, rows, bold_rows={len(result.figures)} if result.metrics else set())
+        self.figures_table.setToolTip("Each run's figures; in brackets, its ratio to A's")
 
     def _set_columns(self, table: QTableWidget, headers: list[str]) -> None:
         items = [table.horizontalHeaderItem(c) for c in range(table.columnCount())]
@@ -322,24 +363,27 @@ class ComparePanel(QWidget):
         if self.count != 2:
             return  # a comparison of more runs was asked for meanwhile
         self.comparison = result
-        self._set_columns(self.figures_table, ["", "A", "B", "B vs A"])
+        self.live = any(r.state == "running" for r in (result.a, result.b))
         self._set_columns(self.config_table, ["Setting", "A", "B"])
         a, b = result.a, result.b
         self.compare_title.setText(
             f"<b>A</b>: {a.name or a.run_id} <span style='color:gray'>({a.run_id})</span> &nbsp;·&nbsp; "
             f"<b>B</b>: {b.name or b.run_id} <span style='color:gray'>({b.run_id})</span>"
             + (f"<br>{'; '.join(result.problems)}" if result.problems else ""))
-
-        rows = [(f.what, f.a, f.b, f.change) for f in result.figures]
-        if result.metrics:
-            rows.append(("Final metrics", "", "", ""))
-            rows += [(f"  {m.what}", m.a, m.b, m.change) for m in result.metrics]
-        self._fill(self.figures_table, rows, bold_rows={len(result.figures)} if result.metrics else set())
+        self._show_two_figures(result)
         differing = [(setting_name(d.key), d.text("a"), d.text("b")) for d in result.differences]
         self._fill(self.config_table, differing)
         self.tabs.setTabText(1, f"Config differences ({len(differing)})")
         self.config_table.setToolTip(f"{result.same} settings are the same in both runs")
         self.diff_view.setPlainText(result.unified_diff or "The two runs' config files are the same.")
+
+    def _show_two_figures(self, result: RunComparison) -> None:
+        self._set_columns(self.figures_table, ["", "A", "B", "B vs A"])
+        rows = [(f.what, f.a, f.b, f.change) for f in result.figures]
+        if result.metrics:
+            rows.append((LATEST_METRICS if self.live else "Final metrics", "", "", ""))
+            rows += [(f"  {m.what}", m.a, m.b, m.change) for m in result.metrics]
+        self._fill(self.figures_table, rows, bold_rows={len(result.figures)} if result.metrics else set())
 
     def _show_provenance(self, result: ProvenanceComparison) -> None:
         if self.count != 2:
@@ -365,6 +409,12 @@ class ComparePanel(QWidget):
                                                 for side, anatomy in (("A", a), ("B", b))))
 
     def _fill(self, table: QTableWidget, rows: Sequence[tuple[str, ...]], bold_rows: set[int] | None = None) -> None:
+        # A live run's refresh every few seconds mostly brings the same cells: those are left alone (no repaint, the
+        # user's selection kept).
+        shown = (table.columnCount(), tuple(rows), frozenset(bold_rows or ()))
+        if self._filled.get(id(table)) == shown:
+            return
+        self._filled[id(table)] = shown
         table.setRowCount(len(rows))
         for r, values in enumerate(rows):
             for c, text in enumerate(values):

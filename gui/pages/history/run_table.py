@@ -25,12 +25,13 @@ from PySide6.QtCore import (
     QModelIndex,
     QObject,
     QPersistentModelIndex,
+    QSettings,
     QSize,
     QSortFilterProxyModel,
     Qt,
     Signal,
 )
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QIcon, QKeySequence, QShortcut
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QIcon, QKeySequence, QPalette, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -48,16 +49,20 @@ from traindeck.backend.runs import (
     HistoryRow,
     HistoryTable,
     RunFigures,
+    RunFilter,
     SweepGroup,
     TrialGroup,
     TrialSummary,
+    figures_words,
     format_duration,
     format_metric,
     format_rate,
     format_seconds_per_step,
     history_table,
+    parse_filter,
 )
 from traindeck.gui.widgets.message_list import tone
+from traindeck.gui.widgets.run_filter import RunFilterBox
 from traindeck.gui.widgets.run_state import state_icon
 
 COLUMNS = ("Name", "State", "Started", "Duration", "Preset", "Peak GPU mem", "Peak host RAM", "s/step", "Throughput")
@@ -72,7 +77,8 @@ COLUMN_TIPS = (
     "The run's processes' resident memory at its peak (ranks and launcher together)",
     "Seconds per optimizer step (hover a cell to see how it was measured)",
     "Samples per second over the wall clock: the measured step rate x the global batch (hover a cell for its "
-    "source and DeepSpeed's engine-only figure)",
+    "source and DeepSpeed's engine-only figure). A run whose batch is unknown shows its rate in another unit "
+    "(steps/s, tokens/s) in brackets and grey, and sorts apart from the samples/s figures: compare s/step instead",
 )
 SWEEP_TIP = ("The sweep the run was queued by (its runs together when sorted by Started); ★ marks the sweep's best "
              "run by the chosen metric's best value")
@@ -86,6 +92,11 @@ ID_ROLE = Qt.ItemDataRole.UserRole + 2  # a run's id (None on a trial's row)
 GROUP_ROLE = Qt.ItemDataRole.UserRole + 3  # a trial's or sweep's row: its key, "trial:ID" or "sweep:ID" (None on a run)
 COMPARE_ROLE = Qt.ItemDataRole.UserRole + 4  # a group's row: the runs selecting it selects
 LEFT_OUT_ROLE = Qt.ItemDataRole.UserRole + 5  # a sweep's row: how many of its runs selecting it leaves out
+WORDS_ROLE = Qt.ItemDataRole.UserRole + 6  # what the filter searches in a row (backend.runs.figures_words)
+# The one unit the Throughput column sorts by: a rate in another (a progress bar's steps/s, a reported tokens/s)
+# is shown, in brackets, but sorts with the runs without a figure, never among samples/s as if comparable.
+COMMON_UNIT = "samples/s"
+FILTER_KEY = "history/filter"
 
 
 def _started(t: float | None) -> str:
@@ -110,6 +121,7 @@ class RunsModel(QAbstractItemModel):
         self._sort: list[tuple[Any, ...]] = []
         self._best: list[bool] = []
         self._winner: list[bool] = []
+        self._words: list[tuple[str, ...]] = []  # per run: what the filter searches
         self._shape: list[tuple[str, str]] = []  # (run id, group key) per run: what decides the rows' places
         self._top: list[tuple[bool, int]] = []  # per top-level row: (is a group, run or group number)
         self._groups: list[TrialGroup | SweepGroup] = []
@@ -121,6 +133,8 @@ class RunsModel(QAbstractItemModel):
         self._brushes: dict[str, QBrush | None] = {}
         self._bold = QFont(parent.font())
         self._bold.setBold(True)
+        self._italic = QFont(parent.font())
+        self._italic.setItalic(True)
         self._row_size = QSize(1, parent.fontMetrics().height() + 8)  # the height of a row (views ask the first)
 
     # ---- the tree -------------------------------------------------------------------------------------------
@@ -193,6 +207,7 @@ class RunsModel(QAbstractItemModel):
         sorts = [_sort_keys(r, keys) for r, keys in zip(table.rows, params, strict=True)]
         best = [r.is_best for r in table.rows]
         winner = [r.is_winner for r in table.rows]
+        self._words = [figures_words(r.run, (r.group_label,)) for r in table.rows]
         owners: list[TrialGroup | SweepGroup | None] = [
             table.groups[r.trial] if r.trial else table.sweeps.get(r.group) if r.group else None for r in table.rows]
         shape = [(r.run.run_id, owner.key if owner else "") for r, owner in zip(table.rows, owners, strict=True)]
@@ -253,6 +268,12 @@ class RunsModel(QAbstractItemModel):
             index = self._run_index(run, 1)
             self.dataChanged.emit(index, index)
 
+    def _muted_brush(self) -> QBrush | None:
+        """Grey, in the theme's colours: a figure shown but not comparable with its column's."""
+        if "" not in self._brushes:
+            self._brushes[""] = QBrush(self._view.palette().color(QPalette.ColorRole.PlaceholderText))
+        return self._brushes[""]
+
     def _state_brush(self, state: str) -> QBrush | None:
         if state not in self._brushes:
             colour = tone(STATE_SEVERITY.get(state, "note"), self._view)
@@ -276,11 +297,19 @@ class RunsModel(QAbstractItemModel):
         if role == Qt.ItemDataRole.TextAlignmentRole:
             return _RIGHT if column in _NUMERIC or column >= len(self.headers) - 2 else None
         if role == Qt.ItemDataRole.ForegroundRole:
+            if column == THROUGHPUT_COLUMN and _other_unit(self.rows[row]):
+                return self._muted_brush()
             return self._state_brush(self.rows[row].state) if column == 1 else None
         if role == Qt.ItemDataRole.FontRole:
             if column == 0 and self._winner[row]:
                 return self._bold
+            if column == len(self.headers) - 2 and self.table.rows[row].is_latest:
+                return self._italic  # not final yet: the running run's latest value
+            if column == THROUGHPUT_COLUMN and _other_unit(self.rows[row]):
+                return self._italic
             return self._bold if self._best[row] and column in (0, SWEEP_COLUMN) else None
+        if role == WORDS_ROLE:
+            return self._words[row]
         if role == Qt.ItemDataRole.DecorationRole and column == 1:
             return _state_icon(self.rows[row].state)  # the state at a glance: the Runs list's icon and colour
         if role == ID_ROLE:
@@ -290,7 +319,12 @@ class RunsModel(QAbstractItemModel):
             if column == 7 and run.seconds_per_step_source:
                 return f"From {run.seconds_per_step_source}"
             if column == THROUGHPUT_COLUMN:
-                return run.throughput_note
+                return run.throughput_note + (
+                    f"\nNot in {COMMON_UNIT} (the run's global batch is unknown): it sorts apart from the {COMMON_UNIT} "
+                    "figures; compare s/step instead" if _other_unit(run) else "")
+            if column == len(self.headers) - 2 and self.table.rows[row].is_latest:
+                return (f"The running run's latest {self.table.metric}, not its final one: it changes until the run "
+                        "ends")
             if self._best[row] and column == SWEEP_COLUMN:
                 word = "highest" if self.table.higher_is_better else "lowest"
                 return f"The best run of its sweep: the {word} {self.table.metric}"
@@ -311,6 +345,8 @@ class RunsModel(QAbstractItemModel):
             return self._bold if column == 0 else None
         if role == Qt.ItemDataRole.ToolTipRole:
             return self._groups[group].detail
+        if role == WORDS_ROLE:
+            return (self._groups[group].label, self._groups[group].key)
         if role == GROUP_ROLE:
             return self._groups[group].key
         if role == COMPARE_ROLE:
@@ -319,6 +355,16 @@ class RunsModel(QAbstractItemModel):
             found = self._groups[group]
             return found.left_out if isinstance(found, SweepGroup) else 0
         return None
+
+
+def _other_unit(run: RunFigures) -> bool:
+    """The run's throughput is a rate in another unit than the column's (see COMMON_UNIT)."""
+    return run.throughput is not None and run.throughput_unit != COMMON_UNIT
+
+
+def _throughput_text(run: RunFigures) -> str:
+    text = format_rate(run.throughput, run.throughput_unit)
+    return f"({text})" if _other_unit(run) else text
 
 
 @functools.lru_cache(maxsize=16)
@@ -342,7 +388,7 @@ def _headers(table: HistoryTable) -> tuple[tuple[str, ...], tuple[str, ...]]:
     better = "highest" if table.higher_is_better else "lowest"
     headers = (*COLUMNS, "Sweep", *table.params, f"Final {table.metric}", f"Best {table.metric}")
     tips = (*COLUMN_TIPS, SWEEP_TIP, *(f"The value of {name} the sweep gave the run" for name in table.params),
-            f"The last {table.metric} the run logged" + (
+            f"The last {table.metric} the run logged (a running run's latest, in italics: not final yet)" + (
                 " (and the step it was logged at: the runs ended at different steps; the Overlay tab compares "
                 "them at equal steps)" if table.final_steps_differ else ""),
             f"The {better} {table.metric} the run logged ({better} is best); choose the metric above the table")
@@ -360,7 +406,7 @@ def _cells(row: HistoryRow, say_step: bool = False) -> tuple[str, ...]:
         format_bytes(run.peak_gpu_mem_bytes),
         format_bytes(run.peak_host_ram_bytes),
         format_seconds_per_step(run.seconds_per_step),
-        format_rate(run.throughput, run.throughput_unit),
+        _throughput_text(run),
         (BEST_MARK if row.is_best else "") + (row.group_label or "-"),
         *(value or "-" for value in row.params),
         row.final_text(say_step),
@@ -372,7 +418,8 @@ def _sort_keys(row: HistoryRow, params: tuple[float | str, ...]) -> tuple[Any, .
     run = row.run
     # Started sorts by sort_time: a sweep's runs stay together, newest first.
     values = (row.name.lower(), run.state, row.sort_time, run.duration_s, run.preset or "",
-              run.peak_gpu_mem_bytes, run.peak_host_ram_bytes, run.seconds_per_step, run.throughput,
+              run.peak_gpu_mem_bytes, run.peak_host_ram_bytes, run.seconds_per_step,
+              None if _other_unit(run) else run.throughput,
               f"{row.group_label} {row.group}" if row.group else "", *params, row.final, row.best)
     return tuple(NO_FIGURE if v is None else v for v in values)
 
@@ -390,6 +437,32 @@ def _group_sort_keys(group: TrialGroup | SweepGroup, child: tuple[Any, ...]) -> 
     return (group.label.lower(), group.state, group.sort_time, *blank, *params, NO_FIGURE, NO_FIGURE)
 
 
+class RunFilterProxy(QSortFilterProxyModel):
+    """The rows sorted, and only those the filter box's text matches: a group's row stays while one of its runs
+    matches, and a group whose own line matches keeps all its runs."""
+
+    def __init__(self, parent: QObject) -> None:
+        super().__init__(parent)
+        self.run_filter: RunFilter = parse_filter("")
+        self.setRecursiveFilteringEnabled(True)
+        self.setAutoAcceptChildRows(True)
+
+    def set_run_filter(self, found: RunFilter) -> None:
+        if hasattr(self, "beginFilterChange"):  # Qt 6.10 on (invalidateFilter is deprecated there)
+            self.beginFilterChange()
+            self.run_filter = found
+            self.endFilterChange()
+        else:
+            self.run_filter = found
+            self.invalidateFilter()
+
+    def filterAcceptsRow(self, row: int, parent: QModelIndex | QPersistentModelIndex) -> bool:  # noqa: N802
+        if not self.run_filter.active:
+            return True
+        words = self.sourceModel().index(row, 0, parent).data(WORDS_ROLE)
+        return self.run_filter.matches(words or ())
+
+
 class RunTable(QWidget):
     """The runs, newest first (a sweep's and a trial's runs under their row), sortable by any column; one or more
     selected (a trial's row stands for its measured candidates, a sweep's for its best runs). Figure columns are as wide as their widest
@@ -399,7 +472,7 @@ class RunTable(QWidget):
     selection_changed = Signal(list)  # the selected runs' ids, in the order shown
     open_requested = Signal()  # Enter, Return or a double-click on the list
 
-    def __init__(self, parent: QWidget | None = None):
+    def __init__(self, parent: QWidget | None = None, settings: QSettings | None = None):
         super().__init__(parent)
         self._sized = False
         self._runs: list[RunFigures] = []
@@ -407,7 +480,10 @@ class RunTable(QWidget):
         self._trials: dict[str, TrialSummary] = {}  # what the trials' records say of the trials shown
         self._open: set[str] = set()  # the trials whose rows are expanded (kept over a reset of the list)
         self.model = RunsModel(self)
-        self.proxy = QSortFilterProxyModel(self)
+        # The filter box's text, remembered (with the page's settings) as the user left it.
+        self.filter_box = RunFilterBox(settings, FILTER_KEY)
+        self.proxy = RunFilterProxy(self)
+        self.proxy.set_run_filter(self.filter_box.filter)
         self.proxy.setSourceModel(self.model)
         self.proxy.setSortRole(SORT_ROLE)
         self.table = QTreeView()
@@ -446,7 +522,9 @@ class RunTable(QWidget):
         self.metric_box.currentTextChanged.connect(self._metric_chosen)
         label = QLabel("&Best by:")
         label.setBuddy(self.metric_box)
+        self.filter_box.changed.connect(self._filter_changed)
         chooser = QHBoxLayout()
+        chooser.addWidget(self.filter_box, 2)
         chooser.addStretch(1)
         chooser.addWidget(label)
         chooser.addWidget(self.metric_box)
@@ -481,6 +559,20 @@ class RunTable(QWidget):
             self._size_columns()
         if selected and self._selected_keys() != selected:
             self._select_keys(selected)
+        self._show_count()
+
+    def _filter_changed(self, found: RunFilter) -> None:
+        self.proxy.set_run_filter(found)
+        self._reopen()
+        self._show_count()
+
+    def shown_count(self) -> tuple[int, int]:
+        """(runs the filter shows, runs listed)."""
+        shown = sum(1 for index in self._rows_shown() if index.data(ID_ROLE))
+        return shown, len(self.model.rows)
+
+    def _show_count(self) -> None:
+        self.filter_box.show_count(*self.shown_count())
 
     def choose_metric(self, metric: str) -> None:
         """Show the final and best values of `metric` (and mark each sweep's best by it)."""
@@ -568,8 +660,8 @@ class RunTable(QWidget):
         for row in range(self.proxy.rowCount()):
             index = self.proxy.index(row, 0)
             group = index.data(GROUP_ROLE)
-            if group:
-                self.table.setFirstColumnSpanned(row, QModelIndex(), True)
+            # Every row's span set (a filter moves the groups' rows up and down).
+            self.table.setFirstColumnSpanned(row, QModelIndex(), bool(group))
             if group in self._open:
                 self.table.expand(index)
 

@@ -185,6 +185,7 @@ class RunsPage(Page):
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(0, 0, 0, 0)
+        left_layout.addWidget(self.run_list.filter_box)
         left_layout.addWidget(self.run_list, 1)
         left_layout.addWidget(self.trials_button)
         split = QSplitter()

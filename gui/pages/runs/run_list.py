@@ -4,7 +4,11 @@ WatchedRun's run as the current one, and tells the page by signals which run the
 running when a read was asked to reattach.
 
 The open run's line is drawn from the record the page's header shows (`update_item`, from the page's poll), never
-from the list's own read of the runs, made at another moment: header and list always say the same progress."""
+from the list's own read of the runs, made at another moment: header and list always say the same progress.
+
+The list comes with its filter box (`filter_box`, placed above it by the page; Ctrl+F from the list): runs whose
+words do not hold the text typed (or match its /regex/) are hidden, a heading with none left too, and the box says
+how many are shown; the text is remembered for the page."""
 
 from __future__ import annotations
 
@@ -12,18 +16,21 @@ import time
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QListWidget, QListWidgetItem
 
 from traindeck.backend.remote import RemoteRuns
-from traindeck.backend.runs import RunRecord, WatchedRun
+from traindeck.backend.runs import RunRecord, WatchedRun, record_words
 from traindeck.backend.runs.control import view as watch
 from traindeck.gui.pages.runs.source import RunsSource
+from traindeck.gui.widgets.run_filter import RunFilterBox
 from traindeck.gui.widgets.run_state import state_icon
 
 _RUN_ID = Qt.ItemDataRole.UserRole
 
 
 GROUPS = ("Running", "Queued", "Recent")
+FILTER_KEY = "runs/filter"
 
 
 def _group(state: str) -> str:
@@ -51,6 +58,11 @@ class RunList(QListWidget):
         self.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.currentItemChanged.connect(self._item_chosen)
+        self.filter_box = RunFilterBox(source.ctx.settings, FILTER_KEY, note_below=True)
+        self.filter_box.changed.connect(lambda _found: self._apply_filter())
+        find = QShortcut(QKeySequence.StandardKey.Find, self, self.filter_box.focus)
+        find.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)  # elsewhere on the page: the console's
+        self._words: dict[str, tuple[str, ...]] = {}  # per run listed: what the filter searches
 
     def refresh(self, reattach: bool = False) -> None:
         """Read the runs again (unless a read is on its way); with reattach, say which one is running."""
@@ -97,6 +109,7 @@ class RunList(QListWidget):
         if shown == self._listed:
             return  # every 2 s: rebuilding an unchanged list costs a relayout and a repaint each time
         self._listed = shown
+        self._words = {r.id: record_words(r) for r in records}
         self.blockSignals(True)
         try:
             self.clear()
@@ -121,6 +134,30 @@ class RunList(QListWidget):
                         self.setCurrentItem(item)
         finally:
             self.blockSignals(False)
+        self._apply_filter()
+
+    def _apply_filter(self) -> None:
+        """Hide the runs the filter box's text does not match, and a heading left with none; say how many show."""
+        found = self.filter_box.filter
+        shown = total = 0
+        heading: QListWidgetItem | None = None
+        heading_used = False
+        for row in range(self.count()):
+            item = self.item(row)
+            run_id = item.data(_RUN_ID)
+            if not run_id:  # a heading: shown while one of its runs is
+                if heading is not None:
+                    heading.setHidden(not heading_used)
+                heading, heading_used = item, False
+                continue
+            keep = found.matches(self._words.get(str(run_id), (str(run_id),)))
+            item.setHidden(not keep)
+            total += 1
+            shown += keep
+            heading_used = heading_used or keep
+        if heading is not None:
+            heading.setHidden(not heading_used)
+        self.filter_box.show_count(shown, total)
 
     def select(self, run_id: str) -> None:
         """Make this run's line the current one (as the page opens it: not a choice of the user's)."""
