@@ -178,7 +178,7 @@ class TimeSeriesChart(QWidget):
         self._legend_corner = 0  # which of _legend_corners() the legend sits in
         self._waiting: bool | None = None  # the "waiting for data" state the axes show (None: not applied yet)
         self._hover_pos: QPointF | None = None
-        self.hover_text = ""  # what the hover readout says now (plain text; "" while hidden)
+        self.hover_text = ""  # what the hover readout says now, as plain text with every row named ("": hidden)
 
         self._y_axis = UnitAxisItem(unit)
         self._view = _ChartView(self.follow)
@@ -198,6 +198,7 @@ class TimeSeriesChart(QWidget):
         # when a chart is destroyed and raises from the event loop; _place_legend keeps it top right instead.
         self.legend = pg.LegendItem(offset=None, labelTextSize="8pt", verSpacing=-6, sampleType=LegendSample)
         self.legend.setParentItem(view)
+        self.legend.layout.setContentsMargins(3, 0, 3, 0)  # a tight box: it covers less of the data
         item.legend = self.legend  # PlotItem.addItem lists named curves in it
         # What a log scale leaves out, said in words bottom left (hidden while nothing is left out).
         self.mask_note = pg.LabelItem("", size="8pt", justify="left")
@@ -213,7 +214,7 @@ class TimeSeriesChart(QWidget):
         self.hover_line.hide()
         view.addItem(self.hover_line, ignoreBounds=True)  # in the view, not among the plot's items (references)
         self.hover_label = pg.TextItem(anchor=(0, 0))
-        self.hover_label.setParentItem(view)
+        self.hover_label.setParentItem(item)  # the whole plot, axes included: a small chart still has room for it
         self.hover_label.setZValue(1e6)  # over the legend, which it may cross
         self.hover_label.hide()
         self.plot_widget.scene().sigMouseMoved.connect(self._mouse_moved)
@@ -650,8 +651,7 @@ class TimeSeriesChart(QWidget):
         sits above the data (not when the legend is so tall that the data would be squeezed to under half)."""
         if not self.legend.items or not self._drawn:
             return top
-        self.legend.layout.activate()
-        self.legend.updateSize()
+        self._size_legend()
         if min(self._covered(corner, (bottom, top)) for corner in self._legend_corners()) == 0:
             return top
         view = self.plot_item.getViewBox()
@@ -666,12 +666,18 @@ class TimeSeriesChart(QWidget):
             return top
         return max(top, (peak - bottom * band) / (1 - band))  # the peak just below the legend's band
 
+    def _size_legend(self) -> None:
+        """The legend's box fitted to its entries: the layout's own size, rows overlapping as verSpacing says
+        (pyqtgraph's updateSize adds the rows' full heights, a box taller than its text)."""
+        size = self.legend.layout.preferredSize()
+        position = self.legend.pos()
+        self.legend.setGeometry(position.x(), position.y(), size.width(), size.height())
+
     def _place_legend(self, *_: Any) -> None:
         view = self.plot_item.getViewBox()
         # Labels grew or shrank (they show the latest values): resize the legend to them, then put it in the
-        # corner where it covers the fewest points (top right when several are free; updateSize moves it to 0, 0).
-        self.legend.layout.activate()
-        self.legend.updateSize()
+        # corner where it covers the fewest points (top right when several are free).
+        self._size_legend()
         corners = self._legend_corners()
         counts = [self._covered(corner) for corner in corners]
         if self._legend_corner >= len(corners) or counts[self._legend_corner] > min(counts):
@@ -846,21 +852,27 @@ class TimeSeriesChart(QWidget):
         x, rows = found
         self.hover_text = "\n".join([self.x_words(x), *(f"{name}  {text}" for name, _, text in rows)])
         foreground = self.palette().color(QPalette.ColorRole.Text).name()
-        html = "".join(f"<br><span style='color:{colour.name()}'>&#9632;</span> {_escape(name)}&nbsp;&nbsp;"
-                       f"<b>{_escape(text)}</b>" for name, colour, text in rows)
-        self.hover_label.setHtml(f"<div style='color:{foreground}; font-size:8pt'>{_escape(self.x_words(x))}"
-                                 f"{html}</div>")
+        for named in (True, False):
+            html = "".join(f"<br><span style='color:{colour.name()}'>&#9632;</span> "
+                           + (f"{_escape(name)}&nbsp;&nbsp;" if named else "") + f"<b>{_escape(text)}</b>"
+                           for name, colour, text in rows)
+            self.hover_label.setHtml(f"<div style='color:{foreground}; font-size:8pt'>{_escape(self.x_words(x))}"
+                                     f"{html}</div>")
+            if len(rows) > 1 or self.hover_label.boundingRect().width() <= self.plot_item.width():
+                break  # a lone series too wide for a small chart is read without its name (its chart has it)
         self.hover_line.setValue(x)
         self.hover_line.show()
         self.hover_label.show()
-        # Beside the mouse, on the side with room, inside the plot.
-        cursor = view.mapFromScene(pos)
+        # Beside the mouse, on the side with room, inside the chart (over the axes where the plot is too narrow).
+        cursor = self.plot_item.mapFromScene(pos)
         box = self.hover_label.boundingRect()
+        width, height = self.plot_item.width(), self.plot_item.height()
         left = cursor.x() + 14
-        if left + box.width() > view.width():
+        if left + box.width() > width:
             left = cursor.x() - 14 - box.width()
-        top = min(max(0.0, cursor.y() + 14), max(0.0, view.height() - box.height()))
-        self.hover_label.setPos(max(0.0, left), top)
+        left = min(max(0.0, left), max(0.0, width - box.width()))
+        top = min(max(0.0, cursor.y() + 14), max(0.0, height - box.height()))
+        self.hover_label.setPos(left, top)
 
     def _hide_hover(self) -> None:
         self._hover_pos = None
