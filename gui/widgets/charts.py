@@ -503,6 +503,22 @@ class TimeSeriesChart(QWidget):
                     oy = positive_only(oy)[0]
                 oxd, oyd = peak_decimate(ox, oy, x_low, min(x_high, x[0]), columns)
                 xd, yd = np.concatenate((oxd, xd)), np.concatenate((oyd, yd))
+            # Points marked or not before the new data is set: a marked curve given only gaps (a log scale's
+            # left-out values) would have pyqtgraph bound a scatter of NaN.
+            is_finite = np.isfinite(yd)
+            lone = 0 < int(np.count_nonzero(is_finite)) < self.mark_points_below
+            if lone != series.lone:  # a run's first logged value: a dot until there is a line to draw
+                series.lone = lone
+                if lone:
+                    # Each series its own shape, later ones smaller: points of several runs at the same place
+                    # stay visible.
+                    position = list(self._series).index(series.name)
+                    series.curve.setSymbol(POINT_SYMBOLS[position % len(POINT_SYMBOLS)])
+                    series.curve.setSymbolSize(max(5, 9 - 2 * position))
+                    series.curve.setSymbolPen(None)
+                    series.curve.setSymbolBrush(series.curve.opts["pen"].color())
+                else:
+                    series.curve.setSymbol(None)
             if smoothed is not None:
                 # The raw line faint behind; the smoothed one (decimated alike) is the curve the legend names.
                 if series.raw_curve is None:
@@ -518,26 +534,13 @@ class TimeSeriesChart(QWidget):
                     self.plot_item.removeItem(series.raw_curve)
                     series.raw_curve = None
                 series.curve.setData(xd, yd, connect="finite")
-            lone = 0 < int(np.count_nonzero(np.isfinite(yd))) < self.mark_points_below
-            if lone != series.lone:  # a run's first logged value: a dot until there is a line to draw
-                series.lone = lone
-                if lone:
-                    # Each series its own shape, later ones smaller: points of several runs at the same place
-                    # stay visible.
-                    position = list(self._series).index(series.name)
-                    series.curve.setSymbol(POINT_SYMBOLS[position % len(POINT_SYMBOLS)])
-                    series.curve.setSymbolSize(max(5, 9 - 2 * position))
-                    series.curve.setSymbolPen(None)
-                    series.curve.setSymbolBrush(series.curve.opts["pen"].color())
-                else:
-                    series.curve.setSymbol(None)
             if len(yd):
-                finite = yd[np.isfinite(yd)]  # inf as well as the gaps' NaN: no scale to infinity
+                finite = yd[is_finite]  # inf as well as the gaps' NaN: no scale to infinity
                 if len(finite):
                     low, high = float(finite.min()), float(finite.max())
                     found = True
                     data_low, data_high = min(data_low, low), max(data_high, high)
-                    shown = xd[np.isfinite(yd)]
+                    shown = xd[is_finite]
                     drawn.append((shown, np.log10(finite) if self._log_y else finite))
         self._drawn = drawn
         self._show_masked(masked)

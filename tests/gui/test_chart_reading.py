@@ -4,6 +4,7 @@ the hover readout, a legend that leaves the data visible, and an empty chart tha
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -201,3 +202,18 @@ def tick_labels(chart: TimeSeriesChart, side: str) -> list[str]:
     finally:
         painter.end()
     return [] if specs is None else [text for _, _, text in specs[2]]
+
+
+def test_a_log_chart_whose_one_point_becomes_a_gap_draws_without_a_warning(qtbot):
+    chart = shown(qtbot, TimeSeriesChart("loss", x_mode="step", log_y=True))
+    chart.set_series("loss", [1.0, 2.0], [0.5, -1.0])  # one value a log scale can show: a marked point
+    chart.flush()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        chart.set_series("loss", [1.0, 2.0], [-0.5, -1.0])  # none left
+        chart.flush()
+        chart.grab()
+        QApplication.processEvents()
+    # pyqtgraph bounding the point's marker over NaN only warns "All-NaN slice encountered".
+    assert [str(w.message) for w in caught if "NaN" in str(w.message)] == []
+    assert chart.masked_count == 2 and chart.waiting_note.isVisible()
