@@ -10,9 +10,18 @@ Why it is built this way:
   while the chart is hidden, so a flood of appends costs numpy copies, not repaints.
 - Curves use pyqtgraph's clip-to-view and "peak" downsampling (min/max per pixel column): 86,400 points become
   ~2 per pixel and spikes (what kills runs) stay visible.
-- The chart keeps its own view: x follows the newest data (optionally only the last `x_window` units), y is fitted
-  from 0 to the visible peak and to any reference line, so an estimate line is always in sight. Zooming or panning
-  x by mouse stops following; the "A" button in the corner resumes it.
+- The chart keeps its own view: x follows the newest data (optionally only the last `x_window` units). y is fitted
+  to what is visible and to any reference line, so an estimate line is always in sight: a resource chart (one with
+  a unit: percent, bytes, rates) from 0 to the peak, a metric chart (unitless: the Runs page's, History's) to the
+  data with a small margin, as TensorBoard does, so a loss going 2.30 -> 2.22 fills the chart (non-finite values
+  take no part; a log scale fits in decades). Zooming or panning x by mouse stops following; on a metric chart
+  Ctrl+wheel zooms y and Shift+drag zooms into a box. The "A" button in the corner, a double-click or the menu's
+  "Reset view" follow and fit again.
+- Hovering shows TensorBoard's readout: a line at the nearest x and a box with each visible series' value there
+  (smoothed and raw while smoothing is on) and the x as steps, clock time or time since the start. Each move costs
+  one binary search a series and is drawn at most once a frame.
+- The legend sits in the corner where it covers the fewest drawn points; where every corner covers some, the y
+  scale makes room above the data for it. An empty chart says "waiting for data" instead of a made-up 0..1 scale.
 - Options for metric charts (the Runs page's grid, History): `smoothing` draws TensorBoard's debiased EMA over
   each series with the raw line faint behind it (a curve of a few points drawn marked stays as logged); `log_y` a
   log scale (values <= 0 left out, and the chart says how many); `x_mode` labels x as steps, clock time or time
@@ -29,18 +38,37 @@ value words in chart_axis.py. Its speed is benchmarked in tests/perf/bench_gui_c
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, QPoint, Qt, QTimer, Signal
+from PySide6.QtCore import (
+    QBuffer,
+    QByteArray,
+    QEvent,
+    QIODevice,
+    QObject,
+    QPoint,
+    QPointF,
+    QRectF,
+    Qt,
+    QTimer,
+    Signal,
+)
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QMenu, QVBoxLayout, QWidget
 
 from traindeck.backend.runs import X_MODES, XMode, masked_words, positive_only, write_export
-from traindeck.gui.widgets.chart_axis import DurationAxisItem, LegendSample, UnitAxisItem, format_value
+from traindeck.gui.widgets.chart_axis import (
+    DurationAxisItem,
+    LegendSample,
+    UnitAxisItem,
+    duration_tick,
+    format_value,
+)
 from traindeck.gui.widgets.chart_series import ChartSeries, as_array, peak_decimate
 
 REDRAW_MS = 50  # at most 20 curve refreshes a second per chart
@@ -53,6 +81,58 @@ DARK_COLOURS = ("#8ab4f8", "#f28b82", "#81c995", "#fdd663", "#c58af9", "#fcad70"
 REFERENCE_LIGHT, REFERENCE_DARK = "#b0403a", "#f6aea9"
 POINT_SYMBOLS = ("o", "s", "t", "d", "t1", "p", "h", "star")  # marked points, one shape a series
 RAW_ALPHA = 70  # the raw line behind a smoothed one: visible, but clearly not the line to read
+HOVER_MS = 16  # the hover readout follows the mouse at most once a frame
+Y_MARGIN = 0.05  # room above and below the data of a chart fitted to its data, as a fraction of the span
+WAITING = "waiting for data"
+
+
+class _ChartView(pg.ViewBox):
+    """The chart's ViewBox. Plain wheel and drag zoom and pan x (y is fitted by the chart). Where `y_zoom` is on
+    (metric charts), Ctrl+wheel zooms y about the cursor and Shift+drag draws a box to zoom into; a double-click
+    anywhere calls `reset` (the chart fits its view to the data again)."""
+
+    def __init__(self, reset: Callable[[], None]) -> None:
+        super().__init__()
+        self.y_zoom = False
+        self._reset = reset
+
+    def wheelEvent(self, ev: Any, axis: int | None = None) -> None:  # noqa: N802
+        if self.y_zoom and axis is None and ev.modifiers() & Qt.KeyboardModifier.ControlModifier:
+            scale = 1.02 ** (ev.delta() * self.state["wheelScaleFactor"])
+            center = pg.Point(pg.functions.invertQTransform(self.childGroup.transform()).map(ev.pos()))
+            self._resetTarget()
+            self.scaleBy([None, scale], center)
+            ev.accept()
+            self.sigRangeChangedManually.emit([False, True])
+            return
+        super().wheelEvent(ev, axis)
+
+    def mouseDragEvent(self, ev: Any, axis: int | None = None) -> None:  # noqa: N802
+        if self.y_zoom and axis is None and ev.button() == Qt.MouseButton.LeftButton \
+                and ev.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            ev.accept()
+            if not ev.isFinish():
+                self.updateScaleBox(ev.buttonDownPos(), ev.pos())
+                return
+            self.rbScaleBox.hide()
+            box = QRectF(pg.Point(ev.buttonDownPos(ev.button())), pg.Point(ev.pos())).normalized()
+            if box.width() > 3 and box.height() > 3:  # a click with Shift held is no box
+                self.zoom_to(self.childGroup.mapRectFromParent(box))
+            return
+        super().mouseDragEvent(ev, axis)
+
+    def zoom_to(self, area: QRectF) -> None:
+        """Show `area` (in data units) as a box zoom does."""
+        self.setRange(area.normalized(), padding=0)
+        self.sigRangeChangedManually.emit([True, True])
+
+    def mouseClickEvent(self, ev: Any) -> None:  # noqa: N802
+        if ev.double() and ev.button() == Qt.MouseButton.LeftButton:
+            ev.accept()
+            self._reset()
+            return
+        super().mouseClickEvent(ev)
+
 
 # ------------------------------------------------------------------------------------------------ the chart
 class TimeSeriesChart(QWidget):
@@ -69,7 +149,7 @@ class TimeSeriesChart(QWidget):
 
     def __init__(self, title: str, unit: str = "", parent: QWidget | None = None, *, x_is_time: bool = True,
                  max_points: int = DEFAULT_MAX_POINTS, older_buckets: int = 0, smoothing: float = 0.0,
-                 log_y: bool = False, x_mode: XMode | None = None) -> None:
+                 log_y: bool = False, x_mode: XMode | None = None, y_from_zero: bool | None = None) -> None:
         super().__init__(parent)
         self.title = title
         self.unit = unit
@@ -88,15 +168,23 @@ class TimeSeriesChart(QWidget):
         self._series: dict[str, ChartSeries] = {}
         self._references: dict[str, tuple[float, pg.InfiniteLine]] = {}
         self._follow_x = True
+        self._fit_y = True  # False after the user zoomed y, until "A", a double-click or follow()
         self._leader: TimeSeriesChart | None = None  # see link_x
         self._followers: list[TimeSeriesChart] = []
         self._dirty = False
         self._setting_range = False
         self._dark = False
         self._legend_values: dict[str, float] = {}  # what a legend says instead of a series' last value (see below)
+        self._drawn: list[tuple[np.ndarray, np.ndarray]] = []  # the points drawn, in view units (legend placement)
+        self._legend_corner = 0  # which of _legend_corners() the legend sits in
+        self._waiting: bool | None = None  # the "waiting for data" state the axes show (None: not applied yet)
+        self._hover_pos: QPointF | None = None
+        self.hover_text = ""  # what the hover readout says now, as plain text with every row named ("": hidden)
 
         self._y_axis = UnitAxisItem(unit)
-        self.plot_widget = pg.PlotWidget(axisItems={"left": self._y_axis, "bottom": self._make_x_axis()})
+        self._view = _ChartView(self.follow)
+        self.plot_widget = pg.PlotWidget(viewBox=self._view,
+                                         axisItems={"left": self._y_axis, "bottom": self._make_x_axis()})
         self.plot_widget.setMinimumHeight(120)
         self.plot_widget.setAntialiasing(False)  # the raster engine draws aliased polylines much faster
         item = self.plot_widget.getPlotItem()
@@ -104,18 +192,34 @@ class TimeSeriesChart(QWidget):
         item.setMenuEnabled(False)  # pyqtgraph's own menu offers transforms that make no sense here
         item.hideButtons()  # only shown again while not following (see _range_changed_by_user)
         item.showGrid(x=False, y=True, alpha=0.15)
-        item.setMouseEnabled(x=True, y=False)  # y is always fitted to what is visible
+        item.setMouseEnabled(x=True, y=False)  # y is fitted to what is visible (metric charts: see _ChartView)
         item.disableAutoRange()
         view = item.getViewBox()
         # Not anchored (offset=None): pyqtgraph's anchor reacts to geometry changes of a ViewBox already deleted
         # when a chart is destroyed and raises from the event loop; _place_legend keeps it top right instead.
         self.legend = pg.LegendItem(offset=None, labelTextSize="8pt", verSpacing=-6, sampleType=LegendSample)
         self.legend.setParentItem(view)
+        self.legend.layout.setContentsMargins(3, 0, 3, 0)  # a tight box: it covers less of the data
         item.legend = self.legend  # PlotItem.addItem lists named curves in it
         # What a log scale leaves out, said in words bottom left (hidden while nothing is left out).
         self.mask_note = pg.LabelItem("", size="8pt", justify="left")
         self.mask_note.setParentItem(view)
         self.mask_note.hide()
+        # An empty chart says so instead of drawing a made-up 0..1 scale.
+        self.waiting_note = pg.LabelItem(WAITING, size="9pt")
+        self.waiting_note.setParentItem(view)
+        self.waiting_note.hide()
+        # The hover readout: a vertical line at the nearest x, and each series' value there in a box beside it.
+        self.hover_line = pg.InfiniteLine(angle=90, movable=False)
+        self.hover_line.setZValue(20)
+        self.hover_line.hide()
+        view.addItem(self.hover_line, ignoreBounds=True)  # in the view, not among the plot's items (references)
+        self.hover_label = pg.TextItem(anchor=(0, 0))
+        self.hover_label.setParentItem(item)  # the whole plot, axes included: a small chart still has room for it
+        self.hover_label.setZValue(1e6)  # over the legend, which it may cross
+        self.hover_label.hide()
+        self.plot_widget.scene().sigMouseMoved.connect(self._mouse_moved)
+        self.plot_widget.viewport().installEventFilter(self)
         view.sigResized.connect(self._place_legend)
         view.sigRangeChangedManually.connect(self._range_changed_by_user)
         view.sigXRangeChanged.connect(self._x_range_changed)
@@ -129,12 +233,18 @@ class TimeSeriesChart(QWidget):
         self._zoom_timer.setSingleShot(True)
         self._zoom_timer.setInterval(ZOOM_SETTLE_MS)
         self._zoom_timer.timeout.connect(self._zoom_settled)
+        self._hover_timer = QTimer(self)
+        self._hover_timer.setSingleShot(True)
+        self._hover_timer.setInterval(HOVER_MS)
+        self._hover_timer.timeout.connect(self._update_hover)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.plot_widget)
         self.plot_widget.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.plot_widget.customContextMenuRequested.connect(self._show_menu)
+        self._y_from_zero = True
+        self.y_from_zero = bool(unit) if y_from_zero is None else y_from_zero
         self._apply_theme()
         self.smoothing = smoothing
         self.log_y = log_y
@@ -161,6 +271,7 @@ class TimeSeriesChart(QWidget):
             return
         self._x_mode = mode
         self.plot_item.setAxisItems({"bottom": self._make_x_axis()})
+        self._waiting = None  # the new axis shows ticks until the next redraw says whether there is data
         self._apply_theme()
         self._schedule()
 
@@ -190,8 +301,27 @@ class TimeSeriesChart(QWidget):
         if value == self._log_y:
             return
         self._log_y = value
+        self._fit_y = True  # a y zoom in the other scale's units means nothing in this one
         self.plot_item.setLogMode(x=False, y=value)
         self._schedule()
+
+    @property
+    def y_from_zero(self) -> bool:
+        """y is fitted from 0 to the peak (resource charts: percent, bytes, rates), not to the data shown (metric
+        charts, as in TensorBoard). Charts with a unit start from 0 unless told otherwise; unitless ones (metrics)
+        fit their data, and only they can be zoomed in y (Ctrl+wheel, Shift+drag)."""
+        return self._y_from_zero
+
+    @y_from_zero.setter
+    def y_from_zero(self, value: bool) -> None:
+        self._y_from_zero = bool(value)
+        self._view.y_zoom = not self._y_from_zero
+        self._schedule()
+
+    @property
+    def fitting_y(self) -> bool:
+        """y is fitted to the data (False after the user zoomed y, until "A", a double-click or follow())."""
+        return self._fit_y
 
     @property
     def following(self) -> bool:
@@ -353,8 +483,9 @@ class TimeSeriesChart(QWidget):
         x_low, x_high = view.viewRange()[0]
         # One min/max pair per device pixel column of the plot area is all a screen can show.
         columns = int(max(view.width(), self.width() * 0.8, 100) * self.devicePixelRatioF())
-        y_low, y_high, found = 0.0, 0.0, False
+        found = False
         data_low, data_high = math.inf, -math.inf
+        drawn: list[tuple[np.ndarray, np.ndarray]] = []
         masked = 0
         for series in self._series.values():
             x, y = series.ring.view()
@@ -373,7 +504,22 @@ class TimeSeriesChart(QWidget):
                     oy = positive_only(oy)[0]
                 oxd, oyd = peak_decimate(ox, oy, x_low, min(x_high, x[0]), columns)
                 xd, yd = np.concatenate((oxd, xd)), np.concatenate((oyd, yd))
-            lone = 0 < int(np.count_nonzero(np.isfinite(yd))) < self.mark_points_below
+            # Points marked or not before the new data is set: a marked curve given only gaps (a log scale's
+            # left-out values) would have pyqtgraph bound a scatter of NaN.
+            is_finite = np.isfinite(yd)
+            lone = 0 < int(np.count_nonzero(is_finite)) < self.mark_points_below
+            if lone != series.lone:  # a run's first logged value: a dot until there is a line to draw
+                series.lone = lone
+                if lone:
+                    # Each series its own shape, later ones smaller: points of several runs at the same place
+                    # stay visible.
+                    position = list(self._series).index(series.name)
+                    series.curve.setSymbol(POINT_SYMBOLS[position % len(POINT_SYMBOLS)])
+                    series.curve.setSymbolSize(max(5, 9 - 2 * position))
+                    series.curve.setSymbolPen(None)
+                    series.curve.setSymbolBrush(series.curve.opts["pen"].color())
+                else:
+                    series.curve.setSymbol(None)
             if lone:
                 smoothed = None  # its points are marked: as logged, not moved by the smoothing
             if smoothed is not None:
@@ -391,27 +537,35 @@ class TimeSeriesChart(QWidget):
                     self.plot_item.removeItem(series.raw_curve)
                     series.raw_curve = None
                 series.curve.setData(xd, yd, connect="finite")
-            if lone != series.lone:  # a run's first logged value: a dot until there is a line to draw
-                series.lone = lone
-                if lone:
-                    # Each series its own shape, later ones smaller: points of several runs at the same place
-                    # stay visible.
-                    position = list(self._series).index(series.name)
-                    series.curve.setSymbol(POINT_SYMBOLS[position % len(POINT_SYMBOLS)])
-                    series.curve.setSymbolSize(max(5, 9 - 2 * position))
-                    series.curve.setSymbolPen(None)
-                    series.curve.setSymbolBrush(series.curve.opts["pen"].color())
-                else:
-                    series.curve.setSymbol(None)
             if len(yd):
-                low, high = float(np.fmin.reduce(yd)), float(np.fmax.reduce(yd))
-                if not math.isnan(low):
-                    y_low, y_high, found = min(y_low, low), max(y_high, high), True
+                finite = yd[is_finite]  # inf as well as the gaps' NaN: no scale to infinity
+                if len(finite):
+                    low, high = float(finite.min()), float(finite.max())
+                    found = True
                     data_low, data_high = min(data_low, low), max(data_high, high)
+                    shown = xd[is_finite]
+                    drawn.append((shown, np.log10(finite) if self._log_y else finite))
+        self._drawn = drawn
         self._show_masked(masked)
-        if self._log_y:
-            self._fit_log_y(found, data_low, data_high)
-            return
+        self._show_waiting(not found and not self._references)
+        self._update_legend()
+        if self._fit_y:
+            if self._log_y:
+                bottom, top = self._log_y_range(found, data_low, data_high)
+            elif self._y_from_zero:
+                bottom, top = self._zero_y_range(found, data_low, data_high)
+            else:
+                bottom, top = self._data_y_range(found, data_low, data_high)
+            top = self._legend_room(bottom, top)
+            self._set_range(lambda: view.setYRange(bottom, top, padding=0))
+        self._place_legend()
+        if self.hover_line.isVisible():
+            self._update_hover()  # new data under a resting mouse: its readout follows
+
+    def _zero_y_range(self, found: bool, data_low: float, data_high: float) -> tuple[float, float]:
+        """A resource's scale: from 0 (or below, for negative data) to the peak and to any reference line."""
+        y_low = min(0.0, data_low) if found else 0.0
+        y_high = max(0.0, data_high) if found else 0.0
         for value, _ in self._references.values():
             y_low, y_high = min(y_low, value), max(y_high, value)
         if self.unit == "%" and found and y_high > 50:
@@ -419,19 +573,28 @@ class TimeSeriesChart(QWidget):
         if found and data_high > 0 and data_high - data_low <= 1e-9 * data_high and y_high == data_high \
                 and self.unit != "%":
             # One flat positive value (a constant learning rate): the top of the scale would put it on the
-            # chart's top border under the legend; half way up it reads as a level.
+            # chart's top border; half way up it reads as a level.
             y_high = 2 * data_high
         if y_high <= y_low:  # nothing but zeros (an idle network): a scale that reads as "nothing"
             y_high = y_low + {"%": 100.0, "B": float(2**20), "B/s": float(2**20)}.get(self.unit, 1.0)
         span = y_high - y_low
-        # A little room below 0 so the "0" tick label is not cut off, more above for the legend.
-        self._set_range(lambda: view.setYRange(y_low - span * 0.03, y_high + span * 0.1, padding=0))
-        self._update_legend()
-        self._place_legend()
+        # A little room below 0 so the "0" tick label is not cut off, and above the peak.
+        return y_low - span * 0.03, y_high + span * Y_MARGIN
 
-    def _fit_log_y(self, found: bool, low: float, high: float) -> None:
+    def _data_y_range(self, found: bool, data_low: float, data_high: float) -> tuple[float, float]:
+        """A metric's scale, as TensorBoard's: the data shown (and any reference line) with a small margin."""
+        for value, _ in self._references.values():
+            data_low, data_high, found = min(data_low, value), max(data_high, value), True
+        if not found:
+            return 0.0, 1.0
+        span = data_high - data_low
+        if span <= 1e-9 * max(abs(data_high), abs(data_low)):  # one flat value (a constant learning rate)
+            half = abs(data_high) * 0.5 or 1.0
+            return data_low - half, data_high + half
+        return data_low - span * Y_MARGIN, data_high + span * Y_MARGIN
+
+    def _log_y_range(self, found: bool, low: float, high: float) -> tuple[float, float]:
         """y fitted in decades (the view's units in log mode are log10 of the values)."""
-        view = self.plot_item.getViewBox()
         for value, _ in self._references.values():
             if value > 0:
                 low, high, found = min(low, value), max(high, value), True
@@ -442,9 +605,7 @@ class TimeSeriesChart(QWidget):
         else:
             bottom, top = -1.0, 1.0
         span = top - bottom
-        self._set_range(lambda: view.setYRange(bottom - span * 0.03, top + span * 0.12, padding=0))
-        self._update_legend()
-        self._place_legend()
+        return bottom - span * Y_MARGIN, top + span * Y_MARGIN
 
     def _show_masked(self, count: int) -> None:
         if count == self.masked_count and self.mask_note.isVisible() == bool(count):
@@ -454,15 +615,86 @@ class TimeSeriesChart(QWidget):
         self.mask_note.setVisible(bool(count))
         self._place_legend()
 
+    def _show_waiting(self, waiting: bool) -> None:
+        """Before any data: "waiting for data" in the middle and no ticks (no made-up 0..1 scale)."""
+        if waiting == self._waiting:
+            return
+        self._waiting = waiting
+        self.waiting_note.setVisible(waiting)
+        for side in ("left", "bottom"):
+            self.plot_item.getAxis(side).setTicks([] if waiting else None)
+
+    # ------------------------------------------------------------------------------------------------ legend
+    def _legend_corners(self) -> list[tuple[float, float]]:
+        """Where the legend may sit (its top left, in the view's pixels), in order of preference."""
+        view = self.plot_item.getViewBox()
+        rect = self.legend.boundingRect()
+        right = max(0.0, view.width() - rect.width() - 4)
+        bottom = max(0.0, view.height() - rect.height() - 4)
+        corners = [(right, 4.0), (4.0, 4.0), (right, bottom)]
+        if not self.mask_note.isVisible():  # the note about left-out values has the bottom left
+            corners.append((4.0, bottom))
+        return corners
+
+    def _covered(self, corner: tuple[float, float], y_range: tuple[float, float] | None = None) -> int:
+        """How many drawn points the legend would cover at `corner` (with y showing `y_range`)."""
+        view = self.plot_item.getViewBox()
+        width, height = view.width(), view.height()
+        if width <= 0 or height <= 0 or not self._drawn:
+            return 0
+        (x_low, x_high), shown_y = view.viewRange()
+        y_low, y_high = y_range if y_range is not None else shown_y
+        rect = self.legend.boundingRect()
+        left, top = corner
+        xa = x_low + (left / width) * (x_high - x_low)
+        xb = x_low + ((left + rect.width()) / width) * (x_high - x_low)
+        ya = y_high - ((top + rect.height()) / height) * (y_high - y_low)
+        yb = y_high - (top / height) * (y_high - y_low)
+        return sum(int(np.count_nonzero((x >= xa) & (x <= xb) & (y >= ya) & (y <= yb))) for x, y in self._drawn)
+
+    def _legend_room(self, bottom: float, top: float) -> float:
+        """The top of a fitted y scale, raised where the legend would cover points in every corner, so that it
+        sits above the data (not when the legend is so tall that the data would be squeezed to under half)."""
+        if not self.legend.items or not self._drawn:
+            return top
+        self._size_legend()
+        if min(self._covered(corner, (bottom, top)) for corner in self._legend_corners()) == 0:
+            return top
+        view = self.plot_item.getViewBox()
+        height = view.height()
+        band = (self.legend.boundingRect().height() + 8) / height if height > 0 else 1.0
+        if band > 0.5:  # the data keeps at least half the height; a taller legend takes the freest corner
+            return top
+        x_low, x_high = view.viewRange()[0]
+        peak = max((float(y[(x >= x_low) & (x <= x_high)].max(initial=-math.inf)) for x, y in self._drawn),
+                   default=-math.inf)
+        if not math.isfinite(peak):
+            return top
+        return max(top, (peak - bottom * band) / (1 - band))  # the peak just below the legend's band
+
+    def _size_legend(self) -> None:
+        """The legend's box fitted to its entries: the layout's own size, rows overlapping as verSpacing says
+        (pyqtgraph's updateSize adds the rows' full heights, a box taller than its text)."""
+        size = self.legend.layout.preferredSize()
+        position = self.legend.pos()
+        self.legend.setGeometry(position.x(), position.y(), size.width(), size.height())
+
     def _place_legend(self, *_: Any) -> None:
         view = self.plot_item.getViewBox()
-        # Labels grew or shrank (they show the latest values): resize the legend to them, then keep it top right
-        # (updateSize also moves it to 0, 0).
-        self.legend.layout.activate()
-        self.legend.updateSize()
-        self.legend.setPos(max(0.0, view.width() - self.legend.boundingRect().width() - 4), 4)
+        # Labels grew or shrank (they show the latest values): resize the legend to them, then put it in the
+        # corner where it covers the fewest points (top right when several are free).
+        self._size_legend()
+        corners = self._legend_corners()
+        counts = [self._covered(corner) for corner in corners]
+        if self._legend_corner >= len(corners) or counts[self._legend_corner] > min(counts):
+            self._legend_corner = counts.index(min(counts))  # moved only for fewer covered points: no hopping
+        self.legend.setPos(*corners[self._legend_corner])
         if self.mask_note.isVisible():
             self.mask_note.setPos(4, max(0.0, view.height() - self.mask_note.boundingRect().height() - 2))
+        if self.waiting_note.isVisible():
+            note = self.waiting_note.boundingRect()
+            self.waiting_note.setPos(max(0.0, (view.width() - note.width()) / 2),
+                                     max(0.0, (view.height() - note.height()) / 2))
 
     def link_x(self, leader: TimeSeriesChart) -> None:
         """Share the x axis with `leader`, for charts stacked to line up in time: the leader follows the data and
@@ -484,6 +716,7 @@ class TimeSeriesChart(QWidget):
             follower.plot_item.hideButtons()
         resumed = not self._follow_x
         self._follow_x = True
+        self._fit_y = True
         self._zoom_timer.stop()
         self.plot_item.disableAutoRange()  # the "A" button turned pyqtgraph's own autorange on
         self.plot_item.hideButtons()
@@ -512,12 +745,18 @@ class TimeSeriesChart(QWidget):
         finally:
             self._setting_range = False
 
-    def _range_changed_by_user(self, *_: Any) -> None:
-        if self._leader is not None:
-            self._leader._range_changed_by_user()
-        self._follow_x = False
+    def _range_changed_by_user(self, mask: Any = None) -> None:
+        """The user zoomed or panned: x (mask[0]) stops following the newest data, y (mask[1]) stops being fitted;
+        "A" shows the way back."""
+        x_changed, y_changed = (True, False) if mask is None else (bool(mask[0]), bool(mask[1]))
+        if y_changed:
+            self._fit_y = False
+        if x_changed:
+            if self._leader is not None:
+                self._leader._range_changed_by_user()
+            self._follow_x = False
+            self._zoom_timer.start()
         self.plot_item.showButtons()
-        self._zoom_timer.start()
 
     def _zoom_settled(self) -> None:
         if not self._follow_x:
@@ -555,6 +794,104 @@ class TimeSeriesChart(QWidget):
                 return str(label.text)
         return None
 
+    # ------------------------------------------------------------------------------------------------ hover
+    def readout(self, x: float) -> tuple[float, list[tuple[str, QColor, str]]] | None:
+        """What the hover readout says with the mouse at `x` (data units): the x of the nearest point of any visible
+        series, and for each visible series with a point there its name, colour and value (smoothed, then raw,
+        while smoothing is on). None: no data. A binary search a series: cheap on any length."""
+        nearest: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
+        best: float | None = None
+        for series in self._series.values():
+            if not series.curve.isVisible():
+                continue
+            xs, ys = series.ring.view()
+            smoothed = series.smoothed(self._smoothing) if self._smoothing > 0 else None
+            if series.older is not None and series.older.count and len(xs) and x < xs[0]:
+                (xs, ys), smoothed = series.older_points(), None  # over the folded part: its buckets
+            if not len(xs):
+                continue
+            nearest[series.name] = (xs, ys, smoothed)
+            candidate = float(xs[_nearest_index(xs, x)])
+            if best is None or abs(candidate - x) < abs(best - x):
+                best = candidate
+        if best is None:
+            return None
+        x_low, x_high = self.plot_item.getViewBox().viewRange()[0]
+        tolerance = 0.02 * (x_high - x_low)  # a series ending before the mouse is not read at its last point
+        digits = max(4, self.legend_digits)
+        positions = {name: position for position, name in enumerate(self._series)}  # the colours follow these
+        rows = []
+        for name, (xs, ys, smoothed) in nearest.items():
+            i = _nearest_index(xs, best)
+            if abs(float(xs[i]) - best) > tolerance:
+                continue
+            raw = _finite_or_none(ys[i])
+            text = format_value(raw, self.unit, digits)
+            if smoothed is not None:
+                text = f"{format_value(_finite_or_none(smoothed[i]), self.unit, digits)} (raw {text})"
+            rows.append((name, self._series_colour(self._series[name], positions[name]), text))
+        return best, rows
+
+    def x_words(self, x: float) -> str:
+        """An x as the readout says it, in the chart's x mode."""
+        if self._x_mode == "time":
+            return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(x))
+        if self._x_mode == "relative":
+            return f"{duration_tick(x)} since start"
+        return f"step {x:,.0f}" if float(x).is_integer() else f"step {format_value(x, '', 6)}"
+
+    def _mouse_moved(self, scene_pos: QPointF) -> None:
+        self._hover_pos = QPointF(scene_pos)
+        if not self._hover_timer.isActive():  # at most one readout a frame, however fast the mouse moves
+            self._hover_timer.start()
+
+    def _update_hover(self) -> None:
+        view = self.plot_item.getViewBox()
+        pos = self._hover_pos
+        if pos is None or not view.sceneBoundingRect().contains(pos):
+            self._hide_hover()
+            return
+        found = self.readout(view.mapSceneToView(pos).x())
+        if found is None or not found[1]:
+            self._hide_hover()
+            return
+        x, rows = found
+        self.hover_text = "\n".join([self.x_words(x), *(f"{name}  {text}" for name, _, text in rows)])
+        foreground = self.palette().color(QPalette.ColorRole.Text).name()
+        for named in (True, False):
+            html = "".join(f"<br><span style='color:{colour.name()}'>&#9632;</span> "
+                           + (f"{_escape(name)}&nbsp;&nbsp;" if named else "") + f"<b>{_escape(text)}</b>"
+                           for name, colour, text in rows)
+            self.hover_label.setHtml(f"<div style='color:{foreground}; font-size:8pt'>{_escape(self.x_words(x))}"
+                                     f"{html}</div>")
+            if len(rows) > 1 or self.hover_label.boundingRect().width() <= self.plot_item.width():
+                break  # a lone series too wide for a small chart is read without its name (its chart has it)
+        self.hover_line.setValue(x)
+        self.hover_line.show()
+        self.hover_label.show()
+        # Beside the mouse, on the side with room, inside the chart (over the axes where the plot is too narrow).
+        cursor = self.plot_item.mapFromScene(pos)
+        box = self.hover_label.boundingRect()
+        width, height = self.plot_item.width(), self.plot_item.height()
+        left = cursor.x() + 14
+        if left + box.width() > width:
+            left = cursor.x() - 14 - box.width()
+        left = min(max(0.0, left), max(0.0, width - box.width()))
+        top = min(max(0.0, cursor.y() + 14), max(0.0, height - box.height()))
+        self.hover_label.setPos(left, top)
+
+    def _hide_hover(self) -> None:
+        self._hover_pos = None
+        self.hover_text = ""
+        self.hover_line.hide()
+        self.hover_label.hide()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if event.type() == QEvent.Type.Leave:  # the mouse left the chart: no readout left behind
+            self._hover_timer.stop()
+            self._hide_hover()
+        return super().eventFilter(watched, event)
+
     # ------------------------------------------------------------------------------------------------ export
     def png_bytes(self) -> bytes:
         """The chart as drawn now, as a PNG."""
@@ -575,11 +912,15 @@ class TimeSeriesChart(QWidget):
         self._menu_actions.append((text, callback))
 
     def context_menu(self) -> QMenu | None:
-        """The right-click menu (None without entries); its actions call the callbacks given."""
-        if not self._menu_actions:
+        """The right-click menu (None without entries); its actions call the callbacks given. While the view is
+        zoomed or panned it starts with "Reset view" (back to following the data, as "A" does)."""
+        actions = list(self._menu_actions)
+        if not self.following or not self._fit_y:
+            actions.insert(0, ("Reset view", self.follow))
+        if not actions:
             return None
         menu = QMenu(self)
-        for text, callback in self._menu_actions:
+        for text, callback in actions:
             menu.addAction(text).triggered.connect(lambda _checked=False, c=callback: c())
         return menu
 
@@ -600,8 +941,11 @@ class TimeSeriesChart(QWidget):
     def _colours(self) -> Sequence[str]:
         return DARK_COLOURS if self._dark else LIGHT_COLOURS
 
+    def _series_colour(self, series: ChartSeries, position: int) -> QColor:
+        return QColor(series.colour or self._colours()[position % len(self._colours())])
+
     def _style_curve(self, series: ChartSeries, position: int) -> None:
-        colour = QColor(series.colour or self._colours()[position % len(self._colours())])
+        colour = self._series_colour(series, position)
         series.curve.setPen(pg.mkPen(colour, width=1))  # width 1: Qt's fast line path
         if series.raw_curve is not None:
             faint = QColor(colour)
@@ -641,6 +985,10 @@ class TimeSeriesChart(QWidget):
             self._style_curve(series, position)
         for _, line in self._references.values():
             self._style_reference(line)
+        self.hover_line.setPen(pg.mkPen(foreground, width=1, style=Qt.PenStyle.DotLine))
+        self.hover_label.fill = pg.mkBrush(background)  # opaque: the legend it may cross does not show through
+        self.hover_label.border = pg.mkPen(foreground.darker(150) if not self._dark else foreground.lighter(60))
+        self.waiting_note.setText(WAITING, color=palette.color(QPalette.ColorRole.PlaceholderText).name())
         for _, label in self.legend.items:  # existing labels keep their old colour otherwise
             label.setAttr("color", foreground)
             label.setText(label.text)
@@ -659,6 +1007,25 @@ class TimeSeriesChart(QWidget):
         super().showEvent(event)
         if self._dirty:
             self._schedule()
+
+
+def _nearest_index(xs: np.ndarray, x: float) -> int:
+    """The index of the point of increasing `xs` nearest to `x` (a binary search)."""
+    i = int(np.searchsorted(xs, x))
+    if i >= len(xs):
+        return len(xs) - 1
+    if i > 0 and x - xs[i - 1] <= xs[i] - x:
+        return i - 1
+    return i
+
+
+def _finite_or_none(value: float) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def set_many(chart: TimeSeriesChart, x: Any, columns: Iterable[tuple[str, Any]]) -> None:

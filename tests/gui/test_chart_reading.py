@@ -1,0 +1,219 @@
+"""TimeSeriesChart as a chart is read: y fitted to a metric's data (0 kept for resources), y zoom and the way back,
+the hover readout, a legend that leaves the data visible, and an empty chart that says it waits for data."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
+from PySide6.QtGui import QImage, QMouseEvent, QPainter, QWheelEvent
+from PySide6.QtWidgets import QApplication
+
+from traindeck.gui.widgets.charts import TimeSeriesChart
+
+STEPS = np.arange(1, 501.0)
+LOSS = 2.30 - 0.08 * (1 - np.exp(-STEPS / 150)) + 0.01 * np.sin(STEPS / 7)  # 2.30 -> 2.22, as a loss goes
+
+
+def shown(qtbot, chart: TimeSeriesChart, size: tuple[int, int] = (600, 300)) -> TimeSeriesChart:
+    chart.set_axis_width(60)  # a y axis as wide whatever its labels: the plot area stays where the test maps to
+    chart.resize(*size)
+    qtbot.addWidget(chart)
+    chart.show()
+    qtbot.waitExposed(chart)
+    return chart
+
+
+def settle(chart: TimeSeriesChart) -> None:
+    """Let the layout settle (the y axis takes its new labels' width when painted), redrawing until it has."""
+    view = chart.plot_item.getViewBox()
+    for _ in range(5):
+        before = view.sceneBoundingRect()
+        chart.flush()
+        chart.repaint()
+        QApplication.processEvents()
+        if view.sceneBoundingRect() == before:
+            return
+
+
+def y_range(chart: TimeSeriesChart) -> tuple[float, float]:
+    low, high = chart.plot_item.getViewBox().viewRange()[1]
+    return float(low), float(high)
+
+
+def test_a_metric_chart_fits_y_to_its_data_and_a_resource_chart_keeps_zero(qtbot):
+    metric = shown(qtbot, TimeSeriesChart("loss", x_mode="step"))
+    # Non-finite values (a diverged step, a gap) take no part in the fit.
+    metric.set_series("loss", np.append(STEPS, [501.0, 502.0]), np.append(LOSS, [np.inf, np.nan]))
+    metric.flush()
+    low, high = y_range(metric)
+    span = LOSS.max() - LOSS.min()
+    assert LOSS.min() - 0.2 * span < low < LOSS.min() and LOSS.max() < high < LOSS.max() + 0.2 * span, (low, high)
+    assert not metric.y_from_zero  # no unit: a metric
+
+    resource = shown(qtbot, TimeSeriesChart("GPU utilisation", "%"))
+    assert resource.y_from_zero  # a unit: a resource, read against 0
+    resource.set_series("GPU 0", STEPS, 60 + 30 * LOSS - 60)
+    resource.flush()
+    low, high = y_range(resource)
+    assert low <= 0 and high >= 100
+
+    logged = shown(qtbot, TimeSeriesChart("loss", x_mode="step", log_y=True))
+    logged.set_series("loss", STEPS, np.geomspace(3.0, 0.05, len(STEPS)))
+    logged.flush()
+    low, high = y_range(logged)  # in decades: log10(0.05) = -1.30, log10(3) = 0.48
+    assert -1.45 < low < math.log10(0.05) and math.log10(3.0) < high < 0.62, (low, high)
+
+
+def wheel(chart: TimeSeriesChart, delta: int, modifiers: Qt.KeyboardModifier) -> None:
+    viewport = chart.plot_widget.viewport()
+    centre = QPointF(viewport.rect().center())
+    event = QWheelEvent(centre, QPointF(viewport.mapToGlobal(centre.toPoint())), QPoint(), QPoint(0, delta),
+                        Qt.MouseButton.NoButton, modifiers, Qt.ScrollPhase.NoScrollPhase, False)
+    QApplication.sendEvent(viewport, event)
+
+
+def test_ctrl_wheel_zooms_a_metric_charts_y_and_the_menu_resets_it_while_x_follows(qtbot):
+    chart = shown(qtbot, TimeSeriesChart("loss", x_mode="step"))
+    chart.set_series("loss", STEPS, LOSS)
+    chart.flush()
+    fitted = y_range(chart)
+    wheel(chart, 240, Qt.KeyboardModifier.ControlModifier)
+    zoomed = y_range(chart)
+    assert zoomed[1] - zoomed[0] < 0.9 * (fitted[1] - fitted[0])
+    assert not chart.fitting_y and chart.following  # y is the user's; x still follows the newest data
+    chart.append("loss", 501.0, 2.5)  # new data neither moves y nor stops x following
+    chart.flush()
+    assert y_range(chart) == pytest.approx(zoomed)
+    assert chart.plot_item.getViewBox().viewRange()[0][1] >= 501
+    menu = chart.context_menu()
+    assert menu is not None and menu.actions()[0].text() == "Reset view"
+    menu.actions()[0].trigger()
+    assert chart.fitting_y and y_range(chart)[1] > 2.5  # fitted again, the new point included
+    assert chart.context_menu() is None  # nothing to reset, no other entries
+
+    # A box zoom (Shift+drag) shows the box: x and y.
+    chart._view.zoom_to(chart._view.childGroup.mapRectFromParent(chart._view.rect().adjusted(100, 50, -200, -50)))
+    assert not chart.fitting_y and not chart.following
+    chart.follow()
+    assert chart.fitting_y and chart.following
+
+    resource = shown(qtbot, TimeSeriesChart("RAM", "B"))
+    resource.set_series("used", STEPS, 1e9 + STEPS)
+    resource.flush()
+    before = y_range(resource)
+    wheel(resource, 240, Qt.KeyboardModifier.ControlModifier)
+    assert y_range(resource) == pytest.approx(before) and resource.fitting_y  # a resource's y stays from 0
+
+
+def move_mouse(chart: TimeSeriesChart, x: float, y: float) -> None:
+    """A real mouse move over the chart, to where (x, y) is drawn."""
+    settle(chart)
+    view = chart.plot_item.getViewBox()
+    scene_pos = view.mapViewToScene(QPointF(x, y))
+    viewport = chart.plot_widget.viewport()
+    local = QPointF(chart.plot_widget.mapFromScene(scene_pos))
+    event = QMouseEvent(QEvent.Type.MouseMove, local, QPointF(viewport.mapToGlobal(local.toPoint())),
+                        Qt.MouseButton.NoButton, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(viewport, event)
+
+
+def test_the_hover_readout_names_each_series_value_at_the_nearest_x(qtbot):
+    chart = shown(qtbot, TimeSeriesChart("loss", x_mode="step"))
+    chart.set_series("run A", STEPS, 1.0 + STEPS / 1000)
+    chart.set_series("run B", STEPS[:300], 3.0 - STEPS[:300] / 1000)  # ends at step 300
+    chart.flush()
+    move_mouse(chart, 250.4, 1.5)
+    qtbot.waitUntil(lambda: chart.hover_text != "")
+    assert chart.hover_text == "step 250\nrun A  1.25\nrun B  2.75"
+    assert chart.hover_line.isVisible() and chart.hover_line.value() == 250
+    move_mouse(chart, 420.0, 1.5)  # past run B's end: only run A is read
+    qtbot.waitUntil(lambda: chart.hover_text.startswith("step 420"))
+    assert chart.hover_text == "step 420\nrun A  1.42"
+    QApplication.sendEvent(chart.plot_widget.viewport(), QEvent(QEvent.Type.Leave))
+    assert chart.hover_text == "" and not chart.hover_line.isVisible()
+
+    chart.smoothing = 0.5  # smoothed, then raw
+    chart.flush()
+    move_mouse(chart, 3.0, 1.5)
+    qtbot.waitUntil(lambda: chart.hover_text != "")
+    # EMA of 1.001, 1.002, 1.003 debiased at weight 0.5: (0.25 * 1.001 + 0.5 * 1.002 + 1.003) / 1.75
+    smoothed = (0.25 * 1.001 + 0.5 * 1.002 + 1.003) / 1.75
+    assert chart.hover_text.splitlines()[:2] == ["step 3", f"run A  {smoothed:.4g} (raw 1.003)"]
+
+    units = shown(qtbot, TimeSeriesChart("Throughput", "B/s", x_mode="relative"))
+    units.set_series("disk", np.arange(0.0, 3600.0, 10.0), np.full(360, 3 * 2**20))
+    units.flush()
+    move_mouse(units, 1800.0, 3 * 2**20)
+    qtbot.waitUntil(lambda: units.hover_text != "")
+    assert units.hover_text == "30:00 since start\ndisk  3 MiB/s"
+
+
+def points_under_legend(chart: TimeSeriesChart) -> int:
+    view = chart.plot_item.getViewBox()
+    area = chart.legend.sceneBoundingRect()
+    low = view.mapSceneToView(area.bottomLeft())
+    high = view.mapSceneToView(area.topRight())
+    count = 0
+    for name in chart.series_names():
+        x, y = chart.data(name)
+        count += int(np.count_nonzero((x >= low.x()) & (x <= high.x()) & (y >= low.y()) & (y <= high.y())))
+    return count
+
+
+def test_the_legend_sits_where_it_covers_no_points(qtbot):
+    # Accuracies rising to the top right (where the legend used to sit): the legend moves to a free corner.
+    chart = shown(qtbot, TimeSeriesChart("accuracy", x_mode="step"), (420, 220))
+    for k in range(4):
+        chart.set_series(f"run-{k}", STEPS, 0.5 + 0.4 * (1 - np.exp(-STEPS / (80 + 40 * k))))
+    chart.flush()
+    assert points_under_legend(chart) == 0
+    assert chart.legend.pos().y() > 4  # moved down to the free corner, bottom right
+
+    # Noise over the whole chart, no free corner: the scale makes room above the data for it.
+    crowded = shown(qtbot, TimeSeriesChart("grad norm", x_mode="step"), (420, 220))
+    rng = np.random.default_rng(3)
+    crowded.set_series("a", STEPS, rng.uniform(0, 1, len(STEPS)))
+    crowded.set_series("b", STEPS, rng.uniform(0, 1, len(STEPS)))
+    settle(crowded)
+    assert points_under_legend(crowded) == 0
+
+
+def test_an_empty_chart_says_it_waits_for_data_and_shows_no_made_up_ticks(qtbot):
+    chart = shown(qtbot, TimeSeriesChart("Loss", x_mode="step"))
+    chart.flush()
+    assert chart.waiting_note.isVisible() and chart.waiting_note.text == "waiting for data"
+    assert tick_labels(chart, "left") == [] and tick_labels(chart, "bottom") == []
+    chart.append("loss", [1.0, 2.0], [2.3, 2.2])
+    chart.flush()
+    assert not chart.waiting_note.isVisible()
+    assert tick_labels(chart, "left") and tick_labels(chart, "bottom")
+
+
+def tick_labels(chart: TimeSeriesChart, side: str) -> list[str]:
+    """The tick labels the axis draws now."""
+    image = QImage(10, 10, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        specs = chart.plot_item.getAxis(side).generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return [] if specs is None else [text for _, _, text in specs[2]]
+
+
+def test_a_log_chart_whose_one_point_becomes_a_gap_draws_without_a_warning(qtbot):
+    chart = shown(qtbot, TimeSeriesChart("loss", x_mode="step", log_y=True))
+    chart.set_series("loss", [1.0, 2.0], [0.5, -1.0])  # one value a log scale can show: a marked point
+    chart.flush()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        chart.set_series("loss", [1.0, 2.0], [-0.5, -1.0])  # none left
+        chart.flush()
+        chart.grab()
+        QApplication.processEvents()
+    # pyqtgraph bounding the point's marker over NaN only warns "All-NaN slice encountered".
+    assert [str(w.message) for w in caught if "NaN" in str(w.message)] == []
+    assert chart.masked_count == 2 and chart.waiting_note.isVisible()
