@@ -58,7 +58,7 @@ from PySide6.QtCore import (
     QTimer,
     Signal,
 )
-from PySide6.QtGui import QColor, QPalette
+from PySide6.QtGui import QColor, QFontMetricsF, QPalette
 from PySide6.QtWidgets import QMenu, QVBoxLayout, QWidget
 
 from traindeck.backend.runs import X_MODES, XMode, masked_words, positive_only, write_export
@@ -605,7 +605,13 @@ class TimeSeriesChart(QWidget):
         else:
             bottom, top = -1.0, 1.0
         span = top - bottom
-        return bottom - span * Y_MARGIN, top + span * Y_MARGIN
+        # Decades at the data's ends are labelled only if half a label fits beyond them (pyqtgraph leaves out a
+        # label that would stick out of the axis): a 1e-6..1e-4 warm-up on a short chart keeps its end labels.
+        axis = self.plot_item.getAxis("left")
+        pixels = self.plot_item.getViewBox().height()
+        label = QFontMetricsF(axis.style.get("tickFont") or axis.font()).height()
+        margin = max(Y_MARGIN, min(0.25, 0.6 * label / pixels)) if pixels > 0 else Y_MARGIN
+        return bottom - span * margin, top + span * margin
 
     def _show_masked(self, count: int) -> None:
         if count == self.masked_count and self.mask_note.isVisible() == bool(count):

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 pytest.importorskip("PySide6")
@@ -49,11 +50,13 @@ def test_host_and_rank_lines_fill_back_to_the_runs_start(page, qtbot, traindeck_
     launcher = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         opened = time.time()
+        me = psutil.Process()  # its supervisor: this test process, alive (a run without one is lost)
         samples = demo_samples(seconds=600, end=opened - 5)  # recorded before the page opened
         with RunStore() as store:
             store.add_run(RunRecord(id="20260101-120000-ef56", run_dir=str(traindeck_home), created_at=samples[0].t,
                                     name="tiny", state="running", started_at=samples[0].t,
-                                    launcher_pid=launcher.pid))
+                                    launcher_pid=launcher.pid, supervisor_pid=me.pid,
+                                    supervisor_started=me.create_time()))
         writer = ResourceWriter(run_store_path(), "20260101-120000-ef56", interval_s=1.0, started_at=samples[0].t)
         for sample in samples:
             writer.write(sample, commit=False)
