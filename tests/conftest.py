@@ -97,9 +97,10 @@ def real_runs_only_where_marked(request: pytest.FixtureRequest, traindeck_home: 
 
 TIERS = ("unit", "gui", "launch", "system", "perf")
 # Fixtures that start one server for the whole session on fixed loopback ports (sshd, the pdsh "nodes", Slurm):
-# the tests that use one are marked `machines`, and `make test` runs them after the others, on one worker. Side by
-# side with other tests they would also do harm: stopping a run launched through DeepSpeed's pdsh runner makes the
-# runner `pkill -f` every DeepSpeed launcher of the same interpreter on the "nodes", which are this machine.
+# the tests that use one are marked `machines`, and `make test-machines` runs them on one worker (CI runs it after
+# `make test`). Side by side with other tests they would also do harm: stopping a run launched through DeepSpeed's
+# pdsh runner makes the runner `pkill -f` every DeepSpeed launcher of the same interpreter on the "nodes", which
+# are this machine.
 MACHINE_FIXTURES = {"sshd", "ssh_nodes", "slurm"}
 MACHINE_MARKERS = ("slurm", "multinode", "ssh")
 # The long acceptance runs of whole capabilities (several real DeepSpeed or torchrun runs each, a minute or more on
