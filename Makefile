@@ -15,7 +15,7 @@ export QT_QPA_PLATFORM ?= $(if $(DISPLAY)$(WAYLAND_DISPLAY),,offscreen)
 # own folder (~/.cache/traindeck/torch_extensions/<interpreter+torch>), where runs and tests find them. A
 # TORCH_EXTENSIONS_DIR you set yourself is used instead.
 
-.PHONY: demo test test-acceptance test-fast setup setup-core check-setup lint bench soak clean frozen icons install-desktop uninstall-desktop tour docs gpu-check
+.PHONY: demo test test-machines test-acceptance test-fast setup setup-core check-setup lint bench soak clean frozen icons install-desktop uninstall-desktop tour docs gpu-check
 
 # Refuses at once, before any set-up, where no window could be seen (no DISPLAY / WAYLAND_DISPLAY) or Qt could not
 # open one (X11 libraries missing: the exact apt-get line is printed). Ctrl+C closes the window.
@@ -24,14 +24,18 @@ demo:
 	@$(MAKE) --no-print-directory $(STAMP)
 	$(BIN)/traindeck gui --demo
 
-# The tests in tiers (tests/unit, tests/gui, tests/launch: real supervised runs, tests/system: sshd, pdsh, Slurm,
-# packaging; tests/perf: the benchmarks' smoke forms), side by side on TEST_JOBS workers: real runs mostly wait on
-# their processes, so more workers than cores pays. The tests that use the session's sshd, pdsh nodes or Slurm
-# (marker `machines`) run afterwards on one worker: their servers are one per session, on fixed ports. The 30
-# slowest tests are printed. The benchmarks themselves print tables: `make bench`.
+# The tests in tiers (tests/unit, tests/gui, tests/launch: real supervised runs, tests/system: packaging, a fresh
+# set-up, what needs no server; tests/perf: the benchmarks' smoke forms), side by side on TEST_JOBS workers: real runs mostly wait on
+# their processes, so more workers than cores pays. The 30 slowest tests are printed. The benchmarks themselves
+# print tables: `make bench`.
 TEST_JOBS ?= 3
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m "not machines and not acceptance" --durations=30
+
+# The tests that use the session's sshd, pdsh nodes or Slurm (marker `machines`), on one worker: their servers are
+# one per session, on fixed loopback ports, and need root with openssh-server, pdsh and Slurm's packages (without
+# them each test is skipped and says why). CI installs those and runs this after `make test`.
+test-machines: $(STAMP)
 	$(BIN)/python -m pytest -q -m machines --durations=10
 
 # The long acceptance runs of whole capabilities (trials, ZeRO-Infinity, the collectives ledger, step timing on real

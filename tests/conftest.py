@@ -97,9 +97,10 @@ def real_runs_only_where_marked(request: pytest.FixtureRequest, traindeck_home: 
 
 TIERS = ("unit", "gui", "launch", "system", "perf")
 # Fixtures that start one server for the whole session on fixed loopback ports (sshd, the pdsh "nodes", Slurm):
-# the tests that use one are marked `machines`, and `make test` runs them after the others, on one worker. Side by
-# side with other tests they would also do harm: stopping a run launched through DeepSpeed's pdsh runner makes the
-# runner `pkill -f` every DeepSpeed launcher of the same interpreter on the "nodes", which are this machine.
+# the tests that use one are marked `machines`, and `make test-machines` runs them on one worker (CI runs it after
+# `make test`). Side by side with other tests they would also do harm: stopping a run launched through DeepSpeed's
+# pdsh runner makes the runner `pkill -f` every DeepSpeed launcher of the same interpreter on the "nodes", which
+# are this machine.
 MACHINE_FIXTURES = {"sshd", "ssh_nodes", "slurm"}
 MACHINE_MARKERS = ("slurm", "multinode", "ssh")
 # The long acceptance runs of whole capabilities (several real DeepSpeed or torchrun runs each, a minute or more on
@@ -117,6 +118,11 @@ ACCEPTANCE = (
     "launch/test_runs_checkpoints_resume.py::test_save_stop_helper_in_a_deepspeed_loop_saves_now_and_saves_then_stops",
     "unit/launch/test_extension_locks.py::test_ranks_waiting_on_a_held_build_lock_name_its_holder_in_the_stall_banner_and_stacks",
     "unit/launch/test_extension_locks.py::test_a_lock_a_build_killed_under_waiting_ranks_left_is_removed_and_said_in_the_stall_banner",
+    # the dashboard driven end to end with a real DeepSpeed run: its parts (a real launch from the Launch page, a
+    # real run streaming into the Runs page and stopped there, a draft error blocking Launch) each have their test
+    "gui/test_dashboard_e2e.py",
+    # a real C++ extension compiled under a run (the compiler takes both cores for 20 s, minutes under load)
+    "gui/test_runs_op_build.py",
 )
 
 

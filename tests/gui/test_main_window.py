@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from PySide6.QtCore import Qt
@@ -367,11 +368,35 @@ def _distinct_colours(path: Path) -> int:
     return len(colours)
 
 
-def test_screenshot_writes_one_non_blank_png_per_page(tmp_path: Path, qapp) -> None:  # type: ignore[no-untyped-def]
-    out = tmp_path / "shots"
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+# A user's window.ini, there before the screenshot run.
+USER_INI = (b"[General]\ntheme=dark\n\n[draft]\npreset=my-zero3\n\n[launch]\nscript=/home/me/train.py\n"
+            b"arguments=--lr 3e-4 --epochs 2\nenvironment=NCCL_DEBUG=INFO\n\n[window]\npage=history\n")
+
+
+class ScreenshotRun(NamedTuple):
+    done: subprocess.CompletedProcess[str]
+    out: Path
+    home: Path
+
+
+@pytest.fixture(scope="module")
+def screenshot_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScreenshotRun]:
+    """One `traindeck gui --screenshot` run (a window with every page drawn, the slow part) for the two tests below,
+    in a home of its own holding a user's window.ini from before the run."""
+    home = tmp_path_factory.mktemp("screenshot-home")
+    ini = home / "config" / "window.ini"
+    ini.parent.mkdir(parents=True)
+    ini.write_bytes(USER_INI)
+    ini.chmod(0o600)
+    out = tmp_path_factory.mktemp("screenshot") / "shots"
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", TRAINDECK_HOME=str(home))
     done = subprocess.run([sys.executable, "-m", "traindeck", "gui", "--screenshot", str(out)], capture_output=True,
                           text=True, timeout=180, env=env, cwd=REPO)
+    yield ScreenshotRun(done, out, home)
+
+
+def test_screenshot_writes_one_non_blank_png_per_page(screenshot_run: ScreenshotRun, qapp) -> None:  # type: ignore[no-untyped-def]
+    done, out = screenshot_run.done, screenshot_run.out
     assert done.returncode == 0, done.stderr[-3000:]
     pages = discover_entries()
     # The shipped pages, named here and not only discovered: a discovery that finds none (or loses one) must fail
@@ -388,24 +413,14 @@ def test_screenshot_writes_one_non_blank_png_per_page(tmp_path: Path, qapp) -> N
         assert _distinct_colours(out / name) > 40, f"{name} looks blank"
 
 
-
-def test_screenshots_leave_the_users_settings_byte_identical(tmp_path: Path, traindeck_home: Path) -> None:
+def test_screenshots_leave_the_users_settings_byte_identical(screenshot_run: ScreenshotRun) -> None:
     """The user's window.ini (theme, last preset, page, window state) is theirs: a screenshot run uses settings of
     its own and leaves the file as it found it, byte for byte."""
-    ini = traindeck_home / "config" / "window.ini"
-    ini.parent.mkdir(parents=True, exist_ok=True)
-    text = ("[General]\ntheme=dark\n\n[draft]\npreset=my-zero3\n\n[launch]\nscript=/home/me/train.py\n"
-            "arguments=--lr 3e-4 --epochs 2\nenvironment=NCCL_DEBUG=INFO\n\n[window]\npage=history\n")
-    ini.write_bytes(text.encode())
-    ini.chmod(0o600)
-    out = tmp_path / "shots"
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", TRAINDECK_HOME=str(traindeck_home))
-    done = subprocess.run([sys.executable, "-m", "traindeck", "gui", "--screenshot", str(out)], capture_output=True,
-                          text=True, timeout=180, env=env, cwd=REPO)
+    done, home = screenshot_run.done, screenshot_run.home
     assert done.returncode == 0, done.stderr[-3000:]
-    assert ini.read_bytes() == text.encode()
-    assert sorted(p.name for p in (traindeck_home / "config").iterdir()) == ["window.ini"]
-    assert len(list(out.glob("*.png"))) == len(discover_entries())
+    assert (home / "config" / "window.ini").read_bytes() == USER_INI
+    assert sorted(p.name for p in (home / "config").iterdir()) == ["window.ini"]
+    assert len(list(screenshot_run.out.glob("*.png"))) == len(discover_entries())
 
 
 def test_an_empty_page_counts_as_blank(qtbot, qapp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_prompt) -> None:  # type: ignore[no-untyped-def]

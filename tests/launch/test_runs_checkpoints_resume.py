@@ -5,13 +5,12 @@ in-run companion Stop saves a checkpoint before the run ends. CPU only; no hub d
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support.runhelp import REPO, SCRIPTS, events, wait_finished, wait_until
+from support.runhelp import SCRIPTS, events, wait_finished, wait_until
 
 from traindeck.backend.runs.record.run_store import RunStore
 
@@ -19,12 +18,6 @@ HF_SCRIPT = SCRIPTS / "hf_tiny_trainer.py"
 DS_SCRIPT = SCRIPTS / "ds_tiny_checkpoints.py"
 
 pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture(autouse=True)
-def _ops_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    # DeepSpeed JIT-builds its CPU comm op once per interpreter; keep it with the worktree.
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", os.environ.get("TORCH_EXTENSIONS_DIR", str(REPO / ".torch_ext")))
 
 
 def traindeck(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:

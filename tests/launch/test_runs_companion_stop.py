@@ -4,14 +4,13 @@ that the companion saves first (and what a second Ctrl+C does), and under the De
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support.runhelp import REPO, SCRIPTS, events, leftovers, ranks, wait_finished, wait_until
+from support.runhelp import SCRIPTS, events, leftovers, ranks, wait_finished, wait_until
 
 from traindeck.backend.cli.run_follow import interrupt_message
 from traindeck.backend.launch.builders import LaunchRequest, build_plan
@@ -78,12 +77,6 @@ def test_foreground_ctrl_c_with_the_companion_saves_before_stopping(tmp_path: Pa
     assert leftovers(done) == []
 
 
-@pytest.fixture()
-def _ops_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", os.environ.get("TORCH_EXTENSIONS_DIR", str(REPO / ".torch_ext")))
-
-
-@pytest.mark.usefixtures("_ops_cache")
 def test_stop_under_the_deepspeed_launcher_saves_on_both_ranks_then_both_exit(tmp_path: Path) -> None:
     pytest.importorskip("deepspeed", reason="needs the train extra (deepspeed)")
     save = tmp_path / "ckpt"

@@ -83,10 +83,15 @@ def test_on_a_terminal_each_sample_redraws_the_screen_in_place_and_ctrl_c_gives_
 def test_piped_it_prints_one_plain_block_per_sample():
     proc = subprocess.Popen([sys.executable, "-m", "traindeck", "monitor", "--interval", "0.5"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(4.0)
+    assert proc.stdout is not None
+    seen = b""  # Ctrl+C once three samples are out (each block is flushed as it is printed)
+    while len(re.findall(rb"^\d\d:\d\d:\d\d  CPU", seen, flags=re.M)) < 3:
+        line = proc.stdout.readline()
+        assert line, f"the monitor ended before its third sample: {proc.wait(10)}"
+        seen += line
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=10)
-    text = out.decode()
+    text = (seen + out).decode()
     assert "\x1b" not in text
     assert len(re.findall(r"^\d\d:\d\d:\d\d  CPU", text, flags=re.M)) >= 3
 

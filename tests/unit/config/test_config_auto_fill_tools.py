@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 from support import TESTS
 
 from traindeck.backend.config.auto_fill import FILLS, dotted
+from traindeck.backend.launch.environ import torch_extensions_dir
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("deepspeed", "accelerate", "transformers", "torch")),
@@ -55,8 +57,13 @@ def probe() -> dict[str, Any]:
         "accelerate": _config(accelerate_keys),
         "refused": {dotted(p): _config(accelerate_keys + [p]) for p in trainer_only + list(NOBODY)},
     }
+    # Accelerator(DeepSpeedPlugin) on the CPU loads DeepSpeed's shared-memory comm op: from this interpreter's own
+    # folder, which `make setup` built (as every run does), never torch's default folder, which every interpreter
+    # on the machine shares and each one with another install rebuilds (minutes).
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR")
+           or str(torch_extensions_dir(sys.executable))}
     done = subprocess.run([sys.executable, str(PROBE), json.dumps(job)], capture_output=True, text=True,
-                          timeout=900, check=False)
+                          timeout=900, check=False, env=env)
     line = next((x for x in done.stdout.splitlines() if x.startswith("PROBE ")), None)
     assert line is not None, done.stderr[-3000:]
     return json.loads(line[len("PROBE "):])  # type: ignore[no-any-return]
