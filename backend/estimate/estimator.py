@@ -26,9 +26,9 @@ from traindeck.backend.estimate.model_states import (
     state_bytes,
     zero2_model_states,
     zero3_model_states,
+    zero3_nvme_model_states,
     zero12_allocator_reserve,
     zero12_step_buffers,
-    zero3_nvme_model_states,
 )
 from traindeck.backend.estimate.quantity import GIB
 
