@@ -228,7 +228,7 @@ def _table(rows: list[Any]) -> list[str]:
         )
     out.append(
         "GiB. GPU states and host/node: model states, DeepSpeed's arithmetic (host incl. its 1.5 buffer factor); "
-        "GPU total adds activations, CUDA context and fragmentation."
+        "GPU total adds activations, the allocator's reserve, the CUDA context and DeepSpeed's ZeRO-1/2 step buffers."
     )
     return out
 

@@ -23,9 +23,14 @@ from typing import Literal
 Attention = Literal["sdpa", "eager"]
 ATTENTION_KINDS: tuple[str, ...] = ("sdpa", "eager")
 
-# The GPU memory taken before the first tensor: CUDA context, cuBLAS/NCCL workspaces (0.5-1 GiB in practice).
-CUDA_CONTEXT_BYTES = 1024**3
-# The caching allocator's fragmentation and the communication buckets, as a share of tensors allocated.
+# The GPU memory a rank holds outside torch's caching allocator, which NVML counts and torch's reserved does not:
+# the CUDA context, the kernel images of the CUDA libraries loaded and NCCL's own buffers. Measured as the NVML
+# peak minus torch's peak reserved on an NVIDIA H200 (torch 2.11.0+cu130, DeepSpeed 0.19.8): 1300 MiB for a
+# 1.07e9-parameter ZeRO-2 run and 1298 MiB for a tiny ZeRO-2 offload run (tests/fixtures/gpu_estimate_h200.json).
+CUDA_CONTEXT_BYTES = 1300 * 1024**2
+# The caching allocator's fragmentation and the communication buckets, as a share of tensors allocated, for the
+# strategies whose allocation pattern is not worked out (DeepSpeed's ZeRO-1/2 without offload is: see
+# model_states.zero12_step_buffers and zero12_allocator_reserve).
 FRAGMENTATION_FACTOR = 1.10
 
 
@@ -66,8 +71,14 @@ def gpu_total_bytes(
     activations: int,
     cuda_context: int = CUDA_CONTEXT_BYTES,
     fragmentation: float = FRAGMENTATION_FACTOR,
+    reserve: int | None = None,
 ) -> tuple[int, int]:
-    """(total bytes per GPU, overhead part): (model states + activations) x fragmentation + CUDA context."""
+    """(total bytes per GPU, overhead part): model states + activations + allocator reserve + CUDA context.
+
+    The reserve is what the caching allocator holds beyond the tensors: `reserve` where the strategy's allocation
+    pattern gives it, else (fragmentation - 1) x the tensors.
+    """
     tensors = model_states + activations
-    total = int(tensors * fragmentation) + cuda_context
+    held = int(tensors * fragmentation) - tensors if reserve is None else reserve
+    total = tensors + held + cuda_context
     return total, total - tensors

@@ -20,12 +20,15 @@ from traindeck.backend.estimate.machine import Machine
 from traindeck.backend.estimate.model_shape import ModelShape
 from traindeck.backend.estimate.model_states import (
     OFFLOAD_NATIVE_OPTIMIZERS,
+    REDUCE_BUCKET_SIZE,
     stage0_model_states,
     stage1_model_states,
     state_bytes,
     zero2_model_states,
     zero3_model_states,
     zero3_nvme_model_states,
+    zero12_allocator_reserve,
+    zero12_step_buffers,
 )
 from traindeck.backend.estimate.quantity import GIB
 
@@ -48,6 +51,8 @@ class Workload:
     additional_buffer_factor: float = 1.5  # DeepSpeed's default for its host figures
     cuda_context_bytes: int = CUDA_CONTEXT_BYTES
     fragmentation: float = FRAGMENTATION_FACTOR
+    reduce_bucket_size: int = REDUCE_BUCKET_SIZE  # DeepSpeed's zero_optimization.reduce_bucket_size (elements)
+    overlap_comm: bool = False  # DeepSpeed's zero_optimization.overlap_comm (default off below ZeRO-3): 2 buckets
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,7 +102,7 @@ class EstimateRow:
     cpu_bytes_per_node: int  # host RAM per node, DeepSpeed's arithmetic (incl. its buffer factor)
     disk_bytes_per_node: int  # NVMe space per node (ZeRO-Infinity rows), else 0
     activation_bytes_per_device: int
-    overhead_bytes_per_device: int  # CUDA context + fragmentation allowance
+    overhead_bytes_per_device: int  # CUDA context + allocator reserve (+ DeepSpeed's step buffers for ZeRO-2)
     gpu_total_bytes_per_device: int
     gpus_per_node: int
     num_nodes: int
@@ -169,7 +174,17 @@ def estimate_row(strategy: Strategy, shape: ModelShape, machine: Machine, worklo
         workload.attention,
         workload.precision,
     )
-    total, overhead = gpu_total_bytes(gpu, act, workload.cuda_context_bytes, workload.fragmentation)
+    reserve: int | None = None
+    working = 0
+    if strategy.framework == "deepspeed" and strategy.zero_stage in (1, 2) and strategy.offload_optimizer == "none":
+        gpus = gpn * nodes
+        working = zero12_step_buffers(n, gpus, sb, strategy.zero_stage, workload.reduce_bucket_size,
+                                      workload.overlap_comm)
+        reserve = zero12_allocator_reserve(n, gpus, sb, act)
+        notes.append(f"GPU total adds DeepSpeed's step buffers beyond its formula ({_gib(working)}), the allocator's "
+                     f"reserve ({_gib(reserve)}) and the CUDA context ({_gib(workload.cuda_context_bytes)})")
+    total, overhead = gpu_total_bytes(gpu + working, act, workload.cuda_context_bytes, workload.fragmentation, reserve)
+    overhead += working
 
     gpu_fraction, gpu_verdict = _judge(total, machine.gpu_mem_bytes)
     host_fraction, host_verdict = _judge(cpu, machine.host_mem_bytes)

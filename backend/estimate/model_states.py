@@ -142,6 +142,56 @@ def zero2_model_states(
     return int(cpu_mem), int(gpu_mem)
 
 
+# DeepSpeed's zero_optimization defaults (runtime/zero/config.py): the IPG reduce bucket, in elements.
+REDUCE_BUCKET_SIZE = 500_000_000
+
+
+def zero12_step_buffers(
+    total_params: int,
+    total_gpus: int = 1,
+    sb: StateBytes = ADAM_16BIT,
+    stage: int = 2,
+    reduce_bucket_size: int = REDUCE_BUCKET_SIZE,
+    overlap_comm: bool = False,
+) -> int:
+    """GPU bytes DeepSpeed's ZeRO-1/2 optimizer (no offload) holds at its peak beyond this module's formula.
+
+    From deepspeed/runtime/zero/stage_1_and_2.py (one optimizer for both stages): backward copies each gradient
+    into the IPG bucket (reduce_bucket_size elements of the 16-bit dtype, two with overlap_comm) and its own
+    partition's share into `grads_in_partition` (the 16-bit gradient partition). `step()` then flattens that
+    partition into a new 16-bit tensor (`flatten_dense_tensors_aligned`/`flatten`) while the partition is still
+    referenced, and casts the copy to an fp32 gradient partition; from the second step on Adam's moments are there
+    too. So the step holds a 16-bit copy of the partition (2 / total_gpus bytes per parameter) that no formula
+    counts, plus the fp32 gradient partition (4 / total_gpus), which DeepSpeed's ZeRO-2 formula counts and the
+    ZeRO-1 formula here does not. Backward holds the bucket but not the fp32 partition. The peak takes the larger
+    phase. In fp32 training the cast is a no-op: the flat copy is the fp32 gradient itself.
+    """
+    flat_copy = sb.grad * total_params / total_gpus if sb.grad < 4 else 0
+    fp32_grad_partition = 4 * total_params / total_gpus
+    buckets = reduce_bucket_size * sb.grad * (2 if overlap_comm else 1)
+    if stage == 2:  # the formula's 18 / total_gpus includes the fp32 gradient partition
+        return int(max(flat_copy, buckets - fp32_grad_partition, 0))
+    return int(max(flat_copy + (fp32_grad_partition if sb.grad < 4 else 0), buckets))
+
+
+def zero12_allocator_reserve(
+    total_params: int, total_gpus: int = 1, sb: StateBytes = ADAM_16BIT, activations: int = 0
+) -> int:
+    """GPU bytes torch's caching allocator keeps reserved but unallocated at ZeRO-1/2's peak (NVML counts them).
+
+    Large blocks get segments of their own rounded size, freed blocks stay cached and segments are never merged:
+      - the engine moves the model to the GPU one tensor per parameter (16-bit), then ZeRO flattens them into
+        one buffer and frees the originals; their segments stay cached (param bytes x params) and only tensors
+        that fit in one of them reuse them: activations do, so those count against this part;
+      - at the step, the 16-bit flat copy is cut from the free segment the fp32 gradient partition had the step
+        before, so the fp32 cast cannot reuse it and takes a new segment of its own size; the rest of the old one
+        ((4 - 2) / total_gpus bytes per parameter) stays free. fp32 training has no separate copy.
+    """
+    cached_originals = max(0, sb.param * total_params - activations)
+    split_remainder = (4 - sb.grad) * total_params / total_gpus if sb.grad < 4 else 0
+    return int(cached_originals + split_remainder)
+
+
 def zero3_model_states(
     total_params: int,
     largest_layer_params: int,

@@ -81,7 +81,8 @@ def strategy_for_preset(preset: Preset) -> Strategy:
 
 
 def workload_for_preset(preset: Preset, base: Workload | None = None) -> Workload:
-    """`base` (default Workload()) with the preset's precision, optimizer, micro batch and checkpointing."""
+    """`base` (default Workload()) with the preset's precision, optimizer, micro batch, checkpointing and ZeRO
+    reduce bucket (reduce_bucket_size, overlap_comm)."""
     base = base or Workload()
     values: dict[str, Any] = {}
     ds = preset.deepspeed or {}
@@ -107,6 +108,14 @@ def workload_for_preset(preset: Preset, base: Workload | None = None) -> Workloa
     init = _mapping(accelerate.get("deepspeed_config")).get("zero3_init_flag")
     if isinstance(init, bool):
         values["zero_init"] = init
+    zero = _mapping(ds.get("zero_optimization"))
+    bucket = zero.get("reduce_bucket_size")  # "auto" (transformers fills it in) keeps DeepSpeed's default
+    if isinstance(bucket, float) and bucket.is_integer():
+        bucket = int(bucket)
+    if isinstance(bucket, int) and not isinstance(bucket, bool) and bucket > 0:
+        values["reduce_bucket_size"] = bucket
+    if isinstance(zero.get("overlap_comm"), bool):
+        values["overlap_comm"] = zero["overlap_comm"]
     return Workload(**{**base.to_dict(), **values})
 
 

@@ -36,12 +36,14 @@ FINAL_STATES = ("succeeded", "failed", "stopped", "lost")
 
 # The model of the estimate check: 16 square layers of 8192 (1,073,741,824 parameters), ZeRO-2 bf16 with AdamW on
 # one GPU: about 20 bytes per parameter (bf16 weights and gradients, fp32 master weights, Adam's two moments),
-# over 20 GiB, far above the 10 GB the check asks for.
+# 22 at DeepSpeed's step, far above the 10 GB the check asks for.
 BIG_HIDDEN, BIG_LAYERS, MICRO_BATCH = 8192, 16, 2
 BIG_PARAMS = BIG_HIDDEN * BIG_HIDDEN * BIG_LAYERS
-# The estimate's GPU total (model states + activations + CUDA context and fragmentation) against the card's peak
+# The estimate's GPU total (model states + activations + step buffers, allocator reserve, CUDA context) against the peak
 # for the rank (NVML, as traindeck recorded it): PASS when the measured peak is between these fractions of it.
-ESTIMATE_LOW, ESTIMATE_HIGH = 0.75, 1.10
+# The estimate counts DeepSpeed's step buffers, the allocator's reserve and the CUDA context for this case, so it
+# is held to +-10% (tests/unit/estimate/test_estimate_measured.py holds the recorded H200 run to the same).
+ESTIMATE_LOW, ESTIMATE_HIGH = 0.90, 1.10
 BIG_ENOUGH = 10e9  # bytes: the estimate check's model must really use more than this on the GPU
 
 # Every row of the table, in order: key, what is checked.

@@ -35,7 +35,7 @@ COLUMNS = ("Strategy", "Verdict", "GPU total", "States", "Activ.", "Host/node", 
 COLUMN_TIPS = (
     "The way to train: framework, ZeRO stage (or its FSDP equivalent) and what is offloaded where",
     "fits: under 85% of every limit; tight: above 85% of one; does not fit: over one",
-    "GiB per GPU in all: model states + activations + CUDA context and fragmentation allowance",
+    "GiB per GPU in all: model states + activations + allocator reserve + CUDA context (+ ZeRO-1/2 step buffers)",
     "Model states, GiB per GPU (parameters, gradients, optimizer state): DeepSpeed's own arithmetic",
     "Activations, GiB per GPU, for the micro batch and sequence length",
     "GiB of host RAM per node: DeepSpeed's arithmetic, including its 1.5 buffer factor",

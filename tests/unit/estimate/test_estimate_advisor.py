@@ -35,13 +35,13 @@ def _advice(shape, machine, workload):
 def test_small_model_on_one_gpu_needs_no_zero():
     # GPT-2 small-like: 125M params, h 768, 12 layers, 12 heads, vocab 50257; one 24 GiB GPU, 64 GiB host.
     # model states 16 x 125e6 = 2.0e9; activations (s 1024, b 1) 12 x 34 x 1024 x 768 + 4 x 1024 x 50257
-    #   = 320,864,256 + 205,852,672 = 526,716,928; total int(2,526,716,928 x 1.1) + 1,073,741,824 = 3,853,130,444
-    #   = 3.59 GiB, 15% of 24 GiB. Host: 125e6 x 4 x 1 GPU x 1.5 = 0.75e9, 1% of 64 GiB.
+    #   = 320,864,256 + 205,852,672 = 526,716,928; total int(2,526,716,928 x 1.1) + 1300 MiB (1,363,148,800)
+    #   = 4,142,537,420 = 3.86 GiB, 16% of 24 GiB. Host: 125e6 x 4 x 1 GPU x 1.5 = 0.75e9, 1% of 64 GiB.
     shape = shape_from_params(125_000_000, 38_597_376, 768, 12, 12, 50257)
     advice, rows = _advice(shape, Machine(1, 1, 24 * GIB, 64 * GIB), Workload(seq_len=1024))
     assert rows["dp"].gpu_bytes_per_device == 2_000_000_000
     assert rows["dp"].activation_bytes_per_device == 526_716_928
-    assert rows["dp"].gpu_total_bytes_per_device == 3_853_130_444
+    assert rows["dp"].gpu_total_bytes_per_device == 4_142_537_420
     assert rows["dp"].cpu_bytes_per_node == 750_000_000
     assert advice.row is not None and advice.row.strategy == "dp" and advice.row.zero_stage == 0
     assert advice.preset == "single-process"
@@ -54,16 +54,17 @@ def test_small_model_on_one_gpu_needs_no_zero():
 def test_seven_billion_on_one_gpu_needs_optimizer_offload():
     # Llama-2-7B-like 7e9 params, h 4096, 32 layers, 32 heads, vocab 32000; one 80 GiB GPU, 256 GiB host; s 2048, b 1.
     # activations 32 x 34 x 2048 x 4096 + 4 x 2048 x 32000 = 9,126,805,504 + 262,144,000 = 9,388,949,504.
-    # no ZeRO / ZeRO-1 on one GPU: 16 x 7e9 = 112e9; int(121,388,949,504 x 1.1) + 1 GiB = 134,601,586,278 (157%): no.
-    # ZeRO-2: 2 x 7e9 + 18 x 7e9 = 140e9 states -> 165,401,586,278 (193%): no.
-    # ZeRO-2 + optimizer offload: GPU 2 x 7e9 = 14e9 -> int(23,388,949,504 x 1.1) + 1 GiB = 26,801,586,278 (31%);
+    # no ZeRO on one GPU: 16 x 7e9 = 112e9; int(121,388,949,504 x 1.1) + 1300 MiB = 134,890,993,254 (157%): no.
+    # ZeRO-1/2: 2 x 7e9 + 18 x 7e9 = 140e9 states (ZeRO-1: 112e9 + the 28e9 fp32 gradient partition) + the 14e9
+    #   16-bit flat copy at the step + activations + reserve (14e9 - activations + 14e9) + 1300 MiB (> 180 GB): no.
+    # ZeRO-2 + optimizer offload: GPU 2 x 7e9 = 14e9 -> int(23,388,949,504 x 1.1) + 1300 MiB = 27,090,993,254 (32%);
     #   host 7e9 x max(4 x 1, 16) x 1.5 = 168e9 = 156.5 GiB, 61% of 256 GiB: fits.
     shape = shape_from_params(7_000_000_000, 131_072_000, 4096, 32, 32, 32000)
     advice, rows = _advice(shape, Machine(1, 1, 80 * GIB, 256 * GIB), Workload(seq_len=2048))
-    assert rows["dp"].gpu_total_bytes_per_device == 134_601_586_278
+    assert rows["dp"].gpu_total_bytes_per_device == 134_890_993_254
     assert rows["zero2"].gpu_bytes_per_device == 140_000_000_000
     assert rows["zero2+opt-cpu"].gpu_bytes_per_device == 14_000_000_000
-    assert rows["zero2+opt-cpu"].gpu_total_bytes_per_device == 26_801_586_278
+    assert rows["zero2+opt-cpu"].gpu_total_bytes_per_device == 27_090_993_254
     assert rows["zero2+opt-cpu"].cpu_bytes_per_node == 168_000_000_000
     assert advice.row.strategy == "zero2+opt-cpu"
     assert (advice.row.zero_stage, advice.row.offload_optimizer, advice.row.offload_param) == (2, "cpu", "none")
@@ -75,20 +76,22 @@ def test_seven_billion_on_one_gpu_needs_optimizer_offload():
 
 
 def test_two_and_a_half_billion_fits_zero2_across_four_gpus():
-    # 2.5e9 params, h 2560, 32 layers, 32 heads, vocab 50304; four 24 GiB GPUs (25,769,803,776 B), 128 GiB host;
-    # s 768, b 1. activations 32 x 34 x 768 x 2560 + 4 x 768 x 50304 = 2,139,095,040 + 154,533,888 = 2,293,628,928.
-    # no ZeRO: 16 x 2.5e9 = 40e9 -> 47,596,733,644 (185%): does not fit.
-    # ZeRO-1: (2 + 2) x 2.5e9 + 12 x 2.5e9 / 4 = 17.5e9 -> int(19,793,628,928 x 1.1) + 1 GiB = 22,846,733,644 (88.7%):
-    #   tight, passed over.
-    # ZeRO-2: 2 x 2.5e9 + 18 x 2.5e9 / 4 = 16.25e9 -> int(18,543,628,928 x 1.1) + 1 GiB = 21,471,733,644 (83.3%): fits.
-    #   host: 2.5e9 x 4 x 4 GPUs x 1.5 = 60e9 (44% of 128 GiB).
+    # 2.5e9 params, h 2560, 32 layers, 32 heads, vocab 50304; four 32 GiB GPUs (34,359,738,368 B), 128 GiB host;
+    # s 2048, b 1. activations 32 x 34 x 2048 x 2560 + 4 x 2048 x 50304 = 5,704,253,440 + 412,090,368
+    #   = 6,116,343,808 (more than the 5e9 of cached 16-bit originals, so the allocator reserve keeps only the
+    #   split remainder, 2 x 2.5e9 / 4 = 1.25e9); CUDA context 1300 MiB = 1,363,148,800.
+    # no ZeRO: 16 x 2.5e9 = 40e9 -> int(46,116,343,808 x 1.1) + 1300 MiB (151%): does not fit.
+    # ZeRO-1: (2 + 2) x 2.5e9 + 12 x 2.5e9 / 4 = 17.5e9 + step buffers (2 + 4) x 2.5e9 / 4 = 3.75e9 + activations
+    #   + 1.25e9 + 1300 MiB = 29,979,492,608 (87.3%): tight, passed over.
+    # ZeRO-2: 2 x 2.5e9 + 18 x 2.5e9 / 4 = 16.25e9 + step buffer 2 x 2.5e9 / 4 = 1.25e9 + activations + 1.25e9
+    #   + 1300 MiB = 26,229,492,608 (76.3%): fits. host: 2.5e9 x 4 x 4 GPUs x 1.5 = 60e9 (44% of 128 GiB).
     shape = shape_from_params(2_500_000_000, 128_778_240, 2560, 32, 32, 50304)
-    advice, rows = _advice(shape, Machine(4, 1, 24 * GIB, 128 * GIB), Workload(seq_len=768))
+    advice, rows = _advice(shape, Machine(4, 1, 32 * GIB, 128 * GIB), Workload(seq_len=2048))
     assert rows["dp"].verdict == "does not fit"
     assert rows["zero1"].gpu_bytes_per_device == 17_500_000_000
-    assert rows["zero1"].gpu_total_bytes_per_device == 22_846_733_644 and rows["zero1"].verdict == "tight"
+    assert rows["zero1"].gpu_total_bytes_per_device == 29_979_492_608 and rows["zero1"].verdict == "tight"
     assert rows["zero2"].gpu_bytes_per_device == 16_250_000_000
-    assert rows["zero2"].gpu_total_bytes_per_device == 21_471_733_644 and rows["zero2"].verdict == "fits"
+    assert rows["zero2"].gpu_total_bytes_per_device == 26_229_492_608 and rows["zero2"].verdict == "fits"
     assert rows["zero2"].cpu_bytes_per_node == 60_000_000_000
     assert advice.row.strategy == "zero2" and advice.preset == "zero2"
     assert advice.alternative_preset == "fsdp-shard-grad-op"
@@ -104,7 +107,7 @@ def test_thirteen_billion_needs_nvme_because_host_ram_is_too_small():
     # ZeRO-3 + optimizer offload the GPU says no. ZeRO-3 + optimizer and parameter offload to CPU: GPU only
     # 4 x 163,840,000 = 655,360,000 (13%), but host 13e9 x 18 x 1.5 = 351e9 = 327 GiB > 48 GiB: does not fit.
     # Optimizer on NVMe, params on CPU: host 2 x 13e9 x 1.5 + 4 x 1e9 x 4 = 55e9 > 48 GiB: does not fit.
-    # ZeRO-Infinity (both on NVMe): GPU int((655,360,000 + 1,457,520,640) x 1.1) + 1 GiB = 3,397,910,528 (13%);
+    # ZeRO-Infinity (both on NVMe): GPU int((655,360,000 + 1,457,520,640) x 1.1) + 1300 MiB = 3,687,317,504 (14%);
     #   host 163,840,000 x 4 x 1.5 + 4 x 1e9 x 4 + 5 x 163,840,000 x 2 = 18,621,440,000 (36%);
     #   NVMe (16 + 2) x 13e9 = 234e9 of 1 TiB: fits.
     shape = shape_from_params(13_000_000_000, 163_840_000, 5120, 40, 40, 32000)
@@ -119,7 +122,7 @@ def test_thirteen_billion_needs_nvme_because_host_ram_is_too_small():
     row = advice.row
     assert row.strategy == "zero3+opt-nvme+param-nvme"
     assert (row.offload_optimizer, row.offload_param) == ("nvme", "nvme")
-    assert row.gpu_total_bytes_per_device == 3_397_910_528
+    assert row.gpu_total_bytes_per_device == 3_687_317_504
     assert row.cpu_bytes_per_node == 18_621_440_000
     assert row.disk_bytes_per_node == 234_000_000_000
     assert advice.preset == "zero-infinity-nvme"
@@ -164,7 +167,7 @@ def test_nothing_fits_and_unknown_gpu_memory():
 def test_tight_is_taken_when_nothing_fits_comfortably():
     # One GPU whose memory is 95% of dp's need, and host RAM too small for any offload: dp is tight and chosen.
     shape = shape_from_params(125_000_000, 38_597_376, 768, 12, 12, 50257)
-    need = 3_853_130_444  # from the first test
+    need = 4_142_537_420  # from the first test
     advice, _ = _advice(shape, Machine(1, 1, int(need / 0.95), 2 * GIB, disk_free_bytes=1), Workload(seq_len=1024))
     assert advice.row.strategy == "dp" and advice.row.verdict == "tight" and "tight" in advice.reason
 

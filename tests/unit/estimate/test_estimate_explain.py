@@ -26,7 +26,11 @@ def test_the_estimate_explains_it_where_it_happens_and_only_there():
     assert text is not None
     assert "2 + 18/1" in text and "2 + 2 + 12/1" in text and "same optimizer" in text
     by = {r.strategy: r for r in one_gpu}
-    assert f"{by['zero2'].gpu_total_bytes_per_device / GIB:.1f} GiB" in text
+    assert f"{by['zero2'].gpu_bytes_per_device / GIB:.1f} GiB" in text
+    # The GPU totals count DeepSpeed's fp32 gradient partition for ZeRO-1 too: there ZeRO-2 is never above it.
+    for gpus in (1, 2, 3, 4, 8):
+        rows = {r.strategy: r for r in estimate_rows(shape, Machine(gpus_per_node=gpus), Workload())}
+        assert rows["zero2"].gpu_total_bytes_per_device <= rows["zero1"].gpu_total_bytes_per_device, gpus
     eight = estimate_rows(shape, Machine(gpus_per_node=8, gpu_mem_bytes=80 * GIB, host_mem_bytes=256 * GIB),
                           Workload())
     assert zero2_above_zero1(eight) is None

@@ -54,6 +54,12 @@ def test_workload_reads_precision_optimizer_and_micro_batch_from_the_preset():
     zero3 = workload_for_preset(load_preset("zero3-offload"))
     assert (zero3.precision, zero3.micro_batch, zero3.zero_init) == ("bf16", 8, True)
     assert workload_for_preset(load_preset("single-process")).precision == "fp32"  # mixed_precision: 'no'
+    # The ZeRO reduce bucket the GPU total counts: the config's, else DeepSpeed's default (5e8, overlap_comm off).
+    bucket = Preset(name="b", launcher="deepspeed", deepspeed={
+        "zero_optimization": {"stage": 2, "reduce_bucket_size": 2e8, "overlap_comm": True}})
+    assert (workload_for_preset(bucket).reduce_bucket_size, workload_for_preset(bucket).overlap_comm) == (200_000_000, True)
+    auto = Preset(name="a", launcher="deepspeed", deepspeed={"zero_optimization": {"reduce_bucket_size": "auto"}})
+    assert (workload_for_preset(auto).reduce_bucket_size, workload_for_preset(auto).overlap_comm) == (500_000_000, False)
 
 
 def test_model_shape_reads_counts_and_says_what_is_wrong(tmp_path):
