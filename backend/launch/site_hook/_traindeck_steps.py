@@ -53,7 +53,8 @@ from typing import Any
 PHASES = ("forward", "backward", "communication", "optimizer", "swap", "other")
 _FLUSH_S = 0.5
 _LATE_MAX = 16  # step records waiting for the device: past this, the hook waits for the oldest
-_POOL = 512  # CUDA events kept for reuse
+_POOL = 2048  # CUDA events kept for reuse
+_MARKS_MAX = 4096  # events in one step (an evaluation loop between two steps): past this, the host clock times it
 _WAIT_S = 5.0  # the longest wait for the device (at exit, or far behind): then the steps keep their host times
 _THIN_AFTER = 20000  # steps: past this, one step in ten is written (a week-long run stays a few MB per rank)
 
@@ -228,7 +229,7 @@ class _Timing:
         """Marks the device's timeline where the host clock is read; `running` is charged for the interval that
         ends here. Where no mark can be made, the step goes on the host clock."""
         try:
-            mark = self.device.mark()
+            mark = self.device.mark() if len(self.marks) < _MARKS_MAX else None
         except Exception:  # noqa: BLE001 - the host clock times this step
             mark = None
         if mark is None:

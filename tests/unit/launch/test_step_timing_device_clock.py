@@ -316,3 +316,26 @@ def test_the_cuda_path_never_synchronises_unless_asked(tmp_path: Path, monkeypat
     expected = device_record if sync is None else host_record
     assert [figures(line) for line in rank.written()] == [expected(k) for k in range(1, 5)]
     assert rank.hooks()["clock"] == clock and rank.hooks()["sync"] is (sync == "1")
+
+
+def test_a_step_with_too_many_boundaries_goes_on_the_host_clock(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # An evaluation loop's forwards between two steps: the step's events are not kept without bound.
+    rank = _rank(tmp_path, monkeypatch)
+    limit = MARKS_PER_STEP + 1
+    monkeypatch.setattr(rank.hook, "_MARKS_MAX", limit)
+    rank.step(1)
+    rank.step(2)
+    for _ in range(3):  # three evaluation batches after step 2
+        rank.timing.enter("forward")
+        rank.timing.leave("forward")
+    rank.host.now += 0.006  # their 6 ms on the host
+    rank.step(3)
+    rank.step(4)
+    rank.passes(4)
+    rank.timing.close()
+    third = host_record(3)
+    third.update(step_ms=third["step_ms"] + 6.0, other_ms=third["other_ms"] + 6.0)
+    assert [figures(line) for line in rank.written()] == [device_record(1), device_record(2), third, device_record(4)]
+    # Step 3 stops recording at the bound (its first event is step 2's end); step 4 starts anew at step 3's end.
+    assert rank.cuda.recorded == 2 * MARKS_PER_STEP + (limit - 1) + 1 + MARKS_PER_STEP
