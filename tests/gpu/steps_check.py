@@ -9,6 +9,11 @@ Rows (written to $OUT/gpu-steps.md, every row "not reached" until its run ends):
             (`--no-step-timing`), in alternating pairs, and of the offloaded run: within 1%
 The script times its own steps with time.perf_counter() between consecutive step returns; the first steps are left
 out (warm-up). Exits 1 when a row says FAIL.
+
+On CUDA the hook times each step on the GPU's timeline with CUDA events and never synchronises (TRAINDECK_STEP_SYNC
+unset), so the overhead row measures that default; the offload row's phases are read on the device's timeline too
+(CPU Adam shows as the stream's wait inside the optimizer phase), and the rank file's "hooks" line says
+"clock": "cuda events".
 """
 
 from __future__ import annotations

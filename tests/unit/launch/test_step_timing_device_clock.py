@@ -1,0 +1,341 @@
+"""The site hook's step clock on CUDA (launch/site_hook/_traindeck_steps.py): CUDA events on the device's timeline.
+
+The hook is loaded from its file as a fresh module per test and attached, as a rank's sitecustomize attaches it, to a
+torch whose `cuda` is a stand-in at the hardware boundary only: a stream whose events pass when the test says and
+at device times the test gives (`FakeCuda`), with `synchronize` counting its calls. Everything above it is the
+hook's own code (`_attach_torch`, `_CudaClock`, `_Timing`); its clock is driven as the torch and DeepSpeed wrappers
+drive it, the host clock is set by hand too, and the rank file it writes is read back.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+
+HOOK = Path(__file__).resolve().parents[3] / "backend" / "launch" / "site_hook" / "_traindeck_steps.py"
+MARKS_PER_STEP = 9  # the boundaries of `Rank.step`, each one event on CUDA (the first step's first: its start)
+
+
+class FakeEvent:
+    """torch.cuda.Event(enable_timing=True): a point on the fake stream."""
+
+    def __init__(self, cuda: FakeCuda, enable_timing: bool = False) -> None:
+        assert enable_timing
+        self.cuda = cuda
+        self.seq = -1
+        self.at = 0.0
+        cuda.made += 1
+
+    def record(self) -> None:
+        cuda = self.cuda
+        if cuda.capturing:
+            cuda.recorded_while_capturing += 1
+        if not cuda.initialized:
+            cuda.recorded_uninitialised += 1
+        if cuda.fail_record == cuda.recorded:
+            cuda.fail_record = None
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        self.seq, self.at = cuda.recorded, cuda.now_ms
+        cuda.recorded += 1
+
+    def query(self) -> bool:
+        return self.seq < self.cuda.passed
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        if not (self.seq < self.cuda.passed and end.seq < self.cuda.passed):
+            raise RuntimeError("CUDA error: device not ready")
+        if end.seq in self.cuda.fail_read:
+            raise RuntimeError("CUDA error: invalid resource handle")
+        return end.at - self.at
+
+    def synchronize(self) -> None:
+        self.cuda.event_syncs += 1
+        self.cuda.passed = max(self.cuda.passed, self.seq + 1)
+
+
+class FakeCuda:
+    """torch.cuda at the hardware boundary: one stream, its clock at `now_ms`; it has passed `passed` records."""
+
+    def __init__(self) -> None:
+        self.now_ms = 0.0
+        self.recorded = 0
+        self.passed = 0
+        self.made = 0
+        self.initialized = True
+        self.capturing = False
+        self.recorded_while_capturing = 0
+        self.recorded_uninitialised = 0
+        self.fail_record: int | None = None
+        self.fail_read: set[int] = set()
+        self.syncs = 0
+        self.event_syncs = 0
+        self.memory_reads = 0
+
+    def Event(self, enable_timing: bool = False) -> FakeEvent:  # noqa: N802 - torch's name
+        return FakeEvent(self, enable_timing=enable_timing)
+
+    def is_initialized(self) -> bool:
+        return self.initialized
+
+    def is_current_stream_capturing(self) -> bool:
+        return self.capturing
+
+    def synchronize(self) -> None:
+        self.syncs += 1
+        self.passed = self.recorded
+
+    def memory_stats_as_nested_dict(self) -> dict[str, Any]:
+        self.memory_reads += 1
+        return {"allocated_bytes": {"all": {"current": 10, "peak": 20}},
+                "reserved_bytes": {"all": {"current": 30, "peak": 40}}}
+
+
+class HostClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Rank:
+    """The hook in a rank with a fake CUDA device: drives steps and reads back what the hook wrote."""
+
+    def __init__(self, hook: ModuleType, cuda: FakeCuda, host: HostClock, folder: Path,
+                 monkeypatch: pytest.MonkeyPatch) -> None:
+        self.hook, self.cuda, self.host, self.folder, self.monkeypatch = hook, cuda, host, folder, monkeypatch
+        self.timing = hook._TIMING
+        self.ends: list[int] = []  # records made on the stream by the end of each step
+
+    def _at(self, call: Any, phase: str, device_ms: float) -> None:
+        self.cuda.now_ms += device_ms
+        self.host.now += 0.001  # every boundary 1 ms after the last on the host's clock
+        call(phase)
+
+    def step(self, k: int, capture: bool = False) -> None:
+        """One step: forward, a backward with a collective inside it, the optimizer (10*k ms on the device: each
+        step's own figure), with known device times between the boundaries."""
+        t = self.timing
+        self._at(t.enter, "forward", 1.0)  # 1 ms of "other" first (the first step starts here)
+        self.cuda.capturing = capture
+        self._at(t.leave, "forward", 30.0)
+        self._at(t.enter, "backward", 0.5)
+        self._at(t.enter, "communication", 20.0)
+        self._at(t.leave, "communication", 40.0)
+        self._at(t.leave, "backward", 25.0)
+        self.cuda.capturing = False
+        self._at(t.enter, "optimizer", 0.0)
+        self._at(t.leave, "optimizer", 10.0 * k)
+        self.cuda.now_ms += 2.0
+        self.host.now += 0.001
+        t.step_ended()
+        self.ends.append(self.cuda.recorded)
+
+    def runs_while_the_host_sleeps(self) -> None:
+        """From now on the stream runs all it was given whenever the host sleeps (waiting for it)."""
+        def sleep(seconds: float) -> None:
+            self.cuda.passed = self.cuda.recorded
+
+        self.monkeypatch.setattr(self.hook.time, "sleep", sleep)
+
+    def passes(self, step: int) -> None:
+        """The stream passes the end of `step`."""
+        self.cuda.passed = self.ends[step - 1] if step > 0 else 0
+
+    def written(self) -> list[dict[str, Any]]:
+        path = self.folder / "rank0.jsonl"
+        lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        return [line for line in lines if "step" in line]
+
+    def hooks(self) -> dict[str, Any]:
+        path = self.folder / "rank0.jsonl"
+        return next(json.loads(line) for line in path.read_text().splitlines() if '"hooks"' in line)
+
+
+def device_record(k: int) -> dict[str, float]:
+    """Step k's figures on the device's timeline (the first step starts at its first forward)."""
+    other = 2.5 if k == 1 else 3.5
+    phases = {"forward_ms": 30.0, "backward_ms": 45.0, "communication_ms": 40.0, "optimizer_ms": 10.0 * k,
+              "swap_ms": 0.0, "other_ms": other}
+    return {"step_ms": sum(phases.values()), **phases}
+
+
+def host_record(k: int) -> dict[str, float]:
+    """Step k's figures on the host's clock (1 ms between boundaries)."""
+    phases = {"forward_ms": 1.0, "backward_ms": 2.0, "communication_ms": 1.0, "optimizer_ms": 1.0, "swap_ms": 0.0,
+              "other_ms": 3.0 if k == 1 else 4.0}
+    return {"step_ms": sum(phases.values()), **phases}
+
+
+def figures(line: dict[str, Any]) -> dict[str, float]:
+    return {key: line[key] for key in ("step_ms", "forward_ms", "backward_ms", "communication_ms", "optimizer_ms",
+                                       "swap_ms", "other_ms")}
+
+
+def _rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sync: str | None = None) -> Rank:
+    if sync is None:
+        monkeypatch.delenv("TRAINDECK_STEP_SYNC", raising=False)
+    else:
+        monkeypatch.setenv("TRAINDECK_STEP_SYNC", sync)
+    spec = importlib.util.spec_from_file_location("_traindeck_steps_cuda_under_test", HOOK)
+    assert spec is not None and spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    host = HostClock()
+    monkeypatch.setattr(hook, "_clock", host)
+    hook._TIMING = hook._Timing(str(tmp_path / "steps"), "0")
+    cuda = FakeCuda()
+    # torch with this CUDA and nothing else: the optimizer, autograd, module and collective attachments find no
+    # module (the test's own torch is left alone) and say so.
+    for name in ("torch.optim.optimizer", "torch.autograd", "torch.nn.modules.module", "torch.distributed"):
+        monkeypatch.setitem(sys.modules, name, None)
+    hook._attach_torch(SimpleNamespace(cuda=cuda))
+    return Rank(hook, cuda, host, tmp_path / "steps", monkeypatch)
+
+
+@pytest.mark.parametrize("lag", [1, 2])
+def test_records_come_late_in_order_with_the_devices_times_and_none_is_lost_at_exit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lag: int) -> None:
+    rank = _rank(tmp_path, monkeypatch)
+    waits: list[object] = []
+    real_wait = rank.timing.device.wait
+    monkeypatch.setattr(rank.timing.device, "wait", lambda mark, *a: waits.append(mark) or real_wait(mark, *a))
+    for k in range(1, 9):
+        rank.step(k)
+        rank.passes(k - lag)  # the device runs `lag` steps behind the host
+        rank.timing.flush()
+        assert [line["step"] for line in rank.written()] == list(range(1, k - lag + 1)), k
+    assert rank.cuda.syncs == 0 and rank.cuda.event_syncs == 0 and waits == []  # the host never waited
+    rank.runs_while_the_host_sleeps()
+    rank.timing.close()  # what atexit calls
+    lines = rank.written()
+    assert [line["step"] for line in lines] == list(range(1, 9))
+    assert len(waits) == 1 and rank.cuda.syncs == 0  # one wait at exit, for the last step's end
+    for k, line in enumerate(lines, start=1):
+        assert figures(line) == device_record(k), k
+        assert sum(line[f"{p}_ms"] for p in rank.hook.PHASES) == line["step_ms"]
+        assert line["gpu_allocated"] == 10 and line["gpu_peak_reserved"] == 40
+    assert rank.cuda.memory_reads == 8  # one read of the allocator's counters a step
+    assert rank.hooks()["clock"] == "cuda events" and rank.hooks()["sync"] is False
+
+
+def test_a_capturing_stream_records_nothing_and_its_step_keeps_the_host_clock(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    rank = _rank(tmp_path, monkeypatch)
+    for k in range(1, 5):
+        rank.step(k, capture=k == 3)  # step 3's forward and backward are captured into a CUDA graph
+        rank.passes(k)
+    rank.timing.close()
+    assert rank.cuda.recorded_while_capturing == 0
+    lines = rank.written()
+    assert [line["step"] for line in lines] == [1, 2, 3, 4]
+    assert [figures(line) for line in lines] == [device_record(1), device_record(2), host_record(3), device_record(4)]
+
+
+def test_nothing_is_recorded_before_cuda_is_initialised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rank = _rank(tmp_path, monkeypatch)
+    rank.cuda.initialized = False
+    rank.step(1)
+    rank.step(2)
+    rank.cuda.initialized = True  # the script moves its model to the GPU
+    rank.step(3)
+    rank.step(4)
+    rank.passes(4)
+    rank.timing.close()
+    assert rank.cuda.recorded_uninitialised == 0
+    # Step 4 starts with the first event: step 2's end found CUDA not initialised yet.
+    assert [figures(line) for line in rank.written()] == [host_record(1), host_record(2), host_record(3),
+                                                          device_record(4)]
+
+
+@pytest.mark.parametrize("failing", ["record", "read"])
+def test_an_error_in_the_event_path_leaves_that_step_on_the_host_clock(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch,
+                                                                       failing: str) -> None:
+    rank = _rank(tmp_path, monkeypatch)
+    inside_step_2 = MARKS_PER_STEP + 3  # step 2's fourth event: its collective's start, inside its backward
+    if failing == "record":
+        rank.cuda.fail_record = inside_step_2
+    else:
+        rank.cuda.fail_read.add(inside_step_2)
+    for k in range(1, 5):
+        rank.step(k)
+        rank.passes(k - 1)
+    rank.runs_while_the_host_sleeps()
+    rank.timing.close()
+    assert [figures(line) for line in rank.written()] == [device_record(1), host_record(2), device_record(3),
+                                                          device_record(4)]
+
+
+def test_waiting_steps_stay_few_and_events_are_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rank = _rank(tmp_path, monkeypatch)
+    for k in range(1, 11):
+        rank.step(k)
+        rank.passes(k - 2)
+    made = rank.cuda.made
+    for k in range(11, 201):
+        rank.step(k)
+        rank.passes(k - 2)
+        assert len(rank.timing.late) <= 3
+    assert rank.cuda.made == made  # no event made after the first steps: the pool's events are recorded again
+    # A device far behind (it passes nothing until the host waits for it): past the bound the host waits for the
+    # oldest step, and the steps waiting stay few.
+    rank.runs_while_the_host_sleeps()
+    waits: list[object] = []
+    real_wait = rank.timing.device.wait
+    monkeypatch.setattr(rank.timing.device, "wait", lambda mark, *a: waits.append(mark) or real_wait(mark, *a))
+    most = 0
+    for k in range(201, 241):
+        rank.step(k)
+        most = max(most, len(rank.timing.late))
+    assert most == rank.hook._LATE_MAX and len(waits) == 2  # steps 201-217 and 218-234 waited once each
+    rank.timing.close()
+    lines = rank.written()
+    assert [line["step"] for line in lines] == list(range(1, 241))
+    assert all(figures(line) == device_record(k) for k, line in enumerate(lines, start=1))
+    assert rank.cuda.syncs == 0
+
+
+@pytest.mark.parametrize(("sync", "clock"), [(None, "cuda events"), ("1", "host, synchronised"), ("0", "host")])
+def test_the_cuda_path_never_synchronises_unless_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       sync: str | None, clock: str) -> None:
+    rank = _rank(tmp_path, monkeypatch, sync)
+    for k in range(1, 5):
+        rank.step(k)
+        rank.passes(k)
+    assert rank.cuda.syncs == (4 * 3 * 2 if sync == "1" else 0)  # opt-in: each outermost phase's start and end
+    assert rank.cuda.event_syncs == 0
+    rank.timing.close()
+    assert rank.cuda.recorded == (4 * MARKS_PER_STEP if sync is None else 0)
+    expected = device_record if sync is None else host_record
+    assert [figures(line) for line in rank.written()] == [expected(k) for k in range(1, 5)]
+    assert rank.hooks()["clock"] == clock and rank.hooks()["sync"] is (sync == "1")
+
+
+def test_a_step_with_too_many_boundaries_goes_on_the_host_clock(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # An evaluation loop's forwards between two steps: the step's events are not kept without bound.
+    rank = _rank(tmp_path, monkeypatch)
+    limit = MARKS_PER_STEP + 1
+    monkeypatch.setattr(rank.hook, "_MARKS_MAX", limit)
+    rank.step(1)
+    rank.step(2)
+    for _ in range(3):  # three evaluation batches after step 2
+        rank.timing.enter("forward")
+        rank.timing.leave("forward")
+    rank.host.now += 0.006  # their 6 ms on the host
+    rank.step(3)
+    rank.step(4)
+    rank.passes(4)
+    rank.timing.close()
+    third = host_record(3)
+    third.update(step_ms=third["step_ms"] + 6.0, other_ms=third["other_ms"] + 6.0)
+    assert [figures(line) for line in rank.written()] == [device_record(1), device_record(2), third, device_record(4)]
+    # Step 3 stops recording at the bound (its first event is step 2's end); step 4 starts anew at step 3's end.
+    assert rank.cuda.recorded == 2 * MARKS_PER_STEP + (limit - 1) + 1 + MARKS_PER_STEP
