@@ -104,7 +104,9 @@ def run_choices(limit: int = 30, store_path: Path | str | None = None,
     with RunStore(path, busy_timeout_s=2.0) as store:
         running = store.list_runs(state="running")
         others = [r for r in store.list_runs(limit=limit + len(running)) if r.state != "running"][:limit]
-    states = {r.id: ("lost" if alive is not None and not alive(r) else r.state) for r in running + others}
+    # Only a running run can be lost: an ended one's supervisor is gone because it finished.
+    states = {r.id: ("lost" if r.state == "running" and alive is not None and not alive(r) else r.state)
+              for r in running + others}
     runs = sorted(running + others, key=lambda r: (states[r.id] != "running",
                                                    -(r.started_at or r.created_at or 0.0)))
     out = []

@@ -142,3 +142,18 @@ def test_demo_samples_are_valid_for_the_store_summary(tmp_path):
     assert summary["samples"] == 120 and summary["gpu_count"] == 2
     assert summary["peak_gpu_mem_bytes"] < 24564 * MIB
     assert summary["peak_host_used_bytes"] < summary["ram_total_bytes"]
+
+
+def test_only_a_running_run_without_its_supervisor_is_lost(traindeck_home):
+    """An ended run's supervisor is gone because the run ended: it keeps its own state ("stopped", "succeeded"),
+    and only a run still marked running whose supervisor is gone reads as lost."""
+    now = time.time()
+    with RunStore() as store:
+        store.add_run(RunRecord(id="stopped-1", run_dir=str(traindeck_home), created_at=now - 20, name="a",
+                                state="stopped", started_at=now - 20))
+        store.add_run(RunRecord(id="done-1", run_dir=str(traindeck_home), created_at=now - 30, name="b",
+                                state="succeeded", started_at=now - 30))
+        store.add_run(RunRecord(id="orphan-1", run_dir=str(traindeck_home), created_at=now - 40, name="c",
+                                state="running", started_at=now - 40))
+    states = {c.id: c.state for c in run_choices(alive=lambda record: False)}
+    assert states == {"stopped-1": "stopped", "done-1": "succeeded", "orphan-1": "lost"}
