@@ -67,6 +67,8 @@ SHORTCUTS = (
     ("Ctrl+U", "Estimate: use the advised preset"),
     ("Ctrl+D", "History: compare the two selected runs"),
     ("F5", "Monitor, History: refresh"),
+    ("Ctrl+T", "Monitor's processes: tree (children under their parent)"),
+    ("T / I / K", "Monitor's processes: terminate / interrupt / kill the selected one (Shift: and its children)"),
     ("F1", "this list"),
 )
 

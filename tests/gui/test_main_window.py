@@ -104,6 +104,38 @@ def test_ctrl_number_shows_that_page(qtbot, make_window, no_prompt) -> None:  # 
         assert window.pages[key].isVisible()
 
 
+def test_no_key_means_two_things_on_one_page(qtbot, make_window, no_prompt) -> None:  # type: ignore[no-untyped-def]
+    """Qt fires neither of two shortcuts with one key that are active together (activatedAmbiguously): on each page
+    every key, the window's own included, has one meaning."""
+    from PySide6.QtGui import QShortcut
+
+    window = make_window()
+    _show(qtbot, window)
+    window_keys = [s.key().toString() for s in window.findChildren(QShortcut)
+                   if not any(page.isAncestorOf(s.parent()) for page in window.pages.values())]
+    for position, page_type in enumerate(window.page_types[:9], start=1):
+        qtbot.keyClick(window, getattr(Qt.Key, f"Key_{position}"), Qt.KeyboardModifier.ControlModifier)
+        page = window.pages[page_type.key]
+        shortcuts = [s for s in page.findChildren(QShortcut) if s.isEnabled() and s.key().toString()]
+        taken = {a.key().toString() for a in shortcuts if a.key().toString() in window_keys}
+        for i, a in enumerate(shortcuts):
+            for b in shortcuts[i + 1:]:
+                if a.key() == b.key() and _together(a, b):
+                    taken.add(a.key().toString())
+        assert not taken, (page_type.key, sorted(taken))
+
+
+def _together(a, b) -> bool:  # type: ignore[no-untyped-def]
+    """Whether two shortcuts can be active at once: either is the window's, or one's widget holds the other's."""
+    from PySide6.QtCore import Qt as _Qt
+
+    scoped = _Qt.ShortcutContext.WidgetWithChildrenShortcut
+    if a.context() != scoped or b.context() != scoped:
+        return True
+    wa, wb = a.parent(), b.parent()
+    return wa is wb or wa.isAncestorOf(wb) or wb.isAncestorOf(wa)
+
+
 # Two starts in one process on a desktop-sized offscreen screen (the default offscreen screen, 800x800, is smaller
 # than some pages' minimum width, and Qt clamps a restored geometry to the screen). dpr 2: a high-DPI screen
 # (the window keeps its logical size and is drawn at twice the pixels).

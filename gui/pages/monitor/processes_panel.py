@@ -193,9 +193,9 @@ class ProcessesPanel(QWidget):
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.tree_box = QCheckBox("Tree")
         self.tree_box.setToolTip("Children under their parent (a launcher, then its ranks), siblings in the "
-                                 "column's order (F5)")
+                                 "column's order (Ctrl+T)")
         self.tree_box.toggled.connect(self._set_tree)
-        QShortcut(QKeySequence("F5"), self, self.tree_box.toggle)
+        QShortcut(QKeySequence("Ctrl+T"), self, self.tree_box.toggle)
         self.action_line = QLabel()  # what the last signal or stop did, in one line
         self.action_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.action_line.setVisible(False)
