@@ -568,7 +568,12 @@ def test_when_the_watched_run_ends_the_live_one_is_watched_and_said_and_a_pick_i
         assert page.bridge.root_pid == second["launcher"]
         assert not page.picker.note.isHidden()
         assert "watched ·bbbb ended (stopped)" in page.picker.note.text() and "other ·aaaa" in page.picker.note.text()
+        assert page.picker.note.toolTip() == page.picker.note.text()  # the whole note, where the bar cuts it
         assert page.picker.watch_live.isHidden()  # already watching it: nothing to offer
+        # Long run names never widen the bar (and so the window) past the screen: the note is cut instead.
+        narrow = page.picker.minimumSizeHint().width()
+        page.picker.note.setText(page.picker.note.text() * 12)
+        assert page.picker.minimumSizeHint().width() == narrow
 
         # The person goes back to the ended run: it holds, and the live run is offered.
         index = next(i for i in range(1, page.picker.combo.count())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
 
 from traindeck.backend.monitor import RunChoice, RunWatch, run_choices
 from traindeck.gui.context import AppContext
@@ -45,6 +45,9 @@ class RunPicker(QWidget):
         self.combo.currentIndexChanged.connect(lambda index: self.choose(self.combo.itemData(index)))
         self.note = QLabel()
         self.note.setToolTip("Which run is live while the one watched is not")
+        # A long note (two long run names) is cut at the bar's end, never widening the window past the screen:
+        # the whole of it is in the tooltip.
+        self.note.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.note.hide()
         self.watch_live = QPushButton("Watch it")
         self.watch_live.setToolTip("Watch the run that is running")
@@ -160,6 +163,7 @@ class RunPicker(QWidget):
     def _show_note(self) -> None:
         text, self._offered = self.model.note(self._choices or []) if not self._demo else ("", None)
         self.note.setText(text)
+        self.note.setToolTip(text or "Which run is live while the one watched is not")
         self.note.setVisible(bool(text))
         self.watch_live.setVisible(self._offered is not None)
 
