@@ -287,6 +287,8 @@ def format_sample(sample: Any, unchanging: bool = True) -> str:
 def format_runs(sample: Any, live: LiveRuns, rows: int | None = None) -> str:
     """Every live run's processes, one line each, a run's together (launcher first, then its ranks in order), in at
     most `rows` lines (None: all); a header comes first. GPU memory is "-" where NVML cannot tell."""
+    from traindeck.backend.monitor import short_command
+
     count = len(sample.runs) + len(live.starting)
     if not count:
         return "  runs: none running (traindeck runs list shows the others)"
@@ -300,7 +302,7 @@ def format_runs(sample: Any, live: LiveRuns, rows: int | None = None) -> str:
         for p in sorted(run.processes, key=lambda p: (order.get(p.role, 3), -1 if p.rank is None else p.rank, p.pid)):
             rank = p.role if p.rank is None else str(p.rank)
             lines.append(f"  {label:24} {rank:>8} {p.pid:>7} {_num(p.cpu_percent, '6.1f'):>6} "
-                         f"{_size(p.rss_bytes):>10} {_size(p.gpu_memory_bytes):>10}  {p.cmdline[:70]}")
+                         f"{_size(p.rss_bytes):>10} {_size(p.gpu_memory_bytes):>10}  {short_command(p.cmdline.split())[:70]}")
     for run_id in live.starting:
         lines.append(f"  {_run_label(run_id, live.names.get(run_id, '')):24} {'':>8} {'-':>7}  (starting)")
     if rows is not None and len(lines) > rows:
@@ -314,7 +316,9 @@ def _run_label(run_id: str | None, name: str) -> str:
     run_id = run_id or "?"
     if not name or name == run_id:
         return run_id[:24]
-    return f"{name[:18]} ·{run_id[-4:]}"
+    if len(name) > 18:  # cut in the middle: runs of one preset differ at the end (`-2`, `-3`)
+        name = name[:8] + "…" + name[-9:]
+    return f"{name} ·{run_id[-4:]}"
 
 
 def format_machine(machine: Any, rows: int) -> str:

@@ -158,3 +158,18 @@ def test_piped_snapshots_say_the_gpus_once_and_the_runs_in_each(traindeck_home):
     for block in blocks[:3]:
         assert "swap" in block[0]
         assert sum("train ·ab12" in line for line in block) == 2  # its launcher and its rank, every sample
+
+
+def test_run_labels_keep_the_end_of_long_names_and_commands_start_with_the_program():
+    """Runs of one preset are numbered at the end of their names (`-2`, `-3`): a cut keeps that end. A command reads
+    as htop highlights it, the interpreter's and the script's folders left out."""
+    from traindeck.backend.cli.monitor_cmd import _run_label
+    from traindeck.backend.monitor import short_command
+
+    second = _run_label("20261128-030000-aaaa", "train_tiny-cpu-demo-2")
+    third = _run_label("20261128-030100-bbbb", "train_tiny-cpu-demo-3")
+    assert second.endswith("demo-2 ·aaaa") and third.endswith("demo-3 ·bbbb")
+    assert len(second) <= 24 and second.startswith("train_ti")
+    assert _run_label("20261128-030000-aaaa", "behave") == "behave ·aaaa"
+    assert short_command("/work/main/.venv/bin/python -u /tmp/x/train.py --steps 3".split()).startswith(
+        "python -u train.py --steps 3")
