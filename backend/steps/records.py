@@ -45,10 +45,13 @@ class HookReport:
     attached: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     synchronized: bool = False
+    clock: str = ""  # what timed the phases: "host", "host, synchronised", "cuda events" ("" from an older hook)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def text(self) -> str:
         said = f"rank {self.rank}: step timing attached to " + (", ".join(self.attached) or "nothing")
+        if self.clock and self.clock != "host":
+            said += f" (timed with {self.clock})"
         if self.missing:
             said += "; could not attach: " + "; ".join(self.missing)
         return said
@@ -76,7 +79,8 @@ def parse_line(line: bytes | str, rank: int) -> StepRecord | HookReport | None:
         attached: list[Any] = data["attached"] if isinstance(data.get("attached"), list) else []
         missing: list[Any] = data["missing"] if isinstance(data.get("missing"), list) else []
         return HookReport(rank=rank, pid=_int(data.get("pid")), attached=tuple(str(a)[:200] for a in attached[:20]),
-                          missing=tuple(str(m)[:300] for m in missing[:20]), synchronized=bool(data.get("sync")))
+                          missing=tuple(str(m)[:300] for m in missing[:20]), synchronized=bool(data.get("sync")),
+                          clock=str(data["clock"])[:40] if isinstance(data.get("clock"), str) else "")
     step = _int(data.get("step"))
     t = data.get("t")
     if step is None or not isinstance(t, (int, float)):

@@ -25,7 +25,7 @@ class StepIntake:
         self.files = StepFiles(run_dir.path)
         self.store, self.run_id, self.interval_s = store, run_id, interval_s
         self.last = float("-inf")
-        self.reported: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self.reported: dict[int, tuple[tuple[str, ...], tuple[str, ...], str]] = {}
 
     def poll(self, now: float) -> None:
         if now - self.last < self.interval_s:
@@ -47,7 +47,7 @@ class StepIntake:
         if steps:
             self.store.add_steps(self.run_id, steps)
         for report in reports:
-            said = (report.attached, report.missing)
+            said = (report.attached, report.missing, report.clock)
             if self.reported.get(report.rank) != said:
                 self.reported[report.rank] = said
                 self.store.add_event(self.run_id, EVENT, report.text())

@@ -59,6 +59,12 @@ def test_lines_that_are_not_steps_are_skipped_not_raised() -> None:
     assert isinstance(report, HookReport) and report.pid == 42
     assert report.text() == ("rank 3: step timing attached to torch backward; could not attach: "
                              "DeepSpeedEngine forward/backward/step (unknown DeepSpeed version)")
+    # What timed the phases is said where it is not the plain host clock: a CUDA rank's events, or its syncs.
+    cuda = parse_line(b'{"kind": "hooks", "pid": 42, "attached": ["torch backward"], "clock": "cuda events"}', 0)
+    assert isinstance(cuda, HookReport) and cuda.clock == "cuda events"
+    assert cuda.text() == "rank 0: step timing attached to torch backward (timed with cuda events)"
+    host = parse_line(b'{"kind": "hooks", "pid": 42, "attached": ["torch backward"], "clock": "host"}', 0)
+    assert isinstance(host, HookReport) and host.text() == "rank 0: step timing attached to torch backward"
 
 
 def test_step_files_are_read_as_they_grow_whole_lines_only(tmp_path: Path) -> None:
