@@ -433,11 +433,16 @@ class TimeSeriesChart(QWidget):
         return series.view()
 
     def last(self, name: str) -> float | None:
+        """The series' newest finite value: a line that ends in a gap (a recording's samples after the run's
+        processes ended, a break while sampling stopped) keeps its last figure. None: no value at all."""
         series = self._series.get(name)
         if series is None or not len(series.ring):
             return None
-        value = float(series.ring.view()[1][-1])
-        return None if math.isnan(value) else value
+        y = series.ring.view()[1]
+        if not math.isfinite(float(y[-1])):
+            known = np.flatnonzero(np.isfinite(y))  # only a line ending in a gap pays for this search
+            return float(y[known[-1]]) if len(known) else None
+        return float(y[-1])
 
     def references(self) -> dict[str, float]:
         return {label: value for label, (value, _) in self._references.items()}
