@@ -913,16 +913,30 @@ class TimeSeriesChart(QWidget):
         self.hover_line.setValue(x)
         self.hover_line.show()
         self.hover_label.show()
-        # Beside the mouse, on the side with room, inside the chart (over the axes where the plot is too narrow).
-        cursor = self.plot_item.mapFromScene(pos)
+        self.hover_label.setPos(*self._hover_place(self.plot_item.mapFromScene(pos)))
+
+    def _hover_place(self, cursor: QPointF) -> tuple[float, float]:
+        """Where the readout's box goes (its top left, in the plot's coordinates) with the mouse at `cursor`: beside
+        the mouse, right of it where there is room, else left of it, else where it leaves the mouse's line clear (or
+        as far right as it fits); below the mouse, else above it. It stays over the data area, off the axes' numbers, unless the data area is narrower (or
+        lower) than the box."""
         box = self.hover_label.boundingRect()
+        area = self.plot_item.getViewBox().geometry()  # the data area, inside the axes
         width, height = self.plot_item.width(), self.plot_item.height()
+        low_x = area.left() if box.width() <= width - area.left() else 0.0
+        high_y = area.bottom() if box.height() <= area.bottom() else height
         left = cursor.x() + 14
         if left + box.width() > width:
             left = cursor.x() - 14 - box.width()
-        left = min(max(0.0, left), max(0.0, width - box.width()))
-        top = min(max(0.0, cursor.y() + 14), max(0.0, height - box.height()))
-        self.hover_label.setPos(left, top)
+            if left < low_x:  # no room either side: right of the axis' numbers, clear of the mouse's line if it
+                # fits there, else as far from the numbers as it fits
+                left = low_x if low_x + box.width() <= cursor.x() - 2 else width - box.width()
+        left = max(low_x, min(left, width - box.width()))
+        top = cursor.y() + 14
+        if top + box.height() > high_y:
+            top = cursor.y() - 14 - box.height()
+        top = min(max(0.0, top), max(0.0, high_y - box.height()))
+        return left, top
 
     def _hide_hover(self) -> None:
         self._hover_pos = None

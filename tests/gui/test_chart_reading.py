@@ -262,3 +262,26 @@ def test_a_lines_end_just_beside_the_legend_moves_it(qtbot):
     settle(chart)
     assert chart.legend.pos().x() < view.width() / 2
 
+
+def test_the_hover_box_never_covers_the_y_axis_numbers(qtbot):
+    # A chart as narrow as one of the Runs page's grid: the mouse left of the middle, too near the right edge for
+    # the box to fit right of it and too near the axis to fit left of it.
+    chart = shown(qtbot, TimeSeriesChart("", x_mode="step"), (230, 150))  # the grid titles it above
+    chart.set_series("curr_samples_per_sec (DeepSpeed)", STEPS[:160], 600 + 100 * np.sin(STEPS[:160]))
+    chart.smoothing = 0.6  # "561.3 (raw 565)": a box wider than the room either side of the mouse
+    chart.flush()
+    for x in (20.0, 60.0, 86.0, 150.0):
+        move_mouse(chart, x, 600.0)
+        qtbot.waitUntil(lambda x=x: chart.hover_text.startswith(f"step {x:.0f}"))
+        box = scene_rect_in_view_pixels(chart, chart.hover_label)
+        axis = chart.plot_item.getAxis("left").geometry()  # its numbers' column, left of the data area
+        assert box[0] >= axis.right() - 1, (x, box, axis)
+
+    wide = shown(qtbot, TimeSeriesChart("Loss", x_mode="step"), (360, 660))  # the Runs page's overview chart
+    wide.set_series("loss", STEPS[:65], 0.3 + 0.4 * np.exp(-STEPS[:65] / 20))
+    wide.smoothing = 0.6
+    wide.flush()
+    move_mouse(wide, 35.0, 0.45)
+    qtbot.waitUntil(lambda: wide.hover_text.startswith("step 35"))
+    box = scene_rect_in_view_pixels(wide, wide.hover_label)
+    assert box[0] >= wide.plot_item.getAxis("left").geometry().right() - 1
