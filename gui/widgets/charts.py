@@ -20,8 +20,8 @@ Why it is built this way:
 - Hovering shows TensorBoard's readout: a line at the nearest x and a box with each visible series' value there
   (smoothed and raw while smoothing is on) and the x as steps, clock time or time since the start. Each move costs
   one binary search a series and is drawn at most once a frame.
-- The legend sits in the corner where it covers the fewest drawn points; where every corner covers some, the y
-  scale makes room above the data for it. An empty chart says "waiting for data" instead of a made-up 0..1 scale.
+- The legend sits in the corner where it covers the fewest drawn points (those just beside its box included) and
+  no reference line's label; where every corner covers some, the y scale makes room above the data for it. An empty chart says "waiting for data" instead of a made-up 0..1 scale.
 - Options for metric charts (the Runs page's grid, History): `smoothing` draws TensorBoard's debiased EMA over
   each series with the raw line faint behind it (a curve of a few points drawn marked stays as logged); `log_y` a
   log scale (values <= 0 left out, and the chart says how many); `x_mode` labels x as steps, clock time or time
@@ -82,6 +82,8 @@ REFERENCE_LIGHT, REFERENCE_DARK = "#b0403a", "#f6aea9"
 POINT_SYMBOLS = ("o", "s", "t", "d", "t1", "p", "h", "star")  # marked points, one shape a series
 RAW_ALPHA = 70  # the raw line behind a smoothed one: visible, but clearly not the line to read
 HOVER_MS = 16  # the hover readout follows the mouse at most once a frame
+LEGEND_CLEARANCE = 6  # pixels around the legend's box in which a point counts as covered
+LABEL_WEIGHT = 1_000_000  # a reference line's label under the legend counts as this many covered points
 Y_MARGIN = 0.05  # room above and below the data of a chart fitted to its data, as a fraction of the span
 WAITING = "waiting for data"
 
@@ -433,11 +435,16 @@ class TimeSeriesChart(QWidget):
         return series.view()
 
     def last(self, name: str) -> float | None:
+        """The series' newest finite value: a line that ends in a gap (a recording's samples after the run's
+        processes ended, a break while sampling stopped) keeps its last figure. None: no value at all."""
         series = self._series.get(name)
         if series is None or not len(series.ring):
             return None
-        value = float(series.ring.view()[1][-1])
-        return None if math.isnan(value) else value
+        y = series.ring.view()[1]
+        if not math.isfinite(float(y[-1])):
+            known = np.flatnonzero(np.isfinite(y))  # only a line ending in a gap pays for this search
+            return float(y[known[-1]]) if len(known) else None
+        return float(y[-1])
 
     def references(self) -> dict[str, float]:
         return {label: value for label, (value, _) in self._references.items()}
@@ -643,20 +650,50 @@ class TimeSeriesChart(QWidget):
         return corners
 
     def _covered(self, corner: tuple[float, float], y_range: tuple[float, float] | None = None) -> int:
-        """How many drawn points the legend would cover at `corner` (with y showing `y_range`)."""
+        """How many drawn points the legend would cover at `corner` (with y showing `y_range`), counting those
+        within LEGEND_CLEARANCE pixels of its box (a line's end touching it reads as hidden) and a reference line's
+        label under it as LABEL_WEIGHT points (a label is text to read: covered, it is lost)."""
         view = self.plot_item.getViewBox()
         width, height = view.width(), view.height()
-        if width <= 0 or height <= 0 or not self._drawn:
+        if width <= 0 or height <= 0:
             return 0
         (x_low, x_high), shown_y = view.viewRange()
         y_low, y_high = y_range if y_range is not None else shown_y
         rect = self.legend.boundingRect()
-        left, top = corner
+        left, top = corner[0] - LEGEND_CLEARANCE, corner[1] - LEGEND_CLEARANCE
+        right, bottom = corner[0] + rect.width() + LEGEND_CLEARANCE, corner[1] + rect.height() + LEGEND_CLEARANCE
+        box = QRectF(left, top, right - left, bottom - top)
+        labels = sum(LABEL_WEIGHT for label in self._reference_labels(y_low, y_high) if label.intersects(box))
+        if not self._drawn:
+            return labels
         xa = x_low + (left / width) * (x_high - x_low)
-        xb = x_low + ((left + rect.width()) / width) * (x_high - x_low)
-        ya = y_high - ((top + rect.height()) / height) * (y_high - y_low)
+        xb = x_low + (right / width) * (x_high - x_low)
+        ya = y_high - (bottom / height) * (y_high - y_low)
         yb = y_high - (top / height) * (y_high - y_low)
-        return sum(int(np.count_nonzero((x >= xa) & (x <= xb) & (y >= ya) & (y <= yb))) for x, y in self._drawn)
+        return labels + sum(int(np.count_nonzero((x >= xa) & (x <= xb) & (y >= ya) & (y <= yb)))
+                            for x, y in self._drawn)
+
+    def _reference_values(self) -> list[float]:
+        """The reference lines' heights in the view's units (log10 on a log scale, where a value <= 0 has none)."""
+        if not self._log_y:
+            return [value for value, _ in self._references.values()]
+        return [math.log10(value) for value, _ in self._references.values() if value > 0]
+
+    def _reference_labels(self, y_low: float, y_high: float) -> list[QRectF]:
+        """Where the reference lines' labels stand, in the view's pixels, with y showing y_low..y_high: each hangs
+        from its line at its place along it (see add_reference)."""
+        view = self.plot_item.getViewBox()
+        width, height = view.width(), view.height()
+        if y_high <= y_low or not self._references:
+            return []
+        rects = []
+        lines = [line for value, line in self._references.values() if not self._log_y or value > 0]
+        for value, line in zip(self._reference_values(), lines, strict=True):
+            text = line.label.boundingRect()
+            x = line.label.orthoPos * width
+            y = (y_high - value) / (y_high - y_low) * height
+            rects.append(QRectF(x + text.left(), y + text.top(), text.width(), text.height()))
+        return rects
 
     def _legend_room(self, bottom: float, top: float) -> float:
         """The top of a fitted y scale, raised where the legend would cover points in every corner, so that it
@@ -674,6 +711,7 @@ class TimeSeriesChart(QWidget):
         x_low, x_high = view.viewRange()[0]
         peak = max((float(y[(x >= x_low) & (x <= x_high)].max(initial=-math.inf)) for x, y in self._drawn),
                    default=-math.inf)
+        peak = max([peak, *self._reference_values()])  # a line's label hangs below it: above the line is free
         if not math.isfinite(peak):
             return top
         return max(top, (peak - bottom * band) / (1 - band))  # the peak just below the legend's band
@@ -875,16 +913,30 @@ class TimeSeriesChart(QWidget):
         self.hover_line.setValue(x)
         self.hover_line.show()
         self.hover_label.show()
-        # Beside the mouse, on the side with room, inside the chart (over the axes where the plot is too narrow).
-        cursor = self.plot_item.mapFromScene(pos)
+        self.hover_label.setPos(*self._hover_place(self.plot_item.mapFromScene(pos)))
+
+    def _hover_place(self, cursor: QPointF) -> tuple[float, float]:
+        """Where the readout's box goes (its top left, in the plot's coordinates) with the mouse at `cursor`: beside
+        the mouse, right of it where there is room, else left of it, else where it leaves the mouse's line clear (or
+        as far right as it fits); below the mouse, else above it. It stays over the data area, off the axes' numbers, unless the data area is narrower (or
+        lower) than the box."""
         box = self.hover_label.boundingRect()
+        area = self.plot_item.getViewBox().geometry()  # the data area, inside the axes
         width, height = self.plot_item.width(), self.plot_item.height()
+        low_x = area.left() if box.width() <= width - area.left() else 0.0
+        high_y = area.bottom() if box.height() <= area.bottom() else height
         left = cursor.x() + 14
         if left + box.width() > width:
             left = cursor.x() - 14 - box.width()
-        left = min(max(0.0, left), max(0.0, width - box.width()))
-        top = min(max(0.0, cursor.y() + 14), max(0.0, height - box.height()))
-        self.hover_label.setPos(left, top)
+            if left < low_x:  # no room either side: right of the axis' numbers, clear of the mouse's line if it
+                # fits there, else as far from the numbers as it fits
+                left = low_x if low_x + box.width() <= cursor.x() - 2 else width - box.width()
+        left = max(low_x, min(left, width - box.width()))
+        top = cursor.y() + 14
+        if top + box.height() > high_y:
+            top = cursor.y() - 14 - box.height()
+        top = min(max(0.0, top), max(0.0, high_y - box.height()))
+        return left, top
 
     def _hide_hover(self) -> None:
         self._hover_pos = None

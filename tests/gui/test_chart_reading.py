@@ -217,3 +217,71 @@ def test_a_log_chart_whose_one_point_becomes_a_gap_draws_without_a_warning(qtbot
     # pyqtgraph bounding the point's marker over NaN only warns "All-NaN slice encountered".
     assert [str(w.message) for w in caught if "NaN" in str(w.message)] == []
     assert chart.masked_count == 2 and chart.waiting_note.isVisible()
+
+
+def scene_rect_in_view_pixels(chart: TimeSeriesChart, item) -> tuple[float, float, float, float]:
+    """An item's drawn box as (left, top, right, bottom) in the plot's pixels."""
+    rect = chart.plot_item.mapRectFromScene(item.sceneBoundingRect())
+    return rect.left(), rect.top(), rect.right(), rect.bottom()
+
+
+def overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def test_the_legend_leaves_a_reference_lines_label_readable(qtbot):
+    # The Monitor's RAM chart: the total as a reference line at the top, its label at the left end; "available" high
+    # at the right (the top right corner is taken), "used" low at the right; the left half empty (just opened).
+    chart = shown(qtbot, TimeSeriesChart("RAM and swap", "B"), (580, 280))
+    gib = 2**30
+    t = np.arange(540.0, 600.0)
+    chart.set_series("used", t, np.full(len(t), 3.7 * gib), fill=True)
+    chart.set_series("available", t, np.full(len(t), 19.8 * gib))
+    chart.set_series("swap used", t, np.zeros(len(t)))
+    chart.add_reference(23.5 * gib, "total")
+    chart.set_series("used", np.arange(0.0, 600.0), np.r_[np.full(540, np.nan), np.full(60, 3.7 * gib)], fill=True)
+    settle(chart)
+    label = next(line.label for line in chart.plot_item.items if getattr(line, "label", None) is not None
+                 and "total" in str(line.label.toPlainText()))
+    assert not overlap(scene_rect_in_view_pixels(chart, chart.legend), scene_rect_in_view_pixels(chart, label))
+    assert points_under_legend(chart) == 0
+
+
+def test_a_lines_end_just_beside_the_legend_moves_it(qtbot):
+    # A total rising to the top right corner, its last point a few pixels left of the legend's box there: the legend
+    # would seem to sit on the line's end; it takes the free top left corner instead.
+    chart = shown(qtbot, TimeSeriesChart("CPU", x_mode="step"), (420, 220))
+    chart.set_series("floor", np.arange(0.0, 101.0), np.zeros(101))  # the bottom corners taken, x from 0 to 100
+    chart.set_series("total", [0.0, 50.0], [0.0, 1.0])
+    settle(chart)
+    view = chart.plot_item.getViewBox()
+    (x_low, x_high), _ = view.viewRange()
+    edge = view.width() - chart.legend.boundingRect().width() - 4  # the legend's left edge in the top right corner
+    end = x_low + (edge - 3) / view.width() * (x_high - x_low)
+    chart.set_series("total", [0.0, end], [0.0, 1.0])
+    settle(chart)
+    assert chart.legend.pos().x() < view.width() / 2
+
+
+def test_the_hover_box_never_covers_the_y_axis_numbers(qtbot):
+    # A chart as narrow as one of the Runs page's grid: the mouse left of the middle, too near the right edge for
+    # the box to fit right of it and too near the axis to fit left of it.
+    chart = shown(qtbot, TimeSeriesChart("", x_mode="step"), (230, 150))  # the grid titles it above
+    chart.set_series("curr_samples_per_sec (DeepSpeed)", STEPS[:160], 600 + 100 * np.sin(STEPS[:160]))
+    chart.smoothing = 0.6  # "561.3 (raw 565)": a box wider than the room either side of the mouse
+    chart.flush()
+    for x in (20.0, 60.0, 86.0, 150.0):
+        move_mouse(chart, x, 600.0)
+        qtbot.waitUntil(lambda x=x: chart.hover_text.startswith(f"step {x:.0f}"))
+        box = scene_rect_in_view_pixels(chart, chart.hover_label)
+        axis = chart.plot_item.getAxis("left").geometry()  # its numbers' column, left of the data area
+        assert box[0] >= axis.right() - 1, (x, box, axis)
+
+    wide = shown(qtbot, TimeSeriesChart("Loss", x_mode="step"), (360, 660))  # the Runs page's overview chart
+    wide.set_series("loss", STEPS[:65], 0.3 + 0.4 * np.exp(-STEPS[:65] / 20))
+    wide.smoothing = 0.6
+    wide.flush()
+    move_mouse(wide, 35.0, 0.45)
+    qtbot.waitUntil(lambda: wide.hover_text.startswith("step 35"))
+    box = scene_rect_in_view_pixels(wide, wide.hover_label)
+    assert box[0] >= wide.plot_item.getAxis("left").geometry().right() - 1

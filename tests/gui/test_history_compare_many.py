@@ -96,7 +96,7 @@ def test_overlay_draws_one_line_a_run_and_cuts_them_at_equal_steps(qtbot, store,
     # The table's final column says the step each final value is at.
     final = page.run_table.model.headers.index("Final loss")
     finals = sorted(page.run_table.proxy.index(r, final).data() for r in range(2))
-    assert finals == ["2.3 at step 210", "2.767 at step 100"]
+    assert finals == ["2.3 @ 210", "2.767 @ 100"]
 
 
 def test_throughput_column_is_wide_and_says_where_its_figure_comes_from(qtbot, store, page):

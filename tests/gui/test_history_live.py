@@ -5,6 +5,8 @@ sorting by one unit. A real run store and run directories; the live run's superv
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import psutil
@@ -177,10 +179,33 @@ def test_a_running_runs_final_value_reads_as_its_latest(qtbot, make_page):
     cells = {table.proxy.index(r, 0).data(Qt.ItemDataRole.ToolTipRole).split("\n")[0]: table.proxy.index(r, final)
              for r in range(2)}
     running, finished = cells[f"Run {live.id}"], cells[f"Run {done.id}"]
-    assert running.data().endswith("(latest)") and not finished.data().endswith("(latest)")
+    assert (running.data(), finished.data()) == ("2.837 @ 65", "2.25 @ 300")  # the runs ended at different steps
     assert running.data(Qt.ItemDataRole.FontRole).italic()
-    assert "not its final" in running.data(Qt.ItemDataRole.ToolTipRole)
+    assert running.data(Qt.ItemDataRole.ToolTipRole).startswith("2.837 at step 65 (latest): the running run's latest")
     assert finished.data(Qt.ItemDataRole.FontRole) is None
+    assert finished.data(Qt.ItemDataRole.ToolTipRole) == "Final loss: 2.25 at step 300"
+
+
+def test_every_figure_is_in_sight_at_the_windows_usual_width(qtbot, make_page):
+    """The page as wide as in a 1360-pixel window beside the sidebar, runs named as the demo's: the Final column
+    holds its text whole and the Best column stands inside the view (no scrolling to read it)."""
+    with RunStore() as store:
+        done, live = _two_runs(store)
+        store.update_run(live.id, name="train_tiny-cpu-demo", started_at=time.time() - 80)  # "1:20" so far
+    page = make_page()
+    page.resize(1190, 850)
+    page.page_shown()
+    table = page.run_table
+    qtbot.waitUntil(lambda: table.proxy.rowCount() == 2, timeout=10000)
+    header, view = table.table.header(), table.table
+    final = table.model.headers.index("Final loss")
+    for row in range(2):
+        text = table.proxy.index(row, final).data()
+        assert view.fontMetrics().horizontalAdvance(text) + 8 <= header.sectionSize(final), text
+    best = final + 1
+    assert header.sectionViewportPosition(best) + header.sectionSize(best) <= view.viewport().width()
+    if os.environ.get("S16_SHOTS"):
+        page.grab().save(os.path.join(os.environ["S16_SHOTS"], "history-final-column.png"))
 
 
 def test_throughput_sorts_by_samples_per_second_and_sets_other_units_apart(qtbot, make_page):

@@ -48,7 +48,7 @@ def _column(table, column: int) -> list[str]:
 
 
 def _number(text: str) -> float:
-    """A cell's figure: "0:35" and "12:10" as seconds, "2 s" as 2, "-0.5 at step 50" as -0.5."""
+    """A cell's figure: "0:35" and "12:10" as seconds, "2 s" as 2, "-0.5 @ 50" as -0.5."""
     word = text.split()[0]
     if ":" in word:
         minutes, seconds = word.split(":")
@@ -107,6 +107,6 @@ def test_a_click_on_a_header_sorts_by_number_and_the_order_outlives_refreshes(qt
     with RunStore() as store:
         store.add_metrics("live-run", [("loss", 50, T0 + 7230, -10.0, 0)])
     page.refresh()
-    qtbot.waitUntil(lambda: "-10 at step 50 (latest)" in _column(table, final), timeout=10000)
+    qtbot.waitUntil(lambda: "-10 @ 50" in _column(table, final), timeout=10000)
     assert header.sortIndicatorSection() == final and header.sortIndicatorOrder() == order
     _ordered(_column(table, final), order == Qt.SortOrder.AscendingOrder)

@@ -65,7 +65,7 @@ def test_history_shows_a_sweep_grouped_with_its_values_final_and_best_loss_and_i
         assert [c[0] for c in cells] == ["tiny-lr=1e-2", "tiny-lr=3e-3", "tiny-lr=1e-3", "lone"]
         assert [c[lr] for c in cells] == ["1e-2", "3e-3", "1e-3", "-"]
         # The failed run and the lone run stopped at step 2, the others at 4: each final value says its step.
-        assert [c[final] for c in cells] == ["0.1 at step 2", "0.6 at step 4", "1 at step 4", "0.05 at step 2"]
+        assert [c[final] for c in cells] == ["0.1 @ 2", "0.6 @ 4", "1 @ 4", "0.05 @ 2"]
         assert "different steps" in proxy.headerData(final, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole)
         assert [c[best] for c in cells] == ["0.1", "0.5", "0.9", "0.05"]
         # The best of the sweep is lr=3e-3: the failed run's loss is no result, the lone run is no sweep's.

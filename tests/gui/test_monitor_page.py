@@ -22,6 +22,7 @@ from PySide6.QtCore import QSettings  # noqa: E402
 from traindeck.backend.monitor.live import RunChoice  # noqa: E402
 from traindeck.backend.monitor.nvml import NvmlLibrary  # noqa: E402
 from traindeck.gui.context import AppContext  # noqa: E402
+from traindeck.gui.widgets.chart_axis import format_value  # noqa: E402
 
 GIB = 1024**3
 KIB = 1024
@@ -255,6 +256,41 @@ def test_a_finished_run_is_read_back_with_its_offload_view_and_steps(page, qtbot
     phases.flush()
     legend = {sample.item.name(): label.text for sample, label in phases.legend.items}
     assert legend["optimizer"] == "optimizer  50 ms" and legend["other"] == "other  10 ms"  # each part's own
+
+
+def test_a_recording_that_outlived_its_ranks_names_their_last_figures_in_the_legends(page, qtbot, traindeck_home):
+    """A lost run's recording ends with samples taken after its ranks had gone (host figures only): the run's totals
+    end in a gap there, yet their legends say their last figures as the ranks' own lines do."""
+    import dataclasses
+
+    from traindeck.backend.core.paths import run_store_path
+    from traindeck.backend.monitor.demo import demo_samples
+    from traindeck.backend.monitor.sample_store import ResourceWriter
+    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+
+    ran = demo_samples(seconds=30, end=time.time() - 60)
+    after = [dataclasses.replace(ran[-1], t=ran[-1].t + k, run=None) for k in (1, 2, 3)]
+    with RunStore() as store:
+        store.add_run(RunRecord(id="lost-run-1", run_dir=str(traindeck_home), created_at=ran[0].t, name="lost",
+                                state="lost", started_at=ran[0].t, ended_at=after[-1].t))
+    writer = ResourceWriter(run_store_path(), "lost-run-1", interval_s=1.0, started_at=ran[0].t)
+    for sample in ran + after:
+        writer.write(sample, commit=False)
+    writer.commit()
+    writer.close()
+
+    _start(page, qtbot)
+    page.tabs.setCurrentWidget(page.run_panel)
+    page.picker.choose(RunChoice("lost-run-1", "lost", "lost", None, ran[0].t))
+    rss, cpu = page.run_panel.rank_rss_chart, page.run_panel.rank_cpu_chart
+    qtbot.waitUntil(lambda: rss.point_count("all ranks") == len(ran) + len(after), timeout=WAIT_MS)
+    assert np.isnan(rss.data("all ranks")[1][-1])  # the gap after the ranks
+    rss.flush()
+    cpu.flush()
+    last = ran[-1].run
+    assert rss.legend_text("all ranks") == f"all ranks  {format_value(last.ranks_rss_bytes, 'B', 3)}"
+    assert rss.legend_text("largest rank") == f"largest rank  {format_value(last.max_rank_rss_bytes, 'B', 3)}"
+    assert cpu.legend_text("all ranks") == f"all ranks  {format_value(last.ranks_cpu_percent, '%', 3)}"
 
 
 def test_estimate_is_drawn_as_reference_lines_and_removed(page):

@@ -322,9 +322,13 @@ class RunsModel(QAbstractItemModel):
                 return run.throughput_note + (
                     f"\nNot in {COMMON_UNIT} (the run's global batch is unknown): it sorts apart from the {COMMON_UNIT} "
                     "figures; compare s/step instead" if _other_unit(run) else "")
-            if column == len(self.headers) - 2 and self.table.rows[row].is_latest:
-                return (f"The running run's latest {self.table.metric}, not its final one: it changes until the run "
-                        "ends")
+            if column == len(self.headers) - 2 and self.table.rows[row].final is not None:
+                figures = self.table.rows[row]
+                whole = figures.final_text(self.table.final_steps_differ)
+                if figures.is_latest:
+                    return (f"{whole}: the running run's latest {self.table.metric}, not its final one: it changes "
+                            "until the run ends")
+                return f"Final {self.table.metric}: {whole}"
             if self._best[row] and column == SWEEP_COLUMN:
                 word = "highest" if self.table.higher_is_better else "lowest"
                 return f"The best run of its sweep: the {word} {self.table.metric}"
@@ -409,9 +413,18 @@ def _cells(row: HistoryRow, say_step: bool = False) -> tuple[str, ...]:
         _throughput_text(run),
         (BEST_MARK if row.is_best else "") + (row.group_label or "-"),
         *(value or "-" for value in row.params),
-        row.final_text(say_step),
+        _final_cell(row, say_step),
         format_metric(row.best),
     )
+
+
+def _final_cell(row: HistoryRow, say_step: bool) -> str:
+    """The final value in few words, so the column fits beside the others at the window's usual size: "2.93 @ 216"
+    with the step. A running run's latest value is in italics instead of "(latest)"; the tooltip says it whole."""
+    text = format_metric(row.final)
+    if say_step and row.final is not None and row.final_step is not None:
+        text = f"{text} @ {row.final_step}"
+    return text
 
 
 def _sort_keys(row: HistoryRow, params: tuple[float | str, ...]) -> tuple[Any, ...]:
@@ -709,12 +722,14 @@ class RunTable(QWidget):
 
     def _fit_name_column(self) -> None:
         """The name takes the room the figures leave, but stays readable (the view scrolls instead): as wide as the
-        widest run's name (a trial's candidates are indented, the winner bold), up to a share of the view; a longer
-        one is elided in the middle, whole in its tooltip."""
+        widest run's name (a trial's candidates are indented, the winner bold), up to a share of the view; narrower,
+        down to a 20-character name, where that brings every figure into sight. A longer name is elided in the
+        middle, whole in its tooltip."""
         others = sum(self.table.columnWidth(c) for c in range(1, self.model.columnCount()))
         viewport = self.table.viewport().width()
         needed = min(self._names_width(), max(self._name_min, int(viewport * NAME_SHARE)))
-        self.table.setColumnWidth(0, max(self._name_min, needed, viewport - others))
+        room = viewport - others
+        self.table.setColumnWidth(0, room if room >= self._name_min else max(self._name_min, needed))
 
     def _names_width(self) -> int:
         """The widest run's name as drawn: its font (bold for a winner or a sweep's best) and its indentation."""
