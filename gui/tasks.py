@@ -162,7 +162,26 @@ def owned(owner: QObject, callback: Callable[[Any], None]) -> Callable[[Any], No
     return types.MethodType(lambda _owner, value: callback(value), owner)
 
 
-def _owner_alive(callback: Callable[..., Any] | None) -> bool:
-    """False when `callback` is a method of a Qt object whose C++ side was deleted (a closed page's slot)."""
+def _owner_alive(callback: Callable[..., Any] | None, depth: int = 2) -> bool:
+    """False when `callback` belongs to a Qt object whose C++ side was deleted (a closed page's slot): a method of
+    it, or a closure over it (a nested `done` that uses `self`), looked for through `depth` nested closures (a
+    Lane's wrapper around the page's closure)."""
+    if callback is None:
+        return True
     owner = getattr(callback, "__self__", None)
-    return not isinstance(owner, QObject) or shiboken6.isValid(owner)
+    if isinstance(owner, QObject) and not shiboken6.isValid(owner):
+        return False
+    if depth <= 0:
+        return True
+    function = getattr(callback, "__func__", callback)
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # a cell not filled yet
+            continue
+        if isinstance(value, QObject):
+            if not shiboken6.isValid(value):
+                return False
+        elif callable(value) and not _owner_alive(value, depth - 1):
+            return False
+    return True

@@ -158,6 +158,41 @@ def test_a_lambda_made_owned_is_dropped_with_its_widget_and_delivered_while_it_l
     qtbot.wait(100)  # a bare lambda would call the deleted label here (RuntimeError in the event loop)
 
 
+def test_a_closure_over_a_deleted_object_is_dropped_alone_or_in_a_lane(qtbot):
+    """A page's nested `done` that uses `self` (no bound method to see): once `self` is deleted, the answer is
+    dropped, straight or through a lane, instead of reaching the deleted object (RuntimeError in the event loop)."""
+    from PySide6.QtCore import QObject, Signal
+
+    class Lister(QObject):
+        listed = Signal(object)
+
+        def refresh(self, tasks: Tasks, gate: threading.Event, lane=None) -> None:  # type: ignore[no-untyped-def]
+            def done(result: object) -> None:
+                self.listed.emit(result)
+
+            (lane or tasks).run(lambda: (gate.wait(5), "late")[1], done=done)
+
+    tasks = Tasks()
+    for through_lane in (False, True):
+        gate = threading.Event()
+        lister = Lister()
+        lister.refresh(tasks, gate, tasks.lane() if through_lane else None)
+        lister.deleteLater()
+        qtbot.waitUntil(lambda obj=lister: not shiboken6.isValid(obj), timeout=5000)
+        with qtbot.captureExceptions() as raised:
+            gate.set()
+            assert tasks.wait(5000)
+            qtbot.wait(100)  # the queued delivery runs here
+        assert raised == [], (through_lane, raised)
+    seen: list[object] = []
+    lister = Lister()
+    lister.listed.connect(seen.append)
+    open_gate = threading.Event()
+    open_gate.set()
+    lister.refresh(tasks, open_gate)  # alive: delivered
+    qtbot.waitUntil(lambda: seen == ["late"], timeout=5000)
+
+
 class _Token:
     """Stands for what a job refers to (its arguments, its callbacks' closures): weakly referenceable."""
 
