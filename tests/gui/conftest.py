@@ -32,3 +32,29 @@ def make_runs_page(qtbot) -> Iterator[Callable[..., object]]:  # type: ignore[no
     for page in pages:
         page.shutdown()
         page.ctx.tasks.wait(30000)
+
+
+@pytest.fixture
+def make_history_page(qtbot, traindeck_home) -> Iterator[Callable[..., object]]:  # type: ignore[no-untyped-def]
+    """`make((width, height))`: a History page with settings in a file of the test's (a second page reads what the
+    first kept), shown at that size; each page is shut down at the end and its background reads waited for."""
+    from PySide6.QtCore import QSettings
+
+    from traindeck.gui.context import AppContext
+    from traindeck.gui.pages.history import HistoryPage
+
+    pages: list[HistoryPage] = []
+
+    def make(size: tuple[int, int] = (1300, 800)) -> HistoryPage:
+        settings = QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat)
+        page = HistoryPage(AppContext(settings=settings))
+        qtbot.addWidget(page)
+        page.resize(*size)
+        page.show()
+        pages.append(page)
+        return page
+
+    yield make
+    for page in pages:
+        page.shutdown()
+        page.ctx.tasks.wait(10000)

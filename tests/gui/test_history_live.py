@@ -35,28 +35,8 @@ def _live(store: RunStore, run_id: str, steps: int) -> None:
 
 
 @pytest.fixture
-def make_page(qtbot, traindeck_home):
-    """`make()`: a History page with settings in a file of the test's (a second page reads what the first kept)."""
-    from PySide6.QtCore import QSettings
-
-    from traindeck.gui.context import AppContext
-    from traindeck.gui.pages.history import HistoryPage
-
-    made = []
-
-    def make():
-        settings = QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat)
-        page = HistoryPage(AppContext(settings=settings))
-        qtbot.addWidget(page)
-        page.resize(1300, 850)
-        page.show()
-        made.append(page)
-        return page
-
-    yield make
-    for page in made:
-        page.shutdown()
-        page.ctx.tasks.wait(10000)
+def make_page(make_history_page):
+    return lambda: make_history_page((1300, 850))
 
 
 def _figure(page, what: str) -> list[str]:

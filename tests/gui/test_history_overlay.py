@@ -24,29 +24,8 @@ def _noisy_loss(started: float, seed: int) -> list[tuple[str, int, float, float,
 
 
 @pytest.fixture
-def make_page(qtbot, traindeck_home):
-    """`make()`: a History page over the test's run store, with settings kept in a file of the test's (so a second
-    page reads what the first remembered); each shut down at the end."""
-    from PySide6.QtCore import QSettings
-
-    from traindeck.gui.context import AppContext
-    from traindeck.gui.pages.history import HistoryPage
-
-    made = []
-
-    def make():
-        settings = QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat)
-        page = HistoryPage(AppContext(settings=settings))
-        qtbot.addWidget(page)
-        page.resize(1200, 800)
-        page.show()
-        made.append(page)
-        return page
-
-    yield make
-    for page in made:
-        page.shutdown()
-        page.ctx.tasks.wait(10000)
+def make_page(make_history_page):
+    return lambda: make_history_page((1200, 800))
 
 
 def _overlaid(qtbot, page, ids):

@@ -21,27 +21,8 @@ NAMES = ("gpt2-small", "gpt2-large", "llama-7b", "bert-base")
 
 
 @pytest.fixture
-def make_page(qtbot, traindeck_home):
-    from PySide6.QtCore import QSettings
-
-    from traindeck.gui.context import AppContext
-    from traindeck.gui.pages.history import HistoryPage
-
-    made = []
-
-    def make():
-        settings = QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat)
-        page = HistoryPage(AppContext(settings=settings))
-        qtbot.addWidget(page)
-        page.resize(1300, 800)
-        page.show()
-        made.append(page)
-        return page
-
-    yield make
-    for page in made:
-        page.shutdown()
-        page.ctx.tasks.wait(10000)
+def make_page(make_history_page):
+    return lambda: make_history_page((1300, 800))
 
 
 def _names(page) -> list[str]:
