@@ -119,12 +119,34 @@ def create_window(demo: bool = False, settings_path: str | None = None) -> tuple
     app.setApplicationDisplayName("traindeck")
     # Wayland app id / X11 class: the desktop shows packaging/traindeck.desktop's icon and name for the window.
     app.setDesktopFileName("traindeck")
+    collect_garbage_on_ui_thread()
     settings = _settings(settings_path)
     apply_theme(app, str(settings.value("theme", "system")))
     ctx = AppContext(demo=demo, settings=settings)
     _load_draft(ctx, None if demo else settings.value("draft/preset"))
     window = MainWindow(ctx)
     return app, window
+
+
+_collector: object = None
+
+
+def collect_garbage_on_ui_thread() -> object:
+    """Python's cyclic garbage collection, moved onto the UI thread (pyqtgraph's GarbageCollector: automatic
+    collection off, the same generation thresholds checked by a one-second timer); idempotent, returns the
+    collector (its `check()` collects what the thresholds call for, now).
+
+    Automatic collection runs on whichever thread happens to allocate. On a background read's thread it can free a
+    cycle holding a closed page's widgets: Qt then destroys them there, takes its own lock and waits for the GIL,
+    while the UI thread, holding the GIL, waits on that lock to delete a menu: the window hangs for good (seen in
+    the tests' CI as two stacks, a pool thread in sqlite's fetchall under gc and the main thread in a chart's
+    flush). On the UI thread a collection frees widgets where Qt wants them freed."""
+    global _collector
+    if _collector is None:
+        from pyqtgraph.util.garbage_collector import GarbageCollector
+
+        _collector = GarbageCollector(interval=1.0)
+    return _collector
 
 
 def _settings(path: str | None = None) -> QSettings:

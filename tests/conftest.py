@@ -8,9 +8,11 @@ smoke forms). A GUI test that watches a real run carries `launch` itself. Helper
 
 from __future__ import annotations
 
+import gc
 import importlib.abc
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,28 @@ from support import FIXTURES, REPO, TESTS  # noqa: E402, F401
 # (127.0.0.2/127.0.0.3:2222): the multi-node tests and the Launch page's Check hosts test share one sshd.
 from support.sshhelp import sshd  # noqa: E402, F401
 from support.sshnodes import ssh_nodes  # noqa: E402, F401
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Cyclic garbage is collected on the main thread only, as the dashboard does (gui.app's
+    # collect_garbage_on_ui_thread): a collection started by a background read's allocation could free a closed
+    # page's widgets on that thread and deadlock Qt against the GIL (a CI run hung so, for good).
+    gc.disable()
+
+
+@pytest.fixture(autouse=True)
+def garbage_collected_on_the_main_thread() -> Iterator[None]:
+    """After each test, the collection the generation thresholds call for, on the main thread (GUI tests'
+    event loops also run the dashboard's one-second collector)."""
+    yield
+    counts, limits = gc.get_count(), gc.get_threshold()
+    due = -1
+    for generation in range(3):
+        if counts[generation] <= limits[generation]:
+            break
+        due = generation
+    if due >= 0:
+        gc.collect(due)
 
 
 @pytest.fixture(autouse=True)

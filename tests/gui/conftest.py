@@ -7,6 +7,14 @@ from collections.abc import Callable, Iterator
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def garbage_collected_by_the_dashboard(qapp) -> None:  # type: ignore[no-untyped-def]
+    """The dashboard's own collector (a one-second timer on the UI thread), as create_window installs it."""
+    from traindeck.gui.app import collect_garbage_on_ui_thread
+
+    collect_garbage_on_ui_thread()
+
+
 @pytest.fixture
 def make_runs_page(qtbot) -> Iterator[Callable[..., object]]:  # type: ignore[no-untyped-def]
     """`make((width, height))`: a Runs page over the test's store and settings, shown at that size; each page is

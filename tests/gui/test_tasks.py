@@ -240,3 +240,39 @@ def test_jobs_share_one_relay(qtbot):
     qtbot.waitUntil(lambda: len(answers) == 50, timeout=10000)
     assert len(relays) == 1 and everywhere == 1, f"{everywhere} relays for 50 jobs"
     assert sorted(answers) == list(range(50)) and tasks.waiting == 0
+
+
+GC_THREADS_SCRIPT = r"""
+import gc, threading
+from PySide6.QtCore import QTimer
+from traindeck.gui.app import create_window
+
+app, window = create_window(demo=False)
+threads = []
+gc.callbacks.append(lambda phase, info: phase == "start" and threads.append(threading.current_thread().name))
+
+def churn():
+    for _ in range(200000):  # cycles made off the UI thread, as a background read's rows and closures are
+        a = []
+        a.append(a)
+    return True
+
+window.ctx.tasks.run(churn, done=lambda _: QTimer.singleShot(2500, app.quit))
+app.exec()
+print("enabled", gc.isenabled())
+print("threads", sorted(set(threads)), len(threads))
+"""
+
+
+def test_cyclic_garbage_is_collected_on_the_ui_thread_only(tmp_path):
+    """Automatic collection would run on the pool thread that allocates, where freeing a closed page's widgets
+    deadlocks Qt against the GIL; the dashboard collects from a UI-thread timer instead."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "gc_threads.py"
+    script.write_text(GC_THREADS_SCRIPT)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120).stdout
+    assert "enabled False" in out, out
+    names, count = out.split("threads ", 1)[1].rsplit(" ", 1)
+    assert names.strip() == "['MainThread']" and int(count) >= 1, out
