@@ -41,6 +41,12 @@ def children():
 def _spawn(children: list[subprocess.Popen], argv: list[str], **kwargs) -> subprocess.Popen:
     child = subprocess.Popen(argv, **kwargs)
     children.append(child)
+    # Popen returns once exec has begun, when /proc/PID/cmdline can still be empty for a moment (the kernel closes
+    # the exec-error pipe before it lays out the new arguments): wait for them, as the table only ever sees
+    # processes that have run a while.
+    deadline = time.monotonic() + 10
+    while not psutil.Process(child.pid).cmdline() and time.monotonic() < deadline:
+        time.sleep(0.01)
     return child
 
 
