@@ -21,7 +21,7 @@ from traindeck.backend.config.accelerate_schema import (
     SHARDING_STRATEGIES,
     home_section,
 )
-from traindeck.backend.config.validate import Finding, RuleContext, rule
+from traindeck.backend.config.validate import Finding, RuleContext, as_dict, rule, whole_number
 
 DS = "deepspeed_config"
 FSDP = "fsdp_config"
@@ -43,18 +43,6 @@ REFUSED_NEXT_TO_FILE = {
 _SECTION_TYPES = {DS: "DEEPSPEED", FSDP: "FSDP", MEGATRON: "MEGATRON_LM"}
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
 
 
 def _dt(data: dict[str, Any]) -> str | None:
@@ -79,10 +67,10 @@ def _config_file(section: dict[str, Any]) -> str | None:
 
 def _processes(data: dict[str, Any]) -> tuple[int | None, int]:
     """(num_processes, num_machines) as accelerate launch uses them; num_processes is 1 for NO when absent."""
-    n = _int(data.get("num_processes"))
+    n = whole_number(data.get("num_processes"))
     if n is None and "num_processes" not in data and data.get("distributed_type") == "NO":
         n = 1  # ClusterConfig.process_config: for the string NO only, not for an unquoted NO (false)
-    m = _int(data.get("num_machines", 1))
+    m = whole_number(data.get("num_machines", 1))
     return (n if n is not None and n > 0 else None), (m if m is not None and m > 0 else 1)
 
 
@@ -104,7 +92,7 @@ def distributed_type_and_sections(ctx: RuleContext) -> Iterable[Finding]:
     flattened = {home_section(str(k)) for k in data}
     for key, wanted in _SECTION_TYPES.items():
         section = data.get(key)
-        if dt == wanted and not _dict(section) and key not in flattened:
+        if dt == wanted and not as_dict(section) and key not in flattened:
             defaults = {
                 DS: "ZeRO stage 2, no offload, gradient_accumulation_steps 1",
                 FSDP: "FSDP1, FULL_SHARD, no auto wrap (the whole model one unit)",
@@ -113,7 +101,7 @@ def distributed_type_and_sections(ctx: RuleContext) -> Iterable[Finding]:
             yield ("warning", ("distributed_type",),
                    f"distributed_type is {dt} but there is no {key} section: accelerate uses its defaults "
                    f"({defaults}) unless your script passes its own plugin")
-        elif dt != wanted and _dict(section):
+        elif dt != wanted and as_dict(section):
             yield ("warning", (key,),
                    f"{key} is ignored: distributed_type is {dt}, and accelerate only reads {key} with "
                    f"distributed_type: {wanted}")
@@ -165,7 +153,7 @@ def processes_and_machines(ctx: RuleContext) -> Iterable[Finding]:
                f"number per machine, and accelerate starts {n} // {m} = {per} per machine"
                + (" (none: the launch fails)" if per == 0 else f" ({per * m} in all)")
                + f"; make num_processes a multiple of {m}")
-    rank = _int(data.get("machine_rank"))
+    rank = whole_number(data.get("machine_rank"))
     if rank is not None and rank >= m:
         yield ("error", ("machine_rank",),
                f"machine_rank {rank} does not exist with num_machines {m}: ranks go from 0 to {m - 1}")
@@ -239,14 +227,14 @@ def multi_machine(ctx: RuleContext) -> Iterable[Finding]:
     machine only); the DeepSpeed launchers other than "standard" start every machine from a hostfile."""
     data = ctx.data
     n, m = _processes(data)
-    ds = _dict(data.get(DS))
+    ds = as_dict(data.get(DS))
     launcher = ds.get("deepspeed_multinode_launcher", "pdsh")
     hostfile_launch = _dt(data) == "DEEPSPEED" and launcher != "standard"
     if m > 1 and not data.get("main_process_ip") and not hostfile_launch:
         yield ("error", ("num_machines",),
                f"{m} machines but no main_process_ip: the processes on the other machines cannot find machine 0; "
                f"set main_process_ip to an address of machine 0 that all machines reach")
-    port = _int(data.get("main_process_port"))
+    port = whole_number(data.get("main_process_port"))
     if port == 0 and m > 1:
         yield ("error", ("main_process_port",),
                "main_process_port 0 (pick a free port) only works on one machine: the other machines must know "
@@ -290,7 +278,7 @@ def deepspeed_config_file_excludes_inline(ctx: RuleContext) -> Iterable[Finding]
     mixed_precision when the YAML sets it, even to 'no') in ACCELERATE_CONFIG_DS_FIELDS; with a config file every
     process stops when one of them is a setting the file must carry."""
     data = ctx.data
-    ds = _dict(data.get(DS))
+    ds = as_dict(data.get(DS))
     ref = _config_file(ds)
     if ref is None or _dt(data) not in (None, "DEEPSPEED"):
         return
@@ -327,9 +315,9 @@ def precision_agrees_with_deepspeed(ctx: RuleContext) -> Iterable[Finding]:
     ds = ctx.deepspeed
     if not isinstance(ds, dict) or mp not in ("no", "fp16", "bf16", "fp8"):
         return
-    fp16 = _dict(ds.get("fp16"))
+    fp16 = as_dict(ds.get("fp16"))
     bf16_key = "bf16" if "bf16" in ds or "bfloat16" not in ds else "bfloat16"
-    bf16 = _dict(ds.get(bf16_key))
+    bf16 = as_dict(ds.get(bf16_key))
     want = {"fp16": "fp16", "bf16": "bf16", "fp8": "bf16"}.get(mp)  # fp8 runs on bf16 in DeepSpeed
     on = [(k, s) for k, s in (("fp16", fp16), (bf16_key, bf16)) if _on(s.get("enabled"))]
     for key, _section in on:
@@ -459,7 +447,7 @@ def fsdp_rules(ctx: RuleContext) -> Iterable[Finding]:
         yield ("warning", size_path,
                f"fsdp_min_num_params is ignored: fsdp_auto_wrap_policy is {policy}; set it to SIZE_BASED_WRAP to wrap "
                f"by size")
-    elif policy == "SIZE_BASED_WRAP" and _int(min_params) == 0:
+    elif policy == "SIZE_BASED_WRAP" and whole_number(min_params) == 0:
         yield ("warning", size_path, "fsdp_min_num_params 0: accelerate then wraps nothing (the whole model one "
                                      "FSDP unit); give a parameter count such as 100000000")
 
@@ -521,7 +509,7 @@ def _strategy(value: Any) -> str | None:
     """A sharding strategy as accelerate resolves it: a name in any case, or its number 1-5."""
     if isinstance(value, str) and value.upper() in SHARDING_STRATEGIES:
         return value.upper()
-    number = _int(value) if not isinstance(value, str) else int(value) if value.isdigit() else None
+    number = whole_number(value) if not isinstance(value, str) else int(value) if value.isdigit() else None
     if number is not None and 1 <= number <= len(SHARDING_STRATEGIES):
         return SHARDING_STRATEGIES[number - 1]
     return None
@@ -537,9 +525,9 @@ def megatron_rules(ctx: RuleContext) -> Iterable[Finding]:
     mg = data.get(MEGATRON)
     if _dt(data) != "MEGATRON_LM" or not isinstance(mg, dict):
         return
-    tp = _int(mg.get("megatron_lm_tp_degree", 1)) or 1
-    pp = _int(mg.get("megatron_lm_pp_degree", 1)) or 1
-    cp = _int(mg.get("megatron_lm_context_parallel_size", 1)) or 1
+    tp = whole_number(mg.get("megatron_lm_tp_degree", 1)) or 1
+    pp = whole_number(mg.get("megatron_lm_pp_degree", 1)) or 1
+    cp = whole_number(mg.get("megatron_lm_context_parallel_size", 1)) or 1
     n, _ = _processes(data)
     if n is not None and n % (tp * pp * cp):
         parts = f"tp_degree {tp} x pp_degree {pp}" + (f" x context_parallel_size {cp}" if cp > 1 else "")
@@ -562,7 +550,7 @@ def parallelism_sizes(ctx: RuleContext) -> Iterable[Finding]:
     if not isinstance(pc, dict) or not pc:
         return
     names = ("dp_replicate_size", "dp_shard_size", "tp_size", "cp_size", "sp_size")
-    sizes = {k: _int(pc.get(f"parallelism_config_{k}", 1)) for k in names}
+    sizes = {k: whole_number(pc.get(f"parallelism_config_{k}", 1)) for k in names}
     if any(v is None or v < 1 for v in sizes.values()):
         return  # the value check speaks
     if sizes["cp_size"] > 1 and sizes["sp_size"] > 1:  # type: ignore[operator]
@@ -595,7 +583,7 @@ def notes(ctx: RuleContext) -> Iterable[Finding]:
                "fp8 needs a Hopper or Ada GPU (compute capability 8.9+, e.g. H100, L4, RTX 4090) and an FP8 library "
                "(torchao, Transformer Engine or MS-AMP): without the library accelerate launch refuses, on an older "
                "GPU accelerate falls back to fp16")
-    if _dict(data.get("fp8_config")) and data.get("mixed_precision") != "fp8":
+    if as_dict(data.get("fp8_config")) and data.get("mixed_precision") != "fp8":
         yield ("warning", ("fp8_config",), "fp8_config is ignored: mixed_precision is not fp8")
     if "dynamo_backend" in data and "dynamo_config" in data:
         yield ("warning", ("dynamo_config",),

@@ -25,7 +25,7 @@ from traindeck.backend.config.deepspeed_schema import (
     ZeroOptimization,
 )
 from traindeck.backend.config.schema import FieldSpec, fields_of
-from traindeck.backend.config.validate import Finding, RuleContext, rule, suggest
+from traindeck.backend.config.validate import Finding, RuleContext, as_dict, rule, suggest, whole_number
 
 ZERO = "zero_optimization"
 OFFLOADS = ("offload_param", "offload_optimizer")
@@ -39,19 +39,6 @@ AIO_DEFAULTS = ("block_size 1048576, queue_depth 8, intra_op_parallelism 1, sing
                 "overlap_events true, use_gds false")
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _int(value: Any) -> int | None:
-    """A whole number as DeepSpeed would use it (JSON 5e8 included); None for anything else."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
 
 
 def _number(value: Any) -> float | None:
@@ -63,15 +50,15 @@ def _stage(ds: dict[str, Any]) -> int | None:
     zero = ds.get(ZERO, {})
     if not isinstance(zero, dict):
         return None
-    stage = _int(zero.get("stage", 0))
+    stage = whole_number(zero.get("stage", 0))
     return stage if stage in (0, 1, 2, 3) else None
 
 
 def _bf16(ds: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The bf16 section DeepSpeed reads: "bf16", else the old "bfloat16" (precision_config.get_bfloat16_config)."""
     if "bf16" in ds or "bfloat16" not in ds:
-        return "bf16", _dict(ds.get("bf16"))
-    return "bfloat16", _dict(ds.get("bfloat16"))
+        return "bf16", as_dict(ds.get("bf16"))
+    return "bfloat16", as_dict(ds.get("bfloat16"))
 
 
 def _device(zero: dict[str, Any], which: str) -> str | None:
@@ -87,7 +74,7 @@ def _device(zero: dict[str, Any], which: str) -> str | None:
 
 def _offload_path(zero: dict[str, Any], which: str) -> tuple[str, ...]:
     if which in zero:
-        return (ZERO, which, "device") if "device" in _dict(zero[which]) else (ZERO, which)
+        return (ZERO, which, "device") if "device" in as_dict(zero[which]) else (ZERO, which)
     return (ZERO, {"offload_param": "cpu_offload_param", "offload_optimizer": "cpu_offload"}[which])
 
 
@@ -105,7 +92,7 @@ def offload_param_below_stage3(ctx: RuleContext) -> Iterable[Finding]:
     """offload_param is passed only to the stage-3 optimizer and zero.Init (engine._configure_zero_optimizer):
     stages 1-2 never look at it."""
     ds, stage = ctx.data, _stage(ctx.data)
-    zero = _dict(ds.get(ZERO))
+    zero = as_dict(ds.get(ZERO))
     device = _device(zero, "offload_param")
     if device and stage is not None and stage < 3:
         yield ("warning", _offload_path(zero, "offload_param"),
@@ -119,7 +106,7 @@ def offload_optimizer_needs_zero(ctx: RuleContext) -> Iterable[Finding]:
     DeepSpeedCPUAdam (or refuses the script's optimizer) while nothing is partitioned and moved to the CPU; on GPUs
     the first step fails in cpu_adam.py. Stages 1-2: stage_1_and_2.py treats any device but 'none' as CPU memory."""
     ds, stage = ctx.data, _stage(ctx.data)
-    zero = _dict(ds.get(ZERO))
+    zero = as_dict(ds.get(ZERO))
     device = _device(zero, "offload_optimizer")
     if not device or stage is None:
         return
@@ -139,8 +126,8 @@ def offload_optimizer_needs_zero(ctx: RuleContext) -> Iterable[Finding]:
 @rule("deepspeed")
 def partial_offload_needs_stage3(ctx: RuleContext) -> Iterable[Finding]:
     """zero/config.py offload_ratio_check: assert stage == 3 when offload_optimizer.ratio < 1."""
-    zero = _dict(ctx.data.get(ZERO))
-    ratio = _number(_dict(zero.get("offload_optimizer")).get("ratio"))
+    zero = as_dict(ctx.data.get(ZERO))
+    ratio = _number(as_dict(zero.get("offload_optimizer")).get("ratio"))
     stage = _stage(ctx.data)
     if ratio is not None and ratio < 1.0 and stage is not None and stage != 3:
         yield ("error", (ZERO, "offload_optimizer", "ratio"),
@@ -153,10 +140,10 @@ def nvme_offload_settings(ctx: RuleContext) -> Iterable[Finding]:
     """nvme without nvme_path: os.path.join(None, ...) in the swappers, or partition_parameters' assert.
     nvme without "aio": get_aio_config returns AIO_DEFAULT_DICT."""
     ds, stage = ctx.data, _stage(ctx.data)
-    zero = _dict(ds.get(ZERO))
+    zero = as_dict(ds.get(ZERO))
     used = []
     for which in OFFLOADS:
-        section = _dict(zero.get(which))
+        section = as_dict(zero.get(which))
         if section.get("device") != "nvme":
             continue
         path = section.get("nvme_path")
@@ -215,7 +202,7 @@ def zero_start_up_refusals(ctx: RuleContext) -> Iterable[Finding]:
     """Combinations DeepSpeed's ZeRO code asserts against when it builds the optimizer (stage_1_and_2.py,
     stage3.py, zero/config.py validators, engine._configure_zero_optimizer)."""
     ds, stage = ctx.data, _stage(ctx.data)
-    zero = _dict(ds.get(ZERO))
+    zero = as_dict(ds.get(ZERO))
     if stage is None:
         return
     reduce_scatter = zero.get("reduce_scatter", True) is not False
@@ -265,7 +252,7 @@ def zero_start_up_refusals(ctx: RuleContext) -> Iterable[Finding]:
 @rule("deepspeed")
 def precision(ctx: RuleContext) -> Iterable[Finding]:
     ds, stage = ctx.data, _stage(ctx.data)
-    fp16 = _dict(ds.get("fp16"))
+    fp16 = as_dict(ds.get("fp16"))
     bf16_key, bf16 = _bf16(ds)
     if fp16.get("enabled") is True and bf16.get("enabled") is True:
         yield ("error", (bf16_key, "enabled"),
@@ -288,7 +275,7 @@ def precision(ctx: RuleContext) -> Iterable[Finding]:
         yield ("error", (bf16_key, "bf16_optimizer_states"),
                "bf16_optimizer_states needs \"bf16_master_weights_and_grads\": true: DeepSpeed stops at start-up")
     model = "fp16" if fp16.get("enabled") is True else "bf16" if bf16.get("enabled") is True else "fp32"
-    types = _dict(ds.get("data_types"))
+    types = as_dict(ds.get("data_types"))
     param = _dtype(types.get("param_dtype"))
     if param is not None and param != model and "auto" not in (fp16.get("enabled"), bf16.get("enabled")):
         yield ("error", ("data_types", "param_dtype"),
@@ -326,9 +313,9 @@ def optimizer_kind(name: str) -> str | None:
 @rule("deepspeed")
 def optimizer_rules(ctx: RuleContext) -> Iterable[Finding]:
     ds, stage = ctx.data, _stage(ctx.data)
-    optimizer = _dict(ds.get("optimizer"))
+    optimizer = as_dict(ds.get("optimizer"))
     name = optimizer.get("type")
-    zero = _dict(ds.get(ZERO))
+    zero = as_dict(ds.get(ZERO))
     if isinstance(name, str):
         kind = optimizer_kind(name)
         if kind is None:
@@ -369,7 +356,7 @@ def optimizer_rules(ctx: RuleContext) -> Iterable[Finding]:
 @rule("deepspeed")
 def scheduler_type(ctx: RuleContext) -> Iterable[Finding]:
     """engine._scheduler_from_config: getattr(lr_schedules, name), else torch.optim.lr_scheduler - exact case."""
-    name = _dict(ctx.data.get("scheduler")).get("type")
+    name = as_dict(ctx.data.get("scheduler")).get("type")
     if isinstance(name, str) and name not in DEEPSPEED_SCHEDULERS + TORCH_SCHEDULERS:
         hint = suggest(name, DEEPSPEED_SCHEDULERS + TORCH_SCHEDULERS)
         yield ("error", ("scheduler", "type"),
@@ -420,13 +407,13 @@ def batch_size(ctx: RuleContext) -> Iterable[Finding]:
     ds = ctx.data
     keys = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
     raw = [ds.get(k) for k in keys]
-    if any(v is not None and _int(v) is None for v in raw):
+    if any(v is not None and whole_number(v) is None for v in raw):
         return  # "auto" or a wrong type: the auto rule / the value check speak
-    t, m, g = (_int(v) for v in raw)
+    t, m, g = (whole_number(v) for v in raw)
     if any(v is not None and v <= 0 for v in (t, m, g)):
         return  # out of range: the value check speaks
     ws = ctx.world_size
-    sp = _int(ds.get("sequence_parallel_size"))
+    sp = whole_number(ds.get("sequence_parallel_size"))
     if ws is not None and sp and sp > 1 and ws % sp == 0:
         ws //= sp  # DeepSpeedConfig: world size / sequence_parallel_size
     procs = "process" if ws == 1 else "processes"

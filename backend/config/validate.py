@@ -276,6 +276,22 @@ NUMBER_AS_TEXT = ("write it without quotes (YAML reads an exponent without a dec
                   "number, 1e-4 is not)")
 
 
+def as_dict(value: Any) -> dict[str, Any]:
+    """A section as the rules read it: the mapping, or empty for anything else (a wrong type has its own finding)."""
+    return value if isinstance(value, dict) else {}
+
+
+def whole_number(value: Any) -> int | None:
+    """A whole number as DeepSpeed and accelerate would use it (JSON's 5e8 included); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
 def looks_like_number(value: Any) -> bool:
     """Text that reads as a number ("1e-4", "0.9", "100")."""
     return isinstance(value, str) and _NUMBER_TEXT.fullmatch(value.strip()) is not None
