@@ -181,13 +181,15 @@ def build_plan(
         if request.hostfile is not None:  # every node through DeepSpeed's pdsh runner (backend/nodes)
             # The preset's variables travel to every node too, under the user's own.
             nodes = multi_node(request.hostfile, run_dir, ssh_port=request.ssh_port,
-                               overrides={**preset_env, **request.env}, env=env, cwd=cwd, python=python)
+                               overrides={**preset_env, **request.env}, env=env, cwd=cwd, python=python,
+                               include=_option_in(argv, "--include"), num_nodes=request.num_nodes,
+                               num_gpus=int(_option_in(argv, "--num_gpus") or 0) or None)
             argv += nodes.argv
             files.update(nodes.files)
             env.update(nodes.env)
             errors += nodes.errors
             warnings += nodes.warnings
-            nproc = nodes.ranks if request.nproc is None else nproc
+            nproc = nodes.ranks or nproc
         if request.entry == "command":
             warnings.append(deepspeed_command_note(target, python))
         if ds_path and not _mentions_deepspeed_config(request.script_args):
@@ -438,6 +440,11 @@ def _deepspeed_argv(request: LaunchRequest, python: str, nproc: int, port: int |
             errors.append(f"the number of nodes must be at least 1, not {request.num_nodes}")
         argv += ["--num_nodes", str(request.num_nodes)]
     return argv, nproc
+
+
+def _option_in(argv: Sequence[str], name: str) -> str | None:
+    """The value after `name` in the runner's argv, or None."""
+    return argv[argv.index(name) + 1] if name in argv[:-1] else None
 
 
 def _slots_in(include: str) -> int | None:

@@ -7,8 +7,9 @@ stop ends the ranks on every node through them while DeepSpeed's runner (whose S
 accelerate starts `deepspeed --hostfile H --no_local_rank --launcher pdsh --num_gpus P/M ...`: every host of the
 hostfile, in its order (pdsh's `--node_rank=%n`), with num_processes // num_machines ranks each. It copies the
 whole environment into `.deepspeed_env`, so the run's marker (TRAINDECK_RUN_ID) reaches the ranks on every node,
-where the agents find them. With an include or exclude filter DeepSpeed picks the hosts and ranks itself: no
-nodes.json then (the stop signals the runner, and says first what that does on the nodes).
+where the agents find them. An inclusion or exclusion filter picks the hosts and slots as DeepSpeed's runner does
+(hostfile.active_hosts); one that leaves a single host makes DeepSpeed start the run on this machine: no nodes.json
+then.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import yaml
 
 from traindeck.backend.core.fileio import atomic_write_text
-from traindeck.backend.nodes.hostfile import Host, HostfileError, read_hostfile
+from traindeck.backend.nodes.hostfile import HostfileError, active_hosts, read_hostfile
 from traindeck.backend.nodes.node_plan import NODES_FILE, nodes_document
 
 
@@ -69,18 +70,23 @@ def accelerate_nodes(config: Path, argv: Sequence[str], cwd: str, python: str) -
     ds = data.get("deepspeed_config")
     ds = ds if isinstance(ds, dict) else {}
     hostfile = _option(argv, "--deepspeed_hostfile") or ds.get("deepspeed_hostfile")
-    filtered = any(_option(argv, f"--deepspeed_{k}_filter") or ds.get(f"deepspeed_{k}_filter")
-                   for k in ("inclusion", "exclusion"))
-    if machines < 2 or launcher != "pdsh" or not hostfile or filtered:
+    exclude, include = (_option(argv, f"--deepspeed_{k}_filter") or ds.get(f"deepspeed_{k}_filter")
+                        for k in ("exclusion", "inclusion"))
+    if machines < 2 or launcher != "pdsh" or not hostfile:
         return None
     path = Path(str(hostfile))
+    # accelerate passes the exclusion filter, else the inclusion filter, else --num_gpus num_processes // machines
+    # (that many ranks on every host, whatever its slots).
+    per_node = _int(_option(argv, "--num_processes") or data.get("num_processes"), 0) // machines
     try:
-        hosts = read_hostfile(path if path.is_absolute() else Path(cwd) / path)
+        hosts = active_hosts(read_hostfile(path if path.is_absolute() else Path(cwd) / path),
+                             exclude=str(exclude) if exclude else None,
+                             include=None if exclude or not include else str(include),
+                             num_gpus=None if exclude or include or per_node < 1 else per_node)
     except HostfileError:
         return None
-    per_node = _int(_option(argv, "--num_processes") or data.get("num_processes"), 0) // machines
-    if per_node > 0:  # accelerate's --num_gpus: that many ranks on every host, whatever its slots
-        hosts = [Host(h.name, per_node, h.line) for h in hosts]
+    if len(hosts) < 2:  # DeepSpeed's runner starts a one-host run on this machine, without pdsh
+        return None
     return nodes_document(hosts, None, python)
 
 

@@ -89,7 +89,17 @@ def test_the_nodes_of_an_accelerate_pdsh_config_are_its_hostfiles_hosts_with_num
                    "ssh_port": None, "python": "/opt/py/bin/python"}
     four = accelerate_nodes(config, ["--config_file", str(config), "--num_processes", "8"], str(tmp_path), "py")
     assert four is not None and [h["ranks"] for h in four["hosts"]] == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    # DeepSpeed picks the hosts itself (a filter), another launcher, one machine, no DeepSpeed: no agents.
+    # A filter picks hosts and slots as DeepSpeed's runner does (the exclusion filter wins, as accelerate passes it).
+    (tmp_path / "hostfile3").write_text("node-a slots=8\nnode-b slots=8\nnode-c slots=4\n")
+    picked = _accelerate_config(tmp_path / "i.yaml", Path("hostfile3"), 1, tmp_path / "ds.json",
+                                deepspeed_inclusion_filter="node-c:1,3@node-a")
+    assert [(h["host"], h["ranks"]) for h in accelerate_nodes(picked, [], str(tmp_path), "py")["hosts"]] == [
+        ("node-a", list(range(8))), ("node-c", [8, 9])]
+    both = _accelerate_config(tmp_path / "b.yaml", Path("hostfile3"), 1, tmp_path / "ds.json",
+                              deepspeed_inclusion_filter="node-a", deepspeed_exclusion_filter="node-a")
+    assert [h["host"] for h in accelerate_nodes(both, [], str(tmp_path), "py")["hosts"]] == ["node-b", "node-c"]
+    # One host left (DeepSpeed then runs it on this machine), another launcher, one machine, no DeepSpeed: no
+    # agents.
     for other in (_accelerate_config(tmp_path / "f.yaml", Path("hostfile"), 1, tmp_path / "ds.json",
                                      deepspeed_exclusion_filter="node-b"),
                   _accelerate_config(tmp_path / "s.yaml", Path("hostfile"), 1, tmp_path / "ds.json",

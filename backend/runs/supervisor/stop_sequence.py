@@ -33,14 +33,13 @@ MULTINODE_RUNNER_SPARED = (
     "no SIGINT/SIGTERM (on either, the runner runs `pkill -f` for every DeepSpeed launcher of this Python on the "
     "nodes, other runs' included): they end when the ranks do, or get SIGKILL after the grace period")
 
-# The paths that still signal the runner: the script's own multi-node settings, accelerate's with an include or
-# exclude filter (DeepSpeed picks the nodes' ranks itself), a run started without traindeck's launch.
+# The paths that still signal the runner: the script's own multi-node settings, a hostfile that could not be read
+# when the run started, a run started without traindeck's launch.
 PDSH_RUNNER_SIGNALLED = (
-    "multi-node run through pdsh without traindeck's node agents (started by the script's own multi-node settings, "
-    "or by accelerate's with an include or exclude filter): DeepSpeed's runner gets the stop's signals, and on "
-    "SIGINT or SIGTERM it runs `pkill -f` for every DeepSpeed launcher of this Python on its nodes, other runs' "
-    "included (DeepSpeed #6807); launch with traindeck's --hostfile (or accelerate's deepspeed_hostfile without a "
-    "filter) to have each node's ranks stopped by an agent instead")
+    "multi-node run through pdsh without traindeck's node agents (started by the script's own multi-node settings): "
+    "DeepSpeed's runner gets the stop's signals, and on SIGINT or SIGTERM it runs `pkill -f` for every DeepSpeed "
+    "launcher of this Python on its nodes, other runs' included (DeepSpeed #6807); launch with traindeck's "
+    "--hostfile (or accelerate's deepspeed_hostfile) to have each node's ranks stopped by an agent instead")
 # pdsh's process names: Debian's and Ubuntu's /usr/bin/pdsh is a script that execs /usr/bin/pdsh.bin (as "pdsh").
 PDSH_NAMES = frozenset({"pdsh", "pdsh.bin"})
 
