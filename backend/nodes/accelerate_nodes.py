@@ -63,6 +63,11 @@ def accelerate_nodes(config: Path, argv: Sequence[str], cwd: str, python: str) -
         data = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
     except (OSError, ValueError, yaml.YAMLError):
         return None
+    return accelerate_nodes_of(data, argv, cwd, python)
+
+
+def accelerate_nodes_of(data: Any, argv: Sequence[str], cwd: str, python: str) -> dict[str, Any] | None:
+    """accelerate_nodes for the config's loaded content."""
     runner = deepspeed_runner(data, argv)
     if runner is None:
         return None

@@ -1,6 +1,6 @@
 """The per-node agent: reports one node's part of a run to the supervisor's node watch, over ssh.
 
-Started on each node as `PYTHON -c <this file's text> RUN_ID NODE_RANK RANKS` through the same ssh the run uses,
+Started on each node as `PYTHON -c <this file's text> RUN_ID NODE_RANK RANKS [STEPS_DIR]` through the same ssh the run uses,
 so it needs nothing installed there but the training interpreter (psutil comes with DeepSpeed). It writes one
 JSON line per second on stdout (the ssh channel back): the node's rank processes (pid, rank, RSS, CPU), host CPU
 and RAM, GPUs when NVML can be read, and each rank's end the moment it is seen (rank pids are polled every 50 ms,
@@ -8,6 +8,11 @@ so the first of two ranks to die is told apart). It reads commands on stdin: `si
 the run's processes on this node (its ranks and DeepSpeed's launch.py for this node). When stdin closes (the
 watch, or the ssh, is gone) it ends whatever of the run is left on this node and exits: nothing of a run outlives
 the run's supervisor on any node.
+
+It also sends back this node's ranks' step timing: each rank writes <STEPS_DIR>/rank<R>.jsonl on this node (the
+run's environment file names the folder), and the agent passes its complete lines on as `steps` events (every
+second, and a rank's last lines as soon as the rank has ended, before its end is told); the watch appends them to
+the run directory's steps/. When the watch closes, the files it was sent whole are removed.
 
 The run's processes on this node are found by the marker the run's environment file carries (TRAINDECK_RUN_ID),
 the rank by RANK, and this node's launch.py by its `--node_rank=N`. Standard library and psutil only; Python 3.6 syntax (no annotations).
@@ -29,6 +34,7 @@ except ImportError:  # still reports liveness and ends; resources are then unkno
 FULL_SCAN_S = 1.0
 LIVENESS_S = 0.05
 MARKER = "TRAINDECK_RUN_ID"
+STEPS_CHUNK = 256 * 1024  # the most of one rank's step lines sent in one event
 
 
 def _environ(pid):
@@ -54,8 +60,12 @@ def _cmdline(pid):
 
 
 class Agent:
-    def __init__(self, run_id, node_rank, ranks, out):
+    def __init__(self, run_id, node_rank, ranks, out, steps_dir=None):
         self.run_id, self.node_rank, self.ranks, self.out = run_id, node_rank, set(ranks), out
+        self.steps_dir = os.path.expanduser(steps_dir) if steps_dir else None
+        self.steps_sent = {}  # rank -> bytes of its step file sent
+        self.steps_lock = threading.Lock()
+        self.relayed_all = False  # every step line was sent when the watch asked what is left (its end)
         self.ranks_seen = {}  # pid -> rank
         self.others = set()  # this node's launch.py and anything else of the run that is not a rank
         self.ended = set()
@@ -109,6 +119,7 @@ class Agent:
             if not self.alive(pid):
                 del self.ranks_seen[pid]
                 self.ended.add(pid)
+                self.send_steps([rank])  # its last lines (written at its exit) before its end is told
                 self.emit({"event": "rank_ended", "rank": rank, "pid": pid})
         for pid in list(self.others):
             if not self.alive(pid):
@@ -136,6 +147,61 @@ class Agent:
             data["ram_total"] = memory.total
         data["gpus"] = _gpus()
         self.emit(data)
+
+    def send_steps(self, ranks=None):
+        """The complete step lines written since the last call by `ranks` (default: all of this node's), as
+        `steps` events; whether every file has been sent to its end."""
+        if not self.steps_dir:
+            return True
+        whole = True
+        with self.steps_lock:
+            for rank in sorted(self.ranks if ranks is None else ranks):
+                path = os.path.join(self.steps_dir, f"rank{rank}.jsonl")
+                sent = self.steps_sent.get(rank, 0)
+                while True:
+                    try:
+                        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+                    except OSError:
+                        break
+                    try:
+                        size = os.fstat(fd).st_size
+                        data = os.pread(fd, min(STEPS_CHUNK, size - sent), sent) if size > sent else b""
+                    except OSError:
+                        data = b""
+                    finally:
+                        os.close(fd)
+                    end = data.rfind(b"\n")
+                    if end < 0:
+                        if len(data) >= STEPS_CHUNK:  # one line longer than any the hook writes: skipped
+                            sent += len(data)
+                            self.steps_sent[rank] = sent
+                            continue
+                        whole = whole and not data
+                        break
+                    lines = data[:end].decode("utf-8", "replace").split("\n")
+                    self.emit({"event": "steps", "rank": rank, "lines": lines})
+                    if self.gone.is_set():
+                        return False
+                    sent += end + 1
+                    self.steps_sent[rank] = sent
+        return whole
+
+    def remove_steps(self):
+        """At the end, after the watch was sent every line (its `left`): the step files, each only if nothing was
+        written to it since, and their folder once empty: nothing of the run stays on the node."""
+        if not self.steps_dir or not self.relayed_all:
+            return
+        for rank in self.ranks:
+            path = os.path.join(self.steps_dir, f"rank{rank}.jsonl")
+            try:
+                if os.lstat(path).st_size == self.steps_sent.get(rank, 0):
+                    os.unlink(path)
+            except OSError:
+                pass
+        try:
+            os.rmdir(self.steps_dir)
+        except OSError:
+            pass  # another node's ranks (a shared home) still write there
 
     def send(self, signum):
         count = 0
@@ -194,6 +260,7 @@ def _commands(agent, done):
             agent.send(getattr(signal, words[1]))
         elif words == ["left"]:
             agent.scan()
+            agent.relayed_all = agent.send_steps()  # every line written, before the answer the watch's end waits for
             agent.emit({"event": "left", "pids": agent.leftovers()})
     done.set()
 
@@ -201,7 +268,7 @@ def _commands(agent, done):
 def main(argv):
     run_id, node_rank, ranks = argv[0], int(argv[1]), [int(r) for r in argv[2].split(",") if r]
     out = os.fdopen(os.dup(1), "w")
-    agent = Agent(run_id, node_rank, ranks, out)
+    agent = Agent(run_id, node_rank, ranks, out, steps_dir=argv[3] if len(argv) > 3 else None)
     done = agent.gone  # stdin's end and a broken channel back end the watch alike
     reader = threading.Thread(target=_commands, args=(agent, done))
     reader.daemon = True
@@ -214,9 +281,11 @@ def main(argv):
         if now - last_scan >= FULL_SCAN_S:
             agent.scan()
             agent.sample()
+            agent.send_steps()
             last_scan = now
         done.wait(LIVENESS_S)
     agent.end_all()
+    agent.remove_steps()
     return 0
 
 

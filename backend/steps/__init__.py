@@ -3,7 +3,8 @@
 Modules:
 - `records`: `StepRecord` (one step of one rank) and `HookReport` (what a rank's timing attached to), read from
   the lines the run's site hook writes;
-- `side_channel`: `StepFiles`, the bounded incremental reader of <run dir>/steps/rank<R>.jsonl;
+- `side_channel`: `StepFiles`, the bounded incremental reader of <run dir>/steps/rank<R>.jsonl, and
+  `RelayedSteps`, the writer of the lines the node agents send back from ranks on other machines;
 - `anatomy`: `StepAnatomy`, `RankAnatomy` (per-rank medians, peaks), the bounds, the slow-down;
 - `facts`: `RunFacts`, what the run's set-up says (its DeepSpeed config, cores, estimate);
 - `memory`: per-rank GPU memory verdicts (fragmentation, estimate against the measured peak) from the step records

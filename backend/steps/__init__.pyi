@@ -25,5 +25,6 @@ from .records import PHASES as PHASES
 from .records import HookReport as HookReport
 from .records import StepRecord as StepRecord
 from .report import anatomy_table as anatomy_table
+from .side_channel import RelayedSteps as RelayedSteps
 from .side_channel import StepFiles as StepFiles
 from .verdict import analyse as analyse

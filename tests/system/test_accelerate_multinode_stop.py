@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -18,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from support.runhelp import BEHAVE, get, job_env, launch, ranks, wait_finished, wait_until
+from support.runhelp import BEHAVE, DEMO, get, job_env, launch, ranks, wait_finished, wait_until
 from support.sshnodes import SshNodes  # the ssh_nodes session fixture comes from conftest.py
 
 from traindeck.backend.nodes.accelerate_nodes import accelerate_nodes
@@ -238,3 +239,38 @@ def test_stopping_an_accelerate_pdsh_run_ends_its_ranks_on_every_node_and_spares
     assert not _launchers(port)
     for pid in node_ranks:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_an_accelerate_pdsh_runs_step_timing_comes_back_from_every_machine(
+        ssh_nodes: SshNodes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """accelerate copies the run's environment to every machine, the folder each rank times its steps into
+    included; the node agents send the lines back, so both machines' ranks are in the run's step timing."""
+    from traindeck.backend.launch.builders import LaunchRequest
+    from traindeck.backend.runs.control.new_run import launch_run
+
+    _ssh_on_path(ssh_nodes, tmp_path, monkeypatch)
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1,
+                              "zero_optimization": {"stage": 0}}))  # the script makes its optimizer
+    config = _accelerate_config(tmp_path / "accelerate.yaml", ssh_nodes.hostfile(tmp_path / "hostfile"),
+                                _free_port(), ds)
+    data = yaml.safe_load(config.read_text())
+    del data["mixed_precision"]  # the Accelerator refuses it beside a deepspeed_config_file
+    config.write_text(yaml.safe_dump(data))
+    request = LaunchRequest(script=str(DEMO), script_args=["--steps", "30", "--step-time", "0.02", "--no-tqdm"],
+                            launcher="accelerate", config_file=config, cwd=tmp_path,
+                            env={k: v for k, v in job_env().items() if k == "TORCH_EXTENSIONS_DIR"})
+    outcome = launch_run(request, name="accelerate-two-machines-steps")
+    assert outcome.record is not None, outcome.plan.errors
+    done = wait_finished(outcome.record.id, 900)
+    assert done.state == "succeeded", (done.state, done.diagnosis)
+    with RunStore() as store:
+        steps = store.steps(done.id)
+    assert {r.rank for r in steps} == {0, 1}, len(steps)
+    assert min(max(r.step for r in steps if r.rank == rank) for rank in (0, 1)) >= 29
+    # Sent back by the agents, not written into the run directory by the ranks (the loopback nodes share this
+    # machine's disk, which real nodes do not).
+    said = wait_until(lambda: re.search(r"step timing lines sent back by the nodes: rank 0 from 127\.0\.0\.2: "
+                                        r"(\d+), rank 1 from 127\.0\.0\.3: (\d+)",
+                                        Path(done.run_dir, "nodes.log").read_text()), timeout=120, interval=0.5)
+    assert said and min(int(n) for n in said.groups()) >= 30, Path(done.run_dir, "nodes.log").read_text()[-2000:]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -99,6 +100,32 @@ def test_a_two_node_run_streams_both_nodes_and_a_rank_killed_on_node_2_is_diagno
                            for e in _events(run_id)) == 2, timeout=120, interval=1.0)
     final = read_state(Path(done.run_dir))
     assert final is not None and all(n["peaks"].get("ram_used_bytes") for n in final["nodes"]), (final, events)
+
+
+@pytest.mark.slow
+def test_every_ranks_step_timing_comes_back_from_its_node_and_nothing_stays_there(
+        ssh_nodes: SshNodes, tmp_path: Path) -> None:  # noqa: F811
+    """Each rank writes its step timing on its own machine (the run directory is on this one); the node agents
+    send it back, so `traindeck steps` has every rank of the two nodes, and the files on the nodes are removed."""
+    run_id = _launch(ssh_nodes, tmp_path, steps=40)
+    done = wait_finished(run_id, 1500)
+    assert done.state == "succeeded", (done.state, done.state_detail)
+    out = subprocess.run([sys.executable, "-m", "traindeck", "steps", run_id, "--json"], capture_output=True,
+                         text=True, timeout=120)
+    anatomy = json.loads(out.stdout)
+    assert sorted(anatomy["ranks"]) == ["0", "1"], anatomy
+    for rank in ("0", "1"):
+        assert anatomy["ranks"][rank]["steps"] >= 30, anatomy["ranks"][rank]  # the steps after the first few
+        assert anatomy["ranks"][rank]["step_ms"] > 40, anatomy["ranks"][rank]  # --step-time 0.05: 50 ms a step
+    with RunStore() as store:  # in the store itself, not only in the files `steps` falls back to
+        assert {r.rank for r in store.steps(run_id)} == {0, 1}
+        assert max(r.step for r in store.steps(run_id, rank=1)) >= 39
+    assert {p.name for p in Path(done.run_dir, "steps").iterdir()} == {"rank0.jsonl", "rank1.jsonl"}
+    wait_until(lambda: re.search(r"step timing lines sent back by the nodes: rank 0 from 127\.0\.0\.2: \d+, rank 1 "
+                                 r"from 127\.0\.0\.3: \d+", Path(done.run_dir, "nodes.log").read_text()),
+               timeout=120, interval=0.5)
+    on_node = Path("~root/.cache/traindeck/node-steps", run_id).expanduser()  # the nodes' user (sshnodes.py)
+    wait_until(lambda: not on_node.exists(), timeout=60, interval=0.5)
 
 
 @pytest.mark.slow

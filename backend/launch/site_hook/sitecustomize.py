@@ -362,7 +362,8 @@ def _remove_quietly(path):
 
 
 def _arm_step_timing():
-    if not os.environ.get("TRAINDECK_RUN_DIR") or os.environ.get("TRAINDECK_STEP_TIMING", "1") == "0":
+    if not (os.environ.get("TRAINDECK_RUN_DIR") or os.environ.get("TRAINDECK_STEPS_DIR")) \
+            or os.environ.get("TRAINDECK_STEP_TIMING", "1") == "0":
         return
     try:
         import _traindeck_steps

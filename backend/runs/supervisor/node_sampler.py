@@ -8,8 +8,12 @@ Started beside the supervisor (launch.py, like the sidecar) when the run has a n
   and whether the node is reachable (an agent's ssh that ends while the run runs: the node is unreachable);
 - passes a stop on to every node: when the run's stop file appears it sends SIGINT to the run's processes on each
   node through its agent, SIGTERM after the grace period, then SIGKILL (as the supervisor does here);
+- appends the step timing the agents send back (each node's ranks write it on their node) to the run
+  directory's steps/, where the supervisor reads it as a local rank's; what comes after the supervisor's last
+  read (the last steps of a rank far away) the watch adds to the store itself at its end;
 - when the run has ended, asks every agent what is left of the run on its node, records per node "nothing
-  left" / what is left / "unreachable: not confirmed" as run events, and closes the agents (which end leftovers).
+  left" / what is left / "unreachable: not confirmed" as run events, and closes the agents (which end leftovers
+  and remove the step files they sent).
 
 The supervisor reads nodes_state.json at the end (nodes/diagnose.py) to name the node of the first failing rank.
 """
@@ -26,11 +30,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from traindeck.backend.core.fileio import atomic_write_text
+from traindeck.backend.nodes.envfile import node_steps_dir
 from traindeck.backend.nodes.node_plan import read_nodes
 from traindeck.backend.nodes.ssh_argv import ssh_argv
 from traindeck.backend.runs.record.layout import RunDir
 from traindeck.backend.runs.record.run_store import RunStore
 from traindeck.backend.runs.supervisor.diary import log_to_stderr
+from traindeck.backend.steps import RelayedSteps
 
 STATE_FILE = "nodes_state.json"
 LOG = "nodes.log"
@@ -92,6 +98,9 @@ class NodeWatch:
         self.python = str(doc.get("python") or sys.executable)
         self.nodes = [Node(i, str(h["host"]), [int(r) for r in h["ranks"]]) for i, h in enumerate(doc["hosts"])]
         self.run_env = self._run_env()
+        self.steps = RelayedSteps(self.run_dir.path)
+        self.steps_lock = threading.Lock()
+        self.relayed: dict[int, int] = {}  # rank -> step lines its node sent back
 
     def _run_env(self) -> dict[str, str]:
         """The ssh options the run's pdsh got (PDSH_SSH_ARGS_APPEND, from the recorded command)."""
@@ -109,7 +118,8 @@ class NodeWatch:
     def start(self) -> None:
         source = AGENT_SOURCE.read_text(encoding="utf-8")
         for node in self.nodes:
-            remote = [self.python, "-c", source, self.run_dir.run_id, str(node.index), ",".join(map(str, node.ranks))]
+            remote = [self.python, "-c", source, self.run_dir.run_id, str(node.index), ",".join(map(str, node.ranks)),
+                      node_steps_dir(self.run_dir.run_id)]
             argv = ssh_argv(node.host, remote, port=self.ssh_port, env=self.run_env)
             try:
                 node.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -126,7 +136,14 @@ class NodeWatch:
                 data = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(data, dict):
+            if not isinstance(data, dict):
+                continue
+            if data.get("event") == "steps":
+                rank = data.get("rank")
+                if isinstance(rank, int) and rank in node.ranks:  # a node speaks for its own ranks only
+                    with self.steps_lock:
+                        self.relayed[rank] = self.relayed.get(rank, 0) + self.steps.append(rank, data.get("lines"))
+            else:
                 node.take(data)
         code = node.proc.wait()
         err = (node.proc.stderr.read() if node.proc.stderr else "").strip().splitlines()
@@ -142,6 +159,22 @@ class NodeWatch:
             node.reachable, node.said_unreachable = False, why
         self.store.add_event(self.run_dir.run_id, "node_unreachable", f"node {node.host} became unreachable: {why}")
         logger.warning("node %s unreachable: %s", node.host, why)
+
+    def _store_late_steps(self) -> None:
+        """The steps appended from a little before the run was seen ended (the supervisor's last read of the files
+        came at its end, shortly before): stored again where they were (one row a step), added where not."""
+        since = (self.ended_seen or time.time()) - 30.0
+        with self.steps_lock:
+            late = self.steps.records_since(since)
+            hosts = {rank: node.host for node in self.nodes for rank in node.ranks}
+            logger.info("step timing lines sent back by the nodes: %s", ", ".join(
+                f"rank {rank} from {hosts.get(rank)}: {count}" for rank, count in sorted(self.relayed.items()))
+                or "none")
+        if late:
+            try:
+                self.store.add_steps(self.run_dir.run_id, late)
+            except Exception as exc:  # noqa: BLE001 - the files keep them; `traindeck steps` reads those too
+                logger.warning("could not store the last relayed steps: %r", exc)
 
     def tell(self, node: Node, text: str) -> None:
         stdin: IO[str] | None = node.proc.stdin if node.proc is not None else None
@@ -167,6 +200,7 @@ class NodeWatch:
         while True:
             record = self.store.get_run(self.run_dir.run_id)
             if record is None or record.finished:
+                self.ended_seen = time.time()
                 break
             request = self.run_dir.stop_request()
             if request is not None and stop_at is None:
@@ -189,14 +223,19 @@ class NodeWatch:
             time.sleep(0.5)
         self.confirm()
 
+    ended_seen: float | None = None
+
     def confirm(self) -> None:
-        """Per node: is anything of the run left there? Asked of each agent, said as a run event."""
+        """Per node: is anything of the run left there? Asked of each agent (which first sends its ranks' last
+        step lines), said as a run event. Then the step records that came after the supervisor's last read."""
         self.closing = True
         for node in self.nodes:
             node.answered.clear()
             self.tell(node, "left")
         for node in self.nodes:
             node.answered.wait(timeout=15.0)
+        self._store_late_steps()
+        for node in self.nodes:
             if not node.reachable:
                 text, kind = f"node {node.host}: unreachable, so nothing could be confirmed there", "unconfirmed"
             elif node.left is None:
