@@ -308,6 +308,46 @@ def test_a_run_whose_log_has_no_step_numbers_is_stepped_by_its_timed_steps_in_co
         assert view.phase_curve(upper).opts["fillLevel"] is None  # no fill down to zero over the bands below
 
 
+def test_a_page_opened_on_the_offload_tab_reads_the_run_chosen(qtbot, traindeck_home):
+    """The person left the Monitor on its Offload tab: the next session opens on it, and a run chosen there is read
+    (not "Choose a run above" beside the chosen run)."""
+    from traindeck.backend.core.paths import run_store_path
+    from traindeck.backend.monitor.demo import demo_samples, demo_steps
+    from traindeck.backend.monitor.sample_store import ResourceWriter
+    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+    from traindeck.backend.steps import StepRecord
+    from traindeck.gui.pages.monitor import TAB_KEY, MonitorPage
+
+    samples = demo_samples(seconds=120, end=time.time() - 60)
+    assert demo_steps(samples)
+    with RunStore() as store:
+        store.add_run(RunRecord(id="again-run-1", run_dir=str(traindeck_home), created_at=samples[0].t,
+                                name="again", state="succeeded", started_at=samples[0].t, ended_at=samples[-1].t))
+        store.add_steps("again-run-1", [
+            StepRecord(rank=0, step=step, t=t, step_ms=50.0, phases_ms={"forward": 20.0, "backward": 30.0})
+            for t, step in demo_steps(samples)])
+    writer = ResourceWriter(run_store_path(), "again-run-1", interval_s=1.0, started_at=samples[0].t)
+    for sample in samples:
+        writer.write(sample, commit=False)
+    writer.commit()
+    writer.close()
+    settings = QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat)
+    settings.setValue(TAB_KEY, "offload")
+    ctx = AppContext(settings=settings)
+    page = MonitorPage(ctx)
+    qtbot.addWidget(page)
+    try:
+        page.resize(1200, 800)
+        _start(page, qtbot)
+        assert page.tabs.currentWidget() is page.offload
+        page.picker.choose(RunChoice("again-run-1", "again", "succeeded", None, samples[0].t))
+        qtbot.waitUntil(lambda: page.offload.view.phases.point_count("backward") > 0, timeout=WAIT_MS)
+        assert page.offload.view.stack.currentIndex() == 1
+    finally:
+        page.shutdown()
+        ctx.tasks.wait(10000)
+
+
 def test_a_recording_that_outlived_its_ranks_names_their_last_figures_in_the_legends(page, qtbot, traindeck_home):
     """A lost run's recording ends with samples taken after its ranks had gone (host figures only): the run's totals
     end in a gap there, yet their legends say their last figures as the ranks' own lines do."""
