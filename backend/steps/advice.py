@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from traindeck.backend.steps.anatomy import BOUND_WORDS, RankAnatomy
+from traindeck.backend.steps.anatomy import BOUND_WORDS, RankAnatomy, lagging
 from traindeck.backend.steps.facts import RunFacts
 from traindeck.backend.steps.memory import memory_advice
 
@@ -71,14 +71,12 @@ def describe_bound(bound: str, slowest: RankAnatomy, ranks: Mapping[int, RankAna
         devices = [k for k in ("offload_optimizer", "offload_param") if _offload_device(zero, k) == "nvme"]
         if devices:
             said += f" ({' and '.join(devices)} on NVMe)"
-    if len(ranks) > 1:
-        others = [a for a in ranks.values() if a.rank != slowest.rank]
-        fastest = min(others, key=lambda a: a.own_work_ms)
-        gap = slowest.own_work_ms - fastest.own_work_ms
-        if fastest.own_work_ms > 0 and gap / fastest.own_work_ms >= 0.25 and gap >= 1.0:
-            said += (f"; rank {slowest.rank} is the slowest: {slowest.own_work_ms:.0f} ms of its own work per step, "
-                     f"{gap:.0f} ms ({gap / fastest.own_work_ms:.0%}) more than rank {fastest.rank}, "
-                     f"which waits for it in communication")
+    pair = lagging(ranks, slowest.rank)
+    if pair is not None:
+        fastest = pair[1]
+        said += (f"; rank {slowest.rank} is the slowest: {slowest.own_work_ms:.0f} ms of its own work per step, "
+                 f"{slowest.own_work_ms / fastest.own_work_ms:.1f}x rank {fastest.rank}'s "
+                 f"{fastest.own_work_ms:.0f} ms, so rank {fastest.rank} waits for it in communication")
     return said
 
 

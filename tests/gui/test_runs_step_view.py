@@ -111,6 +111,19 @@ def test_the_step_tab_shows_each_ranks_median_step_and_marks_the_slowest(qtbot, 
     assert len({bar.opts["brush"] for bar in panel._bars}) == len(PHASES)
 
 
+def test_evenly_matched_ranks_are_not_marked_slowest(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    record = add_run("balanced")
+    plant(record, steps(0, 12, backward=40.0), steps(1, 12, backward=41.0))  # rank 1 slower by 1 ms in 78
+    page = make_page()
+    panel = open_step_tab(qtbot, page, record.id)
+    assert [row[0] for row in table_cells(panel)] == ["0", "1"]
+    assert not panel.table.item(1, 0).font().bold()
+    box = panel.rank_box
+    assert [box.itemText(i) for i in range(box.count())] == ["All ranks side by side", "rank 0", "rank 1"]
+    assert "evenly matched" in panel.table.toolTip()
+    assert "is the slowest" not in panel.verdict.text()
+
+
 def test_the_rank_box_shows_one_ranks_latest_steps(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
     record = add_run("two ranks")
     many = RECENT_STEPS + 15

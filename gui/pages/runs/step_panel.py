@@ -49,6 +49,7 @@ TABLE_ROWS = 6  # ranks shown in the table before it scrolls
 COLUMNS = ("Rank", "Steps", *PHASES, "Step", "GPU peak", "Host peak")
 SLOWEST = "slowest"
 OUTLIER = 3.0  # a bar this many times the median bar is left off the y axis' fit (its time is written above it)
+TABLE_TIP = "Median of each phase per step (after the first steps) and its share of the step"
 NAMED_TICKS = 8  # more ranks than this: the ticks say the rank's number only
 
 
@@ -81,9 +82,8 @@ class StepBars:
 
 
 def rank_name(anatomy: StepAnatomy, rank: int) -> str:
-    """"rank 1", marked "(slowest)" where the run has more than one rank."""
-    slowest = rank == anatomy.slowest_rank and len(anatomy.ranks) > 1
-    return f"rank {rank}" + (f" ({SLOWEST})" if slowest else "")
+    """"rank 1", marked "(slowest)" where the others wait for it (not where the ranks are evenly matched)."""
+    return f"rank {rank}" + (f" ({SLOWEST})" if rank == anatomy.straggler else "")
 
 
 def step_bars(view: StepView, rank: int | None) -> StepBars:
@@ -113,7 +113,7 @@ def rank_rows(anatomy: StepAnatomy) -> list[RankRow]:
     for rank, a in sorted(anatomy.ranks.items()):
         total = sum(a.phases_ms.values()) or 1.0
         phases = [f"{a.phases_ms.get(p, 0.0):.1f} ms  {a.phases_ms.get(p, 0.0) / total:.0%}" for p in PHASES]
-        slowest = rank == anatomy.slowest_rank and len(anatomy.ranks) > 1
+        slowest = rank == anatomy.straggler
         rows.append(RankRow(cells=(f"{rank} ({SLOWEST})" if slowest else str(rank), str(a.steps), *phases,
                                    f"{a.step_ms:.1f} ms", format_bytes(a.peak_gpu_allocated),
                                    format_bytes(a.peak_host)), slowest=slowest))
@@ -170,7 +170,7 @@ class StepPanel(QWidget):
         self.table.setWordWrap(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
-        self.table.setToolTip("Median of each phase per step (after the first steps) and its share of the step")
+        self.table.setToolTip(TABLE_TIP)
         self.details = _label(wrap=True, selectable=True)
         self.details.setTextFormat(Qt.TextFormat.RichText)
         self.details.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
@@ -309,6 +309,8 @@ class StepPanel(QWidget):
 
     def _fill_table(self, anatomy: StepAnatomy) -> None:
         rows = rank_rows(anatomy)
+        even = len(anatomy.ranks) > 1 and anatomy.straggler is None
+        self.table.setToolTip(TABLE_TIP + ("; the ranks are evenly matched: none holds the others up" if even else ""))
         self.table.setRowCount(len(rows))
         for r, row in enumerate(rows):
             for c, text in enumerate(row.cells):
