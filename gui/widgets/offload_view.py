@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from traindeck.backend.monitor import summarize_steps
+from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.chart_axis import format_value
 from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.phase_colours import phase_colours
@@ -127,6 +128,15 @@ class OffloadView(QWidget):
         column.setSpacing(2)
         for chart in self.charts:
             column.addWidget(chart, 1)
+        # What is not drawn, and why (no GPU recorded, no step timed), in place of charts that would say only
+        # "waiting for data" for a run that will never have any.
+        self.note = QLabel()
+        self.note.setObjectName("offloadNote")
+        self.note.setWordWrap(True)
+        self.note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        set_muted(self.note)
+        self.note.hide()
+        column.addWidget(self.note)
 
         self.summary = QLabel()
         self.summary.setWordWrap(True)
@@ -220,7 +230,10 @@ class OffloadView(QWidget):
                     chart.remove_series(name)
                 chart.set_title(title)
                 chart.setToolTip(reason)
+                chart.hide()  # said in the note below the charts: their room goes to those with data
         else:
+            self.gpu.show()
+            self.pcie.show()
             self.gpu.set_series("GPU util", t, gpu_util, fill=True)
             self.gpu.set_title("GPU utilisation (mean over GPUs)")
             self.pcie.set_title("PCIe (all GPUs)")
@@ -231,6 +244,14 @@ class OffloadView(QWidget):
             self.table.setColumnHidden(column, no_gpu)
         self.step_axis.set_steps(view.get("step_times") or [])
         self._show_phases(view.get("step_phases"))
+        notes = []
+        if no_gpu:
+            notes.append(f"No GPU recorded, so no PCIe or GPU utilisation chart: {reason}.")
+        if self.phases.isHidden():
+            why = str(view.get("step_phases_why") or "no step timed (traindeck steps ID says why)")
+            notes.append(f"No step phases to draw: {why}.")
+        self.note.setText("\n".join(notes))
+        self.note.setVisible(bool(notes))
         self._fill_table(view.get("steps") or [], nvme)
 
     def _show_phases(self, phases: dict[str, Any] | None) -> None:
@@ -246,8 +267,10 @@ class OffloadView(QWidget):
                 if band is not None:
                     self.phases.plot_item.removeItem(band)
         if not phases or not drawn:
-            self.phases.set_title("Step phases: none timed (traindeck steps ID says why)")
+            self.phases.set_title("Step phases: none timed")
+            self.phases.hide()  # the note below the charts says why
             return
+        self.phases.show()
         idle = [name for name in STACK_ORDER if name not in drawn]
         self.phases.set_title(f"Step phases of rank {phases['rank']}, the slowest (stacked, ms per step)"
                               + (f"; no time in {', '.join(idle)}" if idle else ""))

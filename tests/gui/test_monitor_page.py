@@ -525,6 +525,43 @@ def test_demo_offload_without_gpu_samples_has_no_empty_series(page, qtbot):
     assert "libnvidia-ml" in page.offload.view.gpu.toolTip()
     assert page.offload.view.pcie.series_names() == [] and "none recorded" in page.offload.view.pcie.title
     assert page.offload.view.table.isColumnHidden(2) and not page.offload.view.table.isColumnHidden(4)
+    # Not two empty charts saying "waiting for data" for a run that will never have any: hidden, and said why.
+    assert page.offload.view.gpu.isHidden() and page.offload.view.pcie.isHidden()
+    assert not page.offload.view.note.isHidden()
+    assert page.offload.view.note.text().startswith("No GPU recorded, so no PCIe or GPU utilisation chart: NVML")
+
+
+def test_a_run_timed_off_says_why_it_has_no_step_phases(page, qtbot, traindeck_home):
+    import json
+
+    from traindeck.backend.core.fileio import atomic_write_text
+    from traindeck.backend.core.paths import run_store_path
+    from traindeck.backend.monitor.demo import demo_samples
+    from traindeck.backend.monitor.sample_store import ResourceWriter
+    from traindeck.backend.runs import STEP_TIMING_ENV
+    from traindeck.backend.runs.record.layout import create_run_dir
+    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+
+    samples = demo_samples(seconds=60, end=time.time() - 60)
+    run_dir = create_run_dir()
+    run_dir.output.write_bytes(b"")
+    atomic_write_text(run_dir.command, json.dumps({"argv": ["python", "train.py"], "env": {STEP_TIMING_ENV: "0"}}))
+    with RunStore() as store:
+        store.add_run(RunRecord(id=run_dir.run_id, run_dir=str(run_dir.path), created_at=samples[0].t,
+                                name="untimed", state="succeeded", started_at=samples[0].t, ended_at=samples[-1].t))
+    writer = ResourceWriter(run_store_path(), run_dir.run_id, interval_s=1.0, started_at=samples[0].t)
+    for sample in samples:
+        writer.write(sample, commit=False)
+    writer.commit()
+    writer.close()
+
+    _start(page, qtbot)
+    page.picker.choose(RunChoice(run_dir.run_id, "untimed", "succeeded", None, samples[0].t))
+    page.tabs.setCurrentWidget(page.offload)
+    view = page.offload.view
+    qtbot.waitUntil(lambda: view.host.point_count("ranks' RSS") > 10, timeout=WAIT_MS)
+    assert view.phases.isHidden() and not view.note.isHidden()
+    assert "No step phases to draw: step timing was off for this run (--no-step-timing)." in view.note.text()
 
 
 @pytest.mark.launch
