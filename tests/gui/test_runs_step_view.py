@@ -256,12 +256,29 @@ def test_history_compares_two_runs_step_anatomies(qtbot) -> None:  # type: ignor
         table = panel.steps_table
         rows = {table.item(r, 0).text().strip(): [table.item(r, c).text() for c in (1, 2, 3)]
                 for r in range(table.rowCount())}
-        assert rows["Slowest rank"][:2] == ["1 of 2", "0 of 2"]
-        assert rows["communication"] == ["10.0 ms", "200.0 ms", "20.00x (higher)"]
-        assert rows["backward"] == ["45.0 ms", "40.0 ms", "0.89x (lower)"]
+        assert rows["Slowest rank"][:2] == ["rank 1 (of 2)", "rank 0 (of 2)"]
+        assert rows["communication"] == ["10.0 ms", "200.0 ms", "+190.0 ms (20.00x)"]
+        assert rows["backward"] == ["45.0 ms", "40.0 ms", "-5.0 ms (0.89x)"]
+        assert rows["optimizer"] == ["5.0 ms", "5.0 ms", "same"]
+        assert rows["swap"] == ["0.0 ms", "0.0 ms", "same"]
         assert rows["Bound by"] == ["compute", "communication", "differs"]
         verdicts = panel.steps_verdicts.text()
         assert f"<b>A</b>: {html.escape(a.summary)}<br><b>B</b>: {html.escape(b.summary)}" == verdicts
     finally:
         page.shutdown()
         page.ctx.tasks.wait(10000)
+
+
+def test_history_says_a_phase_that_all_but_vanished_in_milliseconds() -> None:
+    """50.5 ms of data loading in A, 0.2 ms in B: the change reads "-50.3 ms (0.004x)", not "0.00x (lower)"."""
+    from traindeck.backend.steps import analyse
+    from traindeck.gui.pages.history.compare_panel import anatomy_rows
+
+    def run(other: float) -> list[StepRecord]:
+        return [StepRecord(rank=0, step=n, t=float(n), step_ms=20.0 + other,
+                           phases_ms={"forward": 5.0, "backward": 15.0, "other": other}) for n in range(1, 11)]
+
+    rows = {row[0].strip(): row[1:] for row in anatomy_rows(analyse(run(50.5)), analyse(run(0.2)))}
+    assert rows["other"] == ("50.5 ms", "0.2 ms", "-50.3 ms (0.004x)")
+    assert rows["Step"] == ("70.5 ms", "20.2 ms", "-50.3 ms (0.29x)")
+    assert rows["Slowest rank"][:2] == ("rank 0 (of 1)", "rank 0 (of 1)")
