@@ -122,7 +122,10 @@ def advise(bound: str, ranks: Mapping[int, RankAnatomy], slowest: RankAnatomy, f
                    f"different order each step (data-dependent branches) causes it")
     out.extend(memory_advice(ranks, facts))
     if bound == "data":
-        out.append(f"rank {slowest.rank} spends most of its step outside the engine: data loading (more "
-                   f"DataLoader workers, pin_memory, prefetch) or the script's own work between steps")
+        # Named where it holds the others up; evenly matched ranks all load slowly.
+        who = (f"rank {slowest.rank} spends most of its step" if lagging(ranks, slowest.rank) is not None or
+               len(ranks) == 1 else "every rank spends most of its step")
+        out.append(f"{who} outside the engine: data loading (more DataLoader workers, pin_memory, prefetch) or the "
+                   f"script's own work between steps")
     return out
 

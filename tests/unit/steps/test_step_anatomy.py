@@ -155,6 +155,15 @@ def test_evenly_matched_ranks_name_no_straggler() -> None:
     assert "*" not in table and "\n   1  " in table
 
 
+def test_ranks_evenly_slow_in_their_data_are_all_advised_not_one() -> None:
+    records = [step(r, n, forward=1, backward=10, communication=15, optimizer=2, other=50) for r in (0, 1)
+               for n in range(1, 11)]
+    anatomy = analyse(records)
+    assert anatomy.bound == "data" and anatomy.straggler is None
+    assert any(a.startswith("every rank spends most of its step outside the engine") for a in anatomy.advice)
+    assert not any(a.startswith("rank ") for a in anatomy.advice)
+
+
 def test_a_slowdown_mid_run_is_dated_and_blamed_on_its_phase() -> None:
     records = [step(0, n, forward=10, backward=20, optimizer=20) for n in range(1, 41)]
     records += [step(0, n, forward=10, backward=20, optimizer=20, swap=60) for n in range(41, 81)]
