@@ -124,6 +124,27 @@ def test_evenly_matched_ranks_are_not_marked_slowest(qtbot, make_page) -> None: 
     assert "is the slowest" not in panel.verdict.text()
 
 
+def test_hovering_a_bar_says_its_phases_and_total(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtCore import QPointF
+    from PySide6.QtTest import QTest
+
+    record = add_run("hover")
+    plant(record, steps(0, 12, backward=40.0), steps(1, 12, backward=90.0))
+    page = make_page()
+    panel = open_step_tab(qtbot, page, record.id)
+    assert panel.hover_at(1.0) == ("rank 1, median step: 127.0 ms\n  backward 90.0 ms\n  communication 20.0 ms\n"
+                                   "  forward 10.0 ms\n  optimizer 5.0 ms\n  other 2.0 ms")
+    assert panel.hover_at(0.5) == ""  # between the bars
+    panel.rank_box.setCurrentIndex(panel.rank_box.findText("rank 0"))
+    assert panel.hover_at(7.0).startswith("step 7 of rank 0: 77.0 ms\n  backward 40.0 ms")
+    # The mouse over a bar: the readout follows it.
+    view_box = panel.plot.getPlotItem().getViewBox()
+    qtbot.waitUntil(lambda: view_box.sceneBoundingRect().width() > 0, timeout=5000)
+    where = panel.plot.mapFromScene(view_box.mapViewToScene(QPointF(9.0, 30.0)))
+    QTest.mouseMove(panel.plot.viewport(), where)
+    qtbot.waitUntil(lambda: panel.hover_text.startswith("step 9 of rank 0"), timeout=5000)
+
+
 def test_the_rank_box_shows_one_ranks_latest_steps(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
     record = add_run("two ranks")
     many = RECENT_STEPS + 15
@@ -156,10 +177,12 @@ def test_the_tab_follows_a_live_run_from_no_step_to_its_steps(qtbot, make_page, 
     record = add_run("live")
     page = make_page()
     panel = open_step_tab(qtbot, page, record.id)
-    assert panel.empty.text() == "No step timed yet: no step has ended yet."
+    assert panel.empty.text() == ("No step timed yet: waiting for the first optimizer step to end.\n"
+                                  f"Read again every {step_module.STEP_MS // 1000} s while the run goes.")
     plant(record, steps(0, 3, backward=40.0))
     qtbot.waitUntil(lambda: panel.table.rowCount() == 1, timeout=20000)  # read again with the page's own polls
     assert table_cells(panel)[0][:2] == ["0", "3"]
+    assert panel.freshness.text().startswith("live: read ")  # the figures move: said beside the rank box
     assert panel.rank_box.count() == 1 and panel.chosen_rank() == 0  # one rank: its steps, no side by side
     plant(record, steps(0, 2, backward=40.0, first=4))
     qtbot.waitUntil(lambda: table_cells(panel)[0][1] == "5", timeout=20000)
