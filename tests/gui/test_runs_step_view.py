@@ -145,6 +145,24 @@ def test_hovering_a_bar_says_its_phases_and_total(qtbot, make_page) -> None:  # 
     qtbot.waitUntil(lambda: panel.hover_text.startswith("step 9 of rank 0"), timeout=5000)
 
 
+def test_the_legend_wraps_instead_of_being_cut_in_a_narrow_plot(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    record = add_run("narrow")
+    plant(record, steps(0, 12, backward=40.0))
+    page = make_page()
+    panel = open_step_tab(qtbot, page, record.id)
+
+    def room() -> float:
+        return panel.plot.width() - panel.plot.getPlotItem().getAxis("left").width()
+
+    page.resize(1900, 860)
+    qtbot.waitUntil(lambda: panel.legend.columnCount == len(PHASES), timeout=5000)  # wide: the phases in one row
+    assert panel.legend.layout.preferredWidth() <= room()
+    page.resize(700, 860)  # the window made narrow: the plot is too narrow for the six in a row
+    qtbot.waitUntil(lambda: panel.legend.columnCount < len(PHASES), timeout=5000)
+    assert panel.legend.layout.preferredWidth() <= room()
+    assert [label.text for _sample, label in panel.legend.items] == list(PHASES)
+
+
 def test_the_rank_box_shows_one_ranks_latest_steps(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
     record = add_run("two ranks")
     many = RECENT_STEPS + 15

@@ -185,6 +185,7 @@ class StepPanel(QWidget):
         item.layout.removeItem(item.titleLabel)  # no title: the tab and the rank box say what the bars are
         item.titleLabel.hide()
         item.layout.addItem(self.legend, 0, 1, alignment=Qt.AlignmentFlag.AlignLeft)
+        self.plot.installEventFilter(self)  # a narrower plot: the legend in more rows (see _fit_legend)
 
         self.hover_text = ""  # what hovering a bar says (its phases and total), "" off the bars
         self._shown_bars: tuple[StepBars, float, int | None] | None = None  # the bars drawn, their width, the rank
@@ -405,6 +406,7 @@ class StepPanel(QWidget):
             item.addItem(bar)
             self.legend.addItem(bar, phase)
             self._bars.append(bar)
+        self._fit_legend()
         axis = item.getAxis("bottom")
         if bars.ticks is not None:
             axis.setTicks([list(enumerate(bars.ticks))])
@@ -424,6 +426,20 @@ class StepPanel(QWidget):
                 text.setPos(x - width / 2, top)  # from the bar's left edge rightwards: never under the y axis
                 item.addItem(text)
                 self._bars.append(text)
+
+    def _fit_legend(self) -> None:
+        """The legend in as few rows as the plot's width allows (6 phases in a row, else 3 or 2 a row): never cut
+        at the plot's right edge."""
+        room = self.plot.width() - self.plot.getPlotItem().getAxis("left").width() - 16
+        for count in (len(PHASES), 3, 2, 1):
+            self.legend.setColumnCount(count)
+            if self.legend.layout.preferredWidth() <= room:
+                break
+
+    def eventFilter(self, watched: Any, event: QEvent) -> bool:  # noqa: N802
+        if watched is self.plot and event.type() == QEvent.Type.Resize:
+            self._fit_legend()
+        return super().eventFilter(watched, event)
 
     def hover_at(self, x: float) -> str:
         """What hovering the bars at `x` (in the plot's x units) says: the bar's phases and total, "" off them."""
