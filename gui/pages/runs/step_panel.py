@@ -451,7 +451,7 @@ class StepPanel(QWidget):
             return ""
         if bars.ticks is not None:  # each rank's median step
             ranks = sorted(self.view.anatomy.ranks) if self.view is not None else []
-            label = f"rank {ranks[index]}, median step" if index < len(ranks) else bars.ticks[index]
+            label = f"rank {ranks[index]}, each phase's median" if index < len(ranks) else bars.ticks[index]
         else:
             label = f"step {int(bars.x[index])} of rank {rank}"
         return bars.words(index, label)
