@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -187,6 +187,8 @@ class OffloadView(QWidget):
         layout.addWidget(self.stack)
         self._estimate_cpu: float | None = None
         self._bands: dict[str, pg.FillBetweenItem] = {}  # each phase's band above the phase below it
+        self._phases: dict[str, Any] | None = None  # the phases drawn (drawn again in the theme's colours)
+        self._phase_theme: dict[str, str] | None = None  # the colours they were drawn in
 
     # ------------------------------------------------------------------------------------------------ data
     def show_empty(self, text: str | None = None) -> None:
@@ -258,6 +260,12 @@ class OffloadView(QWidget):
         """The slowest rank's phases per step, stacked: each line is the sum of its phase and those below it, and
         the band between a line and the one below is filled in its phase's colour. A phase that took no time in any
         step (swap without NVMe) is left out, so its line never hides the one it would lie on."""
+        colours = phase_colours(self)
+        if self._phase_theme is not None and colours != self._phase_theme:
+            # The theme changed: a chart's series keeps the colour it was made with, so they are made again.
+            for name in STACK_ORDER:
+                self.phases.remove_series(name)
+        self._phases, self._phase_theme = phases, colours
         drawn = [name for name in STACK_ORDER
                  if phases and len(phases["t"]) and np.any(np.asarray(phases[name], dtype=float) > 0)]
         for name in STACK_ORDER:
@@ -275,7 +283,6 @@ class OffloadView(QWidget):
         self.phases.set_title(f"Step phases of rank {phases['rank']}, the slowest (stacked, ms per step)"
                               + (f"; no time in {', '.join(idle)}" if idle else ""))
         top = np.zeros(len(phases["t"]))
-        colours = phase_colours(self)
         below: pg.PlotDataItem | None = None
         for name in drawn:
             own = np.asarray(phases[name], dtype=float)
@@ -303,6 +310,12 @@ class OffloadView(QWidget):
                     band.setCurves(below, curve)
                 band.setBrush(pg.mkBrush(brush))
             below = curve
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802
+        super().changeEvent(event)
+        if (event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange)
+                and self._phases is not None):
+            self._show_phases(self._phases)
 
     def phase_curve(self, name: str) -> pg.PlotDataItem | None:
         """The curve drawing phase `name`'s top line in the phases chart (None: not drawn)."""

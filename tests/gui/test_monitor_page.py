@@ -306,6 +306,18 @@ def test_a_run_whose_log_has_no_step_numbers_is_stepped_by_its_timed_steps_in_co
         assert band.curves == [view.phase_curve(lower), view.phase_curve(upper)]
         assert band.brush().color().name() == colours[upper]
         assert view.phase_curve(upper).opts["fillLevel"] is None  # no fill down to zero over the bands below
+    # The dark theme: the phases drawn again in its colours (the light ones are too dark on near-black).
+    from PySide6.QtGui import QColor, QPalette
+
+    from traindeck.gui.widgets.phase_colours import PHASE_COLOURS_DARK
+
+    dark = QPalette(view.palette())
+    dark.setColor(QPalette.ColorRole.Base, QColor("#121212"))
+    view.setPalette(dark)
+    for name in drawn:
+        assert view.phase_curve(name).opts["pen"].color().name() == PHASE_COLOURS_DARK[name]
+    assert view._bands["backward"].brush().color().name() == PHASE_COLOURS_DARK["backward"]
+    assert view._bands["backward"].curves == [view.phase_curve("forward"), view.phase_curve("backward")]
 
 
 def test_a_page_opened_on_the_offload_tab_reads_the_run_chosen(qtbot, traindeck_home):
