@@ -186,7 +186,7 @@ def test_a_run_timed_off_says_so_instead_of_a_table(qtbot, make_page) -> None:  
     page = make_page()
     panel = open_step_tab(qtbot, page, record.id)
     assert panel.pages.currentIndex() == 0 and panel.empty.isVisible()
-    assert panel.empty.text() == "No step timed yet: step timing was off for this run (--no-step-timing)."
+    assert panel.empty.text() == "No step timed: step timing was off for this run (--no-step-timing)."
     assert panel.table.rowCount() == 0
 
 
@@ -195,7 +195,7 @@ def test_the_tab_follows_a_live_run_from_no_step_to_its_steps(qtbot, make_page, 
     record = add_run("live")
     page = make_page()
     panel = open_step_tab(qtbot, page, record.id)
-    assert panel.empty.text() == ("No step timed yet: waiting for the first optimizer step to end.\n"
+    assert panel.empty.text() == ("No step timed: waiting for the first optimizer step to end.\n"
                                   f"Read again every {step_module.STEP_MS // 1000} s while the run goes.")
     plant(record, steps(0, 3, backward=40.0))
     qtbot.waitUntil(lambda: panel.table.rowCount() == 1, timeout=20000)  # read again with the page's own polls

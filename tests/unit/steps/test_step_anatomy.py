@@ -178,7 +178,7 @@ def test_a_slowdown_mid_run_is_dated_and_blamed_on_its_phase() -> None:
 def test_no_steps_says_why() -> None:
     anatomy = analyse([], notes=["step timing was off for this run (--no-step-timing)"])
     assert anatomy.bound is None and anatomy.ranks == {}
-    assert anatomy.summary == "no step timed yet: step timing was off for this run (--no-step-timing)"
+    assert anatomy.summary == "no step timed: step timing was off for this run (--no-step-timing)"
     assert anatomy_table(anatomy) == anatomy.summary + "\n"
 
 
@@ -273,7 +273,7 @@ def test_a_run_with_timing_off_says_so_and_files_are_read_when_the_store_has_not
     off.mkdir()
     (off / "command.json").write_text(json.dumps({"argv": ["python", "t.py"], "env": {"TRAINDECK_STEP_TIMING": "0"}}))
     record = _planted_run(off)
-    assert run_step_anatomy(record).summary == ("no step timed yet: step timing was off for this run "
+    assert run_step_anatomy(record).summary == ("no step timed: step timing was off for this run "
                                                 "(--no-step-timing)")
     lost = tmp_path / "lost"
     (lost / "steps").mkdir(parents=True)
