@@ -293,20 +293,24 @@ def rank_lines(samples: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def run_offload(run_id: str, max_points: int = 2000, store_path: Path | str | None = None) -> dict[str, Any]:
-    """The offload view of a run (backend `offload_view`) with its steps from the run's metrics."""
+    """The offload view of a run (backend `offload_view`) with its steps from the run's metrics, else (no step
+    numbers in its log) from the steps its ranks timed."""
     from traindeck.backend.core.paths import run_store_path
 
     path = Path(store_path) if store_path is not None else run_store_path()
     steps = step_times(run_id, path)
+    phases = step_phases(run_id, path)
+    if not steps and phases is not None:  # no step numbers in the log: the steps the ranks timed
+        steps = [(float(t), int(step)) for t, step in zip(phases["t"], phases["step"], strict=True)]
     view = offload_view(path, run_id, steps, max_points=max_points)
     view["step_times"] = steps
-    view["step_phases"] = step_phases(run_id, path)
+    view["step_phases"] = phases
     return view
 
 
 def step_phases(run_id: str, store_path: Path | str, last: int = 3000) -> dict[str, Any] | None:
-    """The slowest rank's step phases on the offload view's time axis: {"rank", "t": [step end times], "<phase>":
-    [ms per step]} for its newest `last` steps, or None when no step was timed (backend/steps)."""
+    """The slowest rank's step phases on the offload view's time axis: {"rank", "t": [step end times], "step":
+    [step numbers], "<phase>": [ms per step]} for its newest `last` steps, or None when no step was timed (backend/steps)."""
     import numpy as np
 
     from traindeck.backend.runs.record.run_store import RunStore
@@ -318,7 +322,8 @@ def step_phases(run_id: str, store_path: Path | str, last: int = 3000) -> dict[s
             return None
         rank = analyse(recent).slowest_rank
         records = store.steps(run_id, rank=rank, last=last)
-    out: dict[str, Any] = {"rank": rank, "t": np.array([r.t for r in records], dtype=float)}
+    out: dict[str, Any] = {"rank": rank, "t": np.array([r.t for r in records], dtype=float),
+                           "step": np.array([r.step for r in records], dtype=int)}
     for phase in PHASES:
         out[phase] = np.array([r.phase(phase) for r in records], dtype=float)
     return out

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from traindeck.backend.steps.anatomy import BOUND_WORDS, RankAnatomy
+from traindeck.backend.steps.anatomy import BOUND_WORDS, RankAnatomy, lagging
 from traindeck.backend.steps.facts import RunFacts
 from traindeck.backend.steps.memory import memory_advice
 
@@ -71,14 +71,12 @@ def describe_bound(bound: str, slowest: RankAnatomy, ranks: Mapping[int, RankAna
         devices = [k for k in ("offload_optimizer", "offload_param") if _offload_device(zero, k) == "nvme"]
         if devices:
             said += f" ({' and '.join(devices)} on NVMe)"
-    if len(ranks) > 1:
-        others = [a for a in ranks.values() if a.rank != slowest.rank]
-        fastest = min(others, key=lambda a: a.own_work_ms)
-        gap = slowest.own_work_ms - fastest.own_work_ms
-        if fastest.own_work_ms > 0 and gap / fastest.own_work_ms >= 0.25 and gap >= 1.0:
-            said += (f"; rank {slowest.rank} is the slowest: {slowest.own_work_ms:.0f} ms of its own work per step, "
-                     f"{gap:.0f} ms ({gap / fastest.own_work_ms:.0%}) more than rank {fastest.rank}, "
-                     f"which waits for it in communication")
+    pair = lagging(ranks, slowest.rank)
+    if pair is not None:
+        fastest = pair[1]
+        said += (f"; rank {slowest.rank} is the slowest: {slowest.own_work_ms:.0f} ms of its own work per step, "
+                 f"{slowest.own_work_ms / fastest.own_work_ms:.1f}x rank {fastest.rank}'s "
+                 f"{fastest.own_work_ms:.0f} ms, so rank {fastest.rank} waits for it in communication")
     return said
 
 
@@ -124,7 +122,10 @@ def advise(bound: str, ranks: Mapping[int, RankAnatomy], slowest: RankAnatomy, f
                    f"different order each step (data-dependent branches) causes it")
     out.extend(memory_advice(ranks, facts))
     if bound == "data":
-        out.append(f"rank {slowest.rank} spends most of its step outside the engine: data loading (more "
-                   f"DataLoader workers, pin_memory, prefetch) or the script's own work between steps")
+        # Named where it holds the others up; evenly matched ranks all load slowly.
+        who = (f"rank {slowest.rank} spends most of its step" if lagging(ranks, slowest.rank) is not None or
+               len(ranks) == 1 else "every rank spends most of its step")
+        out.append(f"{who} outside the engine: data loading (more DataLoader workers, pin_memory, prefetch) or the "
+                   f"script's own work between steps")
     return out
 

@@ -10,7 +10,7 @@ in a collective, so the step time alone cannot tell them apart.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,11 @@ BOUND_WORDS = {
     "swap": "NVMe swapping takes",
     "data": "time outside the engine (data loading, the script's own work) takes",
 }
+
+
+# The slowest rank is named as the one the others wait for only where its own work is this much more than the
+# fastest other rank's (and by 1 ms or more): evenly matched ranks have a slowest one by a hair, which is noise.
+STANDS_OUT = 0.25
 
 
 def warmup_steps(count: int) -> int:
@@ -104,10 +109,31 @@ class StepAnatomy:
     slowdown: Slowdown | None = None
     notes: tuple[str, ...] = field(default=())  # why a phase may be missing (hooks that could not attach)
 
+    @property
+    def straggler(self) -> int | None:
+        """The slowest rank where it holds the others up (`lagging`); None where the ranks are evenly matched."""
+        pair = lagging(self.ranks, self.slowest_rank)
+        return pair[0].rank if pair is not None else None
+
     def to_json(self) -> dict[str, Any]:
         return {"ranks": {str(r): a.to_json() for r, a in sorted(self.ranks.items())}, "bound": self.bound,
-                "slowest_rank": self.slowest_rank, "summary": self.summary, "advice": list(self.advice),
+                "slowest_rank": self.slowest_rank, "straggler": self.straggler, "summary": self.summary,
+                "advice": list(self.advice),
                 "slowdown": self.slowdown.text() if self.slowdown else None, "notes": list(self.notes)}
+
+
+def lagging(ranks: Mapping[int, RankAnatomy], slowest: int | None) -> tuple[RankAnatomy, RankAnatomy] | None:
+    """(the slowest rank, the fastest other) where the slowest one's own work is STANDS_OUT more than the other's
+    and 1 ms or more; None with one rank or evenly matched ones."""
+    mine = ranks.get(slowest) if slowest is not None else None
+    others = [a for a in ranks.values() if mine is not None and a.rank != mine.rank]
+    if mine is None or not others:
+        return None
+    fastest = min(others, key=lambda a: a.own_work_ms)
+    gap = mine.own_work_ms - fastest.own_work_ms
+    if fastest.own_work_ms > 0 and gap / fastest.own_work_ms >= STANDS_OUT and gap >= 1.0:
+        return mine, fastest
+    return None
 
 
 def _max(values: Iterable[int | None]) -> int | None:

@@ -19,7 +19,7 @@ def anatomy_table(anatomy: StepAnatomy, rank: int | None = None) -> str:
     for r, a in sorted(anatomy.ranks.items()):
         if rank is not None and r != rank:
             continue
-        mark = "*" if r == anatomy.slowest_rank and len(anatomy.ranks) > 1 else ""
+        mark = "*" if r == anatomy.straggler else ""
         total = sum(a.phases_ms.values()) or 1.0
         cells = [f"{r}{mark}", str(a.steps)]
         cells += [f"{a.phases_ms[p]:.1f} ms {a.phases_ms[p] / total:4.0%}" for p in PHASES]
@@ -27,7 +27,8 @@ def anatomy_table(anatomy: StepAnatomy, rank: int | None = None) -> str:
         rows.append(cells)
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.rjust(widths[i]) for i, cell in enumerate(row)) for row in rows]
-    lines.append("median of each phase per step (after the first steps) and its share; * the slowest rank")
+    lines.append("median of each phase per step (after the first steps) and its share"
+                 + ("; * the slowest rank, which the others wait for" if anatomy.straggler is not None else ""))
     for r, a in sorted(anatomy.ranks.items()):
         if rank is None or r == rank:
             lines.append("memory: " + memory_line(rank_memory_of(a)))

@@ -23,7 +23,7 @@ def analyse(records: Iterable[StepRecord], *, notes: Sequence[str] = (), facts: 
     grouped = by_rank(records)
     if not grouped:
         return StepAnatomy(ranks={}, bound=None, slowest_rank=None, notes=tuple(notes),
-                           summary="no step timed yet" + (": " + "; ".join(notes) if notes else ""))
+                           summary="no step timed" + (": " + "; ".join(notes) if notes else " yet"))
     ranks = {rank: rank_anatomy(rank, steps) for rank, steps in sorted(grouped.items())}
     slowest = max(ranks.values(), key=lambda a: (a.own_work_ms, -a.rank))
     bound = max(BOUNDS, key=lambda b: slowest.bound_ms(b))

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -27,12 +28,14 @@ from PySide6.QtWidgets import (
 )
 
 from traindeck.backend.monitor import summarize_steps
+from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.chart_axis import format_value
 from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.phase_colours import phase_colours
 
 TABLE_ROWS = 300  # the newest steps; older ones are in the run's log
 STACK_ORDER = ("forward", "backward", "communication", "optimizer", "swap", "other")  # bottom to top
+BAND_ALPHA = 150  # the phases' bands: their colours told apart, the grid still seen through them
 
 
 class StepAxisItem(pg.AxisItem):
@@ -125,6 +128,15 @@ class OffloadView(QWidget):
         column.setSpacing(2)
         for chart in self.charts:
             column.addWidget(chart, 1)
+        # What is not drawn, and why (no GPU recorded, no step timed), in place of charts that would say only
+        # "waiting for data" for a run that will never have any.
+        self.note = QLabel()
+        self.note.setObjectName("offloadNote")
+        self.note.setWordWrap(True)
+        self.note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        set_muted(self.note)
+        self.note.hide()
+        column.addWidget(self.note)
 
         self.summary = QLabel()
         self.summary.setWordWrap(True)
@@ -174,6 +186,9 @@ class OffloadView(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.stack)
         self._estimate_cpu: float | None = None
+        self._bands: dict[str, pg.FillBetweenItem] = {}  # each phase's band above the phase below it
+        self._phases: dict[str, Any] | None = None  # the phases drawn (drawn again in the theme's colours)
+        self._phase_theme: dict[str, str] | None = None  # the colours they were drawn in
 
     # ------------------------------------------------------------------------------------------------ data
     def show_empty(self, text: str | None = None) -> None:
@@ -217,7 +232,10 @@ class OffloadView(QWidget):
                     chart.remove_series(name)
                 chart.set_title(title)
                 chart.setToolTip(reason)
+                chart.hide()  # said in the note below the charts: their room goes to those with data
         else:
+            self.gpu.show()
+            self.pcie.show()
             self.gpu.set_series("GPU util", t, gpu_util, fill=True)
             self.gpu.set_title("GPU utilisation (mean over GPUs)")
             self.pcie.set_title("PCIe (all GPUs)")
@@ -228,23 +246,81 @@ class OffloadView(QWidget):
             self.table.setColumnHidden(column, no_gpu)
         self.step_axis.set_steps(view.get("step_times") or [])
         self._show_phases(view.get("step_phases"))
+        notes = []
+        if no_gpu:
+            notes.append(f"No GPU recorded, so no PCIe or GPU utilisation chart: {reason}.")
+        if self.phases.isHidden():
+            why = str(view.get("step_phases_why") or "no step timed (traindeck steps ID says why)")
+            notes.append(f"No step phases to draw: {why}.")
+        self.note.setText("\n".join(notes))
+        self.note.setVisible(bool(notes))
         self._fill_table(view.get("steps") or [], nvme)
 
     def _show_phases(self, phases: dict[str, Any] | None) -> None:
-        """The slowest rank's phases per step, stacked: each line is the sum of its phase and those below it."""
-        if not phases or not len(phases["t"]):
+        """The slowest rank's phases per step, stacked: each line is the sum of its phase and those below it, and
+        the band between a line and the one below is filled in its phase's colour. A phase that took no time in any
+        step (swap without NVMe) is left out, so its line never hides the one it would lie on."""
+        colours = phase_colours(self)
+        if self._phase_theme is not None and colours != self._phase_theme:
+            # The theme changed: a chart's series keeps the colour it was made with, so they are made again.
             for name in STACK_ORDER:
                 self.phases.remove_series(name)
-            self.phases.set_title("Step phases: none timed (traindeck steps ID says why)")
-            return
-        self.phases.set_title(f"Step phases of rank {phases['rank']} (stacked, ms per step)")
-        top = np.zeros(len(phases["t"]))
-        colours = phase_colours(self)
+        self._phases, self._phase_theme = phases, colours
+        drawn = [name for name in STACK_ORDER
+                 if phases and len(phases["t"]) and np.any(np.asarray(phases[name], dtype=float) > 0)]
         for name in STACK_ORDER:
-            top = top + np.asarray(phases[name], dtype=float)
-            self.phases.set_series(name, phases["t"], top.copy(), colour=colours[name], fill=True)
+            if name not in drawn:
+                self.phases.remove_series(name)
+                band = self._bands.pop(name, None)
+                if band is not None:
+                    self.phases.plot_item.removeItem(band)
+        if not phases or not drawn:
+            self.phases.set_title("Step phases: none timed")
+            self.phases.hide()  # the note below the charts says why
+            return
+        self.phases.show()
+        idle = [name for name in STACK_ORDER if name not in drawn]
+        self.phases.set_title(f"Step phases of rank {phases['rank']}, the slowest (stacked, ms per step)"
+                              + (f"; no time in {', '.join(idle)}" if idle else ""))
+        top = np.zeros(len(phases["t"]))
+        below: pg.PlotDataItem | None = None
+        for name in drawn:
             own = np.asarray(phases[name], dtype=float)
+            top = top + own
+            self.phases.set_series(name, phases["t"], top.copy(), colour=colours[name])
             self.phases.set_legend_value(name, float(own[-1]) if own.size else None)  # its own ms, not the sum
+            curve = self.phase_curve(name)
+            if curve is None:
+                continue
+            brush = QColor(colours[name])
+            brush.setAlpha(BAND_ALPHA)
+            band = self._bands.get(name)
+            if below is None:  # the bottom phase: filled down to zero
+                curve.setFillLevel(0)
+                curve.setBrush(pg.mkBrush(brush))
+                if band is not None:
+                    self.phases.plot_item.removeItem(self._bands.pop(name))
+            else:
+                curve.setFillLevel(None)
+                if band is None:
+                    band = pg.FillBetweenItem(below, curve)
+                    self.phases.plot_item.addItem(band, ignoreBounds=True)
+                    self._bands[name] = band
+                else:
+                    band.setCurves(below, curve)
+                band.setBrush(pg.mkBrush(brush))
+            below = curve
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802
+        super().changeEvent(event)
+        if (event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange)
+                and self._phases is not None):
+            self._show_phases(self._phases)
+
+    def phase_curve(self, name: str) -> pg.PlotDataItem | None:
+        """The curve drawing phase `name`'s top line in the phases chart (None: not drawn)."""
+        return next((item for item in self.phases.plot_item.listDataItems()
+                     if isinstance(item, pg.PlotDataItem) and item.name() == name), None)
 
     def _fill_table(self, figures: list[dict[str, Any]], nvme: bool) -> None:
         prefix = "nvme" if nvme else "disk"
@@ -270,8 +346,8 @@ class OffloadView(QWidget):
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.table.setItem(row, column, item)
         if not figures:
-            self.summary.setText("No steps logged yet: per-step figures appear once the run logs step numbers "
-                                 "(loss lines with a step, a progress bar).")
+            self.summary.setText("No steps yet: per-step figures appear once the ranks time a step or the run logs "
+                                 "step numbers (loss lines with a step, a progress bar).")
             return
         s = summarize_steps(figures)
         moved = (f"PCIe {format_value(s['pcie_h2d_bytes_per_step'], 'B')} in, "

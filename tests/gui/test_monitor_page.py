@@ -249,13 +249,115 @@ def test_a_finished_run_is_read_back_with_its_offload_view_and_steps(page, qtbot
     assert page.offload.view.step_axis.tickStrings([first_step_t], 1, 1) == ["1"]
     # The slowest rank's phases, stacked on the same time axis: the top line is the whole step.
     phases = page.offload.view.phases
-    assert phases.title == "Step phases of rank 1 (stacked, ms per step)"
+    assert phases.title == "Step phases of rank 1, the slowest (stacked, ms per step); no time in swap"
     assert phases.point_count("other") == len(demo_steps(samples))
     assert phases.last("forward") == 10.0 and phases.last("communication") == 40.0
     assert phases.last("optimizer") == 90.0 and phases.last("other") == 100.0
     phases.flush()
     legend = {sample.item.name(): label.text for sample, label in phases.legend.items}
     assert legend["optimizer"] == "optimizer  50 ms" and legend["other"] == "other  10 ms"  # each part's own
+
+
+def test_a_run_whose_log_has_no_step_numbers_is_stepped_by_its_timed_steps_in_coloured_bands(page, qtbot,
+                                                                                            traindeck_home):
+    """A DeepSpeed script that prints no loss lines: the steps its ranks timed label the step axis and make the
+    per-step table; the phases are bands in their own colours, and a phase that took no time (swap without NVMe)
+    is not drawn, so its line does not cover the optimizer's."""
+    from traindeck.backend.core.paths import run_store_path
+    from traindeck.backend.monitor.demo import demo_samples, demo_steps
+    from traindeck.backend.monitor.sample_store import ResourceWriter
+    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+    from traindeck.backend.steps import StepRecord
+    from traindeck.gui.widgets.phase_colours import phase_colours
+
+    samples = demo_samples(seconds=120, end=time.time() - 60)
+    timed = demo_steps(samples)
+    with RunStore() as store:
+        store.add_run(RunRecord(id="quiet-run-1", run_dir=str(traindeck_home), created_at=samples[0].t,
+                                name="quiet", state="succeeded", started_at=samples[0].t, ended_at=samples[-1].t))
+        store.add_steps("quiet-run-1", [
+            StepRecord(rank=rank, step=step, t=t, step_ms=100.0,
+                       phases_ms={"forward": 10.0, "backward": 20.0, "communication": 30.0, "optimizer": 30.0,
+                                  "swap": 0.0, "other": 10.0})
+            for t, step in timed for rank in (0, 1)])
+    writer = ResourceWriter(run_store_path(), "quiet-run-1", interval_s=1.0, started_at=samples[0].t)
+    for sample in samples:
+        writer.write(sample, commit=False)
+    writer.commit()
+    writer.close()
+
+    _start(page, qtbot)
+    page.picker.choose(RunChoice("quiet-run-1", "quiet", "succeeded", None, samples[0].t))
+    page.tabs.setCurrentWidget(page.offload)
+    view = page.offload.view
+    qtbot.waitUntil(lambda: view.phases.point_count("other") == len(timed), timeout=WAIT_MS)
+    assert view.step_axis.tickStrings([timed[0][0], timed[-1][0]], 1, 1) == [str(timed[0][1]), str(timed[-1][1])]
+    assert view.table.rowCount() == len(timed) - 1 and "s/step" in view.summary.text()
+    phases = view.phases
+    assert "swap" not in phases.series_names() and phases.title.endswith("; no time in swap")
+    colours = phase_colours(view)
+    drawn = ["forward", "backward", "communication", "optimizer", "other"]
+    assert phases.series_names() == drawn
+    bottom = view.phase_curve("forward")
+    assert bottom is not None and bottom.opts["fillLevel"] == 0
+    assert bottom.opts["fillBrush"].color().name() == colours["forward"]
+    for lower, upper in zip(drawn, drawn[1:], strict=False):
+        band = view._bands[upper]
+        assert band.curves == [view.phase_curve(lower), view.phase_curve(upper)]
+        assert band.brush().color().name() == colours[upper]
+        assert view.phase_curve(upper).opts["fillLevel"] is None  # no fill down to zero over the bands below
+    # The dark theme: the phases drawn again in its colours (the light ones are too dark on near-black).
+    from PySide6.QtGui import QColor, QPalette
+
+    from traindeck.gui.widgets.phase_colours import PHASE_COLOURS_DARK
+
+    dark = QPalette(view.palette())
+    dark.setColor(QPalette.ColorRole.Base, QColor("#121212"))
+    view.setPalette(dark)
+    for name in drawn:
+        assert view.phase_curve(name).opts["pen"].color().name() == PHASE_COLOURS_DARK[name]
+    assert view._bands["backward"].brush().color().name() == PHASE_COLOURS_DARK["backward"]
+    assert view._bands["backward"].curves == [view.phase_curve("forward"), view.phase_curve("backward")]
+
+
+def test_a_page_opened_on_the_offload_tab_reads_the_run_chosen(qtbot, traindeck_home):
+    """The person left the Monitor on its Offload tab: the next session opens on it, and a run chosen there is read
+    (not "Choose a run above" beside the chosen run)."""
+    from traindeck.backend.core.paths import run_store_path
+    from traindeck.backend.monitor.demo import demo_samples, demo_steps
+    from traindeck.backend.monitor.sample_store import ResourceWriter
+    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+    from traindeck.backend.steps import StepRecord
+    from traindeck.gui.pages.monitor import TAB_KEY, MonitorPage
+
+    samples = demo_samples(seconds=120, end=time.time() - 60)
+    assert demo_steps(samples)
+    with RunStore() as store:
+        store.add_run(RunRecord(id="again-run-1", run_dir=str(traindeck_home), created_at=samples[0].t,
+                                name="again", state="succeeded", started_at=samples[0].t, ended_at=samples[-1].t))
+        store.add_steps("again-run-1", [
+            StepRecord(rank=0, step=step, t=t, step_ms=50.0, phases_ms={"forward": 20.0, "backward": 30.0})
+            for t, step in demo_steps(samples)])
+    writer = ResourceWriter(run_store_path(), "again-run-1", interval_s=1.0, started_at=samples[0].t)
+    for sample in samples:
+        writer.write(sample, commit=False)
+    writer.commit()
+    writer.close()
+    settings = QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat)
+    settings.setValue(TAB_KEY, "offload")
+    ctx = AppContext(settings=settings)
+    page = MonitorPage(ctx)
+    qtbot.addWidget(page)
+    try:
+        page.resize(1200, 800)
+        _start(page, qtbot)
+        assert page.tabs.currentWidget() is page.offload
+        page.picker.choose(RunChoice("again-run-1", "again", "succeeded", None, samples[0].t))
+        qtbot.waitUntil(lambda: page.offload.view.phases.point_count("backward") > 0, timeout=WAIT_MS)
+        assert page.offload.view.stack.currentIndex() == 1
+    finally:
+        page.shutdown()
+        ctx.tasks.wait(10000)
 
 
 def test_a_recording_that_outlived_its_ranks_names_their_last_figures_in_the_legends(page, qtbot, traindeck_home):
@@ -435,6 +537,43 @@ def test_demo_offload_without_gpu_samples_has_no_empty_series(page, qtbot):
     assert "libnvidia-ml" in page.offload.view.gpu.toolTip()
     assert page.offload.view.pcie.series_names() == [] and "none recorded" in page.offload.view.pcie.title
     assert page.offload.view.table.isColumnHidden(2) and not page.offload.view.table.isColumnHidden(4)
+    # Not two empty charts saying "waiting for data" for a run that will never have any: hidden, and said why.
+    assert page.offload.view.gpu.isHidden() and page.offload.view.pcie.isHidden()
+    assert not page.offload.view.note.isHidden()
+    assert page.offload.view.note.text().startswith("No GPU recorded, so no PCIe or GPU utilisation chart: NVML")
+
+
+def test_a_run_timed_off_says_why_it_has_no_step_phases(page, qtbot, traindeck_home):
+    import json
+
+    from traindeck.backend.core.fileio import atomic_write_text
+    from traindeck.backend.core.paths import run_store_path
+    from traindeck.backend.monitor.demo import demo_samples
+    from traindeck.backend.monitor.sample_store import ResourceWriter
+    from traindeck.backend.runs import STEP_TIMING_ENV
+    from traindeck.backend.runs.record.layout import create_run_dir
+    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+
+    samples = demo_samples(seconds=60, end=time.time() - 60)
+    run_dir = create_run_dir()
+    run_dir.output.write_bytes(b"")
+    atomic_write_text(run_dir.command, json.dumps({"argv": ["python", "train.py"], "env": {STEP_TIMING_ENV: "0"}}))
+    with RunStore() as store:
+        store.add_run(RunRecord(id=run_dir.run_id, run_dir=str(run_dir.path), created_at=samples[0].t,
+                                name="untimed", state="succeeded", started_at=samples[0].t, ended_at=samples[-1].t))
+    writer = ResourceWriter(run_store_path(), run_dir.run_id, interval_s=1.0, started_at=samples[0].t)
+    for sample in samples:
+        writer.write(sample, commit=False)
+    writer.commit()
+    writer.close()
+
+    _start(page, qtbot)
+    page.picker.choose(RunChoice(run_dir.run_id, "untimed", "succeeded", None, samples[0].t))
+    page.tabs.setCurrentWidget(page.offload)
+    view = page.offload.view
+    qtbot.waitUntil(lambda: view.host.point_count("ranks' RSS") > 10, timeout=WAIT_MS)
+    assert view.phases.isHidden() and not view.note.isHidden()
+    assert "No step phases to draw: step timing was off for this run (--no-step-timing)." in view.note.text()
 
 
 @pytest.mark.launch

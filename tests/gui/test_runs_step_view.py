@@ -111,6 +111,58 @@ def test_the_step_tab_shows_each_ranks_median_step_and_marks_the_slowest(qtbot, 
     assert len({bar.opts["brush"] for bar in panel._bars}) == len(PHASES)
 
 
+def test_evenly_matched_ranks_are_not_marked_slowest(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    record = add_run("balanced")
+    plant(record, steps(0, 12, backward=40.0), steps(1, 12, backward=41.0))  # rank 1 slower by 1 ms in 78
+    page = make_page()
+    panel = open_step_tab(qtbot, page, record.id)
+    assert [row[0] for row in table_cells(panel)] == ["0", "1"]
+    assert not panel.table.item(1, 0).font().bold()
+    box = panel.rank_box
+    assert [box.itemText(i) for i in range(box.count())] == ["All ranks side by side", "rank 0", "rank 1"]
+    assert "evenly matched" in panel.table.toolTip()
+    assert "is the slowest" not in panel.verdict.text()
+
+
+def test_hovering_a_bar_says_its_phases_and_total(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtCore import QPointF
+    from PySide6.QtTest import QTest
+
+    record = add_run("hover")
+    plant(record, steps(0, 12, backward=40.0), steps(1, 12, backward=90.0))
+    page = make_page()
+    panel = open_step_tab(qtbot, page, record.id)
+    assert panel.hover_at(1.0) == ("rank 1, each phase's median: 127.0 ms\n  backward 90.0 ms\n  communication 20.0 ms\n"
+                                   "  forward 10.0 ms\n  optimizer 5.0 ms\n  other 2.0 ms")
+    assert panel.hover_at(0.5) == ""  # between the bars
+    panel.rank_box.setCurrentIndex(panel.rank_box.findText("rank 0"))
+    assert panel.hover_at(7.0).startswith("step 7 of rank 0: 77.0 ms\n  backward 40.0 ms")
+    # The mouse over a bar: the readout follows it.
+    view_box = panel.plot.getPlotItem().getViewBox()
+    qtbot.waitUntil(lambda: view_box.sceneBoundingRect().width() > 0, timeout=5000)
+    where = panel.plot.mapFromScene(view_box.mapViewToScene(QPointF(9.0, 30.0)))
+    QTest.mouseMove(panel.plot.viewport(), where)
+    qtbot.waitUntil(lambda: panel.hover_text.startswith("step 9 of rank 0"), timeout=5000)
+
+
+def test_the_legend_wraps_instead_of_being_cut_in_a_narrow_plot(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    record = add_run("narrow")
+    plant(record, steps(0, 12, backward=40.0))
+    page = make_page()
+    panel = open_step_tab(qtbot, page, record.id)
+
+    def room() -> float:
+        return panel.plot.width() - panel.plot.getPlotItem().getAxis("left").width()
+
+    page.resize(1900, 860)
+    qtbot.waitUntil(lambda: panel.legend.columnCount == len(PHASES), timeout=5000)  # wide: the phases in one row
+    assert panel.legend.layout.preferredWidth() <= room()
+    page.resize(700, 860)  # the window made narrow: the plot is too narrow for the six in a row
+    qtbot.waitUntil(lambda: panel.legend.columnCount < len(PHASES), timeout=5000)
+    assert panel.legend.layout.preferredWidth() <= room()
+    assert [label.text for _sample, label in panel.legend.items] == list(PHASES)
+
+
 def test_the_rank_box_shows_one_ranks_latest_steps(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
     record = add_run("two ranks")
     many = RECENT_STEPS + 15
@@ -134,7 +186,7 @@ def test_a_run_timed_off_says_so_instead_of_a_table(qtbot, make_page) -> None:  
     page = make_page()
     panel = open_step_tab(qtbot, page, record.id)
     assert panel.pages.currentIndex() == 0 and panel.empty.isVisible()
-    assert panel.empty.text() == "No step timed yet: step timing was off for this run (--no-step-timing)."
+    assert panel.empty.text() == "No step timed: step timing was off for this run (--no-step-timing)."
     assert panel.table.rowCount() == 0
 
 
@@ -143,10 +195,12 @@ def test_the_tab_follows_a_live_run_from_no_step_to_its_steps(qtbot, make_page, 
     record = add_run("live")
     page = make_page()
     panel = open_step_tab(qtbot, page, record.id)
-    assert panel.empty.text() == "No step timed yet: no step has ended yet."
+    assert panel.empty.text() == ("No step timed: waiting for the first optimizer step to end.\n"
+                                  f"Read again every {step_module.STEP_MS // 1000} s while the run goes.")
     plant(record, steps(0, 3, backward=40.0))
     qtbot.waitUntil(lambda: panel.table.rowCount() == 1, timeout=20000)  # read again with the page's own polls
     assert table_cells(panel)[0][:2] == ["0", "3"]
+    assert panel.freshness.text().startswith("live: read ")  # the figures move: said beside the rank box
     assert panel.rank_box.count() == 1 and panel.chosen_rank() == 0  # one rank: its steps, no side by side
     plant(record, steps(0, 2, backward=40.0, first=4))
     qtbot.waitUntil(lambda: table_cells(panel)[0][1] == "5", timeout=20000)
@@ -243,12 +297,29 @@ def test_history_compares_two_runs_step_anatomies(qtbot) -> None:  # type: ignor
         table = panel.steps_table
         rows = {table.item(r, 0).text().strip(): [table.item(r, c).text() for c in (1, 2, 3)]
                 for r in range(table.rowCount())}
-        assert rows["Slowest rank"][:2] == ["1 of 2", "0 of 2"]
-        assert rows["communication"] == ["10.0 ms", "200.0 ms", "20.00x (higher)"]
-        assert rows["backward"] == ["45.0 ms", "40.0 ms", "0.89x (lower)"]
+        assert rows["Slowest rank"][:2] == ["rank 1 (of 2)", "rank 0 (of 2)"]
+        assert rows["communication"] == ["10.0 ms", "200.0 ms", "+190.0 ms (20.00x)"]
+        assert rows["backward"] == ["45.0 ms", "40.0 ms", "-5.0 ms (0.89x)"]
+        assert rows["optimizer"] == ["5.0 ms", "5.0 ms", "same"]
+        assert rows["swap"] == ["0.0 ms", "0.0 ms", "same"]
         assert rows["Bound by"] == ["compute", "communication", "differs"]
         verdicts = panel.steps_verdicts.text()
         assert f"<b>A</b>: {html.escape(a.summary)}<br><b>B</b>: {html.escape(b.summary)}" == verdicts
     finally:
         page.shutdown()
         page.ctx.tasks.wait(10000)
+
+
+def test_history_says_a_phase_that_all_but_vanished_in_milliseconds() -> None:
+    """50.5 ms of data loading in A, 0.2 ms in B: the change reads "-50.3 ms (0.004x)", not "0.00x (lower)"."""
+    from traindeck.backend.steps import analyse
+    from traindeck.gui.pages.history.compare_panel import anatomy_rows
+
+    def run(other: float) -> list[StepRecord]:
+        return [StepRecord(rank=0, step=n, t=float(n), step_ms=20.0 + other,
+                           phases_ms={"forward": 5.0, "backward": 15.0, "other": other}) for n in range(1, 11)]
+
+    rows = {row[0].strip(): row[1:] for row in anatomy_rows(analyse(run(50.5)), analyse(run(0.2)))}
+    assert rows["other"] == ("50.5 ms", "0.2 ms", "-50.3 ms (0.004x)")
+    assert rows["Step"] == ("70.5 ms", "20.2 ms", "-50.3 ms (0.29x)")
+    assert rows["Slowest rank"][:2] == ("rank 0 (of 1)", "rank 0 (of 1)")

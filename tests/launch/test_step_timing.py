@@ -308,4 +308,4 @@ def test_no_step_timing_runs_untimed_and_says_so(tmp_path: Path) -> None:
     assert record is not None and record.state == "succeeded"
     assert not (Path(record.run_dir) / "steps").exists()
     said = _cli("steps", "untimed")
-    assert "no step timed yet: step timing was off for this run (--no-step-timing)" in said
+    assert "no step timed: step timing was off for this run (--no-step-timing)" in said

@@ -136,7 +136,7 @@ def timing_notes(record: RunRecord, store: RunStore, have_steps: bool) -> list[s
         if isinstance(env, dict) and str(env.get(STEP_TIMING_ENV, "")).strip() == "0":
             notes.append("step timing was off for this run (--no-step-timing)")
         elif record.state == "running":
-            notes.append("no step has ended yet")
+            notes.append("waiting for the first optimizer step to end")
         else:
             notes.append("no optimizer step was seen: the script never called optimizer.step() or a DeepSpeed "
                          "engine's step() in a process traindeck started")

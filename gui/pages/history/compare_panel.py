@@ -80,13 +80,24 @@ def _step_anatomies(store_path: Path, id_a: str, id_b: str) -> tuple[StepAnatomy
 
 
 def _ratio(a: float | None, b: float | None) -> str:
-    """B relative to A ("0.62x (lower)"), as the Figures tab says it; "" when either is unknown or zero."""
+    """B relative to A ("0.62x"); "" when either is unknown or zero."""
     if a is None or b is None or a <= 0 or b <= 0:
         return ""
     ratio = b / a
     if abs(ratio - 1) < 0.005:
         return "same"
-    return f"{ratio:.2f}x ({'lower' if ratio < 1 else 'higher'})"
+    # Two significant digits below 0.1x: 50 ms -> 0.2 ms is 0.004x, not "0.00x".
+    return f"{ratio:.2f}x" if ratio >= 0.1 else f"{ratio:.2g}x"
+
+
+def _ms_change(a: float | None, b: float | None) -> str:
+    """B against A in milliseconds and as a ratio ("+190.0 ms (20.00x)"); "same" within 0.05 ms."""
+    if a is None or b is None:
+        return ""
+    if abs(b - a) < 0.05:
+        return "same"
+    ratio = _ratio(a, b)
+    return f"{b - a:+.1f} ms" + (f" ({ratio})" if ratio and ratio != "same" else "")
 
 
 def anatomy_rows(a: StepAnatomy, b: StepAnatomy) -> list[tuple[str, str, str, str]]:
@@ -98,7 +109,7 @@ def anatomy_rows(a: StepAnatomy, b: StepAnatomy) -> list[tuple[str, str, str, st
     sa, sb = slowest(a), slowest(b)
 
     def rank(anatomy: StepAnatomy, r: RankAnatomy | None) -> str:
-        return "-" if r is None else f"{r.rank} of {len(anatomy.ranks)}"
+        return "-" if r is None else f"rank {r.rank} (of {len(anatomy.ranks)})"
 
     def ms(value: float | None) -> str:
         return "-" if value is None else f"{value:.1f} ms"
@@ -107,11 +118,13 @@ def anatomy_rows(a: StepAnatomy, b: StepAnatomy) -> list[tuple[str, str, str, st
     for phase in PHASES:
         va = sa.phases_ms.get(phase, 0.0) if sa else None
         vb = sb.phases_ms.get(phase, 0.0) if sb else None
-        rows.append((f"  {phase}", ms(va), ms(vb), _ratio(va, vb)))
+        rows.append((f"  {phase}", ms(va), ms(vb), _ms_change(va, vb)))
     rows.append(("Step", ms(sa.step_ms if sa else None), ms(sb.step_ms if sb else None),
-                 _ratio(sa.step_ms if sa else None, sb.step_ms if sb else None)))
+                 _ms_change(sa.step_ms if sa else None, sb.step_ms if sb else None)))
     ga, gb = sa.peak_gpu_allocated if sa else None, sb.peak_gpu_allocated if sb else None
-    rows.append(("GPU peak (allocated)", format_bytes(ga), format_bytes(gb), _ratio(ga, gb)))
+    peak = _ratio(ga, gb)
+    rows.append(("GPU peak (allocated)", format_bytes(ga), format_bytes(gb),
+                 f"{peak} ({'lower' if (gb or 0) < (ga or 0) else 'higher'})" if peak not in ("", "same") else peak))
     rows.append(("Bound by", a.bound or "-", b.bound or "-", "" if a.bound == b.bound else "differs"))
     return rows
 

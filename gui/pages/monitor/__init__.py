@@ -96,6 +96,7 @@ class MonitorPage(Page):
         self.nodes_view.has_nodes.connect(
             lambda on: self._switch(lambda: self.tabs.setTabVisible(self._nodes_tab, on)))
         self._open_remembered_tab()
+        self.offload.set_current(self.tabs.currentWidget() is self.offload)  # opened on it: read when a run is chosen
         self.tabs.currentChanged.connect(self._tab_changed)
         self.tabs.tabBarClicked.connect(self._tab_chosen_by_person)
         ctx.run_started.connect(self.picker.run_started)

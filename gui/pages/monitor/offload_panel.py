@@ -16,6 +16,20 @@ from traindeck.gui.widgets.offload_view import OffloadView
 OFFLOAD_REFRESH_MS = 5_000
 
 
+def read_offload(run_id: str) -> dict[str, Any]:
+    """The run's offload view (`run_offload`) and, where its ranks timed no step, why ("step_phases_why": the Step
+    tab's words, such as step timing turned off for the run)."""
+    view = run_offload(run_id)
+    if view.get("step_phases") is None:
+        from traindeck.backend.runs import RunStore, run_step_anatomy
+
+        with RunStore() as store:
+            record = store.get_run(run_id)
+            if record is not None:
+                view["step_phases_why"] = "; ".join(run_step_anatomy(record, store).notes)
+    return view
+
+
 class OffloadPanel(QWidget):
     """Reads the run watched (`watch`) into its `view`; the page says when the tab is the current one."""
 
@@ -62,7 +76,7 @@ class OffloadPanel(QWidget):
         if self._demo or self._run is None or not self._current:
             return
         request = self._request
-        self.ctx.tasks.run(run_offload, self._run.id, done=lambda v: self._loaded(request, v),
+        self.ctx.tasks.run(read_offload, self._run.id, done=lambda v: self._loaded(request, v),
                            failed=self._read_failed)
 
     def set_estimate(self, cpu_bytes_per_node: float | None) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt
-from PySide6.QtGui import QColor, QPalette
+from PySide6.QtGui import QColor, QCursor, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
+    QToolTip,
     QVBoxLayout,
     QWidget,
 )
@@ -49,6 +50,7 @@ TABLE_ROWS = 6  # ranks shown in the table before it scrolls
 COLUMNS = ("Rank", "Steps", *PHASES, "Step", "GPU peak", "Host peak")
 SLOWEST = "slowest"
 OUTLIER = 3.0  # a bar this many times the median bar is left off the y axis' fit (its time is written above it)
+TABLE_TIP = "Median of each phase per step (after the first steps) and its share of the step"
 NAMED_TICKS = 8  # more ranks than this: the ticks say the rank's number only
 
 
@@ -70,6 +72,20 @@ class StepBars:
     def totals(self) -> list[float]:
         return [sum(self.heights[p][i] for p in PHASES) for i in range(len(self.x))]
 
+    def index_at(self, x: float, width: float) -> int | None:
+        """The bar whose body covers `x` (in the plot's x units), None between bars."""
+        for i, bx in enumerate(self.x):
+            if abs(x - bx) <= width / 2:
+                return i
+        return None
+
+    def words(self, index: int, label: str) -> str:
+        """The bar's phases, largest first, with its total: what hovering it says."""
+        parts = sorted(((self.heights[p][index], p) for p in PHASES), reverse=True)
+        lines = [f"{label}: {sum(h for h, _ in parts):.1f} ms"]
+        lines += [f"  {phase} {ms:.1f} ms" for ms, phase in parts if ms > 0]
+        return "\n".join(lines)
+
     def y_top(self) -> float:
         """The top of the y axis: the tallest bar, leaving out bars over OUTLIER times the median bar (a warm-up
         step of seconds beside steps of milliseconds), which run off the top instead of flattening the rest."""
@@ -81,9 +97,8 @@ class StepBars:
 
 
 def rank_name(anatomy: StepAnatomy, rank: int) -> str:
-    """"rank 1", marked "(slowest)" where the run has more than one rank."""
-    slowest = rank == anatomy.slowest_rank and len(anatomy.ranks) > 1
-    return f"rank {rank}" + (f" ({SLOWEST})" if slowest else "")
+    """"rank 1", marked "(slowest)" where the others wait for it (not where the ranks are evenly matched)."""
+    return f"rank {rank}" + (f" ({SLOWEST})" if rank == anatomy.straggler else "")
 
 
 def step_bars(view: StepView, rank: int | None) -> StepBars:
@@ -113,7 +128,7 @@ def rank_rows(anatomy: StepAnatomy) -> list[RankRow]:
     for rank, a in sorted(anatomy.ranks.items()):
         total = sum(a.phases_ms.values()) or 1.0
         phases = [f"{a.phases_ms.get(p, 0.0):.1f} ms  {a.phases_ms.get(p, 0.0) / total:.0%}" for p in PHASES]
-        slowest = rank == anatomy.slowest_rank and len(anatomy.ranks) > 1
+        slowest = rank == anatomy.straggler
         rows.append(RankRow(cells=(f"{rank} ({SLOWEST})" if slowest else str(rank), str(a.steps), *phases,
                                    f"{a.step_ms:.1f} ms", format_bytes(a.peak_gpu_allocated),
                                    format_bytes(a.peak_host)), slowest=slowest))
@@ -142,10 +157,19 @@ class StepPanel(QWidget):
         self.rank_box.currentIndexChanged.connect(lambda _index: self._draw_bars())
         self.verdict = _label(wrap=True, selectable=True, bold=True)
         self.verdict.setObjectName("stepVerdict")
+        self.freshness = _label()  # "live: read 05:35:12, every 5 s" while the run goes: the figures move
+        self.freshness.setObjectName("stepFreshness")
+        set_muted(self.freshness)
+        picker = QVBoxLayout()
+        picker.setContentsMargins(0, 0, 0, 0)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Bars of"))
+        row.addWidget(self.rank_box)
+        picker.addLayout(row)
+        picker.addWidget(self.freshness)
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
-        top.addWidget(QLabel("Bars of"))
-        top.addWidget(self.rank_box)
+        top.addLayout(picker)
         top.addWidget(self.verdict, 1)
 
         self.plot = pg.PlotWidget()
@@ -161,6 +185,11 @@ class StepPanel(QWidget):
         item.layout.removeItem(item.titleLabel)  # no title: the tab and the rank box say what the bars are
         item.titleLabel.hide()
         item.layout.addItem(self.legend, 0, 1, alignment=Qt.AlignmentFlag.AlignLeft)
+        self.plot.installEventFilter(self)  # a narrower plot: the legend in more rows (see _fit_legend)
+
+        self.hover_text = ""  # what hovering a bar says (its phases and total), "" off the bars
+        self._shown_bars: tuple[StepBars, float, int | None] | None = None  # the bars drawn, their width, the rank
+        self.plot.scene().sigMouseMoved.connect(self._hovered)
 
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setObjectName("stepTable")
@@ -170,7 +199,7 @@ class StepPanel(QWidget):
         self.table.setWordWrap(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
-        self.table.setToolTip("Median of each phase per step (after the first steps) and its share of the step")
+        self.table.setToolTip(TABLE_TIP)
         self.details = _label(wrap=True, selectable=True)
         self.details.setTextFormat(Qt.TextFormat.RichText)
         self.details.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
@@ -219,6 +248,7 @@ class StepPanel(QWidget):
         self.rank_box.blockSignals(True)
         self.rank_box.clear()
         self.rank_box.blockSignals(False)
+        self.freshness.setText("")
         self._show_empty("No step read yet." if self._source.remote is None else
                          "Step timing is read from this machine's run store: not shown for another machine's runs.")
 
@@ -226,6 +256,8 @@ class StepPanel(QWidget):
         """After each poll of the open run: read its steps again while it goes (the tab on screen, every STEP_MS)
         and once more when it ends, at once or when the tab is next seen."""
         self._record = change.record
+        if change.record.state != "running":
+            self.freshness.setText("")
         if change.ended_now:
             self._owed = True  # its last steps
         if change.first or change.ended_now or change.record.state == "running":
@@ -262,6 +294,8 @@ class StepPanel(QWidget):
         self._reading = False
         self._final = final
         self.view = view
+        self.freshness.setText("" if final else
+                               f"live: read {time.strftime('%H:%M:%S')}, again every {STEP_MS // 1000} s")
         self.show_view(view)
         if self._owed:
             self.due(self.isVisible())  # the run ended while this read was on its way: its last steps
@@ -271,7 +305,9 @@ class StepPanel(QWidget):
         anatomy = view.anatomy
         if not anatomy.ranks:
             summary = anatomy.summary
-            self._show_empty(summary[:1].upper() + summary[1:] + ".")
+            live = self._record is not None and self._record.state == "running"
+            self._show_empty(summary[:1].upper() + summary[1:] + "."
+                             + (f"\nRead again every {STEP_MS // 1000} s while the run goes." if live else ""))
             return
         self.pages.setCurrentIndex(1)
         self._fill_ranks(anatomy)
@@ -309,6 +345,8 @@ class StepPanel(QWidget):
 
     def _fill_table(self, anatomy: StepAnatomy) -> None:
         rows = rank_rows(anatomy)
+        even = len(anatomy.ranks) > 1 and anatomy.straggler is None
+        self.table.setToolTip(TABLE_TIP + ("; the ranks are evenly matched: none holds the others up" if even else ""))
         self.table.setRowCount(len(rows))
         for r, row in enumerate(rows):
             for c, text in enumerate(row.cells):
@@ -360,12 +398,15 @@ class StepPanel(QWidget):
         colours = self._colours()
         step = min((b - a for a, b in zip(bars.x, bars.x[1:], strict=False) if b > a), default=1.0)
         width = (0.6 if bars.ticks is not None else 0.8) * step
+        self._shown_bars = (bars, width, rank)
+        self.hover_text = ""
         for phase in PHASES:
             bar = pg.BarGraphItem(x=bars.x, height=bars.heights[phase], y0=bars.bottoms(phase), width=width,
                                   brush=colours[phase], pen=pg.mkPen(colours[phase]), name=phase)
             item.addItem(bar)
             self.legend.addItem(bar, phase)
             self._bars.append(bar)
+        self._fit_legend()
         axis = item.getAxis("bottom")
         if bars.ticks is not None:
             axis.setTicks([list(enumerate(bars.ticks))])
@@ -385,6 +426,48 @@ class StepPanel(QWidget):
                 text.setPos(x - width / 2, top)  # from the bar's left edge rightwards: never under the y axis
                 item.addItem(text)
                 self._bars.append(text)
+
+    def _fit_legend(self) -> None:
+        """The legend in as few rows as the plot's width allows (6 phases in a row, else 3 or 2 a row): never cut
+        at the plot's right edge."""
+        room = self.plot.width() - self.plot.getPlotItem().getAxis("left").width() - 16
+        for count in (len(PHASES), 3, 2, 1):
+            self.legend.setColumnCount(count)
+            if self.legend.layout.preferredWidth() <= room:
+                break
+
+    def eventFilter(self, watched: Any, event: QEvent) -> bool:  # noqa: N802
+        if watched is self.plot and event.type() == QEvent.Type.Resize:
+            self._fit_legend()
+        return super().eventFilter(watched, event)
+
+    def hover_at(self, x: float) -> str:
+        """What hovering the bars at `x` (in the plot's x units) says: the bar's phases and total, "" off them."""
+        if self._shown_bars is None:
+            return ""
+        bars, width, rank = self._shown_bars
+        index = bars.index_at(x, width)
+        if index is None:
+            return ""
+        if bars.ticks is not None:  # each rank's median step
+            ranks = sorted(self.view.anatomy.ranks) if self.view is not None else []
+            label = f"rank {ranks[index]}, each phase's median" if index < len(ranks) else bars.ticks[index]
+        else:
+            label = f"step {int(bars.x[index])} of rank {rank}"
+        return bars.words(index, label)
+
+    def _hovered(self, position: Any) -> None:
+        view_box = self.plot.getPlotItem().getViewBox()
+        if not view_box.sceneBoundingRect().contains(position):
+            text = ""
+        else:
+            text = self.hover_at(view_box.mapSceneToView(position).x())
+        if text != self.hover_text:
+            self.hover_text = text
+            if text:
+                QToolTip.showText(QCursor.pos(), text, self.plot)
+            else:
+                QToolTip.hideText()
 
     def _colours(self) -> dict[str, str]:
         return phase_colours(self)
