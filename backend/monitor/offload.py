@@ -40,6 +40,9 @@ _MOVED = {
     "disk_read_bytes": "disk_read_bps",
     "disk_write_bytes": "disk_write_bps",
 }
+# A step shorter than the sampling interval (1 s) has no sample inside it: its RSS and GPU utilisation are those of
+# the sample nearest its end, when one is this close (RSS and utilisation change over seconds, not within a step).
+NEAREST_SAMPLE_S = 1.5
 
 
 def offload_view(
@@ -109,6 +112,10 @@ def _per_step(raw: dict[str, Any], steps: Sequence[tuple[float, int]]) -> list[d
         if count <= 0 or t1 <= t0:
             continue
         inside = (t > t0) & (t <= t1) if t.size else np.zeros(0, dtype=bool)
+        if t.size and not inside.any():  # a step shorter than the sampling: the sample nearest its end, if close
+            nearest = int(np.argmin(np.abs(t - t1)))
+            if abs(float(t[nearest]) - t1) <= NEAREST_SAMPLE_S:
+                inside[nearest] = True
         entry: dict[str, Any] = {"step": s1, "t": t1, "steps": count, "seconds_per_step": (t1 - t0) / count}
         for name in _MOVED:
             total = moved(name, t0, t1)

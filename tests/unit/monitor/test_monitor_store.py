@@ -274,6 +274,15 @@ def test_offload_view_aligns_the_series_and_turns_rates_into_bytes_per_step(tmp_
     assert [f["steps"] for f in sparse] == [5, 5]
     assert sparse[0]["pcie_h2d_bytes_per_step"] == pytest.approx(figures[0]["pcie_h2d_bytes_per_step"])
 
+    # Steps shorter than the 1 s sampling (none of the samples inside them): RSS and GPU utilisation of the sample
+    # nearest each step's end, where one is close, never a blank row.
+    quick = offload_view(store, "run-o", steps=[(T0 + 10.0 + 0.2 * k, k) for k in range(4)])["steps"]
+    assert [f["peak_ranks_host_bytes"] for f in quick] == [samples[10].run.ranks_rss_bytes] * 2 \
+        + [samples[11].run.ranks_rss_bytes]
+    assert all(f["mean_gpu_util_pct"] is not None for f in quick)
+    far = offload_view(store, "run-o", steps=[(T0 + 500.0, 0), (T0 + 500.2, 1)])["steps"]
+    assert far[0]["peak_ranks_host_bytes"] is None  # no sample near: no figure
+
     # Downsampled series for a chart, figures still from every sample.
     small = offload_view(store, "run-o", steps=steps, max_points=10)
     assert small["t"].size <= 10 and small["steps"] == figures
