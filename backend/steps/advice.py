@@ -53,13 +53,17 @@ def cores_per_rank(facts: RunFacts | None) -> float | None:
     return facts.cpu_cores / facts.ranks_on_host
 
 
+def _rank(rank: int, facts: RunFacts | None) -> str:
+    return facts.rank(rank) if facts is not None else f"rank {rank}"
+
+
 def describe_bound(bound: str, slowest: RankAnatomy, ranks: Mapping[int, RankAnatomy], where: str,
                    facts: RunFacts | None) -> str:
     """'optimizer-bound: the optimizer step takes 61% of each step on both ranks (120 ms of 196 ms); ...'."""
     share = slowest.share(bound)
     said = (f"{bound}-bound: {BOUND_WORDS[bound]} {share:.0%} of each step{where} "
             f"({slowest.bound_ms(bound):.0f} ms of {slowest.step_ms:.0f} ms")
-    said += f" on rank {slowest.rank})" if len(ranks) > 1 and f"rank {slowest.rank}" not in where \
+    said += f" on {_rank(slowest.rank, facts)})" if len(ranks) > 1 and f"rank {slowest.rank}" not in where \
         and not where.startswith((" on both", " on all")) else ")"
     zero = _zero(facts)
     if bound == "optimizer" and _offload_device(zero, "offload_optimizer") == "cpu":
@@ -74,8 +78,8 @@ def describe_bound(bound: str, slowest: RankAnatomy, ranks: Mapping[int, RankAna
     pair = lagging(ranks, slowest.rank)
     if pair is not None:
         fastest = pair[1]
-        said += (f"; rank {slowest.rank} is the slowest: {slowest.own_work_ms:.0f} ms of its own work per step, "
-                 f"{slowest.own_work_ms / fastest.own_work_ms:.1f}x rank {fastest.rank}'s "
+        said += (f"; {_rank(slowest.rank, facts)} is the slowest: {slowest.own_work_ms:.0f} ms of its own work per "
+                 f"step, {slowest.own_work_ms / fastest.own_work_ms:.1f}x {_rank(fastest.rank, facts)}'s "
                  f"{fastest.own_work_ms:.0f} ms, so rank {fastest.rank} waits for it in communication")
     return said
 

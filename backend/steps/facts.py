@@ -20,3 +20,9 @@ class RunFacts:
     estimate_gpu_bytes: int | None = None  # the pre-launch estimate of one GPU's peak
     estimate_host_bytes: int | None = None  # ... and of the host's (offload)
     gpu_health: tuple[str, ...] = ()  # what slowed the run's GPUs during its steps: "GPU 0 was throttled (...)"
+    rank_hosts: Mapping[int, str] | None = None  # a multi-node run's machine of each rank (its nodes.json)
+
+    def rank(self, rank: int) -> str:
+        """'rank 3', or 'rank 3 (node-b)' in a multi-node run: the slow machine is what to look at."""
+        host = (self.rank_hosts or {}).get(rank)
+        return f"rank {rank} ({host})" if host else f"rank {rank}"

@@ -5,6 +5,7 @@ log) and why a phase may be missing (what the ranks' hooks could not attach to, 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 from traindeck.backend.core import read_json_file
 from traindeck.backend.logparse import read_ds_memory
 from traindeck.backend.monitor import health_during, read_gpu_health
+from traindeck.backend.nodes.node_plan import read_nodes
 from traindeck.backend.runs.record.layout import RunDir
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 from traindeck.backend.steps import (
@@ -107,12 +109,17 @@ def run_facts(record: RunRecord, records: list[StepRecord], store_path: Path | N
     estimate_gpu = estimate.get("gpu_total_bytes_per_device") if isinstance(estimate, dict) else None
     local_ranks = [p for p in record.processes if isinstance(p, dict) and p.get("role") == "rank"]
     ranks = len(local_ranks) or len({r.rank for r in records}) or None
+    nodes = read_nodes(run_dir.path)
+    rank_hosts = {int(rank): str(h.get("host")) for h in nodes["hosts"] if isinstance(h, dict)
+                  for rank in h.get("ranks") or [] if isinstance(rank, int)} if nodes else None
+    if rank_hosts:  # the ranks sharing one machine's cores are one node's (the nodes alike, as clusters are)
+        ranks = max(Counter(rank_hosts.values()).values())
     invalidations = trace_cache_invalidations(run_dir.output)
     return RunFacts(ds_config=deepspeed_config(run_dir, command), cpu_cores=_cores(), ranks_on_host=ranks,
                     trace_cache_invalidations=invalidations or None,
                     estimate_gpu_bytes=int(estimate_gpu) if isinstance(estimate_gpu, (int, float)) else None,
                     gpu_health=tuple(gpu_health_during_steps(store_path, record.id, records))
-                    if store_path is not None else ())
+                    if store_path is not None else (), rank_hosts=rank_hosts or None)
 
 
 def gpu_health_during_steps(store_path: Path, run_id: str, records: list[StepRecord]) -> list[str]:

@@ -284,6 +284,28 @@ def test_a_run_with_timing_off_says_so_and_files_are_read_when_the_store_has_not
     assert run_step_anatomy(record).bound == "compute"
 
 
+def test_a_multi_node_runs_slowest_rank_is_named_with_its_machine_and_cores_are_shared_per_node(
+        tmp_path: Path) -> None:
+    (tmp_path / "nodes.json").write_text(json.dumps({"hosts": [
+        {"host": "node-a", "slots": 2, "ranks": [0, 1]}, {"host": "node-b", "slots": 2, "ranks": [2, 3]}]}))
+    (tmp_path / "ds_config.json").write_text(json.dumps({"zero_optimization": {
+        "stage": 2, "offload_optimizer": {"device": "cpu"}}}))
+    record = _planted_run(tmp_path)
+    with RunStore() as store:
+        for rank in range(4):  # rank 3 loads its data slowly; the others wait for it in communication
+            store.add_steps(record.id, [step(rank, n, forward=10, backward=20, optimizer=60,
+                                             communication=5 if rank == 3 else 85, other=85 if rank == 3 else 5)
+                                        for n in range(1, 12)])
+    anatomy = run_step_anatomy(record)
+    assert anatomy.slowest_rank == 3
+    assert "rank 3 (node-b) is the slowest" in anatomy.summary and "x rank 0 (node-a)'s" in anatomy.summary
+    from traindeck.backend.runs.control.step_view import run_facts
+
+    with RunStore() as store:
+        facts = run_facts(record, store.steps(record.id))
+    assert facts.ranks_on_host == 2 and facts.rank(2) == "rank 2 (node-b)"  # 2 ranks a machine, not 4
+
+
 @pytest.mark.parametrize("flag", ["--deepspeed_config", "--deepspeed"])
 def test_the_deepspeed_config_given_to_the_script_is_found(tmp_path: Path, flag: str) -> None:
     from traindeck.backend.runs.control.step_view import deepspeed_config
