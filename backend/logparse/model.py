@@ -26,7 +26,8 @@ class Progress:
     """Where a run (or one of its bars) is: `current` of `total` items, `rate` items per second, `eta_s` seconds.
 
     `unit` is what is counted ("it", "step", "B", ...). `source` is the parser that saw it: "tqdm", "deepspeed",
-    "trainer", "report", "generic". `label` tells bars apart (a tqdm description such as "Epoch 1", "" for an
+    "trainer", "report", "generic"; or "step timing" (the supervisor's, from the optimizer steps the ranks timed,
+    for a run whose output says nothing of its progress). `label` tells bars apart (a tqdm description such as "Epoch 1", "" for an
     unnamed bar); `OutputParser.progress` picks the one that stands for the whole run.
     """
 

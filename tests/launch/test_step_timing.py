@@ -309,3 +309,26 @@ def test_no_step_timing_runs_untimed_and_says_so(tmp_path: Path) -> None:
     assert not (Path(record.run_dir) / "steps").exists()
     said = _cli("steps", "untimed")
     assert "no step timed: step timing was off for this run (--no-step-timing)" in said
+
+
+def test_a_script_that_prints_no_progress_shows_its_timed_steps_as_progress(tmp_path: Path) -> None:
+    # The loop prints a line when it starts and one when it ends, nothing between: no bar, no step or loss lines.
+    # While it runs, the run's progress is the optimizer steps its rank timed, climbing.
+    import time
+
+    run = launch(LOOP, "--steps", "300", "--hidden", "32", "--load-s", "0.03", launcher="python", name="quiet")
+    seen: list[int] = []
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        with RunStore() as store:
+            record = store.get_run(run.id)
+        assert record is not None
+        progress = record.progress or {}
+        if record.state != "running":
+            break
+        if progress.get("source") == "step timing" and progress.get("current") not in seen:
+            seen.append(progress["current"])
+        time.sleep(0.5)
+    done = _finished(run)
+    assert len(seen) >= 3 and seen == sorted(seen), seen
+    assert done.progress and done.progress["unit"] == "step" and done.progress["current"] >= 290, done.progress

@@ -37,6 +37,7 @@ PARSE_MAX_LAG = 8 << 20
 FLOOD_SAMPLE = 32 << 10
 FLOOD_PAUSE_S = 0.25
 FOLLOW_INTERVAL_S = 0.1
+TIMED_SOURCE = "step timing"  # the progress of a run whose output says none: the optimizer steps its ranks timed
 
 logger = logging.getLogger("traindeck.supervisor")
 
@@ -160,6 +161,7 @@ class OutputFollower(threading.Thread):
         self._progress_dirty = False
         self._progress_written = 0.0
         self._last_step: tuple[int, float] | None = None  # (current, monotonic) of the main bar
+        self._timed_step: int | None = None  # the newest step the ranks' step timing saw
         self._metrics: list[tuple[str, int | None, float, float, int | None]] = []
         self._metrics_written = 0.0
         self._reported: set[str] = set()
@@ -204,6 +206,7 @@ class OutputFollower(threading.Thread):
                     for line in self.assembler.feed(chunk):
                         self._line(line)
                     self._flush()
+                self._on_timed_steps()
                 if done:
                     for line in self.assembler.flush():
                         self._line(line)
@@ -241,11 +244,32 @@ class OutputFollower(threading.Thread):
         if progressed:
             self._on_progress()
 
+    def steps_timed(self, step: int) -> None:
+        """The newest optimizer step the ranks' step timing has seen (called from the supervisor's loop): the
+        run's progress while its output says none (no bar, no step or loss lines), so a quiet script still shows
+        it advancing, and the stall watch sees its steps."""
+        self._timed_step = step  # read by this thread at its next wake-up
+
+    def _on_timed_steps(self) -> None:
+        step = self._timed_step
+        if step is None or self.parser.progress is not None \
+                or (self._progress is not None and self._progress.source != TIMED_SOURCE) \
+                or (self._progress is not None and self._progress.current == step):
+            return
+        recent = self.step_times[-20:]
+        rate = len(recent) / sum(recent) if recent and sum(recent) > 0 else None
+        self._advance(Progress(current=step, total=None, rate=rate, eta_s=None, unit="step", rank=None,
+                               source=TIMED_SOURCE))
+        self._flush()
+
     def _on_progress(self) -> None:
         # The parser knows which of several bars (training, eval, download) stands for the run.
         main = self.parser.progress
         if main is None or main == self._progress:
             return
+        self._advance(main)
+
+    def _advance(self, main: Progress) -> None:
         now = time.monotonic()
         if self._last_step is not None and main.current > self._last_step[0]:
             self.step_times.append((now - self._last_step[1]) / (main.current - self._last_step[0]))

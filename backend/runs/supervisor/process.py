@@ -289,6 +289,8 @@ class Supervisor:
             elif self.launcher_end.returncode is not None and alive:
                 self.stopper.end_leftovers(alive, now)
             self.step_intake.poll(now)
+            if self.step_intake.latest_step is not None and self.drain is not None:
+                self.drain.follower.steps_timed(self.step_intake.latest_step)
             self.disk_watch.check(now)
             if now - last_stall_check >= 5.0 and self.launcher_end.returncode is None:
                 self._check_stall(now, alive)

@@ -26,6 +26,7 @@ class StepIntake:
         self.store, self.run_id, self.interval_s = store, run_id, interval_s
         self.last = float("-inf")
         self.reported: dict[int, tuple[tuple[str, ...], tuple[str, ...], str]] = {}
+        self.latest_step: int | None = None  # the newest optimizer step of any rank (the run's progress fallback)
 
     def poll(self, now: float) -> None:
         if now - self.last < self.interval_s:
@@ -46,6 +47,7 @@ class StepIntake:
             return 0
         if steps:
             self.store.add_steps(self.run_id, steps)
+            self.latest_step = max(self.latest_step or 0, max(r.step for r in steps))
         for report in reports:
             said = (report.attached, report.missing, report.clock)
             if self.reported.get(report.rank) != said:
