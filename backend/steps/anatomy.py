@@ -108,6 +108,12 @@ class StepAnatomy:
     advice: tuple[str, ...] = ()
     slowdown: Slowdown | None = None
     notes: tuple[str, ...] = field(default=())  # why a phase may be missing (hooks that could not attach)
+    hosts: Mapping[int, str] = field(default_factory=dict)  # a multi-node run's machine of each rank
+
+    def rank_label(self, rank: int) -> str:
+        """'3', or '3 (node-b)' in a multi-node run."""
+        host = self.hosts.get(rank)
+        return f"{rank} ({host})" if host else str(rank)
 
     @property
     def straggler(self) -> int | None:
@@ -119,7 +125,8 @@ class StepAnatomy:
         return {"ranks": {str(r): a.to_json() for r, a in sorted(self.ranks.items())}, "bound": self.bound,
                 "slowest_rank": self.slowest_rank, "straggler": self.straggler, "summary": self.summary,
                 "advice": list(self.advice),
-                "slowdown": self.slowdown.text() if self.slowdown else None, "notes": list(self.notes)}
+                "slowdown": self.slowdown.text() if self.slowdown else None, "notes": list(self.notes),
+                **({"hosts": {str(r): h for r, h in sorted(self.hosts.items())}} if self.hosts else {})}
 
 
 def lagging(ranks: Mapping[int, RankAnatomy], slowest: int | None) -> tuple[RankAnatomy, RankAnatomy] | None:

@@ -14,14 +14,14 @@ def anatomy_table(anatomy: StepAnatomy, rank: int | None = None) -> str:
     """The table (one row per rank, `rank` alone if given), then the verdict, the slow-down and the advice."""
     if not anatomy.ranks:
         return "".join(line + "\n" for line in (anatomy.summary, *("- " + a for a in anatomy.advice)))
-    header = ["rank", "steps", *PHASES, "step", "GPU peak", "host peak"]
+    header = ["rank", *(["node"] if anatomy.hosts else []), "steps", *PHASES, "step", "GPU peak", "host peak"]
     rows = [header]
     for r, a in sorted(anatomy.ranks.items()):
         if rank is not None and r != rank:
             continue
         mark = "*" if r == anatomy.straggler else ""
         total = sum(a.phases_ms.values()) or 1.0
-        cells = [f"{r}{mark}", str(a.steps)]
+        cells = [f"{r}{mark}", *([anatomy.hosts.get(r, "")] if anatomy.hosts else []), str(a.steps)]
         cells += [f"{a.phases_ms[p]:.1f} ms {a.phases_ms[p] / total:4.0%}" for p in PHASES]
         cells += [f"{a.step_ms:.1f} ms", format_bytes(a.peak_gpu_allocated, digits=2), format_bytes(a.peak_host, digits=2)]
         rows.append(cells)

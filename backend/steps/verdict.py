@@ -38,4 +38,5 @@ def analyse(records: Iterable[StepRecord], *, notes: Sequence[str] = (), facts: 
         advice = [f"{'; '.join(facts.gpu_health)}: check the GPU's cooling, power limit and slot (nvidia-smi -q "
                   "-d PERFORMANCE,PCIE) before changing the setup.", *advice]
     return StepAnatomy(ranks=ranks, bound=bound, slowest_rank=slowest.rank, summary=summary, advice=tuple(advice),
-                       slowdown=slowdown, notes=tuple(notes))
+                       slowdown=slowdown, notes=tuple(notes),
+                       hosts=dict(facts.rank_hosts) if facts is not None and facts.rank_hosts else {})

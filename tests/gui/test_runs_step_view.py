@@ -323,3 +323,14 @@ def test_history_says_a_phase_that_all_but_vanished_in_milliseconds() -> None:
     assert rows["other"] == ("50.5 ms", "0.2 ms", "-50.3 ms (0.004x)")
     assert rows["Step"] == ("70.5 ms", "20.2 ms", "-50.3 ms (0.29x)")
     assert rows["Slowest rank"][:2] == ("rank 0 (of 1)", "rank 0 (of 1)")
+
+
+def test_a_multi_node_runs_table_says_each_ranks_machine() -> None:
+    from traindeck.backend.steps import RunFacts, analyse
+
+    records = [StepRecord(rank=rank, step=n, t=1.0 + n, step_ms=100.0,
+                          phases_ms={"forward": 10.0, "communication": 5.0 if rank == 1 else 85.0,
+                                     "other": 85.0 if rank == 1 else 5.0})
+               for rank in (0, 1) for n in range(1, 12)]
+    anatomy = analyse(records, facts=RunFacts(rank_hosts={0: "node-a", 1: "node-b"}))
+    assert [row.cells[0] for row in step_module.rank_rows(anatomy)] == ["0 (node-a)", "1 (node-b) (slowest)"]

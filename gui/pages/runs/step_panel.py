@@ -129,7 +129,8 @@ def rank_rows(anatomy: StepAnatomy) -> list[RankRow]:
         total = sum(a.phases_ms.values()) or 1.0
         phases = [f"{a.phases_ms.get(p, 0.0):.1f} ms  {a.phases_ms.get(p, 0.0) / total:.0%}" for p in PHASES]
         slowest = rank == anatomy.straggler
-        rows.append(RankRow(cells=(f"{rank} ({SLOWEST})" if slowest else str(rank), str(a.steps), *phases,
+        label = anatomy.rank_label(rank)
+        rows.append(RankRow(cells=(f"{label} ({SLOWEST})" if slowest else label, str(a.steps), *phases,
                                    f"{a.step_ms:.1f} ms", format_bytes(a.peak_gpu_allocated),
                                    format_bytes(a.peak_host)), slowest=slowest))
     return rows

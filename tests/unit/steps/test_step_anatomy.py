@@ -299,6 +299,9 @@ def test_a_multi_node_runs_slowest_rank_is_named_with_its_machine_and_cores_are_
     anatomy = run_step_anatomy(record)
     assert anatomy.slowest_rank == 3
     assert "rank 3 (node-b) is the slowest" in anatomy.summary and "x rank 0 (node-a)'s" in anatomy.summary
+    assert anatomy.to_json()["hosts"] == {"0": "node-a", "1": "node-a", "2": "node-b", "3": "node-b"}
+    table = anatomy_table(anatomy).splitlines()
+    assert table[0].split()[:3] == ["rank", "node", "steps"] and table[4].split()[:2] == ["3*", "node-b"]
     from traindeck.backend.runs.control.step_view import run_facts
 
     with RunStore() as store:
