@@ -69,6 +69,19 @@ def test_the_charts_get_more_than_half_the_height_once_the_run_has_metrics(qtbot
     assert page.charts.loss_chart.height() >= 300, page.charts.loss_chart.height()
 
 
+def test_the_step_tab_gets_the_charts_height_for_a_run_without_metrics(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    # A quiet script (no loss lines): at 1600x1000 the Step tab's bars were ~120 px under a console of 2/3.
+    quiet = add_run("quiet", [])
+    page = make_page()
+    page.open_run(quiet.id)
+    qtbot.waitUntil(lambda: page.header.state_text() == "running", timeout=15000)
+    assert lower_share(page) < 0.5
+    page.lower_tabs.setCurrentIndex(page.lower_tabs.checkpoints_tab)
+    assert lower_share(page) < 0.5  # the checkpoints' table needs no more
+    page.lower_tabs.setCurrentIndex(page.lower_tabs.step_tab)
+    qtbot.waitUntil(lambda: lower_share(page) >= CHARTS_SHARE - 0.01, timeout=5000)
+
+
 def test_a_moved_divider_is_kept_and_comes_back_in_the_next_page(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
     record = add_run("busy", deepspeed_metrics(range(1, 40)))
     page = make_page()

@@ -135,6 +135,9 @@ class RunsPage(Page):
         self.step_panel = StepPanel(self.watched, self.source)
         self.lower_tabs = RunTabs(self.charts, self.leftovers, self.step_panel, self.nodes_table)
         self.lower_tabs.currentChanged.connect(lambda _index: self.leftovers.due(self.on_screen(), force=True))
+        # The Step tab's table, verdict and bars need the room the charts get (a quiet script has no metrics).
+        self.lower_tabs.currentChanged.connect(
+            lambda index: self._give_charts_room() if index == self.lower_tabs.step_tab else None)
         self.leftovers.listed.connect(lambda _count, companion: self.stop_panel.set_companion(companion))
         self.stop_panel.save_now_asked.connect(self.leftovers.save_now)
         self.splitter.addWidget(self.lower_tabs)
@@ -250,7 +253,8 @@ class RunsPage(Page):
         self.ctx.settings.setValue(SPLITTER_KEY, self.splitter.saveState())
 
     def _give_charts_room(self) -> None:
-        """The run has metrics: the tabs get CHARTS_SHARE of the height, unless the person chose the split."""
+        """The run has metrics, or the person opened the Step tab: the tabs get CHARTS_SHARE of the height,
+        unless the person chose the split."""
         if self._split_chosen or self._split_before_maximised is not None:
             return
         sizes = self.splitter.sizes()
