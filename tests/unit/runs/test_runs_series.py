@@ -1,5 +1,6 @@
-"""BoundedSeries: a metric series in bounded memory (recent points whole, older ones min/max folded), and the
-chunked whole-series read from a real run store that feeds it."""
+"""BoundedSeries: a metric series in bounded memory (recent points whole, older ones min/max folded), the chunked
+whole-series read from a real run store that feeds it, what a live chart is handed of it (only the points added
+since it was fed, until a fold), and the smoothing as a running state (RunningEma: ema()'s figures, bit for bit)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ import math
 import random
 from pathlib import Path
 
+import numpy as np
+import pytest
+
+from traindeck.backend.runs.control.metric_charts import ema
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
-from traindeck.backend.runs.record.series import BoundedSeries, load_series
+from traindeck.backend.runs.record.series import BoundedSeries, RunningEma, load_series
 
 
 def test_memory_is_bounded_whatever_the_length() -> None:
@@ -115,3 +120,73 @@ def test_no_folded_bucket_holds_more_than_bucket_size_points() -> None:
         assert sum(spans) == folded
         assert len(firsts) <= series.max_buckets
         assert list(xs[-2:]) == [count - 2, count - 1]
+
+
+def _random_values(rng: np.random.Generator, n: int) -> np.ndarray:
+    """A loss-like walk with what real series have: NaN gaps, infinities, constant stretches (a fixed learning
+    rate), or the whole series constant."""
+    y = 2.0 + rng.normal(0, 0.1, n).cumsum()
+    kind = rng.integers(0, 5)
+    if kind == 1:
+        y[rng.random(n) < 0.1] = np.nan
+    elif kind == 2:
+        y[rng.random(n) < 0.05] = rng.choice([np.nan, np.inf, -np.inf])
+    elif kind == 3 and n:
+        y[: int(rng.integers(0, n + 1))] = 0.001  # constant at first, then not (or constant throughout)
+    elif kind == 4:
+        y[:] = 0.001
+        y[rng.random(n) < 0.2] = np.nan
+    return y
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_running_smoothing_equals_ema_of_the_whole_series(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 40_000))
+    y = _random_values(rng, n)
+    weight = float(rng.choice([0.0, 0.3, 0.6, 0.9, 0.99, rng.random()]))
+    running, parts, given = RunningEma(weight), [], 0
+    while given < n:
+        k = int(rng.integers(1, 5_000))  # a poll's rows: from one point to more than a block
+        new = running.extend(y[given:given + k])
+        if new is None:  # a constant stopped being one: its earlier values change, smoothed whole again
+            running, parts = RunningEma(weight), []
+            new = running.extend(y[:given + k])
+            assert new is not None
+        parts.append(new)
+        given += k
+    smoothed = np.concatenate(parts) if parts else np.empty(0)
+    assert np.array_equal(smoothed, ema(y, weight), equal_nan=True)  # exactly: the same float operations
+
+
+def test_running_smoothing_says_when_a_constant_stops_being_one() -> None:
+    running = RunningEma(0.6)
+    assert list(running.extend([0.5, float("nan"), 0.5])[[0, 2]]) == [0.5, 0.5]  # as ema() leaves a constant
+    assert running.extend([0.5]) is not None
+    assert running.extend([0.7]) is None
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_live_chart_is_handed_only_the_new_points_until_a_fold(seed: int) -> None:
+    """What a chart holds (points() when first fed, then each points_after appended) is points() at every step;
+    points_after says None exactly when a fold changed the older part, and the chart then takes points() whole."""
+    rng = np.random.default_rng(seed)
+    series = BoundedSeries(recent=int(rng.integers(1, 60)), max_buckets=int(rng.integers(2, 30)))
+    held_x, held_y = series.arrays()
+    count, reshapes, folds_seen = series.count, series.reshapes, 0
+    for _ in range(200):
+        k = int(rng.integers(0, 40))
+        series.add(np.arange(series.count, series.count + k, dtype=np.float64), _random_values(rng, k))
+        tail = series.points_after(count, reshapes)
+        if tail is None:
+            assert series.reshapes != reshapes
+            folds_seen += 1
+            held_x, held_y = series.arrays()
+        else:
+            assert series.reshapes == reshapes and len(tail[0]) == k
+            held_x, held_y = np.concatenate((held_x, tail[0])), np.concatenate((held_y, tail[1]))
+        count, reshapes = series.count, series.reshapes
+        xs, ys = series.points()
+        assert np.array_equal(held_x, np.frombuffer(xs)) and np.array_equal(held_y, np.frombuffer(ys), equal_nan=True)
+    assert folds_seen > 0
+    assert series.points_after(count + 1, reshapes) is None  # a count it never had
