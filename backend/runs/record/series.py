@@ -95,9 +95,10 @@ class BoundedSeries:
         if self.first_x is None:
             self.first_x = x_new[0]
         self.last_x = x_new[-1]
-        finite = [y for y in y_new if y == y]
-        if finite:
-            self.low, self.high = min(self.low, min(finite)), max(self.high, max(finite))
+        values = np.frombuffer(y_new, dtype=np.float64)
+        if not np.isnan(values).all():  # NaN (a gap) takes no part
+            self.low = min(self.low, float(np.fmin.reduce(values)))
+            self.high = max(self.high, float(np.fmax.reduce(values)))
         if len(self._x) > 2 * self.recent:
             self._fold(len(self._x) - self.recent)
 
@@ -115,37 +116,46 @@ class BoundedSeries:
         self.add(xs, ys)
 
     def _fold(self, n: int) -> None:
+        """Fold the oldest `n` recent points into buckets, a bucket's worth at a time through numpy: the open
+        bucket filled first, then new buckets of `bucket_size` points, merging the buckets in pairs (and doubling
+        the size) as the count passes max_buckets, as if the points came one by one."""
         self.reshapes += 1
-        xs, ys = self._x[:n], self._y[:n]
+        xs = np.frombuffer(self._x, dtype=np.float64)[:n].copy()
+        ys = np.frombuffer(self._y, dtype=np.float64)[:n].copy()
         del self._x[:n]
         del self._y[:n]
         k = self.bucket_size
-        for x, y in zip(xs, ys, strict=True):
-            if self._open_count and self._open_count < k:
-                self._blo[-1] = _lower(self._blo[-1], y)
-                self._bhi[-1] = _higher(self._bhi[-1], y)
-                self._open_count += 1
-                continue
-            self._bx.append(x)
-            self._blo.append(y)
-            self._bhi.append(y)
-            self._open_count = 1
-            if len(self._bx) > self.max_buckets:
+        if self._open_count and self._open_count < k:  # the newest bucket is still filling: its share first
+            m = min(k - self._open_count, len(ys))
+            self._blo[-1] = _lower(self._blo[-1], float(np.fmin.reduce(ys[:m])))
+            self._bhi[-1] = _higher(self._bhi[-1], float(np.fmax.reduce(ys[:m])))
+            self._open_count += m
+            xs, ys = xs[m:], ys[m:]
+        while len(ys):
+            k = self.bucket_size
+            room = self.max_buckets + 1 - len(self._bx)  # the room-th new bucket makes them merge
+            buckets = -(-len(ys) // k)
+            if buckets < room:  # every point fits: the last bucket may stay open
+                taken, merge = len(ys), False
+            else:  # room - 1 whole buckets and the first point of one more, then the merge
+                buckets, taken, merge = room, (room - 1) * k + 1, True
+            starts = np.arange(0, taken, k) if k < taken else np.zeros(1, np.intp)  # (k may pass int64)
+            self._bx.frombytes(xs[starts].tobytes())
+            self._blo.frombytes(np.fmin.reduceat(ys[:taken], starts).tobytes())
+            self._bhi.frombytes(np.fmax.reduceat(ys[:taken], starts).tobytes())
+            self._open_count = taken - int(starts[-1])
+            xs, ys = xs[taken:], ys[taken:]
+            if merge:
                 self._merge()
-                k = self.bucket_size
 
     def _merge(self) -> None:
         """Halve the buckets: pairs become one (the newest, filling bucket pairs with the one before it)."""
-        bx, lo, hi = self._bx, self._blo, self._bhi
-        start = len(bx) % 2  # an odd count: the oldest bucket stays as it is
-        new_x = array("d", bx[:start])
-        new_lo = array("d", lo[:start])
-        new_hi = array("d", hi[:start])
-        for i in range(start, len(bx), 2):
-            new_x.append(bx[i])
-            new_lo.append(_lower(lo[i], lo[i + 1]))
-            new_hi.append(_higher(hi[i], hi[i + 1]))
-        self._bx, self._blo, self._bhi = new_x, new_lo, new_hi
+        start = len(self._bx) % 2  # an odd count: the oldest bucket stays as it is
+        bx, lo, hi = (np.frombuffer(a, dtype=np.float64) for a in (self._bx, self._blo, self._bhi))
+        new_x = np.concatenate((bx[:start], bx[start::2]))
+        new_lo = np.concatenate((lo[:start], np.fmin(lo[start::2], lo[start + 1::2])))
+        new_hi = np.concatenate((hi[:start], np.fmax(hi[start::2], hi[start + 1::2])))
+        self._bx, self._blo, self._bhi = (array("d", a.tobytes()) for a in (new_x, new_lo, new_hi))
         self.bucket_size *= 2
         self._open_count = 0  # the next point starts a bucket of the new size
 

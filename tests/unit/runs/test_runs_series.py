@@ -190,3 +190,50 @@ def test_a_live_chart_is_handed_only_the_new_points_until_a_fold(seed: int) -> N
         assert np.array_equal(held_x, np.frombuffer(xs)) and np.array_equal(held_y, np.frombuffer(ys), equal_nan=True)
     assert folds_seen > 0
     assert series.points_after(count + 1, reshapes) is None  # a count it never had
+
+
+class _OneByOne:
+    """The folding as the module's doc says it, a point at a time: the reference the batched folds must equal."""
+
+    def __init__(self, max_buckets: int) -> None:
+        self.max_buckets, self.size, self.open = max_buckets, 1, 0
+        self.buckets: list[list[float]] = []  # [first x, lowest, highest]
+
+    def fold(self, x: float, y: float) -> None:
+        if self.open and self.open < self.size:
+            bucket = self.buckets[-1]
+            bucket[1], bucket[2] = float(np.fmin(bucket[1], y)), float(np.fmax(bucket[2], y))  # NaN: a gap
+            self.open += 1
+            return
+        self.buckets.append([x, y, y])
+        self.open = 1
+        if len(self.buckets) > self.max_buckets:  # pairs merge, the oldest alone when the count is odd
+            start = len(self.buckets) % 2
+            merged = self.buckets[:start]
+            for a, b in zip(self.buckets[start::2], self.buckets[start + 1::2], strict=True):
+                merged.append([a[0], float(np.fmin(a[1], b[1])), float(np.fmax(a[2], b[2]))])
+            self.buckets, self.size, self.open = merged, self.size * 2, 0
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_batch_folds_as_if_its_points_came_one_by_one(seed: int) -> None:
+    """A poll's rows (or a whole read's chunk) fold into the buckets the same points folded one at a time make,
+    buckets merging mid-batch included."""
+    rng = np.random.default_rng(seed)
+    series = BoundedSeries(int(rng.integers(1, 30)), int(rng.integers(2, 20)))
+    reference = _OneByOne(series.max_buckets)
+    all_x, all_y = np.empty(0), np.empty(0)
+    for _ in range(30):
+        k = int(rng.integers(0, 300))
+        x = np.arange(series.count, series.count + k, dtype=np.float64)
+        y = _random_values(rng, k)
+        before = series.folded
+        series.add(x, y)
+        all_x, all_y = np.concatenate((all_x, x)), np.concatenate((all_y, y))
+        for xi, yi in zip(all_x[before:series.folded], all_y[before:series.folded], strict=True):
+            reference.fold(float(xi), float(yi))
+        assert series.bucket_size == reference.size
+        expected = np.array(reference.buckets).reshape(-1, 3)
+        held = np.column_stack([np.frombuffer(a) if len(a) else np.empty(0)
+                                for a in (series._bx, series._blo, series._bhi)])
+        assert np.array_equal(held, expected, equal_nan=True)
