@@ -1,4 +1,4 @@
-"""The Runs page's charts and last metrics: the watched run's series drawn only when the screen would change,
+"""The Runs page's charts and last metrics: the watched run's new points drawn as each read brings them,
 zoom re-reads at full resolution. ChartsPanel reads the series from the WatchedRun it is given; the page hands it
 each poll's news and says when to draw.
 
@@ -12,8 +12,10 @@ each read at once.
 A live run's new points are drawn as each read arrives: a chart is handed only the points added since it was
 fed (BoundedSeries.points_after), and smooths only those (RunningEma), so an update costs what is new, not the
 run's length; the whole series is handed again only when its older part was folded (once every
-DEFAULT_RECENT points), another x axis or a zoom's re-read asks for it. DeepSpeed's engine throughputs are labelled as such
-wherever they are named (metric_label), apart from the run's wall-clock throughput in the header.
+DEFAULT_RECENT points), another x axis or a zoom's re-read asks for it.
+
+DeepSpeed's engine throughputs are labelled as such wherever they are named (metric_label), apart from the run's
+wall-clock throughput in the header.
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ class ChartsPanel(QWidget):
         self._watched, self._source = watched, source
         self._settings = settings if settings is not None else source.ctx.settings
         # What the panel has drawn (the series themselves are the model's, watched.series): drawn only while the
-        # page is on screen, and only when the screen would change.
+        # page is on screen.
         self._undrawn: set[str] = set()  # series changed since last drawn
         self._drawn: set[str] = set()  # series in a chart (one not yet drawn is drawn at once)
         # What each series' charts were handed: (the series, its count and reshapes then, the points handed):
@@ -108,7 +110,7 @@ class ChartsPanel(QWidget):
         self._drawn_at = 0.0  # monotonic time the charts were last drawn
         self._draw_later = QTimer(self)  # news refused by the pace: drawn when it allows
         self._draw_later.setSingleShot(True)
-        self._draw_later.timeout.connect(self.draw)
+        self._draw_later.timeout.connect(self._draw_if_shown)
         self._metric_labels: dict[str, QLabel] = {}
         self.figures: dict[str, LastFigure] = {}  # the read the legends and "Last metrics" show
         self._clock = StepClock()  # when each step was logged: x by wall time or since the start
@@ -262,8 +264,8 @@ class ChartsPanel(QWidget):
             box.blockSignals(False)
             self.grid.set_metric_names(self._watched.metric_names)
         self._undrawn |= change.series
-        if change.series and self.isVisible() and not self.window().isMinimized():
-            self.draw()  # the new points on screen as they arrive (at the pace the draws' cost allows)
+        if change.series:
+            self._draw_if_shown()  # the new points on screen as they arrive (at the pace the draws' cost allows)
 
     # ------------------------------------------------------------------------------------------------ options
     def set_smoothing(self, weight: float) -> None:
@@ -384,6 +386,10 @@ class ChartsPanel(QWidget):
             cost = time.perf_counter() - started
             self._draw_cost = cost if not self._draw_cost else 0.7 * self._draw_cost + 0.3 * cost
 
+    def _draw_if_shown(self) -> None:
+        if self.isVisible() and not self.window().isMinimized():  # else the page draws on its return
+            self.draw()
+
     def draw_interval(self) -> float:
         """Seconds between two draws: CHART_MS, or longer where the draws' measured cost would take more than
         CHART_SHARE of the UI thread."""
@@ -397,13 +403,13 @@ class ChartsPanel(QWidget):
                 and (self.x_mode != "relative" or start is not None) \
                 and all(chart.point_count(name) == fed[3] for chart in charts):
             tail = series.points_after(fed[1], fed[2])  # None: folded since, handed whole below
-        if tail is not None:
+        if fed is not None and tail is not None:
             x, y = tail
             if len(x):
                 x = x_values(x, self.x_mode, x_is_time=series.x_is_time, clock=self._clock, start=start)
                 for chart in charts:
                     chart.append(name, x, y)
-            self._fed[name] = (series, series.count, series.reshapes, fed[3] + len(x) if fed else len(x))
+            self._fed[name] = (series, series.count, series.reshapes, fed[3] + len(x))
             return
         x, y = series.arrays()
         detail = self._detail.get(name)
