@@ -111,6 +111,12 @@ class ChartsPanel(QWidget):
         self._draw_later = QTimer(self)  # news refused by the pace: drawn when it allows
         self._draw_later.setSingleShot(True)
         self._draw_later.timeout.connect(self._draw_if_shown)
+        self._to_draw: dict[TimeSeriesChart, list[str]] = {}  # charts waiting for their turn: their series' names
+        self._draw_turn = QTimer(self)  # the next of them, once the event loop turned
+        self._draw_turn.setSingleShot(True)
+        self._draw_turn.setInterval(0)
+        self._draw_turn.timeout.connect(self._draw_next)
+        self._draw_spent = 0.0  # seconds the draw under way took so far
         self._metric_labels: dict[str, QLabel] = {}
         self.figures: dict[str, LastFigure] = {}  # the read the legends and "Last metrics" show
         self._clock = StepClock()  # when each step was logged: x by wall time or since the start
@@ -223,6 +229,7 @@ class ChartsPanel(QWidget):
         self._undrawn = set()
         self._drawn = set()
         self._fed = {}
+        self._to_draw = {}
         self._detail = {}
         self._clock = StepClock()
         self._clock_asked = False
@@ -245,7 +252,9 @@ class ChartsPanel(QWidget):
             self.show_metrics({}, empty="none recorded")
 
     def flush(self) -> None:
-        """The charts shown repainted now, not on their redraw timer."""
+        """The charts shown repainted now, not on their redraw timer (nor in turns)."""
+        while self._to_draw:
+            self._draw_next()
         for chart in self._shown_charts():
             chart.flush()
 
@@ -350,7 +359,9 @@ class ChartsPanel(QWidget):
         """Hand the charts what changed in their series: the points added since they were last fed, or the whole
         series (a bounded set of points, whatever the run's length) where its older part changed. At most every
         CHART_MS and within CHART_SHARE of the UI thread, unless forced (a series newly shown, the page back on
-        screen); news refused by the pace is drawn when it allows."""
+        screen); news refused by the pace is drawn when it allows. A live draw takes one chart now and each other
+        chart after the event loop turns (its paint in between), so the UI thread is held for one chart at a
+        time, not a page of them; a forced draw takes every chart now."""
         wanted = set(self._watched.chart_series())
         if not force and not self._undrawn & wanted:
             return  # nothing new to draw
@@ -362,12 +373,9 @@ class ChartsPanel(QWidget):
                     self._draw_later.start(int(wait * 1000) + 1)
                 return
         self._draw_later.stop()
-        started = time.perf_counter()
         self._drawn_at = now
         self._want_clock()
         self._feed_clock()
-        start = self._run_start()
-        charts: set[TimeSeriesChart] = set()
         for name in sorted(self._undrawn):
             series = self._watched.series.get(name)
             targets = self._charts_of(name)
@@ -376,14 +384,37 @@ class ChartsPanel(QWidget):
             for chart in targets:
                 if series.x_is_time and self.x_mode == "step":
                     chart.x_mode = "time"  # a series logged without steps: its x is the time
-            self._feed(name, series, targets, start)
-            charts.update(targets)
+                names = self._to_draw.setdefault(chart, [])
+                if name not in names:
+                    names.append(name)
             self._drawn.add(name)
         self._undrawn.clear()
-        for chart in charts:
-            chart.flush()  # now, not REDRAW_MS later: in the same repaint as the rest of the page's news
-        if charts:
-            cost = time.perf_counter() - started
+        self._draw_next()
+        while force and self._to_draw:
+            self._draw_next()
+
+    def _draw_next(self) -> None:
+        """Feed and redraw the next chart waiting (now, not REDRAW_MS later); the one after it once the event
+        loop turns."""
+        started = time.perf_counter()
+        shown = self._shown_charts()
+        while self._to_draw:
+            chart = next(iter(self._to_draw))
+            names = self._to_draw.pop(chart)
+            if chart not in shown:
+                continue  # replaced meanwhile (another page of the grid, another run)
+            start = self._run_start()
+            for name in names:
+                series = self._watched.series.get(name)
+                if series is not None and series.count:
+                    self._feed(name, series, [chart], start)
+            chart.flush()
+            break
+        self._draw_spent += time.perf_counter() - started
+        if self._to_draw:
+            self._draw_turn.start()
+        elif self._draw_spent:
+            cost, self._draw_spent = self._draw_spent, 0.0
             self._draw_cost = cost if not self._draw_cost else 0.7 * self._draw_cost + 0.3 * cost
 
     def _draw_if_shown(self) -> None:
