@@ -137,6 +137,7 @@ from .record.savestop import SAVE_THEN_STOP as SAVE_THEN_STOP
 from .record.savestop import request_save as request_save
 from .record.savestop import save_hold_s as save_hold_s
 from .record.series import BoundedSeries as BoundedSeries
+from .record.series import RunningEma as RunningEma
 from .record.store_rebuild import on_store_rebuilt as on_store_rebuilt
 from .record.store_rebuild import store_rebuilds as store_rebuilds
 from .record.sweep_mark import SweepMark as SweepMark

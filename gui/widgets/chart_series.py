@@ -1,6 +1,7 @@
 """What a chart holds of each series, and what it draws of it: a numpy ring buffer whose visible window is one
 contiguous slice (no copy for pyqtgraph), min/max folding of what leaves the ring (bounded memory for days), and
-peak decimation (~2 points a pixel column, every spike kept). Used by charts.py."""
+peak decimation (~2 points a pixel column, every spike kept), and the smoothing kept as a running state (new
+points smoothed as they come, not the whole series again). Used by charts.py."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 
-from traindeck.backend.runs import BoundedSeries, ema
+from traindeck.backend.runs import BoundedSeries, RunningEma
 
 
 class Ring:
@@ -135,13 +136,23 @@ class ChartSeries:
         # Points pushed out of the ring, folded to min/max buckets (None: dropped; see the module's doc).
         self.older = BoundedSeries(recent=1, max_buckets=older_buckets) if older_buckets else None
         self.raw_curve: pg.PlotDataItem | None = None  # the raw line, faint behind the smoothed one (smoothing on)
-        self._smoothed: tuple[float, np.ndarray] | None = None  # (weight, the ring's y smoothed): until new data
+        # The ring's y smoothed, beside it (a ring alike), and the smoothing's running state: appended points are
+        # smoothed on their own. None: not smoothed since the last replace (or change of weight).
+        self._ema: RunningEma | None = None
+        self._ema_weight = 0.0
+        self._smoothed = Ring(capacity)
 
     def smoothed(self, weight: float) -> np.ndarray:
-        """The ring's y smoothed with `weight` (TensorBoard's EMA), computed once per change of data or weight."""
-        if self._smoothed is None or self._smoothed[0] != weight:
-            self._smoothed = (weight, ema(self.ring.view()[1], weight))
-        return self._smoothed[1]
+        """The ring's y smoothed with `weight` (TensorBoard's EMA, as metric_charts.ema gives it over every point
+        held since the last replace): the whole ring once per replace or change of weight, then only what is
+        appended."""
+        if self._ema is None or self._ema_weight != weight:
+            self._ema, self._ema_weight = RunningEma(weight), weight
+            x, y = self.ring.view()
+            smoothed = self._ema.extend(y)
+            assert smoothed is not None  # (None only for a running state that has seen values before)
+            self._smoothed.replace(x, smoothed)
+        return self._smoothed.view()[1]
 
     def replace(self, x: np.ndarray, y: np.ndarray) -> None:
         if self.older is not None:
@@ -150,7 +161,7 @@ class ChartSeries:
             if cut:
                 self.older.add(x[:cut].tolist(), y[:cut].tolist())
         self.ring.replace(x, y)
-        self._smoothed = None
+        self._ema = None
 
     def extend(self, x: np.ndarray, y: np.ndarray) -> None:
         if self.older is not None:
@@ -161,7 +172,12 @@ class ChartSeries:
                 self.older.add(ring_x[:old].tolist() + x[:pushed - old].tolist(),
                                ring_y[:old].tolist() + y[:pushed - old].tolist())
         self.ring.extend(x, y)
-        self._smoothed = None
+        if self._ema is not None:
+            smoothed = self._ema.extend(y)
+            if smoothed is None:  # a constant series no longer is: smoothed whole at the next draw
+                self._ema = None
+            else:
+                self._smoothed.extend(x, smoothed)
 
     def older_points(self) -> tuple[np.ndarray, np.ndarray]:
         """The folded part as points to draw ((x, min) and (x, max) a bucket); empty when nothing was folded."""

@@ -178,6 +178,7 @@ class TimeSeriesChart(QWidget):
         self._dark = False
         self._legend_values: dict[str, float] = {}  # what a legend says instead of a series' last value (see below)
         self._drawn: list[tuple[np.ndarray, np.ndarray]] = []  # the points drawn, in view units (legend placement)
+        self._drawn_last: dict[str, float] = {}  # each series' newest x handed to its curve by the last redraw
         self._legend_corner = 0  # which of _legend_corners() the legend sits in
         self._waiting: bool | None = None  # the "waiting for data" state the axes show (None: not applied yet)
         self._hover_pos: QPointF | None = None
@@ -446,6 +447,11 @@ class TimeSeriesChart(QWidget):
             return float(y[known[-1]]) if len(known) else None
         return float(y[-1])
 
+    def drawn_last_x(self, name: str) -> float | None:
+        """The newest x of `name` in its curve as last redrawn (None: not drawn): what is on screen, where
+        point_count and last() say what the chart holds, drawn or not yet."""
+        return self._drawn_last.get(name)
+
     def references(self) -> dict[str, float]:
         return {label: value for label, (value, _) in self._references.items()}
 
@@ -494,8 +500,11 @@ class TimeSeriesChart(QWidget):
         data_low, data_high = math.inf, -math.inf
         drawn: list[tuple[np.ndarray, np.ndarray]] = []
         masked = 0
+        self._drawn_last = {}
         for series in self._series.values():
             x, y = series.ring.view()
+            if len(x):
+                self._drawn_last[series.name] = float(x[-1])
             first_index = series.ring.total - len(series.ring)
             smoothed = series.smoothed(self._smoothing) if self._smoothing > 0 else None
             if self._log_y:

@@ -48,6 +48,39 @@ def test_smoothing_draws_the_ema_over_a_faint_raw_line(chart):
     np.testing.assert_allclose(series.curve.getData()[1], y)
 
 
+def test_a_live_series_is_smoothed_as_if_smoothed_whole_after_every_update(chart):
+    """Fed as the Runs page feeds a live run (points appended, the whole set again after a fold of the older part
+    into min/max buckets), the smoothed line is ema() of the points held, exactly, gaps and a constant start
+    included: only the new points are smoothed, with the same figures."""
+    from traindeck.backend.runs import BoundedSeries
+
+    rng = np.random.default_rng(5)
+    chart.resize(4000, 240)  # wide enough that every point held is drawn as it is (no decimation)
+    chart.smoothing = 0.6
+    series = BoundedSeries(recent=300, max_buckets=50)
+    count = reshapes = 0
+    folds = 0
+    for update in range(60):
+        k = int(rng.integers(1, 80))
+        y = 1.0 + rng.normal(0, 0.1, k).cumsum() if update > 3 else np.full(k, 0.5)  # constant at first
+        y[rng.random(k) < 0.1] = np.nan
+        series.add(np.arange(series.count, series.count + k, dtype=np.float64), y)
+        tail = series.points_after(count, reshapes)
+        if tail is None:
+            chart.set_series("loss", *series.arrays())
+            folds += 1
+        else:
+            chart.append("loss", *tail)
+        count, reshapes = series.count, series.reshapes
+        chart.flush()
+        held_x, held_y = chart.data("loss")
+        assert np.array_equal(held_y, series.arrays()[1], equal_nan=True)
+        drawn_x, drawn_y = chart._series["loss"].curve.getData()
+        assert np.array_equal(drawn_x, held_x)
+        assert np.array_equal(drawn_y, ema(held_y, 0.6), equal_nan=True)
+    assert folds > 1
+
+
 def test_log_scale_leaves_non_positive_values_out_in_words(chart, qtbot):
     chart.set_series("loss", np.arange(6.0), [10.0, 1.0, 0.0, -3.0, 0.1, 0.01])
     chart.log_y = True

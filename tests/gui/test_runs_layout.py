@@ -160,7 +160,6 @@ def test_each_legend_names_its_own_lines_newest_point(qtbot, make_page, monkeypa
     chart = charts.grid.charts["loss"] if grid else charts.loss_chart
     drawn = chart.point_count("loss")
     monkeypatch.setattr(runs_charts, "CHART_MS", 600_000)  # the lines wait: only a forced draw moves them
-    monkeypatch.setattr(runs_charts, "CHART_MAX_MS", 600_000)
     with RunStore() as store:
         store.add_metrics(record.id, [("loss", 190, time.time(), 0.0987, None)])
     qtbot.waitUntil(lambda: charts.figure_shown("loss") == "0.0987", timeout=15000)  # Last metrics: the read

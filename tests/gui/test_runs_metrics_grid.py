@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QApplication
 
 from traindeck.backend.core import paths
 from traindeck.backend.runs.record.layout import create_run_dir
@@ -208,3 +209,71 @@ def test_deepspeeds_engine_figures_say_what_they_measure_in_last_metrics(qtbot, 
             for row in range(grid.rowCount()) if grid.itemAtPosition(row, 0) is not None}
     assert "engine" in keys["samples_per_sec"].toolTip() and "step rate x global batch" in keys["samples_per_sec"].toolTip()
     assert keys["loss"].toolTip() == ""
+
+
+def test_a_long_live_runs_new_points_are_drawn_by_the_read_that_brings_them(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    """A run long past what a chart holds whole (its older part folded): each read's new points are in the drawn
+    curves within a few turns of the event loop after the read is taken (a chart a turn, once the draws' pace
+    allows: no clock tick or fixed 5 s to wait for), handed as only the new points, and what each chart holds
+    stays what the series gives whole, through a fold and through a zoom into the folded part (re-read from the
+    store at full resolution) and back."""
+    from traindeck.backend.runs.record.series import DEFAULT_RECENT
+
+    total = 2 * DEFAULT_RECENT + 500  # past twice the recent points: the oldest are folded into buckets
+    names = ("loss", "train/acc", "train/lr")
+
+    def rows(steps: range) -> list[tuple[str, int | None, float, float, int | None]]:
+        return [(n, s, T0 + s / 100, v, None) for s in steps
+                for n, v in (("loss", 2.0 / (1 + s / 500) + 0.01 * np.sin(s)), ("train/acc", 1 - 1 / (1 + s)),
+                             ("train/lr", 0.001))]
+
+    record = add_run("long", rows(range(1, total + 1)))
+    page = make_page()
+    page.charts.set_smoothing(0.6)
+    open_grid(qtbot, page, record)
+    charts = page.charts
+    assert set(charts.grid.charts) == set(names)
+
+    def held_as_series(name: str) -> bool:
+        chart, series = charts.grid.charts[name], page.watched.series[name]
+        (cx, cy), (sx, sy) = chart.data(name), series.arrays()
+        return bool(np.array_equal(cx, sx) and np.array_equal(cy, sy))
+
+    def read(steps: range) -> None:
+        # The pace first: a draw within draw_interval() of the last is left for later, as on screen.
+        qtbot.wait(int(charts.draw_interval() * 1000) + 50)
+        with RunStore() as store:
+            store.add_metrics(record.id, rows(steps))
+        page.poll()
+        qtbot.waitUntil(lambda: all(page.watched.series[n].last_x == steps[-1] for n in names), timeout=15000)
+        for _ in range(2 * len(names)):  # the read's handler draws a chart, the event loop's next turns the others
+            QApplication.processEvents()
+
+    assert page.watched.series["loss"].folded
+    for step in range(total + 1, total + 4):
+        read(range(step, step + 1))
+        for name in names:
+            chart = charts.grid.charts[name]
+            assert chart.data(name)[0][-1] == step
+            assert chart.drawn_last_x(name) == step
+            assert held_as_series(name)
+    reshapes = page.watched.series["loss"].reshapes
+    read(range(total + 4, total + 4 + DEFAULT_RECENT))  # enough to fold again: the charts take the series whole
+    assert page.watched.series["loss"].reshapes > reshapes
+    assert all(held_as_series(name) and charts.grid.charts[name].drawn_last_x(name) == total + 3 + DEFAULT_RECENT
+               for name in names)
+
+    chart = charts.grid.charts["loss"]  # the page's first chart: the others follow its x range
+    chart.plot_item.getViewBox().setXRange(100, 300, padding=0)
+    chart._range_changed_by_user()  # what a wheel zoom or a drag calls
+
+    def shown_between(low: float, high: float) -> int:
+        xs, _ys = chart.data("loss")
+        return int(((xs >= low) & (xs <= high)).sum())
+
+    qtbot.waitUntil(lambda: shown_between(100, 300) == 201, timeout=20000)  # every step of the range, re-read
+    last = total + 3 + DEFAULT_RECENT
+    read(range(last + 1, last + 2))  # a live point while zoomed: the range stays whole, the point is added
+    assert shown_between(100, 300) == 201 and chart.data("loss")[0][-1] == last + 1
+    chart.follow()  # "A": back to the newest data, and to the bounded history
+    qtbot.waitUntil(lambda: held_as_series("loss"), timeout=20000)

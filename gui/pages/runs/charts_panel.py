@@ -1,4 +1,4 @@
-"""The Runs page's charts and last metrics: the watched run's series drawn only when the screen would change,
+"""The Runs page's charts and last metrics: the watched run's new points drawn as each read brings them,
 zoom re-reads at full resolution. ChartsPanel reads the series from the WatchedRun it is given; the page hands it
 each poll's news and says when to draw.
 
@@ -6,9 +6,16 @@ Two views of the run's metrics: "Overview" (the losses and one chosen metric) an
 metrics_grid.py: a small chart per metric, filtered, pinned, a page at a time). Options over both views:
 smoothing (TensorBoard's EMA), a log scale for y, x by step, wall time or time since the run's start; export of
 the charts as PNG and their data as CSV (buttons, and each chart's right-click menu). Each legend names its line's
-newest point, so it moves when the line is redrawn (at the charts' slower pace, CHART_MS) and the two never
-disagree; "Last metrics" beside them shows each read at once. DeepSpeed's engine throughputs are labelled as such
-wherever they are named (metric_label), apart from the run's wall-clock throughput in the header.
+newest point, so it moves when the line is redrawn and the two never disagree; "Last metrics" beside them shows
+each read at once.
+
+A live run's new points are drawn as each read arrives: a chart is handed only the points added since it was
+fed (BoundedSeries.points_after), and smooths only those (RunningEma), so an update costs what is new, not the
+run's length; the whole series is handed again only when its older part was folded (once every
+DEFAULT_RECENT points), another x axis or a zoom's re-read asks for it.
+
+DeepSpeed's engine throughputs are labelled as such wherever they are named (metric_label), apart from the run's
+wall-clock throughput in the header.
 """
 
 from __future__ import annotations
@@ -62,16 +69,12 @@ from traindeck.gui.widgets.labels import SteadyLabel
 from traindeck.gui.widgets.labels import label as _label
 from traindeck.gui.widgets.smoothing_slider import SmoothingSlider
 
-# Charts are redrawn for what the screen can show: at most every CHART_MS, and only once the new points reach a
-# new pixel column or leave the drawn value range, or CHART_MAX_MS passed (the legend's latest value). Late in a
-# long run a pixel column is minutes of steps: a redraw every poll moves nothing on screen and costs ~8 ms. (5 s,
-# every third poll, as a TensorBoard tab refreshes much less often: the charts' repaint is the largest single
-# painter of a window watching a 50 lines/s run, above the console's each second; py-spy --native on the soak.)
-# Redrawing every read instead, so the lines keep pace with "Last metrics", costs ~10 ms a chart to feed plus ~3 ms
-# to paint for a 100k-step series (smoothed), ~115 ms of the UI thread every 2 s for a page of 9: the legends
-# follow their lines instead (each names its line's newest point).
-CHART_MS = 5000
-CHART_MAX_MS = 30_000
+# Charts are redrawn as each read arrives (a read every POLL_MS, gui/pages/runs/__init__.py), but at most every
+# CHART_MS, and never so often that drawing takes more than CHART_SHARE of the UI thread: the pace follows the
+# measured cost of the last draws (a draw of a page of 9 smoothed charts costs a few ms however long the run; see
+# tests/perf/bench_gui_charts.py), so a slow machine draws less often rather than stalling.
+CHART_MS = 1000
+CHART_SHARE = 0.1
 MAX_METRICS_SHOWN = 14
 LEGEND_DIGITS = 4  # the legends' figures as "Last metrics" writes them
 X_CHOICES: tuple[tuple[str, XMode], ...] = (("Step", "step"), ("Wall time", "time"),
@@ -94,14 +97,26 @@ class ChartsPanel(QWidget):
         self._watched, self._source = watched, source
         self._settings = settings if settings is not None else source.ctx.settings
         # What the panel has drawn (the series themselves are the model's, watched.series): drawn only while the
-        # page is on screen, and only when the screen would change.
+        # page is on screen.
         self._undrawn: set[str] = set()  # series changed since last drawn
         self._drawn: set[str] = set()  # series in a chart (one not yet drawn is drawn at once)
-        self._drawn_extent: dict[str, tuple[float, float, float]] = {}  # name: (last x, low, high) when drawn
+        # What each series' charts were handed: (the series, its count and reshapes then, the points handed):
+        # the next draw hands them only the points added since (see BoundedSeries.points_after).
+        self._fed: dict[str, tuple[BoundedSeries, int, int, int]] = {}
+        self._draw_cost = 0.0  # seconds a draw took lately (a running mean): sets the pace (CHART_SHARE)
         # A chart zoomed into the folded (reduced) part of a series: that range re-read from the store at full
         # resolution, {name: (low, high, points)}; dropped when the chart follows the newest data again.
         self._detail: dict[str, tuple[float, float, BoundedSeries]] = {}
         self._drawn_at = 0.0  # monotonic time the charts were last drawn
+        self._draw_later = QTimer(self)  # news refused by the pace: drawn when it allows
+        self._draw_later.setSingleShot(True)
+        self._draw_later.timeout.connect(self._draw_if_shown)
+        self._to_draw: dict[TimeSeriesChart, list[str]] = {}  # charts waiting for their turn: their series' names
+        self._draw_turn = QTimer(self)  # the next of them, once the event loop turned
+        self._draw_turn.setSingleShot(True)
+        self._draw_turn.setInterval(0)
+        self._draw_turn.timeout.connect(self._draw_next)
+        self._draw_spent = 0.0  # seconds the draw under way took so far
         self._metric_labels: dict[str, QLabel] = {}
         self.figures: dict[str, LastFigure] = {}  # the read the legends and "Last metrics" show
         self._clock = StepClock()  # when each step was logged: x by wall time or since the start
@@ -213,7 +228,8 @@ class ChartsPanel(QWidget):
         """Another run is open: fresh charts, no metric chosen, nothing drawn."""
         self._undrawn = set()
         self._drawn = set()
-        self._drawn_extent = {}
+        self._fed = {}
+        self._to_draw = {}
         self._detail = {}
         self._clock = StepClock()
         self._clock_asked = False
@@ -236,7 +252,9 @@ class ChartsPanel(QWidget):
             self.show_metrics({}, empty="none recorded")
 
     def flush(self) -> None:
-        """The charts shown repainted now, not on their redraw timer."""
+        """The charts shown repainted now, not on their redraw timer (nor in turns)."""
+        while self._to_draw:
+            self._draw_next()
         for chart in self._shown_charts():
             chart.flush()
 
@@ -255,6 +273,8 @@ class ChartsPanel(QWidget):
             box.blockSignals(False)
             self.grid.set_metric_names(self._watched.metric_names)
         self._undrawn |= change.series
+        if change.series:
+            self._draw_if_shown()  # the new points on screen as they arrive (at the pace the draws' cost allows)
 
     # ------------------------------------------------------------------------------------------------ options
     def set_smoothing(self, weight: float) -> None:
@@ -315,6 +335,7 @@ class ChartsPanel(QWidget):
 
     def _redraw_all(self) -> None:
         self._undrawn |= set(self._watched.series)
+        self._fed = {}  # every chart handed its series whole
         self.draw(force=True)
 
     def _want_clock(self) -> None:
@@ -335,48 +356,104 @@ class ChartsPanel(QWidget):
 
     # ------------------------------------------------------------------------------------------------ drawing
     def draw(self, force: bool = False) -> None:
-        """Hand the charts the series that changed: each a bounded set of points, whatever the run's length; at
-        most every CHART_MS unless forced (a series newly shown, the page back on screen)."""
+        """Hand the charts what changed in their series: the points added since they were last fed, or the whole
+        series (a bounded set of points, whatever the run's length) where its older part changed. At most every
+        CHART_MS and within CHART_SHARE of the UI thread, unless forced (a series newly shown, the page back on
+        screen); news refused by the pace is drawn when it allows. A live draw takes one chart now and each other
+        chart after the event loop turns (its paint in between), so the UI thread is held for one chart at a
+        time, not a page of them; a forced draw takes every chart now."""
         wanted = set(self._watched.chart_series())
+        if not force and not self._undrawn & wanted:
+            return  # nothing new to draw
         now = time.monotonic()
         if not force and all(name in self._drawn for name in wanted if name in self._watched.series):
-            since = now - self._drawn_at
-            if since < CHART_MS / 1000 or (since < CHART_MAX_MS / 1000 and not any(
-                    self._shows_more(name) for name in self._undrawn if name in wanted)):
+            wait = self.draw_interval() - (now - self._drawn_at)
+            if wait > 0:
+                if self._undrawn & wanted and not self._draw_later.isActive():
+                    self._draw_later.start(int(wait * 1000) + 1)
                 return
+        self._draw_later.stop()
         self._drawn_at = now
         self._want_clock()
         self._feed_clock()
-        start = self._run_start()
-        charts: set[TimeSeriesChart] = set()
         for name in sorted(self._undrawn):
             series = self._watched.series.get(name)
             targets = self._charts_of(name)
-            if series is None or name not in wanted or not targets:
+            if series is None or name not in wanted or not targets or not series.count:
                 continue
-            xs, ys = series.points()
-            if not xs:
-                continue
-            x, y = np.frombuffer(xs, dtype=np.float64), np.frombuffer(ys, dtype=np.float64)
-            detail = self._detail.get(name)
-            if detail is not None:  # the zoomed range in full, the rest as held
-                low, high, points = detail
-                dx, dy = (np.frombuffer(a, dtype=np.float64) for a in points.points())
-                before, after = x < low, x > high
-                x = np.concatenate((x[before], dx, x[after]))
-                y = np.concatenate((y[before], dy, y[after]))
-            x = x_values(x, self.x_mode, x_is_time=series.x_is_time, clock=self._clock, start=start)
             for chart in targets:
                 if series.x_is_time and self.x_mode == "step":
                     chart.x_mode = "time"  # a series logged without steps: its x is the time
-                chart.set_series(name, x, y)
-                charts.add(chart)
+                names = self._to_draw.setdefault(chart, [])
+                if name not in names:
+                    names.append(name)
             self._drawn.add(name)
-            if series.last_x is not None:
-                self._drawn_extent[name] = (series.last_x, series.low, series.high)
         self._undrawn.clear()
+        self._draw_next()
+        while force and self._to_draw:
+            self._draw_next()
+
+    def _draw_next(self) -> None:
+        """Feed and redraw the next chart waiting (now, not REDRAW_MS later); the one after it once the event
+        loop turns."""
+        started = time.perf_counter()
+        shown = self._shown_charts()
+        while self._to_draw:
+            chart = next(iter(self._to_draw))
+            names = self._to_draw.pop(chart)
+            if chart not in shown:
+                continue  # replaced meanwhile (another page of the grid, another run)
+            start = self._run_start()
+            for name in names:
+                series = self._watched.series.get(name)
+                if series is not None and series.count:
+                    self._feed(name, series, [chart], start)
+            chart.flush()
+            break
+        self._draw_spent += time.perf_counter() - started
+        if self._to_draw:
+            self._draw_turn.start()
+        elif self._draw_spent:
+            cost, self._draw_spent = self._draw_spent, 0.0
+            self._draw_cost = cost if not self._draw_cost else 0.7 * self._draw_cost + 0.3 * cost
+
+    def _draw_if_shown(self) -> None:
+        if self.isVisible() and not self.window().isMinimized():  # else the page draws on its return
+            self.draw()
+
+    def draw_interval(self) -> float:
+        """Seconds between two draws: CHART_MS, or longer where the draws' measured cost would take more than
+        CHART_SHARE of the UI thread."""
+        return max(CHART_MS / 1000, self._draw_cost / CHART_SHARE)
+
+    def _feed(self, name: str, series: BoundedSeries, charts: list[TimeSeriesChart], start: float | None) -> None:
+        """Hand `charts` the points of `series` they lack: the new ones appended, or the whole series set."""
+        fed = self._fed.get(name)
+        tail = None
+        if fed is not None and fed[0] is series and name not in self._detail \
+                and (self.x_mode != "relative" or start is not None) \
+                and all(chart.point_count(name) == fed[3] for chart in charts):
+            tail = series.points_after(fed[1], fed[2])  # None: folded since, handed whole below
+        if fed is not None and tail is not None:
+            x, y = tail
+            if len(x):
+                x = x_values(x, self.x_mode, x_is_time=series.x_is_time, clock=self._clock, start=start)
+                for chart in charts:
+                    chart.append(name, x, y)
+            self._fed[name] = (series, series.count, series.reshapes, fed[3] + len(x))
+            return
+        x, y = series.arrays()
+        detail = self._detail.get(name)
+        if detail is not None:  # the zoomed range in full, the rest as held
+            low, high, points = detail
+            dx, dy = points.arrays()
+            before, after = x < low, x > high
+            x = np.concatenate((x[before], dx, x[after]))
+            y = np.concatenate((y[before], dy, y[after]))
+        x = x_values(x, self.x_mode, x_is_time=series.x_is_time, clock=self._clock, start=start)
         for chart in charts:
-            chart.flush()  # now, not REDRAW_MS later: in the same repaint as the rest of the page's news
+            chart.set_series(name, x, y)
+        self._fed[name] = (series, series.count, series.reshapes, len(x))
 
     def _feed_clock(self) -> None:
         """Each held series' newest (step, time): the clock keeps up with the run between its history reads."""
@@ -389,20 +466,6 @@ class ChartsPanel(QWidget):
         if record is None:
             return None
         return record.started_at or record.created_at
-
-    def _shows_more(self, name: str) -> bool:
-        """Whether drawing the series now would change the chart: new points past the last pixel column drawn,
-        or values outside the range drawn (the y axis is fitted to them)."""
-        series, drawn = self._watched.series.get(name), self._drawn_extent.get(name)
-        if series is None or drawn is None or series.last_x is None or series.first_x is None:
-            return True
-        last_x, low, high = drawn
-        if series.low < low or series.high > high:
-            return True
-        span = series.last_x - series.first_x
-        charts = self._charts_of(name)
-        columns = max(1, charts[0].width()) if charts else 1
-        return span <= 0 or (series.last_x - last_x) * columns >= span
 
     def _charts_of(self, name: str) -> list[TimeSeriesChart]:
         """The charts on screen that draw `name` (the overview's or the grid's)."""
@@ -448,6 +511,7 @@ class ChartsPanel(QWidget):
             first = series.first_recent_x
             if not series.folded or first is None or low >= first:
                 if self._detail.pop(name, None) is not None:  # the held points cover this range whole
+                    self._fed.pop(name, None)
                     self._undrawn.add(name)
                 continue
             self._source.call(watch.read_range, self._watched.run_id, name, low, high, series.x_is_time,
@@ -460,12 +524,14 @@ class ChartsPanel(QWidget):
                 charts[0].following:
             return  # another run, series or zoom since
         self._detail[name] = (low, high, points)
+        self._fed.pop(name, None)
         self._undrawn.add(name)
         self.draw(force=True)
 
     def _unzoomed(self, chart: TimeSeriesChart) -> None:
         for name in [n for n in self._detail if chart in self._charts_of(n)]:
             del self._detail[name]
+            self._fed.pop(name, None)
             self._undrawn.add(name)
         self.draw(force=True)
 
@@ -479,7 +545,7 @@ class ChartsPanel(QWidget):
         """Show `name` in the second chart (a fresh chart: its title is the metric's name)."""
         if self._other_name is not None:  # the model forgets its points; the page what it drew of them
             self._drawn.discard(self._other_name)
-            self._drawn_extent.pop(self._other_name, None)
+            self._fed.pop(self._other_name, None)
             self._detail.pop(self._other_name, None)
             self._undrawn.discard(self._other_name)
         self._watched.set_other(name)

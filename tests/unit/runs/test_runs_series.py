@@ -1,5 +1,6 @@
-"""BoundedSeries: a metric series in bounded memory (recent points whole, older ones min/max folded), and the
-chunked whole-series read from a real run store that feeds it."""
+"""BoundedSeries: a metric series in bounded memory (recent points whole, older ones min/max folded), the chunked
+whole-series read from a real run store that feeds it, what a live chart is handed of it (only the points added
+since it was fed, until a fold), and the smoothing as a running state (RunningEma: ema()'s figures, bit for bit)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ import math
 import random
 from pathlib import Path
 
+import numpy as np
+import pytest
+
+from traindeck.backend.runs.control.metric_charts import ema
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
-from traindeck.backend.runs.record.series import BoundedSeries, load_series
+from traindeck.backend.runs.record.series import BoundedSeries, RunningEma, load_series
 
 
 def test_memory_is_bounded_whatever_the_length() -> None:
@@ -115,3 +120,120 @@ def test_no_folded_bucket_holds_more_than_bucket_size_points() -> None:
         assert sum(spans) == folded
         assert len(firsts) <= series.max_buckets
         assert list(xs[-2:]) == [count - 2, count - 1]
+
+
+def _random_values(rng: np.random.Generator, n: int) -> np.ndarray:
+    """A loss-like walk with what real series have: NaN gaps, infinities, constant stretches (a fixed learning
+    rate), or the whole series constant."""
+    y = 2.0 + rng.normal(0, 0.1, n).cumsum()
+    kind = rng.integers(0, 5)
+    if kind == 1:
+        y[rng.random(n) < 0.1] = np.nan
+    elif kind == 2:
+        y[rng.random(n) < 0.05] = rng.choice([np.nan, np.inf, -np.inf])
+    elif kind == 3 and n:
+        y[: int(rng.integers(0, n + 1))] = 0.001  # constant at first, then not (or constant throughout)
+    elif kind == 4:
+        y[:] = 0.001
+        y[rng.random(n) < 0.2] = np.nan
+    return y
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_running_smoothing_equals_ema_of_the_whole_series(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 40_000))
+    y = _random_values(rng, n)
+    weight = float(rng.choice([0.0, 0.3, 0.6, 0.9, 0.99, rng.random()]))
+    running, parts, given = RunningEma(weight), [], 0
+    while given < n:
+        k = int(rng.integers(1, 5_000))  # a poll's rows: from one point to more than a block
+        new = running.extend(y[given:given + k])
+        if new is None:  # a constant stopped being one: its earlier values change, smoothed whole again
+            running, parts = RunningEma(weight), []
+            new = running.extend(y[:given + k])
+            assert new is not None
+        parts.append(new)
+        given += k
+    smoothed = np.concatenate(parts) if parts else np.empty(0)
+    assert np.array_equal(smoothed, ema(y, weight), equal_nan=True)  # exactly: the same float operations
+
+
+def test_running_smoothing_says_when_a_constant_stops_being_one() -> None:
+    running = RunningEma(0.6)
+    assert list(running.extend([0.5, float("nan"), 0.5])[[0, 2]]) == [0.5, 0.5]  # as ema() leaves a constant
+    assert running.extend([0.5]) is not None
+    assert running.extend([0.7]) is None
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_live_chart_is_handed_only_the_new_points_until_a_fold(seed: int) -> None:
+    """What a chart holds (points() when first fed, then each points_after appended) is points() at every step;
+    points_after says None exactly when a fold changed the older part, and the chart then takes points() whole."""
+    rng = np.random.default_rng(seed)
+    series = BoundedSeries(recent=int(rng.integers(1, 60)), max_buckets=int(rng.integers(2, 30)))
+    held_x, held_y = series.arrays()
+    count, reshapes, folds_seen = series.count, series.reshapes, 0
+    for _ in range(200):
+        k = int(rng.integers(0, 40))
+        series.add(np.arange(series.count, series.count + k, dtype=np.float64), _random_values(rng, k))
+        tail = series.points_after(count, reshapes)
+        if tail is None:
+            assert series.reshapes != reshapes
+            folds_seen += 1
+            held_x, held_y = series.arrays()
+        else:
+            assert series.reshapes == reshapes and len(tail[0]) == k
+            held_x, held_y = np.concatenate((held_x, tail[0])), np.concatenate((held_y, tail[1]))
+        count, reshapes = series.count, series.reshapes
+        xs, ys = series.points()
+        assert np.array_equal(held_x, np.frombuffer(xs)) and np.array_equal(held_y, np.frombuffer(ys), equal_nan=True)
+    assert folds_seen > 0
+    assert series.points_after(count + 1, reshapes) is None  # a count it never had
+
+
+class _OneByOne:
+    """The folding as the module's doc says it, a point at a time: the reference the batched folds must equal."""
+
+    def __init__(self, max_buckets: int) -> None:
+        self.max_buckets, self.size, self.open = max_buckets, 1, 0
+        self.buckets: list[list[float]] = []  # [first x, lowest, highest]
+
+    def fold(self, x: float, y: float) -> None:
+        if self.open and self.open < self.size:
+            bucket = self.buckets[-1]
+            bucket[1], bucket[2] = float(np.fmin(bucket[1], y)), float(np.fmax(bucket[2], y))  # NaN: a gap
+            self.open += 1
+            return
+        self.buckets.append([x, y, y])
+        self.open = 1
+        if len(self.buckets) > self.max_buckets:  # pairs merge, the oldest alone when the count is odd
+            start = len(self.buckets) % 2
+            merged = self.buckets[:start]
+            for a, b in zip(self.buckets[start::2], self.buckets[start + 1::2], strict=True):
+                merged.append([a[0], float(np.fmin(a[1], b[1])), float(np.fmax(a[2], b[2]))])
+            self.buckets, self.size, self.open = merged, self.size * 2, 0
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_batch_folds_as_if_its_points_came_one_by_one(seed: int) -> None:
+    """A poll's rows (or a whole read's chunk) fold into the buckets the same points folded one at a time make,
+    buckets merging mid-batch included."""
+    rng = np.random.default_rng(seed)
+    series = BoundedSeries(int(rng.integers(1, 30)), int(rng.integers(2, 20)))
+    reference = _OneByOne(series.max_buckets)
+    all_x, all_y = np.empty(0), np.empty(0)
+    for _ in range(30):
+        k = int(rng.integers(0, 300))
+        x = np.arange(series.count, series.count + k, dtype=np.float64)
+        y = _random_values(rng, k)
+        before = series.folded
+        series.add(x, y)
+        all_x, all_y = np.concatenate((all_x, x)), np.concatenate((all_y, y))
+        for xi, yi in zip(all_x[before:series.folded], all_y[before:series.folded], strict=True):
+            reference.fold(float(xi), float(yi))
+        assert series.bucket_size == reference.size
+        expected = np.array(reference.buckets).reshape(-1, 3)
+        held = np.column_stack([np.frombuffer(a) if len(a) else np.empty(0)
+                                for a in (series._bx, series._blo, series._bhi)])
+        assert np.array_equal(held, expected, equal_nan=True)
