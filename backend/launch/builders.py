@@ -45,7 +45,7 @@ from traindeck.backend.launch.plan import Entry, Launcher, LaunchPlan
 from traindeck.backend.launch.ports import busy_port_message, pick_free_port, port_in_use
 from traindeck.backend.launch.probe import TrainingEnvironment, problems_for
 from traindeck.backend.nodes.accelerate_nodes import accelerate_nodes_of, deepspeed_runner
-from traindeck.backend.nodes.envfile import LINE_FORWARDER, STEPS_DIR_ENV, node_steps_dir, step_timing_on
+from traindeck.backend.nodes.envfile import LINE_FORWARDER, NODE_DIR_ENV, node_run_dir
 from traindeck.backend.nodes.node_plan import multi_node
 from traindeck.backend.presets import Preset, PresetError, check_env
 
@@ -176,10 +176,10 @@ def build_plan(
                             "every machine uses the same one")
         if relays_node_output(accelerate):
             env.setdefault(LINE_FORWARDER, "1")  # the user's own value (0: off) stays
-            if step_timing_on(request.env, env) and accelerate_nodes_of(accelerate, argv, str(cwd), python):
-                # Node agents will watch the machines: each rank times its steps into a folder of its machine and
-                # the agents send the lines back (accelerate copies this environment to every node).
-                env.setdefault(STEPS_DIR_ENV, node_steps_dir(run_dir.name))
+            if accelerate_nodes_of(accelerate, argv, str(cwd), python):
+                # Node agents will watch the machines: each rank times its steps and dumps its stacks into a folder
+                # of its machine and the agents send them back (accelerate copies this environment to every node).
+                env.setdefault(NODE_DIR_ENV, node_run_dir(run_dir.name))
     elif launcher == "deepspeed":
         argv, nproc = _deepspeed_argv(request, python, nproc, port, env, errors, warnings)
         if request.hostfile is not None:  # every node through DeepSpeed's pdsh runner (backend/nodes)

@@ -2,8 +2,9 @@
 
 hostfile.py reads and writes DeepSpeed hostfiles; ssh.py builds the ssh command lines traindeck itself uses (with
 the same extra arguments pdsh is given); preflight.py checks every host before a launch; envfile.py decides which
-environment reaches the other nodes; agent.py is the small per-node reporter; watch.py is the supervisor's side of
-the agents (per-node resources, stop everywhere, which node a rank ran on).
+environment reaches the other nodes; agent.py is the small per-node reporter (which also takes its node's ranks'
+stacks: stack_requests.py is how one asks); watch.py is the supervisor's side of the agents (per-node resources,
+stop everywhere, which node a rank ran on).
 """
 
 import lazy_loader

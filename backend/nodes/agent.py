@@ -1,7 +1,7 @@
 """The per-node agent: reports one node's part of a run to the supervisor's node watch, over ssh.
 
-Started on each node as `PYTHON -c <this file's text> RUN_ID NODE_RANK RANKS [STEPS_DIR]` through the same ssh the run uses,
-so it needs nothing installed there but the training interpreter (psutil comes with DeepSpeed). It writes one
+Started on each node as `PYTHON -c <this file's text> RUN_ID NODE_RANK RANKS [NODE_DIR]` through the same ssh the
+run uses, so it needs nothing installed there but the training interpreter (psutil comes with DeepSpeed). It writes one
 JSON line per second on stdout (the ssh channel back): the node's rank processes (pid, rank, RSS, CPU), host CPU
 and RAM, GPUs when NVML can be read, and each rank's end the moment it is seen (rank pids are polled every 50 ms,
 so the first of two ranks to die is told apart). It reads commands on stdin: `signal NAME` sends that signal to
@@ -9,10 +9,15 @@ the run's processes on this node (its ranks and DeepSpeed's launch.py for this n
 watch, or the ssh, is gone) it ends whatever of the run is left on this node and exits: nothing of a run outlives
 the run's supervisor on any node.
 
-It also sends back this node's ranks' step timing: each rank writes <STEPS_DIR>/rank<R>.jsonl on this node (the
-run's environment file names the folder), and the agent passes its complete lines on as `steps` events (every
-second, and a rank's last lines as soon as the rank has ended, before its end is told); the watch appends them to
-the run directory's steps/. When the watch closes, the files it was sent whole are removed.
+NODE_DIR is the run's folder on this node (the run's environment file names it to the ranks as TRAINDECK_NODE_DIR;
+the run directory is on the launching machine). The agent sends back this node's ranks' step timing: each rank
+writes <NODE_DIR>/steps/rank<R>.jsonl, and the agent passes its complete lines on as `steps` events (every second,
+and a rank's last lines as soon as the rank has ended, before its end is told); the watch appends them to the run
+directory's steps/. And their stacks: each rank's site hook arms faulthandler on SIGUSR2 writing
+<NODE_DIR>/stacks/<pid>.txt; the command `stacks ID` signals the ranks that catch SIGUSR2, waits for their dumps to
+settle (at most STACKS_TIMEOUT_S) and sends each rank's appended text (at most STACKS_MAX bytes) as a `stacks` event,
+then `stacks_done`. When the watch closes, the step files it was sent whole, the ended ranks' dumps and the folder
+are removed: nothing of the run stays on the node.
 
 The run's processes on this node are found by the marker the run's environment file carries (TRAINDECK_RUN_ID),
 the rank by RANK, and this node's launch.py by its `--node_rank=N`. Standard library and psutil only; Python 3.6 syntax (no annotations).
@@ -35,6 +40,10 @@ FULL_SCAN_S = 1.0
 LIVENESS_S = 0.05
 MARKER = "TRAINDECK_RUN_ID"
 STEPS_CHUNK = 256 * 1024  # the most of one rank's step lines sent in one event
+STACK_SIGNAL = signal.SIGUSR2  # what the ranks' site hook arms faulthandler on
+STACKS_TIMEOUT_S = 5.0  # the longest wait for the ranks' dumps
+STACKS_SETTLE_S = 0.3  # a dump is written in many small writes: done when the file stops growing this long
+STACKS_MAX = 512 * 1024  # the most of one rank's dump sent back
 
 
 def _environ(pid):
@@ -51,6 +60,18 @@ def _environ(pid):
     return out
 
 
+def _catches(pid, signum=STACK_SIGNAL):
+    """Whether the process has a handler for `signum` (SigCgt in /proc/PID/status); None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def _cmdline(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -60,9 +81,11 @@ def _cmdline(pid):
 
 
 class Agent:
-    def __init__(self, run_id, node_rank, ranks, out, steps_dir=None):
+    def __init__(self, run_id, node_rank, ranks, out, node_dir=None):
         self.run_id, self.node_rank, self.ranks, self.out = run_id, node_rank, set(ranks), out
-        self.steps_dir = os.path.expanduser(steps_dir) if steps_dir else None
+        self.node_dir = os.path.expanduser(node_dir) if node_dir else None
+        self.steps_dir = os.path.join(self.node_dir, "steps") if self.node_dir else None
+        self.stacks_dir = os.path.join(self.node_dir, "stacks") if self.node_dir else None
         self.steps_sent = {}  # rank -> bytes of its step file sent
         self.steps_lock = threading.Lock()
         self.relayed_all = False  # every step line was sent when the watch asked what is left (its end)
@@ -203,6 +226,61 @@ class Agent:
         except OSError:
             pass  # another node's ranks (a shared home) still write there
 
+    def take_stacks(self, request_id):
+        """Every rank of this node that armed stack dumps is signalled and its dump sent back (`stacks` events, one
+        a rank, with its pid, text or error), then `stacks_done`. Never stops a process: one that does not catch
+        SIGUSR2 (it would be killed by it) is left alone and said so."""
+        waiting = {}  # pid -> (rank, path, size before)
+        for pid, rank in sorted(list(self.ranks_seen.items()), key=lambda item: item[1]):
+            error = ""
+            path = os.path.join(self.stacks_dir or "", f"{pid}.txt")
+            caught = _catches(pid)
+            if caught is None:
+                error = "the process is gone"
+            elif not caught or not self.stacks_dir or not os.path.isfile(path):
+                error = ("its Python did not arm stack dumps (started without traindeck's sitecustomize, or the "
+                         "script took SIGUSR2 for itself)")
+            else:
+                try:
+                    size = os.stat(path).st_size
+                    os.kill(pid, STACK_SIGNAL)
+                    waiting[pid] = (rank, path, size)
+                except ProcessLookupError:
+                    error = "the process is gone"
+                except OSError as exc:
+                    error = f"could not signal it: {exc.strerror or exc}"
+            if error:
+                self.emit({"event": "stacks", "id": request_id, "rank": rank, "pid": pid, "text": "",
+                           "error": error})
+        for pid, text in sorted(_collect_dumps(waiting).items()):
+            rank = waiting[pid][0]
+            error = "" if text.strip() else (f"no dump within {STACKS_TIMEOUT_S:g} s (the process may be stopped "
+                                             "or in uninterruptible I/O)")
+            self.emit({"event": "stacks", "id": request_id, "rank": rank, "pid": pid, "text": text, "error": error})
+        self.emit({"event": "stacks_done", "id": request_id, "host": socket.gethostname()})
+
+    def remove_stacks(self):
+        """At the end: the dumps of processes no longer alive, the stacks folder once empty, then the run's folder
+        on this node once empty (its steps/ went first)."""
+        if not self.stacks_dir or not self.node_dir:
+            return
+        try:
+            names = os.listdir(self.stacks_dir)
+        except OSError:
+            names = []
+        for name in names:
+            stem = name[:-4] if name.endswith(".txt") else ""
+            if stem.isdigit() and not self.alive(int(stem)):
+                try:
+                    os.unlink(os.path.join(self.stacks_dir, name))
+                except OSError:
+                    pass
+        for folder in (self.stacks_dir, self.node_dir):
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass  # another node's ranks (a shared home) still use it
+
     def send(self, signum):
         count = 0
         for pid in list(self.ranks_seen) + list(self.others):
@@ -233,6 +311,35 @@ class Agent:
                 time.sleep(0.05)
 
 
+def _collect_dumps(waiting, timeout_s=STACKS_TIMEOUT_S, settle_s=STACKS_SETTLE_S):
+    """pid -> the text each signalled process appended to its dump file (waiting: pid -> (rank, path, size before)),
+    once every file has stopped growing for settle_s, or at timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    sizes = {pid: size for pid, (_rank, _path, size) in waiting.items()}
+    changed = {pid: 0.0 for pid in waiting}
+    while waiting and time.monotonic() < deadline:
+        now = time.monotonic()
+        for pid, (_rank, path, _start) in waiting.items():
+            try:
+                size = os.stat(path).st_size
+            except OSError:
+                continue
+            if size != sizes[pid]:
+                sizes[pid], changed[pid] = size, now
+        if all(changed[pid] and now - changed[pid] >= settle_s for pid in waiting):
+            break
+        time.sleep(0.05)
+    texts = {}
+    for pid, (_rank, path, start) in waiting.items():
+        try:
+            with open(path, "rb") as f:
+                f.seek(start)
+                texts[pid] = f.read(STACKS_MAX).decode("utf-8", "replace")
+        except OSError:
+            texts[pid] = ""
+    return texts
+
+
 def _gpus():
     """Per GPU: index, memory used/total, utilisation; None when NVML cannot be read on this node."""
     try:
@@ -258,6 +365,10 @@ def _commands(agent, done):
         if len(words) == 2 and words[0] == "signal" and hasattr(signal, words[1]):
             agent.stopping = True
             agent.send(getattr(signal, words[1]))
+        elif len(words) == 2 and words[0] == "stacks":
+            worker = threading.Thread(target=agent.take_stacks, args=(words[1],))  # dumps take up to seconds
+            worker.daemon = True
+            worker.start()
         elif words == ["left"]:
             agent.scan()
             agent.relayed_all = agent.send_steps()  # every line written, before the answer the watch's end waits for
@@ -268,7 +379,7 @@ def _commands(agent, done):
 def main(argv):
     run_id, node_rank, ranks = argv[0], int(argv[1]), [int(r) for r in argv[2].split(",") if r]
     out = os.fdopen(os.dup(1), "w")
-    agent = Agent(run_id, node_rank, ranks, out, steps_dir=argv[3] if len(argv) > 3 else None)
+    agent = Agent(run_id, node_rank, ranks, out, node_dir=argv[3] if len(argv) > 3 else None)
     done = agent.gone  # stdin's end and a broken channel back end the watch alike
     reader = threading.Thread(target=_commands, args=(agent, done))
     reader.daemon = True
@@ -286,6 +397,7 @@ def main(argv):
         done.wait(LIVENESS_S)
     agent.end_all()
     agent.remove_steps()
+    agent.remove_stacks()
     return 0
 
 

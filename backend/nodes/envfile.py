@@ -9,8 +9,8 @@ traindeck writes that file into the run directory (DS_ENV_FILE points at it) wit
 run's marker (TRAINDECK_RUN_ID, how the node agents find the run's processes), TRAINDECK_LINE_FORWARDER=1 (every
 rank's output reaches the supervisor through pdsh, which passes whole lines only: the run's sitecustomize then
 turns a progress bar's carriage-return redraws into lines), the variables the user set for the run, and the
-user's own .deepspeed_env lines (DS_ENV_FILE hides them otherwise), and where a rank writes its step timing on its
-node (TRAINDECK_STEPS_DIR: the node agents send those lines back). Secrets are left out: DeepSpeed
+user's own .deepspeed_env lines (DS_ENV_FILE hides them otherwise), and the folder of the run on each node
+(TRAINDECK_NODE_DIR: a rank writes its step timing and its stack dumps there; the node agents send them back). Secrets are left out: DeepSpeed
 could carry them only through a file on disk and then on the pdsh command line, which every user of every node
 can read in `ps`; they are named in a warning and must be set on the nodes themselves (their own ~/.bashrc or
 environment). Values DeepSpeed cannot quote safely (", $, `, \\, newlines) are left out with a warning too.
@@ -32,20 +32,17 @@ _UNSAFE = re.compile(r"[\"$`\\\n\r]")
 # traindeck's own variables a remote rank needs (the marker is added by name: it is the run id).
 PASSED_THROUGH = ("TORCH_EXTENSIONS_DIR", "TRAINDECK_RANK_TAGS", "PYTHONUNBUFFERED", "TRAINDECK_STEP_TIMING",
                   "TRAINDECK_STEP_SYNC")
-# Where a rank on a node writes its step timing: a folder of that node's own (the run directory is on the launching
-# machine), `~` standing for the home of the user the node runs the rank as (DeepSpeed's runner quotes the value,
-# so the rank's site hook expands it). The run's node agent sends the lines back to the run directory's steps/.
-STEPS_DIR_ENV = "TRAINDECK_STEPS_DIR"
+# Where a rank on a node writes what the run directory would otherwise get: a folder of that node's own (the run
+# directory is on the launching machine), `~` standing for the home of the user the node runs the rank as
+# (DeepSpeed's runner quotes the value, so the rank's site hook expands it). It holds steps/ (step timing) and
+# stacks/ (stack dumps); the run's node agent sends both back and removes the folder at its end.
+NODE_DIR_ENV = "TRAINDECK_NODE_DIR"
 
 
-def node_steps_dir(run_id: str) -> str:
-    return f"~/.cache/traindeck/node-steps/{run_id}"
+def node_run_dir(run_id: str) -> str:
+    return f"~/.cache/traindeck/node-runs/{run_id}"
 
 
-def step_timing_on(overrides: Mapping[str, str], env: Mapping[str, str]) -> bool:
-    """Whether the run times its steps (`--no-step-timing` sets TRAINDECK_STEP_TIMING=0)."""
-    name = "TRAINDECK_STEP_TIMING"
-    return str(overrides[name] if name in overrides else env.get(name, "1")).strip() != "0"
 # Every rank of a pdsh launch (the first node's too) writes into pdsh, a forwarder of whole lines.
 LINE_FORWARDER = "TRAINDECK_LINE_FORWARDER"
 
@@ -83,8 +80,7 @@ def remote_env(run_id: str, overrides: Mapping[str, str], env: Mapping[str, str]
             continue
         chosen[name] = value
     chosen["TRAINDECK_RUN_ID"] = run_id
-    if step_timing_on(overrides, env):
-        chosen[STEPS_DIR_ENV] = node_steps_dir(run_id)
+    chosen[NODE_DIR_ENV] = node_run_dir(run_id)  # stack dumps need it even when step timing is off
     if secret:
         warnings.append(f"{', '.join(sorted(secret))} not sent to the other nodes: DeepSpeed carries variables only "
                         "through a file on disk and the pdsh command line (readable in `ps` on every node); set "

@@ -124,8 +124,66 @@ def test_every_ranks_step_timing_comes_back_from_its_node_and_nothing_stays_ther
     wait_until(lambda: re.search(r"step timing lines sent back by the nodes: rank 0 from 127\.0\.0\.2: \d+, rank 1 "
                                  r"from 127\.0\.0\.3: \d+", Path(done.run_dir, "nodes.log").read_text()),
                timeout=120, interval=0.5)
-    on_node = Path("~root/.cache/traindeck/node-steps", run_id).expanduser()  # the nodes' user (sshnodes.py)
+    on_node = Path("~root/.cache/traindeck/node-runs", run_id).expanduser()  # the nodes' user (sshnodes.py)
     wait_until(lambda: not on_node.exists(), timeout=60, interval=0.5)
+
+
+HANG = Path(__file__).parents[1] / "fixtures" / "scripts" / "node_hang.py"
+
+
+@pytest.mark.slow
+def test_a_two_node_hang_is_diagnosed_from_every_ranks_stack_naming_the_rank_and_node_not_where_the_others_are(
+        ssh_nodes: SshNodes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """Rank 1 (node 127.0.0.3) sits in load_batch while rank 0 (node 127.0.0.2) waits in all_reduce. Neither rank
+    runs on the machine of the run directory: each node's agent signals its ranks, reads their dumps on the node
+    and sends them back, so `traindeck stacks` and the stall detector's own dump name rank 1 and its node, and
+    nothing of the run stays on the nodes afterwards."""
+    from functools import partial
+
+    from traindeck.backend.runs.control import new_run
+    from traindeck.backend.runs.control.lifecycle import stop_run
+
+    monkeypatch.setattr(new_run, "start_run", partial(new_run.start_run, stall_min_s=20.0))
+    os.environ.update(ssh_nodes.env)
+    request = LaunchRequest(script=str(HANG), launcher="deepspeed", hostfile=ssh_nodes.hostfile(tmp_path / "hostfile"),
+                            cwd=tmp_path, env={k: v for k, v in job_env().items() if k == "TORCH_EXTENSIONS_DIR"})
+    outcome = launch_run(request, name="two-nodes-hang")
+    assert outcome.record is not None, outcome.plan.errors
+    run_id = outcome.record.id
+    run_dir = Path(outcome.record.run_dir)
+    try:
+        log = run_dir / "output.log"
+        wait_until(lambda: "rank 1 loading a batch" in log.read_text(errors="replace")
+                   and "rank 0 past 3 all_reduces" in log.read_text(errors="replace"), timeout=900, interval=1.0)
+        out = subprocess.run([sys.executable, "-m", "traindeck", "stacks", run_id, "--json"], capture_output=True,
+                             text=True, timeout=120)
+        report = json.loads(out.stdout) if out.stdout.startswith("{") else {}
+        ranks = {r["rank"]: r for r in report.get("ranks", [])}
+        assert set(ranks) == {0, 1}, out.stdout + out.stderr
+        assert (ranks[1]["host"], ranks[1]["waits_in"]) == ("127.0.0.3", ""), ranks[1]
+        assert "load_batch" in ranks[1]["where"], ranks[1]
+        assert (ranks[0]["host"], ranks[0]["waits_in"]) == ("127.0.0.2", "all_reduce"), ranks[0]
+        assert report["summary"].startswith("rank 1 on 127.0.0.3 is in node_hang.py:"), report["summary"]
+        # Through the agents (the loopback nodes share this disk): the watch says what each node sent.
+        said = Path(run_dir, "nodes.log").read_text()
+        assert re.search(r"stacks from the nodes .*127\.0\.0\.2: rank 0.*127\.0\.0\.3: rank 1", said), said[-2000:]
+        on_node = Path("~root/.cache/traindeck/node-runs", run_id).expanduser()  # the nodes' user (sshnodes.py)
+        assert {p.name for p in (on_node / "stacks").glob("*.txt")} == {f"{ranks[0]['pid']}.txt",
+                                                                        f"{ranks[1]['pid']}.txt"}
+        assert not list(run_dir.glob("stacks/*.txt")) or all(
+            "load_batch" not in p.read_text(errors="replace") for p in run_dir.glob("stacks/*.txt"))
+        # The stall detector's dump, taken on its own when the run goes quiet.
+        stalled = wait_until(lambda: [e for e in _events(run_id) if e.startswith("stacks when the run stalled")],
+                             timeout=600, interval=1.0)
+        assert "rank 1 on 127.0.0.3 is in node_hang.py:" in stalled[0], stalled
+    finally:
+        with RunStore() as store:
+            stop_run(store, run_id, grace_s=3.0)
+    done = wait_finished(run_id, 300)
+    assert done.state == "stopped", done.state_detail
+    assert done.diagnosis is not None and "rank 1 on 127.0.0.3" in json.dumps(done.diagnosis), done.diagnosis
+    wait_until(lambda: not on_node.exists(), timeout=60, interval=0.5)
+    assert not on_node.exists(), list(on_node.rglob("*"))
 
 
 @pytest.mark.slow

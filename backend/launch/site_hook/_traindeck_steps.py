@@ -37,8 +37,8 @@ alone (the host's view: the time to queue the work, not to run it). Without CUDA
 
 Each step becomes one JSON line in <run dir>/steps/rank<R>.jsonl (written at most twice a second and at exit),
 never on the user's stdout: the supervisor reads those files into the run store. A rank on another machine of a
-multi-node run writes into the folder TRAINDECK_STEPS_DIR names there (`~` expanded), and the run's agent on that
-machine sends the lines back into the run directory. The first line says what was
+multi-node run writes into <TRAINDECK_NODE_DIR>/steps there (`~` expanded; the run's folder on that machine), and
+the run's agent on that machine sends the lines back into the run directory. The first line says what was
 attached and what could not be (an unknown DeepSpeed version): the run goes on either way. Nothing here changes
 what the script computes: no tensor is touched and torch's peak-memory counters are read, never reset.
 
@@ -676,7 +676,7 @@ def arm():
     """Starts timing in this process if it is a rank of a traindeck run (or its only Python process)."""
     global _TIMING
     run_dir = os.environ.get("TRAINDECK_RUN_DIR")
-    on_node = os.environ.get("TRAINDECK_STEPS_DIR")  # a rank on another machine: a folder of that machine's
+    on_node = os.environ.get("TRAINDECK_NODE_DIR")  # a rank on another machine: the run's folder there
     if not (run_dir or on_node) or os.environ.get("TRAINDECK_STEP_TIMING", "1") == "0" or _TIMING is not None:
         return
     rank = os.environ.get("RANK", "")
@@ -689,7 +689,7 @@ def arm():
         return  # deeper than a child of the run's first Python
     if not owner:
         os.environ["TRAINDECK_STEPS_PID"] = str(os.getpid())
-    folder = os.path.expanduser(on_node) if on_node else os.path.join(run_dir or "", "steps")
+    folder = os.path.join(os.path.expanduser(on_node) if on_node else run_dir or "", "steps")
     _TIMING = _Timing(folder, rank if rank.isdigit() else "0")
     if "torch" in sys.modules:  # imported before us (a shadowed sitecustomize): attach now
         _attach_torch(sys.modules["torch"])

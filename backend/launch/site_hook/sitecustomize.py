@@ -18,7 +18,8 @@ same line too), and the bar's last drawing as a normal line when its newline com
 
 In each rank (and in the run's first Python process, the launcher or a single-process script) it arms faulthandler
 on SIGUSR2: `traindeck stacks` (and the supervisor, once, when the run stalls) sends it to dump every thread's
-Python stack into <run dir>/stacks/<pid>.txt without stopping the process, even while it is stuck in C code
+Python stack into <run dir>/stacks/<pid>.txt (a rank of a multi-node run: <TRAINDECK_NODE_DIR>/stacks on its own
+machine, read there by the run's node agent) without stopping the process, even while it is stuck in C code
 holding the GIL (the dump is written by a C signal handler). It arms step timing (_traindeck_steps: each
 optimizer step's phases and memory, written to <run dir>/steps/; TRAINDECK_STEP_TIMING=0 turns it off). Where
 it arms stack dumps it arms on-demand dumps of torch's flight recorder (_arm_collective_dumps: which collectives a
@@ -244,10 +245,20 @@ def _finish_drawing(stream, raw):
 _STACK_FILE = None  # kept open for faulthandler, which writes to its descriptor from a signal handler
 
 
+def _stacks_folder():
+    """<run dir>/stacks; for a rank of a multi-node run, <TRAINDECK_NODE_DIR>/stacks on its own machine instead (the
+    run directory is on the launching machine; the run's agent there signals the rank and sends its dump back)."""
+    node_dir = os.environ.get("TRAINDECK_NODE_DIR")
+    if node_dir and os.environ.get("RANK", "").isdigit():
+        return os.path.join(os.path.expanduser(node_dir), "stacks")
+    run_dir = os.environ.get("TRAINDECK_RUN_DIR")
+    return os.path.join(run_dir, "stacks") if run_dir else None
+
+
 def _arm_stack_dumps():
     global _STACK_FILE
-    run_dir = os.environ.get("TRAINDECK_RUN_DIR")
-    if not run_dir or os.environ.get("TRAINDECK_STACKS", "1") == "0":
+    folder = _stacks_folder()
+    if not folder or os.environ.get("TRAINDECK_STACKS", "1") == "0":
         return
     rank = os.environ.get("RANK", "")
     first = os.environ.get("TRAINDECK_STACKS_PID")
@@ -263,7 +274,6 @@ def _arm_stack_dumps():
         import faulthandler
         import signal
 
-        folder = os.path.join(run_dir, "stacks")
         if not os.path.isdir(folder):
             os.makedirs(folder, mode=0o700, exist_ok=True)
         # Never through a link planted at the file's name (O_NOFOLLOW: no dumps then), readable by the user only.
@@ -362,7 +372,7 @@ def _remove_quietly(path):
 
 
 def _arm_step_timing():
-    if not (os.environ.get("TRAINDECK_RUN_DIR") or os.environ.get("TRAINDECK_STEPS_DIR")) \
+    if not (os.environ.get("TRAINDECK_RUN_DIR") or os.environ.get("TRAINDECK_NODE_DIR")) \
             or os.environ.get("TRAINDECK_STEP_TIMING", "1") == "0":
         return
     try:

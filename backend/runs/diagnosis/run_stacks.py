@@ -1,6 +1,7 @@
 """A run's stacks with its collectives ledger, taken together: each living rank is asked for its Python stack
 (stacks.py) and its flight recorder buffer (collectives.py) at once, and the report keeps both. Apart from the two,
-so that neither imports the other."""
+so that neither imports the other. A multi-node run's ranks on its nodes are asked through the run's node watch and
+their agents (nodes/stack_requests.py) meanwhile, and added with their host."""
 
 from __future__ import annotations
 
@@ -10,13 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from traindeck.backend.launch.extension_locks import waited_locks
+from traindeck.backend.nodes import stack_requests
+from traindeck.backend.nodes.node_plan import read_nodes
 from traindeck.backend.runs.diagnosis import collectives
 from traindeck.backend.runs.diagnosis.collectives import Ledger
 from traindeck.backend.runs.diagnosis.stacks import (
+    BUILD_LOCK_WAIT,
     StackReport,
+    add_node_stacks,
     armed_processes,
     save_report,
     stack_targets,
+    summarize,
     take_stacks,
 )
 
@@ -28,16 +34,34 @@ def take_run_stacks(run_dir: Path, processes: Sequence[dict[str, Any]], *, reaso
     stale one is removed (extension_locks.waited_locks)."""
     targets = [t for t in stack_targets(processes) if t[1] is not None] or armed_processes(run_dir) \
         or stack_targets(processes)
-    if not targets:
+    nodes = read_nodes(run_dir)
+    if not targets and nodes is None:
         return None
+    request = stack_requests.ask(run_dir) if nodes is not None and stack_requests.watch_running(run_dir) else None
     asked_at = time.monotonic()
     refused = collectives.request_dumps(run_dir, targets)
     report = take_stacks(run_dir, targets, reason=reason, build_locks=waited_locks)
     ledger = collectives.collect_dumps(run_dir, targets, refused, started=asked_at)
+    if nodes is not None:
+        _add_nodes(report, run_dir, nodes, request)
     if ledger.groups or any(rank is not None for _pid, rank in targets):  # a run without process groups: no ledger
         add_ledger(report, ledger)
     save_report(run_dir / keep_as, report)
     return report
+
+
+def _add_nodes(report: StackReport, run_dir: Path, nodes: dict[str, Any], request: str | None) -> None:
+    """The ranks on the run's nodes, as the node watch answers `request` (None: the watch is not running)."""
+    answer = stack_requests.wait_answer(run_dir, request) if request is not None else None
+    if answer is None:
+        why = (f"the run's node watch did not answer within {stack_requests.ANSWER_WAIT_S:g} s" if request is not None
+               else "the run's node watch is not running, so its nodes could not be asked")
+        answer = [stack_requests.NodeStacks(str(h.get("host")), i, False, why,
+                                            ranks_planned=[int(r) for r in h.get("ranks") or []])
+                  for i, h in enumerate(nodes.get("hosts") or [])]
+    add_node_stacks(report.ranks, answer)
+    local = [r.pid for r in report.ranks if not r.host and r.waits_in == BUILD_LOCK_WAIT]
+    report.summary = summarize(report.ranks, waited_locks(local) if local else ())
 
 
 def add_ledger(report: StackReport, ledger: Ledger) -> None:

@@ -11,6 +11,9 @@ Then: the innermost frame in the user's own code (not the standard library, not 
 is; a rank whose innermost frames are in torch.distributed / DeepSpeed's comm layer waits in a collective. Ranks at
 the same place form a group; the rank not where the others are is named first.
 
+A rank of a multi-node run dumps on its own machine; the run's node agent there signals it and sends the dump back
+(nodes/stack_requests.py): run_stacks.take_run_stacks adds those ranks with their host, and the summary names it.
+
 With the stacks, run_stacks.take_run_stacks asks each rank for its flight recorder buffer (collectives.py: which
 collective each rank reached); where ranks part there, that line leads the summary, and the ledger is kept in the
 report.
@@ -79,10 +82,12 @@ class RankStack:
     error: str = ""  # why there is no stack for this process
     where: str = ""  # innermost user frame of its main thread: "train.py:88 load_batch"
     waits_in: str = ""  # the collective it is blocked in ("all_reduce"), or ""
+    host: str = ""  # the node it runs on, for a rank of a multi-node run (its dump came through the node's agent)
 
     @property
     def label(self) -> str:
-        return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
+        name = f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
+        return f"{name} on {self.host}" if self.host else name
 
 
 @dataclass
@@ -104,7 +109,7 @@ class StackReport:
             threads = [ThreadStack(t["ident"], bool(t["current"]), [Frame(**f) for f in t["frames"]], t.get("name", ""))
                        for t in r.get("threads", [])]
             ranks.append(RankStack(int(r["pid"]), r.get("rank"), threads, r.get("error", ""), r.get("where", ""),
-                                   r.get("waits_in", "")))
+                                   r.get("waits_in", ""), str(r.get("host") or "")))
         ledger = data.get("collectives")
         return cls(float(data["taken_at"]), str(data.get("reason", "")), ranks, str(data.get("summary", "")),
                    ledger if isinstance(ledger, dict) else None)
@@ -160,7 +165,8 @@ def locate(stack: RankStack) -> None:
 
 
 def summarize(ranks: Sequence[RankStack], build_locks: Sequence[str] = ()) -> str:
-    """One line: who is where, the rank that is not where the others are first.
+    """One line: who is where, the rank that is not where the others are first (with its node, in a multi-node run:
+    "rank 1 on node-b is in train.py:88 load_batch; rank 0 on node-a waits in all_reduce (train.py:40 main)").
 
     "rank 1 is in train.py:88 load_batch; ranks 0, 2, 3 wait in all_reduce (train.py:40 main)". Ranks waiting on an
     op build lock say which and who holds it (`build_locks`, one phrase per lock): "ranks 0, 1 waiting for
@@ -183,6 +189,14 @@ def summarize(ranks: Sequence[RankStack], build_locks: Sequence[str] = ()) -> st
         names = sorted(m.rank if m.rank is not None else m.pid for m in members)
         noun = "pid" if members[0].rank is None else "rank"
         who = f"{noun}s {', '.join(map(str, names))}" if len(names) > 1 else f"{noun} {names[0]}"
+        hosts = sorted({m.host for m in members})
+        if hosts == [""]:
+            pass
+        elif len(hosts) == 1:
+            who += f" on {hosts[0]}"
+        else:
+            on = {m.rank if m.rank is not None else m.pid: m.host for m in members}
+            who = f"{noun}s " + ", ".join(f"{n} ({on[n]})" if on[n] else str(n) for n in names)
         if waits == BUILD_LOCK_WAIT:
             parts.append(f"{who} waiting for {' or '.join(build_locks) or BUILD_LOCK_WAIT}, in {where}")
         elif waits:
@@ -302,7 +316,7 @@ def report_text(report: StackReport, *, frames: int = 12) -> str:
     if ledger and ledger not in report.summary:
         lines[1:1] = [f"collectives: {ledger}"]
     for stack in report.ranks:
-        head = f"== {stack.label} (pid {stack.pid})" if stack.rank is not None else f"== pid {stack.pid}"
+        head = f"== {stack.label} (pid {stack.pid})" if stack.rank is not None and stack.pid else f"== {stack.label}"
         if stack.error:
             lines += [f"{head}: {stack.error}", ""]
             continue
@@ -318,6 +332,31 @@ def report_text(report: StackReport, *, frames: int = 12) -> str:
                 lines.append(f"    ... {len(thread.frames) - frames} outer frame(s)")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def add_node_stacks(ranks: list[RankStack], nodes: Sequence[Any]) -> None:
+    """The ranks of a multi-node run's nodes, as its node watch answered (nodes/stack_requests.py's NodeStacks),
+    added to `ranks` with their host. A planned rank a node did not send is said so (why: not running there, or
+    the node did not answer). Where the
+    nodes sent ranks, this machine's processes without a rank (DeepSpeed's runner, pdsh) are dropped: the summary
+    is about the ranks."""
+    remote: list[RankStack] = []
+    for node in nodes:
+        for item in node.ranks:
+            stack = RankStack(item.pid, item.rank, host=node.host)
+            stack.threads = parse_dump(item.text) if item.text else []
+            stack.error = "" if stack.threads else (item.error or "its node sent no dump")
+            locate(stack)
+            remote.append(stack)
+        why = "not running on its node (not started yet, or ended)" if node.answered else \
+            node.error or "its node did not answer"
+        sent = {r.rank for r in node.ranks}
+        remote += [RankStack(0, rank, error=why, host=node.host) for rank in node.ranks_planned if rank not in sent]
+    if not remote:
+        return
+    numbers = {r.rank for r in remote}
+    ranks[:] = [r for r in ranks if r.rank is not None and r.rank not in numbers] + remote
+    ranks.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else r.pid))
 
 
 def stack_targets(processes: Sequence[dict[str, Any]]) -> list[tuple[int, int | None]]:

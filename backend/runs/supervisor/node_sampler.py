@@ -11,9 +11,12 @@ Started beside the supervisor (launch.py, like the sidecar) when the run has a n
 - appends the step timing the agents send back (each node's ranks write it on their node) to the run
   directory's steps/, where the supervisor reads it as a local rank's; what comes after the supervisor's last
   read (the last steps of a rank far away) the watch adds to the store itself at its end;
+- answers requests for the stacks of the nodes' ranks (nodes/stack_requests.py: `traindeck stacks`, the stall
+  detector): it polls the run directory's node_stacks/ every 0.1 s, tells every reachable agent `stacks ID`, and
+  writes what each node sent back (or why it did not) as the answer, at most NODES_WAIT_S after the request;
 - when the run has ended, asks every agent what is left of the run on its node, records per node "nothing
   left" / what is left / "unreachable: not confirmed" as run events, and closes the agents (which end leftovers
-  and remove the step files they sent).
+  and remove the run's folder on their node).
 
 The supervisor reads nodes_state.json at the end (nodes/diagnose.py) to name the node of the first failing rank.
 """
@@ -30,7 +33,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from traindeck.backend.core.fileio import atomic_write_text
-from traindeck.backend.nodes.envfile import node_steps_dir
+from traindeck.backend.nodes import stack_requests
+from traindeck.backend.nodes.envfile import node_run_dir
 from traindeck.backend.nodes.node_plan import read_nodes
 from traindeck.backend.nodes.ssh_argv import ssh_argv
 from traindeck.backend.runs.record.layout import RunDir
@@ -101,6 +105,10 @@ class NodeWatch:
         self.steps = RelayedSteps(self.run_dir.path)
         self.steps_lock = threading.Lock()
         self.relayed: dict[int, int] = {}  # rank -> step lines its node sent back
+        self.stack_lock = threading.Lock()
+        self.tell_lock = threading.Lock()
+        # request id -> (when asked, per node index: the ranks' stacks sent so far, and whether it said it is done)
+        self.stack_asks: dict[str, tuple[float, dict[int, list[stack_requests.NodeRankStack]], set[int]]] = {}
 
     def _run_env(self) -> dict[str, str]:
         """The ssh options the run's pdsh got (PDSH_SSH_ARGS_APPEND, from the recorded command)."""
@@ -119,7 +127,7 @@ class NodeWatch:
         source = AGENT_SOURCE.read_text(encoding="utf-8")
         for node in self.nodes:
             remote = [self.python, "-c", source, self.run_dir.run_id, str(node.index), ",".join(map(str, node.ranks)),
-                      node_steps_dir(self.run_dir.run_id)]
+                      node_run_dir(self.run_dir.run_id)]
             argv = ssh_argv(node.host, remote, port=self.ssh_port, env=self.run_env)
             try:
                 node.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -143,6 +151,8 @@ class NodeWatch:
                 if isinstance(rank, int) and rank in node.ranks:  # a node speaks for its own ranks only
                     with self.steps_lock:
                         self.relayed[rank] = self.relayed.get(rank, 0) + self.steps.append(rank, data.get("lines"))
+            elif data.get("event") in ("stacks", "stacks_done"):
+                self._take_stacks(node, data)
             else:
                 node.take(data)
         code = node.proc.wait()
@@ -153,6 +163,60 @@ class NodeWatch:
         node.answered.set()
 
     closing = False
+
+    def _take_stacks(self, node: Node, data: dict[str, Any]) -> None:
+        with self.stack_lock:
+            asked = self.stack_asks.get(str(data.get("id")))
+            if asked is None:
+                return  # answered already (too late), or never asked
+            _at, sent, done = asked
+            if data.get("event") == "stacks_done":
+                done.add(node.index)
+                return
+            rank, pid = data.get("rank"), data.get("pid")
+            if isinstance(rank, int) and rank in node.ranks and isinstance(pid, int):  # its own ranks only
+                sent.setdefault(node.index, []).append(stack_requests.NodeRankStack(
+                    rank, pid, str(data.get("text") or "")[:1 << 20], str(data.get("error") or "")[:500]))
+
+    def serve_stacks(self) -> None:
+        """Forever (a daemon thread): new requests are passed to the agents, and answered once every reachable
+        node has said it is done, or NODES_WAIT_S after they were asked."""
+        while True:
+            try:
+                self._serve_stacks_once()
+            except Exception:  # noqa: BLE001 - a request left unanswered is said so by the asker
+                logger.exception("answering a stacks request failed:")
+            time.sleep(0.1)
+
+    def _serve_stacks_once(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        for request_id in stack_requests.requests(self.run_dir.path):
+            with self.stack_lock:
+                if request_id in self.stack_asks:
+                    continue
+                self.stack_asks[request_id] = (now, {}, set())
+            for node in self.nodes:
+                self.tell(node, f"stacks {request_id}")
+        with self.stack_lock:
+            ready = [(request_id, asked) for request_id, asked in self.stack_asks.items()
+                     if all(n.index in asked[2] or not n.reachable for n in self.nodes)
+                     or now - asked[0] >= stack_requests.NODES_WAIT_S]
+            for request_id, _asked in ready:
+                del self.stack_asks[request_id]
+        for request_id, (at, sent, done) in ready:
+            nodes = []
+            for node in self.nodes:
+                answered = node.index in done
+                error = "" if answered else (f"unreachable ({node.said_unreachable})" if not node.reachable else
+                                             f"its agent did not answer within {stack_requests.NODES_WAIT_S:g} s")
+                nodes.append(stack_requests.NodeStacks(node.host, node.index, answered, error,
+                                                       sorted(sent.get(node.index, []), key=lambda r: r.rank),
+                                                       list(node.ranks)))
+            took = now - at
+            stack_requests.answer(self.run_dir.path, request_id, nodes, took)
+            logger.info("stacks from the nodes (request %s, %.2f s): %s", request_id, took, "; ".join(
+                f"{n.host}: " + (", ".join(f"rank {r.rank}" + (f" ({r.error})" if r.error else "") for r in n.ranks)
+                                 or "no rank") if n.answered else f"{n.host}: {n.error}" for n in nodes))
 
     def _unreachable(self, node: Node, why: str) -> None:
         with node.lock:
@@ -181,8 +245,9 @@ class NodeWatch:
         if stdin is None or not node.reachable:
             return
         try:
-            stdin.write(text + "\n")
-            stdin.flush()
+            with self.tell_lock:  # the loop and the stacks server both tell
+                stdin.write(text + "\n")
+                stdin.flush()
         except (OSError, ValueError):
             pass
 
@@ -286,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     log_to_stderr(logger)
     watch = NodeWatch(Path(args[0]), args[1])
     watch.start()
+    threading.Thread(target=watch.serve_stacks, name="stacks", daemon=True).start()
     try:
         watch.loop()
     except Exception:

@@ -27,15 +27,18 @@ def _env_file(tmp_path: Path, **env: str) -> str:
     return plan.files[ENV_FILE]
 
 
-def test_the_nodes_ranks_time_their_steps_into_a_folder_of_their_own_unless_timing_is_off(tmp_path: Path) -> None:
-    assert "TRAINDECK_STEPS_DIR=~/.cache/traindeck/node-steps/20261128-060000-abcd\n" in _env_file(tmp_path)
+def test_the_nodes_ranks_get_a_folder_of_their_own_and_step_timing_off_reaches_them(tmp_path: Path) -> None:
+    assert "TRAINDECK_NODE_DIR=~/.cache/traindeck/node-runs/20261128-060000-abcd\n" in _env_file(tmp_path)
     off = _env_file(tmp_path, TRAINDECK_STEP_TIMING="0")
-    assert "TRAINDECK_STEPS_DIR" not in off and "TRAINDECK_STEP_TIMING=0\n" in off  # off on every node too
+    assert "TRAINDECK_STEP_TIMING=0\n" in off  # off on every node too
+    assert "TRAINDECK_NODE_DIR=" in off  # where the ranks' stack dumps go, timing or not
 
 
 def _agent(folder: Path, ranks: list[int]) -> tuple[agent_module.Agent, io.StringIO]:
+    """An agent whose node folder holds `folder` as its steps/."""
+    assert folder.name == "steps"
     out = io.StringIO()
-    return agent_module.Agent("run-1", 0, ranks, out, steps_dir=str(folder)), out
+    return agent_module.Agent("run-1", 0, ranks, out, node_dir=str(folder.parent)), out
 
 
 def _sent(out: io.StringIO) -> list[tuple[int, list[str]]]:
@@ -44,8 +47,8 @@ def _sent(out: io.StringIO) -> list[tuple[int, list[str]]]:
 
 
 def test_the_agent_sends_complete_lines_of_its_own_ranks_once_and_removes_only_what_it_sent(tmp_path: Path) -> None:
-    folder = tmp_path / "node-steps"
-    folder.mkdir()
+    folder = tmp_path / "node-run" / "steps"
+    folder.mkdir(parents=True)
     (folder / "rank2.jsonl").write_text(STEP % 1 + "\n" + STEP % 2 + "\n" + '{"step":3,"t"')  # a line being written
     (folder / "rank5.jsonl").write_text(STEP % 1 + "\n")  # another node's rank (a shared home)
     agent, out = _agent(folder, [2, 3])
@@ -71,8 +74,8 @@ def test_the_agent_sends_complete_lines_of_its_own_ranks_once_and_removes_only_w
 
 
 def test_the_agent_follows_no_link_planted_at_a_rank_file(tmp_path: Path) -> None:
-    folder = tmp_path / "node-steps"
-    folder.mkdir()
+    folder = tmp_path / "node-run" / "steps"
+    folder.mkdir(parents=True)
     secret = tmp_path / "secret.txt"
     secret.write_text('{"step":1,"t":1.0}\n')
     os.symlink(secret, folder / "rank0.jsonl")
