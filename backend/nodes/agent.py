@@ -39,6 +39,7 @@ except ImportError:  # still reports liveness and ends; resources are then unkno
 FULL_SCAN_S = 1.0
 LIVENESS_S = 0.05
 MARKER = "TRAINDECK_RUN_ID"
+STALE_S = 7 * 24 * 3600  # another run's folder on this node unchanged this long is removed (prune_stale)
 STEPS_CHUNK = 256 * 1024  # the most of one rank's step lines sent in one event
 STACK_SIGNAL = signal.SIGUSR2  # what the ranks' site hook arms faulthandler on
 STACKS_TIMEOUT_S = 5.0  # the longest wait for the ranks' dumps
@@ -259,6 +260,35 @@ class Agent:
             self.emit({"event": "stacks", "id": request_id, "rank": rank, "pid": pid, "text": text, "error": error})
         self.emit({"event": "stacks_done", "id": request_id, "host": socket.gethostname()})
 
+    def prune_stale(self, now=None):
+        """The folders other runs left on this node (their watch cut off before their end) once nothing in them
+        has changed for STALE_S: a rank that has written nothing for a week is gone. Run ids only; no link is
+        followed (shutil.rmtree removes a link, never what it points to)."""
+        if not self.node_dir:
+            return
+        import re
+        import shutil
+
+        now = time.time() if now is None else now
+        parent = os.path.dirname(self.node_dir.rstrip("/"))
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            return
+        for name in names:
+            if name == self.run_id or not re.match(r"^\d{8}-\d{6}-[0-9a-f]{4}$", name):
+                continue
+            folder = os.path.join(parent, name)
+            try:
+                newest = os.lstat(folder).st_mtime
+                for root, _dirs, files in os.walk(folder):
+                    for file in files[:1000]:
+                        newest = max(newest, os.lstat(os.path.join(root, file)).st_mtime)
+            except OSError:
+                continue
+            if now - newest >= STALE_S:
+                shutil.rmtree(folder, ignore_errors=True)
+
     def remove_stacks(self):
         """At the end: the dumps of processes no longer alive, the stacks folder once empty, then the run's folder
         on this node once empty (its steps/ went first)."""
@@ -385,6 +415,7 @@ def main(argv):
     reader.daemon = True
     reader.start()
     agent.emit({"event": "hello", "host": socket.gethostname(), "pid": os.getpid(), "psutil": psutil is not None})
+    agent.prune_stale()
     last_scan = 0.0
     while not done.is_set():
         now = time.time()

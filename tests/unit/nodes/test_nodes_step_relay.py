@@ -96,3 +96,26 @@ def test_the_watch_appends_only_step_lines_and_gives_back_what_came_late(tmp_pat
     relay.appends = [(when - 60, rank, offset, size), second]  # the first came a minute before the second
     assert [r.step for r in relay.records_since(when - 90)] == [1, 2]
     assert [r.step for r in relay.records_since(when - 30)] == [2]
+
+
+def test_the_agent_removes_other_runs_folders_left_unchanged_for_a_week(tmp_path: Path) -> None:
+    runs = tmp_path / "node-runs"
+    week = 7 * 24 * 3600
+    old, fresh, mine = runs / "20261101-010000-aaaa", runs / "20261127-010000-bbbb", runs / "20261128-060000-abcd"
+    for folder in (old, fresh, mine):
+        (folder / "steps").mkdir(parents=True)
+        (folder / "steps" / "rank0.jsonl").write_text(STEP % 1 + "\n")
+    (runs / "not-a-run").mkdir()
+    outside = tmp_path / "keep.txt"
+    outside.write_text("x")
+    os.symlink(outside, old / "steps" / "link")
+    now = 2_000_000_000.0
+    for folder in (old, mine, runs / "not-a-run"):
+        for path in (folder / "steps" / "rank0.jsonl", folder / "steps", folder):
+            if path.exists():
+                os.utime(path, (now - week - 60, now - week - 60))
+    os.utime(fresh / "steps" / "rank0.jsonl", (now - 60, now - 60))  # a rank wrote a minute ago
+    agent = agent_module.Agent("20261128-060000-abcd", 0, [0], io.StringIO(), node_dir=str(mine))
+    agent.prune_stale(now=now)
+    assert not old.exists() and outside.read_text() == "x"  # the link removed, not what it points to
+    assert fresh.exists() and mine.exists() and (runs / "not-a-run").exists()
