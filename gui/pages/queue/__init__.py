@@ -69,6 +69,7 @@ class QueuePage(Page):
         # gets the room left.
         self.table.verticalHeader().hide()
         self.table.setWordWrap(False)
+        self.table.setTabKeyNavigation(False)  # Tab leaves the table (the arrows move in it)
         header = self.table.horizontalHeader()
         for column in range(len(COLUMNS)):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
