@@ -608,3 +608,37 @@ def test_a_torchrun_preset_shows_and_is_chosen_as_torchrun(qtbot, page):
     page.editor.launcher.setCurrentText("torchrun")
     assert draft.preset.launcher == "torchrun"
     assert "native DDP or FSDP" in page.editor.launcher.itemData(page.editor.launcher.currentIndex(), 3)
+
+
+def test_import_of_a_config_with_comments_offers_the_repair_and_imports_it(qtbot, page, monkeypatch,
+                                                                             tmp_path: Path):
+    """A DeepSpeed JSON for the HF Trainer ("auto" values) with // comments, as LLaMA-Factory ships them, is refused
+    by the import (the Trainer reads strict JSON): the page
+    offers the repair (Enter takes it) and saves the repaired preset, instead of an error naming a CLI command."""
+    from PySide6.QtCore import Qt, QTimer
+    from PySide6.QtTest import QTest
+
+    from traindeck.gui.widgets.repair_dialog import RepairDialog
+
+    src = tmp_path / "ds_z3_offload_config.json"
+    src.write_text('{\n  "train_micro_batch_size_per_gpu": "auto",\n  "zero_optimization": {"stage": 2},\n'
+                   '  // "flops_profiler": {\n  //   "enabled": true\n  // },\n  "steps_per_print": 50\n}\n')
+    shown: list[RepairDialog] = []
+    real_exec = RepairDialog.exec
+
+    def exec_and_press_enter(dialog):
+        shown.append(dialog)
+        QTimer.singleShot(0, lambda: QTest.keyClick(dialog, Qt.Key.Key_Return))
+        return real_exec(dialog)
+
+    monkeypatch.setattr(RepairDialog, "exec", exec_and_press_enter)
+    answer(monkeypatch, getOpenFileNames=([str(src)], ""), getText=("ds-z3", True), warning=never)
+    page.action_import.trigger()
+    qtbot.waitUntil(lambda: user_file("ds-z3").is_file(), timeout=10000)
+    qtbot.waitUntil(lambda: page.ctx.draft.saved_as == "ds-z3", timeout=10000)
+    assert len(shown) == 1 and shown[0].repair_button.text() == "Repair and import"
+    assert not shown[0].as_is_button.isVisible()
+    saved = load_preset("ds-z3")
+    assert saved.deepspeed == {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2},
+                               "steps_per_print": 50}
+    assert not page.ctx.draft.dirty
