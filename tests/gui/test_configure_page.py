@@ -642,3 +642,43 @@ def test_import_of_a_config_with_comments_offers_the_repair_and_imports_it(qtbot
     assert saved.deepspeed == {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2},
                                "steps_per_print": 50}
     assert not page.ctx.draft.dirty
+
+
+def test_a_new_preset_built_for_deepspeed_carries_no_stale_accelerate_template(qtbot, page):
+    """New, then the deepspeed launcher and a DeepSpeed config: the untouched accelerate template goes (it only
+    made two warnings and an exported accelerate_config.yaml with distributed_type NO), and comes back under
+    accelerate, then as the DEEPSPEED template since the preset has DeepSpeed now."""
+    from traindeck.backend.presets import blank_accelerate
+
+    page.files.new_preset()
+    editor = page.editor
+    draft = page.ctx.draft
+    assert draft.preset.accelerate == blank_accelerate(False)
+    editor.launcher.setCurrentText("deepspeed")
+    editor.add_section("deepspeed")
+    wait_checked(qtbot, page)
+    assert draft.preset.accelerate is None
+    assert not [m for m in draft.messages if m.path.startswith("accelerate")], [m.format() for m in draft.messages]
+    editor.launcher.setCurrentText("accelerate")
+    wait_checked(qtbot, page)
+    assert draft.preset.accelerate == blank_accelerate(True)
+    assert not [m for m in draft.messages if m.severity != "info" and "ignored" in m.message]
+
+
+def test_adding_deepspeed_to_a_new_accelerate_preset_makes_accelerate_use_it(qtbot, page, monkeypatch):
+    from traindeck.backend.presets import blank_accelerate
+
+    page.files.new_preset()
+    page.editor.add_section("deepspeed")
+    wait_checked(qtbot, page)
+    draft = page.ctx.draft
+    assert draft.preset.launcher == "accelerate"
+    assert draft.preset.accelerate == blank_accelerate(True)
+    assert not [m for m in draft.messages if "deepspeed_config is ignored" in m.message]
+
+    answer(monkeypatch, question=QMessageBox.StandardButton.Discard)
+    page.files.new_preset()  # a section the user edited is theirs: kept as it is
+    draft.preset.accelerate["mixed_precision"] = "bf16"
+    edited = dict(draft.preset.accelerate)
+    page.editor.add_section("deepspeed")
+    assert draft.preset.accelerate == edited
