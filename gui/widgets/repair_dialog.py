@@ -78,10 +78,10 @@ class RepairDialog(QDialog):
         self.repair_button.setEnabled(config.offers_repair)
         self.as_is_button = QPushButton(f"{verb.capitalize()} as it is")
         self.as_is_button.setEnabled(config.readable and as_is)
-        self.as_is_button.setVisible(as_is)
         self.as_is_button.setToolTip(f"{verb.capitalize()} the text unchanged; the checks will show what is wrong in it")
         buttons.addButton(self.repair_button, QDialogButtonBox.ButtonRole.AcceptRole)
-        buttons.addButton(self.as_is_button, QDialogButtonBox.ButtonRole.AcceptRole)
+        if as_is:
+            buttons.addButton(self.as_is_button, QDialogButtonBox.ButtonRole.AcceptRole)
         buttons.addButton(QDialogButtonBox.StandardButton.Cancel)
         self.repair_button.clicked.connect(lambda: self.choose(REPAIR))
         self.as_is_button.clicked.connect(lambda: self.choose(AS_IS))

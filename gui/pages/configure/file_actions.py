@@ -330,7 +330,13 @@ class PresetFiles(QObject):
             self._error("The configs were not imported", str(exc))
             return
         preset.description = f"imported from {config.file}, repaired"
-        self.ctx.tasks.run(save_preset, preset, overwrite=True, done=lambda _path: done(preset),
+        changes = len(config.repair.changes) if config.repair is not None else 0
+
+        def saved(_path: object) -> None:
+            done(preset)
+            self.ctx.status.emit(f"Imported preset {name}, repaired ({changes} change{'s' * (changes != 1)})")
+
+        self.ctx.tasks.run(save_preset, preset, overwrite=True, done=saved,
                            failed=lambda failure: self._error("The configs were not imported", failure))
 
     def export(self) -> None:
