@@ -109,3 +109,25 @@ def test_tab_leaves_a_trials_results_table(qtbot, traindeck_home: Path) -> None:
     window.table.setCurrentCell(0, 0)
     after = _tab_out_of(qtbot, window.table)
     assert after is not window.table and after is not None
+
+
+def test_home_and_end_in_the_preset_list_go_to_the_first_and_last_preset(qtbot) -> None:
+    """The list opens with a heading and may end with a note ("(none yet)", an unreadable file): Home and End go
+    to the first and last preset, which loads it as a click would."""
+    from traindeck.gui.widgets.preset_list import PresetList
+
+    presets = [load_preset("single-process"), load_preset("cpu-demo")]
+    mine = load_preset("cpu-demo")
+    mine.name, mine.builtin = "mine", False
+    chosen: list[str] = []
+    plist = PresetList()
+    qtbot.addWidget(plist)
+    plist.chosen.connect(chosen.append)
+    plist.set_presets([*presets, mine], problems=["broken.yaml: cannot be read"])
+    plist.select("cpu-demo")
+    plist.show()
+    plist.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is plist, timeout=5000)
+    qtbot.keyClick(plist, Qt.Key.Key_Home)
+    qtbot.keyClick(plist, Qt.Key.Key_End)
+    assert chosen == ["single-process", "mine"]
