@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence, QPaintEvent
-from PySide6.QtWidgets import QLabel, QSplitter, QStyle, QToolBar, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QLabel, QSplitter, QStyle, QToolBar, QVBoxLayout, QWidget
 
 from traindeck.backend.presets import Preset, PresetError, load_preset
 from traindeck.gui.context import DEFAULT_PRESET, AppContext
@@ -184,6 +184,10 @@ class ConfigurePage(Page):
 
     def page_shown(self) -> None:
         self.files.refresh()  # presets made from the command line meanwhile
+        focus = QApplication.focusWidget()
+        if focus is None or not self.isAncestorOf(focus):
+            # Keys after Ctrl+1 go to this page (the presets, then Tab to the forms), not the page list.
+            self.presets.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
     def load_demo(self) -> None:
         """The CPU demo preset with a deliberately invalid value in a copy (never saved), so a message shows."""
