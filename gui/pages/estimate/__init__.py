@@ -219,9 +219,9 @@ class EstimatePage(Page):
     # ------------------------------------------------------------------------------------------------ hooks
     def page_shown(self) -> None:
         focus = QApplication.focusWidget()
-        if focus is None or not self.isAncestorOf(focus):
-            # Keys typed after Ctrl+5 go to the model's size (the first thing to give), not the page list or the
-            # scroll area around the fields.
+        # The page list kept the focus, or the page that hid passed it on to the scroll area around the fields:
+        # keys typed after Ctrl+5 go to the model's size, the first thing to give.
+        if focus is None or not self.isAncestorOf(focus) or isinstance(focus, QScrollArea):
             self.inputs.params.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
     def load_demo(self) -> None:
