@@ -52,6 +52,8 @@ logger = logging.getLogger(__name__)
 # The shortcuts each page offers (its own tooltips and menus say the same); Help > Keyboard shortcuts lists them.
 SHORTCUTS = (
     ("Ctrl+N / Ctrl+S / Ctrl+Shift+S", "Configure: new preset / save it / save it as"),
+    ("F2 / Ctrl+Del", "Configure: rename / delete your preset"),
+    ("Ctrl+I / Ctrl+E", "Configure: import configs as a preset / export the preset's files"),
     ("Ctrl+O / Ctrl+Shift+V", "Configure: open / paste a config"),
     ("Ctrl+Enter", "Launch: start the run"),
     ("Ctrl+.", "Runs: stop the run (asks first)"),

@@ -289,7 +289,16 @@ class PresetEditor(QWidget):
     def _launcher_changed(self, index: int) -> None:
         if self._updating or self._preset is None:
             return
-        self._preset.launcher = LAUNCHERS[index]
+        preset = self._preset
+        preset.launcher = LAUNCHERS[index]
+        # A new preset's accelerate section is a template nobody edited: under another launcher it is only a
+        # source of warnings (and of an exported accelerate_config.yaml nobody asked for), so it is set aside
+        # (Add brings it back), and back under accelerate it returns by itself.
+        if preset.launcher != "accelerate" and _untouched_accelerate(preset.accelerate):
+            self._spare["accelerate"], preset.accelerate = preset.accelerate or {}, None
+        elif preset.launcher == "accelerate" and preset.accelerate is None \
+                and _untouched_accelerate(self._spare["accelerate"]):
+            self._spare["accelerate"], preset.accelerate = {}, blank_accelerate(preset.deepspeed is not None)
         self.refresh()
         self.edited.emit()
 
@@ -317,8 +326,14 @@ class PresetEditor(QWidget):
         spare = self._spare[section]
         if section == "accelerate":
             data = spare or blank_accelerate(preset.deepspeed is not None)
+            if _untouched_accelerate(data):
+                data = blank_accelerate(preset.deepspeed is not None)
         else:
             data = spare or blank_deepspeed(preset.launcher)
+            if _untouched_accelerate(preset.accelerate, deepspeed=False):
+                # accelerate reads a DeepSpeed config only with distributed_type DEEPSPEED: the untouched
+                # template follows, so the DeepSpeed config added is the one the run uses.
+                preset.accelerate = blank_accelerate(True)
         setattr(preset, section, data)
         self.refresh()
         self.tabs.setCurrentWidget(self.section_tabs[section])
@@ -444,3 +459,12 @@ class PresetEditor(QWidget):
         tab.scroller.ensureWidgetVisible(widget, 40, 80)
         widget.setFocus(Qt.FocusReason.OtherFocusReason)
         return widget
+
+
+def _untouched_accelerate(section: dict | None, deepspeed: bool | None = None) -> bool:
+    """`section` is the accelerate template a new preset or Add makes, unchanged (`deepspeed`: only the template
+    with (True) or without (False) DeepSpeed; None: either)."""
+    if not section:
+        return False
+    kinds = (False, True) if deepspeed is None else (deepspeed,)
+    return any(section == blank_accelerate(kind) for kind in kinds)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QModelIndex, Qt, Signal
 from PySide6.QtGui import QFocusEvent, QFont
-from PySide6.QtWidgets import QListWidget, QListWidgetItem, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QListWidget, QListWidgetItem, QWidget
 
 from traindeck.backend.presets import Preset
 
@@ -118,6 +118,17 @@ class PresetList(QListWidget):
             self._quiet = False
         if self._current is None and self.currentRow() >= 0:
             self.select(None)
+
+    def moveCursor(self, action: QAbstractItemView.CursorAction,  # noqa: N802
+                   modifiers: Qt.KeyboardModifier) -> QModelIndex:
+        """Home and End go to the first and last preset: the headings and notes at either end cannot be current,
+        and Qt's own Home stops at the first row, a heading, so the key did nothing."""
+        Move = QAbstractItemView.CursorAction
+        if action in (Move.MoveHome, Move.MoveEnd):
+            rows = [row for row in range(self.count()) if self.item(row).flags() & Qt.ItemFlag.ItemIsEnabled]
+            if rows:
+                return self.indexFromItem(self.item(rows[0] if action == Move.MoveHome else rows[-1]))
+        return super().moveCursor(action, modifiers)
 
     def _changed(self, item: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
         if self._quiet or item is None:

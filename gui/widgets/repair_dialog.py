@@ -25,7 +25,9 @@ REPAIR, AS_IS = "repair", "as-is"
 class RepairDialog(QDialog):
     """`exec()` then `choice`: REPAIR, AS_IS, or None (cancelled)."""
 
-    def __init__(self, config: ConfigText, parent: QWidget | None = None):
+    def __init__(self, config: ConfigText, parent: QWidget | None = None, verb: str = "load", as_is: bool = True):
+        """`verb`: what the choice does with the config ("load", "import"); `as_is`: the unchanged text may be
+        chosen (an import that refused the text offers only the repair)."""
         super().__init__(parent)
         self.config = config
         self.choice: str | None = None
@@ -72,13 +74,14 @@ class RepairDialog(QDialog):
         layout.addWidget(self.diff, 1)
 
         buttons = QDialogButtonBox()
-        self.repair_button = QPushButton("Repair and load")
+        self.repair_button = QPushButton(f"Repair and {verb}")
         self.repair_button.setEnabled(config.offers_repair)
-        self.as_is_button = QPushButton("Load as it is")
-        self.as_is_button.setEnabled(config.readable)
-        self.as_is_button.setToolTip("Load the text unchanged; the checks will show what is wrong in it")
+        self.as_is_button = QPushButton(f"{verb.capitalize()} as it is")
+        self.as_is_button.setEnabled(config.readable and as_is)
+        self.as_is_button.setToolTip(f"{verb.capitalize()} the text unchanged; the checks will show what is wrong in it")
         buttons.addButton(self.repair_button, QDialogButtonBox.ButtonRole.AcceptRole)
-        buttons.addButton(self.as_is_button, QDialogButtonBox.ButtonRole.AcceptRole)
+        if as_is:
+            buttons.addButton(self.as_is_button, QDialogButtonBox.ButtonRole.AcceptRole)
         buttons.addButton(QDialogButtonBox.StandardButton.Cancel)
         self.repair_button.clicked.connect(lambda: self.choose(REPAIR))
         self.as_is_button.clicked.connect(lambda: self.choose(AS_IS))

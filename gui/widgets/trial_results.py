@@ -103,6 +103,7 @@ class TrialResults(QDialog):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setWordWrap(False)
+        self.table.setTabKeyNavigation(False)  # Tab leaves the table (the arrows move in it)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
@@ -260,9 +261,11 @@ class TrialResults(QDialog):
             item.removeItem(label)
         self.labels = []
         foreground = self.palette().color(QPalette.ColorRole.Text)
-        for point in view.points:
-            label = pg.TextItem(f" {point.label}", color=foreground, anchor=(0, 1))
-            label.setPos(point.peak, point.samples_per_s)
+        for (x, y), names in _label_groups(view).items():
+            # Points drawn on top of each other (set-ups measured alike) share one label, a name a line,
+            # instead of names printed over one another.
+            label = pg.TextItem("\n".join(f" {name}" for name in names), color=foreground, anchor=(0, 1))
+            label.setPos(x, y)
             item.addItem(label)
             self.labels.append(label)
         on_gpu = any(p.on_gpu for p in view.points)
@@ -380,3 +383,21 @@ class TrialResults(QDialog):
         self._poll.stop()
         self._reads.invalidate()
         super().closeEvent(event)  # type: ignore[arg-type]
+
+
+# Points within a fortieth of the plot's width and height of each other share a label (about a label's height
+# at the window's size), so set-ups measured alike do not print their names over one another.
+_LABEL_CELLS = 40
+
+
+def _label_groups(view: TrialView) -> dict[tuple[float, float], list[str]]:
+    """Each label's position (the first point of its group) and the candidates named there, in view order."""
+    (x0, x1), (y0, y1) = view.x_range, view.y_range
+    width, height = (x1 - x0) or 1.0, (y1 - y0) or 1.0
+    groups: dict[tuple[int, int], tuple[tuple[float, float], list[str]]] = {}
+    for point in view.points:
+        cell = (round((point.peak - x0) / width * _LABEL_CELLS),
+                round((point.samples_per_s - y0) / height * _LABEL_CELLS))
+        at, names = groups.setdefault(cell, ((point.peak, point.samples_per_s), []))
+        names.append(point.label)
+    return dict(groups.values())

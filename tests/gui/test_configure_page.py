@@ -608,3 +608,83 @@ def test_a_torchrun_preset_shows_and_is_chosen_as_torchrun(qtbot, page):
     page.editor.launcher.setCurrentText("torchrun")
     assert draft.preset.launcher == "torchrun"
     assert "native DDP or FSDP" in page.editor.launcher.itemData(page.editor.launcher.currentIndex(), 3)
+
+
+def test_import_of_a_config_with_comments_offers_the_repair_and_imports_it(qtbot, page, monkeypatch,
+                                                                             tmp_path: Path):
+    """A DeepSpeed JSON for the HF Trainer ("auto" values) with // comments, as LLaMA-Factory ships them, is refused
+    by the import (the Trainer reads strict JSON): the page
+    offers the repair (Enter takes it) and saves the repaired preset, instead of an error naming a CLI command."""
+    from PySide6.QtCore import Qt, QTimer
+    from PySide6.QtTest import QTest
+
+    from traindeck.gui.widgets.repair_dialog import RepairDialog
+
+    src = tmp_path / "ds_z3_offload_config.json"
+    src.write_text('{\n  "train_micro_batch_size_per_gpu": "auto",\n  "zero_optimization": {"stage": 2},\n'
+                   '  // "flops_profiler": {\n  //   "enabled": true\n  // },\n  "steps_per_print": 50\n}\n')
+    from PySide6.QtWidgets import QPushButton
+
+    shown: list[RepairDialog] = []
+    buttons: list[str] = []
+    real_exec = RepairDialog.exec
+
+    def press_enter(dialog) -> None:
+        buttons.extend(b.text() for b in dialog.findChildren(QPushButton) if b.isVisible())
+        QTest.keyClick(dialog, Qt.Key.Key_Return)
+
+    def exec_and_press_enter(dialog):
+        shown.append(dialog)
+        QTimer.singleShot(0, lambda: press_enter(dialog))
+        return real_exec(dialog)
+
+    monkeypatch.setattr(RepairDialog, "exec", exec_and_press_enter)
+    answer(monkeypatch, getOpenFileNames=([str(src)], ""), getText=("ds-z3", True), warning=never)
+    page.action_import.trigger()
+    qtbot.waitUntil(lambda: user_file("ds-z3").is_file(), timeout=10000)
+    qtbot.waitUntil(lambda: page.ctx.draft.saved_as == "ds-z3", timeout=10000)
+    assert len(shown) == 1 and buttons == ["Repair and import", "Cancel"]  # the text as it is was refused
+    saved = load_preset("ds-z3")
+    assert saved.deepspeed == {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2},
+                               "steps_per_print": 50}
+    assert not page.ctx.draft.dirty
+
+
+def test_a_new_preset_built_for_deepspeed_carries_no_stale_accelerate_template(qtbot, page):
+    """New, then the deepspeed launcher and a DeepSpeed config: the untouched accelerate template goes (it only
+    made two warnings and an exported accelerate_config.yaml with distributed_type NO), and comes back under
+    accelerate, then as the DEEPSPEED template since the preset has DeepSpeed now."""
+    from traindeck.backend.presets import blank_accelerate
+
+    page.files.new_preset()
+    editor = page.editor
+    draft = page.ctx.draft
+    assert draft.preset.accelerate == blank_accelerate(False)
+    editor.launcher.setCurrentText("deepspeed")
+    editor.add_section("deepspeed")
+    wait_checked(qtbot, page)
+    assert draft.preset.accelerate is None
+    assert not [m for m in draft.messages if m.path.startswith("accelerate")], [m.format() for m in draft.messages]
+    editor.launcher.setCurrentText("accelerate")
+    wait_checked(qtbot, page)
+    assert draft.preset.accelerate == blank_accelerate(True)
+    assert not [m for m in draft.messages if m.severity != "info" and "ignored" in m.message]
+
+
+def test_adding_deepspeed_to_a_new_accelerate_preset_makes_accelerate_use_it(qtbot, page, monkeypatch):
+    from traindeck.backend.presets import blank_accelerate
+
+    page.files.new_preset()
+    page.editor.add_section("deepspeed")
+    wait_checked(qtbot, page)
+    draft = page.ctx.draft
+    assert draft.preset.launcher == "accelerate"
+    assert draft.preset.accelerate == blank_accelerate(True)
+    assert not [m for m in draft.messages if "deepspeed_config is ignored" in m.message]
+
+    answer(monkeypatch, question=QMessageBox.StandardButton.Discard)
+    page.files.new_preset()  # a section the user edited is theirs: kept as it is
+    draft.preset.accelerate["mixed_precision"] = "bf16"
+    edited = dict(draft.preset.accelerate)
+    page.editor.add_section("deepspeed")
+    assert draft.preset.accelerate == edited

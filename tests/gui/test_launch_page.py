@@ -875,3 +875,22 @@ def test_runs_of_one_preset_launched_from_the_page_one_after_another_are_numbere
         assert [e.name for e in queue.waiting()] == ["queue_job-cpu-demo-3", "mine"]
         for entry in queue.waiting():
             queue.remove(entry.run_id)
+
+
+def test_the_default_name_and_the_sweeps_names_are_numbered_as_the_launch_numbers_them(qtbot, make_page,
+                                                                                     tmp_path):
+    """A run named train-cpu-demo exists: the next one is launched as train-cpu-demo-2, so the name field and the
+    sweep's summary say so, not the bare name the run will not get."""
+    from traindeck.backend.runs.record.run_store import RunRecord
+
+    with RunStore() as store:
+        store.add_run(RunRecord(id="20260101-000000-aaaa", run_dir=str(tmp_path / "run"), created_at=1.0,
+                                name="train-cpu-demo", state="succeeded"))
+    page = make_page(preset="cpu-demo")
+    page.script_box.fill(str(_script(tmp_path)), "--deepspeed_config {ds_config}")
+    page.page_shown()
+    qtbot.waitUntil(lambda: page.script_box.name.placeholderText() == "train-cpu-demo-2", timeout=10000)
+    page.sweep.rows.setPlainText("lr = 1e-3, 3e-3")
+    qtbot.waitUntil(lambda: "train-cpu-demo-2-lr=1e-3" in page.sweep.summary.text(), timeout=10000)
+    assert page.run_name() == "train-cpu-demo-2"
+    page.shutdown()

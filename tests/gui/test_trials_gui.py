@@ -559,3 +559,30 @@ def test_the_plot_names_every_point_and_pads_its_ranges(qtbot) -> None:
     assert y0 == pytest.approx(0.0) and y1 >= 612.4 * 1.1 - 1e-6  # samples/s from 0, the fastest below the top
     assert x0 <= 390 * 0.9 and x1 >= 948 * 1.1 - 1e-6  # MiB, as the table's 390M and 948M
     assert item.getAxis("bottom").labelText == "peak host memory per rank (MiB)"
+
+
+def test_points_measured_alike_share_one_label_a_name_a_line(qtbot) -> None:
+    """Two set-ups measured alike (ZeRO-2 with and without CPU offload of a tiny model: 734 and 742 samples/s at
+    the same peak) sit on one spot: their names are one label, a name a line, not printed over each other."""
+    from traindeck.gui.widgets.trial_results import TrialResults
+
+    trial_id = "20260102-000000-alike0"
+    results = [
+        Result(_candidate(2, "none", 2), "measured", "20261128-054008-aaaa", 21.8, 734.4, 4, None, 396 * MIB,
+               started_at=1000.0, measured_at=1020.0, ended_at=1021.0, steps_ms=[21.8, 21.8, 21.9]),
+        Result(_candidate(2, "cpu", 2), "measured", "20261128-054029-bbbb", 21.6, 741.7, 4, None, 396 * MIB,
+               started_at=1021.0, measured_at=1041.0, ended_at=1042.0, steps_ms=[21.6, 21.6, 21.7]),
+        Result(_candidate(3, "none", 2), "measured", "20261128-054050-cccc", 52.4, 76.3, 4, None, 410 * MIB,
+               started_at=1042.0, measured_at=1062.0, ended_at=1063.0, steps_ms=[52.4, 52.4, 52.5]),
+    ]
+    spec = TrialSpec(id=trial_id, name="tiny", script="tiny_ds.py", script_args=["--deepspeed_config", "{ds_config}"],
+                     base_preset=preset_to_mapping(load_preset("cpu-demo")), candidates=[r.candidate for r in results],
+                     world_size=2, warmup=2, steps=5)
+    folder = TrialFolder(trial_id)
+    folder.create(spec)
+    folder.write_state(TrialState(trial_id, state="finished", results=results, started_at=999.0, ended_at=1064.0))
+    window = TrialResults(_app_ctx(), trial_id)
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: window.view is not None, timeout=20000)
+    texts = sorted(label.toPlainText() for label in window.labels)
+    assert texts == [" zero2-none-mb2\n zero2-cpu-mb2", " zero3-none-mb2"]

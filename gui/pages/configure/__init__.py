@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence, QPaintEvent
-from PySide6.QtWidgets import QLabel, QSplitter, QStyle, QToolBar, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QLabel, QSplitter, QStyle, QToolBar, QVBoxLayout, QWidget
 
 from traindeck.backend.presets import Preset, PresetError, load_preset
 from traindeck.gui.context import DEFAULT_PRESET, AppContext
@@ -127,12 +127,13 @@ class ConfigurePage(Page):
                                   pix.SP_DialogSaveButton)
         self.action_save_as = action("Save As…", self.files.save_as, "Ctrl+Shift+S", "Save under a new name")
         self.action_rename = action("Rename…", self.files.rename, "F2", "Rename this preset (your presets only)")
-        self.action_delete = action("Delete", self.files.delete, None, "Delete this preset (your presets only)",
+        # Every action has a key: the toolbar is not in the Tab chain, so a key is the keyboard's only way to it.
+        self.action_delete = action("Delete", self.files.delete, "Ctrl+Del", "Delete this preset (your presets only)",
                                     pix.SP_TrashIcon)
-        self.action_import = action("Import…", self.files.import_files, None,
+        self.action_import = action("Import…", self.files.import_files, "Ctrl+I",
                                     "Make a preset from an accelerate YAML and/or a DeepSpeed JSON, or an exported preset file",
                                     pix.SP_DialogOpenButton)
-        self.action_export = action("Export…", self.files.export, None,
+        self.action_export = action("Export…", self.files.export, "Ctrl+E",
                                     "Write accelerate_config.yaml / ds_config.json and the preset file into a folder")
         self.action_open = action("Open config…", self.files.open_config, "Ctrl+O",
                                   "Open an accelerate YAML or DeepSpeed JSON as a new unsaved preset (repair offered)")
@@ -183,6 +184,10 @@ class ConfigurePage(Page):
 
     def page_shown(self) -> None:
         self.files.refresh()  # presets made from the command line meanwhile
+        focus = QApplication.focusWidget()
+        if focus is None or not self.isAncestorOf(focus):
+            # Keys after Ctrl+1 go to this page (the presets, then Tab to the forms), not the page list.
+            self.presets.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
     def load_demo(self) -> None:
         """The CPU demo preset with a deliberately invalid value in a copy (never saved), so a message shows."""

@@ -296,10 +296,48 @@ class PresetFiles(QObject):
                 self.ctx.status.emit(f"Imported preset {name}{said}")
                 self.refresh()
 
-            self.ctx.tasks.run(import_preset, files, name, overwrite=True, slips=slips, done=done,
-                               failed=lambda error: self._error("The configs were not imported", error))
+            def failed(error: str) -> None:
+                if len(files) != 1 or files[0].endswith(PRESET_FILE_SUFFIX):
+                    self._error("The configs were not imported", error)
+                    return
+                from traindeck.backend.presets import read_config_file
+
+                # One config refused for its text (a // comment, a trailing comma): the repair Open config
+                # offers, here too, instead of an error that sends the user to a terminal.
+                self.ctx.tasks.run(read_config_file, files[0],
+                                   done=lambda config: self._import_repaired(config, name, error, done),
+                                   failed=lambda _error: self._error("The configs were not imported", error))
+
+            self.ctx.tasks.run(import_preset, files, name, overwrite=True, slips=slips, done=done, failed=failed)
 
         self.guard(run)
+
+    def _import_repaired(self, config: ConfigText, name: str, error: str, done: Callable[[Preset], None]) -> None:
+        """Offer the repair of a config the import refused; the repaired config is saved as preset `name`."""
+        from traindeck.gui.widgets.repair_dialog import REPAIR, RepairDialog
+
+        if not config.offers_repair:
+            self._error("The configs were not imported", error)
+            return
+        dialog = RepairDialog(config, self.widget, verb="import", as_is=False)
+        dialog.exec()
+        if dialog.choice != REPAIR:
+            self.ctx.status.emit(f"Not imported: {config.file}")
+            return
+        try:
+            preset = config.preset(repaired=True, name=name)
+        except PresetError as exc:
+            self._error("The configs were not imported", str(exc))
+            return
+        preset.description = f"imported from {config.file}, repaired"
+        changes = len(config.repair.changes) if config.repair is not None else 0
+
+        def saved(_path: object) -> None:
+            done(preset)
+            self.ctx.status.emit(f"Imported preset {name}, repaired ({changes} change{'s' * (changes != 1)})")
+
+        self.ctx.tasks.run(save_preset, preset, overwrite=True, done=saved,
+                           failed=lambda failure: self._error("The configs were not imported", failure))
 
     def export(self) -> None:
         preset = self.ctx.draft.preset

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QKeyCombination, QObject, Qt, QTimer
 from PySide6.QtGui import QKeyEvent, QKeySequence, QShortcut
-from PySide6.QtWidgets import QFrame, QLineEdit, QScrollArea, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QFrame, QLineEdit, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from traindeck.backend.estimate import (
     DetectedMachine,
@@ -217,6 +217,13 @@ class EstimatePage(Page):
         self.advice.set_blocked(bool(self.problems))
 
     # ------------------------------------------------------------------------------------------------ hooks
+    def page_shown(self) -> None:
+        focus = QApplication.focusWidget()
+        # The page list kept the focus, or the page that hid passed it on to the scroll area around the fields:
+        # keys typed after Ctrl+5 go to the model's size, the first thing to give.
+        if focus is None or not self.isAncestorOf(focus) or isinstance(focus, QScrollArea):
+            self.inputs.params.setFocus(Qt.FocusReason.ShortcutFocusReason)
+
     def load_demo(self) -> None:
         """A 1.5B model on one 24 GiB GPU and 64 GiB of RAM: needs optimizer offload."""
         self.inputs.fill_demo()

@@ -101,6 +101,7 @@ class EstimateResults(QWidget):
         # so the width read there is the old one (widening the window left the names elided).
         self.table.viewport().installEventFilter(self)
         self.table.setWordWrap(False)
+        self.table.setTabKeyNavigation(False)  # Tab leaves the table (the arrows move in it)
         self.table.setMinimumHeight(8 * (self.fontMetrics().height() + 8))
 
         self.assumptions = QLabel()

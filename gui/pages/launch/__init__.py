@@ -74,6 +74,10 @@ class LaunchPage(Page):
         ctx.draft.replaced.connect(self.launch_bar.choices_changed)
         self.script_box.script.textChanged.connect(self.launch_bar.choices_changed)
         self.script_box.entry.currentIndexChanged.connect(lambda _i: self.launch_bar.choices_changed())
+        # The default run name is numbered as the launch numbers it: the names runs have are read again when the
+        # page is shown and after each launch or queueing from here.
+        ctx.run_started.connect(lambda _run_id: self.read_run_names())
+        self.launch_bar.queued.connect(self.read_run_names)
         self._restore()
         self._loading = False
         self._draft_changed()
@@ -251,7 +255,7 @@ class LaunchPage(Page):
         # An empty name field: the run gets the default name where it is recorded, numbered there when a run of
         # the store has it already (the field shows it unnumbered).
         return LaunchOrder(request=self.request(), name=self.script_box.name.text().strip(),
-                           trial_name=self.script_box.run_name(),
+                           trial_name=self.script_box.run_name(numbered=False),
                            environment=self._environment(),
                            gpus_text=self.gpu_picker.gpus_text(), gpu_library=self.gpu_picker.gpu_library_factory)
 
@@ -318,7 +322,23 @@ class LaunchPage(Page):
         if self.isVisible():
             self.launch_bar.launch()
 
+    def read_run_names(self) -> None:
+        """Read the names the runs have (on the pool); the default name and the sweep's names follow."""
+        def names() -> set[str]:
+            from traindeck.backend.runs.record.run_store import RunStore
+
+            with RunStore() as store:
+                return store.run_names()
+
+        def done(taken: set[str]) -> None:
+            if taken != self.script_box.taken:
+                self.script_box.taken = taken
+                self._recheck()
+
+        self.ctx.tasks.run(names, done=done, failed=lambda _error: None)  # unread: the names go unnumbered
+
     def page_shown(self) -> None:
+        self.read_run_names()
         self._preview_timer.start()  # a fixed port may have been taken meanwhile
         self.gpu_picker.refresh()  # who is on which GPU changes while the page is away
         focus = QApplication.focusWidget()

@@ -54,6 +54,7 @@ class LaunchOrder:
 
 class LaunchBar(QWidget):
     replan = Signal()  # a launch was refused at start: the preview should be built again for what is chosen now
+    queued = Signal()  # runs were queued from here (their names are taken now)
 
     def __init__(self, ctx: AppContext, order: Callable[[], LaunchOrder], command_box: CommandBox,
                  memory_box: MemoryCheckBox, sweep: SweepEditor, hosts: HostfileEditor) -> None:
@@ -307,6 +308,7 @@ class LaunchBar(QWidget):
                   + ", ".join(r.name for r in records) + " (see the Queue page).")
         self.refresh()
         self.ctx.status.emit(f"Queued {len(records)} run(s)")
+        self.queued.emit()
 
     def _launched(self, outcome: LaunchOutcome) -> None:
         self.launching = False

@@ -91,6 +91,7 @@ class ScriptBox(QGroupBox):
         self.cwd = PathField("dir", caption="Working directory of the run", placeholder="the script's folder")
         self.cwd.setToolTip("Where the processes start (relative paths in the script and its arguments start here)")
         self.name = QLineEdit()
+        self.taken: set[str] = set()  # the names runs have already: a default name among them gets -N, as launched
         self.name.setPlaceholderText("the script's name, then the preset's")
         self.name.setToolTip("A name for the run in Runs and History")
         form.addRow("Runs", target_row)
@@ -170,17 +171,19 @@ class ScriptBox(QGroupBox):
         script = self.script.text()
         return str(Path(script).expanduser().parent) if script and Path(script).expanduser().is_absolute() else ""
 
-    def run_name(self, preset: str | None = None) -> str:
+    def run_name(self, preset: str | None = None, numbered: bool = True) -> str:
         """The name typed, or else the default one: the script's (module's, command's) name, then `-PRESET` when
-        the run uses a preset."""
+        the run uses a preset, then `-N` when runs have that name already (`numbered`), as the launch names it."""
         target = self.target()
-        return self.name.text().strip() or (default_run_name(target, self.entry_choice(), preset) if target else "")
+        taken = self.taken if numbered else set()
+        return self.name.text().strip() or (default_run_name(target, self.entry_choice(), preset, taken)
+                                            if target else "")
 
     def show_default_name(self, preset: str | None) -> None:
-        """The empty name field shows the name the run will get (`train_tiny-cpu-demo`)."""
+        """The empty name field shows the name the run will get (`train_tiny-cpu-demo`, `train_tiny-cpu-demo-2`)."""
         target = self.target()
         if target:
-            self.name.setPlaceholderText(default_run_name(target, self.entry_choice(), preset))
+            self.name.setPlaceholderText(default_run_name(target, self.entry_choice(), preset, self.taken))
         else:
             self._name_placeholder()
 

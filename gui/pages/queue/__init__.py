@@ -11,9 +11,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -69,6 +71,7 @@ class QueuePage(Page):
         # gets the room left.
         self.table.verticalHeader().hide()
         self.table.setWordWrap(False)
+        self.table.setTabKeyNavigation(False)  # Tab leaves the table (the arrows move in it)
         header = self.table.horizontalHeader()
         for column in range(len(COLUMNS)):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
@@ -103,6 +106,9 @@ class QueuePage(Page):
     def page_shown(self) -> None:
         self.refresh()
         self.poller.start()
+        focus = QApplication.focusWidget()
+        if focus is None or not self.isAncestorOf(focus):
+            self.table.setFocus(Qt.FocusReason.ShortcutFocusReason)  # keys after Ctrl+7 go to the queue's rows
 
     def hideEvent(self, event: Any) -> None:  # noqa: N802 - only a shown (or soon shown) queue is read
         self.poller.off_screen()
