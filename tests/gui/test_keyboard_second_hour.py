@@ -136,7 +136,9 @@ def test_home_and_end_in_the_preset_list_go_to_the_first_and_last_preset(qtbot) 
 @pytest.mark.parametrize("from_a_page", [False, True])
 @pytest.mark.parametrize(("key", "page_key", "field"), [(Qt.Key.Key_1, "configure", "presets"),
                                                        (Qt.Key.Key_5, "estimate", "inputs.params"),
-                                                       (Qt.Key.Key_7, "queue", "table")])
+                                                       (Qt.Key.Key_7, "queue", "table"),
+                                                       (Qt.Key.Key_3, "runs", "run_list"),
+                                                       (Qt.Key.Key_6, "history", "run_table.table")])
 def test_ctrl_n_puts_the_focus_in_the_page_shown(qtbot, traindeck_home: Path, key, page_key: str, field: str,
                                                  from_a_page: bool) -> None:  # type: ignore[no-untyped-def]
     """Keys typed after Ctrl+1, Ctrl+5 or Ctrl+7 go to the page (its presets, its first field, its rows), not to
@@ -152,10 +154,11 @@ def test_ctrl_n_puts_the_focus_in_the_page_shown(qtbot, traindeck_home: Path, ke
     window.activateWindow()
     qtbot.waitExposed(window)
     try:
-        window.show_page("history")
+        other = "runs" if page_key == "history" else "history"
+        window.show_page(other)
         start: QWidget = window.nav
-        if from_a_page:  # typing in History's filter
-            start = window.page("history").findChild(QLineEdit)
+        if from_a_page:  # typing in the other page's filter
+            start = next(e for e in window.page(other).findChildren(QLineEdit) if e.isVisible())
         start.setFocus()
         qtbot.waitUntil(lambda: QApplication.focusWidget() is start, timeout=5000)
         qtbot.keyClick(start, key, Qt.KeyboardModifier.ControlModifier)

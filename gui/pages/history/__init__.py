@@ -21,7 +21,7 @@ from typing import Any
 
 from PySide6.QtCore import QByteArray, Qt
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout
+from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout
 
 from traindeck.backend.runs import MAX_COMPARED, RunFigures, RunHistory, TrialSummary
 from traindeck.backend.trials import history_rows
@@ -115,6 +115,10 @@ class HistoryPage(Page):
     def page_shown(self) -> None:
         self.refresh()
         self.poller.start()
+        focus = QApplication.focusWidget()
+        if focus is None or not self.isAncestorOf(focus):
+            # Keys after Ctrl+6 go to the runs' table (arrows, Enter, Ctrl+D), not to the page list.
+            self.run_table.table.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
     def hideEvent(self, event: Any) -> None:  # only a shown list is kept fresh
         self.poller.off_screen()

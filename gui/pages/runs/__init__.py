@@ -27,6 +27,7 @@ from typing import Any
 from PySide6.QtCore import QByteArray, Qt, QTimer
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QApplication,
     QPushButton,
     QSplitter,
     QStackedWidget,
@@ -492,6 +493,10 @@ class RunsPage(Page):
         self.run_list.refresh()
         if self.run_id is not None:
             self.poll()
+        focus = QApplication.focusWidget()
+        if focus is None or not self.isAncestorOf(focus):
+            # Keys after Ctrl+3 go to the runs (arrows pick one, Ctrl+F filters), not to the page list.
+            self.run_list.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
     def load_demo(self) -> None:
         """A run in progress and a few finished ones, in a store of their own (never the user's)."""
