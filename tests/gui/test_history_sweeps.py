@@ -174,3 +174,32 @@ def test_a_sweep_of_more_runs_than_compare_takes_compares_its_best_and_says_how_
     finally:
         page.shutdown()
         page.ctx.tasks.wait(10000)
+
+
+def test_ctrl_d_on_the_current_sweep_row_compares_its_runs_when_nothing_is_selected(qtbot, planted):
+    # A refresh can leave the keyboard's current row unselected: Home on it then moves nothing and selects nothing,
+    # and Ctrl+D said "Select two to 8 runs".
+    from PySide6.QtCore import QItemSelectionModel
+    from PySide6.QtWidgets import QApplication
+
+    from traindeck.gui.context import AppContext
+    from traindeck.gui.pages.history import HistoryPage
+
+    page = HistoryPage(AppContext())
+    qtbot.addWidget(page)
+    page.resize(1300, 800)
+    page.show()
+    try:
+        page.page_shown()
+        proxy, table = page.run_table.proxy, page.run_table.table
+        qtbot.waitUntil(lambda: proxy.rowCount() == 2, timeout=10000)
+        table.selectionModel().setCurrentIndex(proxy.index(0, 0), QItemSelectionModel.SelectionFlag.NoUpdate)
+        table.setFocus()
+        qtbot.waitUntil(lambda: QApplication.focusWidget() is table, timeout=5000)
+        assert page.run_table.selected_ids() == []
+        qtbot.keyClick(table, Qt.Key.Key_D, Qt.KeyboardModifier.ControlModifier)
+        qtbot.waitUntil(lambda: "tiny-lr=3e-3" in page.compare_panel.compare_title.text(), timeout=10000)
+        assert len(page.run_table.selected_ids()) == 3  # the sweep's row is now the selection, as shown
+    finally:
+        page.shutdown()
+        page.ctx.tasks.wait(10000)

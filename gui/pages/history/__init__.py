@@ -185,6 +185,7 @@ class HistoryPage(Page):
             self.ctx.open_run.emit(ids[0])
 
     def compare_selected(self) -> None:
+        self.run_table.select_current_if_none()
         self.compare_panel.compare_selected(self.run_table.selected_ids(), self.run_table.rows)
 
     # ------------------------------------------------------------------------------------------------ hooks

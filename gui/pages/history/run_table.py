@@ -618,6 +618,14 @@ class RunTable(QWidget):
             ids += index.data(COMPARE_ROLE) if group else [str(index.data(ID_ROLE))]
         return list(dict.fromkeys(ids))
 
+    def select_current_if_none(self) -> None:
+        """With nothing selected, the row the keyboard is on becomes the selection (a refresh can leave a current
+        row unselected; Ctrl+D on it then compares it, as the person expects)."""
+        current = self.table.currentIndex()
+        if current.isValid() and not self._selected_indexes():
+            self.table.selectionModel().select(
+                current, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+
     def select_runs(self, run_ids: list[str]) -> None:
         """Select the rows of these runs (a trial's candidate's row opens its trial's)."""
         self._select_keys([("run", i) for i in run_ids])
