@@ -174,3 +174,22 @@ def test_ctrl_n_puts_the_focus_in_the_page_shown(qtbot, traindeck_home: Path, ke
     finally:
         window.ctx.tasks.wait(10000)
         QApplication.processEvents()
+
+
+@pytest.mark.parametrize(("key", "chosen"), [(Qt.Key.Key_D, "Discard"), (Qt.Key.Key_S, "Save")])
+def test_the_unsaved_changes_question_answers_alt_keys(qtbot, key, chosen: str) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtWidgets import QMessageBox
+
+    from traindeck.gui.widgets.questions import question_box
+
+    button = QMessageBox.StandardButton
+    box = question_box(None, "Unsaved changes", "Save them?", button.Save | button.Discard | button.Cancel,
+                       button.Save)
+    qtbot.addWidget(box)
+    box.show()
+    box.activateWindow()
+    qtbot.waitUntil(box.isActiveWindow, timeout=5000)
+    assert [box.button(b).text() for b in (button.Save, button.Discard)] == ["&Save", "&Discard"]
+    qtbot.keyClick(box, key, Qt.KeyboardModifier.AltModifier)
+    qtbot.waitUntil(lambda: box.clickedButton() is not None, timeout=5000)
+    assert box.clickedButton() is box.button(getattr(button, chosen))
