@@ -325,7 +325,7 @@ class LaunchPage(Page):
     def read_run_names(self) -> None:
         """Read the names the runs have (on the pool); the default name and the sweep's names follow."""
         def names() -> set[str]:
-            from traindeck.backend.runs.record.run_store import RunStore
+            from traindeck.backend.runs import RunStore
 
             with RunStore() as store:
                 return store.run_names()
