@@ -120,6 +120,9 @@ def create_window(demo: bool = False, settings_path: str | None = None) -> tuple
     # Wayland app id / X11 class: the desktop shows packaging/traindeck.desktop's icon and name for the window.
     app.setDesktopFileName("traindeck")
     collect_garbage_on_ui_thread()
+    from traindeck.gui.button_keys import install_button_keys
+
+    install_button_keys(app)
     settings = _settings(settings_path)
     apply_theme(app, str(settings.value("theme", "system")))
     ctx = AppContext(demo=demo, settings=settings)

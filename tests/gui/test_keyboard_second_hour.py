@@ -177,19 +177,25 @@ def test_ctrl_n_puts_the_focus_in_the_page_shown(qtbot, traindeck_home: Path, ke
 
 
 @pytest.mark.parametrize(("key", "chosen"), [(Qt.Key.Key_D, "Discard"), (Qt.Key.Key_S, "Save")])
-def test_the_unsaved_changes_question_answers_alt_keys(qtbot, key, chosen: str) -> None:  # type: ignore[no-untyped-def]
+def test_save_and_discard_answer_alt_keys_in_the_dashboards_dialogs(qtbot, key, chosen: str) -> None:  # type: ignore[no-untyped-def]
+    # Qt's own texts give Yes and No Alt keys but not Save or Discard: the unsaved-changes question's Discard was a
+    # Tab away at the keyboard.
     from PySide6.QtWidgets import QMessageBox
 
-    from traindeck.gui.widgets.questions import question_box
+    from traindeck.gui.app import create_window
 
+    _app, window = create_window()
+    qtbot.addWidget(window)
     button = QMessageBox.StandardButton
-    box = question_box(None, "Unsaved changes", "Save them?", button.Save | button.Discard | button.Cancel,
-                       button.Save)
+    box = QMessageBox(QMessageBox.Icon.Question, "Unsaved changes", "Save them?",
+                      button.Save | button.Discard | button.Cancel, window)
+    box.setDefaultButton(button.Save)
     qtbot.addWidget(box)
     box.show()
     box.activateWindow()
     qtbot.waitUntil(box.isActiveWindow, timeout=5000)
-    assert [box.button(b).text() for b in (button.Save, button.Discard)] == ["&Save", "&Discard"]
+    assert [box.button(b).text() for b in (button.Save, button.Discard, button.Cancel)] == ["&Save", "&Discard",
+                                                                                          "Cancel"]
     qtbot.keyClick(box, key, Qt.KeyboardModifier.AltModifier)
     qtbot.waitUntil(lambda: box.clickedButton() is not None, timeout=5000)
     assert box.clickedButton() is box.button(getattr(button, chosen))

@@ -8,7 +8,6 @@ from PySide6.QtWidgets import QInputDialog, QLineEdit, QMessageBox, QWidget
 
 from traindeck.backend.presets import BUILTIN_NAMES, PresetError, check_name
 from traindeck.gui.context import AppContext, Draft
-from traindeck.gui.widgets.questions import ask
 
 Button = QMessageBox.StandardButton
 
@@ -48,8 +47,9 @@ def ask_name(parent: QWidget, title: str, label: str, suggestion: str) -> str | 
 def ask_unsaved(parent: QWidget, draft: Draft) -> QMessageBox.StandardButton:
     """Save, Discard or Cancel, for the draft's unsaved changes."""
     name = draft.saved_as or (draft.preset.name if draft.preset else "the preset")
-    return ask(parent, "Unsaved changes", f"The preset '{name}' has unsaved changes. Save them?",
-               Button.Save | Button.Discard | Button.Cancel, Button.Save)
+    return QMessageBox.question(
+        parent, "Unsaved changes", f"The preset '{name}' has unsaved changes. Save them?",
+        Button.Save | Button.Discard | Button.Cancel, Button.Save)
 
 
 def confirm(parent: QWidget, title: str, text: str) -> bool:

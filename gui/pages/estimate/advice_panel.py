@@ -22,7 +22,6 @@ from traindeck.backend.estimate import AdvisedPreset, Estimate, preset_from_advi
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.estimate.results_panel import page_words
 from traindeck.gui.widgets.message_list import tone
-from traindeck.gui.widgets.questions import ask
 
 
 class AdvicePanel(QScrollArea):
@@ -137,7 +136,7 @@ class AdvicePanel(QScrollArea):
         self.ctx.navigate.emit("configure")
 
     def _confirm_replace(self, name: str) -> bool:
-        answer = ask(
+        answer = QMessageBox.question(
             self, "Unsaved changes",
             f"The preset being edited{f' ({name})' if name else ''} has unsaved changes.\n\n"
             "Replace it with the advised preset? Your changes will be lost.",
