@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -15,21 +16,18 @@ def garbage_collected_by_the_dashboard(qapp) -> None:  # type: ignore[no-untyped
     collect_garbage_on_ui_thread()
 
 
-@pytest.fixture
-def make_runs_page(qtbot) -> Iterator[Callable[..., object]]:  # type: ignore[no-untyped-def]
-    """`make((width, height))`: a Runs page over the test's store and settings, shown at that size; each page is
-    shut down at the end and its background reads waited for."""
+def _pages(qtbot, page_type: type, settings_file: Path, default_size: tuple[int, int],  # type: ignore[no-untyped-def]
+           wait_ms: int) -> Iterator[Callable[..., object]]:
+    """A fixture's `make((width, height))`: pages of `page_type` over settings in `settings_file` (a second page
+    reads what the first kept), each shown at that size; each shut down at the end, its background reads waited for."""
     from PySide6.QtCore import QSettings
 
-    from traindeck.backend.core import paths
     from traindeck.gui.context import AppContext
-    from traindeck.gui.pages.runs import RunsPage
 
-    pages: list[RunsPage] = []
+    pages: list = []  # type: ignore[type-arg]
 
-    def make(size: tuple[int, int] = (1200, 800)) -> RunsPage:
-        settings = QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
-        page = RunsPage(AppContext(settings=settings))
+    def make(size: tuple[int, int] = default_size) -> object:
+        page = page_type(AppContext(settings=QSettings(str(settings_file), QSettings.Format.IniFormat)))
         qtbot.addWidget(page)
         page.resize(*size)
         page.show()
@@ -39,30 +37,21 @@ def make_runs_page(qtbot) -> Iterator[Callable[..., object]]:  # type: ignore[no
     yield make
     for page in pages:
         page.shutdown()
-        page.ctx.tasks.wait(30000)
+        page.ctx.tasks.wait(wait_ms)
+
+
+@pytest.fixture
+def make_runs_page(qtbot) -> Iterator[Callable[..., object]]:  # type: ignore[no-untyped-def]
+    """`make((width, height))`: a Runs page over the test's store and settings (see _pages)."""
+    from traindeck.backend.core import paths
+    from traindeck.gui.pages.runs import RunsPage
+
+    yield from _pages(qtbot, RunsPage, paths.config_dir() / "window.ini", (1200, 800), 30000)
 
 
 @pytest.fixture
 def make_history_page(qtbot, traindeck_home) -> Iterator[Callable[..., object]]:  # type: ignore[no-untyped-def]
-    """`make((width, height))`: a History page with settings in a file of the test's (a second page reads what the
-    first kept), shown at that size; each page is shut down at the end and its background reads waited for."""
-    from PySide6.QtCore import QSettings
-
-    from traindeck.gui.context import AppContext
+    """`make((width, height))`: a History page with settings in a file of the test's (see _pages)."""
     from traindeck.gui.pages.history import HistoryPage
 
-    pages: list[HistoryPage] = []
-
-    def make(size: tuple[int, int] = (1300, 800)) -> HistoryPage:
-        settings = QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat)
-        page = HistoryPage(AppContext(settings=settings))
-        qtbot.addWidget(page)
-        page.resize(*size)
-        page.show()
-        pages.append(page)
-        return page
-
-    yield make
-    for page in pages:
-        page.shutdown()
-        page.ctx.tasks.wait(10000)
+    yield from _pages(qtbot, HistoryPage, traindeck_home / "window.ini", (1300, 800), 10000)
