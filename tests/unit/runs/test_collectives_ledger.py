@@ -10,6 +10,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +148,10 @@ def test_a_rank_answers_a_dump_request_through_its_fifo(tmp_path: Path) -> None:
         assert proc.stdout.readline().strip() == str(tmp_path / "collectives" / "torch_dump_rank")
         assert (tmp_path / "collectives" / f"{proc.pid}.fifo").exists()
         targets: list[tuple[int, int | None]] = [(proc.pid, 3), (proc.pid + 100000, 5)]
-        refused = request_dumps(tmp_path, targets)
+        # The FIFO is made before the rank's thread opens it to listen: until then a request finds no reader.
+        deadline = time.monotonic() + 30
+        while proc.pid in (refused := request_dumps(tmp_path, targets)) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert refused == {proc.pid + 100000: "the flight recorder dump is not armed in this rank"}
         ledger = collect_dumps(tmp_path, targets, refused)
         assert ledger.missing == {"3": "no process group yet",
