@@ -127,7 +127,7 @@ class EstimatePage(Page):
         splitter.addWidget(self.results_scroll)
         splitter.setStretchFactor(1, 1)
         splitter.setChildrenCollapsible(False)
-        splitter.setSizes([400, 880])  # the form: room for a model config's path
+        splitter.setSizes([440, 840])  # the form: room for a model config's path
         layout = QVBoxLayout(self)
         layout.addWidget(splitter)
 
