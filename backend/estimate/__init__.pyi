@@ -114,6 +114,7 @@ from .prelaunch import FreeMemory as FreeMemory
 from .prelaunch import LaunchMemoryCheck as LaunchMemoryCheck
 from .prelaunch import check_preset as check_preset
 from .prelaunch import free_memory as free_memory
+from .prelaunch import preset_workload as preset_workload
 from .prelaunch import read_model_size as read_model_size
 from .quantity import (
     GIB as GIB,

@@ -83,7 +83,14 @@ def strategy_for_preset(preset: Preset) -> Strategy:
 def workload_for_preset(preset: Preset, base: Workload | None = None) -> Workload:
     """`base` (default Workload()) with the preset's precision, optimizer, micro batch, checkpointing and ZeRO
     reduce bucket (reduce_bucket_size, overlap_comm)."""
-    base = base or Workload()
+    return Workload(**{**(base or Workload()).to_dict(), **preset_workload(preset)})
+
+
+def preset_workload(preset: Preset) -> dict[str, Any]:
+    """The Workload fields this preset says, and only those: "precision" (DeepSpeed's bf16/fp16 sections, else
+    accelerate's mixed_precision), "optimizer", "micro_batch" (train_micro_batch_size_per_gpu, else train_batch_size
+    over gradient accumulation and the processes, as DeepSpeed derives it), "activation_checkpointing" (FSDP's),
+    "zero_init", "reduce_bucket_size", "overlap_comm". "auto" (filled in by transformers) says nothing."""
     values: dict[str, Any] = {}
     ds = preset.deepspeed or {}
     accelerate = preset.accelerate or {}
@@ -99,8 +106,12 @@ def workload_for_preset(preset: Preset, base: Workload | None = None) -> Workloa
     kind = str(_mapping(ds.get("optimizer")).get("type", "")).lower()
     if kind in OPTIMIZER_STATE_BYTES:
         values["optimizer"] = kind
-    micro = ds.get("train_micro_batch_size_per_gpu")
-    if isinstance(micro, int) and not isinstance(micro, bool) and micro > 0:
+    micro = _whole(ds.get("train_micro_batch_size_per_gpu"))
+    total, steps = _whole(ds.get("train_batch_size")), _whole(ds.get("gradient_accumulation_steps")) or 1
+    processes = _whole(accelerate.get("num_processes"))
+    if micro is None and total is not None and processes is not None and total % (steps * processes) == 0:
+        micro = total // (steps * processes)  # train_batch_size = micro batch x accumulation x processes
+    if micro is not None:
         values["micro_batch"] = micro
     fsdp = _mapping(accelerate.get("fsdp_config"))
     if fsdp.get("fsdp_activation_checkpointing") is True:
@@ -109,14 +120,19 @@ def workload_for_preset(preset: Preset, base: Workload | None = None) -> Workloa
     if isinstance(init, bool):
         values["zero_init"] = init
     zero = _mapping(ds.get("zero_optimization"))
-    bucket = zero.get("reduce_bucket_size")  # "auto" (transformers fills it in) keeps DeepSpeed's default
-    if isinstance(bucket, float) and bucket.is_integer():
-        bucket = int(bucket)
-    if isinstance(bucket, int) and not isinstance(bucket, bool) and bucket > 0:
+    bucket = _whole(zero.get("reduce_bucket_size"))  # "auto" (transformers fills it in) keeps DeepSpeed's default
+    if bucket is not None:
         values["reduce_bucket_size"] = bucket
     if isinstance(zero.get("overlap_comm"), bool):
         values["overlap_comm"] = zero["overlap_comm"]
-    return Workload(**{**base.to_dict(), **values})
+    return values
+
+
+def _whole(value: Any) -> int | None:
+    """A positive whole number as a config holds it (8, 8.0), else None ("auto", True, 0)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 @dataclass(frozen=True)

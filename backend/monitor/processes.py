@@ -9,7 +9,7 @@ Cheap by construction, because it runs every second for days:
 - new children are found through /proc/PID/task/PID/children of the known processes (every `walk_every_s`)
   instead of scanning every process on the machine; a full scan (every `rescan_every_s`) still catches
   children started from a thread other than the main one, which that file does not list. A process that ends
-  is dropped at the next sample;
+  is dropped at the next sample, also while it waits as a zombie for its parent to reap it;
 - what cannot change (name, command line, rank) is read once per process.
 """
 
@@ -72,8 +72,12 @@ _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def _read_stat(pid: int) -> tuple[int, float, int]:
-    """(parent PID, CPU seconds used so far: user + system, RSS bytes) from /proc/PID/stat."""
+    """(parent PID, CPU seconds used so far: user + system, RSS bytes) from /proc/PID/stat. Raises OSError when the
+    process is gone or has exited: a zombie (a rank its launcher has not reaped yet) reads as 0 bytes, which charted
+    as the run's memory would end its lines at 0 instead of at their last figure."""
     rest = procfs.stat_fields(pid)  # field n of proc(5) is rest[n - 3]
+    if rest[0] in (b"Z", b"X"):
+        raise ProcessLookupError(pid, "exited")
     return int(rest[1]), (int(rest[11]) + int(rest[12])) / _CLOCK_TICKS, int(rest[21]) * _PAGE_BYTES
 
 

@@ -1,11 +1,12 @@
 """The charts' axes and words: values written as people read them (12.3 GiB, 850 MiB/s, 45 %), a y axis that
 puts the unit on each tick (byte units in powers of two) and, on a log scale, labels as many ticks as its height
-holds apart (log_ticks: a grid cell 150 px high gets two or three), and the legend's sample line. Used by
-charts.py."""
+holds apart (log_ticks: a grid cell 150 px high gets two or three), the legend's sample line, and time axes
+(clock time in whole seconds, time since a start). Used by charts.py and the Monitor's charts."""
 
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from typing import Any
 
 import pyqtgraph as pg
@@ -236,6 +237,13 @@ def duration_tick(seconds: float) -> str:
     if days:
         return f"{sign}{days} d {h:02d}:{m:02d}"
     return f"{sign}{h}:{m:02d}:{s:02d}" if h else f"{sign}{m}:{s:02d}"
+
+
+def whole_seconds(axis: pg.DateAxisItem) -> None:
+    """Clock-time ticks no finer than whole seconds (12:04:05): pyqtgraph's finest level, which it takes for a few
+    seconds across a wide chart (a young run), writes "05.000", "05.500"."""
+    axis.zoomLevels = OrderedDict((spacing, level) for spacing, level in axis.zoomLevels.items()
+                                  if not any("%f" in spec.format for spec in level.tickSpecs))
 
 
 class DurationAxisItem(pg.AxisItem):

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from traindeck.backend.monitor import summarize_steps
 from traindeck.gui.theme import set_muted
-from traindeck.gui.widgets.chart_axis import format_value
+from traindeck.gui.widgets.chart_axis import format_value, whole_seconds
 from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.phase_colours import phase_colours
 
@@ -114,12 +114,12 @@ class OffloadView(QWidget):
             chart.link_x(self.host)
         for chart in self.charts:
             chart.set_axis_width(76)  # equal axes: the plot areas line up in time
+            whole_seconds(chart.plot_item.getAxis("bottom"))  # as the Monitor's other charts: 12:04:05
         self.step_axis = StepAxisItem()
         self.step_axis.setLabel("training step")
         self.host.plot_item.setAxisItems({"top": self.step_axis})
         self.host.plot_item.showAxis("top")
-        for chart in self.charts[:-1]:
-            chart.plot_item.getAxis("bottom").setStyle(showValues=False)  # one time axis, at the bottom
+        self._label_lowest_time_axis()
         self.host.plot_widget.setMinimumHeight(150)
 
         charts = QWidget()
@@ -252,9 +252,17 @@ class OffloadView(QWidget):
         if self.phases.isHidden():
             why = str(view.get("step_phases_why") or "no step timed (traindeck steps ID says why)")
             notes.append(f"No step phases to draw: {why}.")
+        self._label_lowest_time_axis()
         self.note.setText("\n".join(notes))
         self.note.setVisible(bool(notes))
         self._fill_table(view.get("steps") or [], nvme)
+
+    def _label_lowest_time_axis(self) -> None:
+        """One time axis, at the bottom: under the lowest chart shown (the phases' or, with no step timed, the one
+        above it); the charts above it show no numbers."""
+        shown = [chart for chart in self.charts if not chart.isHidden()]
+        for chart in self.charts:
+            chart.plot_item.getAxis("bottom").setStyle(showValues=bool(shown) and chart is shown[-1])
 
     def _show_phases(self, phases: dict[str, Any] | None) -> None:
         """The slowest rank's phases per step, stacked: each line is the sum of its phase and those below it, and

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,3 +56,31 @@ def make_history_page(qtbot, traindeck_home) -> Iterator[Callable[..., object]]:
     from traindeck.gui.pages.history import HistoryPage
 
     yield from _pages(qtbot, HistoryPage, traindeck_home / "window.ini", (1300, 800), 10000)
+
+
+@pytest.fixture
+def configure_window(qtbot, traindeck_home) -> Iterator[Callable[[], tuple[Any, Any]]]:  # type: ignore[no-untyped-def]
+    """`open()`: the dashboard's window as the app creates it, shown and active on the Configure page (built), as
+    (window, page). Call it once the test has made what the window should find (a saved preset); each window's
+    background work is waited for at the end."""
+    from PySide6.QtWidgets import QApplication
+
+    from traindeck.gui.app import create_window
+
+    windows: list = []  # type: ignore[type-arg]
+
+    def open_window() -> tuple[Any, Any]:
+        _app, window = create_window()
+        qtbot.addWidget(window)
+        window.show()
+        window.activateWindow()
+        window.show_page("configure")
+        page = window.page("configure")
+        page.ensure_built()
+        windows.append(window)
+        return window, page
+
+    yield open_window
+    for window in windows:
+        window.ctx.tasks.wait(10000)
+    QApplication.processEvents()

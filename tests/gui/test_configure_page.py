@@ -428,18 +428,10 @@ def test_demo_shows_a_message_and_does_not_count_as_unsaved_work(qtbot, page, mo
     assert page.confirm_close() is True
 
 
-def test_keyboard_shortcuts_act_only_while_the_page_is_shown(qtbot, monkeypatch):
+def test_keyboard_shortcuts_act_only_while_the_page_is_shown(qtbot, monkeypatch, configure_window):
     from PySide6.QtCore import Qt
 
-    from traindeck.gui.app import create_window
-
-    _app, window = create_window()
-    qtbot.addWidget(window)
-    window.show()
-    window.activateWindow()
-    window.show_page("configure")
-    page = window.page("configure")
-    page.ensure_built()
+    window, page = configure_window()
     wait_checked(qtbot, page)
     field = ds_form(page).editor("train_micro_batch_size_per_gpu")
     field.setFocus()
@@ -456,8 +448,6 @@ def test_keyboard_shortcuts_act_only_while_the_page_is_shown(qtbot, monkeypatch)
         answer(monkeypatch, getText=never)
         qtbot.keyClick(window, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
         QApplication.processEvents()
-    window.ctx.tasks.wait(10000)
-    QApplication.processEvents()
 
 
 def test_a_note_is_shown_last_with_an_information_icon_and_not_counted(qtbot) -> None:  # type: ignore[no-untyped-def]

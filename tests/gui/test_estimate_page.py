@@ -319,3 +319,41 @@ def test_heads_and_vocabulary_are_fields_as_in_the_cli(qtbot, page):
     _type(qtbot, page.inputs.heads, "0")
     qtbot.waitUntil(lambda: bool(page.problems), timeout=10000)
     assert page.problems[0].field == "heads" and page.inputs.heads.property("invalid")
+
+
+def test_the_training_fields_start_from_the_preset_and_keep_what_the_user_set(qtbot, make_page):
+    """Loading a preset sets precision and micro batch from it (and says so); a field the user set keeps its value,
+    also on the next start, until the user sets it back to the preset's."""
+    page = make_page()
+    _type(qtbot, page.inputs.gpu_mem, "80")
+    _type(qtbot, page.inputs.host_mem, "256")
+    page.ctx.draft.replace(load_preset("zero3"), "zero3")
+    _wait_for(qtbot, page, precision="bf16", micro_batch=8)
+    assert "from preset “zero3”" in page.inputs.preset_note.text()
+    assert "micro batch 8" in page.inputs.preset_note.text()
+
+    page.inputs.micro_batch.setValue(2)  # the user's own
+    page.ctx.draft.replace(load_preset("cpu-demo"), "cpu-demo")
+    _wait_for(qtbot, page, precision="fp32", micro_batch=2)
+    note = page.inputs.preset_note.text()
+    assert "precision fp32" in note and "from preset “cpu-demo”" in note
+    assert "micro batch: yours" in note
+    page.shutdown()
+    page.ctx.settings.sync()
+
+    again = make_page()
+    again.ctx.draft.replace(load_preset("zero2"), "zero2")
+    _wait_for(qtbot, again, precision="bf16", micro_batch=2)  # still the user's
+    again.inputs.micro_batch.setValue(8)  # the preset's again: it follows the preset from now on
+    again.ctx.draft.replace(load_preset("cpu-demo"), "cpu-demo")
+    _wait_for(qtbot, again, precision="fp32", micro_batch=4)
+
+
+def test_the_model_config_field_has_room_for_a_path(qtbot, page):
+    page.resize(1280, 760)
+    page.show()
+    qtbot.waitExposed(page)
+    QApplication.processEvents()
+    line = page.inputs.model_config.line
+    path = "/home/someone/models/llama-3-8b/config.json"
+    assert line.width() >= QFontMetrics(line.font()).horizontalAdvance(path), line.width()

@@ -30,50 +30,38 @@ def _tab_out_of(qtbot, table: QWidget) -> QWidget | None:  # type: ignore[no-unt
     return QApplication.focusWidget()
 
 
-def test_configure_import_export_and_delete_have_keys_shown_in_their_tooltips(qtbot, traindeck_home: Path,
+def test_configure_import_export_and_delete_have_keys_shown_in_their_tooltips(qtbot, configure_window,
                                                                                monkeypatch, tmp_path: Path) -> None:
-    from traindeck.gui.app import create_window
-
     mine = load_preset("cpu-demo")
     mine.name, mine.builtin, mine.path = "mine", False, None
     save_preset(mine)
-    _app, window = create_window()
-    qtbot.addWidget(window)
-    window.show()
-    window.activateWindow()
-    window.show_page("configure")
-    page = window.page("configure")
-    page.ensure_built()
+    window, page = configure_window()
     qtbot.waitUntil(lambda: "mine" in page.presets.names(), timeout=10000)
     assert page.files.load_named("mine")
     page.presets.setFocus()
     qtbot.waitUntil(lambda: QApplication.focusWidget() is page.presets, timeout=5000)
-    try:
-        for act, key in ((page.action_import, "Ctrl+I"), (page.action_export, "Ctrl+E"),
-                         (page.action_delete, "Ctrl+Del")):
-            assert act.shortcut().toString() == key
-            assert act.toolTip().endswith(f"({key})")
-        assert any("Ctrl+I" in keys and "Ctrl+E" in keys for keys, _what in window.shortcut_rows())  # F1 lists them
+    for act, key in ((page.action_import, "Ctrl+I"), (page.action_export, "Ctrl+E"),
+                     (page.action_delete, "Ctrl+Del")):
+        assert act.shortcut().toString() == key
+        assert act.toolTip().endswith(f"({key})")
+    assert any("Ctrl+I" in keys and "Ctrl+E" in keys for keys, _what in window.shortcut_rows())  # F1 lists them
 
-        asked: list[str] = []
-        monkeypatch.setattr(QFileDialog, "getOpenFileNames",
-                            staticmethod(lambda *a, **k: (asked.append("import"), ([], ""))[1]))
-        qtbot.keyClick(page.presets, Qt.Key.Key_I, Qt.KeyboardModifier.ControlModifier)
-        assert asked == ["import"]
+    asked: list[str] = []
+    monkeypatch.setattr(QFileDialog, "getOpenFileNames",
+                        staticmethod(lambda *a, **k: (asked.append("import"), ([], ""))[1]))
+    qtbot.keyClick(page.presets, Qt.Key.Key_I, Qt.KeyboardModifier.ControlModifier)
+    assert asked == ["import"]
 
-        out = tmp_path / "out"
-        out.mkdir()
-        monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(lambda *a, **k: str(out)))
-        qtbot.keyClick(page.presets, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier)
-        qtbot.waitUntil(lambda: (out / "ds_config.json").is_file(), timeout=10000)
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(lambda *a, **k: str(out)))
+    qtbot.keyClick(page.presets, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: (out / "ds_config.json").is_file(), timeout=10000)
 
-        monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.StandardButton.Yes))
-        monkeypatch.setattr(QInputDialog, "getText", staticmethod(lambda *a, **k: ("", False)))
-        qtbot.keyClick(page.presets, Qt.Key.Key_Delete, Qt.KeyboardModifier.ControlModifier)
-        qtbot.waitUntil(lambda: not (paths.presets_dir() / "mine.yaml").exists(), timeout=10000)
-    finally:
-        window.ctx.tasks.wait(10000)
-        QApplication.processEvents()
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.StandardButton.Yes))
+    monkeypatch.setattr(QInputDialog, "getText", staticmethod(lambda *a, **k: ("", False)))
+    qtbot.keyClick(page.presets, Qt.Key.Key_Delete, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: not (paths.presets_dir() / "mine.yaml").exists(), timeout=10000)
 
 
 def test_tab_leaves_the_estimate_table(qtbot, traindeck_home: Path) -> None:

@@ -345,6 +345,64 @@ def test_a_cpu_accelerator_left_in_the_table_is_pointed_out_for_a_gpu_preset(qtb
 
 
 
+def test_the_demo_arguments_follow_each_built_in_preset_and_typed_ones_stay(qtbot, make_page):
+    """The demo filled under cpu-demo (DeepSpeed's launcher: `--deepspeed_config {ds_config}`), then each built-in
+    preset chosen: the command has no placeholder left, and no error about one (an accelerate preset without a
+    DeepSpeed config has no ds_config.json to put there)."""
+    from traindeck.backend.presets import BUILTIN_NAMES
+
+    page = make_page(demo=True)
+    _wait_plan(qtbot, page)
+    for name in BUILTIN_NAMES:
+        page.ctx.draft.replace(load_preset(name), name)
+        plan = _wait_plan(qtbot, page)
+        assert not any("{ds_config}" in word for word in plan.argv), (name, plan.argv)
+        assert not any("{ds_config}" in error for error in plan.errors), (name, plan.errors)
+        deepspeed = load_preset(name).uses_deepspeed()
+        assert ("--deepspeed_config" in plan.argv) == deepspeed, (name, plan.argv)
+    # Arguments the user typed are theirs: a preset chosen afterwards leaves them as they are.
+    page.script_box.args.setText("--steps 7")
+    page.ctx.draft.replace(load_preset("cpu-demo"), "cpu-demo")
+    assert page.script_box.args.text() == "--steps 7"
+
+
+@pytest.mark.launch
+@pytest.mark.slow
+@pytest.mark.train
+@pytest.mark.skipif(importlib.util.find_spec("accelerate") is None, reason="needs the train extra")
+def test_the_demo_chosen_under_cpu_demo_runs_under_an_accelerate_preset(qtbot, make_page, heavy_imports):
+    page = make_page(demo=True)
+    page.ctx.draft.replace(load_preset("single-process"), "single-process")
+    # The demo's own arguments for the preset, made short: later options win in argparse.
+    page.script_box.args.setText(page.script_box.args.text() + " --steps 3 --step-time 0 --log-every 1")
+    plan = _wait_plan(qtbot, page)
+    assert plan.ok, plan.errors
+    assert plan.launcher == "accelerate" and "--deepspeed_config" not in plan.argv
+    with qtbot.waitSignal(page.ctx.run_started, timeout=120000) as started:
+        page.launch()
+    (run_id,) = started.args
+    store = RunStore()
+    try:
+        def finished():  # type: ignore[no-untyped-def]
+            record = store.get_run(run_id)
+            return record if record is not None and record.finished else None
+
+        try:
+            qtbot.waitUntil(lambda: finished() is not None, timeout=400000)
+        finally:
+            if finished() is None:
+                from traindeck.backend.runs.control.lifecycle import stop_run
+
+                stop_run(store, run_id, grace_s=2.0)
+        record = store.get_run(run_id)
+        log = Path(record.run_dir, "output.log").read_text(errors="replace")
+        assert record.state == "succeeded", (record.diagnosis, log[-3000:])
+        assert "train_tiny: mode=accelerate" in log and "train_tiny: done" in log
+        assert heavy_imports == []
+    finally:
+        store.close()
+
+
 def test_without_a_preset_the_demo_runs_with_plain_python(qtbot, make_page):
     page = make_page(preset=None)
     assert page.ctx.launch_choice.script_args[:1] == ["--steps"]  # no {ds_config} without a DeepSpeed config
@@ -577,6 +635,7 @@ def test_estimate_use_this_carries_the_model_to_the_memory_check(qtbot, make_pag
                        (inputs.host_mem, "64")):
         edit.setText(text)
     inputs.gpus_per_node.setValue(1)
+    inputs.micro_batch.setValue(1)  # the draft's cpu-demo says 4: in its fp32 nothing fits one 24 GiB GPU
     estimate.recompute()
     qtbot.waitUntil(lambda: estimate.estimate is not None and estimate.estimate.shape.num_heads == 16
                     and estimate.advice.use_button.isEnabled(), timeout=10000)

@@ -44,6 +44,20 @@ def page(qtbot, traindeck_home: Path):
     ctx.tasks.wait(10000)
 
 
+def _write_recording(run_id: str, samples: list) -> None:  # type: ignore[type-arg]
+    """The samples as a run's supervisor records them: the run's resource recording in the run store."""
+    from traindeck.backend.core.paths import run_store_path
+    from traindeck.backend.monitor.sample_store import ResourceWriter
+
+    writer = ResourceWriter(run_store_path(), run_id, interval_s=1.0, started_at=samples[0].t)
+    try:
+        for sample in samples:
+            writer.write(sample, commit=False)
+        writer.commit()
+    finally:
+        writer.close()
+
+
 def _start(page, qtbot) -> None:
     page.show()
     qtbot.waitExposed(page)
@@ -208,9 +222,7 @@ def test_a_run_picked_before_its_launcher_pid_is_recorded_is_sampled_once_it_is(
 
 
 def test_a_finished_run_is_read_back_with_its_offload_view_and_steps(page, qtbot, traindeck_home):
-    from traindeck.backend.core.paths import run_store_path
     from traindeck.backend.monitor.demo import demo_samples, demo_steps
-    from traindeck.backend.monitor.sample_store import ResourceWriter
     from traindeck.backend.runs.record.run_store import RunRecord, RunStore
     from traindeck.backend.steps import StepRecord
 
@@ -225,11 +237,7 @@ def test_a_finished_run_is_read_back_with_its_offload_view_and_steps(page, qtbot
                        phases_ms={"forward": 10.0, "backward": 20.0, "communication": 40.0 - 30.0 * rank,
                                   "optimizer": 20.0 + 30.0 * rank, "swap": 0.0, "other": 10.0})
             for t, step in demo_steps(samples) for rank in (0, 1)])
-    writer = ResourceWriter(run_store_path(), "done-run-1", interval_s=1.0, started_at=samples[0].t)
-    for sample in samples:
-        writer.write(sample, commit=False)
-    writer.commit()
-    writer.close()
+    _write_recording("done-run-1", samples)
 
     _start(page, qtbot)
     page.picker.choose(RunChoice("done-run-1", "finished", "succeeded", None, samples[0].t))
@@ -263,9 +271,7 @@ def test_a_run_whose_log_has_no_step_numbers_is_stepped_by_its_timed_steps_in_co
     """A DeepSpeed script that prints no loss lines: the steps its ranks timed label the step axis and make the
     per-step table; the phases are bands in their own colours, and a phase that took no time (swap without NVMe)
     is not drawn, so its line does not cover the optimizer's."""
-    from traindeck.backend.core.paths import run_store_path
     from traindeck.backend.monitor.demo import demo_samples, demo_steps
-    from traindeck.backend.monitor.sample_store import ResourceWriter
     from traindeck.backend.runs.record.run_store import RunRecord, RunStore
     from traindeck.backend.steps import StepRecord
     from traindeck.gui.widgets.phase_colours import phase_colours
@@ -280,11 +286,7 @@ def test_a_run_whose_log_has_no_step_numbers_is_stepped_by_its_timed_steps_in_co
                        phases_ms={"forward": 10.0, "backward": 20.0, "communication": 30.0, "optimizer": 30.0,
                                   "swap": 0.0, "other": 10.0})
             for t, step in timed for rank in (0, 1)])
-    writer = ResourceWriter(run_store_path(), "quiet-run-1", interval_s=1.0, started_at=samples[0].t)
-    for sample in samples:
-        writer.write(sample, commit=False)
-    writer.commit()
-    writer.close()
+    _write_recording("quiet-run-1", samples)
 
     _start(page, qtbot)
     page.picker.choose(RunChoice("quiet-run-1", "quiet", "succeeded", None, samples[0].t))
@@ -323,9 +325,7 @@ def test_a_run_whose_log_has_no_step_numbers_is_stepped_by_its_timed_steps_in_co
 def test_a_page_opened_on_the_offload_tab_reads_the_run_chosen(qtbot, traindeck_home):
     """The person left the Monitor on its Offload tab: the next session opens on it, and a run chosen there is read
     (not "Choose a run above" beside the chosen run)."""
-    from traindeck.backend.core.paths import run_store_path
     from traindeck.backend.monitor.demo import demo_samples, demo_steps
-    from traindeck.backend.monitor.sample_store import ResourceWriter
     from traindeck.backend.runs.record.run_store import RunRecord, RunStore
     from traindeck.backend.steps import StepRecord
     from traindeck.gui.pages.monitor import TAB_KEY, MonitorPage
@@ -338,11 +338,7 @@ def test_a_page_opened_on_the_offload_tab_reads_the_run_chosen(qtbot, traindeck_
         store.add_steps("again-run-1", [
             StepRecord(rank=0, step=step, t=t, step_ms=50.0, phases_ms={"forward": 20.0, "backward": 30.0})
             for t, step in demo_steps(samples)])
-    writer = ResourceWriter(run_store_path(), "again-run-1", interval_s=1.0, started_at=samples[0].t)
-    for sample in samples:
-        writer.write(sample, commit=False)
-    writer.commit()
-    writer.close()
+    _write_recording("again-run-1", samples)
     settings = QSettings(str(traindeck_home / "window.ini"), QSettings.Format.IniFormat)
     settings.setValue(TAB_KEY, "offload")
     ctx = AppContext(settings=settings)
@@ -365,9 +361,7 @@ def test_a_recording_that_outlived_its_ranks_names_their_last_figures_in_the_leg
     end in a gap there, yet their legends say their last figures as the ranks' own lines do."""
     import dataclasses
 
-    from traindeck.backend.core.paths import run_store_path
     from traindeck.backend.monitor.demo import demo_samples
-    from traindeck.backend.monitor.sample_store import ResourceWriter
     from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
     ran = demo_samples(seconds=30, end=time.time() - 60)
@@ -375,11 +369,7 @@ def test_a_recording_that_outlived_its_ranks_names_their_last_figures_in_the_leg
     with RunStore() as store:
         store.add_run(RunRecord(id="lost-run-1", run_dir=str(traindeck_home), created_at=ran[0].t, name="lost",
                                 state="lost", started_at=ran[0].t, ended_at=after[-1].t))
-    writer = ResourceWriter(run_store_path(), "lost-run-1", interval_s=1.0, started_at=ran[0].t)
-    for sample in ran + after:
-        writer.write(sample, commit=False)
-    writer.commit()
-    writer.close()
+    _write_recording("lost-run-1", ran + after)
 
     _start(page, qtbot)
     page.tabs.setCurrentWidget(page.run_panel)
@@ -547,9 +537,7 @@ def test_a_run_timed_off_says_why_it_has_no_step_phases(page, qtbot, traindeck_h
     import json
 
     from traindeck.backend.core.fileio import atomic_write_text
-    from traindeck.backend.core.paths import run_store_path
     from traindeck.backend.monitor.demo import demo_samples
-    from traindeck.backend.monitor.sample_store import ResourceWriter
     from traindeck.backend.runs import STEP_TIMING_ENV
     from traindeck.backend.runs.record.layout import create_run_dir
     from traindeck.backend.runs.record.run_store import RunRecord, RunStore
@@ -561,11 +549,7 @@ def test_a_run_timed_off_says_why_it_has_no_step_phases(page, qtbot, traindeck_h
     with RunStore() as store:
         store.add_run(RunRecord(id=run_dir.run_id, run_dir=str(run_dir.path), created_at=samples[0].t,
                                 name="untimed", state="succeeded", started_at=samples[0].t, ended_at=samples[-1].t))
-    writer = ResourceWriter(run_store_path(), run_dir.run_id, interval_s=1.0, started_at=samples[0].t)
-    for sample in samples:
-        writer.write(sample, commit=False)
-    writer.commit()
-    writer.close()
+    _write_recording(run_dir.run_id, samples)
 
     _start(page, qtbot)
     page.picker.choose(RunChoice(run_dir.run_id, "untimed", "succeeded", None, samples[0].t))

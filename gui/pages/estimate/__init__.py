@@ -4,7 +4,7 @@ The page assembles three panels: the form (inputs_panel), the results table with
 the recommendation with "Use this" (advice_panel). It only presents `traindeck.backend.estimate`: the form's text
 goes to `check_form` (instant, names the bad field), the estimate runs on the thread pool, a model config is counted
 by the backend in a child process (torch and transformers never load in the window), and NVML is asked for the GPUs
-off the UI thread.
+off the UI thread. The training fields follow the preset being edited (`ctx.draft`) where the user has not set them.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from traindeck.backend.estimate import (
     counted_shape,
     detect_machine,
     estimate_form,
+    preset_workload,
 )
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.base import Page
@@ -80,6 +81,8 @@ class EstimatePage(Page):
         self._build()
         if not ctx.demo:
             self.inputs.restore(ctx.settings)
+            self._follow_preset()
+            ctx.draft.changed.connect(self._follow_preset)
         self.recompute()
         ctx.tasks.run(detect_machine, done=self._machine_detected, failed=self._detection_failed)
 
@@ -124,7 +127,7 @@ class EstimatePage(Page):
         splitter.addWidget(self.results_scroll)
         splitter.setStretchFactor(1, 1)
         splitter.setChildrenCollapsible(False)
-        splitter.setSizes([320, 900])
+        splitter.setSizes([440, 840])  # the form: room for a model config's path
         layout = QVBoxLayout(self)
         layout.addWidget(splitter)
 
@@ -148,6 +151,14 @@ class EstimatePage(Page):
             self._counted.pop(config, None)
         self._count_failed.pop(config, None)
         self.recompute()
+
+    def _follow_preset(self) -> None:
+        """The training fields from the preset being edited (loaded, chosen or edited on Configure)."""
+        draft = self.ctx.draft
+        if draft.preset is None:
+            self.inputs.follow_preset(None, {})
+            return
+        self.inputs.follow_preset(draft.saved_as or draft.preset.name, preset_workload(draft.preset))
 
     def _detection_failed(self, error: str) -> None:
         self.detection_finished = True

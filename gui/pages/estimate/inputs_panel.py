@@ -1,6 +1,8 @@
 """The Estimate page's form: the model (a parameter count or a config), the machine (filled from this machine once
 it is detected) and the training settings, read as the backend's EstimateForm. Fields named by a problem are
-marked, with the problem as their tooltip."""
+marked, with the problem as their tooltip. The training fields a preset says (precision, optimizer, micro batch,
+checkpointing) start from the preset being edited (`follow_preset`), and a note says which; a field the user set
+keeps their value (also on the next start) until they set it back to the preset's."""
 
 from __future__ import annotations
 
@@ -32,6 +34,11 @@ from traindeck.backend.estimate import (
     InputProblem,
 )
 from traindeck.gui.widgets.path_field import PathField
+
+# The training fields a preset can say (backend preset_workload's names), as the note names them.
+PRESET_FIELDS = {"precision": "precision", "optimizer": "optimizer", "micro_batch": "micro batch",
+                 "activation_checkpointing": "activation checkpointing"}
+DEFAULTS = EstimateForm()  # what a field the preset does not say goes back to
 
 TIPS = {
     "params": "Parameter count of the model: 1.5B, 350M, 125K, 7e9 or 1500000000 (decimal suffixes)",
@@ -73,6 +80,9 @@ class EstimateInputs(QScrollArea):
         self.fields: dict[str, QWidget] = {}
         self.model_config_text = ""  # the committed model config (typing a path does not count at every key)
         self._keep_machine_fields = False  # demo values must not be replaced by what this machine has
+        self.typed: set[str] = set()  # the PRESET_FIELDS the user set, which a preset leaves alone
+        self._preset_values: dict[str, Any] = {}  # what the preset followed says of PRESET_FIELDS
+        self._filling = 0  # > 0: fields set by the page, not by the user
         form_panel = QWidget()
         column = QVBoxLayout(form_panel)
         column.setContentsMargins(0, 0, 6, 0)
@@ -88,7 +98,9 @@ class EstimateInputs(QScrollArea):
         self.model_config.picked.connect(lambda _path: self._model_config_committed(force=True))
         self.fields["model_config"] = self.model_config.line
         self.model_config.line.setMinimumHeight(self.model_config.line.sizeHint().height())
-        model.addRow(self._label("model_config"), self.model_config)
+        # A path is long: the field takes the form's whole width, under its label.
+        model.addRow(self._label("model_config"))
+        model.addRow(self.model_config)
         self.largest_layer = self._line("largest_layer", "embedding")
         model.addRow(self._label("largest_layer"), self.largest_layer)
         self.hidden_size = self._line("hidden_size", "derived")
@@ -126,9 +138,14 @@ class EstimateInputs(QScrollArea):
         training.addRow(self._label("seq_len"), self.seq_len)
         self.checkpointing = QCheckBox(FIELD_LABELS["activation_checkpointing"])
         self.checkpointing.setToolTip(TIPS["activation_checkpointing"])
-        self.checkpointing.toggled.connect(self._edited)
+        self.checkpointing.toggled.connect(lambda _on: self._edited(name="activation_checkpointing"))
         self.fields["activation_checkpointing"] = self.checkpointing
         training.addRow(self.checkpointing)
+        self.preset_note = QLabel()
+        self.preset_note.setWordWrap(True)
+        self.preset_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.preset_note.hide()
+        training.addRow(self.preset_note)
         column.addStretch(1)
 
         self.setWidget(form_panel)
@@ -155,7 +172,7 @@ class EstimateInputs(QScrollArea):
         edit.setPlaceholderText(placeholder)
         edit.setToolTip(TIPS[name])
         edit.setClearButtonEnabled(True)
-        edit.textChanged.connect(self._edited)
+        edit.textChanged.connect(lambda _text: self._edited(name=name))
         edit.setMinimumHeight(edit.sizeHint().height())  # the red "invalid" border must not shrink the row
         self.fields[name] = edit
         return edit
@@ -166,7 +183,7 @@ class EstimateInputs(QScrollArea):
         spin.setValue(value)
         spin.setToolTip(TIPS[name])
         spin.setGroupSeparatorShown(True)
-        spin.valueChanged.connect(self._edited)
+        spin.valueChanged.connect(lambda _value: self._edited(name=name))
         self.fields[name] = spin
         return spin
 
@@ -175,12 +192,70 @@ class EstimateInputs(QScrollArea):
         combo.addItems(list(choices))
         combo.setCurrentText(value)
         combo.setToolTip(TIPS[name])
-        combo.currentTextChanged.connect(self._edited)
+        combo.currentTextChanged.connect(lambda _text: self._edited(name=name))
         self.fields[name] = combo
         return combo
 
-    def _edited(self, *_args: Any) -> None:
+    def _edited(self, *_args: Any, name: str = "") -> None:
+        if name in PRESET_FIELDS and not self._filling:
+            if name in self._preset_values and self._value(name) == self._preset_values[name]:
+                self.typed.discard(name)  # set back to the preset's: it follows the preset again
+            else:
+                self.typed.add(name)
         self.edited.emit()
+
+    def _value(self, name: str) -> Any:
+        widget = self.fields[name]
+        if isinstance(widget, QSpinBox):
+            return widget.value()
+        if isinstance(widget, QComboBox):
+            return widget.currentText()
+        if isinstance(widget, QCheckBox):
+            return widget.isChecked()
+        return widget.text() if isinstance(widget, QLineEdit) else None
+
+    def _set_value(self, name: str, value: Any) -> None:
+        widget = self.fields[name]
+        if isinstance(widget, QSpinBox):
+            widget.setValue(int(value))
+        elif isinstance(widget, QComboBox):
+            if widget.findText(str(value)) >= 0:
+                widget.setCurrentText(str(value))
+        elif isinstance(widget, QCheckBox):
+            widget.setChecked(bool(value))
+
+    def follow_preset(self, name: str | None, values: dict[str, Any]) -> None:
+        """The preset being edited (`name`, None: none) says `values` (backend `preset_workload`): each training
+        field the user has not set takes the preset's value, or its default where the preset says nothing."""
+        self._preset_values = {key: value for key, value in values.items() if key in PRESET_FIELDS}
+        if name is None:  # no preset: the fields stay as they are
+            self.preset_note.hide()
+            return
+        taken: list[str] = []
+        self._filling += 1
+        try:
+            for field in PRESET_FIELDS:
+                if field in self.typed:
+                    continue
+                if field in self._preset_values:
+                    self._set_value(field, self._preset_values[field])
+                    taken.append(field)
+                else:
+                    self._set_value(field, getattr(DEFAULTS, field))
+        finally:
+            self._filling -= 1
+        kept = [field for field in PRESET_FIELDS if field in self.typed and field in self._preset_values]
+        parts = []
+        if taken:
+            parts.append(", ".join(f"{PRESET_FIELDS[f]} {self._said(f)}" for f in taken) + f" from preset “{name}”")
+        if kept:
+            parts.append(", ".join(f"{PRESET_FIELDS[f]}: yours, the preset says {self._said(f)}" for f in kept))
+        self.preset_note.setText("; ".join(parts) + "." if parts else "")
+        self.preset_note.setVisible(bool(parts))
+
+    def _said(self, field: str) -> str:
+        value = self._preset_values[field]
+        return ("on" if value else "off") if isinstance(value, bool) else str(value)
 
     # ------------------------------------------------------------------------------------------------ reading
     def form(self) -> EstimateForm:
@@ -210,9 +285,19 @@ class EstimateInputs(QScrollArea):
                 settings.setValue(key, widget.currentText())
             elif isinstance(widget, QCheckBox):
                 settings.setValue(key, widget.isChecked())
+        settings.setValue(_S + "set_by_user", ",".join(sorted(self.typed)))
 
     def restore(self, settings: QSettings) -> None:
         """The fields as last saved; a field never saved (or saved unreadable) keeps its default."""
+        self._filling += 1
+        try:
+            self._restore(settings)
+        finally:
+            self._filling -= 1
+        typed = str(settings.value(_S + "set_by_user", "") or "")
+        self.typed = {name for name in typed.split(",") if name in PRESET_FIELDS}
+
+    def _restore(self, settings: QSettings) -> None:
         for name, widget in self.fields.items():
             value = settings.value(_S + name)
             if value is None:
@@ -279,6 +364,13 @@ class EstimateInputs(QScrollArea):
     def fill_demo(self) -> None:
         """A 1.5B model on one 24 GiB GPU and 64 GiB of RAM, kept when this machine's answer arrives later."""
         self._keep_machine_fields = True
+        self._filling += 1
+        try:
+            self._fill_demo()
+        finally:
+            self._filling -= 1
+
+    def _fill_demo(self) -> None:
         self.model_config.setText("")
         self.model_config_text = ""
         self.params.setEnabled(True)

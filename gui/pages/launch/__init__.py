@@ -53,6 +53,13 @@ def demo_script() -> str:
     return str(resources_dir() / DEMO_SCRIPT)
 
 
+def demo_args(preset: Preset | None) -> str:
+    """The demo's arguments under `preset`: its DeepSpeed config handed to the script where the preset has one (the
+    run writes a ds_config.json to put in place of the placeholder), else none (accelerate's own engine, or plain
+    python)."""
+    return (DEMO_DS_ARGS if preset is not None and preset.uses_deepspeed() else "") + DEMO_ARGS
+
+
 class LaunchPage(Page):
     key = "launch"
     title = "Launch"
@@ -176,9 +183,7 @@ class LaunchPage(Page):
         """The CPU demo: train_tiny.py with arguments for the cpu-demo preset, so one click runs on any machine.
         The table is emptied: what the demo's run needs (DS_ACCELERATOR=cpu) is the cpu-demo preset's own env, so
         nothing demo-specific reaches the table or the saved settings."""
-        preset = self.ctx.draft.preset
-        self.script_box.fill(demo_script(),
-                             (DEMO_DS_ARGS if preset is not None and preset.uses_deepspeed() else "") + DEMO_ARGS)
+        self.script_box.fill(demo_script(), demo_args(self.ctx.draft.preset))
         self.runner.fill()
         self.env_box.env.set_env({})
 
@@ -300,6 +305,9 @@ class LaunchPage(Page):
         self.launch_bar.set_field_problems(problems)
 
     def _draft_changed(self) -> None:
+        box = self.script_box
+        if box.script.text() == demo_script() and box.args.text() in (DEMO_DS_ARGS + DEMO_ARGS, DEMO_ARGS):
+            box.args.setText(demo_args(self.ctx.draft.preset))  # the demo's, not typed: they follow the preset
         self.env_box.set_preset(self.ctx.draft.preset)
         self.runner.offer_launchers(self.ctx.draft.preset)
         self.launch_bar.refresh()

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
+from traindeck.gui.widgets.chart_axis import whole_seconds
 from traindeck.gui.widgets.charts import TimeSeriesChart
 
 # Each chart series: the last hour whole (at the default 1 s sampling; the 1 min-1 hour windows), older samples
@@ -20,7 +21,10 @@ NO_RUN = "None: host and GPUs only"
 
 
 def new_chart(title: str, unit: str) -> TimeSeriesChart:
-    return TimeSeriesChart(title, unit, max_points=RECENT_AT_1HZ, older_buckets=OLDER_BUCKETS)
+    """A chart of clock time labelled in whole seconds at the finest (12:04:05, never "05.500")."""
+    chart = TimeSeriesChart(title, unit, max_points=RECENT_AT_1HZ, older_buckets=OLDER_BUCKETS)
+    whole_seconds(chart.plot_item.getAxis("bottom"))
+    return chart
 
 
 def new_table(headers: list[str]) -> QTableWidget:

@@ -9,6 +9,7 @@ from traindeck.backend.estimate.model_shape import ModelConfigError
 from traindeck.backend.estimate.prelaunch import (
     FreeMemory,
     check_preset,
+    preset_workload,
     read_model_size,
     strategy_for_preset,
     workload_for_preset,
@@ -60,6 +61,18 @@ def test_workload_reads_precision_optimizer_and_micro_batch_from_the_preset():
     assert (workload_for_preset(bucket).reduce_bucket_size, workload_for_preset(bucket).overlap_comm) == (200_000_000, True)
     auto = Preset(name="a", launcher="deepspeed", deepspeed={"zero_optimization": {"reduce_bucket_size": "auto"}})
     assert (workload_for_preset(auto).reduce_bucket_size, workload_for_preset(auto).overlap_comm) == (500_000_000, False)
+
+
+def test_the_preset_says_only_what_it_holds_and_a_micro_batch_derived_from_the_global_batch():
+    assert preset_workload(load_preset("ddp")) == {"precision": "bf16"}  # no micro batch: the script's
+    assert preset_workload(load_preset("zero2"))["micro_batch"] == 8
+    # No train_micro_batch_size_per_gpu: DeepSpeed derives it from train_batch_size, accumulation and processes.
+    derived = Preset(name="d", launcher="accelerate", accelerate={"num_processes": 4},
+                     deepspeed={"train_batch_size": 64, "gradient_accumulation_steps": 2, "fp16": {"enabled": True}})
+    assert preset_workload(derived) == {"precision": "fp16", "micro_batch": 8}
+    uneven = Preset(name="u", launcher="accelerate", accelerate={"num_processes": 3},
+                    deepspeed={"train_batch_size": 64, "train_micro_batch_size_per_gpu": "auto"})
+    assert "micro_batch" not in preset_workload(uneven)
 
 
 def test_model_shape_reads_counts_and_says_what_is_wrong(tmp_path):
