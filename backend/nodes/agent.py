@@ -15,18 +15,26 @@ writes <NODE_DIR>/steps/rank<R>.jsonl, and the agent passes its complete lines o
 and a rank's last lines as soon as the rank has ended, before its end is told); the watch appends them to the run
 directory's steps/. And their stacks: each rank's site hook arms faulthandler on SIGUSR2 writing
 <NODE_DIR>/stacks/<pid>.txt; the command `stacks ID` signals the ranks that catch SIGUSR2, waits for their dumps to
-settle (at most STACKS_TIMEOUT_S) and sends each rank's appended text (at most STACKS_MAX bytes) as a `stacks` event,
-then `stacks_done`. When the watch closes, the step files it was sent whole, the ended ranks' dumps and the folder
-are removed: nothing of the run stays on the node.
+settle (at most STACKS_TIMEOUT_S) and sends each rank's appended text (at most STACKS_MAX bytes) as a `stacks` event.
+The same command asks each rank for torch's flight recorder dump: the site hook has each rank wait on a FIFO,
+<NODE_DIR>/collectives/<pid>.fifo, and answer a line written there with collectives/rank<R>.pkl (R its global rank)
+and collectives/<pid>.answer; the agent sends each dump's bytes, base64, as a `collectives` event (rank, pid, dump,
+error), or why there is none: not armed, no process group yet, no answer within STACKS_TIMEOUT_S, or a dump larger
+than LEDGER_MAX (then no bytes at all: a pickle cut short is no dump). The agent never unpickles a dump: the
+launching machine reads it, refusing any class it names. Then `stacks_done`. When the watch closes, the step files
+it was sent whole, the ended ranks' dumps, FIFOs and answers, and the folder are removed: nothing of the run stays
+on the node.
 
 The run's processes on this node are found by the marker the run's environment file carries (TRAINDECK_RUN_ID),
 the rank by RANK, and this node's launch.py by its `--node_rank=N`. Standard library and psutil only; Python 3.6 syntax (no annotations).
 """
 
+import base64
 import json
 import os
 import signal
 import socket
+import stat
 import sys
 import threading
 import time
@@ -45,6 +53,8 @@ STACK_SIGNAL = signal.SIGUSR2  # what the ranks' site hook arms faulthandler on
 STACKS_TIMEOUT_S = 5.0  # the longest wait for the ranks' dumps
 STACKS_SETTLE_S = 0.3  # a dump is written in many small writes: done when the file stops growing this long
 STACKS_MAX = 512 * 1024  # the most of one rank's dump sent back
+LEDGER_MAX = 4 << 20  # the most of one rank's flight recorder dump sent back (2000 entries take far less)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def _environ(pid):
@@ -87,6 +97,8 @@ class Agent:
         self.node_dir = os.path.expanduser(node_dir) if node_dir else None
         self.steps_dir = os.path.join(self.node_dir, "steps") if self.node_dir else None
         self.stacks_dir = os.path.join(self.node_dir, "stacks") if self.node_dir else None
+        self.ledger_dir = os.path.join(self.node_dir, "collectives") if self.node_dir else None
+        self.rank_pids = set()  # every pid seen as one of this node's ranks (the clean-up removes their files)
         self.steps_sent = {}  # rank -> bytes of its step file sent
         self.steps_lock = threading.Lock()
         self.relayed_all = False  # every step line was sent when the watch asked what is left (its end)
@@ -127,6 +139,7 @@ class Agent:
                 # One live process per rank: a child with the rank's environment (a compiler) is not the rank.
                 if int(rank) not in self.ranks_seen.values():
                     self.ranks_seen[pid] = int(rank)
+                    self.rank_pids.add(pid)
                     self.emit({"event": "rank_started", "rank": int(rank), "pid": pid})
             elif rank is None and f"--node_rank={self.node_rank}".encode() in _cmdline(pid):
                 self.others.add(pid)
@@ -230,9 +243,13 @@ class Agent:
     def take_stacks(self, request_id):
         """Every rank of this node that armed stack dumps is signalled and its dump sent back (`stacks` events, one
         a rank, with its pid, text or error), then `stacks_done`. Never stops a process: one that does not catch
-        SIGUSR2 (it would be killed by it) is left alone and said so."""
+        SIGUSR2 (it would be killed by it) is left alone and said so. Their flight recorder dumps are asked for
+        first and sent as `collectives` events before `stacks_done` (send_ledgers)."""
+        ranks = sorted(list(self.ranks_seen.items()), key=lambda item: item[1])
+        deadline = time.monotonic() + STACKS_TIMEOUT_S
+        ledgers = self.ask_ledgers(ranks)  # answered on a thread of each rank's own while its stack is dumped
         waiting = {}  # pid -> (rank, path, size before)
-        for pid, rank in sorted(list(self.ranks_seen.items()), key=lambda item: item[1]):
+        for pid, rank in ranks:
             error = ""
             path = os.path.join(self.stacks_dir or "", f"{pid}.txt")
             caught = _catches(pid)
@@ -258,7 +275,53 @@ class Agent:
             error = "" if text.strip() else (f"no dump within {STACKS_TIMEOUT_S:g} s (the process may be stopped "
                                              "or in uninterruptible I/O)")
             self.emit({"event": "stacks", "id": request_id, "rank": rank, "pid": pid, "text": text, "error": error})
+        self.send_ledgers(request_id, ledgers, deadline)
         self.emit({"event": "stacks_done", "id": request_id, "host": socket.gethostname()})
+
+    def ask_ledgers(self, ranks):
+        """Write a request into each rank's flight recorder FIFO (ranks: (pid, rank)); pid -> (rank, why it was not
+        asked, or "" when it was). Its old answer is removed first, so an answer present later is new."""
+        asked = {}
+        for pid, rank in ranks:
+            why = ""
+            fifo = os.path.join(self.ledger_dir or "", f"{pid}.fifo")
+            try:
+                if not self.ledger_dir:
+                    raise FileNotFoundError(fifo)
+                _unlink(os.path.join(self.ledger_dir, f"{pid}.answer"))
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK | _NOFOLLOW)  # ENXIO: nobody reads it
+            except FileNotFoundError:
+                asked[pid] = (rank, "the flight recorder dump is not armed in this rank")
+                continue
+            except OSError:
+                asked[pid] = (rank, "the rank does not answer flight recorder requests")
+                continue
+            try:
+                if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+                    why = "its flight recorder request file is not a FIFO"
+                else:
+                    os.write(fd, b"dump\n")
+            except OSError:
+                why = "the rank does not answer flight recorder requests"
+            finally:
+                os.close(fd)
+            asked[pid] = (rank, why)
+        return asked
+
+    def send_ledgers(self, request_id, asked, deadline):
+        """Wait (until `deadline`) for the asked ranks' answers, then send each dump (`collectives` events)."""
+        folder = self.ledger_dir or ""
+        pending = [pid for pid, (_rank, why) in asked.items() if not why]
+        while pending and time.monotonic() < deadline:
+            pending = [pid for pid in pending if not os.path.exists(os.path.join(folder, f"{pid}.answer"))]
+            if pending:
+                time.sleep(0.05)
+        for pid, (rank, why) in sorted(asked.items(), key=lambda item: item[1][0]):
+            data = b""
+            if not why:
+                rank, data, why = _read_ledger(folder, pid, rank)
+            self.emit({"event": "collectives", "id": request_id, "rank": rank, "pid": pid,
+                       "dump": base64.b64encode(data).decode("ascii"), "size": len(data), "error": why})
 
     def prune_stale(self, now=None):
         """The folders other runs left on this node (their watch cut off before their end) once nothing in them
@@ -310,6 +373,32 @@ class Agent:
                 os.rmdir(folder)
             except OSError:
                 pass  # another node's ranks (a shared home) still use it
+
+    def remove_ledgers(self):
+        """At the end: what this node's ranks left in collectives/ (their dumps, torch's own timeout dumps, the
+        FIFOs and answers of their pids), then the folder once empty. Only this node's: with a shared home,
+        another node's ranks use the same folder."""
+        if not self.ledger_dir:
+            return
+        import re
+
+        own = r"^(?:rank(\d+)\.pkl(?:\.\d+)?|torch_dump_rank(\d+)|(\d+)\.(?:fifo|answer|answer\.tmp))$"
+        try:
+            names = os.listdir(self.ledger_dir)
+        except OSError:
+            return
+        for name in names:
+            match = re.match(own, name)
+            if not match:
+                continue
+            rank = match.group(1) or match.group(2)
+            if (rank and int(rank) in self.ranks) or (match.group(3) and int(match.group(3)) in self.rank_pids
+                                                      and not self.alive(int(match.group(3)))):
+                _unlink(os.path.join(self.ledger_dir, name))
+        try:
+            os.rmdir(self.ledger_dir)
+        except OSError:
+            pass  # another node's ranks (a shared home) still use it
 
     def send(self, signum):
         count = 0
@@ -370,6 +459,53 @@ def _collect_dumps(waiting, timeout_s=STACKS_TIMEOUT_S, settle_s=STACKS_SETTLE_S
     return texts
 
 
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _read_ledger(folder, pid, rank):
+    """(rank, dump bytes, why none) from a rank's answer in `folder`: its global rank and the dump it wrote. The
+    bytes are read, never unpickled; a dump larger than LEDGER_MAX is not sent (a pickle cut short is no dump)."""
+    try:
+        with open(os.path.join(folder, f"{pid}.answer"), "rb") as f:
+            answer = f.read(64).decode("ascii", "replace").strip()
+    except OSError:
+        return rank, b"", (f"no flight recorder dump within {STACKS_TIMEOUT_S:g} s (its Python may hold the GIL, "
+                           "or it is stopped)")
+    if not answer:
+        return rank, b"", "no process group yet"
+    if not answer.isdigit():
+        return rank, b"", "its flight recorder answer is not a rank"
+    rank = int(answer)
+    try:
+        fd = os.open(os.path.join(folder, f"rank{rank}.pkl"), os.O_RDONLY | _NOFOLLOW)
+    except OSError as exc:
+        return rank, b"", f"its flight recorder dump cannot be read ({exc.strerror or exc})"
+    try:
+        size = os.fstat(fd).st_size
+        if size > LEDGER_MAX:
+            return rank, b"", (f"its flight recorder dump is {size / (1 << 20):.1f} MB, more than the "
+                               f"{LEDGER_MAX >> 20} MB a node sends back (a smaller TORCH_FR_BUFFER_SIZE keeps fewer "
+                               "collectives)")
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        return rank, b"", f"its flight recorder dump cannot be read ({exc.strerror or exc})"
+    finally:
+        os.close(fd)
+    if len(data) > LEDGER_MAX:
+        return rank, b"", f"its flight recorder dump grew past {LEDGER_MAX >> 20} MB while it was read"
+    return rank, data, "" if data else "its flight recorder dump is empty"
+
+
 def _gpus():
     """Per GPU: index, memory used/total, utilisation; None when NVML cannot be read on this node."""
     try:
@@ -428,6 +564,7 @@ def main(argv):
         done.wait(LIVENESS_S)
     agent.end_all()
     agent.remove_steps()
+    agent.remove_ledgers()
     agent.remove_stacks()
     return 0
 

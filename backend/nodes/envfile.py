@@ -10,7 +10,8 @@ run's marker (TRAINDECK_RUN_ID, how the node agents find the run's processes), T
 rank's output reaches the supervisor through pdsh, which passes whole lines only: the run's sitecustomize then
 turns a progress bar's carriage-return redraws into lines), the variables the user set for the run, and the
 user's own .deepspeed_env lines (DS_ENV_FILE hides them otherwise), and the folder of the run on each node
-(TRAINDECK_NODE_DIR: a rank writes its step timing and its stack dumps there; the node agents send them back). Secrets are left out: DeepSpeed
+(TRAINDECK_NODE_DIR: a rank writes its step timing, its stack dumps and its flight recorder dumps there; the node
+agents send them back), and torch's flight recorder settings. Secrets are left out: DeepSpeed
 could carry them only through a file on disk and then on the pdsh command line, which every user of every node
 can read in `ps`; they are named in a warning and must be set on the nodes themselves (their own ~/.bashrc or
 environment). Values DeepSpeed cannot quote safely (", $, `, \\, newlines) are left out with a warning too.
@@ -30,12 +31,16 @@ CARRIED_PREFIXES = ("PYTHON", "MLFLOW", "MV2", "UCX", "NCCL")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNSAFE = re.compile(r"[\"$`\\\n\r]")
 # traindeck's own variables a remote rank needs (the marker is added by name: it is the run id).
+# torch's flight recorder settings (launch/environ.py arm_flight_recorder): without them a remote rank's buffer
+# keeps nothing and its dump names no collective.
 PASSED_THROUGH = ("TORCH_EXTENSIONS_DIR", "TRAINDECK_RANK_TAGS", "PYTHONUNBUFFERED", "TRAINDECK_STEP_TIMING",
-                  "TRAINDECK_STEP_SYNC")
+                  "TRAINDECK_STEP_SYNC", "TRAINDECK_FLIGHT_RECORDER", "TORCH_FR_BUFFER_SIZE",
+                  "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT")
 # Where a rank on a node writes what the run directory would otherwise get: a folder of that node's own (the run
 # directory is on the launching machine), `~` standing for the home of the user the node runs the rank as
 # (DeepSpeed's runner quotes the value, so the rank's site hook expands it). It holds steps/ (step timing) and
-# stacks/ (stack dumps); the run's node agent sends both back and removes the folder at its end.
+# stacks/ (stack dumps) and collectives/ (flight recorder dumps, asked through a FIFO); the run's node agent sends
+# them back and removes the folder at its end.
 NODE_DIR_ENV = "TRAINDECK_NODE_DIR"
 
 

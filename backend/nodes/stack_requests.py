@@ -4,9 +4,11 @@ the supervisor's stall detector).
 
 The asker writes node_stacks/<ID>.request; the watch (runs/supervisor/node_sampler.py, which polls the folder) tells
 every reachable node's agent `stacks ID` (agent.py), gathers what each sends back and writes node_stacks/<ID>.json:
-per node its host, whether it answered (else why not) and per rank its pid, dump text and error. The asker waits
-for the answer a bounded time (a node that cannot answer is said so, never waited on for long) and removes both
-files.
+per node its host, whether it answered (else why not), per rank its pid, dump text and error, and per rank whether
+its flight recorder dump came back: the watch writes each one into the run directory's collectives/rank<R>.pkl
+before the answer (so the asker reads it with the ranks of this machine, collectives.py), or says why not. The
+asker waits for the answer a bounded time (a node that cannot answer is said so, never waited on for long) and
+removes both files.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from traindeck.backend.core.fileio import atomic_write_text
 
 FOLDER = "node_stacks"
 ANSWER_WAIT_S = 10.0  # the asker's longest wait for the watch's answer
+LEDGER_MAX = 4 << 20  # the most of one rank's flight recorder dump a node sends back (agent.py's own LEDGER_MAX)
 NODES_WAIT_S = 7.0  # the watch's longest wait for the agents' answers (an agent waits at most 5 s for the dumps)
 WATCH_STATE = "nodes_state.json"  # the watch rewrites it every 0.5 s while it runs
 WATCH_FRESH_S = 5.0
@@ -47,18 +50,29 @@ class NodeStacks:
     error: str = ""  # why the node did not answer
     ranks: list[NodeRankStack] = field(default_factory=list)
     ranks_planned: list[int] = field(default_factory=list)  # the node's ranks in the run's plan
+    # rank -> "" (its flight recorder dump is the run directory's collectives/rank<R>.pkl) or why there is none
+    ledgers: dict[int, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "node_rank": self.node_rank, "answered": self.answered, "error": self.error,
                 "ranks_planned": self.ranks_planned,
-                "ranks": [{"rank": r.rank, "pid": r.pid, "text": r.text, "error": r.error} for r in self.ranks]}
+                "ranks": [{"rank": r.rank, "pid": r.pid, "text": r.text, "error": r.error} for r in self.ranks],
+                "ledgers": {str(rank): why for rank, why in sorted(self.ledgers.items())}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> NodeStacks:
         ranks = [NodeRankStack(int(r["rank"]), int(r["pid"]), str(r.get("text") or ""), str(r.get("error") or ""))
                  for r in data.get("ranks") or []]
+        ledgers = {int(rank): str(why or "") for rank, why in (data.get("ledgers") or {}).items()}
         return cls(str(data["host"]), int(data.get("node_rank", 0)), bool(data.get("answered")),
-                   str(data.get("error") or ""), ranks, [int(r) for r in data.get("ranks_planned") or []])
+                   str(data.get("error") or ""), ranks, [int(r) for r in data.get("ranks_planned") or []], ledgers)
+
+    def ledger_missing(self) -> dict[int, str]:
+        """rank -> why the node sent no flight recorder dump of it, for each planned rank without one."""
+        why = "not running on its node" if self.answered else self.error or "its node did not answer"
+        out = {rank: reason for rank, reason in self.ledgers.items() if reason}
+        out.update({rank: why for rank in self.ranks_planned if rank not in self.ledgers})
+        return out
 
 
 def valid_id(request_id: str) -> bool:

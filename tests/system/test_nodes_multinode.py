@@ -137,7 +137,9 @@ def test_a_two_node_hang_is_diagnosed_from_every_ranks_stack_naming_the_rank_and
     """Rank 1 (node 127.0.0.3) sits in load_batch while rank 0 (node 127.0.0.2) waits in all_reduce. Neither rank
     runs on the machine of the run directory: each node's agent signals its ranks, reads their dumps on the node
     and sends them back, so `traindeck stacks` and the stall detector's own dump name rank 1 and its node, and
-    nothing of the run stays on the nodes afterwards."""
+    nothing of the run stays on the nodes afterwards. The agents also ask each rank for torch's flight recorder
+    dump through its FIFO in the node's folder and send it back, so the ledger compares both ranks' collectives
+    and leads the summary with the one rank 1 never entered."""
     from functools import partial
 
     from traindeck.backend.runs.control import new_run
@@ -155,15 +157,26 @@ def test_a_two_node_hang_is_diagnosed_from_every_ranks_stack_naming_the_rank_and
         log = run_dir / "output.log"
         wait_until(lambda: "rank 1 loading a batch" in log.read_text(errors="replace")
                    and "rank 0 past 3 all_reduces" in log.read_text(errors="replace"), timeout=900, interval=1.0)
+        began = time.monotonic()
         out = subprocess.run([sys.executable, "-m", "traindeck", "stacks", run_id, "--json"], capture_output=True,
                              text=True, timeout=120)
+        print(f"traindeck stacks took {time.monotonic() - began:.2f} s")  # a figure for the record, not asserted
         report = json.loads(out.stdout) if out.stdout.startswith("{") else {}
         ranks = {r["rank"]: r for r in report.get("ranks", [])}
         assert set(ranks) == {0, 1}, out.stdout + out.stderr
         assert (ranks[1]["host"], ranks[1]["waits_in"]) == ("127.0.0.3", ""), ranks[1]
         assert "load_batch" in ranks[1]["where"], ranks[1]
         assert (ranks[0]["host"], ranks[0]["waits_in"]) == ("127.0.0.2", "all_reduce"), ranks[0]
-        assert report["summary"].startswith("rank 1 on 127.0.0.3 is in node_hang.py:"), report["summary"]
+        # The ledger from both nodes' dumps: rank 1 never entered the all_reduce rank 0 waits in.
+        divergence = re.match(r"rank 1 on 127\.0\.0\.3 never entered all_reduce #(\d+) \(process group 0\) that "
+                              r"rank 0 on 127\.0\.0\.2 waits in; ", report["summary"])
+        assert divergence, (report["summary"], report.get("collectives"))
+        seq = int(divergence[1])
+        group = report["collectives"]["groups"][0]
+        assert group["last_sequence"] == {"0": seq, "1": seq - 1} and group["behind"] == [1], report["collectives"]
+        assert "rank 1 on 127.0.0.3 is in node_hang.py:" in report["summary"], report["summary"]
+        print("flight recorder dumps: " + ", ".join(f"{p.name} {p.stat().st_size} bytes"
+                                                     for p in sorted(run_dir.glob("collectives/rank*.pkl"))))
         # Through the agents (the loopback nodes share this disk): the watch says what each node sent.
         said = Path(run_dir, "nodes.log").read_text()
         assert re.search(r"stacks from the nodes .*127\.0\.0\.2: rank 0.*127\.0\.0\.3: rank 1", said), said[-2000:]
@@ -172,10 +185,15 @@ def test_a_two_node_hang_is_diagnosed_from_every_ranks_stack_naming_the_rank_and
                                                                         f"{ranks[1]['pid']}.txt"}
         assert not list(run_dir.glob("stacks/*.txt")) or all(
             "load_batch" not in p.read_text(errors="replace") for p in run_dir.glob("stacks/*.txt"))
+        # Each rank waits for dump requests on a FIFO in its node's folder, not in the run directory.
+        assert {p.name for p in (on_node / "collectives").glob("*.fifo")} == {f"{ranks[0]['pid']}.fifo",
+                                                                            f"{ranks[1]['pid']}.fifo"}
+        assert not {f"{ranks[r]['pid']}.fifo" for r in (0, 1)} & {p.name for p in run_dir.glob("collectives/*")}
         # The stall detector's dump, taken on its own when the run goes quiet.
         stalled = wait_until(lambda: [e for e in _events(run_id) if e.startswith("stacks when the run stalled")],
                              timeout=600, interval=1.0)
         assert "rank 1 on 127.0.0.3 is in node_hang.py:" in stalled[0], stalled
+        assert "rank 1 on 127.0.0.3 never entered all_reduce #" in stalled[0], stalled
     finally:
         with RunStore() as store:
             stop_run(store, run_id, grace_s=3.0)

@@ -23,8 +23,9 @@ machine, read there by the run's node agent) without stopping the process, even 
 holding the GIL (the dump is written by a C signal handler). It arms step timing (_traindeck_steps: each
 optimizer step's phases and memory, written to <run dir>/steps/; TRAINDECK_STEP_TIMING=0 turns it off). Where
 it arms stack dumps it arms on-demand dumps of torch's flight recorder (_arm_collective_dumps: which collectives a
-rank entered, read by backend/runs/diagnosis/collectives.py; TRAINDECK_FLIGHT_RECORDER=0 turns it off). Then runs
-the sitecustomize this file shadows, if any.
+rank entered, read by backend/runs/diagnosis/collectives.py; a rank of a multi-node run answers in
+<TRAINDECK_NODE_DIR>/collectives, where the run's node agent asks it; TRAINDECK_FLIGHT_RECORDER=0 turns it off).
+Then runs the sitecustomize this file shadows, if any.
 
 Kept to the standard library and old-Python syntax: it runs inside whatever interpreter the user trains with.
 """
@@ -285,6 +286,15 @@ def _arm_stack_dumps():
         _STACK_FILE = None  # no dumps for this process; `traindeck stacks` says so instead of signalling it
 
 
+def _collectives_folder():
+    """<run dir>/collectives; for a rank of a multi-node run, <TRAINDECK_NODE_DIR>/collectives on its own machine."""
+    node_dir = os.environ.get("TRAINDECK_NODE_DIR")
+    if node_dir and os.environ.get("RANK", "").isdigit():
+        return os.path.join(os.path.expanduser(node_dir), "collectives")
+    run_dir = os.environ.get("TRAINDECK_RUN_DIR")
+    return os.path.join(run_dir, "collectives") if run_dir else None
+
+
 def _arm_collective_dumps():
     """In a rank (and, as stack dumps are, in the run's first Python and its children: ranks started by
     torch.multiprocessing.spawn have no RANK yet): a thread that waits on <run dir>/collectives/<pid>.fifo and, for
@@ -292,9 +302,11 @@ def _arm_collective_dumps():
     collectives/rank<R>.pkl, R from its process group, then its answer, collectives/<pid>.answer: R, or nothing
     while the process has no process group. A thread, not a signal handler: Python runs a handler on the main
     thread only, which is blocked in the collective when the ledger is wanted; torch waits on a collective without
-    the GIL, so this thread runs meanwhile. TRAINDECK_FLIGHT_RECORDER=0 turns it off."""
-    run_dir = os.environ.get("TRAINDECK_RUN_DIR")
-    if not run_dir or os.environ.get("TRAINDECK_FLIGHT_RECORDER", "1") == "0":
+    the GIL, so this thread runs meanwhile. A rank of a multi-node run uses <TRAINDECK_NODE_DIR>/collectives on its
+    own machine instead (as for its stacks: the run's agent there asks it and sends the dump back).
+    TRAINDECK_FLIGHT_RECORDER=0 turns it off."""
+    folder = _collectives_folder()
+    if not folder or os.environ.get("TRAINDECK_FLIGHT_RECORDER", "1") == "0":
         return
     if os.environ.get("RANK", "").isdigit():
         if os.environ.get("TRAINDECK_FR_PID"):
@@ -302,7 +314,6 @@ def _arm_collective_dumps():
         os.environ["TRAINDECK_FR_PID"] = str(os.getpid())
     elif _STACK_FILE is None:
         return  # not where a script runs (stack dumps say where that is)
-    folder = os.path.join(run_dir, "collectives")
     # Where torch writes its own dump when an NCCL collective times out (prefix + rank).
     os.environ.setdefault("TORCH_FR_DUMP_TEMP_FILE", os.path.join(folder, "torch_dump_rank"))
     os.environ.setdefault("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", os.path.join(folder, "torch_dump_rank"))

@@ -18,6 +18,10 @@ names the group (entries or pg_status), and for the default group every rank wit
 cut. The first sequence number where members differ (a member that never entered it, another op, other sizes or
 dtypes) is the group's divergence; a rank that never entered a collective the others entered is "behind".
 Point-to-point entries carry per-pair sequence numbers and are left out of the matching (gloo records none).
+
+A multi-node run's ranks answer on their own machines (in the run's folder there); the run's node agents send
+their dumps back and the node watch writes them here as collectives/rank<R>.pkl (R the global rank), so
+collect_dumps reads them with this machine's (`remote`), and the ledger names each rank with its host.
 """
 
 from __future__ import annotations
@@ -162,16 +166,22 @@ class Ledger:
                 "missing": self.missing}
 
 
-def _names(ranks: Iterable[int]) -> str:
+def _names(ranks: Iterable[int], hosts: Mapping[int, str] | None = None) -> str:
+    """"ranks 0, 2"; with hosts, "rank 1 on node-b", "ranks 0, 2 on node-a", "ranks 0 (node-a), 2 (node-b)"."""
     ranks = sorted(ranks)
-    return f"ranks {', '.join(map(str, ranks))}" if len(ranks) > 1 else f"rank {ranks[0]}"
+    on = {r: (hosts or {}).get(r, "") for r in ranks}
+    where = set(on.values())
+    if len(where) > 1:
+        return "ranks " + ", ".join(f"{r} ({on[r]})" if on[r] else str(r) for r in ranks)
+    tail = f" on {on[ranks[0]]}" if on[ranks[0]] else ""
+    return (f"ranks {', '.join(map(str, ranks))}" if len(ranks) > 1 else f"rank {ranks[0]}") + tail
 
 
 def _group_label(group: str) -> str:
     return f"process group {group}"
 
 
-def compare_group(group: str, buffers: Sequence[RankBuffer]) -> Group:
+def compare_group(group: str, buffers: Sequence[RankBuffer], hosts: Mapping[int, str] | None = None) -> Group:
     everyone = sorted(b.rank for b in buffers if group in b.groups)
     calls = {b.rank: b.calls.get(group, {}) for b in buffers if group in b.groups}
     last = {str(r): (max(calls[r]) if calls[r] else None) for r in everyone}
@@ -200,7 +210,8 @@ def compare_group(group: str, buffers: Sequence[RankBuffer]) -> Group:
         for r, call in entered.items():
             shapes.setdefault(call.shape(), []).append(r)
         if len(shapes) > 1:
-            parts = ", ".join(f"{_names(rs)} {shape}" for shape, rs in sorted(shapes.items(), key=lambda i: i[1]))
+            parts = ", ".join(f"{_names(rs, hosts)} {shape}"
+                              for shape, rs in sorted(shapes.items(), key=lambda i: i[1]))
             ops = {c.op for c in entered.values()}
             what = "different collectives" if len(ops) > 1 else "different sizes or dtypes"
             result.divergence = f"{what} at #{seq} ({_group_label(group)}): {parts}"
@@ -213,10 +224,11 @@ def compare_group(group: str, buffers: Sequence[RankBuffer]) -> Group:
             call = next(iter(entered.values()))
             waiting = sorted(r for r, c in entered.items() if not c.completed)
             verb = "wait" if len(waiting) > 1 else "waits"
-            tail = f" that {_names(waiting)} {verb} in" if waiting else f" that {_names(entered)} entered"
+            tail = f" that {_names(waiting, hosts)} {verb} in" if waiting else \
+                f" that {_names(entered, hosts)} entered"
             where = {c.where for c in entered.values() if c.where}  # only in dumps that carry Python stacks
             called = f" (called at {sorted(where)[0]})" if len(where) == 1 else ""
-            result.divergence = (f"{_names(never)} never entered {call.op} #{seq} ({_group_label(group)}){tail}"
+            result.divergence = (f"{_names(never, hosts)} never entered {call.op} #{seq} ({_group_label(group)}){tail}"
                                  f"{called}")
             result.behind = never
             return result
@@ -227,8 +239,10 @@ def compare_group(group: str, buffers: Sequence[RankBuffer]) -> Group:
     return result
 
 
-def build_ledger(dumps: Mapping[int, Mapping[str, Any]], missing: Mapping[int, str] | None = None) -> Ledger:
-    """The ledger of one moment: `dumps` rank -> its flight recorder dump; `missing` rank -> why it has none."""
+def build_ledger(dumps: Mapping[int, Mapping[str, Any]], missing: Mapping[int, str] | None = None,
+                 hosts: Mapping[int, str] | None = None) -> Ledger:
+    """The ledger of one moment: `dumps` rank -> its flight recorder dump; `missing` rank -> why it has none;
+    `hosts` rank -> the node it runs on (a multi-node run's), named with it."""
     buffers = [rank_buffer(r, d) for r, d in sorted(dumps.items())]
     # Every rank with a process group is in the default one (torch names it "0", "default_pg"), even before its
     # first collective there, when its dump does not name it yet.
@@ -239,7 +253,7 @@ def build_ledger(dumps: Mapping[int, Mapping[str, Any]], missing: Mapping[int, s
         buffer.groups.add(world)
     names = sorted({g for b in buffers for g in b.groups}, key=lambda g: (not g.isdigit(), int(g) if g.isdigit()
                                                                           else 0, g))
-    groups = [compare_group(g, buffers) for g in names]
+    groups = [compare_group(g, buffers, hosts) for g in names]
     behind = sorted({r for g in groups for r in g.behind})
     missing = dict(missing or {})
     parts = [g.divergence for g in groups if g.divergence]
@@ -255,7 +269,7 @@ def build_ledger(dumps: Mapping[int, Mapping[str, Any]], missing: Mapping[int, s
     cut = [g.cut for g in groups if g.cut]
     if cut:
         parts.append("compared where buffers overlap: " + "; ".join(cut))
-    parts += [f"rank {r}: {why}" for r, why in sorted(missing.items())]
+    parts += [f"{_names([r], hosts)}: {why}" for r, why in sorted(missing.items())]
     return Ledger(groups, behind, "; ".join(parts), {str(r): why for r, why in sorted(missing.items())})
 
 
@@ -316,10 +330,12 @@ def request_dumps(run_dir: Path, targets: Sequence[tuple[int, int | None]]) -> d
 
 
 def collect_dumps(run_dir: Path, targets: Sequence[tuple[int, int | None]], refused: Mapping[int, str], *,
-                  timeout_s: float = DUMP_TIMEOUT_S, started: float | None = None) -> Ledger:
+                  timeout_s: float = DUMP_TIMEOUT_S, started: float | None = None,
+                  remote: Mapping[int, str] | None = None, hosts: Mapping[int, str] | None = None) -> Ledger:
     """Wait (up to `timeout_s` from `started`) for the asked processes' answers, then build the ledger from the
     dumps they name. A process without a rank (the parent of spawned ranks) that has no process group is left
-    out; a rank that did not answer is named."""
+    out; a rank that did not answer is named. `remote`: the ranks on a multi-node run's nodes, rank -> "" (the
+    node watch wrote its dump here for this request) or why there is none; `hosts` names their nodes."""
     folder = run_dir / COLLECTIVES_DIR
     asked = [(pid, rank) for pid, rank in targets if pid not in refused]
     deadline = (started if started is not None else time.monotonic()) + timeout_s
@@ -340,10 +356,13 @@ def collect_dumps(run_dir: Path, targets: Sequence[tuple[int, int | None]], refu
             answered.append(int(text))
         elif rank is not None:
             missing[rank] = "no process group yet"
+    remote = dict(remote or {})
+    answered += [rank for rank, why in remote.items() if not why and rank not in answered]
     dumps, unread = read_dumps(folder, answered)
     missing.update(unread)
     missing.update({rank: refused[pid] for pid, rank in targets if pid in refused and rank is not None})
-    return build_ledger(dumps, missing)
+    missing.update({rank: why for rank, why in remote.items() if why and rank not in dumps})
+    return build_ledger(dumps, missing, hosts)
 
 
 def divergence_in(summary: str) -> str | None:

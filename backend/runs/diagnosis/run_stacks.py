@@ -1,7 +1,8 @@
 """A run's stacks with its collectives ledger, taken together: each living rank is asked for its Python stack
 (stacks.py) and its flight recorder buffer (collectives.py) at once, and the report keeps both. Apart from the two,
 so that neither imports the other. A multi-node run's ranks on its nodes are asked through the run's node watch and
-their agents (nodes/stack_requests.py) meanwhile, and added with their host."""
+their agents (nodes/stack_requests.py) meanwhile, and added with their host; the flight recorder dumps the nodes
+send back join this machine's in one ledger, which names each rank's node."""
 
 from __future__ import annotations
 
@@ -41,17 +42,24 @@ def take_run_stacks(run_dir: Path, processes: Sequence[dict[str, Any]], *, reaso
     asked_at = time.monotonic()
     refused = collectives.request_dumps(run_dir, targets)
     report = take_stacks(run_dir, targets, reason=reason, build_locks=waited_locks)
-    ledger = collectives.collect_dumps(run_dir, targets, refused, started=asked_at)
+    remote: dict[int, str] = {}  # rank on a node -> "" (its dump came back) or why not
+    hosts: dict[int, str] = {}
     if nodes is not None:
-        _add_nodes(report, run_dir, nodes, request)
-    if ledger.groups or any(rank is not None for _pid, rank in targets):  # a run without process groups: no ledger
+        for node in _add_nodes(report, run_dir, nodes, request):
+            remote.update(node.ledger_missing())
+            remote.update({rank: "" for rank, why in node.ledgers.items() if not why})
+            hosts.update({rank: node.host for rank in [*node.ranks_planned, *node.ledgers]})
+    ledger = collectives.collect_dumps(run_dir, targets, refused, started=asked_at, remote=remote, hosts=hosts)
+    if ledger.groups or remote or any(rank is not None for _pid, rank in targets):  # no process groups: no ledger
         add_ledger(report, ledger)
     save_report(run_dir / keep_as, report)
     return report
 
 
-def _add_nodes(report: StackReport, run_dir: Path, nodes: dict[str, Any], request: str | None) -> None:
-    """The ranks on the run's nodes, as the node watch answers `request` (None: the watch is not running)."""
+def _add_nodes(report: StackReport, run_dir: Path, nodes: dict[str, Any],
+               request: str | None) -> list[stack_requests.NodeStacks]:
+    """The ranks on the run's nodes, as the node watch answers `request` (None: the watch is not running); the
+    answer, per node."""
     answer = stack_requests.wait_answer(run_dir, request) if request is not None else None
     if answer is None:
         why = (f"the run's node watch did not answer within {stack_requests.ANSWER_WAIT_S:g} s" if request is not None
@@ -62,6 +70,7 @@ def _add_nodes(report: StackReport, run_dir: Path, nodes: dict[str, Any], reques
     add_node_stacks(report.ranks, answer)
     local = [r.pid for r in report.ranks if not r.host and r.waits_in == BUILD_LOCK_WAIT]
     report.summary = summarize(report.ranks, waited_locks(local) if local else ())
+    return answer
 
 
 def add_ledger(report: StackReport, ledger: Ledger) -> None:

@@ -13,7 +13,10 @@ Started beside the supervisor (launch.py, like the sidecar) when the run has a n
   read (the last steps of a rank far away) the watch adds to the store itself at its end;
 - answers requests for the stacks of the nodes' ranks (nodes/stack_requests.py: `traindeck stacks`, the stall
   detector): it polls the run directory's node_stacks/ every 0.1 s, tells every reachable agent `stacks ID`, and
-  writes what each node sent back (or why it did not) as the answer, at most NODES_WAIT_S after the request;
+  writes what each node sent back (or why it did not) as the answer, at most NODES_WAIT_S after the request. The
+  ranks' flight recorder dumps the agents send with their stacks are written (bytes as sent, at most
+  stack_requests.LEDGER_MAX each, never unpickled here) to the run directory's collectives/rank<R>.pkl before the
+  answer names them, where `take_run_stacks` reads them with this machine's ranks' (diagnosis/collectives.py);
 - when the run has ended, asks every agent what is left of the run on its node, records per node "nothing
   left" / what is left / "unreachable: not confirmed" as run events, and closes the agents (which end leftovers
   and remove the run's folder on their node).
@@ -23,6 +26,8 @@ The supervisor reads nodes_state.json at the end (nodes/diagnose.py) to name the
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 import subprocess
@@ -32,11 +37,12 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from traindeck.backend.core.fileio import atomic_write_text
+from traindeck.backend.core.fileio import atomic_write_bytes, atomic_write_text
 from traindeck.backend.nodes import stack_requests
 from traindeck.backend.nodes.envfile import node_run_dir
 from traindeck.backend.nodes.node_plan import read_nodes
 from traindeck.backend.nodes.ssh_argv import ssh_argv
+from traindeck.backend.runs.diagnosis.collectives import COLLECTIVES_DIR
 from traindeck.backend.runs.record.layout import RunDir
 from traindeck.backend.runs.record.run_store import RunStore
 from traindeck.backend.runs.supervisor.diary import log_to_stderr
@@ -109,6 +115,9 @@ class NodeWatch:
         self.tell_lock = threading.Lock()
         # request id -> (when asked, per node index: the ranks' stacks sent so far, and whether it said it is done)
         self.stack_asks: dict[str, tuple[float, dict[int, list[stack_requests.NodeRankStack]], set[int]]] = {}
+        # request id -> node index -> rank -> "" (its flight recorder dump is written) or why there is none
+        self.ledger_asks: dict[str, dict[int, dict[int, str]]] = {}
+        self.ledger_sizes: dict[int, int] = {}  # rank -> bytes of its newest dump written (for the log)
 
     def _run_env(self) -> dict[str, str]:
         """The ssh options the run's pdsh got (PDSH_SSH_ARGS_APPEND, from the recorded command)."""
@@ -153,6 +162,8 @@ class NodeWatch:
                         self.relayed[rank] = self.relayed.get(rank, 0) + self.steps.append(rank, data.get("lines"))
             elif data.get("event") in ("stacks", "stacks_done"):
                 self._take_stacks(node, data)
+            elif data.get("event") == "collectives":
+                self._take_ledger(node, data)
             else:
                 node.take(data)
         code = node.proc.wait()
@@ -178,6 +189,36 @@ class NodeWatch:
                 sent.setdefault(node.index, []).append(stack_requests.NodeRankStack(
                     rank, pid, str(data.get("text") or "")[:1 << 20], str(data.get("error") or "")[:500]))
 
+    def _take_ledger(self, node: Node, data: dict[str, Any]) -> None:
+        """A rank's flight recorder dump as its node sent it (base64): written to collectives/rank<R>.pkl in the
+        run directory, as this machine's ranks write theirs; its bytes are not unpickled here."""
+        request_id, rank = str(data.get("id")), data.get("rank")
+        if not isinstance(rank, int) or rank not in node.ranks:  # a node speaks for its own ranks only
+            return
+        with self.stack_lock:
+            if request_id not in self.stack_asks:
+                return  # answered already (too late), or never asked
+        why = str(data.get("error") or "")[:500]
+        dump = data.get("dump")
+        if not why:
+            try:
+                raw = base64.b64decode(dump if isinstance(dump, str) else "", validate=True)
+            except (binascii.Error, ValueError):
+                raw = b""
+            if not raw or len(raw) > stack_requests.LEDGER_MAX:
+                why = "its node sent no readable flight recorder dump"
+            else:
+                try:
+                    folder = self.run_dir.path / COLLECTIVES_DIR
+                    folder.mkdir(mode=0o700, exist_ok=True)
+                    atomic_write_bytes(folder / f"rank{rank}.pkl", raw)
+                    self.ledger_sizes[rank] = len(raw)
+                except OSError as exc:
+                    why = f"its flight recorder dump could not be written here ({exc.strerror or exc})"
+        with self.stack_lock:
+            if request_id in self.stack_asks:
+                self.ledger_asks.setdefault(request_id, {}).setdefault(node.index, {})[rank] = why
+
     def serve_stacks(self) -> None:
         """Forever (a daemon thread): new requests are passed to the agents, and answered once every reachable
         node has said it is done, or NODES_WAIT_S after they were asked."""
@@ -201,6 +242,7 @@ class NodeWatch:
             ready = [(request_id, asked) for request_id, asked in self.stack_asks.items()
                      if all(n.index in asked[2] or not n.reachable for n in self.nodes)
                      or now - asked[0] >= stack_requests.NODES_WAIT_S]
+            ledgers = {request_id: self.ledger_asks.pop(request_id, {}) for request_id, _asked in ready}
             for request_id, _asked in ready:
                 del self.stack_asks[request_id]
         for request_id, (at, sent, done) in ready:
@@ -211,12 +253,15 @@ class NodeWatch:
                                              f"its agent did not answer within {stack_requests.NODES_WAIT_S:g} s")
                 nodes.append(stack_requests.NodeStacks(node.host, node.index, answered, error,
                                                        sorted(sent.get(node.index, []), key=lambda r: r.rank),
-                                                       list(node.ranks)))
+                                                       list(node.ranks), ledgers[request_id].get(node.index, {})))
             took = now - at
             stack_requests.answer(self.run_dir.path, request_id, nodes, took)
-            logger.info("stacks from the nodes (request %s, %.2f s): %s", request_id, took, "; ".join(
-                f"{n.host}: " + (", ".join(f"rank {r.rank}" + (f" ({r.error})" if r.error else "") for r in n.ranks)
-                                 or "no rank") if n.answered else f"{n.host}: {n.error}" for n in nodes))
+            logger.info("stacks from the nodes (request %s, %.2f s): %s; flight recorder dumps: %s", request_id, took,
+                        "; ".join(f"{n.host}: " + (", ".join(f"rank {r.rank}" + (f" ({r.error})" if r.error else "")
+                                                            for r in n.ranks) or "no rank")
+                                  if n.answered else f"{n.host}: {n.error}" for n in nodes),
+                        ", ".join(f"rank {rank} " + (why or f"{self.ledger_sizes.get(rank, 0)} bytes")
+                                  for n in nodes for rank, why in sorted(n.ledgers.items())) or "none")
 
     def _unreachable(self, node: Node, why: str) -> None:
         with node.lock:
