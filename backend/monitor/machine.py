@@ -26,8 +26,9 @@ from __future__ import annotations
 import os
 import pwd
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
 
@@ -117,15 +118,17 @@ def short_command(argv: Sequence[str]) -> str:
 class MachineProcessSampler:
     """Takes `MachineSnapshot`s of every (user-space) process; CPU % is over the time since the previous one.
 
-    `sample(gpu_memory)` takes each PID's GPU memory from `gpu_memory` (bytes by PID, from NVML's process lists:
-    `gpu_processes.gpu_memory_by_pid`), None where NVML cannot tell."""
+    `sample(gpu_memory, gpu_use)` takes each PID's GPU memory from `gpu_memory` (bytes by PID, from NVML's process
+    lists: `gpu_processes.gpu_memory_by_pid`), None where NVML cannot tell, and the GPUs it is on with its SM use
+    from `gpu_use` (`gpu_processes.gpu_use_by_pid`)."""
 
     def __init__(self) -> None:
         self._known: dict[int, _Known] = {}
         self._users: dict[int, str] = {}
         self._has_proc = os.path.isdir(f"/proc/{os.getpid()}")
 
-    def sample(self, gpu_memory: Mapping[int, int] | None = None) -> MachineSnapshot:
+    def sample(self, gpu_memory: Mapping[int, int] | None = None,
+               gpu_use: Mapping[int, tuple[tuple[int, ...], float | None]] | None = None) -> MachineSnapshot:
         started = time.perf_counter()
         now = time.time()
         readings = self._read_proc() if self._has_proc else self._read_psutil()
@@ -143,7 +146,9 @@ class MachineProcessSampler:
                 # A user-space process that lives holds some memory: 0 is a zombie's or an exiting one's "none".
                 rss_bytes=rss if rss and not zombie else None,
                 gpu_memory_bytes=None if gpu_memory is None else gpu_memory.get(pid),
-                run_id=known.run_id, command=known.command, zombie=zombie, uid=known.uid))
+                run_id=known.run_id, command=known.command, zombie=zombie, uid=known.uid,
+                gpu_indices=use[0] if (use := (gpu_use or {}).get(pid)) else (),
+                gpu_sm_percent=use[1] if use else None))
         for gone in set(self._known) - seen:
             del self._known[gone]
         return MachineSnapshot(t=now, processes=tuple(processes), cpu_count=psutil.cpu_count() or 1,
@@ -233,7 +238,8 @@ class MachineProcessSampler:
 
 
 # ------------------------------------------------------------------------------------------- the table's model
-PROCESS_SORT_KEYS = ("pid", "user", "cpu", "rss", "gpu", "run", "command")
+# The Processes tab's columns in order: "gpu" is its GPU memory, "gpus" the GPUs it is on, "sm" its SM use.
+PROCESS_SORT_KEYS = ("pid", "user", "cpu", "rss", "gpus", "sm", "gpu", "run", "command")
 
 
 class ProcessTable:
@@ -320,8 +326,9 @@ class ProcessTable:
                     "command": lambda p: (0, (p.command or p.cmdline).lower(), p.pid)}[key]
             processes.sort(key=text, reverse=self.descending)
         else:
-            value = {"cpu": lambda p: p.cpu_percent, "rss": lambda p: p.rss_bytes,
-                     "gpu": lambda p: p.gpu_memory_bytes}[key]
+            value: Callable[[MachineProcess], Any] = {
+                "cpu": lambda p: p.cpu_percent, "rss": lambda p: p.rss_bytes, "gpu": lambda p: p.gpu_memory_bytes,
+                "sm": lambda p: p.gpu_sm_percent, "gpus": lambda p: p.gpu_indices or None}[key]
             known = [p for p in processes if value(p) is not None]
             known.sort(key=lambda p: (value(p), -p.pid), reverse=self.descending)
             processes = known + [p for p in processes if value(p) is None]  # unknown last in either order
