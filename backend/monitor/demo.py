@@ -141,7 +141,7 @@ def demo_machine(sample: ResourceSample, run_id: str = "demo") -> MachineSnapsho
     use = gpu_use_by_pid(sample.gpus)
     processes = [MachineProcess(p.pid, p.ppid or 1, "ann", p.name, p.cmdline, p.cpu_percent, p.rss_bytes,
                                 by_pid.get(p.pid), run_id, gpu_indices=use.get(p.pid, ((), None))[0],
-                                gpu_sm_percent=use.get(p.pid, ((), None))[1])
+                                gpu_sm_percent=use.get(p.pid, ((), None))[1], started_at=sample.t - 2 * 3600)
                  for p in (sample.run.processes if sample.run else ())]
     others = (("ann", "firefox", 6.5, 1.9 * GIB), ("ann", "code", 3.1, 1.1 * GIB), ("ann", "Xorg", 1.8, 0.3 * GIB),
               ("root", "dockerd", 0.4, 0.1 * GIB), ("ann", "jupyter-lab", 0.2, 0.4 * GIB),
@@ -149,7 +149,7 @@ def demo_machine(sample: ResourceSample, run_id: str = "demo") -> MachineSnapsho
               ("postgres", "postgres: writer", 0.1, 0.05 * GIB), ("ann", "tmux", 0.0, 0.01 * GIB))
     for index, (user, command, cpu, rss) in enumerate(others):
         processes.append(MachineProcess(2100 + 37 * index, 1, user, command.split(":")[0], command, cpu, int(rss),
-                                        None, None))
+                                        None, None, started_at=sample.t - 86400 - 977 * index))
     return MachineSnapshot(t=sample.t, processes=tuple(processes), cpu_count=len(sample.host.per_core_percent),
                            gpu_memory_known=bool(sample.gpus), took_s=0.004)
 

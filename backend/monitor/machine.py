@@ -56,7 +56,18 @@ class _Known:
     command: str = ""
     uid: int | None = None
     proc: psutil.Process | None = None  # without /proc only
+    started_at: float | None = None  # Unix time it started
     last_cpu: tuple[float, float] | None = None  # (monotonic time, CPU seconds) at the previous snapshot
+
+
+_BOOT: list[float] = []
+
+
+def _boot_time() -> float:
+    """When the machine booted (Unix time), read once: /proc's start times count from it."""
+    if not _BOOT:
+        _BOOT.append(psutil.boot_time())
+    return _BOOT[0]
 
 
 def _user(uid: int, cache: dict[int, str]) -> str:
@@ -148,7 +159,7 @@ class MachineProcessSampler:
                 gpu_memory_bytes=None if gpu_memory is None else gpu_memory.get(pid),
                 run_id=known.run_id, command=known.command, zombie=zombie, uid=known.uid,
                 gpu_indices=use[0] if (use := (gpu_use or {}).get(pid)) else (),
-                gpu_sm_percent=use[1] if use else None))
+                gpu_sm_percent=use[1] if use else None, started_at=known.started_at))
         for gone in set(self._known) - seen:
             del self._known[gone]
         return MachineSnapshot(t=now, processes=tuple(processes), cpu_count=psutil.cpu_count() or 1,
@@ -194,7 +205,8 @@ class MachineProcessSampler:
             run_id = _run_in(procfs.read_small(f"/proc/{pid}/environ"))
         except OSError:  # another user's process: its environment is not ours to read
             run_id = None
-        return _Known(start, user, name, cmdline, run_id, short_command(argv) or name, uid)
+        return _Known(start, user, name, cmdline, run_id, short_command(argv) or name, uid,
+                      started_at=_boot_time() + start / _CLOCK_TICKS)
 
     # --- elsewhere: psutil ---
 
@@ -234,12 +246,14 @@ class MachineProcessSampler:
             run_id = proc.environ().get(RUN_MARKER) or None
         except (psutil.AccessDenied, psutil.ZombieProcess, OSError):
             run_id = None
-        return _Known(start, user, name, cmdline, run_id, short_command(argv) or name, uid, proc=proc)
+        return _Known(start, user, name, cmdline, run_id, short_command(argv) or name, uid, proc=proc,
+                      started_at=start)
 
 
 # ------------------------------------------------------------------------------------------- the table's model
-# The Processes tab's columns in order: "gpu" is its GPU memory, "gpus" the GPUs it is on, "sm" its SM use.
-PROCESS_SORT_KEYS = ("pid", "user", "cpu", "rss", "gpus", "sm", "gpu", "run", "command")
+# The Processes tab's columns in order: "gpu" is its GPU memory, "gpus" the GPUs it is on, "sm" its SM use,
+# "time" how long it has run.
+PROCESS_SORT_KEYS = ("pid", "user", "cpu", "rss", "gpus", "sm", "gpu", "run", "time", "command")
 
 
 class ProcessTable:
@@ -328,7 +342,8 @@ class ProcessTable:
         else:
             value: Callable[[MachineProcess], Any] = {
                 "cpu": lambda p: p.cpu_percent, "rss": lambda p: p.rss_bytes, "gpu": lambda p: p.gpu_memory_bytes,
-                "sm": lambda p: p.gpu_sm_percent, "gpus": lambda p: p.gpu_indices or None}[key]
+                "sm": lambda p: p.gpu_sm_percent, "gpus": lambda p: p.gpu_indices or None,
+                "time": lambda p: None if p.started_at is None else -p.started_at}[key]  # how long it has run
             known = [p for p in processes if value(p) is not None]
             known.sort(key=lambda p: (value(p), -p.pid), reverse=self.descending)
             processes = known + [p for p in processes if value(p) is None]  # unknown last in either order

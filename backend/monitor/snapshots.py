@@ -270,6 +270,7 @@ class MachineProcess:
     uid: int | None = None  # its real user id (None: unknown)
     gpu_indices: tuple[int, ...] = ()  # the GPUs whose NVML process lists hold it
     gpu_sm_percent: float | None = None  # its SM use summed over those GPUs (100 = one GPU); None: unknown
+    started_at: float | None = None  # Unix time it started (None: unknown)
 
 
 @dataclass(frozen=True, slots=True)

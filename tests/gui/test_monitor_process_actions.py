@@ -24,7 +24,7 @@ from traindeck.gui.context import AppContext  # noqa: E402
 
 SHOTS = Path(os.environ.get("TRAINDECK_PROCACTION_SHOTS", "/tmp/s16-procs"))
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
-RSS, COMMAND = 3, 8  # the table's columns
+RSS, COMMAND = 3, 9  # the table's columns
 
 
 @pytest.fixture

@@ -57,3 +57,31 @@ def test_a_ranks_gpus_and_sm_use_are_columns_and_sort_the_busiest_first(panel):
     assert "nvitop" in panel.model.headerData(sm, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole)
     panel.view.sortByColumn(sm, Qt.SortOrder.DescendingOrder)
     assert panel.table.rows[0].pid == rank0  # the process keeping the GPUs busy comes first
+
+
+def test_how_long_each_process_has_run_is_a_column_that_sorts_the_oldest_first(panel):
+    import subprocess
+    import sys
+
+    import psutil
+
+    from traindeck.backend.monitor import MachineProcessSampler
+    from traindeck.gui.pages.monitor.processes_panel import elapsed_text
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        snapshot = MachineProcessSampler().sample()
+        panel.show_snapshot(snapshot)
+        by_pid = {p.pid: p for p in snapshot.processes}
+        assert by_pid[child.pid].started_at == pytest.approx(psutil.Process(child.pid).create_time(), abs=1.0)
+        column = _column(panel, "Time")
+        rows = [p.pid for p in panel.table.rows]
+        ours = panel.model.index(rows.index(child.pid), column).data()
+        assert ours == elapsed_text(snapshot.t - by_pid[child.pid].started_at) and ours.startswith("0:0")
+        panel.view.sortByColumn(column, Qt.SortOrder.DescendingOrder)
+        shown = [p.pid for p in panel.table.rows]
+        assert shown.index(1) < shown.index(child.pid)  # PID 1 has run longest
+    finally:
+        child.kill()
+        child.wait()
+    assert [elapsed_text(s) for s in (5, 245, 3723, 3 * 86400 + 3723)] == ["0:05", "4:05", "1:02:03", "3-01:02:03"]
