@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from traindeck.backend.monitor.gpu_processes import gpu_use_by_pid
 from traindeck.backend.monitor.snapshots import (
     DiskRate,
     GpuHealth,
@@ -85,7 +86,8 @@ def demo_samples(seconds: int = 900, end: float | None = None, gpus: int = 2, se
             u = max(0.0, min(100.0, util + noise(2.5)))
             power = 68 + 1.6 * u + noise(4)
             temperature[i] += (36 + 0.38 * u - temperature[i]) * 0.03
-            procs = (GpuProcess(RANK_PIDS[i % len(RANK_PIDS)], i, int(gpu_mem - 0.45 * GIB), "compute"),)
+            procs = (GpuProcess(RANK_PIDS[i % len(RANK_PIDS)], i, int(gpu_mem - 0.45 * GIB), "compute",
+                                sm_percent=round(0.96 * u)),)
             gpu_list.append(GpuSnapshot(
                 t=t, index=i, name=GPU_NAME, uuid=f"GPU-demo000{i}-0000-0000-0000-000000000000",
                 utilization_percent=round(u), memory_used_bytes=int(gpu_mem + i * 0.3 * GIB + noise(0.05 * GIB)),
@@ -136,15 +138,18 @@ def demo_machine(sample: ResourceSample, run_id: str = "demo") -> MachineSnapsho
     """The machine's processes at `sample`: the run's (marked with `run_id`, their GPU memory from the GPUs' lists)
     among what else a workstation runs."""
     by_pid = {p.pid: p.used_memory_bytes or 0 for g in sample.gpus for p in g.processes}
+    use = gpu_use_by_pid(sample.gpus)
     processes = [MachineProcess(p.pid, p.ppid or 1, "ann", p.name, p.cmdline, p.cpu_percent, p.rss_bytes,
-                                by_pid.get(p.pid), run_id) for p in (sample.run.processes if sample.run else ())]
+                                by_pid.get(p.pid), run_id, gpu_indices=use.get(p.pid, ((), None))[0],
+                                gpu_sm_percent=use.get(p.pid, ((), None))[1], started_at=sample.t - 2 * 3600)
+                 for p in (sample.run.processes if sample.run else ())]
     others = (("ann", "firefox", 6.5, 1.9 * GIB), ("ann", "code", 3.1, 1.1 * GIB), ("ann", "Xorg", 1.8, 0.3 * GIB),
               ("root", "dockerd", 0.4, 0.1 * GIB), ("ann", "jupyter-lab", 0.2, 0.4 * GIB),
               ("root", "systemd", 0.0, 0.01 * GIB), ("ann", "bash", 0.0, 0.005 * GIB),
               ("postgres", "postgres: writer", 0.1, 0.05 * GIB), ("ann", "tmux", 0.0, 0.01 * GIB))
     for index, (user, command, cpu, rss) in enumerate(others):
         processes.append(MachineProcess(2100 + 37 * index, 1, user, command.split(":")[0], command, cpu, int(rss),
-                                        None, None))
+                                        None, None, started_at=sample.t - 86400 - 977 * index))
     return MachineSnapshot(t=sample.t, processes=tuple(processes), cpu_count=len(sample.host.per_core_percent),
                            gpu_memory_known=bool(sample.gpus), took_s=0.004)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from traindeck.backend.monitor.snapshots import GpuProcess, GpuSnapshot
@@ -155,6 +155,48 @@ def describe(exc: BaseException) -> str:
         return str(exc) or type(exc).__name__
     except Exception:  # noqa: BLE001 - pynvml's __str__ calls back into the library, which may be the broken part
         return type(exc).__name__
+
+
+def process_sm_percent(library: NvmlLibrary, index: int, since_s: float) -> dict[int, float] | None:
+    """Each PID's SM utilisation on one GPU (the mean of NVML's samples newer than `since_s`, a Unix time); a PID
+    with no sample ran no kernel there (0). None where this NVML or GPU gives no per-process samples."""
+    m = library.module
+    handle = library.handle(index)
+    fn = getattr(m, "nvmlDeviceGetProcessUtilization", None)
+    if handle is None or fn is None or not library.has_function("nvmlDeviceGetProcessUtilization"):
+        return None
+    try:
+        samples = fn(handle, max(0, int(since_s * 1_000_000)))
+    except Exception as exc:  # noqa: BLE001 - NVMLError: NOT_FOUND is "no sample since", anything else is "cannot"
+        return {} if getattr(exc, "value", None) == getattr(m, "NVML_ERROR_NOT_FOUND", -1) else None
+    sums: dict[int, list[float]] = {}
+    for sample in samples:
+        total = sums.setdefault(int(sample.pid), [0.0, 0.0])
+        total[0] += min(100.0, float(sample.smUtil))
+        total[1] += 1
+    return {pid: total / count for pid, (total, count) in sums.items()}
+
+
+def with_sm_percent(processes: tuple[GpuProcess, ...], sm: dict[int, float] | None) -> tuple[GpuProcess, ...]:
+    """The listed processes with their SM use (0 for a listed one without a sample; None where NVML gives none)."""
+    if sm is None:
+        return processes
+    return tuple(replace(p, sm_percent=sm.get(p.pid, 0.0)) for p in processes)
+
+
+def gpu_use_by_pid(gpus: tuple[GpuSnapshot, ...]) -> dict[int, tuple[tuple[int, ...], float | None]]:
+    """The GPUs each PID is listed on (GPUs whose lists are trusted) and its SM use summed over them (None when
+    no GPU of its gave a figure)."""
+    use: dict[int, tuple[tuple[int, ...], float | None]] = {}
+    for gpu in gpus:
+        if gpu.processes_unknown is not None:
+            continue
+        for proc in gpu.processes:
+            indices, sm = use.get(proc.pid, ((), None))
+            if proc.sm_percent is not None:
+                sm = (sm or 0.0) + proc.sm_percent
+            use[proc.pid] = ((*indices, gpu.index), sm)
+    return use
 
 
 def gpu_memory_by_pid(gpus: tuple[GpuSnapshot, ...]) -> dict[int, int]:

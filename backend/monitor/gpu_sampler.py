@@ -15,12 +15,18 @@ import threading
 import time
 
 from traindeck.backend.monitor.gpu_health import HealthReader
-from traindeck.backend.monitor.gpu_processes import describe, list_processes
+from traindeck.backend.monitor.gpu_processes import (
+    describe,
+    list_processes,
+    process_sm_percent,
+    with_sm_percent,
+)
 from traindeck.backend.monitor.loop import Collector
 from traindeck.backend.monitor.nvml import NvmlLibrary
 from traindeck.backend.monitor.snapshots import GpuHealth, GpuReadout, GpuSnapshot
 
 logger = logging.getLogger(__name__)
+SM_WINDOW_S = 2.0  # a GPU's first per-process SM reading covers this much of the past
 
 
 class _PcieCollector(Collector):
@@ -72,6 +78,7 @@ class GpuSampler:
         self._counters: dict[int, tuple[float, int, int]] = {}  # index -> (t, h2d bytes, d2h bytes) last read
         self._started = False
         self._health: HealthReader | None = None
+        self._sm_since: dict[int, float] = {}  # index -> when its per-process SM use was last read
 
     @property
     def error(self) -> str | None:
@@ -153,6 +160,9 @@ class GpuSampler:
         memory = lib.memory(index)
         pcie, source = self._pcie_reading(index)
         listed = list_processes(lib, index)
+        since = self._sm_since.get(index, now - SM_WINDOW_S)
+        processes = with_sm_percent(listed.processes, process_sm_percent(lib, index, since))
+        self._sm_since[index] = now
         name, uuid, bus = self._static[index]
         if lib.device_errors[index] is not None:  # lost during this very reading (Xid 79)
             return self._placeholder(index, now, lib.device_errors[index] or "")
@@ -171,7 +181,7 @@ class GpuSampler:
             pcie_h2d_bytes_per_s=None if pcie is None else pcie[1],
             pcie_d2h_bytes_per_s=None if pcie is None else pcie[2],
             pcie_t=None if pcie is None else pcie[0],
-            processes=listed.processes,
+            processes=processes,
             processes_unknown=listed.unknown,
             pci_bus_id=bus,
             pcie_source=source,

@@ -26,8 +26,9 @@ from __future__ import annotations
 import os
 import pwd
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
 
@@ -55,7 +56,18 @@ class _Known:
     command: str = ""
     uid: int | None = None
     proc: psutil.Process | None = None  # without /proc only
+    started_at: float | None = None  # Unix time it started
     last_cpu: tuple[float, float] | None = None  # (monotonic time, CPU seconds) at the previous snapshot
+
+
+_BOOT: list[float] = []
+
+
+def _boot_time() -> float:
+    """When the machine booted (Unix time), read once: /proc's start times count from it."""
+    if not _BOOT:
+        _BOOT.append(psutil.boot_time())
+    return _BOOT[0]
 
 
 def _user(uid: int, cache: dict[int, str]) -> str:
@@ -117,15 +129,17 @@ def short_command(argv: Sequence[str]) -> str:
 class MachineProcessSampler:
     """Takes `MachineSnapshot`s of every (user-space) process; CPU % is over the time since the previous one.
 
-    `sample(gpu_memory)` takes each PID's GPU memory from `gpu_memory` (bytes by PID, from NVML's process lists:
-    `gpu_processes.gpu_memory_by_pid`), None where NVML cannot tell."""
+    `sample(gpu_memory, gpu_use)` takes each PID's GPU memory from `gpu_memory` (bytes by PID, from NVML's process
+    lists: `gpu_processes.gpu_memory_by_pid`), None where NVML cannot tell, and the GPUs it is on with its SM use
+    from `gpu_use` (`gpu_processes.gpu_use_by_pid`)."""
 
     def __init__(self) -> None:
         self._known: dict[int, _Known] = {}
         self._users: dict[int, str] = {}
         self._has_proc = os.path.isdir(f"/proc/{os.getpid()}")
 
-    def sample(self, gpu_memory: Mapping[int, int] | None = None) -> MachineSnapshot:
+    def sample(self, gpu_memory: Mapping[int, int] | None = None,
+               gpu_use: Mapping[int, tuple[tuple[int, ...], float | None]] | None = None) -> MachineSnapshot:
         started = time.perf_counter()
         now = time.time()
         readings = self._read_proc() if self._has_proc else self._read_psutil()
@@ -143,7 +157,9 @@ class MachineProcessSampler:
                 # A user-space process that lives holds some memory: 0 is a zombie's or an exiting one's "none".
                 rss_bytes=rss if rss and not zombie else None,
                 gpu_memory_bytes=None if gpu_memory is None else gpu_memory.get(pid),
-                run_id=known.run_id, command=known.command, zombie=zombie, uid=known.uid))
+                run_id=known.run_id, command=known.command, zombie=zombie, uid=known.uid,
+                gpu_indices=use[0] if (use := (gpu_use or {}).get(pid)) else (),
+                gpu_sm_percent=use[1] if use else None, started_at=known.started_at))
         for gone in set(self._known) - seen:
             del self._known[gone]
         return MachineSnapshot(t=now, processes=tuple(processes), cpu_count=psutil.cpu_count() or 1,
@@ -189,7 +205,8 @@ class MachineProcessSampler:
             run_id = _run_in(procfs.read_small(f"/proc/{pid}/environ"))
         except OSError:  # another user's process: its environment is not ours to read
             run_id = None
-        return _Known(start, user, name, cmdline, run_id, short_command(argv) or name, uid)
+        return _Known(start, user, name, cmdline, run_id, short_command(argv) or name, uid,
+                      started_at=_boot_time() + start / _CLOCK_TICKS)
 
     # --- elsewhere: psutil ---
 
@@ -229,11 +246,14 @@ class MachineProcessSampler:
             run_id = proc.environ().get(RUN_MARKER) or None
         except (psutil.AccessDenied, psutil.ZombieProcess, OSError):
             run_id = None
-        return _Known(start, user, name, cmdline, run_id, short_command(argv) or name, uid, proc=proc)
+        return _Known(start, user, name, cmdline, run_id, short_command(argv) or name, uid, proc=proc,
+                      started_at=start)
 
 
 # ------------------------------------------------------------------------------------------- the table's model
-PROCESS_SORT_KEYS = ("pid", "user", "cpu", "rss", "gpu", "run", "command")
+# The Processes tab's columns in order: "gpu" is its GPU memory, "gpus" the GPUs it is on, "sm" its SM use,
+# "time" how long it has run.
+PROCESS_SORT_KEYS = ("pid", "user", "cpu", "rss", "gpus", "sm", "gpu", "run", "time", "command")
 
 
 class ProcessTable:
@@ -320,8 +340,10 @@ class ProcessTable:
                     "command": lambda p: (0, (p.command or p.cmdline).lower(), p.pid)}[key]
             processes.sort(key=text, reverse=self.descending)
         else:
-            value = {"cpu": lambda p: p.cpu_percent, "rss": lambda p: p.rss_bytes,
-                     "gpu": lambda p: p.gpu_memory_bytes}[key]
+            value: Callable[[MachineProcess], Any] = {
+                "cpu": lambda p: p.cpu_percent, "rss": lambda p: p.rss_bytes, "gpu": lambda p: p.gpu_memory_bytes,
+                "sm": lambda p: p.gpu_sm_percent, "gpus": lambda p: p.gpu_indices or None,
+                "time": lambda p: None if p.started_at is None else -p.started_at}[key]  # how long it has run
             known = [p for p in processes if value(p) is not None]
             known.sort(key=lambda p: (value(p), -p.pid), reverse=self.descending)
             processes = known + [p for p in processes if value(p) is None]  # unknown last in either order

@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from traindeck.backend.monitor.gpu_processes import describe, gpu_memory_by_pid
+from traindeck.backend.monitor.gpu_processes import describe, gpu_memory_by_pid, gpu_use_by_pid
 from traindeck.backend.monitor.gpu_sampler import GpuSampler
 from traindeck.backend.monitor.host import HostSampler
 from traindeck.backend.monitor.machine import MachineProcessSampler
@@ -105,7 +105,8 @@ class ResourceSampler:
         if machine:
             try:
                 # NVML's lists say which PIDs hold GPU memory; without NVML nobody can tell (None for every process).
-                machine_snapshot = self.machine.sample(gpu_memory_by_pid(readout.gpus) if readout.gpus else None)
+                machine_snapshot = self.machine.sample(gpu_memory_by_pid(readout.gpus) if readout.gpus else None,
+                                                       gpu_use_by_pid(readout.gpus))
             except Exception:  # noqa: BLE001
                 logger.warning("machine process snapshot failed", exc_info=True)
         return ResourceSample(t=t, host=host, gpus=readout.gpus, gpu_error=readout.error, run=run,

@@ -20,6 +20,9 @@ class GpuProcess:
     gpu_index: int
     used_memory_bytes: int | None  # None where the driver cannot tell (e.g. Windows WDDM)
     kind: str  # "compute", "graphics" or "compute+graphics"
+    # Its share of the GPU's time running kernels (nvitop's %SM) since the previous reading, from NVML's
+    # per-process utilisation samples; None where this NVML or GPU gives none.
+    sm_percent: float | None = None
 
 
 # nvml.h's clock-event reason bits, by nvidia-smi's names for them.
@@ -265,6 +268,9 @@ class MachineProcess:
     command: str = ""  # the program's basename and its arguments (what a table shows); "" : show cmdline
     zombie: bool = False  # ended, not yet reaped by its parent: it holds no memory (rss_bytes is None)
     uid: int | None = None  # its real user id (None: unknown)
+    gpu_indices: tuple[int, ...] = ()  # the GPUs whose NVML process lists hold it
+    gpu_sm_percent: float | None = None  # its SM use summed over those GPUs (100 = one GPU); None: unknown
+    started_at: float | None = None  # Unix time it started (None: unknown)
 
 
 @dataclass(frozen=True, slots=True)

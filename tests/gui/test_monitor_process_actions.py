@@ -24,6 +24,7 @@ from traindeck.gui.context import AppContext  # noqa: E402
 
 SHOTS = Path(os.environ.get("TRAINDECK_PROCACTION_SHOTS", "/tmp/s16-procs"))
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
+RSS, COMMAND = 3, 9  # the table's columns
 
 
 @pytest.fixture
@@ -173,16 +174,16 @@ def test_the_command_column_tree_and_a_zombies_memory(panel, children, qtbot, tm
         zombie = next((p for p in panel.table.descendants(launcher.pid) if p.zombie), None)
     row = _row(panel, launcher.pid)
     python = os.path.basename(sys.executable)
-    assert panel.model.index(row, 6).data() == f"{python} -u train.py --deepspeed ds.json"
-    assert str(script) in panel.model.index(row, 6).data(Qt.ItemDataRole.ToolTipRole)
-    assert panel.model.index(row, 3).data() not in ("-", "0 B")
+    assert panel.model.index(row, COMMAND).data() == f"{python} -u train.py --deepspeed ds.json"
+    assert str(script) in panel.model.index(row, COMMAND).data(Qt.ItemDataRole.ToolTipRole)
+    assert panel.model.index(row, RSS).data() not in ("-", "0 B")
     zombie_row = _row(panel, zombie.pid)
-    assert panel.model.index(zombie_row, 3).data() == "-"
-    assert panel.model.index(zombie_row, 6).data().endswith("<defunct>")
+    assert panel.model.index(zombie_row, RSS).data() == "-"
+    assert panel.model.index(zombie_row, COMMAND).data().endswith("<defunct>")
     panel.tree_box.setChecked(True)
     row = _row(panel, launcher.pid)
     assert _row(panel, zombie.pid) == row + 1
-    assert "└─ " in panel.model.index(row + 1, 6).data()
+    assert "└─ " in panel.model.index(row + 1, COMMAND).data()
     panel.filter_edit.setText(str(launcher.pid))
     panel.show()
     qtbot.waitExposed(panel)
@@ -194,7 +195,7 @@ def test_the_command_column_tree_and_a_zombies_memory(panel, children, qtbot, tm
     panel.view.selectRow(_row(panel, launcher.pid))
     menu = panel.menu_for(panel.table.find(launcher.pid))
     menu.popup(panel.view.viewport().mapToGlobal(panel.view.visualRect(
-        panel.model.index(_row(panel, launcher.pid), 6)).center()))
+        panel.model.index(_row(panel, launcher.pid), COMMAND)).center()))
     qtbot.waitExposed(menu)
     _grab(panel.window(), "proc-menu-panel.png")
     menu.grab().save(str(SHOTS / "proc-menu.png"))
@@ -208,7 +209,7 @@ def test_a_right_click_selects_the_row_and_opens_its_menu(panel, children, qtbot
     _show(panel)
     row = _row(panel, child.pid)
     panel.view.scrollTo(panel.model.index(row, 0))
-    point = panel.view.visualRect(panel.model.index(row, 6)).center()
+    point = panel.view.visualRect(panel.model.index(row, COMMAND)).center()
     panel.view.customContextMenuRequested.emit(point)  # what a right-click on the row sends
     assert panel.menu is not None and panel.menu.isVisible()
     assert panel.selected_process().pid == child.pid

@@ -277,3 +277,20 @@ def test_a_long_live_runs_new_points_are_drawn_by_the_read_that_brings_them(qtbo
     assert shown_between(100, 300) == 201 and chart.data("loss")[0][-1] == last + 1
     chart.follow()  # "A": back to the newest data, and to the bounded history
     qtbot.waitUntil(lambda: held_as_series("loss"), timeout=20000)
+
+
+def test_tensorboards_section_prefixes_find_the_metrics_a_trainer_prints(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    # The HF Trainer prints eval_loss where TensorBoard shows eval/loss; a TensorBoard-only tag keeps its slash.
+    names = ["loss", "grad_norm", "eval_loss", "eval_runtime", "train/total_flos"]
+    record = add_run("hf", [(n, s, T0 + s, 1.0 + i / (s + 1), None) for s in range(10, 60, 10)
+                            for i, n in enumerate(names)])
+    page = make_page()
+    open_grid(qtbot, page, record)
+    grid = page.charts.grid
+    assert "eval/" in grid.filter_box.placeholderText()
+    grid.filter_box.setText("eval/")
+    assert list(grid.charts) == ["eval_loss", "eval_runtime"]
+    grid.filter_box.setText("train_total")
+    assert list(grid.charts) == ["train/total_flos"]
+    grid.filter_box.setText("grad-norm")
+    assert list(grid.charts) == ["grad_norm"]

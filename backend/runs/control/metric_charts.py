@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ X_MODES: tuple[XMode, ...] = ("step", "time", "relative")
 MAX_SMOOTHING = 0.99
 CLOCK_KNOTS = 4_000  # a step clock keeps at most this many (step, time) pairs: bounded for a run of days
 CSV_HEADER = ("metric", "step", "wall_time", "value", "smoothed")
+_SEPARATORS = re.compile(r"[/_.\-]+")  # the grid's filter: one separator matches another
 
 
 # ---- smoothing ------------------------------------------------------------------------------------------------
@@ -64,14 +66,19 @@ def ema(values: Sequence[float] | np.ndarray, weight: float) -> np.ndarray:
 
 
 # ---- the grid's names -----------------------------------------------------------------------------------------
+def _separated(text: str) -> str:
+    return _SEPARATORS.sub(" ", text.lower())
+
+
 def filter_metrics(names: Iterable[str], query: str = "", pins: Iterable[str] = ()) -> list[str]:
     """The metrics to chart, in order: the pinned ones first (in the order pinned), then the others sorted; only
-    names containing `query` (case-insensitive substring, as W&B's panel search)."""
-    wanted = query.strip().lower()
+    names containing `query` (case-insensitive substring, as W&B's panel search). `/`, `_`, `.` and `-` match one
+    another: TensorBoard's `eval/` finds the `eval_loss` a Trainer prints, and `eval_` its `eval/loss` tag."""
+    wanted = _separated(query).strip()
     known = sorted(set(names))
     pinned = [p for p in dict.fromkeys(pins) if p in known]
     rest = [n for n in known if n not in pinned]
-    return [n for n in pinned + rest if wanted in n.lower()]
+    return [n for n in pinned + rest if wanted in _separated(n)]
 
 
 def page_of(names: Sequence[str], page: int, per_page: int) -> tuple[list[str], int, int]:

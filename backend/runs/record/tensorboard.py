@@ -5,8 +5,10 @@ default `runs/`, and the folders named by the run's arguments), written since th
 incrementally by `event_file_loader.EventFileLoader` (it resumes where the last read ended), one series per tag.
 
 A tag the script also prints (the HF Trainer prints {'loss': ...} and writes `train/loss`) is not counted twice:
-when a parsed series of the same name, or of the tag's last part, exists when the tag is first seen, the parsed
-series stands for it.
+when a parsed series of the same name, of the tag's last part, or of the tag with `_` for `/` exists, the parsed
+series stands for it. A tag seen before any such series is held back (its values kept, none written) for HOLD_S
+seconds before that is decided: the Trainer writes and flushes the event file before it prints the same values,
+and the printed line reaches the run store up to seconds later on a busy machine.
 
 Imports TensorBoard (protobuf, numpy): used only in the sidecar process, never in the dashboard or the supervisor.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from traindeck.backend.runs.record.checkpoints import walk_folders
 
 EVENT_PREFIX = "events.out.tfevents."
 SCALARS_PLUGIN = "scalars"
+HOLD_S = 10.0  # a new tag waits this long for a printed series that stands for it
 
 
 def event_files(roots: Iterable[Path], since: float = 0.0) -> list[Path]:
@@ -92,14 +95,20 @@ class TensorBoardReader:
     rows_read: int = 0
     scalar_tags: set[str] = field(default_factory=set)
     rescan_s: float = 10.0  # new event files are looked for this often; known ones are read at every poll
+    hold_s: float = HOLD_S
+    clock: Callable[[], float] = time.monotonic
     _files: list[Path] = field(default_factory=list)
     _scanned_at: float | None = None
+    # tag -> (when first seen, its rows so far): tags not yet decided, waiting for a printed series of theirs
+    _held: dict[str, tuple[float, list[tuple[str, int | None, float, float, int | None]]]] = field(
+        default_factory=dict)
 
     def poll(self, parsed_names: set[str], final: bool = False) -> list[tuple[str, int | None, float, float,
                                                                            int | None]]:
         """New scalar rows (name, step, wall time, value, None) since the last poll, except tags a parsed series
-        stands for."""
-        now = time.monotonic()
+        stands for; a new tag's rows come once it is decided (at once when a parsed series has it, after hold_s,
+        or at the final poll)."""
+        now = self.clock()
         if final or self._scanned_at is None or now - self._scanned_at >= self.rescan_s:
             self._files = event_files(self.roots, self.since)
             self._scanned_at = now
@@ -116,17 +125,30 @@ class TensorBoardReader:
             except Exception:  # noqa: BLE001 - a file being written or truncated: read again next time
                 continue
             for tag, step, wall_time, value in scalars(events, self.scalar_tags):
-                name = self._series(tag, parsed_names)
-                if name is not None:
-                    rows.append((name, step, wall_time, value, None))
+                row = (tag, step, wall_time, value, None)
+                if tag in self.tags:
+                    name = self.tags[tag]
+                    if name is not None:
+                        rows.append(row)
+                elif self._parsed_alias(tag, parsed_names):
+                    self.tags[tag] = None
+                else:
+                    self._held.setdefault(tag, (now, []))[1].append(row)
+        for tag, (seen_at, held) in list(self._held.items()):
+            if self._parsed_alias(tag, parsed_names):
+                self.tags[tag] = None
+            elif final or now - seen_at >= self.hold_s:
+                self.tags[tag] = tag
+                rows.extend(held)
+            else:
+                continue
+            del self._held[tag]
         self.rows_read += len(rows)
         return rows
 
-    def _series(self, tag: str, parsed_names: set[str]) -> str | None:
-        if tag not in self.tags:
-            aliases = {tag, tag.rsplit("/", 1)[-1], tag.replace("/", "_")}
-            self.tags[tag] = None if aliases & parsed_names else tag
-        return self.tags[tag]
+    @staticmethod
+    def _parsed_alias(tag: str, parsed_names: set[str]) -> bool:
+        return bool({tag, tag.rsplit("/", 1)[-1], tag.replace("/", "_")} & parsed_names)
 
     @property
     def written(self) -> set[str]:

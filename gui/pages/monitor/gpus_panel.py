@@ -67,6 +67,16 @@ def no_gpu_text(reason: str) -> str:
     return f"No NVIDIA GPU found: {reason}."
 
 
+def process_lines(gpu: GpuSnapshot) -> str:
+    """One line per process on the GPU, as nvitop lists them: PID, GPU memory and SM use (where NVML gives it)."""
+    lines = []
+    for p in gpu.processes:
+        parts = [f"PID {p.pid}", format_value(p.used_memory_bytes, "B") if p.used_memory_bytes is not None else "-"]
+        if p.sm_percent is not None:
+            parts.append(f"SM {p.sm_percent:.0f} %")
+        lines.append(" · ".join(parts))
+    return "\n".join(lines)
+
 class GpuChartSlot(QStackedWidget):
     """A GPU chart, or in its place the reason there is no GPU to chart: never an empty 0-1 axis. A chart that
     holds lines (a recording made where there were GPUs) stays shown."""
@@ -304,7 +314,7 @@ class GpuPanel(QStackedWidget):
             ], right_from=2)
             processes = table.item(row, 9)
             if processes is not None:
-                processes.setToolTip(g.processes_unknown or "")
+                processes.setToolTip(g.processes_unknown or process_lines(g))
             health = table.item(row, 10)
             if health is not None and g.health is not None:
                 troubled = bool(g.health.problems(g.utilization_percent))

@@ -1,5 +1,6 @@
-"""The Monitor's Processes tab: every process of the machine, as htop and nvitop list them (PID, user, CPU, RSS, GPU
-memory, run, command), sortable by any column and filtered by a text, with the watched run's processes highlighted.
+"""The Monitor's Processes tab: every process of the machine, as htop and nvitop list them (PID, user, CPU, RSS, the
+GPUs it is on, its SM use there, GPU memory, run, how long it has run, command), sortable by any column and filtered by a text, with the
+watched run's processes highlighted.
 
 The rows come from the backend's `ProcessTable` (filtering, sorting and the tree without Qt); the page hands the
 panel each sample's `MachineSnapshot` (taken on the sampling thread every 2 s while this tab is on screen) and the run
@@ -65,17 +66,21 @@ from traindeck.backend.monitor import (
 from traindeck.gui.context import AppContext
 from traindeck.gui.widgets.chart_axis import format_value
 
-COLUMNS = ("PID", "User", "CPU %", "RSS", "GPU memory", "Run", "Command")
+COLUMNS = ("PID", "User", "CPU %", "RSS", "GPU", "SM %", "GPU memory", "Run", "Time", "Command")
 COLUMN_TIPS = (
     "Process id",
     "The user it runs as",
     "CPU over the last 2 s, 100 % = one core (a process busy on 4 cores shows 400 %)",
     "Resident memory: what it holds in RAM",
+    "The GPUs it is on (NVML's process lists)",
+    "Its share of the GPU's time running kernels since the last reading (nvitop's %SM), summed over its GPUs: "
+    "100 % = one GPU busy; blank where NVML gives no per-process figure",
     "GPU memory it holds over all GPUs, from NVML's process lists",
     "The traindeck run it belongs to (TRAINDECK_RUN_ID in its environment); the watched run's rows are highlighted",
+    "How long it has run (nvitop's TIME): an old process holding a GPU is often one left behind",
     "The program and its arguments (the full command line in the row's tooltip)",
 )
-_NUMERIC = frozenset({0, 2, 3, 4})
+_NUMERIC = frozenset({0, 2, 3, 4, 5, 6, 8})
 _RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
 PID_ROLE = Qt.ItemDataRole.UserRole + 1
 STOP_GRACE_S = 10.0  # as the Runs page's Stop: SIGINT, SIGTERM after this, then SIGKILL
@@ -93,6 +98,18 @@ def stop_run_in_store(run_id: str, grace_s: float = STOP_GRACE_S) -> list[str]:
             return stop_run(store, run_id, grace_s=grace_s, wait=False).messages
         except KeyError:  # marked by a run of another run store (another TRAINDECK_HOME)
             return [f"run {run_id} is not in this window's run store: stop it where it was started"]
+
+
+def elapsed_text(seconds: float) -> str:
+    """How long a process has run, as ps's ELAPSED and nvitop's TIME: `4:05`, `1:02:03`, `3-01:02:03` (days)."""
+    total = max(0, int(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = f"{hours}:{minutes:02d}:{secs:02d}" if hours or days else f"{minutes}:{secs:02d}"
+    if days:
+        clock = f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    return clock
 
 
 class ProcessModel(QAbstractTableModel):
@@ -140,7 +157,10 @@ class ProcessModel(QAbstractTableModel):
         if depth:
             command = "   " * (depth - 1) + " └─ " + command
         return (str(p.pid), p.user, cpu, "-" if p.rss_bytes is None else format_value(p.rss_bytes, "B"),
-                "" if p.gpu_memory_bytes is None else format_value(p.gpu_memory_bytes, "B"), run, command)
+                ",".join(str(i) for i in p.gpu_indices), "" if p.gpu_sm_percent is None else f"{p.gpu_sm_percent:.0f}",
+                "" if p.gpu_memory_bytes is None else format_value(p.gpu_memory_bytes, "B"), run,
+                "" if p.started_at is None or self.table.snapshot is None
+                else elapsed_text(self.table.snapshot.t - p.started_at), command)
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
@@ -216,8 +236,8 @@ class ProcessesPanel(QWidget):
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
         metrics = self.fontMetrics()
-        for column, sample in enumerate(("4194304", "username", "1234.5", "123.4 GiB", "GPU memory",
-                                         "20261127-140649-6ab1")):
+        for column, sample in enumerate(("4194304", "username", "1234.5", "123.4 GiB", "0,1", "100",
+                                         "GPU memory", "20261127-140649-6ab1", "12-23:59:59")):
             header.resizeSection(column, max(metrics.horizontalAdvance(sample),
                                              metrics.horizontalAdvance(COLUMNS[column])) + 24)
         self.model.sorted_by.connect(self._reselect)

@@ -4,6 +4,7 @@ and GPUs appearing once the driver loads."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,13 @@ def test_each_gpus_health_is_a_column_and_a_throttled_one_says_why(page, qtbot):
     assert _cell(page, 1, 10) == "throttled: thermal (hardware); PCIe link at Gen2 x8 of Gen4 x16 while busy"
     tip = page.gpu_panel.gpu_table.item(1, 10).toolTip()
     assert "clock-event reasons: hw_thermal_slowdown" in tip and "ECC: disabled" in tip
+
+
+def test_a_gpus_process_count_lists_each_process_with_its_memory_and_sm_use(page, qtbot):
+    module = FakePynvml(recording("dual_rtx_a5000"), pcie_delay_s=0)
+    module.driver.add_sm_sample(0, 100477, 93, at=time.time() + 60)  # newer than any reading of the test
+    _start(page, qtbot, module)
+    qtbot.waitUntil(lambda: page.gpu_panel.gpu_table.rowCount() == 2 and _cell(page, 0, 9) == "1", timeout=WAIT_MS)
+    tip = page.gpu_panel.gpu_table.item(0, 9).toolTip()
+    assert tip == "PID 100477 · 21.9 GiB · SM 93 %"
+    assert page.gpu_panel.gpu_table.item(1, 9).toolTip() == "PID 100477 · 16.8 GiB · SM 0 %"

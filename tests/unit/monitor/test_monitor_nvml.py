@@ -199,3 +199,34 @@ def test_every_live_runs_processes_get_their_gpu_memory_and_runs_come_and_go():
     table = format_runs(one, Names())  # type: ignore[arg-type]
     (rank_row,) = [line for line in table.splitlines() if f" {second['ranks'][0]} " in line]
     assert rank_row.split()[:3] == ["train", "·cd34", "0"] and "38.7 GiB" in rank_row
+
+
+def test_each_process_gets_its_gpus_and_its_sm_use_as_nvitop_shows_them():
+    with run_tree(ranks=2, mib=1) as tree:
+        rank0, rank1 = tree["ranks"]
+        # The recorded llama-server PID (on both GPUs) stands in for rank 0; rank 1 holds no GPU.
+        fake = FakePynvml(recording("dual_rtx_a5000"), pid_map={100477: rank0}, pcie_delay_s=0)
+        with ResourceSampler(tree["launcher"], gpu_library=NvmlLibrary(fake, host_pid_namespace=True)) as sampler:
+            sampler.sample(machine=True)  # the first reading: SM use is over the time since it
+            fake.driver.add_sm_sample(0, 100477, 90)
+            fake.driver.add_sm_sample(0, 100477, 80)
+            fake.driver.add_sm_sample(1, 100477, 40)
+            sample = sampler.sample(machine=True)
+            again = sampler.sample(machine=True)  # no new sample since: it ran no kernel
+    gpu0, gpu1 = sample.gpus
+    assert [(p.pid, p.sm_percent) for p in gpu0.processes] == [(rank0, 85.0)]
+    assert [(p.pid, p.sm_percent) for p in gpu1.processes] == [(rank0, 40.0)]
+    assert sample.machine is not None
+    by_pid = {p.pid: p for p in sample.machine.processes}
+    assert (by_pid[rank0].gpu_indices, by_pid[rank0].gpu_sm_percent) == ((0, 1), 125.0)
+    assert (by_pid[rank1].gpu_indices, by_pid[rank1].gpu_sm_percent) == ((), None)
+    assert again.machine is not None
+    assert {p.pid: p.gpu_sm_percent for p in again.machine.processes}[rank0] == 0.0
+
+
+def test_an_nvml_without_per_process_samples_leaves_sm_use_unknown():
+    fake = FakePynvml(recording("dual_rtx_a5000"), pcie_delay_s=0)
+    fake.driver.exported.discard("nvmlDeviceGetProcessUtilization")
+    with GpuSampler(NvmlLibrary(fake, host_pid_namespace=True), pcie_interval_s=0.1) as sampler:
+        readout = sampler.sample()
+    assert [p.sm_percent for g in readout.gpus for p in g.processes] == [None, None]
