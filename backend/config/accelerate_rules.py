@@ -161,6 +161,16 @@ def processes_and_machines(ctx: RuleContext) -> Iterable[Finding]:
         yield ("warning", ("num_processes",),
                f"distributed_type NO runs a single process: num_processes {n} is ignored; use MULTI_GPU (or "
                f"MULTI_CPU) to run {n} processes")
+    mpirun = data.get("mpirun_config")
+    hostfile = mpirun.get("mpirun_hostfile") if isinstance(mpirun, dict) else None
+    if dt == "MULTI_CPU" and n is not None and n > m and not hostfile:
+        # The simple launcher runs the script once per `accelerate launch`; it starts mpirun only with a hostfile.
+        yield ("warning", ("num_processes",),
+               f"MULTI_CPU without mpirun_config.mpirun_hostfile starts one process per machine: accelerate launch "
+               f"starts several only through mpirun, so num_processes {n} is not reached and each process trains "
+               f"alone; to run several on this machine's CPUs without MPI, use distributed_type MULTI_GPU with "
+               f"use_cpu false and ACCELERATE_USE_CPU=true in the run's environment (torchrun then starts them, each "
+               f"on the CPU with gloo)")
     if dt == "MULTI_GPU" and n == 1 and m == 1:
         yield ("warning", ("num_processes",),
                "MULTI_GPU with one process on one machine is plain single-GPU training with DDP's overhead "
@@ -266,7 +276,8 @@ def cpu_training(ctx: RuleContext) -> Iterable[Finding]:
     if data.get("use_cpu") is True and dt in DEVICE_TYPES:
         yield ("warning", ("use_cpu",),
                f"use_cpu is ignored with distributed_type {dt}: accelerate's launcher for it does not pass use_cpu "
-               f"on, so training uses the accelerators; for CPU training use NO (one process) or MULTI_CPU")
+               f"on, so training uses the accelerators; for CPU training use NO (one process), MULTI_CPU with an "
+               f"mpirun hostfile, or keep {dt} with ACCELERATE_USE_CPU=true in the run's environment")
 
 
 # ------------------------------------------------------------------------------------------ DeepSpeed

@@ -54,6 +54,7 @@ LAUNCHERS: tuple[Launcher, ...] = ("accelerate", "deepspeed", "python", "torchru
 ENTRIES: tuple[Entry, ...] = ("script", "module", "command")
 # A command that is one of these words runs the training interpreter (not the first one on PATH).
 PYTHON_COMMANDS = ("python", "python3")
+_CPU_RANKS = "ACCELERATE_USE_CPU"  # read by accelerate's PartialState in each rank: train on the CPU
 # How each launcher is told that its target is a module or a command (its own parser's flags).
 _ENTRY_FLAGS: dict[str, dict[str, str]] = {
     "accelerate": {"module": "--module", "command": "--no_python"},
@@ -161,8 +162,10 @@ def build_plan(
 
     if launcher == "accelerate":
         if ACCELERATE_CONFIG not in files:
-            files[ACCELERATE_CONFIG] = yaml.safe_dump(
-                _minimal_accelerate(nproc, ds_path, environment), sort_keys=False)
+            minimal = _minimal_accelerate(nproc, ds_path, environment)
+            files[ACCELERATE_CONFIG] = yaml.safe_dump(minimal, sort_keys=False)
+            if minimal["distributed_type"] == "MULTI_GPU" and _cpu_only(environment):
+                env.setdefault(_CPU_RANKS, "true")  # the user's own value stays
             warnings.append(f"no accelerate config given: using a minimal one ({ACCELERATE_CONFIG} in the run "
                             "directory)")
         argv = [python, "-m", "accelerate.commands.launch", "--config_file", str(run_dir / ACCELERATE_CONFIG),
@@ -386,17 +389,25 @@ def _rendezvous_port(fixed: int | None, is_port_busy: Callable[[int], bool], fre
     return fixed
 
 
+def _cpu_only(environment: TrainingEnvironment | None) -> bool:
+    return environment is not None and environment.cuda_available is False
+
+
 def _minimal_accelerate(nproc: int, ds_path: str | None, environment: TrainingEnvironment | None
                         ) -> dict[str, Any]:
-    cpu_only = environment is not None and environment.cuda_available is False
+    """The accelerate config of a run given none. Several processes are MULTI_GPU also without CUDA: accelerate
+    launch starts them through torchrun only for MULTI_GPU (MULTI_CPU starts one, or several through mpirun with
+    an mpirun hostfile), and on the CPU ACCELERATE_USE_CPU in the run's environment (`_CPU_RANKS`) makes each rank
+    train there with gloo; use_cpu in the config would choose the one-process launcher."""
+    cpu_only = _cpu_only(environment)
     if ds_path:
         distributed, extra = "DEEPSPEED", {"deepspeed_config": {"deepspeed_config_file": ds_path}}
     elif nproc > 1:
-        distributed, extra = ("MULTI_CPU" if cpu_only else "MULTI_GPU"), {}
+        distributed, extra = "MULTI_GPU", {}
     else:
         distributed, extra = "NO", {}
     return {"compute_environment": "LOCAL_MACHINE", "distributed_type": distributed, "num_machines": 1,
-            "machine_rank": 0, "num_processes": nproc, "use_cpu": cpu_only and not ds_path, **extra}
+            "machine_rank": 0, "num_processes": nproc, "use_cpu": cpu_only and distributed == "NO", **extra}
 
 
 def _pin_gpus(env: dict[str, str], launcher: Launcher, gpus: Sequence[int], errors: list[str]) -> None:

@@ -107,6 +107,19 @@ def test_torchrun_trains_fsdp2_on_two_cpu_ranks(tmp_path: Path) -> None:
     assert leftovers(done) == []
 
 
+def test_accelerate_without_a_config_trains_on_every_cpu_rank_asked_for(tmp_path: Path) -> None:
+    # No config given: traindeck writes a minimal one for the probed interpreter, which has no CUDA here. accelerate
+    # launch starts several processes only through torchrun (MULTI_GPU) or mpirun; MULTI_CPU alone starts one.
+    run_id = traindeck_run("--launcher", "accelerate", "--nproc", "2", str(SCRIPTS / "step_timing_loop.py"),
+                           "--steps", "3", "--hidden", "32", cwd=tmp_path)
+    done = wait_finished(run_id, 300)
+    log = log_of(done)
+    assert done.state == "succeeded", (done.diagnosis, log[-3000:])
+    for rank in (0, 1):
+        assert f"[rank{rank}]: step_timing_loop: mode=accelerate rank={rank} " in log, log[-3000:]
+    assert set(ranks(done)) == {0, 1}
+
+
 @pytest.mark.skipif(not hasattr(importlib.import_module("torch.distributed.fsdp"), "FullyShardedDataParallel"),
                     reason="this torch has no torch.distributed.fsdp.FullyShardedDataParallel (FSDP1)")
 def test_torchrun_trains_fsdp1_on_two_cpu_ranks(tmp_path: Path) -> None:

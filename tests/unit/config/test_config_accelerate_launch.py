@@ -157,3 +157,31 @@ def test_use_cpu_is_not_passed_by_the_multi_gpu_launcher(monkeypatch: pytest.Mon
 def test_pdsh_without_hostfile_passes_none(monkeypatch: pytest.MonkeyPatch) -> None:
     _, cmd, _ = launch(DIR / "pitfall_ds_2_machines_no_hostfile.yaml", monkeypatch)
     assert cmd is not None and cmd[:3] == ["deepspeed", "--hostfile", "None"]
+
+
+MULTI_CPU = ("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nnum_machines: 1\nmachine_rank: 0\n"
+             "num_processes: 2\nuse_cpu: true\n")
+
+
+def warnings_at(path: Path) -> list[str]:
+    return [m.message for m in check_files([path]) if m.severity == "warning"]
+
+
+def test_multi_cpu_without_an_mpirun_hostfile_starts_one_process(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_simple_launcher_cmd_env
+
+    path = tmp_path / "multi_cpu.yaml"
+    path.write_text(MULTI_CPU)
+    args, _, _ = _validate_launch_command(launch_command_parser().parse_args(["--config_file", str(path), "t.py"]))
+    # Nothing that launch_command sends to torchrun, DeepSpeed or a TPU: it takes simple_launcher, the script once.
+    assert not (args.multi_gpu or args.use_deepspeed or args.use_fsdp or args.use_megatron_lm or args.tpu)
+    cmd, env = prepare_simple_launcher_cmd_env(args)
+    assert cmd[-1] == "t.py" and "mpirun" not in " ".join(cmd) and "WORLD_SIZE" not in env
+    assert any("MULTI_CPU without mpirun_config.mpirun_hostfile starts one process per machine" in w
+               for w in warnings_at(path))
+
+    with_mpi = tmp_path / "multi_cpu_mpi.yaml"
+    with_mpi.write_text(MULTI_CPU + "mpirun_config:\n  mpirun_hostfile: /etc/hosts\n")
+    assert not any("mpirun_hostfile starts one process" in w for w in warnings_at(with_mpi))

@@ -150,7 +150,12 @@ def test_accelerate_without_config_on_a_cpu_only_environment(workdir, run_dir):
                               device_count=0, accelerate="1.15.0", deepspeed=None)
     plan = plan_for(workdir, run_dir, launcher="accelerate", nproc=2, environment=cpu)
     accelerate = yaml.safe_load(plan.files[ACCELERATE_CONFIG])
-    assert (accelerate["distributed_type"], accelerate["use_cpu"], accelerate["num_processes"]) == ("MULTI_CPU", True, 2)
+    # MULTI_CPU would start one process (accelerate starts several on the CPU only through mpirun): torchrun starts
+    # both, and ACCELERATE_USE_CPU keeps each rank on the CPU.
+    assert (accelerate["distributed_type"], accelerate["use_cpu"], accelerate["num_processes"]) == ("MULTI_GPU", False, 2)
+    assert plan.env["ACCELERATE_USE_CPU"] == "true"
+    one = plan_for(workdir, run_dir, launcher="accelerate", nproc=1, environment=cpu)
+    assert yaml.safe_load(one.files[ACCELERATE_CONFIG])["use_cpu"] is True and "ACCELERATE_USE_CPU" not in one.env
     assert plan.errors == []
     assert any("CUDA is not available" in w for w in plan.warnings)
 
