@@ -167,10 +167,11 @@ def processes_and_machines(ctx: RuleContext) -> Iterable[Finding]:
         # The simple launcher runs the script once per `accelerate launch`; it starts mpirun only with a hostfile.
         yield ("warning", ("num_processes",),
                f"MULTI_CPU without mpirun_config.mpirun_hostfile starts one process per machine: accelerate launch "
-               f"starts several only through mpirun, so num_processes {n} is not reached and each process trains "
-               f"alone; to run several on this machine's CPUs without MPI, use distributed_type MULTI_GPU with "
-               f"use_cpu false and ACCELERATE_USE_CPU=true in the run's environment (torchrun then starts them, each "
-               f"on the CPU with gloo)")
+               f"starts several only through mpirun (with that hostfile, or when mpirun starts accelerate launch), "
+               f"so as traindeck launches it num_processes {n} is not reached and the process trains alone; to run "
+               f"several on this machine's CPUs without MPI, use distributed_type MULTI_GPU with use_cpu false and "
+               f"ACCELERATE_USE_CPU=true in the run's environment (torchrun then starts them, each on the CPU with "
+               f"gloo)")
     if dt == "MULTI_GPU" and n == 1 and m == 1:
         yield ("warning", ("num_processes",),
                "MULTI_GPU with one process on one machine is plain single-GPU training with DDP's overhead "

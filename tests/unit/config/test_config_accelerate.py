@@ -26,7 +26,11 @@ E, W = "error", "warning"
 # YAML files must get exactly these (file, severity, path) triples; a JSON file at least these.
 CASES: dict[str, tuple[tuple[str, ...], set[tuple[str, str, str, str]]]] = {
     **{name: ((name,), set()) for name in WRITTEN if name not in (
-        "written_fsdp1_shard_grad_op_size_wrap.yaml",)},
+        "written_fsdp1_shard_grad_op_size_wrap.yaml", "written_multi_cpu.yaml")},
+    # What `accelerate config` writes when mpirun is not to be launched: meant to run under the user's own mpirun.
+    "written MULTI_CPU, 4 processes, no mpirun: accelerate launch starts one": (
+        ("written_multi_cpu.yaml",),
+        {("written_multi_cpu.yaml", W, "num_processes", "num_processes 4 is not reached")}),
     "written FSDP1 SHARD_GRAD_OP: accelerate launch 1.15 runs FULL_SHARD": (
         ("written_fsdp1_shard_grad_op_size_wrap.yaml",),
         {("written_fsdp1_shard_grad_op_size_wrap.yaml", W, "fsdp_config.fsdp_reshard_after_forward",
@@ -123,7 +127,8 @@ CASES: dict[str, tuple[tuple[str, ...], set[tuple[str, str, str, str]]]] = {
         ("pitfall_fsdp_sync_module_states_off.yaml",),
         {("pitfall_fsdp_sync_module_states_off.yaml", E, "fsdp_config.fsdp_sync_module_states", "(its default)")}),
     "ipex_config was removed": (
-        ("pitfall_ipex_config.yaml",), {("pitfall_ipex_config.yaml", E, "ipex_config", "no longer supported")}),
+        ("pitfall_ipex_config.yaml",), {("pitfall_ipex_config.yaml", E, "ipex_config", "no longer supported"),
+                                        ("pitfall_ipex_config.yaml", W, "num_processes", "starts one process")}),
     "Megatron-LM degrees": (
         ("pitfall_megatron_degrees.yaml",),
         {("pitfall_megatron_degrees.yaml", E, "megatron_lm_config.megatron_lm_tp_degree",
