@@ -21,10 +21,11 @@ from PySide6.QtCore import QSettings, Qt  # noqa: E402
 
 from traindeck.backend.monitor import MachineProcessSampler  # noqa: E402
 from traindeck.gui.context import AppContext  # noqa: E402
+from traindeck.gui.pages.monitor.processes_panel import COLUMNS  # noqa: E402
 
 SHOTS = Path(os.environ.get("TRAINDECK_PROCACTION_SHOTS", "/tmp/s16-procs"))
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
-RSS, COMMAND = 3, 9  # the table's columns
+RSS, COMMAND = COLUMNS.index("RSS"), COLUMNS.index("Command")  # the table's columns
 
 
 @pytest.fixture

@@ -18,9 +18,11 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import QSettings, Qt  # noqa: E402
 
 from traindeck.gui.context import AppContext  # noqa: E402
+from traindeck.gui.pages.monitor.processes_panel import COLUMNS  # noqa: E402
 
 WAIT_MS = 15000
 SCREENSHOTS = Path(os.environ.get("TRAINDECK_PROCTABLE_SHOTS", "/tmp/proctable"))
+RUN, COMMAND = COLUMNS.index("Run"), COLUMNS.index("Command")
 
 
 @pytest.fixture
@@ -80,8 +82,8 @@ def test_the_process_table_lists_the_machine_sorted_filtered_and_the_watched_run
         pids = [int(text) for text in _column(page, 0)]
         assert os.getpid() in pids and len(pids) > 5  # the whole machine, this test included
         row = pids.index(child.pid)
-        assert model.index(row, 5).data() == "train_tiny · ab12"  # the run, named as the picker names it
-        assert model.index(row, 1).data() and "python" in model.index(row, 6).data()
+        assert model.index(row, RUN).data() == "train_tiny · ab12"  # the run, named as the picker names it
+        assert model.index(row, 1).data() and "python" in model.index(row, COMMAND).data()
         assert model.index(row, 0).data(Qt.ItemDataRole.BackgroundRole) is not None  # highlighted
         assert model.index(row, 0).data(Qt.ItemDataRole.FontRole).bold()
         mine = pids.index(os.getpid())
