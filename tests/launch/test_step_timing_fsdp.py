@@ -1,0 +1,96 @@
+"""Step timing of FSDP runs: torch's native FSDP2 (`fully_shard`) on 2 CPU ranks under torchrun, gloo.
+
+The script (fsdp_step_loop.py) is an unmodified loop that times its own optimizer steps and, on its own clock, every
+call into torch.distributed's all-gather and reduce-scatter entry points (FSDP2 gathers each unit's parameters in
+forward and again in backward, and reduce-scatters its gradients in backward: on the CPU all of them synchronous,
+through `all_gather_single`/`reduce_scatter_single` in this torch): the referee for the communication phase.
+
+accelerate's FSDP cannot run here: accelerate makes a run FSDP only on an accelerator (its AcceleratorState turns
+MULTI_GPU/NPU/XPU/... into FSDP, never MULTI_CPU, and `accelerate launch --cpu` skips the FSDP launcher), so on a
+host without a GPU an FSDP config trains unsharded (distributed_type NO, or MULTI_CPU with DDP under
+ACCELERATE_USE_CPU). Its ranks would be timed by the same hooks, since accelerate's FSDP2 is `fully_shard`.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+from support.runhelp import SCRIPTS, events, launch, leftovers, wait_finished
+from support.steptimes import assert_steps_agree
+
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+from traindeck.backend.steps import StepRecord, analyse, anatomy_table
+
+pytestmark = [pytest.mark.slow, pytest.mark.train]
+torch = pytest.importorskip("torch", reason="needs the train extra")
+
+LOOP = SCRIPTS / "fsdp_step_loop.py"
+STEPS = 12
+TOLERANCE = 0.05
+
+
+def _finished(run: RunRecord, timeout: float = 300) -> RunRecord:
+    done = wait_finished(run.id, timeout)
+    log = Path(done.run_dir, "output.log").read_text(errors="replace")
+    assert done.state == "succeeded", (done.diagnosis, log[-3000:])
+    assert leftovers(done) == []
+    return done
+
+
+def _steps(run: RunRecord) -> dict[int, dict[int, StepRecord]]:
+    with RunStore() as store:
+        records = store.steps(run.id)
+    out: dict[int, dict[int, StepRecord]] = {}
+    for record in records:
+        out.setdefault(record.rank, {})[record.step] = record
+    return out
+
+
+def test_fsdp2_under_torchrun_charges_its_collectives_to_communication(tmp_path: Path) -> None:
+    run = _finished(launch(LOOP, "--steps", str(STEPS), "--times", str(tmp_path / "times{rank}.json"),
+                           "--collectives", str(tmp_path / "comms{rank}.json"), launcher="torchrun", nproc=2,
+                           name="fsdp2"))
+    log = Path(run.run_dir, "output.log").read_text(errors="replace")
+    assert "mode=fsdp2 rank=1 model=FSDPSequential" in log, log[-3000:]
+    steps = _steps(run)
+    assert sorted(steps) == [0, 1], sorted(steps)
+    for rank, mine in steps.items():
+        assert sorted(mine) == list(range(1, STEPS + 1)), (rank, sorted(mine))
+        own = json.loads((tmp_path / f"times{rank}.json").read_text())["step_ms"]
+        comms = json.loads((tmp_path / f"comms{rank}.json").read_text())
+        assert comms["calls"].get("all_gather_single", 0) + comms["calls"].get("all_gather_into_tensor", 0) > 0, comms
+        for number in range(2, STEPS + 1):
+            record = mine[number]
+            for phase in ("forward", "backward", "communication", "optimizer"):
+                assert record.phase(phase) > 0, (rank, number, phase, record.phases_ms)
+            total = sum(record.phases_ms.values())
+            assert abs(total - record.step_ms) <= TOLERANCE * record.step_ms, (rank, number, total, record)
+        assert_steps_agree([(mine[n].step_ms, own[str(n)]) for n in range(3, STEPS + 1)], context=rank)
+        # The script's own clock around FSDP's all-gathers and reduce-scatters (outside traindeck's wrappers) and
+        # traindeck's communication phase hold the same time: the calls issue and wait on the collectives, and
+        # FSDP's copies into and out of the flat buffers stay in forward and backward.
+        ours = sum(mine[n].phase("communication") for n in range(2, STEPS + 1))
+        theirs = sum(comms["ms"][str(n)] for n in range(2, STEPS + 1))
+        print(f"rank {rank} steps 2-{STEPS}: communication {ours:.1f} ms, the script's clock {theirs:.1f} ms")
+        assert 0.95 * theirs <= ours <= 1.05 * theirs, (rank, ours, theirs)
+
+    # What the ranks' hooks said: an FSDP2 model, its collectives timed.
+    said = [text for kind, text in events(run.id) if kind == "step_timing"]
+    assert any("FSDP2 (fully_shard) model: its all-gathers, reduce-scatters and their waits" in t for t in said), said
+    assert not any("could not attach" in t for t in said), said
+
+    # The verdict names the larger of compute and communication, with its numbers, and nothing of ZeRO's.
+    anatomy = analyse([record for mine in steps.values() for record in mine.values()])
+    print("\n" + anatomy_table(anatomy))
+    slowest = anatomy.ranks[anatomy.slowest_rank or 0]
+    compute = slowest.bound_ms("compute")
+    communication = slowest.bound_ms("communication")
+    assert anatomy.bound == ("communication" if communication > compute else "compute"), anatomy.summary
+    assert anatomy.summary.startswith(f"{anatomy.bound}-bound: "), anatomy.summary
+    assert f"({slowest.bound_ms(anatomy.bound):.0f} ms of {slowest.step_ms:.0f} ms" in anatomy.summary
+    words = " ".join((anatomy.summary, *anatomy.advice))
+    assert not any(w in words for w in ("ZeRO", "CPU Adam", "offload")), words
+    assert statistics.median(r.phase("communication") for r in steps[0].values()) > 0
