@@ -12,6 +12,10 @@ their public entry points:
   hooks during the first step, then timed with hooks on that module alone), and torch.distributed's collectives.
 - Both: the wait on an asynchronous collective's handle (`torch.distributed.Work.wait`), where the collective's
   transfer and the wait for the other ranks happen (ZeRO-3's parameter all-gathers are asynchronous).
+- FSDP (torch's `fully_shard`, FSDP1, accelerate's FSDP plugin): nothing of its own. Its all-gathers and
+  reduce-scatters go through torch.distributed's public entry points (`all_gather_single`/`reduce_scatter_single`
+  in torch 2.13, `all_gather_into_tensor`/`reduce_scatter_tensor` before) and are timed there; the hooks line says
+  when the outermost model is FSDP-sharded, and if those entry points were not found.
 
 Time is charged to the innermost phase running (a collective inside backward is communication, not backward), and
 what runs outside every phase is "other" (data loading, the script's own work), so a step's phases add up to its
