@@ -6,7 +6,7 @@ Modules:
 - `side_channel`: `StepFiles`, the bounded incremental reader of <run dir>/steps/rank<R>.jsonl, and
   `RelayedSteps`, the writer of the lines the node agents send back from ranks on other machines;
 - `anatomy`: `StepAnatomy`, `RankAnatomy` (per-rank medians, peaks), the bounds, the slow-down;
-- `facts`: `RunFacts`, what the run's set-up says (its DeepSpeed config, cores, estimate);
+- `facts`: `RunFacts`, what the run's set-up says (its DeepSpeed config, cores, estimate, FSDP), and `fsdp_of`;
 - `memory`: per-rank GPU memory verdicts (fragmentation, estimate against the measured peak) from the step records
   or from DeepSpeed's MA/CA lines and torch's OOM message;
 - `advice`: the one-line verdict and the rules (from DeepSpeed's and PyTorch's docs) behind the advice;

@@ -6,6 +6,7 @@ from .anatomy import by_rank as by_rank
 from .anatomy import rank_anatomy as rank_anatomy
 from .anatomy import warmup_steps as warmup_steps
 from .facts import RunFacts as RunFacts
+from .facts import fsdp_of as fsdp_of
 from .memory import EstimateCheck as EstimateCheck
 from .memory import Fragmentation as Fragmentation
 from .memory import MemorySample as MemorySample

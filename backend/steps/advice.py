@@ -6,6 +6,8 @@ Each rule names the setting it is about and the document it comes from, so the a
   `allgather_bucket_size`, the aio block for NVMe;
 - DeepSpeed's ZeRO-Offload tutorial: CPU Adam's speed scales with the host cores each rank gets;
 - DeepSpeed PR #6557: "Invalidate trace cache" means ZeRO-3's prefetch schedule was thrown away that step;
+- PyTorch's FSDP docs: fully_shard's `reshard_after_forward`, FSDP1's `SHARD_GRAD_OP`, one all-gather and one
+  reduce-scatter per FSDP unit;
 - PyTorch's CUDA memory-management notes: a large reserved-but-unallocated gap is fragmentation, and
   `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` is the allocator's answer to it.
 """
@@ -71,6 +73,8 @@ def describe_bound(bound: str, slowest: RankAnatomy, ranks: Mapping[int, RankAna
         per = cores_per_rank(facts)
         if per is not None and facts is not None:
             said += f"; {facts.ranks_on_host} rank(s) share {facts.cpu_cores} core(s)"
+    if bound == "communication" and facts is not None and facts.fsdp:
+        said += f"; {facts.fsdp} gathers each unit's parameters and reduce-scatters its gradients every step"
     if bound == "swap":
         devices = [k for k in ("offload_optimizer", "offload_param") if _offload_device(zero, k) == "nvme"]
         if devices:
@@ -82,6 +86,20 @@ def describe_bound(bound: str, slowest: RankAnatomy, ranks: Mapping[int, RankAna
                  f"step, {slowest.own_work_ms / fastest.own_work_ms:.1f}x {_rank(fastest.rank, facts)}'s "
                  f"{fastest.own_work_ms:.0f} ms, so rank {fastest.rank} waits for it in communication")
     return said
+
+
+def _fsdp_advice(kind: str) -> list[str]:
+    """What shortens an FSDP run's communication, from PyTorch's FSDP documents (fully_shard's
+    reshard_after_forward and the FSDP1 sharding strategies) and accelerate's FSDP plugin settings."""
+    keep = ("reshard_after_forward=False in fully_shard (accelerate: fsdp_reshard_after_forward: false)"
+            if kind.startswith("FSDP2") else
+            "sharding_strategy=SHARD_GRAD_OP (accelerate: fsdp_reshard_after_forward: SHARD_GRAD_OP)")
+    return [f"{kind} gathers a unit's parameters in forward and again in backward: {keep} keeps them gathered "
+            f"from forward to backward, one all-gather a step instead of two, for the memory of the gathered "
+            f"parameters (PyTorch's FSDP docs)",
+            "each FSDP unit (each fully_shard call, or each module the auto-wrap policy wraps) is its own "
+            "all-gather and reduce-scatter with its own latency: fewer, larger units (wrapping whole transformer "
+            "blocks, not single layers) issue fewer collectives"]
 
 
 def advise(bound: str, ranks: Mapping[int, RankAnatomy], slowest: RankAnatomy, facts: RunFacts | None) -> list[str]:
@@ -117,6 +135,8 @@ def advise(bound: str, ranks: Mapping[int, RankAnatomy], slowest: RankAnatomy, f
         if value is not None and 0 < value < 1e6 and bound == "communication":
             out.append(f"{key} is {value:.0f} elements: many small collectives, each with its own latency "
                        f"(DeepSpeed's default is 5e8)")
+    if bound == "communication" and facts is not None and facts.fsdp:
+        out.extend(_fsdp_advice(facts.fsdp))
     steps = max((a.steps for a in ranks.values()), default=0)
     if facts is not None and facts.trace_cache_invalidations and steps:
         per_step = facts.trace_cache_invalidations / steps

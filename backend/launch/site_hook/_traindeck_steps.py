@@ -12,6 +12,10 @@ their public entry points:
   hooks during the first step, then timed with hooks on that module alone), and torch.distributed's collectives.
 - Both: the wait on an asynchronous collective's handle (`torch.distributed.Work.wait`), where the collective's
   transfer and the wait for the other ranks happen (ZeRO-3's parameter all-gathers are asynchronous).
+- FSDP (torch's `fully_shard`, FSDP1, accelerate's FSDP plugin): nothing of its own. Its all-gathers and
+  reduce-scatters go through torch.distributed's public entry points (`all_gather_single`/`reduce_scatter_single`
+  in torch 2.13, `all_gather_into_tensor`/`reduce_scatter_tensor` before) and are timed there; the hooks line says
+  when the outermost model is FSDP-sharded, and if those entry points were not found.
 
 Time is charged to the innermost phase running (a collective inside backward is communication, not backward), and
 what runs outside every phase is "other" (data loading, the script's own work), so a step's phases add up to its
@@ -140,6 +144,7 @@ class _Timing:
         self.statm_fd = None
         self.pinned_at = float("-inf")
         self.pinned = {}
+        self.wrapped = set()  # the torch.distributed entry points timed as communication ("Work.wait" too)
 
     # -- the clock --------------------------------------------------------------------------------------------
     def enter(self, phase):
@@ -441,9 +446,13 @@ def _wrap_functions(namespace, names, phase):
 
 
 # ---- torch ---------------------------------------------------------------------------------------------------
-_TORCH_COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
-                      "broadcast", "reduce", "barrier", "all_to_all", "all_to_all_single", "gather", "scatter",
-                      "all_reduce_coalesced", "all_gather_coalesced", "send", "recv", "monitored_barrier")
+# all_gather_single and reduce_scatter_single are what FSDP2 calls (torch >= 2.13; all_gather_into_tensor and
+# reduce_scatter_tensor call them there, and are what it calls before).
+_TORCH_COLLECTIVES = ("all_reduce", "all_gather", "all_gather_single", "all_gather_into_tensor", "reduce_scatter",
+                      "reduce_scatter_single", "reduce_scatter_tensor", "broadcast", "reduce", "barrier", "all_to_all",
+                      "all_to_all_single", "gather", "scatter", "all_reduce_coalesced", "all_gather_coalesced",
+                      "send", "recv", "isend", "irecv", "batch_isend_irecv", "monitored_barrier",
+                      "all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list")
 
 
 def _attach_torch(torch):
@@ -488,11 +497,15 @@ def _attach_torch(torch):
     try:
         import torch.distributed as dist
 
-        if _wrap_functions(dist, _TORCH_COLLECTIVES, "communication"):
+        done = _wrap_functions(dist, _TORCH_COLLECTIVES, "communication")
+        if done:
+            timing.wrapped.update(done)
             timing.note(attached="torch.distributed collectives")
         # An asynchronous collective (async_op=True: ZeRO-3's parameter all-gathers) returns at once and its
-        # transfer and the wait for the other ranks happen in Work.wait: that wait is communication too.
+        # transfer and the wait for the other ranks happen in Work.wait: that wait is communication too (a
+        # synchronous collective of torch.distributed waits there as well).
         if _wrap_functions(dist.Work, ("wait",), "communication"):
+            timing.wrapped.add("Work.wait")
             timing.note(attached="torch.distributed async collective waits")
     except (ImportError, AttributeError, TypeError):
         pass
@@ -539,13 +552,41 @@ def _attach_forward(torch):
             handle.remove()
         del handles[:]
         for module in roots.values():
-            module.register_forward_pre_hook(root_pre)
+            try:  # first, as the global hook ran: FSDP's own pre-forward (its root all-gather) is inside forward
+                module.register_forward_pre_hook(root_pre, prepend=True)
+            except TypeError:  # torch < 2.0
+                module.register_forward_pre_hook(root_pre)
             module.register_forward_hook(root_post)
         depth[0] = 0
+        _note_fsdp(roots.values())
 
     handles.append(register_module_forward_pre_hook(outermost_pre))
     handles.append(register_module_forward_hook(outermost_post))
     timing.settle_forward = settle
+
+
+def _note_fsdp(roots):
+    """Says in the hooks line when the outermost model is sharded by FSDP (the Step view's advice speaks of FSDP
+    then), and whether the entry points its collectives go through were found in this torch."""
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    if fsdp is None:
+        return
+    kinds = []
+    for name, label in (("FSDPModule", "FSDP2 (fully_shard)"), ("FullyShardedDataParallel", "FSDP1")):
+        cls = getattr(fsdp, name, None)
+        if isinstance(cls, type) and any(isinstance(module, cls) for module in roots):
+            kinds.append(label)
+    if not kinds:
+        return
+    wrapped = _TIMING.wrapped
+    gather = wrapped & {"all_gather_single", "all_gather_into_tensor"}
+    scatter = wrapped & {"reduce_scatter_single", "reduce_scatter_tensor"}
+    for kind in kinds:
+        if gather and scatter and "Work.wait" in wrapped:
+            _TIMING.note(attached=f"{kind} model: its all-gathers, reduce-scatters and their waits")
+        else:
+            _TIMING.note(missing=f"{kind} model: its collectives (torch.distributed's all-gather, reduce-scatter or "
+                                 f"Work.wait not found in this torch): they count in forward and backward")
 
 
 # ---- DeepSpeed -----------------------------------------------------------------------------------------------

@@ -1,13 +1,13 @@
 """A run's step anatomy as the CLI and the dashboard show it: the store's step rows, the run's set-up for the
 advice (its DeepSpeed config, cores and ranks, the pre-launch estimate, ZeRO-3's trace-cache invalidations in its
-log) and why a phase may be missing (what the ranks' hooks could not attach to, or timing turned off)."""
+log, an FSDP model its ranks' hooks saw) and why a phase may be missing (what the ranks' hooks could not attach to, or timing turned off)."""
 
 from __future__ import annotations
 
 import os
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from traindeck.backend.steps import (
     StepRecord,
     analyse,
     by_rank,
+    fsdp_of,
     samples_from_deepspeed,
     with_log_memory,
 )
@@ -170,6 +171,9 @@ def _records(record: RunRecord, store: RunStore, rank: int | None = None) -> lis
 
 def _anatomy(record: RunRecord, store: RunStore, records: list[StepRecord], rank: int | None) -> StepAnatomy:
     facts = run_facts(record, records, store.path)
+    fsdp = fsdp_of(e.text for e in store.events(record.id) if e.kind == _TIMING_EVENT)
+    if fsdp:  # the ranks' hooks saw an FSDP-sharded model
+        facts = replace(facts, fsdp=fsdp)
     anatomy = analyse(records, notes=timing_notes(record, store, bool(records)), facts=facts)
     if record.run_dir and not any(r.gpu_allocated is not None or r.gpu_peak_allocated is not None
                                   for r in records):  # no CUDA figures recorded: DeepSpeed's MA/CA lines

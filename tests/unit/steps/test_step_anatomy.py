@@ -25,6 +25,7 @@ from traindeck.backend.steps import (
     StepRecord,
     analyse,
     anatomy_table,
+    fsdp_of,
 )
 from traindeck.backend.steps.records import parse_line
 
@@ -213,6 +214,26 @@ def test_zero3_settings_of_zero_overlap_and_trace_cache_invalidations_are_named(
     assert any(a.startswith("ZeRO-3 invalidated its trace cache 25 time(s) over 10 steps (2.5 a step)")
                for a in advice)
     assert analyse(records).advice == ()
+
+
+def test_a_communication_bound_fsdp_run_is_told_about_resharding_and_units_not_zero() -> None:
+    said = ["rank 0: step timing attached to torch backward, FSDP2 (fully_shard) model: its all-gathers, "
+            "reduce-scatters and their waits"]
+    assert fsdp_of(said) == "FSDP2 (fully_shard)"
+    assert fsdp_of(["rank 0: step timing attached to torch backward"]) is None
+    bound = [step(r, n, forward=5, backward=6, communication=16, optimizer=4) for r in (0, 1) for n in range(1, 11)]
+    anatomy = analyse(bound, facts=RunFacts(fsdp="FSDP2 (fully_shard)", cpu_cores=2, ranks_on_host=2))
+    assert anatomy.summary.startswith("communication-bound: communication (collectives and their waits) takes 52% "
+                                      "of each step on both ranks (16 ms of 31 ms); FSDP2 (fully_shard) gathers")
+    assert any("reshard_after_forward=False in fully_shard (accelerate: fsdp_reshard_after_forward: false)" in a
+               for a in anatomy.advice), anatomy.advice
+    assert not any("ZeRO" in a or "CPU Adam" in a for a in anatomy.advice), anatomy.advice
+    fsdp1 = analyse(bound, facts=RunFacts(fsdp="FSDP1"))
+    assert any("SHARD_GRAD_OP" in a for a in fsdp1.advice), fsdp1.advice
+    # Compute-bound: FSDP's collectives are not what to change.
+    compute = [step(r, n, forward=20, backward=30, communication=10, optimizer=4) for r in (0, 1)
+               for n in range(1, 11)]
+    assert analyse(compute, facts=RunFacts(fsdp="FSDP2 (fully_shard)")).advice == ()
 
 
 # ---- the store, the supervisor's intake, the CLI -------------------------------------------------------------
