@@ -169,3 +169,28 @@ def test_a_young_runs_clock_axis_is_labelled_in_whole_seconds(qtbot) -> None:  #
     labels = [text for spacing, values in axis.tickValues(low, high, 1400)
               for text in axis.tickStrings(values, 1, spacing)]
     assert labels and not [text for text in labels if "." in text]
+
+
+def test_a_followers_new_data_moves_the_shared_x_range(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """The System view's loss chart leads the system charts' zoom: their samples, arriving when the loss has no
+    news, still move the range they all show."""
+    from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+    box = QWidget()
+    qtbot.addWidget(box)
+    leader, follower = TimeSeriesChart("loss", x_mode="step"), TimeSeriesChart("GPU", "%", x_mode="step")
+    layout = QVBoxLayout(box)
+    layout.addWidget(leader)
+    layout.addWidget(follower)
+    follower.link_x(leader)
+    leader.set_series("loss", [0.0, 10.0], [2.0, 1.0])
+    follower.set_series("GPU 0", [0.0, 10.0], [50.0, 60.0])
+    box.show()
+    qtbot.waitExposed(box)
+    leader.flush()
+    follower.flush()
+    assert leader.plot_item.getViewBox().viewRange()[0][1] < 20
+    follower.append("GPU 0", 100.0, 70.0)
+    leader.flush()
+    assert leader.plot_item.getViewBox().viewRange()[0][1] >= 100
+    assert follower.plot_item.getViewBox().viewRange()[0][1] >= 100

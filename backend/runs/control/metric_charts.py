@@ -344,10 +344,9 @@ def read_system_series(store: RunStore, run_id: str, after: float | None = None,
     info = recorded["info"]
     out = SystemSeries(samples=int(info.get("samples") or 0))
     t = recorded["t"]
-    if len(t):
-        out.last_t = float(np.nanmax(t))
-    if processes:
-        out.last_t = max(out.last_t or -math.inf, float(processes[-1]["t"]))
+    # The newest sample itself, not its bucket's first: the next read starts after every sample this one covered.
+    newest = [float(v) for v in (info.get("last_t"), processes[-1]["t"] if processes else None) if v is not None]
+    out.last_t = max(newest) if newest else None
 
     def add(chart: str, line: str, x: np.ndarray, y: np.ndarray) -> None:
         if len(y) and np.isfinite(y).any():
