@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from PySide6.QtWidgets import QScrollArea
 
 from traindeck.backend.core.paths import run_store_path
 from traindeck.backend.monitor.demo import demo_samples
@@ -120,12 +121,12 @@ def test_the_system_view_charts_the_runs_recorded_figures_on_each_x_axis_and_liv
     assert "by step" in page.charts.system.note.text()
 
 
-def test_each_absent_series_says_why_instead_of_an_empty_chart(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+def test_each_absent_series_says_why_instead_of_an_empty_chart(qtbot, make_runs_page) -> None:  # type: ignore[no-untyped-def]
     samples = [dataclasses.replace(s, gpus=(), gpu_error=NO_NVML, run=None)
                for s in demo_samples(seconds=30, end=time.time() - 5)]
     record = add_run(samples[0].t, [(1, samples[0].t + 1)], state="succeeded")
     record_samples(record.id, samples).close()
-    page = make_page()
+    page = make_runs_page((1500, 700))
     page.charts.set_x_mode("time")
     open_system(qtbot, page, record)
     charts = page.charts.system.charts
@@ -137,6 +138,10 @@ def test_each_absent_series_says_why_instead_of_an_empty_chart(qtbot, make_page)
     slot = page.charts.system.slots["gpu_util"]
     assert slot.isVisible() and slot.label.isVisible() and not slot.chart.isVisible()
     assert "GPU utilisation" in slot.label.text()
+    # The words take the chart's room: with the tabs given the height, the view fits without scrolling.
+    page.toggle_maximised()
+    scroll = page.charts.system.findChild(QScrollArea)
+    qtbot.waitUntil(lambda: 0 < scroll.widget().height() <= scroll.viewport().height(), timeout=WAIT_MS)
 
 
 def test_a_run_without_samples_says_so_in_every_chart(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]

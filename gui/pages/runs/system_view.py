@@ -14,7 +14,15 @@ import html
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QGridLayout, QLabel, QScrollArea, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QGridLayout,
+    QLabel,
+    QScrollArea,
+    QSizePolicy,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from traindeck.backend.runs import SYSTEM_CHARTS, SystemChart
 from traindeck.gui.theme import set_muted
@@ -24,6 +32,14 @@ SYSTEM_COLUMNS = 3  # the system charts beside the loss chart, which takes the f
 SYSTEM_CELL_HEIGHT = 150  # px: as the metrics grid's cells; a low pane scrolls rather than squeezing them
 
 
+class ReasonLabel(QLabel):
+    """Words wrapped in the room a chart has. Not height-for-width: a scroll area holding a wrapped label sizes its
+    page to the labels' preferred heights, and the view would scroll where it fits."""
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802
+        return False
+
+
 class SystemSlot(QStackedWidget):
     """A system chart, or in its place why it has nothing to draw."""
 
@@ -31,10 +47,11 @@ class SystemSlot(QStackedWidget):
         super().__init__()
         self.spec, self.chart = spec, chart
         self.reason: str | None = None
-        self.label = QLabel()
+        self.label = ReasonLabel()
         self.label.setWordWrap(True)
         self.label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)  # the chart's room
         self.addWidget(chart)
         self.addWidget(self.label)
         self.setMinimumHeight(SYSTEM_CELL_HEIGHT)
