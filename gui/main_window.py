@@ -61,7 +61,7 @@ SHORTCUTS = (
     ("Ctrl+F", "History, Runs' run list: filter the runs"),
     ("Ctrl+Shift+L", "Runs: diagnose a log from anywhere (or drop the file on the page)"),
     ("Alt+C / Alt+K / Alt+S", "Runs: the Charts / Checkpoints / Step tab"),
-    ("Alt+O / Alt+A", "Runs: charts overview / all metrics"),
+    ("Alt+O / Alt+A / Alt+Y", "Runs: charts overview / all metrics / system (GPU, CPU, memory, disk, network)"),
     ("Alt+M", "Runs: charts smoothing (then the arrow keys)"),
     ("Alt+L / Alt+X", "Runs: charts log y on or off / next x axis (step, wall time, since start)"),
     ("Alt+End", "Runs: charts follow the newest data again"),

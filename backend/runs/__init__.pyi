@@ -65,9 +65,12 @@ from .control.lineage import (
 from .control.live_rate import RateText as RateText
 from .control.live_rate import rate_text as rate_text
 from .control.metric_charts import MAX_SMOOTHING as MAX_SMOOTHING
+from .control.metric_charts import SYSTEM_CHARTS as SYSTEM_CHARTS
 from .control.metric_charts import X_MODES as X_MODES
 from .control.metric_charts import LastFigure as LastFigure
 from .control.metric_charts import StepClock as StepClock
+from .control.metric_charts import SystemChart as SystemChart
+from .control.metric_charts import SystemSeries as SystemSeries
 from .control.metric_charts import XMode as XMode
 from .control.metric_charts import ema as ema
 from .control.metric_charts import filter_metrics as filter_metrics
@@ -77,6 +80,8 @@ from .control.metric_charts import page_of as page_of
 from .control.metric_charts import positive_only as positive_only
 from .control.metric_charts import read_metric_table as read_metric_table
 from .control.metric_charts import read_step_clock as read_step_clock
+from .control.metric_charts import read_system_series as read_system_series
+from .control.metric_charts import time_x as time_x
 from .control.metric_charts import write_export as write_export
 from .control.metric_charts import write_metrics_csv as write_metrics_csv
 from .control.metric_charts import x_values as x_values

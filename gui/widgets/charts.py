@@ -68,6 +68,7 @@ from traindeck.gui.widgets.chart_axis import (
     UnitAxisItem,
     duration_tick,
     format_value,
+    whole_seconds,
 )
 from traindeck.gui.widgets.chart_series import ChartSeries, as_array, peak_decimate
 
@@ -351,7 +352,9 @@ class TimeSeriesChart(QWidget):
 
     def _make_x_axis(self) -> pg.AxisItem:
         if self._x_mode == "time":
-            return pg.DateAxisItem(orientation="bottom")
+            axis = pg.DateAxisItem(orientation="bottom")
+            whole_seconds(axis)  # 12:04:05 over a young run, never "05.500"
+            return axis
         if self._x_mode == "relative":
             return DurationAxisItem()
         axis = pg.AxisItem(orientation="bottom")
@@ -471,6 +474,8 @@ class TimeSeriesChart(QWidget):
         self._dirty = True
         if not self._timer.isActive():
             self._timer.start()
+        if self._leader is not None and self._leader._follow_x:
+            self._leader._schedule()  # the shared x range follows this chart's data too (see link_x)
 
     def flush(self) -> None:
         """Push buffered data to the curves and refit the view now (the timer does this on its own)."""

@@ -67,7 +67,7 @@ CHARTS_SHARE = 0.55  # the tabs' share of the height once the run has metrics (u
 MAXIMISE_KEY = "Ctrl+Shift+M"
 # The page's keys: the window's (they work right after Ctrl+3, wherever the focus is); Qt ignores a hidden page's,
 # so other pages may use the same keys. F1 lists them (main_window.SHORTCUTS).
-KEYS = ("Alt+C", "Alt+K", "Alt+S", "Alt+O", "Alt+A", "Alt+M", "Alt+L", "Alt+X", "Alt+End", MAXIMISE_KEY)
+KEYS = ("Alt+C", "Alt+K", "Alt+S", "Alt+O", "Alt+A", "Alt+Y", "Alt+M", "Alt+L", "Alt+X", "Alt+End", MAXIMISE_KEY)
 
 
 def _true(value: object) -> bool:
@@ -227,6 +227,7 @@ class RunsPage(Page):
             "Alt+S": show_tab(self.step_panel),
             "Alt+O": in_charts(charts.overview_button.click),
             "Alt+A": in_charts(charts.grid_button.click),
+            "Alt+Y": in_charts(charts.system_button.click),
             "Alt+M": in_charts(lambda: charts.smoothing_slider.setFocus(Qt.FocusReason.ShortcutFocusReason)),
             "Alt+L": in_charts(charts.log_box.toggle),
             "Alt+X": in_charts(charts.next_x_mode),
@@ -239,7 +240,7 @@ class RunsPage(Page):
             shortcut = self.shortcuts[keys] = QShortcut(QKeySequence(keys), self)
             shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
             shortcut.activated.connect(action)
-        tabs.setTabToolTip(0, "The run's metrics as charts (Alt+C; Alt+O overview, Alt+A all metrics; "
+        tabs.setTabToolTip(0, "The run's metrics as charts (Alt+C; Alt+O overview, Alt+A all metrics, Alt+Y system; "
                               f"{MAXIMISE_KEY}: the tabs fill the height and back)")
         tabs.setTabToolTip(tabs.checkpoints_tab, "The run's checkpoints (Alt+K)")
         tabs.setTabToolTip(tabs.step_tab, f"{tabs.tabToolTip(tabs.step_tab)} (Alt+S)")

@@ -2,8 +2,11 @@
 zoom re-reads at full resolution. ChartsPanel reads the series from the WatchedRun it is given; the page hands it
 each poll's news and says when to draw.
 
-Two views of the run's metrics: "Overview" (the losses and one chosen metric) and "All metrics" (MetricsGrid,
-metrics_grid.py: a small chart per metric, filtered, pinned, a page at a time). Options over both views:
+Three views of the run: "Overview" (the losses and one chosen metric), "All metrics" (MetricsGrid,
+metrics_grid.py: a small chart per metric, filtered, pinned, a page at a time) and "System" (SystemView,
+system_view.py: the losses beside the run's recorded GPU, CPU, memory, disk and network figures, one zoom for all;
+read from the run store on the page's background reads while the view is shown, only the samples recorded since
+the last read each poll). Options over the views:
 smoothing (TensorBoard's EMA), a log scale for y, x by step, wall time or time since the run's start; export of
 the charts as PNG and their data as CSV (buttons, and each chart's right-click menu). Each legend names its line's
 newest point, so it moves when the line is redrawn and the two never disagree; "Last metrics" beside them shows
@@ -27,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QButtonGroup,
     QCheckBox,
@@ -49,12 +53,15 @@ from traindeck.backend.runs import (
     LastFigure,
     RunRecord,
     StepClock,
+    SystemSeries,
     ViewChange,
     WatchedRun,
     XMode,
     last_figures,
     read_metric_table,
     read_step_clock,
+    read_system_series,
+    time_x,
     write_export,
     write_metrics_csv,
     x_values,
@@ -62,6 +69,7 @@ from traindeck.backend.runs import (
 from traindeck.backend.runs.control import view as watch
 from traindeck.gui.pages.runs.metrics_grid import MetricsGrid
 from traindeck.gui.pages.runs.source import RunsSource
+from traindeck.gui.pages.runs.system_view import SystemView
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.chart_axis import format_value
 from traindeck.gui.widgets.charts import TimeSeriesChart
@@ -80,6 +88,16 @@ LEGEND_DIGITS = 4  # the legends' figures as "Last metrics" writes them
 X_CHOICES: tuple[tuple[str, XMode], ...] = (("Step", "step"), ("Wall time", "time"),
                                             ("Time since start", "relative"))
 SETTINGS = "runs/charts/"  # + smoothing, log_y, x_mode, view
+VIEWS = ("overview", "grid", "system")
+# A system chart holds its newest SYSTEM_RECENT samples whole (2 hours at 1 Hz) and folds older ones into
+# SYSTEM_OLDER min/max buckets: bounded however long a live run is watched.
+SYSTEM_RECENT = 7_200
+SYSTEM_OLDER = 2_000
+STEP_NOTE = ("System charts by step: each sample sits at the step the run was at then (interpolated between "
+             "logged steps); samples before the first step are left out.")
+NO_STEPS_NOTE = ("x by step: the run has logged fewer than two steps, so its samples cannot be placed by step yet. "
+                 "Choose x: wall time or time since start (Alt+X) to see them.")
+REMOTE_WORDS = "System charts are read from this machine's run store; another machine's runs do not show them yet."
 
 
 def figure_text(value: float) -> str:
@@ -121,6 +139,13 @@ class ChartsPanel(QWidget):
         self.figures: dict[str, LastFigure] = {}  # the read the legends and "Last metrics" show
         self._clock = StepClock()  # when each step was logged: x by wall time or since the start
         self._clock_asked = False
+        self._clock_known = False  # the history read (read_step_clock) arrived
+        # The System view's reads: the newest sample drawn (the next read asks for those after it), whether a read
+        # is on its way (one at a time), and a count that drops answers for charts since replaced.
+        self._system_last_t: float | None = None
+        self._system_reading = False
+        self._system_again = False
+        self._system_generation = 0
         self.smoothing = SmoothingSlider.remembered(self._settings, SETTINGS + "smoothing")
         self.log_y = str(self._settings.value(SETTINGS + "log_y", "false")).lower() == "true"
         mode = str(self._settings.value(SETTINGS + "x_mode", "step"))
@@ -145,9 +170,11 @@ class ChartsPanel(QWidget):
         self._charts_layout.addWidget(other, 1)
         self.grid = MetricsGrid(self._settings, self._make_grid_chart)
         self.grid.shown_changed.connect(self._grid_shown_changed)
+        self.system = SystemView(self._make_system_chart)
         self.views = QStackedWidget()
         self.views.addWidget(self.overview)
         self.views.addWidget(self.grid)
+        self.views.addWidget(self.system)
 
         self.metrics_grid = QGridLayout()
         self.metrics_grid.setVerticalSpacing(2)
@@ -167,20 +194,24 @@ class ChartsPanel(QWidget):
         layout.setSpacing(2)
         layout.addLayout(self._build_toolbar())
         layout.addLayout(body, 1)
-        self._show_view(str(self._settings.value(SETTINGS + "view", "overview")) == "grid", remember=False)
+        self._show_view(str(self._settings.value(SETTINGS + "view", "overview")), remember=False)
 
     def _build_toolbar(self) -> QHBoxLayout:
         self.overview_button = QPushButton("Overview")
         self.overview_button.setToolTip("The losses and one chosen metric (Alt+O)")
         self.grid_button = QPushButton("All metrics")
         self.grid_button.setToolTip("A chart for every metric the run logs: filter, pin, page through them (Alt+A)")
+        self.system_button = QPushButton("System")
+        self.system_button.setToolTip("The losses beside the run's recorded GPU utilisation and memory, host CPU, "
+                                      "ranks' memory, disk and network, one zoom for all (Alt+Y)")
         self._view_buttons = QButtonGroup(self)
-        for button in (self.overview_button, self.grid_button):
+        for button in (self.overview_button, self.grid_button, self.system_button):
             button.setCheckable(True)
             button.setFlat(True)
             self._view_buttons.addButton(button)
-        self.overview_button.clicked.connect(lambda: self._show_view(False))
-        self.grid_button.clicked.connect(lambda: self._show_view(True))
+        self.overview_button.clicked.connect(lambda: self._show_view("overview"))
+        self.grid_button.clicked.connect(lambda: self._show_view("grid"))
+        self.system_button.clicked.connect(lambda: self._show_view("system"))
         self.smoothing_choice = SmoothingSlider(self._settings, SETTINGS + "smoothing")
         self.smoothing_choice.changed.connect(self._smoothing_changed)
         self.smoothing_slider = self.smoothing_choice.slider
@@ -208,6 +239,7 @@ class ChartsPanel(QWidget):
         bar.setContentsMargins(0, 0, 0, 0)
         bar.addWidget(self.overview_button)
         bar.addWidget(self.grid_button)
+        bar.addWidget(self.system_button)
         bar.addSpacing(12)
         bar.addWidget(self.smoothing_choice)
         bar.addWidget(self.log_box)
@@ -216,6 +248,11 @@ class ChartsPanel(QWidget):
         bar.addWidget(self.export_button)
         return bar
 
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
+        super().showEvent(event)
+        # Back on the Charts tab (or the page): the System view catches up now, also for a run no longer polled.
+        QTimer.singleShot(0, self._read_system)
+
     @property
     def _other_name(self) -> str | None:
         return self._watched.other
@@ -223,6 +260,10 @@ class ChartsPanel(QWidget):
     @property
     def grid_shown(self) -> bool:
         return self.views.currentWidget() is self.grid
+
+    @property
+    def system_shown(self) -> bool:
+        return self.views.currentWidget() is self.system
 
     def open_run(self) -> None:
         """Another run is open: fresh charts, no metric chosen, nothing drawn."""
@@ -233,8 +274,10 @@ class ChartsPanel(QWidget):
         self._detail = {}
         self._clock = StepClock()
         self._clock_asked = False
+        self._clock_known = False
         self.figures = {}
         self._new_loss_chart()
+        self._reset_system()
         self._set_other(None)
         self.other_box.blockSignals(True)
         self.other_box.clear()
@@ -275,6 +318,7 @@ class ChartsPanel(QWidget):
         self._undrawn |= change.series
         if change.series:
             self._draw_if_shown()  # the new points on screen as they arrive (at the pace the draws' cost allows)
+        self._read_system()  # each poll: the samples recorded since (the System view only, on screen only)
 
     # ------------------------------------------------------------------------------------------------ options
     def set_smoothing(self, weight: float) -> None:
@@ -298,12 +342,17 @@ class ChartsPanel(QWidget):
             return
         self.x_mode = mode
         self._settings.setValue(SETTINGS + "x_mode", mode)
+        self.x_box.blockSignals(True)  # the box names the axis shown also when it was set from elsewhere
+        self.x_box.setCurrentIndex(max(0, self.x_box.findData(mode)))
+        self.x_box.blockSignals(False)
         self._detail = {}  # re-read ranges are in steps
         self._want_clock()
         for chart in self._all_charts():
             chart.x_mode = self.x_mode
             chart.follow()
+        self._reset_system()  # its samples placed on the new axis: read again whole
         self._redraw_all()
+        self._read_system()
 
     def next_x_mode(self) -> None:
         """The next x axis of X_CHOICES (step, wall time, since the start), as the x box shows it."""
@@ -315,13 +364,21 @@ class ChartsPanel(QWidget):
             if not chart.following:
                 chart.follow()
 
-    def _show_view(self, grid: bool, remember: bool = True) -> None:
-        (self.grid_button if grid else self.overview_button).setChecked(True)
-        self.views.setCurrentWidget(self.grid if grid else self.overview)
+    def _show_view(self, view: str, remember: bool = True) -> None:
+        """Show "overview", "grid" or "system" (remembered); an unknown name shows the overview."""
+        view = view if view in VIEWS else "overview"
+        button, widget = {"overview": (self.overview_button, self.overview), "grid": (self.grid_button, self.grid),
+                          "system": (self.system_button, self.system)}[view]
+        button.setChecked(True)
+        leaving_system = self.system_shown and widget is not self.system
+        self.views.setCurrentWidget(widget)
         if remember:
-            self._settings.setValue(SETTINGS + "view", "grid" if grid else "overview")
+            self._settings.setValue(SETTINGS + "view", view)
+        if leaving_system:
+            self._reset_system()  # not kept up to date off screen: read again whole on return
         self._grid_shown_changed()
         self._redraw_all()
+        self._read_system()
 
     def _grid_shown_changed(self) -> None:
         """Read what the grid shows (only while it is shown: the overview costs what it always did)."""
@@ -339,8 +396,9 @@ class ChartsPanel(QWidget):
         self.draw(force=True)
 
     def _want_clock(self) -> None:
-        """x by time needs when each step was logged: the run's history read once (then each poll's newest)."""
-        if self.x_mode == "step" or self._clock_asked or self._watched.run_id is None:
+        """x by time needs when each step was logged, and so do the System view's samples by step: the run's
+        history read once (then each poll's newest)."""
+        if (self.x_mode == "step" and not self.system_shown) or self._clock_asked or self._watched.run_id is None:
             return
         self._clock_asked = True
         generation = self._watched.generation
@@ -351,8 +409,13 @@ class ChartsPanel(QWidget):
         if generation != self._watched.generation:
             return
         self._clock.add([step for step, _ in pairs], [t for _, t in pairs])
+        self._clock_known = True
         if self.x_mode != "step":
             self._redraw_all()
+        elif self.system_shown:
+            self._reset_system()  # samples placed by steps now known
+            self._redraw_all()
+            self._read_system()
 
     # ------------------------------------------------------------------------------------------------ drawing
     def draw(self, force: bool = False) -> None:
@@ -472,16 +535,21 @@ class ChartsPanel(QWidget):
         if self.grid_shown:
             chart = self.grid.charts.get(name)
             return [chart] if chart is not None else []
+        if self.system_shown:
+            return [self.system.loss_chart] if "loss" in name.lower() else []
         return [self._chart_of(name)] if "loss" in name.lower() or name == self._other_name else []
 
     def _chart_of(self, name: str) -> TimeSeriesChart:
         return self.loss_chart if "loss" in name.lower() else self.other_chart
 
     def _shown_charts(self) -> list[TimeSeriesChart]:
+        if self.system_shown:
+            return self.system.all_charts()
         return list(self.grid.charts.values()) if self.grid_shown else [self.loss_chart, self.other_chart]
 
     def _all_charts(self) -> list[TimeSeriesChart]:
-        return [self.loss_chart, self.other_chart, *self.grid.charts.values()]
+        """The metric charts (smoothing and log y apply to them; the system charts keep their units from 0)."""
+        return [self.loss_chart, self.other_chart, *self.grid.charts.values(), self.system.loss_chart]
 
     def _make_chart(self, title: str) -> TimeSeriesChart:
         chart = TimeSeriesChart(title, x_mode=self.x_mode, smoothing=self.smoothing, log_y=self.log_y)
@@ -491,6 +559,96 @@ class ChartsPanel(QWidget):
         chart.add_menu_action("Save chart as PNG…", lambda: self._ask_path("png", chart))
         chart.add_menu_action("Save its data as CSV…", lambda: self._ask_path("csv", chart))
         return chart
+
+    def _make_system_chart(self, title: str, unit: str) -> TimeSeriesChart:
+        """The System view's loss chart (a metric chart, unit "") or one of its system charts."""
+        if not unit:
+            return self._make_chart(title)
+        chart = TimeSeriesChart(title, unit, x_mode=self.x_mode, max_points=SYSTEM_RECENT,
+                                older_buckets=SYSTEM_OLDER)
+        chart.add_menu_action("Save chart as PNG…", lambda: self._ask_path("png", chart))
+        return chart
+
+    # ------------------------------------------------------------------------------------------------ system
+    def _reset_system(self) -> None:
+        """The System view's charts made again, empty, and its samples to be read whole (another run, another x
+        axis, the view left)."""
+        self._system_generation += 1
+        self._system_last_t = None
+        self._system_reading = self._system_again = False
+        self.system.renew()
+        self.system.set_note("")
+        # The new loss chart is handed its series whole on the next draw (its point count is not what was fed).
+        self._undrawn |= {n for n in self._watched.series if "loss" in n.lower()}
+
+    def _read_system(self) -> None:
+        """Read the run's samples recorded since the last read (all of them at first), off the UI thread, while the
+        System view is on screen; one read at a time (a poll meanwhile asks for one more after it)."""
+        run_id, record = self._watched.run_id, self._watched.record
+        if not self.system_shown or run_id is None or record is None or not self.isVisible():
+            return
+        if self._system_reading:
+            self._system_again = True
+            return
+        if self._source.remote is not None:
+            self.system.set_note(REMOTE_WORDS)
+            for slot in self.system.slots.values():
+                slot.set_reason(REMOTE_WORDS)
+            return
+        if self.x_mode == "step":
+            self._want_clock()
+            self._feed_clock()
+            if not self._clock_known:
+                return  # read once the clock is: samples are placed by it
+            if len(self._clock) < 2:
+                self.system.set_note(NO_STEPS_NOTE)
+                return
+            self.system.set_note(STEP_NOTE)
+        self._system_reading = True
+        generation = self._system_generation
+        self._source.call(read_system_series, run_id, self._system_last_t, live=not record.finished,
+                          done=functools.partial(self._system_arrived, generation),
+                          failed=functools.partial(self._system_failed, generation))
+
+    def _system_failed(self, generation: int, text: str) -> None:
+        if generation == self._system_generation:
+            self._system_reading = False
+            self._source.report_failure(text)
+
+    def _system_arrived(self, generation: int, read: SystemSeries) -> None:
+        """Hand the system charts the samples read, placed on the tab's x axis; say why where a chart has none."""
+        if generation != self._system_generation:
+            return  # for charts since replaced
+        self._system_reading = False
+        start = self._run_start()
+        for key, lines in read.lines.items():
+            chart = self.system.charts.get(key)
+            if chart is None:
+                continue
+            for line, (t, y) in lines.items():
+                x = time_x(t, self.x_mode, clock=self._clock, start=start)
+                placed = np.isfinite(x)  # by step: none before the first logged step
+                if placed.any():
+                    chart.append(line, x[placed], y[placed])
+        for key, values in read.references.items():
+            chart = self.system.charts.get(key)
+            if chart is not None:
+                for label, value in values.items():
+                    chart.add_reference(value, label)
+        for key, slot in self.system.slots.items():
+            if key in read.missing:
+                slot.set_reason(read.missing[key])
+            else:
+                slot.update_shown()
+        if read.last_t is not None:
+            self._system_last_t = max(read.last_t, self._system_last_t or read.last_t)
+        if self._system_again:
+            self._system_again = False
+            self._read_system()
+
+    def system_reason(self, key: str) -> str | None:
+        """What the System view says in place of chart `key` (None: the chart is shown), for tests and the tour."""
+        return self.system.slots[key].reason_shown
 
     def _make_grid_chart(self, name: str) -> TimeSeriesChart:
         chart = self._make_chart("")  # the cell above it names the metric

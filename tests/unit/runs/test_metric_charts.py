@@ -1,5 +1,5 @@
 """The metric charts' numbers without widgets: TensorBoard's smoothing, the grid's filter and pages, the step clock
-and x modes, log-scale masking, last figures and the CSV export (a real run store)."""
+and x modes, log-scale masking, last figures, the CSV export and the system series (a real run store)."""
 
 from __future__ import annotations
 
@@ -170,3 +170,55 @@ def test_a_watched_run_reads_and_keeps_only_the_series_shown(tmp_path):
     assert not model.set_shown(["m151"])  # held already; m150 is forgotten with its chart
     assert set(model.series) == {"loss", "m000", "m151"}
     store.close()
+
+
+def test_step_clock_maps_sample_times_back_to_steps():
+    clock = StepClock()
+    assert np.isnan(clock.steps(np.array([5.0]))).all()  # no pace yet
+    clock.add([10, 20, 30], [100.0, 110.0, 130.0])
+    steps = clock.steps(np.array([90.0, 100.0, 105.0, 120.0, 130.0, 140.0]))
+    assert np.isnan(steps[0])  # before the first logged step
+    assert steps[1:].tolist() == pytest.approx([10.0, 15.0, 25.0, 30.0, 30.0 + 10 * 20 / 30])
+
+
+def test_system_series_read_whole_then_only_what_came_after(tmp_path):
+    """A real recording: a first read buckets the run (peaks kept), the next gives exactly the samples recorded since,
+    however the first read's buckets fell; a run without GPUs says so in NVML's words."""
+    import dataclasses
+
+    from traindeck.backend.monitor.demo import demo_samples
+    from traindeck.backend.monitor.sample_store import ResourceWriter
+    from traindeck.backend.runs import read_system_series
+
+    path = tmp_path / "runs.sqlite3"
+    samples = demo_samples(seconds=1500, end=time.time() - 10)
+    with RunStore(path) as store:
+        writer = ResourceWriter(path, "r1", interval_s=1.0, started_at=samples[0].t)
+        for sample in samples[:-3]:
+            writer.write(sample, commit=False)
+        writer.commit()
+        first = read_system_series(store, "r1", max_points=100)
+        assert len(first.lines["gpu_util"]["GPU 0"][0]) == 100
+        peak = max(s.gpus[0].memory_used_bytes for s in samples[:-3])  # levels keep their peak, rates their mean
+        assert first.lines["gpu_memory"]["GPU 0"][1].max() == peak
+        assert first.last_t == samples[-4].t and not first.missing
+        for sample in samples[-3:]:
+            writer.write(sample)
+        writer.close()
+        then = read_system_series(store, "r1", first.last_t, live=True)
+        t, values = then.lines["cpu"]["host"]
+        assert t.tolist() == [s.t for s in samples[-3:]]
+        assert values.tolist() == pytest.approx([s.host.cpu_percent for s in samples[-3:]])
+        assert list(then.lines["rank_rss"]) == ["rank 0", "rank 1", "all ranks"]
+        assert read_system_series(store, "r1", then.last_t).lines == {}  # nothing new
+
+        bare = [dataclasses.replace(s, gpus=(), gpu_error="NVML_ERROR_DRIVER_NOT_LOADED") for s in samples[:5]]
+        writer = ResourceWriter(path, "r2", interval_s=1.0, started_at=bare[0].t)
+        for sample in bare:
+            writer.write(sample)
+        writer.close()
+        read = read_system_series(store, "r2", live=True)
+        assert read.missing == {"gpu_util": "No NVIDIA GPU found: NVML_ERROR_DRIVER_NOT_LOADED.",
+                                "gpu_memory": "No NVIDIA GPU found: NVML_ERROR_DRIVER_NOT_LOADED."}
+        assert read_system_series(store, "r3", live=True).missing["cpu"].startswith(
+            "No resource samples recorded for this run yet")

@@ -1,0 +1,129 @@
+"""The Charts tab's System view: the run's loss beside its recorded system figures (each GPU's utilisation and
+memory, the host's CPU, the ranks' RSS, disk and network), as W&B's run page has them, so a dip in GPU use lines
+up with what the loss did then. The charts share one x axis (zoom one, all follow) and the tab's x option.
+
+The figures are the run's resource samples, recorded every second by its supervisor and read from the run store
+(backend/runs/control/metric_charts.py: read_system_series) by the panel that holds this view, on its background
+reads; the view only draws them. A chart with nothing to draw says why in its place ("No NVIDIA GPU found: ..."),
+never an empty axis.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QGridLayout,
+    QLabel,
+    QScrollArea,
+    QSizePolicy,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from traindeck.backend.runs import SYSTEM_CHARTS, SystemChart
+from traindeck.gui.theme import set_muted
+from traindeck.gui.widgets.charts import TimeSeriesChart
+
+SYSTEM_COLUMNS = 3  # the system charts beside the loss chart, which takes the first column's two rows
+SYSTEM_CELL_HEIGHT = 150  # px: as the metrics grid's cells; a low pane scrolls rather than squeezing them
+
+
+class ReasonLabel(QLabel):
+    """Words wrapped in the room a chart has. Not height-for-width: a scroll area holding a wrapped label sizes its
+    page to the labels' preferred heights, and the view would scroll where it fits."""
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802
+        return False
+
+
+class SystemSlot(QStackedWidget):
+    """A system chart, or in its place why it has nothing to draw."""
+
+    def __init__(self, spec: SystemChart, chart: TimeSeriesChart) -> None:
+        super().__init__()
+        self.spec, self.chart = spec, chart
+        self.reason: str | None = None
+        self.label = ReasonLabel()
+        self.label.setWordWrap(True)
+        self.label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)  # the chart's room
+        self.addWidget(chart)
+        self.addWidget(self.label)
+        self.setMinimumHeight(SYSTEM_CELL_HEIGHT)
+
+    def set_reason(self, reason: str | None) -> None:
+        """Why there is nothing to draw (None: the chart); said while the chart holds no line."""
+        self.reason = reason
+        self.label.setText(f"<b>{html.escape(self.spec.title)}</b><br>{html.escape(reason or '')}")
+        self.update_shown()
+
+    def update_shown(self) -> None:
+        self.setCurrentWidget(self.label if self.reason is not None and not self.chart.series_names()
+                              else self.chart)
+
+    @property
+    def reason_shown(self) -> str | None:
+        """The words shown in the chart's place, or None while the chart is shown."""
+        return self.reason if self.currentWidget() is self.label else None
+
+
+class SystemView(QWidget):
+    """The loss chart and one chart per SYSTEM_CHARTS entry, made by `make_chart(title, unit)`; `charts` by key."""
+
+    def __init__(self, make_chart: Callable[[str, str], TimeSeriesChart]) -> None:
+        super().__init__()
+        self._make_chart = make_chart
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        set_muted(self.note)
+        self.note.hide()
+        cells = QWidget()
+        self._grid = QGridLayout(cells)
+        self._grid.setContentsMargins(0, 0, 0, 0)
+        self._grid.setSpacing(4)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(cells)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addWidget(self.note)
+        layout.addWidget(scroll, 1)
+        self.loss_chart: TimeSeriesChart = make_chart("Loss", "")
+        self.slots: dict[str, SystemSlot] = {}
+        self.charts: dict[str, TimeSeriesChart] = {}
+        self.renew()
+
+    def renew(self) -> None:
+        """Fresh charts (another run, another x axis): nothing drawn, no reason said, one zoom for all."""
+        old = [self.loss_chart, *self.slots.values()]
+        self.loss_chart = self._make_chart("Loss", "")
+        self.slots = {spec.key: SystemSlot(spec, self._make_chart(spec.title, spec.unit)) for spec in SYSTEM_CHARTS}
+        self.charts = {key: slot.chart for key, slot in self.slots.items()}
+        for widget in old:
+            self._grid.removeWidget(widget)
+            widget.hide()  # at once: deleteLater() waits for the event loop
+            widget.deleteLater()
+        rows = (len(SYSTEM_CHARTS) + SYSTEM_COLUMNS - 1) // SYSTEM_COLUMNS
+        self.loss_chart.setMinimumHeight(SYSTEM_CELL_HEIGHT)
+        self._grid.addWidget(self.loss_chart, 0, 0, rows, 1)
+        for index, slot in enumerate(self.slots.values()):
+            slot.chart.link_x(self.loss_chart)  # zoom one, all follow; the loss chart leads (see link_x)
+            self._grid.addWidget(slot, index // SYSTEM_COLUMNS, 1 + index % SYSTEM_COLUMNS)
+        for column in range(SYSTEM_COLUMNS + 1):
+            self._grid.setColumnStretch(column, 1)
+
+    def set_note(self, text: str) -> None:
+        """A line above the charts ("" hides it): how x maps for them, why nothing can be read."""
+        self.note.setText(text)
+        self.note.setVisible(bool(text))
+
+    def all_charts(self) -> list[TimeSeriesChart]:
+        return [self.loss_chart, *self.charts.values()]

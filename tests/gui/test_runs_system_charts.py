@@ -1,0 +1,201 @@
+"""The Runs page's System view: the run's recorded resource samples (written into a real run store as its supervisor
+writes them) charted beside its loss, on the tab's x axis, kept up to date as samples land, and saying why where a
+series is absent; and clock-time axes that never label half seconds."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from PySide6.QtWidgets import QScrollArea
+
+from traindeck.backend.core.paths import run_store_path
+from traindeck.backend.monitor.demo import demo_samples
+from traindeck.backend.monitor.sample_store import ResourceWriter
+from traindeck.backend.monitor.snapshots import ResourceSample
+from traindeck.backend.runs.record.layout import create_run_dir
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+from traindeck.gui.pages.runs import RunsPage
+from traindeck.gui.widgets.charts import TimeSeriesChart
+
+WAIT_MS = 20000
+NO_NVML = "the NVML library (libnvidia-ml.so.1) is not installed"
+
+
+@pytest.fixture
+def make_page(make_runs_page) -> Callable[[], RunsPage]:  # type: ignore[no-untyped-def]
+    return lambda: make_runs_page((1500, 950))  # type: ignore[no-any-return]
+
+
+def add_run(started: float, steps: list[tuple[int, float]], state: str = "running") -> RunRecord:
+    """A run with a loss logged at each (step, time)."""
+    run_dir = create_run_dir()
+    run_dir.output.write_bytes(b"")
+    record = RunRecord(id=run_dir.run_id, run_dir=str(run_dir.path), created_at=time.time(), name="sys",
+                       state=state, started_at=started)
+    with RunStore() as store:
+        store.add_run(record)
+        store.add_metrics(record.id, [("loss", step, t, 3.0 - 0.01 * step, None) for step, t in steps])
+    return record
+
+
+def record_samples(run_id: str, samples: list[ResourceSample], writer: ResourceWriter | None = None) -> ResourceWriter:
+    """The samples written as the run's supervisor records them (the writer kept open for more)."""
+    writer = writer or ResourceWriter(run_store_path(), run_id, interval_s=1.0, started_at=samples[0].t)
+    for sample in samples:
+        writer.write(sample, commit=False)
+    writer.commit()
+    return writer
+
+
+def open_system(qtbot, page: RunsPage, record: RunRecord) -> None:  # type: ignore[no-untyped-def]
+    page.open_run(record.id)
+    qtbot.waitUntil(lambda: page.record is not None, timeout=WAIT_MS)
+    page.charts.system_button.click()
+    assert page.charts.system_shown
+
+
+def rank_rss(sample: ResourceSample, rank: int) -> float:
+    assert sample.run is not None
+    return float(next(p.rss_bytes for p in sample.run.ranks if p.rank == rank))
+
+
+def test_the_system_view_charts_the_runs_recorded_figures_on_each_x_axis_and_live(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    samples = demo_samples(seconds=180, end=time.time() - 5)
+    first, older, newer = samples[0].t, samples[:150], samples[150:]
+    steps = [(step, first + 10 + 2 * step) for step in range(60)]  # a step every 2 s from 10 s in
+    record = add_run(first, steps)
+    writer = record_samples(record.id, older)
+    page = make_page()
+    page.charts.set_x_mode("time")
+    open_system(qtbot, page, record)
+    charts = page.charts.system.charts
+    qtbot.waitUntil(lambda: charts["gpu_util"].point_count("GPU 1") == len(older), timeout=WAIT_MS)
+    last = older[-1]
+    # The recorded figures, each in its chart, with their units as people read them.
+    assert charts["gpu_util"].last("GPU 0") == pytest.approx(last.gpus[0].utilization_percent)
+    assert charts["gpu_memory"].last("GPU 1") == pytest.approx(last.gpus[1].memory_used_bytes)
+    assert charts["gpu_memory"].references()["GPU size"] == pytest.approx(last.gpus[0].memory_total_bytes)
+    assert charts["cpu"].last("host") == pytest.approx(last.host.cpu_percent)
+    assert charts["rank_rss"].last("rank 1") == pytest.approx(rank_rss(last, 1))
+    assert last.run is not None
+    assert charts["rank_rss"].last("all ranks") == pytest.approx(last.run.ranks_rss_bytes)
+    assert charts["disk"].point_count("written") == len(older) and charts["network"].point_count("received") > 0
+    x, _ = charts["gpu_util"].data("GPU 0")
+    assert x[0] == pytest.approx(first) and x[-1] == pytest.approx(last.t)  # wall time
+    for chart in charts.values():
+        chart.flush()
+    assert charts["gpu_util"].legend_text("GPU 0").endswith(" %")
+    assert "GiB" in charts["gpu_memory"].legend_text("GPU 0")
+    assert all(page.charts.system_reason(key) is None for key in charts)
+    # The loss beside them, sharing their zoom.
+    qtbot.waitUntil(lambda: page.charts.system.loss_chart.point_count("loss") == len(steps), timeout=WAIT_MS)
+    assert all(chart._leader is page.charts.system.loss_chart for chart in charts.values())
+
+    # New samples land while the run goes on: appended on the next polls.
+    record_samples(record.id, newer, writer)
+    writer.close()
+    qtbot.waitUntil(lambda: charts["gpu_util"].point_count("GPU 0") == len(samples), timeout=WAIT_MS)
+    assert charts["gpu_util"].last("GPU 0") == pytest.approx(samples[-1].gpus[0].utilization_percent)
+    assert charts["rank_rss"].last("rank 0") == pytest.approx(rank_rss(samples[-1], 0))
+
+    # Time since the start.
+    page.charts.set_x_mode("relative")
+    charts = page.charts.system.charts
+    qtbot.waitUntil(lambda: charts["cpu"].point_count("host") == len(samples), timeout=WAIT_MS)
+    x, _ = charts["cpu"].data("host")
+    assert x[0] == pytest.approx(0.0) and x[-1] == pytest.approx(samples[-1].t - first)
+
+    # By step: each sample at the step the run was at then; none before the first logged step.
+    page.charts.set_x_mode("step")
+    charts = page.charts.system.charts
+    qtbot.waitUntil(lambda: charts["cpu"].point_count("host") > 0, timeout=WAIT_MS)
+    x, y = charts["cpu"].data("host")
+    at = [s for s in samples if s.t >= steps[0][1]]
+    assert len(x) == len(at)
+    assert x[0] == pytest.approx((at[0].t - first - 10) / 2)
+    assert y[0] == pytest.approx(at[0].host.cpu_percent)
+    assert "by step" in page.charts.system.note.text()
+
+
+def test_each_absent_series_says_why_instead_of_an_empty_chart(qtbot, make_runs_page) -> None:  # type: ignore[no-untyped-def]
+    samples = [dataclasses.replace(s, gpus=(), gpu_error=NO_NVML, run=None)
+               for s in demo_samples(seconds=30, end=time.time() - 5)]
+    record = add_run(samples[0].t, [(1, samples[0].t + 1)], state="succeeded")
+    record_samples(record.id, samples).close()
+    page = make_runs_page((1500, 700))
+    page.charts.set_x_mode("time")
+    open_system(qtbot, page, record)
+    charts = page.charts.system.charts
+    qtbot.waitUntil(lambda: charts["cpu"].point_count("host") == len(samples), timeout=WAIT_MS)
+    assert page.charts.system_reason("gpu_util") == f"No NVIDIA GPU found: {NO_NVML}."
+    assert page.charts.system_reason("gpu_memory") == f"No NVIDIA GPU found: {NO_NVML}."
+    assert page.charts.system_reason("rank_rss") == "No rank processes recorded."
+    assert page.charts.system_reason("cpu") is None and page.charts.system_reason("disk") is None
+    slot = page.charts.system.slots["gpu_util"]
+    assert slot.isVisible() and slot.label.isVisible() and not slot.chart.isVisible()
+    assert "GPU utilisation" in slot.label.text()
+    # The words take the chart's room: with the tabs given the height, the view fits without scrolling.
+    page.toggle_maximised()
+    scroll = page.charts.system.findChild(QScrollArea)
+    qtbot.waitUntil(lambda: 0 < scroll.widget().height() <= scroll.viewport().height(), timeout=WAIT_MS)
+
+
+def test_a_run_without_samples_says_so_in_every_chart(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    record = add_run(time.time() - 100, [(1, time.time() - 90)], state="succeeded")
+    page = make_page()
+    page.charts.set_x_mode("time")
+    page.lower_tabs.setCurrentWidget(page.leftovers)  # the charts off screen: nothing read for them
+    open_system(qtbot, page, record)
+    qtbot.waitUntil(lambda: not page.poll_timer.isActive(), timeout=WAIT_MS)  # ended: no more polls
+    assert page.charts.system_reason("cpu") is None
+    page.lower_tabs.setCurrentWidget(page.charts)  # back: read now, with no poll to ask for it
+    qtbot.waitUntil(lambda: page.charts.system_reason("cpu") is not None, timeout=WAIT_MS)
+    assert {page.charts.system_reason(key) for key in page.charts.system.charts} == {
+        "No resource samples were recorded for this run."}
+
+
+def test_a_young_runs_clock_axis_is_labelled_in_whole_seconds(qtbot) -> None:  # type: ignore[no-untyped-def]
+    chart = TimeSeriesChart("loss", x_mode="step")
+    qtbot.addWidget(chart)
+    chart.x_mode = "time"  # the axis made again for another x option keeps whole seconds
+    chart.resize(1400, 300)
+    now = float(int(time.time()))
+    chart.set_series("loss", np.arange(6) + now, np.arange(6.0))
+    chart.show()
+    qtbot.waitExposed(chart)
+    chart.flush()
+    chart.grab()  # painted: the axis has measured its labels' font
+    axis = chart.plot_item.getAxis("bottom")
+    low, high = chart.plot_item.getViewBox().viewRange()[0]
+    labels = [text for spacing, values in axis.tickValues(low, high, 1400)
+              for text in axis.tickStrings(values, 1, spacing)]
+    assert labels and not [text for text in labels if "." in text]
+
+
+def test_a_followers_new_data_moves_the_shared_x_range(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """The System view's loss chart leads the system charts' zoom: their samples, arriving when the loss has no
+    news, still move the range they all show."""
+    from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+    box = QWidget()
+    qtbot.addWidget(box)
+    leader, follower = TimeSeriesChart("loss", x_mode="step"), TimeSeriesChart("GPU", "%", x_mode="step")
+    layout = QVBoxLayout(box)
+    layout.addWidget(leader)
+    layout.addWidget(follower)
+    follower.link_x(leader)
+    leader.set_series("loss", [0.0, 10.0], [2.0, 1.0])
+    follower.set_series("GPU 0", [0.0, 10.0], [50.0, 60.0])
+    box.show()
+    qtbot.waitExposed(box)
+    leader.flush()
+    follower.flush()
+    assert leader.plot_item.getViewBox().viewRange()[0][1] < 20
+    follower.append("GPU 0", 100.0, 70.0)
+    leader.flush()
+    assert leader.plot_item.getViewBox().viewRange()[0][1] >= 100
+    assert follower.plot_item.getViewBox().viewRange()[0][1] >= 100
