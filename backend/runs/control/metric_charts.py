@@ -140,10 +140,11 @@ class StepClock:
         inside[after] = times[-1] + (steps[after] - known[-1]) * rate
         return inside
 
-    def steps(self, times: np.ndarray) -> np.ndarray:
+    def steps(self, times: np.ndarray, *, ended: bool = False) -> np.ndarray:
         """The step being run at each wall time (UNIX seconds), interpolated between the logged steps and carried
-        on at the last known pace after the newest; NaN before the first logged step and while the clock knows
-        fewer than two steps (no pace to tell)."""
+        on at the last known pace after the newest (a live run is at a step it has not logged yet); NaN before the
+        first logged step and while the clock knows fewer than two steps (no pace to tell). For a run that has
+        `ended`, NaN after its last logged step too: it ran no step later, and its shutdown is no step."""
         times = np.asarray(times, dtype=np.float64)
         if len(self._steps) < 2:
             return np.full(len(times), np.nan)
@@ -153,7 +154,7 @@ class StepClock:
         steps[times < logged[0]] = np.nan
         rate = (known[-1] - known[0]) / (logged[-1] - logged[0]) if logged[-1] > logged[0] else 0.0
         after = times > logged[-1]
-        steps[after] = known[-1] + (times[after] - logged[-1]) * rate
+        steps[after] = np.nan if ended else known[-1] + (times[after] - logged[-1]) * rate
         return steps
 
 
@@ -195,12 +196,14 @@ def x_values(x: np.ndarray, mode: XMode, *, x_is_time: bool = False, clock: Step
     return times
 
 
-def time_x(t: np.ndarray, mode: XMode, *, clock: StepClock | None = None, start: float | None = None) -> np.ndarray:
+def time_x(t: np.ndarray, mode: XMode, *, clock: StepClock | None = None, start: float | None = None,
+           ended: bool = False) -> np.ndarray:
     """Sample times (UNIX seconds) for an axis by `mode`: as they are ("time"), seconds since `start`
-    ("relative"), or the step run at each (StepClock.steps; NaN where no step tells)."""
+    ("relative"), or the step run at each (StepClock.steps; NaN where no step tells, also after the last step of
+    a run that has `ended`)."""
     t = np.asarray(t, dtype=np.float64)
     if mode == "step":
-        return clock.steps(t) if clock is not None else np.full(len(t), np.nan)
+        return clock.steps(t, ended=ended) if clock is not None else np.full(len(t), np.nan)
     return x_values(t, mode, x_is_time=True, start=start)
 
 

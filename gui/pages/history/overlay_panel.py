@@ -4,7 +4,8 @@ each run's time since its start, y linear or log (the Runs page's choices, remem
 The metric is chosen among those every compared run logged with step numbers (loss unless chosen). "Compare at equal
 steps" cuts every curve at the last step all the runs reached, so a run stopped at step 216 is not set beside one
 that ended at 100 as if both had finished. "Smoothing" is the Runs page's (TensorBoard's debiased EMA, each smoothed
-curve over its faint raw line), remembered on its own. The curves are `traindeck.backend.runs.overlay`, read on the
+curve over its faint raw line), remembered on its own; a curve of fewer than FEW_POINTS points is drawn as logged,
+its points marked, and the note says so while smoothing is on. The curves are `traindeck.backend.runs.overlay`, read on the
 thread pool from the run store the page names; this panel draws them on a `TimeSeriesChart`. While a compared run is
 live the page's refresh asks `follow()`: only the points its live runs logged since are read
 (`traindeck.backend.runs.extend_overlay`), and nothing once none is live."""
@@ -15,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
@@ -125,6 +127,8 @@ class OverlayPanel(QWidget):
 
     def _smoothing_changed(self, weight: float) -> None:
         self.chart.smoothing = weight
+        if self.result is not None:  # whether the note names curves the smoothing leaves as logged
+            self.note.setText(self._note(self.result, weight))
 
     def set_log_y(self, on: bool) -> None:
         """A log scale for y; remembered."""
@@ -210,7 +214,7 @@ class OverlayPanel(QWidget):
         same = before is not None and before.metric == result.metric and \
             [c.label for c in before.curves] == [c.label for c in result.curves]
         self._draw(result, fresh=not same)
-        self.note.setText(self._note(result))
+        self.note.setText(self._note(result, self.chart.smoothing))
 
     def _draw(self, result: Overlay, fresh: bool) -> None:
         if fresh:
@@ -222,11 +226,28 @@ class OverlayPanel(QWidget):
         self.chart.flush()
 
     @staticmethod
-    def _note(result: Overlay) -> str:
+    def _note(result: Overlay, smoothing: float = 0.0) -> str:
         live = [c.label.split(":")[0] for c in result.curves if c.run_id in result.live]
         running = (f"{' and '.join(live)} {'is' if len(live) == 1 else 'are'} running: the curves follow. "
                    if live else "")
-        return running + OverlayPanel._ends(result)
+        return running + OverlayPanel._ends(result) + OverlayPanel._as_logged(result, smoothing)
+
+    @staticmethod
+    def _as_logged(result: Overlay, smoothing: float) -> str:
+        """The curves drawn marked (fewer than FEW_POINTS points) are not smoothed: said while others are, so a
+        smoothed curve is not read against a raw one unawares."""
+        if smoothing <= 0:
+            return ""
+        counts = {c.label.split(":")[0]: int(np.count_nonzero(np.isfinite(np.asarray(c.values, dtype=float))))
+                  for c in result.curves}
+        marked = [label for label, count in counts.items() if 0 < count < FEW_POINTS]
+        smoothed = [label for label, count in counts.items() if count >= FEW_POINTS]
+        if not marked:
+            return ""
+        if not smoothed:
+            return f" Every curve has fewer than {FEW_POINTS} points: drawn as logged (points marked), not smoothed."
+        return (f" {' and '.join(marked)} {'has' if len(marked) == 1 else 'have'} fewer than {FEW_POINTS} points: "
+                f"drawn as logged (points marked), not smoothed like {' and '.join(smoothed)}.")
 
     @staticmethod
     def _ends(result: Overlay) -> str:

@@ -95,6 +95,9 @@ SYSTEM_RECENT = 7_200
 SYSTEM_OLDER = 2_000
 STEP_NOTE = ("System charts by step: each sample sits at the step the run was at then (interpolated between "
              "logged steps); samples before the first step are left out.")
+ENDED_STEP_NOTE = ("System charts by step: each sample sits at the step the run was at then (interpolated between "
+                   "logged steps); samples before its first and after its last logged step are left out "
+                   "(x: wall time shows them).")
 NO_STEPS_NOTE = ("x by step: the run has logged fewer than two steps, so its samples cannot be placed by step yet. "
                  "Choose x: wall time or time since start (Alt+X) to see them.")
 REMOTE_WORDS = "System charts are read from this machine's run store; another machine's runs do not show them yet."
@@ -318,6 +321,8 @@ class ChartsPanel(QWidget):
         self._undrawn |= change.series
         if change.series:
             self._draw_if_shown()  # the new points on screen as they arrive (at the pace the draws' cost allows)
+        if change.ended_now and self.x_mode == "step" and self._system_last_t is not None:
+            self._reset_system()  # read again whole: samples placed past the last step while it ran are taken back
         self._read_system()  # each poll: the samples recorded since (the System view only, on screen only)
 
     # ------------------------------------------------------------------------------------------------ options
@@ -603,7 +608,7 @@ class ChartsPanel(QWidget):
             if len(self._clock) < 2:
                 self.system.set_note(NO_STEPS_NOTE)
                 return
-            self.system.set_note(STEP_NOTE)
+            self.system.set_note(ENDED_STEP_NOTE if record.finished else STEP_NOTE)
         self._system_reading = True
         generation = self._system_generation
         self._source.call(read_system_series, run_id, self._system_last_t, live=not record.finished,
@@ -621,13 +626,15 @@ class ChartsPanel(QWidget):
             return  # for charts since replaced
         self._system_reading = False
         start = self._run_start()
+        record = self._watched.record
+        ended = record is not None and record.finished  # by step: its shutdown is placed at no step
         for key, lines in read.lines.items():
             chart = self.system.charts.get(key)
             if chart is None:
                 continue
             for line, (t, y) in lines.items():
-                x = time_x(t, self.x_mode, clock=self._clock, start=start)
-                placed = np.isfinite(x)  # by step: none before the first logged step
+                x = time_x(t, self.x_mode, clock=self._clock, start=start, ended=ended)
+                placed = np.isfinite(x)  # by step: none before the first logged step (nor after an ended run's last)
                 if placed.any():
                     chart.append(line, x[placed], y[placed])
         for key, values in read.references.items():

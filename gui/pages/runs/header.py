@@ -5,6 +5,7 @@ it is handed; the page decides when."""
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from traindeck.backend.runs import RateText, RunRecord
@@ -44,7 +45,9 @@ class RunHeader(QWidget):
         self.progress_bar.setRange(0, 1000)
         self.progress_bar.setTextVisible(False)
         self.progress_bar.setFixedHeight(14)
-        self.progress_label = SteadyLabel("1,000 / 10,000 steps (10%) · 9.99 steps/s")  # new words every poll
+        # New words every poll; against the throughput on its right, so a shorter line than the label's widest (the
+        # end's, without "· 0:18 left") leaves no blank between the two.
+        self.progress_label = SteadyLabel("1,000 / 10,000 steps (10%) · 9.99 steps/s", align=Qt.AlignmentFlag.AlignRight)
         self.rate_label = SteadyLabel("· 99.9 samples/s")  # the throughput, its source the tooltip; hidden if none
         self.rate_label.setHidden(True)
         progress = QHBoxLayout()

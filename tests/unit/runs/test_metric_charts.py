@@ -179,6 +179,8 @@ def test_step_clock_maps_sample_times_back_to_steps():
     steps = clock.steps(np.array([90.0, 100.0, 105.0, 120.0, 130.0, 140.0]))
     assert np.isnan(steps[0])  # before the first logged step
     assert steps[1:].tolist() == pytest.approx([10.0, 15.0, 25.0, 30.0, 30.0 + 10 * 20 / 30])
+    ended = clock.steps(np.array([100.0, 130.0, 140.0]), ended=True)  # an ended run ran no later step
+    assert ended[:2].tolist() == pytest.approx([10.0, 30.0]) and np.isnan(ended[2])
 
 
 def test_system_series_read_whole_then_only_what_came_after(tmp_path):
