@@ -82,9 +82,11 @@ class ElidedLabel(QLabel):
 
     MIN_WIDTH = 80
 
-    def __init__(self, text: str = "", *, bold: bool = False, max_width: int = 520) -> None:
+    def __init__(self, text: str = "", *, bold: bool = False, max_width: int = 520,
+                 mode: Qt.TextElideMode = Qt.TextElideMode.ElideMiddle) -> None:
         super().__init__()
         self._full, self._detail = "", ""
+        self._mode = mode  # ElideRight where the start names the thing and the end qualifies it
         # Preferred: as wide as its text up to max_width when there is room, down to MIN_WIDTH when there is not
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         self._max_width = max_width
@@ -117,4 +119,4 @@ class ElidedLabel(QLabel):
 
     def _elide(self) -> None:
         width = max(self.width(), self.MIN_WIDTH)
-        super().setText(self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideMiddle, width))
+        super().setText(self.fontMetrics().elidedText(self._full, self._mode, width))

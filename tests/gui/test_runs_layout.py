@@ -139,9 +139,14 @@ def test_deepspeeds_engine_figures_are_labelled_in_last_metrics_and_chart_titles
     qtbot.waitUntil(lambda: ENGINE_LABEL in charts.other_chart.plot_item.titleLabel.text, timeout=5000)
     charts.grid_button.click()
     qtbot.waitUntil(lambda: len(charts.grid._cells) == 4, timeout=15000)
-    titles = {cell.name: cell.title.text() for cell in charts.grid._cells}
+    titles = {cell.name: cell.title.full_text() for cell in charts.grid._cells}
     assert ENGINE_LABEL in titles["samples_per_sec"] and ENGINE_LABEL in titles["curr_samples_per_sec"]
     assert titles["loss"] == "loss" and titles["epoch"] == "epoch"
+    # A title longer than its cell ends in "…", its start (the metric's name) kept and the whole in the tooltip.
+    cell = next(c for c in charts.grid._cells if c.name == "curr_samples_per_sec")
+    cell.title.resize(120, cell.title.height())
+    shown = cell.title.text()
+    assert shown.startswith("curr_samp") and shown.endswith("…") and ENGINE_LABEL in cell.title.toolTip()
 
 
 # ------------------------------------------------------------------------------------------------ legends

@@ -29,6 +29,7 @@ from traindeck.backend.logparse import metric_label, metric_note
 from traindeck.backend.runs import filter_metrics, page_of
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.charts import TimeSeriesChart
+from traindeck.gui.widgets.labels import ElidedLabel
 
 GRID_PAGE = 9  # charts on a page (3 x 3): what is read and redrawn each poll, whatever the run logs
 GRID_COLUMNS = 3
@@ -57,9 +58,10 @@ class MetricCell(QWidget):
         self.pin.setText(PINNED if pinned else UNPINNED)
         self.pin.setToolTip("Pin: pinned metrics come first in the grid")
         self.pin.toggled.connect(lambda on: self.pin.setText(PINNED if on else UNPINNED))
-        self.title = title = QLabel(metric_label(name))  # DeepSpeed's engine figures say so
-        title.setToolTip("\n".join(filter(None, (name, metric_note(name)))))
-        # A long title is cut at the cell's edge rather than widening the grid.
+        # DeepSpeed's engine figures say so in the title. A long title is cut at the cell's edge with "…" (the
+        # whole of it in the tooltip) rather than widening the grid.
+        self.title = title = ElidedLabel(metric_label(name), mode=Qt.TextElideMode.ElideRight)
+        title.set_full_text(metric_label(name), metric_note(name) or "")
         title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         header = QHBoxLayout()
         header.setContentsMargins(0, 0, 0, 0)
