@@ -14,6 +14,7 @@ import html
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QPainter, QPixmap
 from PySide6.QtWidgets import (
     QGridLayout,
     QLabel,
@@ -86,7 +87,7 @@ class SystemView(QWidget):
         self._grid = QGridLayout(cells)
         self._grid.setContentsMargins(0, 0, 0, 0)
         self._grid.setSpacing(4)
-        scroll = QScrollArea()
+        scroll = self._scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -127,3 +128,21 @@ class SystemView(QWidget):
 
     def all_charts(self) -> list[TimeSeriesChart]:
         return [self.loss_chart, *self.charts.values()]
+
+    def image(self) -> QPixmap:
+        """The whole view as one picture (an export): the note above every chart, also the charts a low pane
+        scrolls out of sight."""
+        cells = self._scroll.widget().grab()  # the page at its own size, seen or scrolled away
+        if not self.note.isVisible():
+            return cells
+        note = self.note.grab()
+        ratio = cells.devicePixelRatio()
+        width, height = max(note.width(), cells.width()), note.height() + cells.height()
+        out = QPixmap(width, height)
+        out.setDevicePixelRatio(ratio)
+        out.fill(self.palette().color(self.backgroundRole()))
+        painter = QPainter(out)
+        painter.drawPixmap(0, 0, note)
+        painter.drawPixmap(0, round(note.height() / ratio), cells)
+        painter.end()
+        return out
