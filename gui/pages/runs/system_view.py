@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
     QGridLayout,
     QLabel,
     QScrollArea,
-    QSizePolicy,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -28,17 +27,10 @@ from PySide6.QtWidgets import (
 from traindeck.backend.runs import SYSTEM_CHARTS, SystemChart
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.charts import TimeSeriesChart
+from traindeck.gui.widgets.labels import ReasonLabel
 
 SYSTEM_COLUMNS = 3  # the system charts beside the loss chart, which takes the first column's two rows
 SYSTEM_CELL_HEIGHT = 150  # px: as the metrics grid's cells; a low pane scrolls rather than squeezing them
-
-
-class ReasonLabel(QLabel):
-    """Words wrapped in the room a chart has. Not height-for-width: a scroll area holding a wrapped label sizes its
-    page to the labels' preferred heights, and the view would scroll where it fits."""
-
-    def hasHeightForWidth(self) -> bool:  # noqa: N802
-        return False
 
 
 class SystemSlot(QStackedWidget):
@@ -48,11 +40,7 @@ class SystemSlot(QStackedWidget):
         super().__init__()
         self.spec, self.chart = spec, chart
         self.reason: str | None = None
-        self.label = ReasonLabel()
-        self.label.setWordWrap(True)
-        self.label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)  # the chart's room
+        self.label = ReasonLabel()  # not height-for-width: the view fits its pane without scrolling
         self.addWidget(chart)
         self.addWidget(self.label)
         self.setMinimumHeight(SYSTEM_CELL_HEIGHT)
