@@ -203,6 +203,29 @@ def test_export_in_the_system_view_writes_every_system_series_and_the_whole_view
     assert image.height() >= scroll.widget().height() and image.width() >= scroll.widget().width()
 
 
+@pytest.mark.parametrize(("width", "columns"), [(690, 2), (1100, 3), (420, 1)])
+def test_a_narrow_view_puts_fewer_charts_in_a_row_and_each_shows_whole(qtbot, width, columns) -> None:  # type: ignore[no-untyped-def]
+    """690 px: the System view in a 1280 px window (the demo's and the screenshots'). A chart squeezed below what
+    its title needs draws past its right edge, its title and legend cut off."""
+    from traindeck.gui.pages.runs.system_view import SystemView
+
+    view = SystemView(lambda title, unit: TimeSeriesChart(title, unit))
+    qtbot.addWidget(view)
+    view.resize(width, 600)
+    view.show()
+    qtbot.waitExposed(view)
+    qtbot.waitUntil(lambda: view.columns == columns, timeout=WAIT_MS)
+    assert view.columns_for(width) == columns
+    for chart in view.all_charts():
+        chart.flush()
+        assert chart.plot_item.sceneBoundingRect().right() <= chart.plot_widget.width() + 1, chart.title
+    cells = view.findChild(QScrollArea).widget()
+    assert all(slot.geometry().right() < cells.width() for slot in view.slots.values())
+    renewed = view.charts["cpu"]
+    view.renew()  # fresh charts keep the row the width allows
+    assert view.charts["cpu"] is not renewed and view.columns == columns
+
+
 def test_a_young_runs_clock_axis_is_labelled_in_whole_seconds(qtbot) -> None:  # type: ignore[no-untyped-def]
     chart = TimeSeriesChart("loss", x_mode="step")
     qtbot.addWidget(chart)

@@ -301,7 +301,7 @@ class SystemChart:
 SYSTEM_CHARTS: tuple[SystemChart, ...] = (
     SystemChart("gpu_util", "GPU utilisation", "%"),
     SystemChart("gpu_memory", "GPU memory", "B"),
-    SystemChart("cpu", "Host CPU (100 % = every core)", "%"),
+    SystemChart("cpu", "Host CPU (all cores)", "%"),  # as the Monitor names it: 100 % = every core busy
     SystemChart("rank_rss", "Ranks' host memory (RSS)", "B"),
     SystemChart("disk", "Disk I/O", "B/s"),
     SystemChart("network", "Network", "B/s"),

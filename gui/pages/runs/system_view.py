@@ -14,7 +14,7 @@ import html
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QPainter, QPixmap
+from PySide6.QtGui import QPainter, QPixmap, QResizeEvent
 from PySide6.QtWidgets import (
     QGridLayout,
     QLabel,
@@ -29,8 +29,11 @@ from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.charts import TimeSeriesChart
 from traindeck.gui.widgets.labels import ReasonLabel
 
-SYSTEM_COLUMNS = 3  # the system charts beside the loss chart, which takes the first column's two rows
+SYSTEM_COLUMNS = 3  # the system charts beside the loss chart, which takes the first column's rows
 SYSTEM_CELL_HEIGHT = 150  # px: as the metrics grid's cells; a low pane scrolls rather than squeezing them
+# px: the narrowest column that shows a chart's title, axis and legend whole ("Ranks' host memory (RSS)"): a
+# narrower pane puts fewer system charts in a row, and more rows (which scroll in a low pane).
+SYSTEM_CELL_WIDTH = 220
 
 
 class SystemSlot(QStackedWidget):
@@ -88,6 +91,7 @@ class SystemView(QWidget):
         self.loss_chart: TimeSeriesChart = make_chart("Loss", "")
         self.slots: dict[str, SystemSlot] = {}
         self.charts: dict[str, TimeSeriesChart] = {}
+        self.columns = SYSTEM_COLUMNS  # system charts in a row: fewer in a narrow pane (columns_for)
         self.renew()
 
     def renew(self) -> None:
@@ -100,14 +104,33 @@ class SystemView(QWidget):
             self._grid.removeWidget(widget)
             widget.hide()  # at once: deleteLater() waits for the event loop
             widget.deleteLater()
-        rows = (len(SYSTEM_CHARTS) + SYSTEM_COLUMNS - 1) // SYSTEM_COLUMNS
         self.loss_chart.setMinimumHeight(SYSTEM_CELL_HEIGHT)
+        for slot in self.slots.values():
+            slot.chart.link_x(self.loss_chart)  # zoom one, all follow; the loss chart leads (see link_x)
+        self._place(self.columns_for(self.width()))
+
+    @staticmethod
+    def columns_for(width: int) -> int:
+        """How many system charts a row holds in a view `width` px wide (the loss chart takes a column too)."""
+        return max(1, min(SYSTEM_COLUMNS, width // SYSTEM_CELL_WIDTH - 1))
+
+    def _place(self, columns: int) -> None:
+        """The loss chart in the first column, down every row; the system charts `columns` to a row beside it."""
+        self.columns = columns
+        for widget in (self.loss_chart, *self.slots.values()):
+            self._grid.removeWidget(widget)
+        rows = (len(SYSTEM_CHARTS) + columns - 1) // columns
         self._grid.addWidget(self.loss_chart, 0, 0, rows, 1)
         for index, slot in enumerate(self.slots.values()):
-            slot.chart.link_x(self.loss_chart)  # zoom one, all follow; the loss chart leads (see link_x)
-            self._grid.addWidget(slot, index // SYSTEM_COLUMNS, 1 + index % SYSTEM_COLUMNS)
+            self._grid.addWidget(slot, index // columns, 1 + index % columns)
         for column in range(SYSTEM_COLUMNS + 1):
-            self._grid.setColumnStretch(column, 1)
+            self._grid.setColumnStretch(column, 1 if column <= columns else 0)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        columns = self.columns_for(event.size().width())
+        if columns != self.columns:
+            self._place(columns)
 
     def set_note(self, text: str) -> None:
         """A line above the charts ("" hides it): how x maps for them, why nothing can be read."""
