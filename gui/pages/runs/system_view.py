@@ -78,7 +78,8 @@ class SystemView(QWidget):
         self._grid = QGridLayout(cells)
         self._grid.setContentsMargins(0, 0, 0, 0)
         self._grid.setSpacing(4)
-        scroll = self._scroll = QScrollArea()
+        self._cells = cells
+        scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -143,7 +144,7 @@ class SystemView(QWidget):
     def image(self) -> QPixmap:
         """The whole view as one picture (an export): the note above every chart, also the charts a low pane
         scrolls out of sight."""
-        cells = self._scroll.widget().grab()  # the page at its own size, seen or scrolled away
+        cells = self._cells.grab()  # the scroll area's page at its own size, seen or scrolled away
         if not self.note.isVisible():
             return cells
         note = self.note.grab()
