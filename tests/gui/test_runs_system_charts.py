@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QScrollArea
+from PySide6.QtWidgets import QFileDialog, QScrollArea
 
 from traindeck.backend.core.paths import run_store_path
 from traindeck.backend.monitor.demo import demo_samples
@@ -162,7 +162,7 @@ def test_a_run_without_samples_says_so_in_every_chart(qtbot, make_page) -> None:
 
 
 def test_export_in_the_system_view_writes_every_system_series_and_the_whole_view(qtbot, make_runs_page,  # type: ignore[no-untyped-def]
-                                                                                 tmp_path) -> None:
+                                                                                 tmp_path, monkeypatch) -> None:
     samples = demo_samples(seconds=60, end=time.time() - 5)
     steps = [(step, samples[0].t + 5 + step) for step in range(40)]
     record = add_run(samples[0].t, steps, state="succeeded")
@@ -194,6 +194,18 @@ def test_export_in_the_system_view_writes_every_system_series_and_the_whole_view
     assert {r["step"] for r in util} == {""} and {r["smoothed"] for r in util} == {""}  # drawn as recorded
     rss = [r for r in table if r["metric"] == "system/rank_rss/rank 1"]
     assert float(rss[-1]["value"]) == pytest.approx(rank_rss(samples[-1], 1))
+
+    # A system chart's right-click menu saves that chart's data alone, as the other charts' menus do.
+    menu = charts["gpu_memory"].context_menu()
+    assert menu is not None and [a.text() for a in menu.actions()] == ["Save chart as PNG…", "Save its data as CSV…"]
+    chosen = tmp_path / "out" / "memory.csv"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *args: (str(chosen), "CSV (*.csv)"))
+    menu.actions()[1].trigger()
+    qtbot.waitUntil(chosen.exists, timeout=WAIT_MS)  # written whole in one step
+    with open(chosen, newline="") as handle:
+        memory = list(csv.DictReader(handle))
+    assert list(dict.fromkeys(r["metric"] for r in memory)) == ["system/gpu_memory/GPU 0", "system/gpu_memory/GPU 1"]
+    assert float(memory[-1]["value"]) == pytest.approx(samples[-1].gpus[1].memory_used_bytes)
 
     # The PNG: the whole view, also the charts scrolled out of sight.
     scroll = page.charts.system.findChild(QScrollArea)

@@ -401,12 +401,15 @@ def system_export_name(chart: str, line: str) -> str:
     return f"system/{chart}/{line}"
 
 
-def read_system_table(store: RunStore, run_id: str) -> MetricTable:
-    """Every recorded sample of the run's system series (those SYSTEM_CHARTS draw, whole: not bucketed) as export
-    rows (no step, wall time, value), each series named by system_export_name, in the charts' order."""
+def read_system_table(store: RunStore, run_id: str, charts: Sequence[str] | None = None) -> MetricTable:
+    """Every recorded sample of the run's system series (those SYSTEM_CHARTS draw, or only the charts keyed in
+    `charts`; whole: not bucketed) as export rows (no step, wall time, value), each series named by
+    system_export_name, in the charts' order."""
     read = read_system_series(store, run_id, max_points=0)
     table: MetricTable = {}
     for chart in SYSTEM_CHARTS:
+        if charts is not None and chart.key not in charts:
+            continue
         for line, (t, y) in read.lines.get(chart.key, {}).items():
             known = np.isfinite(y)
             table[system_export_name(chart.key, line)] = [

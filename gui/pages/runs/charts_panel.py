@@ -49,6 +49,7 @@ from PySide6.QtWidgets import (
 
 from traindeck.backend.logparse import ENGINE_FIGURES, ENGINE_LABEL, metric_label, metric_note
 from traindeck.backend.runs import (
+    SYSTEM_CHARTS,
     BoundedSeries,
     LastFigure,
     RunRecord,
@@ -571,6 +572,7 @@ class ChartsPanel(QWidget):
         chart = TimeSeriesChart(title, unit, x_mode=self.x_mode, max_points=SYSTEM_RECENT,
                                 older_buckets=SYSTEM_OLDER)
         chart.add_menu_action("Save chart as PNG…", lambda: self._ask_path("png", chart))
+        chart.add_menu_action("Save its data as CSV…", lambda: self._ask_path("csv", chart))
         return chart
 
     # ------------------------------------------------------------------------------------------------ system
@@ -796,6 +798,10 @@ class ChartsPanel(QWidget):
             return
         if kind == "png":
             self.export_png(Path(path), chart)
+            return
+        key = next((k for k, c in self.system.charts.items() if c is chart), None)
+        if key is not None:  # a system chart: its recorded samples
+            self.export_csv(Path(path), [], system_charts=[key])
         else:
             self.export_csv(Path(path), chart.series_names() if chart is not None else None)
 
@@ -819,15 +825,17 @@ class ChartsPanel(QWidget):
         return written
 
     def export_csv(self, path: Path, names: list[str] | None = None,
-                   done: Callable[[Path], None] | None = None) -> None:
+                   done: Callable[[Path], None] | None = None, *, system_charts: list[str] | None = None) -> None:
         """Every recorded point of `names` (default: the metrics shown, the grid's filtered ones; in the System view
-        its losses and then every recorded sample of its system series, named "system/<chart>/<line>", unsmoothed)
-        as CSV rows (metric, step, wall time, value, smoothed with the chosen weight), read and written off the UI
-        thread."""
+        its losses and then every recorded sample of its system series, named "system/<chart>/<line>", unsmoothed;
+        `system_charts`: those charts' series, by SYSTEM_CHARTS key) as CSV rows (metric, step, wall time, value,
+        smoothed with the chosen weight), read and written off the UI thread."""
         run_id = self._watched.run_id
         if run_id is None:
             return
-        system = names is None and self.system_shown and self._source.remote is None
+        if system_charts is None and names is None and self.system_shown:
+            system_charts = [spec.key for spec in SYSTEM_CHARTS]
+        system = bool(system_charts) and self._source.remote is None
         if names is None:
             if self.grid_shown:
                 names = self.grid.filtered()
@@ -849,7 +857,8 @@ class ChartsPanel(QWidget):
                                        failed=lambda error: status.emit(f"Could not save {path}: {error}"))
 
         def read_system(table: Table) -> None:
-            self._source.call(read_system_table, run_id, done=lambda system_table: write(table, system_table))
+            self._source.call(read_system_table, run_id, system_charts,
+                              done=lambda system_table: write(table, system_table))
 
         self._source.call(read_metric_table, run_id, list(names), done=read_system if system else write)
 
