@@ -432,7 +432,8 @@ def _running_run_ids() -> list[str]:
 
 
 def take_screenshots(window: MainWindow, directory: str) -> list[str]:
-    """Every page with demo data, one PNG each (`<position>-<key>.png`)."""
+    """Every page with demo data, one PNG each (`<position>-<key>.png`), and one per view a page names
+    (`<position>-<key>-<view>.png`, Page.demo_views)."""
     os.makedirs(directory, exist_ok=True)
     app = QApplication.instance()
     written = []
@@ -445,12 +446,15 @@ def take_screenshots(window: MainWindow, directory: str) -> list[str]:
         page = window.page(page_type.key)
         if page is not None:
             page.load_demo()
-        # Let layouts, charts and queued results settle before grabbing.
-        for _ in range(30):
-            if app is not None:
-                app.processEvents()
-            window.ctx.tasks.wait(50)
-        path = os.path.join(directory, f"{index + 1}-{page_type.key}.png")
-        window.grab().save(path)
-        written.append(path)
+        views = [("", lambda: None), *(page.demo_views() if page is not None else [])]
+        for name, show in views:
+            show()
+            # Let layouts, charts and queued results settle before grabbing.
+            for _ in range(30):
+                if app is not None:
+                    app.processEvents()
+                window.ctx.tasks.wait(50)
+            path = os.path.join(directory, f"{index + 1}-{page_type.key}{'-' + name if name else ''}.png")
+            window.grab().save(path)
+            written.append(path)
     return written

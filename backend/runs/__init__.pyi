@@ -81,6 +81,8 @@ from .control.metric_charts import positive_only as positive_only
 from .control.metric_charts import read_metric_table as read_metric_table
 from .control.metric_charts import read_step_clock as read_step_clock
 from .control.metric_charts import read_system_series as read_system_series
+from .control.metric_charts import read_system_table as read_system_table
+from .control.metric_charts import system_export_name as system_export_name
 from .control.metric_charts import time_x as time_x
 from .control.metric_charts import write_export as write_export
 from .control.metric_charts import write_metrics_csv as write_metrics_csv

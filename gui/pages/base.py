@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from PySide6.QtWidgets import QWidget
@@ -31,6 +32,11 @@ class Page(QWidget):
 
     def load_demo(self) -> None:
         """Fill the page with demo data for `traindeck gui --screenshot` (no real run needed)."""
+
+    def demo_views(self) -> list[tuple[str, Callable[[], None]]]:
+        """More of the page worth a screenshot after load_demo's: (name, show it) each, taken in order
+        (`<position>-<key>-<name>.png`)."""
+        return []
 
     def confirm_close(self) -> bool:
         """Asked before the window closes: False keeps it open (e.g. the user cancelled on unsaved changes)."""

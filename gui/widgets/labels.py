@@ -1,4 +1,4 @@
-"""Small label and panel makers shared by the Runs page's parts."""
+"""Small label and panel makers shared by the pages' parts."""
 
 from __future__ import annotations
 
@@ -28,6 +28,23 @@ def label(text: str = "", *, selectable: bool = False, wrap: bool = False, bold:
         font.setBold(True)
         widget.setFont(font)
     return widget
+
+
+class ReasonLabel(QLabel):
+    """Words said in a chart's place (why it has nothing to draw): wrapped, centred, selectable, in the room the
+    chart has. Not height-for-width: a wrapped QLabel is, and a page holding one turns height-for-width with its
+    preferred height, so a scroll area around it sizes it to that and scrolls where it fits (as would any parent
+    that honours height-for-width); the words never ask the page for room either (Ignored: they take the chart's)."""
+
+    def __init__(self, text: str = "") -> None:
+        super().__init__(text)
+        self.setWordWrap(True)
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802 (Qt's name)
+        return False
 
 
 class SteadyLabel(QLabel):

@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -21,7 +21,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage, QPalette
 from PySide6.QtWidgets import QApplication, QLabel, QMessageBox, QVBoxLayout
 
-from traindeck.gui.pages import discover_entries
+from traindeck.gui.pages import PageEntry, discover_entries
 from traindeck.gui.pages.base import Page
 
 REPO = Path(__file__).resolve().parents[2]
@@ -145,7 +145,7 @@ from PySide6.QtCore import QPoint, QSize
 from PySide6.QtWidgets import QApplication, QLabel
 from traindeck.gui import main_window
 from traindeck.gui.app import create_window
-from traindeck.gui.pages import discover_entries
+from traindeck.gui.pages import PageEntry, discover_entries
 from traindeck.gui.pages.base import Page
 
 class StandIn(Page):
@@ -427,6 +427,13 @@ def screenshot_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Screens
     yield ScreenshotRun(done, out, home)
 
 
+def shot_names(pages: Sequence[PageEntry]) -> set[str]:
+    """A PNG per page, and the views pages name for a screenshot of their own (the Runs page's System view)."""
+    views = {"runs": ["system"]}
+    return {f"{i + 1}-{p.key}{suffix}.png" for i, p in enumerate(pages)
+            for suffix in ["", *(f"-{view}" for view in views.get(p.key, []))]}
+
+
 def test_screenshot_writes_one_non_blank_png_per_page(screenshot_run: ScreenshotRun, qapp) -> None:  # type: ignore[no-untyped-def]
     done, out = screenshot_run.done, screenshot_run.out
     assert done.returncode == 0, done.stderr[-3000:]
@@ -434,7 +441,7 @@ def test_screenshot_writes_one_non_blank_png_per_page(screenshot_run: Screenshot
     # The shipped pages, named here and not only discovered: a discovery that finds none (or loses one) must fail
     # this test, not leave it nothing to check.
     assert {p.key for p in pages} == SHIPPED_PAGES
-    expected = {f"{i + 1}-{p.key}.png" for i, p in enumerate(pages)}
+    expected = shot_names(pages)
     written = {p.name for p in out.glob("*.png")} if out.exists() else set()
     assert written == expected
     assert sorted(done.stdout.split()) == sorted(str(out / name) for name in expected)
@@ -452,7 +459,7 @@ def test_screenshots_leave_the_users_settings_byte_identical(screenshot_run: Scr
     assert done.returncode == 0, done.stderr[-3000:]
     assert (home / "config" / "window.ini").read_bytes() == USER_INI
     assert sorted(p.name for p in (home / "config").iterdir()) == ["window.ini"]
-    assert len(list(screenshot_run.out.glob("*.png"))) == len(discover_entries())
+    assert len(list(screenshot_run.out.glob("*.png"))) == len(shot_names(discover_entries()))
 
 
 def test_an_empty_page_counts_as_blank(qtbot, qapp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_prompt) -> None:  # type: ignore[no-untyped-def]

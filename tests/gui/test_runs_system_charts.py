@@ -4,13 +4,16 @@ series is absent; and clock-time axes that never label half seconds."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtWidgets import QScrollArea
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QFileDialog, QScrollArea
 
 from traindeck.backend.core.paths import run_store_path
 from traindeck.backend.monitor.demo import demo_samples
@@ -156,6 +159,83 @@ def test_a_run_without_samples_says_so_in_every_chart(qtbot, make_page) -> None:
     qtbot.waitUntil(lambda: page.charts.system_reason("cpu") is not None, timeout=WAIT_MS)
     assert {page.charts.system_reason(key) for key in page.charts.system.charts} == {
         "No resource samples were recorded for this run."}
+
+
+def test_export_in_the_system_view_writes_every_system_series_and_the_whole_view(qtbot, make_runs_page,  # type: ignore[no-untyped-def]
+                                                                                 tmp_path, monkeypatch) -> None:
+    samples = demo_samples(seconds=60, end=time.time() - 5)
+    steps = [(step, samples[0].t + 5 + step) for step in range(40)]
+    record = add_run(samples[0].t, steps, state="succeeded")
+    record_samples(record.id, samples).close()
+    page = make_runs_page((1500, 520))  # a low pane: the view scrolls its lower charts out of sight
+    page.charts.set_x_mode("time")
+    page.charts.set_smoothing(0.5)
+    open_system(qtbot, page, record)
+    charts = page.charts.system.charts
+    qtbot.waitUntil(lambda: charts["gpu_util"].point_count("GPU 1") == len(samples)
+                    and page.charts.system.loss_chart.point_count("loss") == len(steps), timeout=WAIT_MS)
+
+    written: list[Path] = []
+    page.charts.export_csv(tmp_path / "out" / "system.csv", done=written.append)
+    qtbot.waitUntil(lambda: bool(written), timeout=WAIT_MS)
+    with open(written[0], newline="") as handle:
+        table = list(csv.DictReader(handle))
+    series = list(dict.fromkeys(r["metric"] for r in table))
+    assert series[0] == "loss" and sum(r["metric"] == "loss" for r in table) == len(steps)
+    assert float(next(r for r in table if r["metric"] == "loss")["smoothed"]) == pytest.approx(3.0)
+    # Every line of every system chart, one row per recorded sample, in the charts' order.
+    assert series[1:] == [f"system/{key}/{line}" for key, chart in charts.items() for line in chart.series_names()]
+    assert {"system/gpu_util/GPU 0", "system/gpu_memory/GPU 1", "system/cpu/host", "system/rank_rss/rank 1",
+            "system/rank_rss/all ranks", "system/disk/written", "system/network/received"} <= set(series)
+    util = [r for r in table if r["metric"] == "system/gpu_util/GPU 0"]
+    assert len(util) == len(samples)
+    assert [float(r["wall_time"]) for r in util] == pytest.approx([s.t for s in samples])
+    assert [float(r["value"]) for r in util] == pytest.approx([s.gpus[0].utilization_percent for s in samples])
+    assert {r["step"] for r in util} == {""} and {r["smoothed"] for r in util} == {""}  # drawn as recorded
+    rss = [r for r in table if r["metric"] == "system/rank_rss/rank 1"]
+    assert float(rss[-1]["value"]) == pytest.approx(rank_rss(samples[-1], 1))
+
+    # A system chart's right-click menu saves that chart's data alone, as the other charts' menus do.
+    menu = charts["gpu_memory"].context_menu()
+    assert menu is not None and [a.text() for a in menu.actions()] == ["Save chart as PNG…", "Save its data as CSV…"]
+    chosen = tmp_path / "out" / "memory.csv"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *args: (str(chosen), "CSV (*.csv)"))
+    menu.actions()[1].trigger()
+    qtbot.waitUntil(chosen.exists, timeout=WAIT_MS)  # written whole in one step
+    with open(chosen, newline="") as handle:
+        memory = list(csv.DictReader(handle))
+    assert list(dict.fromkeys(r["metric"] for r in memory)) == ["system/gpu_memory/GPU 0", "system/gpu_memory/GPU 1"]
+    assert float(memory[-1]["value"]) == pytest.approx(samples[-1].gpus[1].memory_used_bytes)
+
+    # The PNG: the whole view, also the charts scrolled out of sight.
+    scroll = page.charts.system.findChild(QScrollArea)
+    assert scroll.widget().height() > scroll.viewport().height()
+    png = page.charts.export_png(tmp_path / "out" / "system.png")
+    image = QImage(str(png))
+    assert image.height() >= scroll.widget().height() and image.width() >= scroll.widget().width()
+
+
+@pytest.mark.parametrize(("width", "columns"), [(690, 2), (1100, 3), (420, 1)])
+def test_a_narrow_view_puts_fewer_charts_in_a_row_and_each_shows_whole(qtbot, width, columns) -> None:  # type: ignore[no-untyped-def]
+    """690 px: the System view in a 1280 px window (the demo's and the screenshots'). A chart squeezed below what
+    its title needs draws past its right edge, its title and legend cut off."""
+    from traindeck.gui.pages.runs.system_view import SystemView
+
+    view = SystemView(lambda title, unit: TimeSeriesChart(title, unit))
+    qtbot.addWidget(view)
+    view.resize(width, 600)
+    view.show()
+    qtbot.waitExposed(view)
+    qtbot.waitUntil(lambda: view.columns == columns, timeout=WAIT_MS)
+    assert view.columns_for(width) == columns
+    for chart in view.all_charts():
+        chart.flush()
+        assert chart.plot_item.sceneBoundingRect().right() <= chart.plot_widget.width() + 1, chart.title
+    cells = view.findChild(QScrollArea).widget()
+    assert all(slot.geometry().right() < cells.width() for slot in view.slots.values())
+    renewed = view.charts["cpu"]
+    view.renew()  # fresh charts keep the row the width allows
+    assert view.charts["cpu"] is not renewed and view.columns == columns
 
 
 def test_a_young_runs_clock_axis_is_labelled_in_whole_seconds(qtbot) -> None:  # type: ignore[no-untyped-def]

@@ -13,7 +13,7 @@ import csv
 import io
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -260,22 +260,26 @@ def read_metric_table(store: RunStore, run_id: str, names: Sequence[str]) -> Met
     return table
 
 
-def metrics_csv(table: Mapping[str, Sequence[tuple[int | None, float, float]]], smoothing: float) -> str:
-    """One row per point: metric, step (empty when not logged), wall time (UNIX seconds), value, smoothed."""
+def metrics_csv(table: Mapping[str, Sequence[tuple[int | None, float, float]]], smoothing: float,
+                unsmoothed: Collection[str] = ()) -> str:
+    """One row per point: metric, step (empty when not logged), wall time (UNIX seconds), value, smoothed (empty
+    for the series named in `unsmoothed`: the system series, which the charts draw as recorded)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_HEADER)
+    plain = set(unsmoothed)
     for name, rows in table.items():
-        smoothed = ema([value for _, _, value in rows], smoothing)
+        values = [value for _, _, value in rows]
+        smoothed = [""] * len(rows) if name in plain else [repr(float(s)) for s in ema(values, smoothing)]
         for (step, t, value), s in zip(rows, smoothed, strict=True):
-            writer.writerow((name, "" if step is None else step, repr(float(t)), repr(float(value)), repr(float(s))))
+            writer.writerow((name, "" if step is None else step, repr(float(t)), repr(float(value)), s))
     return out.getvalue()
 
 
 def write_metrics_csv(path: Path, table: Mapping[str, Sequence[tuple[int | None, float, float]]],
-                      smoothing: float) -> Path:
+                      smoothing: float, unsmoothed: Collection[str] = ()) -> Path:
     """metrics_csv() written to `path` in one step (a reader sees no half-written file)."""
-    atomic_write_bytes(Path(path), metrics_csv(table, smoothing).encode("utf-8"), mode=0o644)
+    atomic_write_bytes(Path(path), metrics_csv(table, smoothing, unsmoothed).encode("utf-8"), mode=0o644)
     return Path(path)
 
 
@@ -300,7 +304,7 @@ class SystemChart:
 SYSTEM_CHARTS: tuple[SystemChart, ...] = (
     SystemChart("gpu_util", "GPU utilisation", "%"),
     SystemChart("gpu_memory", "GPU memory", "B"),
-    SystemChart("cpu", "Host CPU (100 % = every core)", "%"),
+    SystemChart("cpu", "Host CPU (all cores)", "%"),  # as the Monitor names it: 100 % = every core busy
     SystemChart("rank_rss", "Ranks' host memory (RSS)", "B"),
     SystemChart("disk", "Disk I/O", "B/s"),
     SystemChart("network", "Network", "B/s"),
@@ -393,3 +397,24 @@ def read_system_series(store: RunStore, run_id: str, after: float | None = None,
     for key in out.lines:
         out.missing.pop(key, None)
     return out
+
+
+def system_export_name(chart: str, line: str) -> str:
+    """A system series' name in an export: "system/<chart key>/<line>", e.g. "system/gpu_util/GPU 0"."""
+    return f"system/{chart}/{line}"
+
+
+def read_system_table(store: RunStore, run_id: str, charts: Sequence[str] | None = None) -> MetricTable:
+    """Every recorded sample of the run's system series (those SYSTEM_CHARTS draw, or only the charts keyed in
+    `charts`; whole: not bucketed) as export rows (no step, wall time, value), each series named by
+    system_export_name, in the charts' order."""
+    read = read_system_series(store, run_id, max_points=0)
+    table: MetricTable = {}
+    for chart in SYSTEM_CHARTS:
+        if charts is not None and chart.key not in charts:
+            continue
+        for line, (t, y) in read.lines.get(chart.key, {}).items():
+            known = np.isfinite(y)
+            table[system_export_name(chart.key, line)] = [
+                (None, float(at), float(value)) for at, value in zip(t[known].tolist(), y[known].tolist(), strict=True)]
+    return table

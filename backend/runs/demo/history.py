@@ -14,20 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from traindeck.backend.core.fileio import atomic_write_text
-from traindeck.backend.monitor.sample_store import ResourceWriter
-from traindeck.backend.monitor.snapshots import (
-    GpuSnapshot,
-    HostSnapshot,
-    ResourceSample,
-    RunProcess,
-    RunSnapshot,
-)
 from traindeck.backend.presets import load_builtin
+from traindeck.backend.runs.demo.resources import ResourceStory, write_samples
 from traindeck.backend.runs.diagnosis.diagnose import Diagnosis
 from traindeck.backend.runs.diagnosis.kinds import DiagnosisKind
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
-GIB = 1024**3
+SAMPLES = 120  # resource samples a finished demo run keeps (spread over its run: the demo store is made fast)
+STARTUP_S = 45.0  # from the launch to the first step
 T_END = 1_767_628_800.0  # 2026-01-05 16:00 UTC: the newest demo run ended then
 
 
@@ -60,30 +54,10 @@ DEMO_RUNS = (
 )
 
 
-def _sample(t: float, i: int, n: int, run: DemoRun) -> ResourceSample:
-    """A one-second look at the run: memory climbs to its peak in the first tenth, then breathes."""
-    rise = min(1.0, (i + 1) / max(1, n // 10))
-    wave = 0.5 + 0.5 * math.sin(i / 5.0)
-    gpu_used = int(run.gpu_mem_gib * GIB * rise * (0.97 + 0.03 * wave))
-    rss = int(run.rank_rss_gib * GIB * rise * (0.98 + 0.02 * wave))
-    gpus = tuple(
-        GpuSnapshot(t=t, index=g, name="NVIDIA RTX A5000", uuid=f"GPU-demo-{g}", utilization_percent=92.0 * rise,
-                    memory_used_bytes=gpu_used, memory_total_bytes=24564 * 1024**2, power_w=190.0 * rise + 30,
-                    power_limit_w=230.0, temperature_c=45 + 25 * rise, sm_clock_mhz=1695,
-                    pcie_h2d_bytes_per_s=2e9 * wave, pcie_d2h_bytes_per_s=1.5e9 * wave, pcie_t=t)
-        for g in range(run.gpus)
-    )
-    processes = (RunProcess(5000, 4990, "accelerate", "accelerate launch train.py", "launcher", None, None, 0.5,
-                            300 * 1024**2, 0, 0, 0),) + tuple(
-        RunProcess(5001 + r, 5000, "python", f"python train.py --local_rank={r}", "rank", r, r, 110.0, rss,
-                   0, 10**9, 10**8, gpu_used) for r in range(run.gpus))
-    used = run.gpus * rss + 6 * GIB
-    host = HostSnapshot(t=t, cpu_percent=35.0, per_core_percent=(35.0,) * 16, ram_total_bytes=64 * GIB,
-                        ram_used_bytes=used, ram_available_bytes=64 * GIB - used, swap_total_bytes=8 * GIB,
-                        swap_used_bytes=0, disk_read_bytes_per_s=1e6, disk_write_bytes_per_s=2e6, disks=(),
-                        net_rx_bytes_per_s=1e4, net_tx_bytes_per_s=1e4)
-    return ResourceSample(t=t, host=host, gpus=gpus, gpu_error=None,
-                          run=RunSnapshot(t=t, root_pid=5000, processes=processes))
+def _story(run: DemoRun) -> ResourceStory:
+    """The run's resources as its numbers tell: its GPUs, their memory and the ranks' host memory."""
+    return ResourceStory(gpus=run.gpus, gpu_mem_gib=run.gpu_mem_gib, rank_rss_gib=run.rank_rss_gib,
+                         startup_s=STARTUP_S)
 
 
 def create_demo_runs(store_path: Path | str, runs_root: Path | str, runs: tuple[DemoRun, ...] = DEMO_RUNS,
@@ -97,7 +71,7 @@ def create_demo_runs(store_path: Path | str, runs_root: Path | str, runs: tuple[
     with RunStore(store_path) as store:
         for index, run in enumerate(runs):
             ended = t_end - run.ended_hours_ago * 3600
-            started = ended - run.steps * run.seconds_per_step - 45  # start-up before the first step
+            started = ended - run.steps * run.seconds_per_step - STARTUP_S
             run_id = "demo-" + "-".join(("20260105", f"{index:04d}"))
             run_dir = runs_root / run_id
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -118,7 +92,7 @@ def create_demo_runs(store_path: Path | str, runs_root: Path | str, runs: tuple[
                 launcher="accelerate", script="train.py", argv=argv, cwd="/home/demo/project", started_at=started,
                 progress={"current": run.steps, "total": run.total, "rate": 1 / run.seconds_per_step,
                           "eta_s": None, "unit": "it", "updated": ended}))
-            first_step = started + 45
+            first_step = started + STARTUP_S
             metrics = []
             for step in range(10, run.steps + 1, 10):
                 loss = run.loss_end + 4.0 * math.exp(-step / 300) + 0.02 * math.sin(step)
@@ -127,15 +101,7 @@ def create_demo_runs(store_path: Path | str, runs_root: Path | str, runs: tuple[
                 metrics.append(("train_samples_per_second", run.steps, ended, 8 * run.gpus / run.seconds_per_step,
                                 None))
             store.add_metrics(run_id, metrics)
-            writer = ResourceWriter(store.path, run_id, interval_s=max(1.0, (ended - started) / 120),
-                                    started_at=started)
-            try:
-                count = 120
-                for i in range(count):
-                    writer.write(_sample(started + i * (ended - started) / count, i, count, run), commit=False)
-                writer.commit()
-            finally:
-                writer.close()
+            write_samples(store.path, run_id, _story(run), started, ended, count=SAMPLES)
             store.finish_run(run_id, run.state, ended_at=ended, exit_code={"succeeded": 0, "stopped": -2}.get(run.state, 1),
                              diagnosis=diagnosis, state_detail=run.summary)
             ids.append(run_id)

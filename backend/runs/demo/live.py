@@ -5,7 +5,8 @@ fine-tune looks like four minutes in: an output.log with rank tags, start-up log
 dicts, and a run-store row whose progress and metrics come from feeding that log through the real parser (so the
 screenshot shows what traindeck would really make of it). `create_failed_demo` adds a run whose rank 1 ran out of
 GPU memory, diagnosed by the real diagnosis from its log and exit codes. Write them into a store of their own,
-never the user's.
+never the user's. Both runs carry the resource samples their supervisor's recorder would have written
+(resources.py), so their System view and Monitor charts show what a real run's do.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from traindeck.backend.core.fileio import atomic_write_text
 from traindeck.backend.logparse import LineAssembler, Metric, OutputParser, Progress
+from traindeck.backend.runs.demo.resources import ResourceStory, write_samples
 from traindeck.backend.runs.diagnosis.diagnose import Evidence, ProcessEnd, diagnose
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 
@@ -27,6 +29,12 @@ STEPS_DONE = 1240
 SECONDS_PER_STEP = 0.155
 START_UP_S = 31.0
 LOG_EVERY = 50
+CHECKPOINT_STEP = 800
+
+
+def _step_time(step: int) -> float:
+    """Seconds after the first step that `step` ended (the log's pace)."""
+    return step * SECONDS_PER_STEP * (1 + 0.03 * math.sin(step / 40))
 
 
 def _bar(n: int, total: int, elapsed: float, rate: float) -> str:
@@ -97,7 +105,7 @@ def demo_log(t0: float) -> list[tuple[float, str]]:
     start = t0 + START_UP_S
     say(start, f"train:   0%|          | 0/{TOTAL_STEPS} [00:00<?, ?it/s]", 0)
     for step in range(1, STEPS_DONE + 1):
-        t = start + step * SECONDS_PER_STEP * (1 + 0.03 * math.sin(step / 40))
+        t = start + _step_time(step)
         if step % 10 == 0 or step == STEPS_DONE:
             say(t, _bar(step, TOTAL_STEPS, t - start, step / (t - start)), 0)
         if step % LOG_EVERY == 0:
@@ -105,7 +113,7 @@ def demo_log(t0: float) -> list[tuple[float, str]]:
             lr = 5e-5 * min(1.0, step / 100) * (1 - step / TOTAL_STEPS)
             say(t, f"{{'loss': {loss:.4f}, 'grad_norm': {abs(1.1 + 0.4 * rng.gauss(0, 1)):.3f}, "
                    f"'learning_rate': {lr:.3e}, 'epoch': {step / TOTAL_STEPS:.2f}}}", 0)
-        if step == 800:
+        if step == CHECKPOINT_STEP:
             say(t, f"{stamp(t, 'log')} - INFO - __main__ - [RANK 0] saving checkpoint to "
                    "/home/demo/project/out/checkpoint-800", 0)
             say(t + 0.2, f"{stamp(t + 0.2, 'log')} - INFO - __main__ - [RANK 1] checkpoint shard written", 1)
@@ -152,6 +160,10 @@ def create_running_demo(store_path: Path | str, runs_root: Path | str, now: floa
                 "unit": progress.unit, "source": progress.source, "updated": now}))
         store.add_metrics(run_id, metrics)
         store.add_event(run_id, "started", "launcher started (pid 48211)", t=t0)
+    # The recorder's samples, a second apart: gpt2 in ZeRO-2 on two 24 GiB cards, a checkpoint at step 800.
+    story = ResourceStory(gpus=2, gpu_mem_gib=9.4, rank_rss_gib=4.8, startup_s=START_UP_S, root_pid=48211,
+                          rank_pids=(48230, 48231), checkpoints=(START_UP_S + _step_time(CHECKPOINT_STEP),))
+    write_samples(store_path, run_id, story, t0, now)
     return run_id
 
 
@@ -190,4 +202,10 @@ def create_failed_demo(store_path: Path | str, runs_root: Path | str, now: float
             progress={"current": 3, "total": 3000, "rate": 0.8, "eta_s": 3745.0, "unit": "it", "updated": t0 + 40}))
         store.finish_run(run_id, "failed", ended_at=t0 + 46.0, exit_code=1, diagnosis=diagnosis.to_json(),
                          state_detail=diagnosis.summary)
+    # Rank 1's GPU memory climbs to what the OOM message says (22.45 of 23.57 GiB in use) as it dies; rank 0 is
+    # stopped a second later.
+    story = ResourceStory(gpus=2, gpu_mem_gib=20.6, rank_rss_gib=7.2, startup_s=40.0, root_pid=51201,
+                          rank_pids=(51229, 51230), rank_ends={1: 44.0, 0: 45.1},
+                          gpu_mem_end_gib={1: 22.45, 0: 21.3})
+    write_samples(store_path, run_id, story, t0, t0 + 46.0)
     return run_id

@@ -33,6 +33,7 @@ from traindeck.gui.pages.monitor.shared import (
 )
 from traindeck.gui.widgets.chart_axis import format_value
 from traindeck.gui.widgets.charts import TimeSeriesChart
+from traindeck.gui.widgets.labels import ReasonLabel
 from traindeck.gui.widgets.message_list import tone
 
 
@@ -85,10 +86,7 @@ class GpuChartSlot(QStackedWidget):
         super().__init__()
         self.chart = chart
         self.reason: str | None = None
-        self.label = QLabel()
-        self.label.setWordWrap(True)
-        self.label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.label = ReasonLabel()  # not height-for-width: the page keeps its layout without a GPU
         self.addWidget(chart)
         self.addWidget(self.label)
 

@@ -520,6 +520,10 @@ class RunsPage(Page):
         self.charts.flush()
         self.run_list.show_records(self.source.in_store(store_path, watch.runs_for_list, mark_lost=False))
 
+    def demo_views(self) -> list[tuple[str, Callable[[], None]]]:
+        """The Charts tab's System view: the demo run's GPUs, memory, CPU, disk and network beside its loss."""
+        return [("system", self.charts.system_button.click)]
+
     def use_source(self, remote: RemoteRuns | None) -> None:
         """Show another machine's runs (None: this machine's again); closes the current run view."""
         self.use_store(None)

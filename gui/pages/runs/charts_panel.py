@@ -49,6 +49,7 @@ from PySide6.QtWidgets import (
 
 from traindeck.backend.logparse import ENGINE_FIGURES, ENGINE_LABEL, metric_label, metric_note
 from traindeck.backend.runs import (
+    SYSTEM_CHARTS,
     BoundedSeries,
     LastFigure,
     RunRecord,
@@ -61,6 +62,7 @@ from traindeck.backend.runs import (
     read_metric_table,
     read_step_clock,
     read_system_series,
+    read_system_table,
     time_x,
     write_export,
     write_metrics_csv,
@@ -101,6 +103,9 @@ ENDED_STEP_NOTE = ("System charts by step: each sample sits at the step the run 
 NO_STEPS_NOTE = ("x by step: the run has logged fewer than two steps, so its samples cannot be placed by step yet. "
                  "Choose x: wall time or time since start (Alt+X) to see them.")
 REMOTE_WORDS = "System charts are read from this machine's run store; another machine's runs do not show them yet."
+
+
+Table = dict[str, list[tuple[int | None, float, float]]]  # an export's rows by series: (step, wall time, value)
 
 
 def figure_text(value: float) -> str:
@@ -572,6 +577,7 @@ class ChartsPanel(QWidget):
         chart = TimeSeriesChart(title, unit, x_mode=self.x_mode, max_points=SYSTEM_RECENT,
                                 older_buckets=SYSTEM_OLDER)
         chart.add_menu_action("Save chart as PNG…", lambda: self._ask_path("png", chart))
+        chart.add_menu_action("Save its data as CSV…", lambda: self._ask_path("csv", chart))
         return chart
 
     # ------------------------------------------------------------------------------------------------ system
@@ -799,6 +805,10 @@ class ChartsPanel(QWidget):
             return
         if kind == "png":
             self.export_png(Path(path), chart)
+            return
+        key = next((k for k, c in self.system.charts.items() if c is chart), None)
+        if key is not None:  # a system chart: its recorded samples
+            self.export_csv(Path(path), [], system_charts=[key])
         else:
             self.export_csv(Path(path), chart.series_names() if chart is not None else None)
 
@@ -813,22 +823,33 @@ class ChartsPanel(QWidget):
             data = QByteArray()
             buffer = QBuffer(data)
             buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-            shown = self.views.currentWidget() or self.views
-            shown.grab().save(buffer, "PNG")
+            # The System view whole (a low pane scrolls some of its charts out of sight); another view as shown.
+            shown = self.system.image() if self.system_shown else (self.views.currentWidget() or self.views).grab()
+            shown.save(buffer, "PNG")
             buffer.close()
             written = write_export(path, bytes(data.data()))
         self._source.ctx.status.emit(f"Saved {written}")
         return written
 
     def export_csv(self, path: Path, names: list[str] | None = None,
-                   done: Callable[[Path], None] | None = None) -> None:
-        """Every recorded point of `names` (default: the metrics shown, the grid's filtered ones) as CSV rows
-        (metric, step, wall time, value, smoothed with the chosen weight), read and written off the UI thread."""
+                   done: Callable[[Path], None] | None = None, *, system_charts: list[str] | None = None) -> None:
+        """Every recorded point of `names` (default: the metrics shown, the grid's filtered ones; in the System view
+        its losses and then every recorded sample of its system series, named "system/<chart>/<line>", unsmoothed;
+        `system_charts`: those charts' series, by SYSTEM_CHARTS key) as CSV rows (metric, step, wall time, value,
+        smoothed with the chosen weight), read and written off the UI thread."""
         run_id = self._watched.run_id
         if run_id is None:
             return
+        if system_charts is None and names is None and self.system_shown:
+            system_charts = [spec.key for spec in SYSTEM_CHARTS]
+        system = bool(system_charts) and self._source.remote is None
         if names is None:
-            names = self.grid.filtered() if self.grid_shown else self._watched.chart_series()
+            if self.grid_shown:
+                names = self.grid.filtered()
+            elif self.system_shown:
+                names = watch.chart_names(self._watched.metric_names)[0]  # the losses its loss chart draws
+            else:
+                names = self._watched.chart_series()
         weight = self.smoothing
         status = self._source.ctx.status
 
@@ -837,9 +858,14 @@ class ChartsPanel(QWidget):
             if done is not None:
                 done(written)
 
-        def write(table: dict[str, list[tuple[int | None, float, float]]]) -> None:
-            self._source.ctx.tasks.run(write_metrics_csv, path, table, weight, done=saved,
+        def write(table: Table, system_table: Table | None = None) -> None:
+            merged = {**table, **(system_table or {})}
+            self._source.ctx.tasks.run(write_metrics_csv, path, merged, weight, list(system_table or ()), done=saved,
                                        failed=lambda error: status.emit(f"Could not save {path}: {error}"))
 
-        self._source.call(read_metric_table, run_id, list(names), done=write)
+        def read_system(table: Table) -> None:
+            self._source.call(read_system_table, run_id, system_charts,
+                              done=lambda system_table: write(table, system_table))
+
+        self._source.call(read_metric_table, run_id, list(names), done=read_system if system else write)
 

@@ -14,11 +14,11 @@ import html
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QPainter, QPixmap, QResizeEvent
 from PySide6.QtWidgets import (
     QGridLayout,
     QLabel,
     QScrollArea,
-    QSizePolicy,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -27,17 +27,13 @@ from PySide6.QtWidgets import (
 from traindeck.backend.runs import SYSTEM_CHARTS, SystemChart
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.charts import TimeSeriesChart
+from traindeck.gui.widgets.labels import ReasonLabel
 
-SYSTEM_COLUMNS = 3  # the system charts beside the loss chart, which takes the first column's two rows
+SYSTEM_COLUMNS = 3  # the system charts beside the loss chart, which takes the first column's rows
 SYSTEM_CELL_HEIGHT = 150  # px: as the metrics grid's cells; a low pane scrolls rather than squeezing them
-
-
-class ReasonLabel(QLabel):
-    """Words wrapped in the room a chart has. Not height-for-width: a scroll area holding a wrapped label sizes its
-    page to the labels' preferred heights, and the view would scroll where it fits."""
-
-    def hasHeightForWidth(self) -> bool:  # noqa: N802
-        return False
+# px: the narrowest column that shows a chart's title, axis and legend whole ("Ranks' host memory (RSS)"): a
+# narrower pane puts fewer system charts in a row, and more rows (which scroll in a low pane).
+SYSTEM_CELL_WIDTH = 220
 
 
 class SystemSlot(QStackedWidget):
@@ -47,11 +43,7 @@ class SystemSlot(QStackedWidget):
         super().__init__()
         self.spec, self.chart = spec, chart
         self.reason: str | None = None
-        self.label = ReasonLabel()
-        self.label.setWordWrap(True)
-        self.label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)  # the chart's room
+        self.label = ReasonLabel()  # not height-for-width: the view fits its pane without scrolling
         self.addWidget(chart)
         self.addWidget(self.label)
         self.setMinimumHeight(SYSTEM_CELL_HEIGHT)
@@ -86,6 +78,7 @@ class SystemView(QWidget):
         self._grid = QGridLayout(cells)
         self._grid.setContentsMargins(0, 0, 0, 0)
         self._grid.setSpacing(4)
+        self._cells = cells
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
@@ -99,6 +92,7 @@ class SystemView(QWidget):
         self.loss_chart: TimeSeriesChart = make_chart("Loss", "")
         self.slots: dict[str, SystemSlot] = {}
         self.charts: dict[str, TimeSeriesChart] = {}
+        self.columns = SYSTEM_COLUMNS  # system charts in a row: fewer in a narrow pane (columns_for)
         self.renew()
 
     def renew(self) -> None:
@@ -111,14 +105,33 @@ class SystemView(QWidget):
             self._grid.removeWidget(widget)
             widget.hide()  # at once: deleteLater() waits for the event loop
             widget.deleteLater()
-        rows = (len(SYSTEM_CHARTS) + SYSTEM_COLUMNS - 1) // SYSTEM_COLUMNS
         self.loss_chart.setMinimumHeight(SYSTEM_CELL_HEIGHT)
+        for slot in self.slots.values():
+            slot.chart.link_x(self.loss_chart)  # zoom one, all follow; the loss chart leads (see link_x)
+        self._place(self.columns_for(self.width()))
+
+    @staticmethod
+    def columns_for(width: int) -> int:
+        """How many system charts a row holds in a view `width` px wide (the loss chart takes a column too)."""
+        return max(1, min(SYSTEM_COLUMNS, width // SYSTEM_CELL_WIDTH - 1))
+
+    def _place(self, columns: int) -> None:
+        """The loss chart in the first column, down every row; the system charts `columns` to a row beside it."""
+        self.columns = columns
+        for widget in (self.loss_chart, *self.slots.values()):
+            self._grid.removeWidget(widget)
+        rows = (len(SYSTEM_CHARTS) + columns - 1) // columns
         self._grid.addWidget(self.loss_chart, 0, 0, rows, 1)
         for index, slot in enumerate(self.slots.values()):
-            slot.chart.link_x(self.loss_chart)  # zoom one, all follow; the loss chart leads (see link_x)
-            self._grid.addWidget(slot, index // SYSTEM_COLUMNS, 1 + index % SYSTEM_COLUMNS)
+            self._grid.addWidget(slot, index // columns, 1 + index % columns)
         for column in range(SYSTEM_COLUMNS + 1):
-            self._grid.setColumnStretch(column, 1)
+            self._grid.setColumnStretch(column, 1 if column <= columns else 0)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        columns = self.columns_for(event.size().width())
+        if columns != self.columns:
+            self._place(columns)
 
     def set_note(self, text: str) -> None:
         """A line above the charts ("" hides it): how x maps for them, why nothing can be read."""
@@ -127,3 +140,21 @@ class SystemView(QWidget):
 
     def all_charts(self) -> list[TimeSeriesChart]:
         return [self.loss_chart, *self.charts.values()]
+
+    def image(self) -> QPixmap:
+        """The whole view as one picture (an export): the note above every chart, also the charts a low pane
+        scrolls out of sight."""
+        cells = self._cells.grab()  # the scroll area's page at its own size, seen or scrolled away
+        if not self.note.isVisible():
+            return cells
+        note = self.note.grab()
+        ratio = cells.devicePixelRatio()
+        width, height = max(note.width(), cells.width()), note.height() + cells.height()
+        out = QPixmap(width, height)
+        out.setDevicePixelRatio(ratio)
+        out.fill(self.palette().color(self.backgroundRole()))
+        painter = QPainter(out)
+        painter.drawPixmap(0, 0, note)
+        painter.drawPixmap(0, round(note.height() / ratio), cells)
+        painter.end()
+        return out
