@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.runhelp import SCRIPTS, launch, leftovers, wait_finished
+from support.runhelp import SCRIPTS, launch, steps_by_rank, succeeded_clean, traindeck_cli
 from support.steptimes import assert_steps_agree
 
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
@@ -93,23 +93,6 @@ def _ds_timer_lines(run: RunRecord, marker: str) -> list[dict[str, float]]:
     return out
 
 
-def _finished(run: RunRecord, timeout: float = 300) -> RunRecord:
-    done = wait_finished(run.id, timeout)
-    log = Path(done.run_dir, "output.log").read_text(errors="replace")
-    assert done.state == "succeeded", (done.diagnosis, log[-3000:])
-    assert leftovers(done) == []
-    return done
-
-
-def _steps(run: RunRecord) -> dict[int, dict[int, StepRecord]]:
-    with RunStore() as store:
-        records = store.steps(run.id)
-    out: dict[int, dict[int, StepRecord]] = {}
-    for record in records:
-        out.setdefault(record.rank, {})[record.step] = record
-    return out
-
-
 def _own_times(tmp_path: Path, rank: int) -> dict[int, float]:
     data = json.loads((tmp_path / f"times{rank}.json").read_text())
     return {int(step): ms for step, ms in data["step_ms"].items()}
@@ -142,30 +125,25 @@ def _assert_adds_up(steps: dict[int, dict[int, StepRecord]], tmp_path: Path) -> 
         assert_steps_agree([(mine[n].step_ms, own[n]) for n in sorted(own) if n > 2], context=rank)
 
 
-def _cli(*args: str) -> str:
-    return subprocess.run([sys.executable, "-m", "traindeck", *args], capture_output=True, text=True,
-                          check=True).stdout
-
-
 def _show(run: RunRecord) -> None:
     """The run's `traindeck steps` table on the test's output (pytest -s shows the figures)."""
-    print("\n" + _cli("steps", run.id))
+    print("\n" + traindeck_cli("steps", run.id))
 
 
 def test_zero2_cpu_offload_times_both_ranks_and_names_the_bound_with_its_numbers(tmp_path: Path) -> None:
     config = _config(tmp_path, {"stage": 2, "offload_optimizer": {"device": "cpu"}}, batch=4, **REFEREE)
-    run = _finished(launch(LOOP, "--deepspeed_config", config, "--steps", str(STEPS), "--hidden", "1024",
-                           "--layers", "1", "--batch-size", "4", "--times", str(tmp_path / "times{rank}.json"),
-                           "--comms-report", str(tmp_path / "comms{rank}.json"), launcher="deepspeed", nproc=2,
-                           env=CPU, name="zero2-offload"))
+    run = succeeded_clean(launch(LOOP, "--deepspeed_config", config, "--steps", str(STEPS), "--hidden", "1024",
+                                 "--layers", "1", "--batch-size", "4", "--times", str(tmp_path / "times{rank}.json"),
+                                 "--comms-report", str(tmp_path / "comms{rank}.json"), launcher="deepspeed", nproc=2,
+                                 env=CPU, name="zero2-offload"))
     log = Path(run.run_dir, "output.log").read_text(errors="replace")
     assert "optimizer=DeepSpeedCPUAdam" in log, log[-3000:]
-    steps = _steps(run)
+    steps = steps_by_rank(run)
     _assert_every_step(steps, 2, STEPS, ("forward", "backward", "communication", "optimizer"))
     _assert_adds_up(steps, tmp_path)
 
     # The verdict through the real CLI: the group of phases that is largest on the slowest rank, with its numbers.
-    anatomy = json.loads(_cli("steps", run.id, "--json"))
+    anatomy = json.loads(traindeck_cli("steps", run.id, "--json"))
     _show(run)
     slowest = anatomy["ranks"][str(anatomy["slowest_rank"])]
     grouped = {bound: sum(slowest[f"{p}_ms"] for p in phases) for bound, phases in BOUNDS.items()}
@@ -178,7 +156,7 @@ def test_zero2_cpu_offload_times_both_ranks_and_names_the_bound_with_its_numbers
     # CPU Adam runs inside the engine's step: the optimizer phase is a real share of every step on both ranks.
     for rank in ("0", "1"):
         assert anatomy["ranks"][rank]["optimizer_ms"] >= 0.5, anatomy["ranks"][rank]
-    shown = json.loads(_cli("runs", "show", run.id, "--json"))["step_anatomy"]
+    shown = json.loads(traindeck_cli("runs", "show", run.id, "--json"))["step_anatomy"]
     assert shown["bound"] == bound and shown["summary"] == anatomy["summary"]
 
     # DeepSpeed's own timers in the same run, rank 0, step by step from step 2: CPU Adam (ZeRO's optimizer_step)
@@ -220,10 +198,10 @@ def test_zero2_cpu_offload_times_both_ranks_and_names_the_bound_with_its_numbers
 
 def test_zero3_parameter_offload_times_both_ranks_every_step(tmp_path: Path) -> None:
     config = _config(tmp_path, {"stage": 3, "offload_param": {"device": "cpu"}})
-    run = _finished(launch(LOOP, "--deepspeed_config", config, "--steps", str(STEPS), "--hidden", "512",
-                           "--times", str(tmp_path / "times{rank}.json"), launcher="deepspeed", nproc=2, env=CPU,
-                           name="zero3-param-offload"))
-    steps = _steps(run)
+    run = succeeded_clean(launch(LOOP, "--deepspeed_config", config, "--steps", str(STEPS), "--hidden", "512",
+                                 "--times", str(tmp_path / "times{rank}.json"), launcher="deepspeed", nproc=2, env=CPU,
+                                 name="zero3-param-offload"))
+    steps = steps_by_rank(run)
     # ZeRO-3 gathers each layer's parameters for forward and backward: communication in every step.
     _assert_every_step(steps, 2, STEPS, ("forward", "backward", "communication", "optimizer"))
     _assert_adds_up(steps, tmp_path)
@@ -235,10 +213,10 @@ def test_zero3_a_rank_waiting_on_an_asynchronous_gather_is_in_communication(tmp_
     # while rank 1 sleeps 150 ms in its data loading, rank 0 waits there. DeepSpeed's forward timer holds that wait;
     # traindeck charges it to communication, so rank 1 is named the slowest, data-bound.
     config = _config(tmp_path, {"stage": 3, "offload_param": {"device": "cpu"}}, **REFEREE)
-    run = _finished(launch(LOOP, "--deepspeed_config", config, "--steps", str(STEPS), "--hidden", "512",
-                           "--sleep-rank", "1", "--sleep-s", "0.15", "--times", str(tmp_path / "times{rank}.json"),
-                           launcher="deepspeed", nproc=2, env=CPU, name="zero3-slow-data"))
-    steps = _steps(run)
+    run = succeeded_clean(launch(LOOP, "--deepspeed_config", config, "--steps", str(STEPS), "--hidden", "512",
+                                 "--sleep-rank", "1", "--sleep-s", "0.15", "--times", str(tmp_path / "times{rank}.json"),
+                                 launcher="deepspeed", nproc=2, env=CPU, name="zero3-slow-data"))
+    steps = steps_by_rank(run)
     _assert_every_step(steps, 2, STEPS, ("forward", "backward", "communication", "optimizer"))
     _assert_adds_up(steps, tmp_path)
     engine = _ds_timer_lines(run, "fwd")
@@ -259,10 +237,10 @@ def test_zero3_a_rank_waiting_on_an_asynchronous_gather_is_in_communication(tmp_
 def test_a_rank_slow_in_its_data_loading_is_named_the_slowest_with_data(tmp_path: Path) -> None:
     # ZeRO-2 without offload; rank 1 sleeps 150 ms in its data loading every step, rank 0 waits for it.
     config = _config(tmp_path, {"stage": 2})
-    run = _finished(launch(LOOP, "--deepspeed_config", config, "--steps", str(STEPS), "--hidden", "256",
-                           "--sleep-rank", "1", "--sleep-s", "0.15", "--times", str(tmp_path / "times{rank}.json"),
-                           launcher="deepspeed", nproc=2, env=CPU, name="zero2-slow-data"))
-    steps = _steps(run)
+    run = succeeded_clean(launch(LOOP, "--deepspeed_config", config, "--steps", str(STEPS), "--hidden", "256",
+                                 "--sleep-rank", "1", "--sleep-s", "0.15", "--times", str(tmp_path / "times{rank}.json"),
+                                 launcher="deepspeed", nproc=2, env=CPU, name="zero2-slow-data"))
+    steps = steps_by_rank(run)
     _assert_every_step(steps, 2, STEPS, ("forward", "backward", "communication", "optimizer"))
     _assert_adds_up(steps, tmp_path)
     anatomy = analyse([record for mine in steps.values() for record in mine.values()])
@@ -275,9 +253,9 @@ def test_a_rank_slow_in_its_data_loading_is_named_the_slowest_with_data(tmp_path
 
 
 def test_hf_trainer_run_gets_forward_backward_and_optimizer(tmp_path: Path) -> None:
-    run = _finished(launch(TRAINER, "--output_dir", str(tmp_path / "out"), "--max_steps", str(STEPS), "--batch_size",
-                           "64", "--times", str(tmp_path / "times{rank}.json"), launcher="python", name="hf-trainer"))
-    steps = _steps(run)
+    run = succeeded_clean(launch(TRAINER, "--output_dir", str(tmp_path / "out"), "--max_steps", str(STEPS), "--batch_size",
+                                 "64", "--times", str(tmp_path / "times{rank}.json"), launcher="python", name="hf-trainer"))
+    steps = steps_by_rank(run)
     _assert_every_step(steps, 1, STEPS, ("forward", "backward", "optimizer"))
     _assert_adds_up(steps, tmp_path)
     _show(run)
@@ -286,12 +264,12 @@ def test_hf_trainer_run_gets_forward_backward_and_optimizer(tmp_path: Path) -> N
 def test_accelerate_loop_gets_forward_backward_and_optimizer_on_both_ranks(tmp_path: Path) -> None:
     # ACCELERATE_USE_CPU: without a probed environment the minimal accelerate config says MULTI_GPU, and on a host
     # without CUDA each process would then train alone (process_index 0 in both).
-    run = _finished(launch(LOOP, "--steps", str(STEPS), "--hidden", "512", "--batch-size", "256", "--times",
-                           str(tmp_path / "times{rank}.json"), launcher="accelerate", nproc=2, name="accelerate",
-                           env={"ACCELERATE_USE_CPU": "true"}))
+    run = succeeded_clean(launch(LOOP, "--steps", str(STEPS), "--hidden", "512", "--batch-size", "256", "--times",
+                                 str(tmp_path / "times{rank}.json"), launcher="accelerate", nproc=2, name="accelerate",
+                                 env={"ACCELERATE_USE_CPU": "true"}))
     log = Path(run.run_dir, "output.log").read_text(errors="replace")
     assert "mode=accelerate rank=1" in log, log[-3000:]
-    steps = _steps(run)
+    steps = steps_by_rank(run)
     _assert_every_step(steps, 2, STEPS, ("forward", "backward", "optimizer"))
     _assert_adds_up(steps, tmp_path)
     _show(run)
@@ -307,7 +285,7 @@ def test_no_step_timing_runs_untimed_and_says_so(tmp_path: Path) -> None:
         record = store.get_run(store.resolve_id("untimed") or "")
     assert record is not None and record.state == "succeeded"
     assert not (Path(record.run_dir) / "steps").exists()
-    said = _cli("steps", "untimed")
+    said = traindeck_cli("steps", "untimed")
     assert "no step timed: step timing was off for this run (--no-step-timing)" in said
 
 
@@ -329,6 +307,6 @@ def test_a_script_that_prints_no_progress_shows_its_timed_steps_as_progress(tmp_
         if progress.get("source") == "step timing" and progress.get("current") not in seen:
             seen.append(progress["current"])
         time.sleep(0.5)
-    done = _finished(run)
+    done = succeeded_clean(run)
     assert len(seen) >= 3 and seen == sorted(seen), seen
     assert done.progress and done.progress["unit"] == "step" and done.progress["current"] >= 290, done.progress

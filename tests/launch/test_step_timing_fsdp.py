@@ -16,16 +16,11 @@ ACCELERATE_USE_CPU). Its ranks go through the same hooks: accelerate's FSDP2 is 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support.runhelp import SCRIPTS, events, launch, leftovers, wait_finished
+from support.runhelp import SCRIPTS, events, launch, steps_by_rank, succeeded_clean, traindeck_cli
 from support.steptimes import assert_steps_agree
-
-from traindeck.backend.runs.record.run_store import RunRecord, RunStore
-from traindeck.backend.steps import StepRecord
 
 pytestmark = [pytest.mark.slow, pytest.mark.train]
 torch = pytest.importorskip("torch", reason="needs the train extra")
@@ -33,28 +28,6 @@ torch = pytest.importorskip("torch", reason="needs the train extra")
 LOOP = SCRIPTS / "fsdp_step_loop.py"
 STEPS = 12
 TOLERANCE = 0.05
-
-
-def _finished(run: RunRecord, timeout: float = 300) -> RunRecord:
-    done = wait_finished(run.id, timeout)
-    log = Path(done.run_dir, "output.log").read_text(errors="replace")
-    assert done.state == "succeeded", (done.diagnosis, log[-3000:])
-    assert leftovers(done) == []
-    return done
-
-
-def _steps(run: RunRecord) -> dict[int, dict[int, StepRecord]]:
-    with RunStore() as store:
-        records = store.steps(run.id)
-    out: dict[int, dict[int, StepRecord]] = {}
-    for record in records:
-        out.setdefault(record.rank, {})[record.step] = record
-    return out
-
-
-def _cli(*args: str) -> str:
-    return subprocess.run([sys.executable, "-m", "traindeck", *args], capture_output=True, text=True,
-                          check=True).stdout
 
 
 # (FSDP flag, mode and model class the script prints, what the hooks and the verdict call it, its advice's setting)
@@ -68,12 +41,12 @@ KINDS = {
 def test_fsdp_under_torchrun_charges_its_collectives_to_communication(tmp_path: Path, kind: str) -> None:
     flag, started, name, setting = KINDS[kind]
     # A small batch on a wide model: the parameters gathered and the gradients reduced outweigh the compute.
-    run = _finished(launch(LOOP, "--fsdp", flag, "--steps", str(STEPS), "--batch-size", "16", "--times", str(tmp_path / "times{rank}.json"),
-                           "--collectives", str(tmp_path / "comms{rank}.json"), launcher="torchrun", nproc=2,
-                           name=kind))
+    run = succeeded_clean(launch(LOOP, "--fsdp", flag, "--steps", str(STEPS), "--batch-size", "16", "--times", str(tmp_path / "times{rank}.json"),
+                                 "--collectives", str(tmp_path / "comms{rank}.json"), launcher="torchrun", nproc=2,
+                                 name=kind))
     log = Path(run.run_dir, "output.log").read_text(errors="replace")
     assert started in log, log[-3000:]
-    steps = _steps(run)
+    steps = steps_by_rank(run)
     assert sorted(steps) == [0, 1], sorted(steps)
     for rank, mine in steps.items():
         assert sorted(mine) == list(range(1, STEPS + 1)), (rank, sorted(mine))
@@ -103,8 +76,8 @@ def test_fsdp_under_torchrun_charges_its_collectives_to_communication(tmp_path: 
     assert not any("could not attach" in t for t in said), said
 
     # The verdict through the real CLI: communication-bound with its numbers, FSDP's advice, nothing of ZeRO's.
-    anatomy = json.loads(_cli("steps", run.id, "--json"))
-    print("\n" + _cli("steps", run.id))
+    anatomy = json.loads(traindeck_cli("steps", run.id, "--json"))
+    print("\n" + traindeck_cli("steps", run.id))
     slowest = anatomy["ranks"][str(anatomy["slowest_rank"])]
     communication = slowest["communication_ms"]
     assert communication > slowest["forward_ms"] + slowest["backward_ms"], slowest

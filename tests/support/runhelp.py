@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ from traindeck.backend.launch.plan import LaunchPlan
 from traindeck.backend.runs.control.lifecycle import new_run_dir, start_run
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 from traindeck.backend.runs.supervisor.liveness import run_processes
+from traindeck.backend.steps import StepRecord
 
 SCRIPTS = FIXTURES / "scripts"
 BEHAVE = SCRIPTS / "behave.py"
@@ -75,6 +77,31 @@ def wait_finished(run_id: str, timeout: float = 120.0) -> RunRecord:
         return wait_until(done, timeout)
     finally:
         store.close()
+
+
+def succeeded_clean(run: RunRecord, timeout: float = 300) -> RunRecord:
+    """The run once finished: it succeeded (else its diagnosis and log's end) and nothing of it is left."""
+    done = wait_finished(run.id, timeout)
+    log = Path(done.run_dir, "output.log").read_text(errors="replace")
+    assert done.state == "succeeded", (done.diagnosis, log[-3000:])
+    assert leftovers(done) == []
+    return done
+
+
+def steps_by_rank(run: RunRecord) -> dict[int, dict[int, StepRecord]]:
+    """The run's timed steps from the store: rank -> step -> its record."""
+    with RunStore() as store:
+        records = store.steps(run.id)
+    out: dict[int, dict[int, StepRecord]] = {}
+    for record in records:
+        out.setdefault(record.rank, {})[record.step] = record
+    return out
+
+
+def traindeck_cli(*args: str) -> str:
+    """`traindeck ARGS`' output; a failing command fails the test."""
+    return subprocess.run([sys.executable, "-m", "traindeck", *args], capture_output=True, text=True,
+                          check=True).stdout
 
 
 def get(run_id: str) -> RunRecord:
