@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from support.probe_fixture import probe_cache  # noqa: F401 (a fixture)
@@ -22,7 +23,7 @@ from PySide6.QtWidgets import QMessageBox  # noqa: E402
 from traindeck.backend.config.messages import Message  # noqa: E402
 from traindeck.backend.core import paths  # noqa: E402
 from traindeck.backend.presets import load_preset  # noqa: E402
-from traindeck.backend.runs.record.run_store import RunStore  # noqa: E402
+from traindeck.backend.runs.record.run_store import RunRecord, RunStore  # noqa: E402
 
 SECRET = "hf_Sup3rSecretTokenValue"
 URL_PASSWORD = "pr0xyPassw0rd"
@@ -56,6 +57,33 @@ def _wait_plan(qtbot, page, timeout=15000):
     qtbot.waitUntil(lambda: page.command_box.plan is not None and not page._preview_timer.isActive(),
                     timeout=timeout)
     return page.command_box.plan
+
+
+class Finished(NamedTuple):
+    record: RunRecord
+    log: str
+
+
+def _succeeded(qtbot, run_id: str) -> Finished:
+    """The run launched from the page once it ended, and its log; it must have succeeded. The Qt loop runs while it
+    waits (the page's polls go on); a run still going after 400 s is stopped, so no test leaves one behind."""
+    with RunStore() as store:
+        def finished() -> RunRecord | None:
+            record = store.get_run(run_id)
+            return record if record is not None and record.finished else None
+
+        try:
+            qtbot.waitUntil(lambda: finished() is not None, timeout=400000)
+        finally:
+            if finished() is None:
+                from traindeck.backend.runs.control.lifecycle import stop_run
+
+                stop_run(store, run_id, grace_s=2.0)
+        record = finished()
+    assert record is not None
+    log = Path(record.run_dir, "output.log").read_text(errors="replace")
+    assert record.state == "succeeded", (record.diagnosis, log[-3000:])
+    return Finished(record, log)
 
 
 def _script(tmp_path: Path, text: str = "print('hi')\n") -> Path:
@@ -381,26 +409,9 @@ def test_the_demo_chosen_under_cpu_demo_runs_under_an_accelerate_preset(qtbot, m
     with qtbot.waitSignal(page.ctx.run_started, timeout=120000) as started:
         page.launch()
     (run_id,) = started.args
-    store = RunStore()
-    try:
-        def finished():  # type: ignore[no-untyped-def]
-            record = store.get_run(run_id)
-            return record if record is not None and record.finished else None
-
-        try:
-            qtbot.waitUntil(lambda: finished() is not None, timeout=400000)
-        finally:
-            if finished() is None:
-                from traindeck.backend.runs.control.lifecycle import stop_run
-
-                stop_run(store, run_id, grace_s=2.0)
-        record = store.get_run(run_id)
-        log = Path(record.run_dir, "output.log").read_text(errors="replace")
-        assert record.state == "succeeded", (record.diagnosis, log[-3000:])
-        assert "train_tiny: mode=accelerate" in log and "train_tiny: done" in log
-        assert heavy_imports == []
-    finally:
-        store.close()
+    log = _succeeded(qtbot, run_id).log
+    assert "train_tiny: mode=accelerate" in log and "train_tiny: done" in log
+    assert heavy_imports == []
 
 
 def test_without_a_preset_the_demo_runs_with_plain_python(qtbot, make_page):
@@ -433,28 +444,12 @@ def test_ctrl_enter_launches_the_cpu_demo_and_it_succeeds(qtbot, make_page, heav
         qtbot.keyClick(page.script_box.args, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
     (run_id,) = started.args
     assert f"Run {run_id} started" in page.launch_bar.result.text()
-    store = RunStore()
-    try:
-        def finished():  # type: ignore[no-untyped-def]
-            record = store.get_run(run_id)
-            return record if record is not None and record.finished else None
-
-        try:
-            qtbot.waitUntil(lambda: finished() is not None, timeout=400000)
-        finally:
-            if finished() is None:
-                from traindeck.backend.runs.control.lifecycle import stop_run
-
-                stop_run(store, run_id, grace_s=2.0)
-        record = store.get_run(run_id)
-        log = Path(record.run_dir, "output.log").read_text(errors="replace")
-        assert record.state == "succeeded", (record.diagnosis, log[-3000:])
-        assert (record.name, record.preset, record.launcher) == ("train_tiny-cpu-demo", "cpu-demo", "deepspeed")
-        assert "train_tiny: mode=deepspeed world_size=2" in log and "train_tiny: done" in log
-        qtbot.waitUntil(lambda: f"Run {run_id}" not in page.launch_bar.result.text(), timeout=15000)  # it ended
-        assert heavy_imports == []
-    finally:
-        store.close()
+    done = _succeeded(qtbot, run_id)
+    assert (done.record.name, done.record.preset, done.record.launcher) == ("train_tiny-cpu-demo", "cpu-demo",
+                                                                           "deepspeed")
+    assert "train_tiny: mode=deepspeed world_size=2" in done.log and "train_tiny: done" in done.log
+    qtbot.waitUntil(lambda: f"Run {run_id}" not in page.launch_bar.result.text(), timeout=15000)  # it ended
+    assert heavy_imports == []
 
 
 def test_a_sweep_on_the_page_queues_one_named_run_per_value(qtbot, make_page, tmp_path):
