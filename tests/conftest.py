@@ -79,6 +79,14 @@ class _RefuseHeavyImports(importlib.abc.MetaPathFinder):
 
 
 @pytest.fixture
+def log(tmp_path: Path) -> Path:
+    """An empty `output.log` in the test's folder, for a console or feed to follow as the test appends to it."""
+    path = tmp_path / "output.log"
+    path.write_bytes(b"")
+    return path
+
+
+@pytest.fixture
 def heavy_imports(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The training libraries the code under test tried to import in this process (refused), even when an earlier
     test in the same pytest process already imported them: they are hidden from sys.modules for the test, so a

@@ -84,3 +84,16 @@ def configure_window(qtbot, traindeck_home) -> Iterator[Callable[[], tuple[Any, 
     for window in windows:
         window.ctx.tasks.wait(10000)
     QApplication.processEvents()
+
+
+@pytest.fixture
+def console(qtbot) -> Iterator[Any]:  # type: ignore[no-untyped-def]
+    """A shown LogConsole, 900 x 400, its log closed at the end."""
+    from traindeck.gui.widgets.console import LogConsole
+
+    widget = LogConsole()
+    qtbot.addWidget(widget)
+    widget.resize(900, 400)
+    widget.show()
+    yield widget
+    widget.close_log()

@@ -5,33 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from support.growing_log import append
 from support.qt_events import EventCount
 
 from traindeck.gui.widgets.console import PAUSED_TICK_MS, LogConsole
-
-
-def append(path: Path, data: bytes) -> None:
-    with open(path, "ab") as handle:
-        handle.write(data)
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Path:
-    path = tmp_path / "output.log"
-    path.write_bytes(b"")
-    return path
-
-
-@pytest.fixture
-def console(qtbot) -> LogConsole:  # type: ignore[no-untyped-def]
-    widget = LogConsole()
-    qtbot.addWidget(widget)
-    widget.resize(900, 400)
-    widget.show()
-    yield widget
-    widget.close_log()
 
 
 def test_bar_redraws_update_one_line_in_place(qtbot, console: LogConsole, log: Path) -> None:  # type: ignore[no-untyped-def]

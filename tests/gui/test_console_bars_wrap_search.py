@@ -8,35 +8,13 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QPalette
+from support.growing_log import append
 
 from traindeck.backend.logparse.tqdm_bar import looks_like_bar
 from traindeck.gui.widgets.console import LogConsole
 from traindeck.gui.widgets.log_view import MARGIN
-
-
-def append(path: Path, data: bytes) -> None:
-    with open(path, "ab") as handle:
-        handle.write(data)
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Path:
-    path = tmp_path / "output.log"
-    path.write_bytes(b"")
-    return path
-
-
-@pytest.fixture
-def console(qtbot) -> LogConsole:  # type: ignore[no-untyped-def]
-    widget = LogConsole()
-    qtbot.addWidget(widget)
-    widget.resize(900, 400)
-    widget.show()
-    yield widget
-    widget.close_log()
 
 
 def test_a_bar_with_log_lines_between_its_redraws_is_one_line_updated(qtbot, console: LogConsole, log: Path) -> None:  # type: ignore[no-untyped-def]

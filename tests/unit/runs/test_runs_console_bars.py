@@ -93,11 +93,6 @@ def show(log: Path, *chunks: tuple[bytes, str]) -> View:
     return view
 
 
-@pytest.fixture
-def log(tmp_path: Path) -> Path:
-    return tmp_path / "output.log"
-
-
 PRINTS_BETWEEN_REDRAWS = """
     b = bar(12, "Epoch 1")
     for i in range(12):

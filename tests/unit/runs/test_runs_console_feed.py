@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.growing_log import append
 
 from traindeck.backend.logparse import Line
 from traindeck.backend.runs.control.console_feed import ConsoleBatch, ConsoleFeed
@@ -41,18 +42,6 @@ class View:
 
     def texts(self) -> list[str]:
         return [self.lines[n].text for n in sorted(self.lines)]
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Path:
-    path = tmp_path / "output.log"
-    path.write_bytes(b"")
-    return path
-
-
-def append(path: Path, data: bytes) -> None:
-    with open(path, "ab") as handle:
-        handle.write(data)
 
 
 def test_bar_redraws_become_one_line_replaced_in_place_across_batches(log: Path) -> None:
