@@ -1,6 +1,6 @@
 """Printed values made exact from their TensorBoard twins, on real event files (torch's SummaryWriter), printed
-lines parsed as the supervisor parses them, and a real run store: the values stored and the last metrics become
-TensorBoard's for the steps it has; a same-named tag holding another quantity stays apart."""
+lines parsed as the supervisor parses them, and a real run store: the values stored, the last metrics and a live
+view's series become TensorBoard's for the steps it has; a same-named tag holding another quantity stays apart."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ pytest.importorskip("torch")
 from torch.utils.tensorboard import SummaryWriter  # noqa: E402
 
 from traindeck.backend.logparse import Line, Metric, OutputParser  # noqa: E402
+from traindeck.backend.runs.control import view as watch  # noqa: E402
+from traindeck.backend.runs.control.watched_run import WatchedRun  # noqa: E402
 from traindeck.backend.runs.record.exact_values import (  # noqa: E402
     Shown,
     half_unit,
@@ -139,6 +141,37 @@ def test_a_same_named_tag_holding_another_quantity_becomes_a_series_of_its_own(s
     assert [step for step, _t, _v in store.metric_series(RUN, "train/loss")] == [1, 2, 3, 4, 5]
     assert values(store, "train/loss") == [f32(sum(batch[:s]) / s) for s in range(1, 6)]
     assert recorder.revised == 0
+    writer.close()
+
+
+def test_a_live_view_takes_the_exact_values_of_rows_it_read_before(store: RunStore, tmp_path: Path) -> None:
+    """The dashboard reads only rows newer than its mark: a row revised after it was read comes back as a
+    revision, and the held series and the latest value take the exact value."""
+    writer = SummaryWriter(str(tmp_path))
+    printed = Printed(store)
+    recorder = recorder_on(store, tmp_path)
+    model = WatchedRun()
+    model.open(RUN)
+
+    def read() -> set[str]:
+        generation = model.begin_poll()
+        assert generation is not None
+        change = model.apply(generation, watch.read_view(store, RUN, **model.read_arguments()))
+        assert change is not None
+        return change.series
+
+    trainer_log(writer, printed, 1)
+    read()
+    read()  # the loss series read whole
+    for step in (2, 3):
+        trainer_log(writer, printed, step)
+    assert "loss" in read()
+    assert model.metrics["loss"] == 3.234 and list(model.series["loss"].points()[1]) == [3.252, 3.225, 3.234]
+    recorder.poll()
+    assert "loss" in read()  # revised
+    assert model.metrics["loss"] == f32(LOSSES[2])
+    assert list(model.series["loss"].points()[1]) == [f32(v) for v in LOSSES[:3]]
+    assert model.metrics["learning_rate"] == f32(LRS[2])
     writer.close()
 
 
