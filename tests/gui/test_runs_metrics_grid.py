@@ -186,6 +186,44 @@ def test_legends_name_their_lines_newest_point_as_metrics_arrive(qtbot, make_pag
         assert "step 2" in page.charts._metric_labels["loss"].toolTip() or step == 190
 
 
+def test_last_metrics_and_the_legends_change_with_the_same_read(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    """Each read's values reach "Last metrics" and the legends together: between two draws of the charts (none
+    under way) the two never say different things; they did for up to a second, the legends drawn as a read
+    arrived and Last metrics on the page's next clock tick."""
+    from PySide6.QtCore import QTimer
+
+    record = add_run("together", [("loss", s, T0 + s, 2.0 / (1 + s / 20), None) for s in range(10, 100, 10)])
+    page = make_page()
+    page.open_run(record.id)
+    charts = page.charts
+    qtbot.waitUntil(lambda: charts.figure_shown("loss") is not None and charts.legend_figure("loss") is not None,
+                    timeout=15000)
+    apart: list[float] = []  # how long each disagreement at rest lasted
+    since: list[float] = []
+
+    def look() -> None:
+        if charts._to_draw:
+            return  # a draw under way: its charts are handed their points one after another
+        if charts.figure_shown("loss") != charts.legend_figure("loss"):
+            since[:] = since or [time.monotonic()]
+        elif since:
+            apart.append(time.monotonic() - since.pop())
+
+    sampler = QTimer()
+    sampler.setInterval(5)
+    sampler.timeout.connect(look)
+    sampler.start()
+    for step, value in ((100, 0.4321), (110, 0.3999), (120, 0.3876), (130, 0.3712)):
+        with RunStore() as store:
+            store.add_metrics(record.id, [("loss", step, time.time(), value, None)])
+        expected = f"{value:.4g}"
+        qtbot.waitUntil(lambda e=expected: charts.figure_shown("loss") == e and charts.legend_figure("loss") == e,
+                        timeout=15000)
+        qtbot.wait(300)
+    sampler.stop()
+    assert not since and max(apart, default=0.0) < 0.1, apart
+
+
 def test_printed_values_made_exact_reach_an_open_runs_chart_and_last_metrics(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
     """The sidecar revises printed values to their TensorBoard twins' after the page read them: the page's line
     and its last metrics take the exact values (it reads only newer rows, so the revisions come by themselves)."""
