@@ -50,7 +50,9 @@ class RemoteRuns:
         return running + others[: max(0, limit - len(running))]
 
     def read_view(self, run_id: str, *, after_event: int = 0, metric_mark: int | None = None,
-                  whole_series: Any = (), check_remaining: bool = False) -> RunView | None:
+                  whole_series: Any = (), check_remaining: bool = False,
+                  revision_mark: int | None = None) -> RunView | None:
+        # (`runs show --json` gives every latest value, revised ones included: no revision to follow here)
         _check_id(run_id)
         result = self.session.call(["runs", "show", run_id, "--json"], check=False)
         if result.returncode == 2:  # the remote's "no run ..." (bad input): an unknown run, as the store says

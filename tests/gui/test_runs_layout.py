@@ -153,7 +153,7 @@ def test_deepspeeds_engine_figures_are_labelled_in_last_metrics_and_chart_titles
 @pytest.mark.parametrize("grid", [False, True])
 def test_each_legend_names_its_own_lines_newest_point(qtbot, make_page, monkeypatch, grid) -> None:  # type: ignore[no-untyped-def]
     # The walk: the loss line ended at step 60 while its legend gave step 70's value (the legend took each read,
-    # the line was redrawn at the charts' slower pace).
+    # the line was redrawn at the charts' slower pace). Last metrics waits for the line too: the two say the same.
     record = add_run("live", [("loss", s, T0 + s, 2.0 / (1 + s / 20), None) for s in range(10, 190, 10)])
     page = make_page()
     open_with_metrics(qtbot, page, record)
@@ -167,10 +167,12 @@ def test_each_legend_names_its_own_lines_newest_point(qtbot, make_page, monkeypa
     monkeypatch.setattr(runs_charts, "CHART_MS", 600_000)  # the lines wait: only a forced draw moves them
     with RunStore() as store:
         store.add_metrics(record.id, [("loss", 190, time.time(), 0.0987, None)])
-    qtbot.waitUntil(lambda: charts.figure_shown("loss") == "0.0987", timeout=15000)  # Last metrics: the read
+    qtbot.waitUntil(lambda: page.watched.metrics.get("loss") == 0.0987, timeout=15000)  # the read arrived
+    qtbot.wait(1200)  # past the page's clock tick, which showed Last metrics on its own before
     assert chart.point_count("loss") == drawn  # the line not redrawn yet
     assert charts.legend_figure("loss") == f"{chart.last('loss'):.4g}" != "0.0987"
-    charts.draw(force=True)  # the line redrawn: its legend with it, now what Last metrics says
+    assert charts.figure_shown("loss") == charts.legend_figure("loss")  # Last metrics waits with the line
+    charts.draw(force=True)  # the line redrawn: its legend with it, and Last metrics
     assert chart.point_count("loss") == drawn + 1
     assert charts.legend_figure("loss") == "0.0987" == charts.figure_shown("loss")
 

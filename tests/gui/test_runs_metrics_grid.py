@@ -186,6 +186,65 @@ def test_legends_name_their_lines_newest_point_as_metrics_arrive(qtbot, make_pag
         assert "step 2" in page.charts._metric_labels["loss"].toolTip() or step == 190
 
 
+def test_last_metrics_and_the_legends_change_with_the_same_read(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    """Each read's values reach "Last metrics" and the legends together: between two draws of the charts (none
+    under way) the two never say different things; they did for up to a second, the legends drawn as a read
+    arrived and Last metrics on the page's next clock tick."""
+    from PySide6.QtCore import QTimer
+
+    record = add_run("together", [("loss", s, T0 + s, 2.0 / (1 + s / 20), None) for s in range(10, 100, 10)])
+    page = make_page()
+    page.open_run(record.id)
+    charts = page.charts
+    qtbot.waitUntil(lambda: charts.figure_shown("loss") is not None and charts.legend_figure("loss") is not None,
+                    timeout=15000)
+    apart: list[float] = []  # how long each disagreement at rest lasted
+    since: list[float] = []
+
+    def look() -> None:
+        if charts._to_draw:
+            return  # a draw under way: its charts are handed their points one after another
+        if charts.figure_shown("loss") != charts.legend_figure("loss"):
+            since[:] = since or [time.monotonic()]
+        elif since:
+            apart.append(time.monotonic() - since.pop())
+
+    sampler = QTimer()
+    sampler.setInterval(5)
+    sampler.timeout.connect(look)
+    sampler.start()
+    for step, value in ((100, 0.4321), (110, 0.3999), (120, 0.3876), (130, 0.3712)):
+        with RunStore() as store:
+            store.add_metrics(record.id, [("loss", step, time.time(), value, None)])
+        expected = f"{value:.4g}"
+        qtbot.waitUntil(lambda e=expected: charts.figure_shown("loss") == e and charts.legend_figure("loss") == e,
+                        timeout=15000)
+        qtbot.wait(300)
+    sampler.stop()
+    assert not since and max(apart, default=0.0) < 0.1, apart
+
+
+def test_printed_values_made_exact_reach_an_open_runs_chart_and_last_metrics(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    """The sidecar revises printed values to their TensorBoard twins' after the page read them: the page's line
+    and its last metrics take the exact values (it reads only newer rows, so the revisions come by themselves)."""
+    exact = {s: 2.0 / (1 + s / 20) + 1.234567e-4 for s in range(10, 110, 10)}
+    record = add_run("exact", [("loss", s, T0 + s, float(f"{v:.4g}"), None) for s, v in exact.items()])
+    page = make_page()
+    page.open_run(record.id)
+    charts = page.charts
+    qtbot.waitUntil(lambda: charts.loss_chart.point_count("loss") == len(exact), timeout=15000)
+    assert charts.loss_chart.last("loss") == float(f"{exact[100]:.4g}")
+    with RunStore() as store:
+        rows = {step: (row, value) for row, name, step, _t, value in store.metric_rows_after(record.id, 0)}
+        store.revise_metrics(record.id, [(rows[s][0], rows[s][1], exact[s]) for s in (50, 100)])
+    qtbot.waitUntil(lambda: charts.figures["loss"].value == exact[100] and charts.loss_chart.last("loss") == exact[100],
+                    timeout=15000)
+    x, y = charts.loss_chart.data("loss")
+    assert dict(zip(x.tolist(), y.tolist(), strict=True)) == {
+        float(s): (v if s in (50, 100) else float(f"{v:.4g}")) for s, v in exact.items()}
+    assert charts.loss_chart.point_count("loss") == len(exact)  # revised in place, nothing added
+
+
 def test_a_low_window_scrolls_the_grid_rather_than_squeezing_its_charts(qtbot, make_runs_page) -> None:  # type: ignore[no-untyped-def]
     # At 1360x860 the Runs page's lower pane gave each of 9 charts about 60 px: tick labels ran into each other.
     record = add_run("low", many_metrics(12, range(0, 40, 2)))

@@ -128,6 +128,47 @@ def test_a_tag_the_script_also_reports_is_not_counted_twice(tmp_path: Path) -> N
     assert metrics["train/grad_norm"] == pytest.approx(6.0)
 
 
+@pytest.mark.parametrize("bar", [False, True], ids=["printed-without-steps", "printed-with-the-bars-step"])
+def test_a_trainers_printed_values_become_its_exact_tensorboard_values(tmp_path: Path, bar: bool) -> None:
+    """A real HF Trainer (tiny GPT-2 from a config) prints {'loss': '3.252', ...} (.4g) and writes train/loss =
+    3.2518253... to TensorBoard: the run's one loss series holds TensorBoard's values, step for step, in the store,
+    `runs show --json` and the CSV export alike. Without the bar the printed dicts carry no step (matched in order);
+    with it, the bar's step (matched by step)."""
+    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
+
+    from traindeck.backend.runs import read_metric_table
+    from traindeck.backend.runs.control.metric_charts import metrics_csv
+
+    run_id = started(traindeck("run", "--detach", str(SCRIPTS / "hf_tiny_trainer.py"), "--output_dir", "out",
+                               "--max_steps", "6", "--report_to", "tensorboard", *(["--tqdm"] if bar else []),
+                               cwd=tmp_path))
+    assert wait_finished(run_id, 240).state == "succeeded"
+    events = list((tmp_path / "out").rglob("events.out.tfevents.*"))
+    assert len(events) == 1, events
+    written: dict[str, list[tuple[int, float]]] = {}
+    for event in LegacyEventFileLoader(str(events[0])).Load():
+        for value in event.summary.value:
+            if value.HasField("simple_value"):
+                written.setdefault(value.tag, []).append((event.step, value.simple_value))
+    losses = [v for _step, v in written["train/loss"]]
+    assert len(losses) == 6 and all(round(v, 3) != v for v in losses)  # more digits than the Trainer prints
+    logs = traindeck("logs", run_id, cwd=tmp_path).stdout
+    assert f"'loss': '{losses[0]:.4g}'" in logs  # what is printed: 4 significant digits
+
+    wait_until(lambda: show(run_id, tmp_path)["metrics"].get("loss") == losses[-1], 120, 1.0)
+    metrics = show(run_id, tmp_path)["metrics"]
+    assert not {"train/loss", "train/grad_norm", "train/learning_rate"} & set(metrics)  # one series each
+    assert metrics["grad_norm"] == written["train/grad_norm"][-1][1]
+    with RunStore() as store:
+        series = store.metric_series(run_id, "loss")
+        table = read_metric_table(store, run_id, ["loss"])
+    assert [v for _step, _t, v in series] == losses
+    if bar:
+        assert [step for step, _t, _v in series] == [step for step, _v in written["train/loss"]]
+    rows = metrics_csv(table, 0.0).splitlines()[1:]
+    assert [float(row.split(",")[3]) for row in rows] == losses
+
+
 def test_versions_are_read_without_importing_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The record's versions come from package metadata and torch/version.py read as text: importing torch in the
     run's first seconds took a core from the job (bench_run_output: x1.3 on a flood). A torch whose import fails

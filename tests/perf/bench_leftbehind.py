@@ -96,11 +96,11 @@ def main() -> int:
 
     t0 = time.perf_counter()
     reader = TensorBoardReader([logdir], since=0.0)
-    first = reader.poll(set())
+    first = reader.poll(set()).rows
     rows.append((f"TensorBoard: first read of {len(first):,} scalars (import included)",
                  ms(time.perf_counter() - t0)))
     t0 = time.perf_counter()
-    again = reader.poll(set())
+    again = reader.poll(set()).rows
     rows.append((f"TensorBoard: a poll with nothing new ({len(again)} rows)", ms(time.perf_counter() - t0)))
     store.close()
 

@@ -27,6 +27,7 @@ TIMEOUT_S = 120
 TABLES = {
     "bench_config_fix.py": "peak RSS MB",
     "bench_diagnose.py": "| log MB | wall s | peak RSS MB | found |",
+    "bench_exact_values.py": "sidecar polls: all",
     "bench_config_hostile.py": "wall s",
     "bench_gui_charts.py": "full redraw",
     "bench_gui_configure.py": "median ms",

@@ -36,33 +36,50 @@ class RunView:
     #                                                          recorded after metric_mark
     whole: dict[str, BoundedSeries] = field(default_factory=dict)  # the `whole_series` asked for, bounded
     metric_mark: int = 0  # pass back as `metric_mark` to get only newer metric rows next time
+    # Rows read before and revised since `revision_mark` (printed values made exact):
+    # (row id, name, step, t, old value, new value), oldest first
+    revisions: list[tuple[int, str, int | None, float, float, float]] = field(default_factory=list)
+    revision_mark: int = 0  # pass back as `revision_mark` to get only newer revisions next time
+    metric_rows: dict[str, int] = field(default_factory=dict)  # the row id of each value in `metrics`
     remaining: list[int] | None = None  # pids of the run still alive; only when asked (after the run ended)
     shape: BatchShape | None = None  # the run directory's global batch and sequence length; on a first read only
 
 
 def read_view(store: RunStore, run_id: str, *, after_event: int = 0, metric_mark: int | None = None,
-              whole_series: Iterable[str] = (), check_remaining: bool = False) -> RunView | None:
+              whole_series: Iterable[str] = (), check_remaining: bool = False,
+              revision_mark: int | None = None) -> RunView | None:
     """One run as a view needs it; None when the store does not know the run.
 
     Metrics are read incrementally: the first read (metric_mark None) gives every series' last value and a mark;
     later reads give the points recorded after the mark, grouped by series, so a poll costs what is new, not the
     run's whole history. `whole_series` are read entirely (a chart shown for the first time) into BoundedSeries
     (recent points whole, older ones min/max folded: bounded memory for a run of any length), up to the
-    returned mark: a later read's new rows continue them, none repeated.
+    returned mark: a later read's new rows continue them, none repeated. Rows revised since `revision_mark` (a
+    printed value made exact after a view read it) come in `revisions`; the rows read here hold their new values
+    already, so the view applies the revisions first and the new rows after them.
     """
     record = store.get_run(run_id)
     if record is None:
         return None
     view = RunView(record, events=store.events(run_id, after_id=after_event))
+    # Before the rows are read: a revision after this mark comes with the next read, also where the rows read below
+    # hold its value already (it then finds nothing to change).
+    view.revision_mark = store.revisions_mark()
+    if revision_mark is not None:
+        view.revisions = [entry[1:] for entry in
+                          store.metric_revisions_after(run_id, revision_mark, up_to=view.revision_mark)]
     if metric_mark is None:
         view.metric_mark = store.metrics_mark()  # before the reads below: nothing can fall between them
-        view.metrics = store.last_metrics(run_id)
+        latest = store.last_metric_rows(run_id)
+        view.metrics = {name: value for name, (_row, value) in latest.items()}
+        view.metric_rows = {name: row for name, (row, _value) in latest.items()}
         view.shape = batch_shape(record.run_dir)  # written at launch, before the run: it does not change
     else:
         rows = store.metric_rows_after(run_id, metric_mark)
         view.metric_mark = rows[-1][0] if rows else metric_mark
-        for _rowid, name, step, t, value in rows:
+        for rowid, name, step, t, value in rows:
             view.metrics[name] = value
+            view.metric_rows[name] = rowid
             view.series.setdefault(name, []).append((step, t, value))
     for name in whole_series:
         # Up to this view's mark: the next read (rows after the mark) continues exactly where this one stops.

@@ -68,7 +68,9 @@ class WatchedRun:
         self.stop_pending = False  # our stop request is on its way (before the supervisor records it)
         self.after_event = 0
         self.metric_mark: int | None = None  # the store's metric rows seen so far (None: none yet)
+        self.revision_mark: int | None = None  # the store's metric revisions seen so far (None: none yet)
         self.metrics: dict[str, float] = {}  # latest value of every series
+        self.metric_rows: dict[str, int] = {}  # the store row each of `metrics` is in (a revision of it changes it)
         self.shape: BatchShape | None = None  # the run's global batch and sequence length (its first read's)
         self.metric_names: tuple[str, ...] = ()
         self.other: str | None = None  # the series shown beside the losses
@@ -148,7 +150,7 @@ class WatchedRun:
 
     def read_arguments(self) -> dict[str, Any]:
         """Keyword arguments for watch.read_view: only what is new since the last read."""
-        return {"after_event": self.after_event, "metric_mark": self.metric_mark,
+        return {"after_event": self.after_event, "metric_mark": self.metric_mark, "revision_mark": self.revision_mark,
                 "whole_series": [name for name in self.chart_series() if name not in self.series],
                 "check_remaining": self.record is not None and self.record.finished and self.remaining is None}
 
@@ -194,8 +196,11 @@ class WatchedRun:
 
     def _take_metrics(self, view: RunView, change: ViewChange) -> None:
         self.metric_mark = view.metric_mark
+        self.revision_mark = view.revision_mark
+        self._take_revisions(view, change)
         self.metrics.update(view.metrics)
-        change.new_metrics = bool(view.metrics)
+        self.metric_rows.update(view.metric_rows)
+        change.new_metrics = change.new_metrics or bool(view.metrics)
         names = tuple(sorted(self.metrics))
         if names != self.metric_names:
             self.metric_names = names
@@ -215,6 +220,19 @@ class WatchedRun:
                 self.series[name].add_rows(points)  # rows after the whole read's mark: none repeated
                 change.series.add(name)
             # a series not (yet) charted: its whole history is read first, these rows are in it
+
+    def _take_revisions(self, view: RunView, change: ViewChange) -> None:
+        """Rows read before and revised since (printed values made exact): the held points and latest values that
+        came from them take their new values, before the read's new rows (which hold them already) are added."""
+        for row, name, step, t, old, new in view.revisions:
+            if self.metric_rows.get(name) == row and self.metrics.get(name) == old:
+                self.metrics[name] = new
+                change.new_metrics = True
+            series = self.series.get(name)
+            if series is not None and name not in view.whole:
+                x = t if series.x_is_time or step is None else float(step)
+                if series.revise(x, old, new):
+                    change.series.add(name)
 
     def wants_whole_series(self) -> bool:
         """A shown series has not been read whole yet: read again now rather than at the next tick."""

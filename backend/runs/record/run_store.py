@@ -9,6 +9,10 @@ creates and migrates the tables it owns.
 Text that comes from a run (events, the diagnosis, the state's detail) is masked on its way in (masking.mask_text):
 an exception message or a log line quoted there never puts a token in the store, whoever writes it.
 
+A metric row's value changes after it is written in one case only: a printed value whose TensorBoard twin holds it
+exactly (tensorboard.TensorBoardRecorder) is revised to that value, and the revision is logged (`run_metric_revisions`,
+kept for REVISIONS_KEPT_S) so that a live view, which reads only rows newer than its mark, revises what it holds.
+
 Each event is also appended, masked, to its run's folder (folder_record's events.jsonl) before it is stored, so a
 store rebuilt from the folders (store_rebuild) gets the run's events back, even those a failing store lost.
 """
@@ -37,6 +41,7 @@ from traindeck.backend.runs.record.layout import OUTPUT
 from traindeck.backend.steps import PHASES, StepRecord
 
 SCHEMA_VERSION = 1
+REVISIONS_KEPT_S = 600.0  # a run's revision log is pruned to this much: a live view polls far more often
 STATES = frozenset({"running"}) | FINAL_STATES
 
 # {(run id, kind, masked text): time} of events appended to their run folder whose store write then failed.
@@ -72,6 +77,9 @@ CREATE TABLE IF NOT EXISTS run_metrics (
     run_id TEXT NOT NULL, name TEXT NOT NULL, step INTEGER, t REAL NOT NULL, value REAL NOT NULL, rank INTEGER
 );
 CREATE INDEX IF NOT EXISTS run_metrics_by_run ON run_metrics(run_id, name, t);
+CREATE TABLE IF NOT EXISTS run_metric_revisions (       -- printed values made exact (TensorBoard's): live views follow
+    id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, metric_row INTEGER NOT NULL, old_value REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS run_events (
     id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, t REAL NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL
 );
@@ -383,13 +391,59 @@ class RunStore:
 
     def last_metrics(self, run_id: str) -> dict[str, float]:
         """{name: the latest value} over every series of the run."""
+        return {name: value for name, (_row, value) in self.last_metric_rows(run_id).items()}
+
+    def last_metric_rows(self, run_id: str) -> dict[str, tuple[int, float]]:
+        """{name: (its row id, the latest value)} over every series of the run: last_metrics with the row each
+        value is in (a later revision of that row changes the latest value; see metric_revisions_after)."""
         # One pass over the run's index entries (a correlated subquery per row takes minutes at 200k rows).
         with self._lock:
             rows = self._db.execute(
-                "SELECT name, value FROM run_metrics WHERE rowid IN "
+                "SELECT rowid, name, value FROM run_metrics WHERE rowid IN "
                 "(SELECT max(rowid) FROM run_metrics WHERE run_id = ? GROUP BY name) ORDER BY name",
                 (run_id,)).fetchall()
-        return {str(r["name"]): float(r["value"]) for r in rows}
+        return {str(r["name"]): (int(r["rowid"]), float(r["value"])) for r in rows}
+
+    def revise_metrics(self, run_id: str, revisions: Iterable[tuple[int, float, float]]) -> int:
+        """Give metric rows of the run new values: (row id, the value it holds, the new value), each logged for live
+        views (metric_revisions_after). A row that no longer holds the value given is left alone. Returns the rows
+        revised."""
+        batch = [(row, old, new) for row, old, new in revisions if new == new and old != new]
+        if not batch:
+            return 0
+        revised = 0
+        with self._write() as db:
+            for row, old, new in batch:
+                if db.execute("UPDATE run_metrics SET value = ? WHERE rowid = ? AND run_id = ? AND value = ?",
+                              (new, row, run_id, old)).rowcount:
+                    db.execute("INSERT INTO run_metric_revisions(run_id, metric_row, old_value) VALUES (?, ?, ?)",
+                               (run_id, row, old))
+                    revised += 1
+        return revised
+
+    def revisions_mark(self) -> int:
+        """The newest revision's id (of any run): later, metric_revisions_after(run, mark) returns only newer ones."""
+        with self._lock:
+            row = self._db.execute("SELECT max(id) AS mark FROM run_metric_revisions").fetchone()
+        return int(row["mark"] or 0)
+
+    def metric_revisions_after(self, run_id: str, mark: int, up_to: int | None = None
+                               ) -> list[tuple[int, int, str, int | None, float, float, float]]:
+        """[(revision id, row id, name, step, t, old value, new value)] of the run's metric rows revised after `mark`
+        (and up to the revisions_mark `up_to`), oldest first: what a live view that read those rows before has to
+        change."""
+        with self._lock:
+            cursor = self._db.cursor()
+            cursor.row_factory = None
+            return cursor.execute(
+                "SELECT r.id, m.rowid, m.name, m.step, m.t, r.old_value, m.value FROM run_metric_revisions r "
+                "JOIN run_metrics m ON m.rowid = r.metric_row WHERE r.id > ? AND r.id <= ? AND +r.run_id = ? "
+                "ORDER BY r.id", (mark, 2**63 - 1 if up_to is None else up_to, run_id)).fetchall()
+
+    def prune_revisions(self, run_id: str, through: int) -> None:
+        """Forget the run's revisions up to id `through` (the values stay revised; only the log is shortened)."""
+        with self._write() as db:
+            db.execute("DELETE FROM run_metric_revisions WHERE id <= ? AND run_id = ?", (through, run_id))
 
     def metrics_mark(self) -> int:
         """The newest metric row's id (of any run): later, metric_rows_after(run, mark) returns only newer rows."""

@@ -8,8 +8,8 @@ and logging rate, a series holds at most `recent + max_buckets + 1` entries (~24
 about 0.4 MB with the defaults. A zoom into the old part re-reads that range from the store at full
 resolution (`RunStore.metric_series(..., x_range)`), it never comes from here.
 
-A live chart draws only what is new: `reshapes` counts the folds (the one change to what `points()` gives other
-than points added at its end), and `points_after(count, reshapes)` gives the points added since the series held
+A live chart draws only what is new: `reshapes` counts the folds and revisions (the changes to what `points()`
+gives other than points added at its end; a revision is a printed value made exact after it was read), and `points_after(count, reshapes)` gives the points added since the series held
 `count`, or None once a fold changed the older part (then the whole is drawn again: once every `recent` points).
 `RunningEma` is TensorBoard's smoothing (metric_charts.ema) kept as a running state: the same figures, computed
 only for the new points.
@@ -114,6 +114,25 @@ class BoundedSeries:
             last_t = t
         self.last_t = last_t
         self.add(xs, ys)
+
+    def revise(self, x: float, old: float, new: float) -> bool:
+        """Change the newest recent point at `x` holding `old` to `new` (a store row revised after it was read:
+        a printed value made exact). A point already folded keeps its bucket (the bucket's range moves by less than
+        the printed rounding). A revision counts as a reshape: a chart drawing the series takes it whole again.
+        Returns whether a point was changed."""
+        xs = np.frombuffer(self._x, dtype=np.float64) if self._x else np.empty(0)
+        ys = np.frombuffer(self._y, dtype=np.float64) if self._y else np.empty(0)
+        for start in (max(0, len(xs) - 256), 0):  # a revision follows its row by seconds: look at the newest first
+            hits = np.flatnonzero((xs[start:] == x) & (ys[start:] == old))
+            if len(hits):
+                self._y[start + int(hits[-1])] = new
+                self.reshapes += 1
+                if new == new:
+                    self.low, self.high = min(self.low, new), max(self.high, new)
+                return True
+            if start == 0:
+                break
+        return False
 
     def _fold(self, n: int) -> None:
         """Fold the oldest `n` recent points into buckets, a bucket's worth at a time through numpy: the open

@@ -4,11 +4,16 @@ Event files (`events.out.tfevents.*`) are looked for where checkpoints are (the 
 default `runs/`, and the folders named by the run's arguments), written since the run started. Each file is read
 incrementally by `event_file_loader.EventFileLoader` (it resumes where the last read ended), one series per tag.
 
-A tag the script also prints (the HF Trainer prints {'loss': ...} and writes `train/loss`) is not counted twice:
-when a parsed series of the same name, of the tag's last part, or of the tag with `_` for `/` exists, the parsed
-series stands for it. A tag seen before any such series is held back (its values kept, none written) for HOLD_S
-seconds before that is decided: the Trainer writes and flushes the event file before it prints the same values,
-and the printed line reaches the run store up to seconds later on a busy machine.
+A tag the script also prints (the HF Trainer prints {'loss': '4.025', ...} and writes `train/loss`) is not counted
+twice: when a parsed series of one of its names (exact_values.twin_names: the tag, HF's name for it, the tag with `_`
+for `/`, its last part) exists, the parsed series stands for it, and its values make the printed ones exact
+(exact_values: the printed 4.025 becomes TensorBoard's 4.0246710777 in the run store, step by step). A tag whose
+values turn out to be another quantity than its printed namesake's becomes a series of its own. A tag seen before
+any such series is held back (its values kept, none written) for HOLD_S seconds before that is decided: the Trainer
+writes and flushes the event file before it prints the same values, and the printed line reaches the run store up
+to seconds later on a busy machine.
+
+`TensorBoardRecorder` is one run's reading as the sidecar does it: new values as series, revisions of printed ones.
 
 Imports TensorBoard (protobuf, numpy): used only in the sidecar process, never in the dashboard or the supervisor.
 """
@@ -23,10 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from traindeck.backend.runs.record.checkpoints import walk_folders
+from traindeck.backend.runs.record.exact_values import ExactValues, Revision, ScalarRow, twin_names
+from traindeck.backend.runs.record.run_store import REVISIONS_KEPT_S, RunStore
 
 EVENT_PREFIX = "events.out.tfevents."
 SCALARS_PLUGIN = "scalars"
 HOLD_S = 10.0  # a new tag waits this long for a printed series that stands for it
+PRUNE_EVERY_S = 60.0  # how often the recorder shortens its run's revision log
+
+MetricRow = tuple[str, int | None, float, float, int | None]  # as RunStore.add_metrics takes them
+PrintedRow = tuple[int, str, int | None, float, float]  # as RunStore.metric_rows_after gives them
 
 
 def event_files(roots: Iterable[Path], since: float = 0.0) -> list[Path]:
@@ -58,9 +69,11 @@ def available() -> bool:
         return False
 
 
-def scalars(events: Iterable[Any], scalar_tags: set[str] | None = None) -> Iterator[tuple[str, int, float, float]]:
-    """(tag, step, wall time, value) of every scalar in the events (TB1 simple_value or TB2 scalar tensors).
-    `scalar_tags`: tags known to be scalars, kept across calls (TB2 writes the plugin metadata only once a tag)."""
+def scalars(events: Iterable[Any], scalar_tags: set[str] | None = None
+            ) -> Iterator[tuple[str, int, float, float, bool]]:
+    """(tag, step, wall time, value, whether it is stored as a float32) of every scalar in the events (TB1
+    simple_value, a float32, or TB2 scalar tensors, of their own type). `scalar_tags`: tags known to be scalars, kept
+    across calls (TB2 writes the plugin metadata only once a tag)."""
     from tensorboard.util import tensor_util
 
     known = scalar_tags if scalar_tags is not None else set()
@@ -69,6 +82,7 @@ def scalars(events: Iterable[Any], scalar_tags: set[str] | None = None) -> Itera
             continue
         for value in event.summary.value:
             number: float | None = None
+            single = True
             if value.HasField("simple_value"):
                 number = float(value.simple_value)
             elif value.HasField("tensor") and (value.metadata.plugin_data.plugin_name == SCALARS_PLUGIN
@@ -78,15 +92,24 @@ def scalars(events: Iterable[Any], scalar_tags: set[str] | None = None) -> Itera
                     array = tensor_util.make_ndarray(value.tensor)
                     if array.size == 1:
                         number = float(array.reshape(()))
+                        single = array.dtype.itemsize <= 4
                 except (ValueError, TypeError):
                     number = None
             if number is not None:
-                yield value.tag, int(event.step), float(event.wall_time), number
+                yield value.tag, int(event.step), float(event.wall_time), number, single
+
+
+@dataclass
+class TensorBoardRead:
+    """What one poll found: rows of series of their own, and printed values to make exact."""
+
+    rows: list[MetricRow] = field(default_factory=list)  # for RunStore.add_metrics
+    revisions: list[Revision] = field(default_factory=list)  # for RunStore.revise_metrics
 
 
 @dataclass
 class TensorBoardReader:
-    """Reads a run's event files as they grow; `poll` returns rows for RunStore.add_metrics."""
+    """Reads a run's event files as they grow; `poll` returns what to write to the run store."""
 
     roots: list[Path]
     since: float
@@ -97,22 +120,30 @@ class TensorBoardReader:
     rescan_s: float = 10.0  # new event files are looked for this often; known ones are read at every poll
     hold_s: float = HOLD_S
     clock: Callable[[], float] = time.monotonic
+    exact: ExactValues = field(default_factory=ExactValues)  # the tags a parsed series has, against its values
+    parsed: set[str] = field(default_factory=set)  # names of the parsed (printed) series seen
     _files: list[Path] = field(default_factory=list)
     _scanned_at: float | None = None
-    # tag -> (when first seen, its rows so far): tags not yet decided, waiting for a printed series of theirs
-    _held: dict[str, tuple[float, list[tuple[str, int | None, float, float, int | None]]]] = field(
-        default_factory=dict)
+    # tag -> (when first seen, its values so far): tags not yet decided, waiting for a printed series of theirs
+    _held: dict[str, tuple[float, list[ScalarRow]]] = field(default_factory=dict)
 
-    def poll(self, parsed_names: set[str], final: bool = False) -> list[tuple[str, int | None, float, float,
-                                                                           int | None]]:
+    def poll(self, parsed_names: Iterable[str] = (), final: bool = False,
+             printed: Iterable[PrintedRow] = ()) -> TensorBoardRead:
         """New scalar rows (name, step, wall time, value, None) since the last poll, except tags a parsed series
-        stands for; a new tag's rows come once it is decided (at once when a parsed series has it, after hold_s,
+        stands for, and the revisions that make the parsed values exact. `parsed_names`: parsed series known (the
+        names of `printed` are added); `printed`: the parsed rows recorded since the last poll, as the run store
+        gives them. A new tag's rows come once it is decided (at once when a parsed series has it, after hold_s,
         or at the final poll)."""
+        printed = list(printed)
+        self.parsed.update(parsed_names)
+        self.parsed.update(row[1] for row in printed)
+        self.exact.add_printed(printed)
         now = self.clock()
         if final or self._scanned_at is None or now - self._scanned_at >= self.rescan_s:
             self._files = event_files(self.roots, self.since)
             self._scanned_at = now
-        rows: list[tuple[str, int | None, float, float, int | None]] = []
+        read = TensorBoardRead()
+        twins: dict[str, list[ScalarRow]] = {}
         for path in self._files:
             key = str(path)
             if key not in self.loaders:
@@ -124,35 +155,86 @@ class TensorBoardReader:
                 events = list(self.loaders[key].Load())
             except Exception:  # noqa: BLE001 - a file being written or truncated: read again next time
                 continue
-            for tag, step, wall_time, value in scalars(events, self.scalar_tags):
-                row = (tag, step, wall_time, value, None)
+            for tag, step, wall_time, value, single in scalars(events, self.scalar_tags):
                 if tag in self.tags:
-                    name = self.tags[tag]
-                    if name is not None:
-                        rows.append(row)
-                elif self._parsed_alias(tag, parsed_names):
+                    if self.tags[tag] is None:
+                        twins.setdefault(tag, []).append((step, wall_time, value, single))
+                    else:
+                        read.rows.append((tag, step, wall_time, value, None))
+                elif self._parsed_alias(tag, self.parsed):
                     self.tags[tag] = None
+                    twins.setdefault(tag, []).append((step, wall_time, value, single))
                 else:
-                    self._held.setdefault(tag, (now, []))[1].append(row)
+                    self._held.setdefault(tag, (now, []))[1].append((step, wall_time, value, single))
         for tag, (seen_at, held) in list(self._held.items()):
-            if self._parsed_alias(tag, parsed_names):
+            if self._parsed_alias(tag, self.parsed):
                 self.tags[tag] = None
+                twins[tag] = held + twins.get(tag, [])
             elif final or now - seen_at >= self.hold_s:
                 self.tags[tag] = tag
-                rows.extend(held)
+                read.rows.extend((tag, step, wall, value, None) for step, wall, value, _single in held)
             else:
                 continue
             del self._held[tag]
-        self.rows_read += len(rows)
-        return rows
+        for tag, rows in twins.items():
+            self.exact.add_tensorboard(tag, rows)
+        read.revisions, own = self.exact.resolve(final)
+        for tag, rows in own.items():  # another quantity than the printed one of that name: a series of its own
+            self.tags[tag] = tag
+            read.rows.extend((tag, step, wall, value, None) for step, wall, value, _single in rows)
+        self.rows_read += len(read.rows)
+        return read
 
     @staticmethod
     def _parsed_alias(tag: str, parsed_names: set[str]) -> bool:
-        return bool({tag, tag.rsplit("/", 1)[-1], tag.replace("/", "_")} & parsed_names)
+        return not parsed_names.isdisjoint(twin_names(tag))
 
     @property
     def written(self) -> set[str]:
         return {name for name in self.tags.values() if name is not None}
+
+
+class TensorBoardRecorder:
+    """One run's event files into the run store, a poll at a time (the sidecar's loop): new scalars as series of
+    their own, the printed values that have a TensorBoard twin revised to its exact values (their revisions
+    logged for live views, the log kept REVISIONS_KEPT_S)."""
+
+    def __init__(self, store: RunStore, run_id: str, reader: TensorBoardReader,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.store, self.run_id, self.reader, self.clock = store, run_id, reader, clock
+        self.mark = store.metrics_mark()  # the printed rows after it come with each poll
+        self.parsed = set(store.last_metrics(run_id))  # printed before the recorder started (names only)
+        self.written = 0  # rows written as series of their own
+        self.revised = 0  # printed values revised
+        self._revision_marks: list[tuple[float, int]] = []  # (when, the revision log's mark then)
+        self._pruned_at = clock()
+
+    def poll(self, final: bool = False) -> TensorBoardRead:
+        """Read what is new and write it; `final`: the run has ended (every value still held is decided)."""
+        rows = self.store.metric_rows_after(self.run_id, self.mark)
+        if rows:
+            self.mark = rows[-1][0]
+        written = self.reader.written
+        read = self.reader.poll(self.parsed, final, [row for row in rows if row[1] not in written])
+        self.parsed.clear()  # handed over once; the reader keeps them
+        if read.rows:
+            self.store.add_metrics(self.run_id, read.rows)
+            self.written += len(read.rows)
+        if read.revisions:
+            self.revised += self.store.revise_metrics(self.run_id, read.revisions)
+            self._revision_marks.append((self.clock(), self.store.revisions_mark()))
+        self._prune(final)
+        return read
+
+    def _prune(self, final: bool) -> None:
+        now = self.clock()
+        if not final and now - self._pruned_at < PRUNE_EVERY_S:
+            return
+        self._pruned_at = now
+        old = [mark for when, mark in self._revision_marks if now - when >= REVISIONS_KEPT_S]
+        if old:
+            self.store.prune_revisions(self.run_id, old[-1])
+            self._revision_marks = self._revision_marks[len(old):]
 
 
 def wait_for_files(roots: list[Path], since: float, timeout_s: float) -> list[Path]:

@@ -2,8 +2,8 @@
 started by the launch beside the supervisor. It reads what the run leaves behind without being part of it:
 
 - provenance (git, pip freeze, versions, host) once, in a thread: the launch returns at once;
-- the run's TensorBoard event files every POLL_S, into the run store as metric series, until the run has ended
-  (then one last read).
+- the run's TensorBoard event files every POLL_S, into the run store as metric series (and as the exact values of
+  the printed ones they match), until the run has ended (then one last read).
 
 It carries no TRAINDECK_RUN_ID marker, so stopping the run never ends it before its last read; it ends itself when
 the run is over (or its supervisor is gone). Its messages go to sidecar.log.
@@ -67,18 +67,16 @@ def follow_tensorboard(run_dir: Path, store: RunStore, run_id: str, poll_s: floa
     reader = tensorboard.TensorBoardReader(tensorboard.default_roots(list(command.get("argv") or []),
                                                                      str(command.get("cwd") or ".")),
                                            since=record.created_at - 1.0)
-    written = 0
+    recorder = tensorboard.TensorBoardRecorder(store, run_id, reader)
     while True:
         record = store.get_run(run_id)
         # A run whose supervisor vanished stays "running" until a reader marks it lost: do not wait for that.
         finished = record is None or record.finished or not supervisor_alive(record)
-        parsed = set(store.last_metrics(run_id)) - reader.written
-        rows = reader.poll(parsed, final=finished)
-        if rows:
-            store.add_metrics(run_id, rows)
-            written += len(rows)
+        recorder.poll(final=finished)
         if finished:
-            return written
+            if recorder.revised:
+                logger.info("%s printed values made exact from TensorBoard's", recorder.revised)
+            return recorder.written
         time.sleep(poll_s)
 
 

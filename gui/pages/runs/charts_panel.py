@@ -9,8 +9,9 @@ read from the run store on the page's background reads while the view is shown, 
 the last read each poll). Options over the views:
 smoothing (TensorBoard's EMA), a log scale for y, x by step, wall time or time since the run's start; export of
 the charts as PNG and their data as CSV (buttons, and each chart's right-click menu). Each legend names its line's
-newest point, so it moves when the line is redrawn and the two never disagree; "Last metrics" beside them shows
-each read at once.
+newest point, so it moves when the line is redrawn and the two never disagree; "Last metrics" beside them takes
+each read in the same pass as the charts that draw it (a read that changes no chart shown: at once), so the two say
+the same figures whenever no draw is under way.
 
 A live run's new points are drawn as each read arrives: a chart is handed only the points added since it was
 fed (BoundedSeries.points_after), and smooths only those (RunningEma), so an update costs what is new, not the
@@ -145,6 +146,7 @@ class ChartsPanel(QWidget):
         self._draw_spent = 0.0  # seconds the draw under way took so far
         self._metric_labels: dict[str, QLabel] = {}
         self.figures: dict[str, LastFigure] = {}  # the read the legends and "Last metrics" show
+        self._figures_due = False  # a read changed the last metrics: shown with the next draw of the charts
         self._clock = StepClock()  # when each step was logged: x by wall time or since the start
         self._clock_asked = False
         self._clock_known = False  # the history read (read_step_clock) arrived
@@ -295,11 +297,9 @@ class ChartsPanel(QWidget):
         self.show_metrics({})
 
     def show_run(self, record: RunRecord) -> None:
-        """Draw what the polls read so far (at the charts' pace) and the last metrics, legends alike."""
+        """Draw what the polls read so far (at the charts' pace) with the last metrics, legends alike."""
         self.draw()
-        if self._watched.metrics:
-            self.show_metrics(self._watched.metrics)
-        elif record.finished:
+        if not self._watched.metrics and record.finished:
             self.show_metrics({}, empty="none recorded")
 
     def flush(self) -> None:
@@ -324,8 +324,10 @@ class ChartsPanel(QWidget):
             box.blockSignals(False)
             self.grid.set_metric_names(self._watched.metric_names)
         self._undrawn |= change.series
-        if change.series:
-            self._draw_if_shown()  # the new points on screen as they arrive (at the pace the draws' cost allows)
+        self._figures_due = self._figures_due or change.new_metrics or change.first
+        if change.series or self._figures_due:
+            # The new points and figures on screen as they arrive (at the pace the draws' cost allows).
+            self._draw_if_shown()
         if change.ended_now and self.x_mode == "step" and self._system_last_t is not None:
             self._reset_system()  # read again whole: samples placed past the last step while it ran are taken back
         self._read_system()  # each poll: the samples recorded since (the System view only, on screen only)
@@ -437,6 +439,8 @@ class ChartsPanel(QWidget):
         time, not a page of them; a forced draw takes every chart now."""
         wanted = set(self._watched.chart_series())
         if not force and not self._undrawn & wanted:
+            if not self._draw_later.isActive() and not self._to_draw:
+                self._show_figures()  # no chart changed: the figures at once (a waiting draw takes them along)
             return  # nothing new to draw
         now = time.monotonic()
         if not force and all(name in self._drawn for name in wanted if name in self._watched.series):
@@ -462,9 +466,16 @@ class ChartsPanel(QWidget):
                     names.append(name)
             self._drawn.add(name)
         self._undrawn.clear()
+        self._show_figures()  # in the pass that redraws the first chart, its legend with them
         self._draw_next()
         while force and self._to_draw:
             self._draw_next()
+
+    def _show_figures(self) -> None:
+        """The last metrics as the model holds them now (what the charts are handed in the same pass)."""
+        if self._figures_due and self._watched.metrics:
+            self.show_metrics(self._watched.metrics)
+        self._figures_due = False
 
     def _draw_next(self) -> None:
         """Feed and redraw the next chart waiting (now, not REDRAW_MS later); the one after it once the event

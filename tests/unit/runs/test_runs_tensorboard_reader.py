@@ -41,14 +41,14 @@ def test_a_tag_written_before_its_printed_twin_is_not_charted_twice(tmp_path: Pa
     clock = Clock()
     reader = reader_on(tmp_path, clock)
     write(writer, 10, **{"train/loss": 2.3012, "train/grad_norm": 6.4})
-    assert reader.poll(set()) == []  # nothing printed yet: both tags wait
+    assert reader.poll(set()).rows == []  # nothing printed yet: both tags wait
     clock.now += 2.0
     write(writer, 20, **{"train/loss": 2.2987, "train/grad_norm": 5.1})
     # The Trainer's printed {'loss': ..., 'grad_norm': ...} has reached the store now.
-    assert reader.poll({"loss", "grad_norm"}) == []
+    assert reader.poll({"loss", "grad_norm"}).rows == []
     clock.now += 30.0
     write(writer, 30, **{"train/loss": 2.2901})
-    assert reader.poll({"loss", "grad_norm"}, final=True) == []
+    assert reader.poll({"loss", "grad_norm"}, final=True).rows == []
     assert reader.written == set()
     writer.close()
 
@@ -58,16 +58,16 @@ def test_a_tag_nothing_prints_is_written_after_the_hold_with_every_value(tmp_pat
     clock = Clock()
     reader = reader_on(tmp_path, clock)
     write(writer, 1, **{"eval/accuracy": 0.1})
-    assert reader.poll(set()) == []
+    assert reader.poll(set()).rows == []
     clock.now += 4.0
     write(writer, 2, **{"eval/accuracy": 0.2})
-    assert reader.poll({"loss"}) == []
+    assert reader.poll({"loss"}).rows == []
     clock.now += 6.0  # the hold is over: every value read so far, in order
-    rows = reader.poll({"loss"})
+    rows = reader.poll({"loss"}).rows
     assert [(name, step, value) for name, step, _t, value, _r in rows] == [
         ("eval/accuracy", 1, pytest.approx(0.1)), ("eval/accuracy", 2, pytest.approx(0.2))]
     write(writer, 3, **{"eval/accuracy": 0.3})
-    assert [(n, s) for n, s, *_ in reader.poll({"loss"})] == [("eval/accuracy", 3)]  # decided: at once
+    assert [(n, s) for n, s, *_ in reader.poll({"loss"}).rows] == [("eval/accuracy", 3)]  # decided: at once
     assert reader.written == {"eval/accuracy"}
     writer.close()
 
@@ -78,7 +78,7 @@ def test_a_run_that_ends_within_the_hold_keeps_its_tensorboard_only_values(tmp_p
     reader = reader_on(tmp_path, clock)
     write(writer, 5, **{"train/loss": 0.5})
     writer.close()
-    rows = reader.poll(set(), final=True)
+    rows = reader.poll(set(), final=True).rows
     assert [(n, s) for n, s, *_ in rows] == [("train/loss", 5)]
 
 
@@ -86,6 +86,6 @@ def test_a_tag_whose_printed_twin_already_exists_is_left_out_at_once(tmp_path: P
     writer = EventFileWriter(str(tmp_path))
     reader = reader_on(tmp_path, Clock())
     write(writer, 5, **{"eval/loss": 0.4, "train/total_flos": 1e9})
-    assert reader.poll({"eval_loss"}) == []
+    assert reader.poll({"eval_loss"}).rows == []
     assert reader.tags["eval/loss"] is None
     writer.close()
