@@ -145,6 +145,7 @@ class Steps:
         self.slower = SMALL_SLOWER if small else 1.0
         self.offload_launch: Launch | None = None  # the offloaded run's set-up, run again without step timing
         self.offload_on: list[float] = []  # its step times with step timing
+        self.offload_show: Any = None  # its `runs show`
         self.write()
 
     def verdict(self, ok: bool) -> str:
@@ -213,14 +214,14 @@ class Steps:
         return anatomy, f"median ms {phases} of {rank.get('step_ms', 0):.1f}"
 
     def overhead(self, key: str, name: str, launch: Launch, pairs: int, limit: float,
-                 first_on: list[float] | None = None) -> tuple[bool, str, list[Any]]:
-        """Runs with step timing on and off in alternating order (off first); `first_on`: the step times of a
-        timed run already made. Returns whether the cost is within 1% on CUDA events (--small: whether the runs
-        ran), the figures, and the timed runs' shows."""
+                 first_on: list[float] | None = None, first_show: Any = None) -> tuple[bool, str, list[Any]]:
+        """Runs with step timing on and off in alternating order (off first); `first_on`, `first_show`: the step
+        times and `runs show` of a timed run already made. Returns whether the cost is within 1% on CUDA events
+        (--small: whether the runs ran), the figures, and the timed runs' shows."""
         on: list[float] = list(first_on or [])
         off: list[float] = []
         medians: dict[bool, list[float]] = {True: [statistics.median(on)] if on else [], False: []}
-        shows: list[Any] = []
+        shows: list[Any] = [first_show] if first_on else []
         order: list[bool] = []
         for pair in range(pairs):
             order += [True, False] if pair % 2 else [False, True]
@@ -282,11 +283,12 @@ class Steps:
         if self.small:
             args = ["--hidden", "256", "--layers", "2", "--batch-size", "16", "--steps", "12"]
         self.offload_launch = Launch("deepspeed", LOOP, [*args, "--deepspeed_config", str(config)])
-        run_id, times, why, _show = self.run("offload-on", self.offload_launch, True, limit=LIMITS["offload"] * self.slower)
+        run_id, times, why, show = self.run("offload-on", self.offload_launch, True,
+                                            limit=LIMITS["offload"] * self.slower)
         if not times or run_id is None:
             self.set("offload", "FAIL", why)
             return
-        self.offload_on = times
+        self.offload_on, self.offload_show = times, show
         anatomy, phases = self.anatomy(run_id)
         rank = (anatomy.get("ranks") or {}).get("0") or {}
         figures = (f"run {run_id}: {anatomy.get('summary')}; {phases}; GPU peak allocated "
@@ -300,7 +302,8 @@ class Steps:
             self.set("overhead_offload", "FAIL", "not run: the offloaded run with step timing gave no step times")
             return
         ok, figures, _shows = self.overhead("overhead_offload", "offload", self.offload_launch, pairs=1,
-                                            limit=LIMITS["offload_off"] * self.slower, first_on=on)
+                                            limit=LIMITS["offload_off"] * self.slower, first_on=on,
+                                            first_show=self.offload_show)
         self.set("overhead_offload", self.verdict(ok), figures)
 
     def cleanup(self) -> None:
