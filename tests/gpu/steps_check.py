@@ -29,7 +29,7 @@ limit (LIMITS) and is stopped there, and a failed or skipped row says why in one
 runs, so the call ends within the budget + 10 s (~420 s) whatever fails. Expected seconds on the H200 (torch
 2.11+cu130 there in 2026-11; each process's own start included):
   before the driver: acceptance.sh's CUDA probe (the first `import torch` on a fresh machine) ~8 s, the 7 wheels
-    (4.8 MB) installed into a folder ~5 s (2.5 s here)                                                  ~15 s
+    (4.8 MB) installed into a folder ~5 s                                                               ~15 s
   one DeepSpeed run: `traindeck run --detach` ~3 s (8-21 s here, 2 busy cores), the supervisor, DeepSpeed's runner
     and launch.py, the rank (torch + deepspeed imports ~8 s, CUDA context ~1 s, NCCL ~1 s, deepspeed.initialize
     ~3 s, 150 steps of ~25-29 ms ~4 s, exit), `runs show` polled every second                        ~35 s
