@@ -111,12 +111,18 @@ clean:
 # Here it gathers what that machine lacks into .gpu/ (wheels from GPU_WHEELS, else downloaded or built for Python
 # 3.12), checks that what travels stays under the device tool's 64 MiB, dry-runs the check (no GPU here: it says so
 # in one line) and prints the device call to make. Needs only $(PYTHON) and its pip, not the .venv.
+# TRAINDECK_GPU_DRIVER=steps_check.py make gpu-check: the same for the step-timing check (tests/gpu/steps_check.py:
+# step timing's cost on CUDA ZeRO-2 and FSDP2 steps, the offloaded step's anatomy); its dry run also says what it
+# would run and how long each row is expected to take.
 GPU_WHEELS ?= ../shared/gpu/wheels
+GPU_STEPS := $(filter steps_check.py,$(TRAINDECK_GPU_DRIVER))
+GPU_CALL := $(if $(GPU_STEPS),TRAINDECK_GPU_DRIVER=steps_check.py TRAINDECK_GPU_BUDGET_S=410 bash tests/gpu/acceptance.sh,bash tests/gpu/acceptance.sh)
+GPU_TABLE := $(if $(GPU_STEPS),gpu-steps.md,gpu-acceptance.md)
 gpu-check:
 	$(PYTHON) tests/gpu/prepare.py --kit "$(GPU_WHEELS)"
-	bash tests/gpu/acceptance.sh
+	$(if $(GPU_STEPS),TRAINDECK_GPU_DRIVER=steps_check.py TRAINDECK_GPU_BUDGET_S=410 )bash tests/gpu/acceptance.sh
 	@echo 'next, on a lent GPU machine (one call, from this checkout): device run with command'
-	@echo '  `bash tests/gpu/acceptance.sh`, carry [".gpu"], timeout_s 540; the table comes back as gpu-acceptance.md'
+	@echo '  `$(GPU_CALL)`, carry [".gpu"], timeout_s 540; the table comes back as $(GPU_TABLE)'
 
 # ---- the desktop app (docs/desktop-app.md) ---------------------------------------------------------------------
 # dist/traindeck/traindeck: one folder, the dashboard and the command line without a Python install. Training

@@ -11,8 +11,9 @@
 #
 # TRAINDECK_GPU_PYTHON (default python3): the interpreter with CUDA torch; TRAINDECK_GPU_NVIDIA_SMI (default
 # nvidia-smi); TRAINDECK_GPU_BUDGET_S (default 470): the whole check's time, wheels included;
-# TRAINDECK_GPU_DRIVER=steps_check.py runs the step-timing check instead (tests/gpu/steps_check.py: the offloaded
-# run's verdict and step timing's cost on a CUDA step, about 5 minutes), its table in $OUT/gpu-steps.md.
+# TRAINDECK_GPU_DRIVER=steps_check.py runs the step-timing check instead (tests/gpu/steps_check.py: step timing's
+# cost on CUDA ZeRO-2 and FSDP2 steps, the offloaded run's verdict, about 5-6 minutes with TRAINDECK_GPU_BUDGET_S=410),
+# its table in $OUT/gpu-steps.md; without a GPU it also prints, in a second line, what it would run there.
 set -u
 started=$(date +%s)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,6 +24,10 @@ budget=${TRAINDECK_GPU_BUDGET_S:-470}
 
 no_gpu() {
   echo "gpu-check: no NVIDIA GPU here ($1): nothing to check"
+  # The step-timing driver also says what it would run there, and for how long (the standard library is enough).
+  if [ "${TRAINDECK_GPU_DRIVER:-}" = steps_check.py ]; then
+    python3 "$here/steps_check.py" --plan "$budget" 2>/dev/null | sed 's/^/gpu-check: on a GPU, /'
+  fi
   exit 0
 }
 command -v "$smi" >/dev/null 2>&1 || no_gpu "no $smi"

@@ -83,6 +83,81 @@ def test_without_a_gpu_acceptance_says_so_in_one_line_and_touches_nothing(case: 
     assert _git_status() == before
 
 
+def test_without_a_gpu_the_steps_driver_also_says_what_it_would_run(tmp_path: Path) -> None:
+    out, tmp = tmp_path / "out", tmp_path / "tmp"
+    for folder in (out, tmp):
+        folder.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINDECK_GPU_")}
+    env.update(OUT=str(out), TMPDIR=str(tmp), TRAINDECK_GPU_DRIVER="steps_check.py", TRAINDECK_GPU_BUDGET_S="410",
+               TRAINDECK_GPU_NVIDIA_SMI=str(tmp_path / "no-such-nvidia-smi"))
+    before = _git_status()
+    done = subprocess.run(["bash", str(SCRIPT)], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("gpu-check: no NVIDIA GPU here ("), done.stdout
+    plan = lines[1]
+    assert plan.startswith("gpu-check: on a GPU, steps_check.py would run 4 rows ("), plan
+    for row in ("overhead_gpu up to ", "fsdp2 up to ", "offload up to ", "overhead_offload up to ", "of the 410 s budget",
+                "gpu-steps.md"):
+        assert row in plan, (row, plan)
+    assert [list(f.iterdir()) for f in (out, tmp)] == [[], []]
+    assert _git_status() == before
+
+
+def test_the_steps_drivers_rows_fit_its_budget_with_the_clean_up_reserve(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gpu_check", check)  # as the script finds it beside itself
+    steps = _load("steps_check")
+    # acceptance.sh gives the driver the budget less 10 s; the runner keeps 20 s back for the clean-up.
+    expected = sum(needs for _what, needs in steps.ROWS.values()) + sum(steps.PLAN_S.values())
+    assert expected <= 410 - 10 - check.Runner(Path("unused"), 0.0).reserve, expected
+    for key, (_what, needs) in steps.ROWS.items():  # a row's runs fit the seconds it waits for before it starts
+        assert needs >= {"overhead_gpu": 2 * steps.LIMITS["gpu"], "fsdp2": steps.LIMITS["fsdp2"],
+                         "offload": steps.LIMITS["offload"], "overhead_offload": steps.LIMITS["offload_off"]}[key]
+
+
+def test_the_steps_driver_writes_every_row_in_one_line_whatever_fails(tmp_path: Path) -> None:
+    # traindeck cannot keep runs (its home is under a file): each row fails at its first command and says why in
+    # one line; the next row still runs; the table is written and the driver exits 1, well before its deadline.
+    out, work = tmp_path / "out", tmp_path / "work"
+    out.mkdir()
+    work.mkdir()
+    (tmp_path / "file").write_text("")
+    env = {**os.environ, "TRAINDECK_HOME": str(tmp_path / "file" / "home"),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO.parent), os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run([sys.executable, str(GPU / "steps_check.py"), "--out", str(out), "--work", str(work),
+                           "--deadline", str(time.time() + 400)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    table = (out / "gpu-steps.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == 4, table
+    for row in rows:
+        assert row.count("|") == 4 and "| FAIL |" in row, row
+    assert sum("exited with 70: traindeck: internal error (NotADirectoryError" in row for row in rows) == 3, table
+    assert "not run: the offloaded run with step timing gave no step times" in rows[3], rows[3]
+    assert "Seconds per row: overhead_gpu" in table
+
+
+def test_the_steps_driver_skips_the_rows_it_has_no_time_for_or_was_not_asked_for(tmp_path: Path) -> None:
+    out, work = tmp_path / "out", tmp_path / "work"
+    out.mkdir()
+    work.mkdir()
+    argv = [sys.executable, str(GPU / "steps_check.py"), "--out", str(out), "--work", str(work), "--deadline",
+            str(time.time() + 60)]
+    bad = subprocess.run(argv, cwd=tmp_path, env={**os.environ, "TRAINDECK_GPU_ROWS": "fsdp2,fsdp3"},
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "TRAINDECK_GPU_ROWS: unknown rows fsdp3 (the rows: overhead_gpu, fsdp2," in \
+        bad.stderr, bad.stderr
+    done = subprocess.run(argv, cwd=tmp_path, env={**os.environ, "TRAINDECK_GPU_ROWS": "fsdp2,offload"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    table = (out / "gpu-steps.md").read_text()
+    rows = {line.split(" | ")[0][2:]: line for line in table.splitlines() if line.startswith("| step") or
+            line.startswith("| ZeRO")}
+    assert [("| INFO | not asked for" in row, "s of the time budget left, the row needs about" in row)
+            for row in rows.values()] == [(True, False), (False, True), (False, True), (True, False)], table
+
+
 def test_acceptance_script_is_clean_bash() -> None:
     assert subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True).returncode == 0
     if shutil.which("shellcheck"):

@@ -12,10 +12,12 @@ their public entry points:
   hooks during the first step, then timed with hooks on that module alone), and torch.distributed's collectives.
 - Both: the wait on an asynchronous collective's handle (`torch.distributed.Work.wait`), where the collective's
   transfer and the wait for the other ranks happen (ZeRO-3's parameter all-gathers are asynchronous).
-- FSDP (torch's `fully_shard`, FSDP1, accelerate's FSDP plugin): nothing of its own. Its all-gathers and
-  reduce-scatters go through torch.distributed's public entry points (`all_gather_single`/`reduce_scatter_single`
-  in torch 2.13, `all_gather_into_tensor`/`reduce_scatter_tensor` before) and are timed there; the hooks line says
-  when the outermost model is FSDP-sharded, and if those entry points were not found.
+- FSDP (torch's `fully_shard`, FSDP1, accelerate's FSDP plugin): its all-gathers and reduce-scatters go through
+  torch.distributed's public entry points (`all_gather_single`/`reduce_scatter_single` in torch 2.13,
+  `all_gather_into_tensor`/`reduce_scatter_tensor` before) and are timed there; the hooks line says when the
+  outermost model is FSDP-sharded, and if those entry points were not found. On CUDA, FSDP2 runs them on its own
+  streams and the compute stream waits for their events (`Stream.wait_event` in its unshard wait, post-backward
+  and end of backward): those waits are communication too (`_attach_fsdp2`).
 
 Time is charged to the innermost phase running (a collective inside backward is communication, not backward), and
 what runs outside every phase is "other" (data loading, the script's own work), so a step's phases add up to its
@@ -23,7 +25,8 @@ wall time.
 
 On CUDA a step's time and its phases are read on the device's timeline, without ever waiting for the device: at
 each boundary where the host clock is read (a phase's start and end, inner ones included, and the step's end) a
-timing event is recorded on the current stream (`_CudaClock`, events reused from a small pool), and the step's
+timing event is recorded on the compute stream (the stream current at the step's outermost boundaries, also for
+boundaries inside a library's own stream context: `_CudaClock`; events reused from a small pool), and the step's
 record is written once the stream has passed its last event (asked with `event.query()` at later step ends and
 flushes), so records come out a step or a few late. The interval between two consecutive events is charged to the
 phase that was running, so the GPU's work is charged to the phase that queued it and the phases add up exactly to
@@ -68,25 +71,38 @@ _clock = time.perf_counter
 
 
 class _CudaClock:
-    """The device's clock on CUDA: a timing event recorded on the current stream at each boundary, read once the
-    stream has passed it. Only `wait` waits (at exit, or when the device falls far behind); nothing synchronises."""
+    """The device's clock on CUDA: a timing event recorded on the compute stream at each boundary, read once the
+    stream has passed it. Only `wait` waits (at exit, or when the device falls far behind); nothing synchronises.
+
+    The compute stream is the stream current at the step's outermost boundaries (where the script itself runs: the
+    default stream unless it chose another); the marks of inner boundaries go on it too, whatever stream is current
+    there. FSDP2 (and ZeRO's overlapping reductions) call the collectives inside their own streams' contexts
+    (`with torch.cuda.stream(all_gather_stream)`), and those streams run ahead of and beside the compute stream: a
+    mark recorded on them would charge a transfer that overlaps the compute to communication, and the compute it
+    overlapped to nothing. On the compute stream, overlapped communication costs the step nothing and what the
+    compute stream waits for is charged where it waits (FSDP2's waits on its collectives' events are communication:
+    `_attach_fsdp2`)."""
 
     def __init__(self, cuda):
         self.cuda = cuda
         self.ready = False  # CUDA is initialised: asked until it is (asking never initialises it)
         self.capturing = getattr(cuda, "is_current_stream_capturing", None)
         self.free = []
+        self.stream = None  # the compute stream, taken at each outermost boundary
 
-    def mark(self):
-        """A point on the current stream's timeline, or None where nothing may be recorded."""
+    def mark(self, outer=True):
+        """A point on the compute stream's timeline, or None where nothing may be recorded. `outer`: a boundary of
+        the outermost phase or the step's end, where the current stream is the compute stream."""
         if not self.ready:
             if not self.cuda.is_initialized():
                 return None
             self.ready = True
         if self.capturing is not None and self.capturing():  # an event recorded now would become part of the graph
             return None
+        if outer or self.stream is None:
+            self.stream = self.cuda.current_stream()
         event = self.free.pop() if self.free else self.cuda.Event(enable_timing=True)
-        event.record()
+        event.record(self.stream)
         return event
 
     def done(self, mark):
@@ -145,6 +161,8 @@ class _Timing:
         self.pinned_at = float("-inf")
         self.pinned = {}
         self.wrapped = set()  # the torch.distributed entry points timed as communication ("Work.wait" too)
+        self.fsdp2_waits = False  # FSDP2's waits on its collectives' events are timed (`_attach_fsdp2`)
+        self.in_fsdp2 = 0  # inside FSDP2's unshard wait, post-backward or finalize: a compute stream's wait is theirs
 
     # -- the clock --------------------------------------------------------------------------------------------
     def enter(self, phase):
@@ -161,7 +179,7 @@ class _Timing:
                 self.charged = dict.fromkeys(PHASES, 0.0)
                 self.marks = self._start_marks()
             elif self.marks is not None:
-                self._device_mark(running)
+                self._device_mark(running, not self.stack)
             self.charged[running] += now - self.mark
             self.stack.append(phase)
             self.mark = now
@@ -174,7 +192,7 @@ class _Timing:
                 self._synchronize()
             now = _clock()
             if self.marks is not None:
-                self._device_mark(self.stack[-1])
+                self._device_mark(self.stack[-1], len(self.stack) == 1)
             self.charged[self.stack[-1]] += now - self.mark
             # Unwind to the phase that ends (an exception may have skipped an inner leave).
             while self.stack:
@@ -188,7 +206,7 @@ class _Timing:
             running = self.stack[-1] if self.stack else "other"
             marks = self.marks
             if marks is not None:
-                self._device_mark(running)
+                self._device_mark(running, not self.stack)
                 marks = self.marks
             self.charged[running] += now - self.mark
             self.mark = now
@@ -232,11 +250,12 @@ class _Timing:
             return None
         return [(start, None)] if start is not None else None
 
-    def _device_mark(self, running):
+    def _device_mark(self, running, outer):
         """Marks the device's timeline where the host clock is read; `running` is charged for the interval that
-        ends here. Where no mark can be made, the step goes on the host clock."""
+        ends here; `outer`: no phase runs on one side of this boundary. Where no mark can be made, the step goes on
+        the host clock."""
         try:
-            mark = self.device.mark() if len(self.marks) < _MARKS_MAX else None
+            mark = self.device.mark(outer) if len(self.marks) < _MARKS_MAX else None
         except Exception:  # noqa: BLE001 - the host clock times this step
             mark = None
         if mark is None:
@@ -587,6 +606,75 @@ def _note_fsdp(roots):
         else:
             _TIMING.note(missing=f"{kind} model: its collectives (torch.distributed's all-gather, reduce-scatter or "
                                  f"Work.wait not found in this torch): they count in forward and backward")
+        if kind.startswith("FSDP2") and not _TIMING.fsdp2_waits:
+            _TIMING.note(missing="FSDP2 model: its CUDA streams' waits (FSDPParamGroup's wait_for_unshard, "
+                                 "post_backward, finalize_backward or torch.cuda.Stream.wait_event not found in this "
+                                 "torch): on CUDA they count in forward and backward")
+
+
+# ---- FSDP2 on CUDA ---------------------------------------------------------------------------------------------
+_FSDP2_WAITS = ("wait_for_unshard", "post_backward", "finalize_backward")
+
+
+def _attach_fsdp2(module):
+    """FSDP2 (`fully_shard`) queues its all-gathers and reduce-scatters on its own CUDA streams, where they overlap
+    the compute, and the compute stream waits for them where it needs their results: `wait_event` on the
+    all-gather's event in `FSDPParamGroup.wait_for_unshard` (before a unit's forward or backward), on earlier
+    reduce-scatters' events in `post_backward`, on the last ones in `finalize_backward`. Those waits are the
+    collectives' exposed time: within those three methods, a wait of the compute stream (the one the device's clock
+    marks) is communication; FSDP's copies into and out of its flat buffers stay in forward and backward. A wait of
+    one of FSDP's own streams costs the compute stream nothing and is left alone; so is every wait elsewhere."""
+    timing = _TIMING
+    group = getattr(module, "FSDPParamGroup", None)
+    torch = sys.modules.get("torch")
+    stream = getattr(getattr(torch, "cuda", None), "Stream", None)
+    if group is None or not isinstance(stream, type) or not callable(getattr(stream, "wait_event", None)) or \
+            not all(callable(getattr(group, name, None)) for name in _FSDP2_WAITS):
+        return  # _note_fsdp says so if the model turns out to be FSDP2
+    for name in _FSDP2_WAITS:
+        method = getattr(group, name)
+        if not getattr(method, "_traindeck_phase", None):
+            setattr(group, name, _within_fsdp2(method))
+    wait_event = getattr(stream, "wait_event")  # noqa: B009 - a class mypy knows only as a type
+    if not getattr(wait_event, "_traindeck_phase", None):
+
+        def timed_wait_event(self, event):
+            device = timing.device
+            if not timing.in_fsdp2 or device is None or device.stream is None or self != device.stream:
+                return wait_event(self, event)
+            timing.enter("communication")
+            try:
+                return wait_event(self, event)
+            finally:
+                timing.leave("communication")
+
+        setattr(timed_wait_event, "__wrapped__", wait_event)  # noqa: B010
+        setattr(timed_wait_event, "_traindeck_phase", "communication")  # noqa: B010
+        timed_wait_event.__name__ = "wait_event"
+        timed_wait_event.__doc__ = wait_event.__doc__
+        setattr(stream, "wait_event", timed_wait_event)  # noqa: B010
+    timing.fsdp2_waits = True
+
+
+def _within_fsdp2(function):
+    """`function` (an FSDPParamGroup method) with the compute stream's waits inside it timed as communication."""
+
+    def within(*args, **kwargs):
+        timing = _TIMING
+        timing.in_fsdp2 += 1
+        try:
+            return function(*args, **kwargs)
+        finally:
+            timing.in_fsdp2 -= 1
+
+    setattr(within, "__wrapped__", function)  # noqa: B010
+    for name in ("__name__", "__qualname__", "__doc__", "__module__"):
+        try:
+            setattr(within, name, getattr(function, name))
+        except (AttributeError, TypeError):
+            pass
+    setattr(within, "_traindeck_phase", "communication")  # noqa: B010
+    return within
 
 
 # ---- DeepSpeed -----------------------------------------------------------------------------------------------
@@ -663,6 +751,8 @@ def _attach_swapper(module):
 # ---- waiting for imports -------------------------------------------------------------------------------------
 _ATTACH = {
     "torch": _attach_torch,
+    "torch.distributed.fsdp._fully_shard._fsdp_param_group": _attach_fsdp2,  # torch >= 2.6
+    "torch.distributed._composable.fsdp._fsdp_param_group": _attach_fsdp2,  # torch 2.4, 2.5
     "deepspeed.comm.comm": _attach_deepspeed_comm,
     "deepspeed.runtime.engine": _attach_deepspeed_engine,
 }

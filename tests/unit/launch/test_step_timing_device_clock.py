@@ -1,8 +1,9 @@
 """The site hook's step clock on CUDA (launch/site_hook/_traindeck_steps.py): CUDA events on the device's timeline.
 
 The hook is loaded from its file as a fresh module per test and attached, as a rank's sitecustomize attaches it, to a
-torch whose `cuda` is a stand-in at the hardware boundary only: a stream whose events pass when the test says and
-at device times the test gives (`FakeCuda`), with `synchronize` counting its calls. Everything above it is the
+torch whose `cuda` is a stand-in at the hardware boundary only: streams whose events pass when the test says and
+at device times the test gives (`FakeCuda`: the default stream, and side streams such as FSDP2's all-gather
+stream, each with its own clock), with `synchronize` counting its calls. Everything above it is the
 hook's own code (`_attach_torch`, `_CudaClock`, `_Timing`); its clock is driven as the torch and DeepSpeed wrappers
 drive it, the host clock is set by hand too, and the rank file it writes is read back.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -32,8 +35,9 @@ class FakeEvent:
         self.at = 0.0
         cuda.made += 1
 
-    def record(self) -> None:
+    def record(self, stream: FakeStream | None = None) -> None:
         cuda = self.cuda
+        stream = stream or cuda.current
         if cuda.capturing:
             cuda.recorded_while_capturing += 1
         if not cuda.initialized:
@@ -41,8 +45,9 @@ class FakeEvent:
         if cuda.fail_record == cuda.recorded:
             cuda.fail_record = None
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
-        self.seq, self.at = cuda.recorded, cuda.now_ms
+        self.seq, self.at = cuda.recorded, stream.now_ms
         cuda.recorded += 1
+        stream.recorded += 1
 
     def query(self) -> bool:
         return self.seq < self.cuda.passed
@@ -59,11 +64,27 @@ class FakeEvent:
         self.cuda.passed = max(self.cuda.passed, self.seq + 1)
 
 
+class FakeStream:
+    """torch.cuda.Stream: its own clock (`now_ms`); `wait_event` makes it wait for an event recorded elsewhere."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.now_ms = 0.0
+        self.recorded = 0
+
+    def wait_event(self, event: FakeEvent) -> None:
+        self.now_ms = max(self.now_ms, event.at)
+
+
 class FakeCuda:
-    """torch.cuda at the hardware boundary: one stream, its clock at `now_ms`; it has passed `passed` records."""
+    """torch.cuda at the hardware boundary: the default stream (its clock at `now_ms`) current unless the test
+    enters another with `stream`; the device has passed `passed` records."""
+
+    Stream = FakeStream
 
     def __init__(self) -> None:
-        self.now_ms = 0.0
+        self.default = FakeStream("default")
+        self.current = self.default
         self.recorded = 0
         self.passed = 0
         self.made = 0
@@ -77,8 +98,27 @@ class FakeCuda:
         self.event_syncs = 0
         self.memory_reads = 0
 
+    @property
+    def now_ms(self) -> float:
+        return self.default.now_ms
+
+    @now_ms.setter
+    def now_ms(self, value: float) -> None:
+        self.default.now_ms = value
+
     def Event(self, enable_timing: bool = False) -> FakeEvent:  # noqa: N802 - torch's name
         return FakeEvent(self, enable_timing=enable_timing)
+
+    def current_stream(self) -> FakeStream:
+        return self.current
+
+    @contextmanager
+    def stream(self, stream: FakeStream) -> Iterator[None]:
+        before, self.current = self.current, stream
+        try:
+            yield
+        finally:
+            self.current = before
 
     def is_initialized(self) -> bool:
         return self.initialized
@@ -339,3 +379,114 @@ def test_a_step_with_too_many_boundaries_goes_on_the_host_clock(tmp_path: Path,
     assert [figures(line) for line in rank.written()] == [device_record(1), device_record(2), third, device_record(4)]
     # Step 3 stops recording at the bound (its first event is step 2's end); step 4 starts anew at step 3's end.
     assert rank.cuda.recorded == 2 * MARKS_PER_STEP + (limit - 1) + 1 + MARKS_PER_STEP
+
+
+class FSDPParamGroup:
+    """FSDP2's parameter group where the hook meets it: its methods make the current stream wait for a collective's
+    event, as torch's do (`self.device_handle.current_stream().wait_event(event)`); the unshard wait also makes the
+    all-gather stream wait (`_wait_all_gather_streams_on_event`), which costs the compute stream nothing."""
+
+    def __init__(self, cuda: FakeCuda, all_gather: FakeStream) -> None:
+        self.cuda, self.all_gather = cuda, all_gather
+
+    def wait_for_unshard(self, event: FakeEvent) -> None:
+        self.cuda.current_stream().wait_event(event)
+        self.all_gather.wait_event(event)
+
+    def post_backward(self, event: FakeEvent) -> None:
+        self.cuda.current_stream().wait_event(event)
+
+    def finalize_backward(self, event: FakeEvent) -> None:
+        self.cuda.current_stream().wait_event(event)
+
+
+def fsdp2_step(rank: Rank, group: FSDPParamGroup, all_gather: FakeStream, reduce_scatter: FakeStream) -> None:
+    """One FSDP2 step of two units on the device: unit 0's all-gather exposed (the compute stream waits 20 ms for it),
+    unit 1's overlapped with unit 0's compute, the reduce-scatter's last 15 ms exposed at the end of backward. The
+    collectives run inside their streams' contexts, as FSDP2 issues them; the script waits 5 ms for a stream of its
+    own between forward and backward."""
+    cuda, t = rank.cuda, rank.timing
+
+    def collective(stream: FakeStream, ms: float) -> FakeEvent:
+        stream.now_ms = max(stream.now_ms, cuda.now_ms)
+        with cuda.stream(stream):
+            t.enter("communication")  # torch.distributed's all_gather_single / reduce_scatter_single, wrapped
+            stream.now_ms += ms
+            t.leave("communication")
+            event = cuda.Event(enable_timing=True)
+            event.record()
+        return event
+
+    rank._at(t.enter, "forward", 1.0)
+    group.wait_for_unshard(collective(all_gather, 20.0))  # exposed: 20 ms
+    gathered = collective(all_gather, 20.0)
+    cuda.now_ms += 30.0  # unit 0's forward
+    group.wait_for_unshard(gathered)  # overlapped: no wait
+    cuda.now_ms += 30.0  # unit 1's forward
+    rank._at(t.leave, "forward", 0.0)
+    prefetch = cuda.Event(enable_timing=True)
+    prefetch.seq, prefetch.at = cuda.recorded, cuda.now_ms + 5.0  # the script's own copy stream, 5 ms behind
+    cuda.recorded += 1
+    cuda.current_stream().wait_event(prefetch)
+    rank._at(t.enter, "backward", 0.5)
+    cuda.now_ms += 40.0
+    reduced = collective(reduce_scatter, 25.0)
+    group.post_backward(gathered)  # an event the compute stream has passed: no wait
+    cuda.now_ms += 10.0
+    group.finalize_backward(reduced)  # exposed: 15 ms
+    rank._at(t.leave, "backward", 0.0)
+    rank._at(t.enter, "optimizer", 0.0)
+    rank._at(t.leave, "optimizer", 10.0)
+    cuda.now_ms += 2.0
+    rank.host.now += 0.001
+    t.step_ended()
+    rank.ends.append(cuda.recorded)
+
+
+def _fsdp2_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Rank, FakeStream, FakeStream]:
+    rank = _rank(tmp_path, monkeypatch)
+    monkeypatch.setattr(FakeStream, "wait_event", FakeStream.wait_event)  # what _attach_fsdp2 patches, restored
+    group_class = FSDPParamGroup
+    for name in ("wait_for_unshard", "post_backward", "finalize_backward"):
+        monkeypatch.setattr(group_class, name, getattr(group_class, name))
+    return rank, FakeStream("all-gather"), FakeStream("reduce-scatter")
+
+
+def _run_fsdp2(rank: Rank, group: FSDPParamGroup, all_gather: FakeStream, reduce_scatter: FakeStream) -> list[dict]:
+    for k in range(1, 4):
+        fsdp2_step(rank, group, all_gather, reduce_scatter)
+        rank.passes(k)
+    rank.timing.close()
+    lines = rank.written()
+    assert [line["step"] for line in lines] == [1, 2, 3]
+    return [figures(line) for line in lines]
+
+
+def test_collectives_on_fsdp2s_own_streams_are_marked_on_the_compute_stream(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without FSDP2's waits attached, the compute stream's waits count in the phase that runs them; an overlapped
+    # collective costs nothing, and none takes the compute it overlapped from forward or backward.
+    rank, all_gather, reduce_scatter = _fsdp2_rank(tmp_path, monkeypatch)
+    group = FSDPParamGroup(rank.cuda, all_gather)
+    got = _run_fsdp2(rank, group, all_gather, reduce_scatter)
+    phases = {"forward_ms": 80.0, "backward_ms": 65.0, "communication_ms": 0.0, "optimizer_ms": 10.0, "swap_ms": 0.0}
+    assert got == [{"step_ms": sum(phases.values()) + other, **phases, "other_ms": other} for other in (7.5, 8.5, 8.5)]
+    # The hook's events are all on the compute stream: FSDP2's streams hold only FSDP's own (two all-gathers' and
+    # one reduce-scatter's a step).
+    assert (all_gather.recorded, reduce_scatter.recorded) == (6, 3)
+
+
+def test_fsdp2s_waits_on_its_collectives_are_communication_on_cuda(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    rank, all_gather, reduce_scatter = _fsdp2_rank(tmp_path, monkeypatch)
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=rank.cuda))  # the torch _attach_fsdp2 looks up
+    rank.hook._ATTACH["torch.distributed.fsdp._fully_shard._fsdp_param_group"](
+        SimpleNamespace(FSDPParamGroup=FSDPParamGroup))
+    assert rank.timing.fsdp2_waits
+    group = FSDPParamGroup(rank.cuda, all_gather)
+    got = _run_fsdp2(rank, group, all_gather, reduce_scatter)
+    # The exposed 20 ms of unit 0's all-gather and 15 ms of the reduce-scatter; the script's own wait stays "other".
+    phases = {"forward_ms": 60.0, "backward_ms": 50.0, "communication_ms": 35.0, "optimizer_ms": 10.0, "swap_ms": 0.0}
+    assert got == [{"step_ms": sum(phases.values()) + other, **phases, "other_ms": other} for other in (7.5, 8.5, 8.5)]
+    assert (all_gather.recorded, reduce_scatter.recorded) == (6, 3)
+    assert rank.cuda.syncs == 0 and rank.cuda.event_syncs == 0

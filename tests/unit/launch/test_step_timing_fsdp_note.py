@@ -55,6 +55,7 @@ def _hooks_line(hook: ModuleType, tmp_path: Path) -> dict:  # type: ignore[type-
 
 def test_an_fsdp2_model_whose_collectives_are_timed_is_said(hook: ModuleType, tmp_path: Path) -> None:
     hook._TIMING.wrapped.update({"all_gather_single", "reduce_scatter_single", "Work.wait"})
+    hook._TIMING.fsdp2_waits = True  # _attach_fsdp2 found FSDPParamGroup's waits and torch.cuda.Stream.wait_event
     hook._note_fsdp([FSDPModule()])
     said = _hooks_line(hook, tmp_path)
     assert "FSDP2 (fully_shard) model: its all-gathers, reduce-scatters and their waits" in said["attached"]
@@ -70,12 +71,26 @@ def test_fsdp1_through_the_older_entry_points_is_timed_too(hook: ModuleType, tmp
 def test_a_torch_without_the_entry_points_leaves_the_run_going_and_says_what_is_missing(
         hook: ModuleType, tmp_path: Path) -> None:
     hook._TIMING.wrapped.update({"all_reduce", "Work.wait"})  # no all-gather nor reduce-scatter of a known name
+    hook._TIMING.fsdp2_waits = True
     hook._note_fsdp([FSDPModule()])
     said = _hooks_line(hook, tmp_path)
     assert not any("FSDP" in a for a in said["attached"])
     assert said["missing"] == ["FSDP2 (fully_shard) model: its collectives (torch.distributed's all-gather, "
                                "reduce-scatter or Work.wait not found in this torch): they count in forward and "
                                "backward"]
+
+
+def test_an_fsdp2_model_whose_stream_waits_were_not_found_says_so(hook: ModuleType, tmp_path: Path) -> None:
+    # A torch whose FSDPParamGroup lacks the methods the waits are found in: its collectives are timed, the compute
+    # stream's waits for them on CUDA are not.
+    hook._TIMING.wrapped.update({"all_gather_single", "reduce_scatter_single", "Work.wait"})
+    hook._attach_fsdp2(SimpleNamespace(FSDPParamGroup=type("FSDPParamGroup", (), {"post_backward": Plain})))
+    hook._note_fsdp([FSDPModule()])
+    said = _hooks_line(hook, tmp_path)
+    assert "FSDP2 (fully_shard) model: its all-gathers, reduce-scatters and their waits" in said["attached"]
+    assert said["missing"] == ["FSDP2 model: its CUDA streams' waits (FSDPParamGroup's wait_for_unshard, "
+                               "post_backward, finalize_backward or torch.cuda.Stream.wait_event not found in this "
+                               "torch): on CUDA they count in forward and backward"]
 
 
 def test_a_model_that_is_not_sharded_says_nothing_of_fsdp(hook: ModuleType, tmp_path: Path,
