@@ -65,12 +65,9 @@ from .control.lineage import (
 from .control.live_rate import RateText as RateText
 from .control.live_rate import rate_text as rate_text
 from .control.metric_charts import MAX_SMOOTHING as MAX_SMOOTHING
-from .control.metric_charts import SYSTEM_CHARTS as SYSTEM_CHARTS
 from .control.metric_charts import X_MODES as X_MODES
 from .control.metric_charts import LastFigure as LastFigure
 from .control.metric_charts import StepClock as StepClock
-from .control.metric_charts import SystemChart as SystemChart
-from .control.metric_charts import SystemSeries as SystemSeries
 from .control.metric_charts import XMode as XMode
 from .control.metric_charts import ema as ema
 from .control.metric_charts import filter_metrics as filter_metrics
@@ -80,9 +77,6 @@ from .control.metric_charts import page_of as page_of
 from .control.metric_charts import positive_only as positive_only
 from .control.metric_charts import read_metric_table as read_metric_table
 from .control.metric_charts import read_step_clock as read_step_clock
-from .control.metric_charts import read_system_series as read_system_series
-from .control.metric_charts import read_system_table as read_system_table
-from .control.metric_charts import system_export_name as system_export_name
 from .control.metric_charts import time_x as time_x
 from .control.metric_charts import write_export as write_export
 from .control.metric_charts import write_metrics_csv as write_metrics_csv
@@ -105,6 +99,12 @@ from .control.step_view import STEP_TIMING_ENV as STEP_TIMING_ENV
 from .control.step_view import StepView as StepView
 from .control.step_view import read_step_view as read_step_view
 from .control.step_view import run_step_anatomy as run_step_anatomy
+from .control.system_series import SYSTEM_CHARTS as SYSTEM_CHARTS
+from .control.system_series import SystemChart as SystemChart
+from .control.system_series import SystemSeries as SystemSeries
+from .control.system_series import read_system_series as read_system_series
+from .control.system_series import read_system_table as read_system_table
+from .control.system_series import system_export_name as system_export_name
 from .control.view import RunView as RunView
 from .control.view import duration_text as duration_text
 from .control.view import read_view as read_view

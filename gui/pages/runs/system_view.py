@@ -3,7 +3,7 @@ memory, the host's CPU, the ranks' RSS, disk and network), as W&B's run page has
 up with what the loss did then. The charts share one x axis (zoom one, all follow) and the tab's x option.
 
 The figures are the run's resource samples, recorded every second by its supervisor and read from the run store
-(backend/runs/control/metric_charts.py: read_system_series) by the panel that holds this view, on its background
+(backend/runs/control/system_series.py: read_system_series) by the panel that holds this view, on its background
 reads; the view only draws them. A chart with nothing to draw says why in its place ("No NVIDIA GPU found: ..."),
 never an empty axis.
 """
