@@ -69,10 +69,12 @@ from .control.metric_charts import X_MODES as X_MODES
 from .control.metric_charts import LastFigure as LastFigure
 from .control.metric_charts import StepClock as StepClock
 from .control.metric_charts import XMode as XMode
+from .control.metric_charts import clock_duration as clock_duration
 from .control.metric_charts import ema as ema
 from .control.metric_charts import filter_metrics as filter_metrics
 from .control.metric_charts import last_figures as last_figures
 from .control.metric_charts import masked_words as masked_words
+from .control.metric_charts import moment_words as moment_words
 from .control.metric_charts import page_of as page_of
 from .control.metric_charts import positive_only as positive_only
 from .control.metric_charts import read_metric_table as read_metric_table
@@ -101,6 +103,7 @@ from .control.step_view import read_step_view as read_step_view
 from .control.step_view import run_step_anatomy as run_step_anatomy
 from .control.system_series import SYSTEM_CHARTS as SYSTEM_CHARTS
 from .control.system_series import SystemChart as SystemChart
+from .control.system_series import SystemLines as SystemLines
 from .control.system_series import SystemSeries as SystemSeries
 from .control.system_series import read_system_series as read_system_series
 from .control.system_series import read_system_table as read_system_table

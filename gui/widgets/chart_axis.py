@@ -12,6 +12,8 @@ from typing import Any
 import pyqtgraph as pg
 from PySide6.QtGui import QFontMetricsF, QPen
 
+from traindeck.backend.runs import clock_duration
+
 _BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
@@ -227,16 +229,7 @@ _DURATION_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200
                    172800, 604800)
 
 
-def duration_tick(seconds: float) -> str:
-    """Seconds since a start as a tick reads: 0:30, 12:00, 1:05:00, 2 d 03:00."""
-    sign = "-" if seconds < 0 else ""
-    s = int(round(abs(seconds)))
-    days, s = divmod(s, 86400)
-    h, s = divmod(s, 3600)
-    m, s = divmod(s, 60)
-    if days:
-        return f"{sign}{days} d {h:02d}:{m:02d}"
-    return f"{sign}{h}:{m:02d}:{s:02d}" if h else f"{sign}{m}:{s:02d}"
+duration_tick = clock_duration  # a tick of time since the start reads as the backend writes that duration
 
 
 def whole_seconds(axis: pg.DateAxisItem) -> None:

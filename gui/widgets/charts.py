@@ -26,7 +26,8 @@ Why it is built this way:
   each series with the raw line faint behind it (a curve of a few points drawn marked stays as logged); `log_y` a
   log scale (values <= 0 left out, and the chart says how many); `x_mode` labels x as steps, clock time or time
   since the run's start (the caller gives x in those units). `show_legend_values` writes the legend's figures
-  without a redraw, so a page can show the same read there and elsewhere; `export_png` saves the chart as drawn;
+  without a redraw, so a page can show the same read there and elsewhere; `set_legend_note` adds words to a
+  series' figure or says them in its place (a rank that exited); `export_png` saves the chart as drawn;
   `add_menu_action` fills its right-click menu.
 - Units are formatted on the y axis ("B" and "B/s" in binary steps: GiB, MiB/s) and in the legend, which shows each
   series' latest value. Colours follow the application's light or dark palette, also when it changes.
@@ -178,6 +179,7 @@ class TimeSeriesChart(QWidget):
         self._setting_range = False
         self._dark = False
         self._legend_values: dict[str, float] = {}  # what a legend says instead of a series' last value (see below)
+        self._legend_notes: dict[str, tuple[str, bool]] = {}  # words after a series' name (see set_legend_note)
         self._drawn: list[tuple[np.ndarray, np.ndarray]] = []  # the points drawn, in view units (legend placement)
         self._drawn_last: dict[str, float] = {}  # each series' newest x handed to its curve by the last redraw
         self._legend_corner = 0  # which of _legend_corners() the legend sits in
@@ -381,6 +383,7 @@ class TimeSeriesChart(QWidget):
 
     def remove_series(self, name: str) -> None:
         series = self._series.pop(name, None)
+        self._legend_notes.pop(name, None)
         if series is not None:
             self.plot_item.removeItem(series.curve)
             self.legend.removeItem(series.curve)
@@ -834,6 +837,19 @@ class TimeSeriesChart(QWidget):
             self._legend_values[name] = value
         self._schedule()
 
+    def set_legend_note(self, name: str, note: str | None, *, value: bool = True) -> None:
+        """Words the legend says after `name`'s figure ("3 live"), or in its place (`value` False: "exited at
+        12:04:05", a line whose last point is no figure of now). None: the figure alone."""
+        if note is None:
+            if self._legend_notes.pop(name, None) is None:
+                return
+        elif self._legend_notes.get(name) == (note, value):
+            return
+        else:
+            self._legend_notes[name] = (note, value)
+        self._update_legend()
+        self._place_legend()
+
     def show_legend_values(self, values: Mapping[str, float | None]) -> None:
         """The legend's figures for these series now, without redrawing the curves: a page shows one read in the
         legend and beside the chart alike (None: back to the line's last point at the next redraw)."""
@@ -1006,8 +1022,13 @@ class TimeSeriesChart(QWidget):
         for sample, label in self.legend.items:
             name = sample.item.name()
             value = self._legend_values.get(name, self.last(name) if name in self._series else None)
-            label.setText(f"{name}  {format_value(value, self.unit, self.legend_digits)}" if value is not None
-                          else name)
+            note, with_value = self._legend_notes.get(name, ("", True))
+            words = [name]
+            if value is not None and with_value:
+                words.append(format_value(value, self.unit, self.legend_digits))
+            if note:
+                words.append(note)
+            label.setText("  ".join(words))
 
     # ------------------------------------------------------------------------------------------------- theme
     def _colours(self) -> Sequence[str]:

@@ -124,6 +124,51 @@ def test_the_system_view_charts_the_runs_recorded_figures_on_each_x_axis_and_liv
     assert "by step" in page.charts.system.note.text()
 
 
+def test_a_rank_that_exits_before_the_others_says_so_and_the_sum_counts_the_live_ones(  # type: ignore[no-untyped-def]
+        qtbot, make_page) -> None:
+    """A live 4-rank run whose rank 3 exits while the view watches: its legend says when (in the x axis' words)
+    instead of a last figure that is no figure of now, and the sum's legend says it counts the ranks left, whose
+    figures add up to it."""
+    from fixtures.monitor_samples import training_sample
+
+    from traindeck.gui.widgets.chart_axis import format_value
+
+    t0 = float(int(time.time())) - 100
+
+    def sample(i: int) -> ResourceSample:
+        whole = training_sample(i, t0=t0, gpus=4, ranks=4)
+        assert whole.run is not None
+        kept = tuple(p for p in whole.run.processes if i < 43 or p.rank != 3)  # rank 3 exits after sample 42
+        return dataclasses.replace(whole, run=dataclasses.replace(whole.run, processes=kept))
+
+    samples = [sample(i) for i in range(60)]
+    record = add_run(t0, [(step, t0 + 2 * step) for step in range(30)])
+    writer = record_samples(record.id, samples[:30])
+    page = make_page()
+    page.charts.set_x_mode("time")
+    open_system(qtbot, page, record)
+    chart = page.charts.system.charts["rank_rss"]
+    qtbot.waitUntil(lambda: chart.point_count("rank 3") == 30, timeout=WAIT_MS)
+    chart.flush()
+    assert chart.legend_text("rank 3") == f"rank 3  {format_value(rank_rss(samples[29], 3), 'B')}"
+
+    record_samples(record.id, samples[30:], writer)  # rank 3 exits while the view is up
+    writer.close()
+    qtbot.waitUntil(lambda: chart.point_count("rank 0") == 60, timeout=WAIT_MS)
+    chart.flush()
+    exited = time.strftime("%H:%M:%S", time.localtime(samples[42].t))
+    assert chart.legend_text("rank 3") == f"rank 3  exited at {exited}"
+    assert chart.data("rank 3")[0][-1] == samples[42].t  # its line ends there
+    live = sum(rank_rss(samples[-1], r) for r in range(3))
+    assert chart.legend_text("all ranks") == f"all ranks  {format_value(live, 'B')}  (3 live)"
+
+    page.charts.set_x_mode("relative")  # read again whole: said in the new axis' words
+    chart = page.charts.system.charts["rank_rss"]
+    qtbot.waitUntil(lambda: chart.point_count("rank 0") == 60, timeout=WAIT_MS)
+    chart.flush()
+    assert chart.legend_text("rank 3") == "rank 3  exited at 0:42"
+
+
 def test_each_absent_series_says_why_instead_of_an_empty_chart(qtbot, make_runs_page) -> None:  # type: ignore[no-untyped-def]
     samples = [dataclasses.replace(s, gpus=(), gpu_error=NO_NVML, run=None)
                for s in demo_samples(seconds=30, end=time.time() - 5)]

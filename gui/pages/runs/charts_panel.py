@@ -54,11 +54,13 @@ from traindeck.backend.runs import (
     LastFigure,
     RunRecord,
     StepClock,
+    SystemLines,
     SystemSeries,
     ViewChange,
     WatchedRun,
     XMode,
     last_figures,
+    moment_words,
     read_metric_table,
     read_step_clock,
     read_system_series,
@@ -154,6 +156,7 @@ class ChartsPanel(QWidget):
         self._system_reading = False
         self._system_again = False
         self._system_generation = 0
+        self._system_lines = SystemLines()  # which of its lines ended (a rank that exited), over the reads
         self.smoothing = SmoothingSlider.remembered(self._settings, SETTINGS + "smoothing")
         self.log_y = str(self._settings.value(SETTINGS + "log_y", "false")).lower() == "true"
         mode = str(self._settings.value(SETTINGS + "x_mode", "step"))
@@ -587,6 +590,7 @@ class ChartsPanel(QWidget):
         self._system_generation += 1
         self._system_last_t = None
         self._system_reading = self._system_again = False
+        self._system_lines.clear()
         self.system.renew()
         self.system.set_note("")
         # The new loss chart is handed its series whole on the next draw (its point count is not what was fed).
@@ -643,6 +647,12 @@ class ChartsPanel(QWidget):
                 placed = np.isfinite(x)  # by step: none before the first logged step (nor after an ended run's last)
                 if placed.any():
                     chart.append(line, x[placed], y[placed])
+        self._system_lines.take(read)
+        moment = functools.partial(moment_words, mode=self.x_mode, clock=self._clock, start=start, ended=ended)
+        for key, chart in self.system.charts.items():
+            for line, note in self._system_lines.legend_notes(key, moment).items():
+                words, beside = note if note is not None else (None, True)
+                chart.set_legend_note(line, words, value=beside)
         for key, values in read.references.items():
             chart = self.system.charts.get(key)
             if chart is not None:
