@@ -66,6 +66,7 @@ from .control.live_rate import RateText as RateText
 from .control.live_rate import rate_text as rate_text
 from .control.metric_charts import MAX_SMOOTHING as MAX_SMOOTHING
 from .control.metric_charts import X_MODES as X_MODES
+from .control.metric_charts import ChartChoice as ChartChoice
 from .control.metric_charts import LastFigure as LastFigure
 from .control.metric_charts import StepClock as StepClock
 from .control.metric_charts import XMode as XMode
@@ -104,9 +105,11 @@ from .control.step_view import run_step_anatomy as run_step_anatomy
 from .control.system_series import SYSTEM_CHARTS as SYSTEM_CHARTS
 from .control.system_series import SystemChart as SystemChart
 from .control.system_series import SystemLines as SystemLines
+from .control.system_series import SystemSection as SystemSection
 from .control.system_series import SystemSeries as SystemSeries
 from .control.system_series import read_system_series as read_system_series
 from .control.system_series import read_system_table as read_system_table
+from .control.system_series import system_choice as system_choice
 from .control.system_series import system_export_name as system_export_name
 from .control.view import RunView as RunView
 from .control.view import duration_text as duration_text

@@ -88,6 +88,7 @@ LEGEND_CLEARANCE = 6  # pixels around the legend's box in which a point counts a
 LABEL_WEIGHT = 1_000_000  # a reference line's label under the legend counts as this many covered points
 Y_MARGIN = 0.05  # room above and below the data of a chart fitted to its data, as a fraction of the span
 WAITING = "waiting for data"
+UNTITLED_TOP = 8  # px above the plot of an untitled chart: room for half its top tick label
 
 
 class _ChartView(pg.ViewBox):
@@ -350,7 +351,16 @@ class TimeSeriesChart(QWidget):
 
     def set_title(self, title: str) -> None:
         self.title = title
-        self.plot_item.setTitle(title, color=self.palette().color(QPalette.ColorRole.Text).name(), size="9pt")
+        self._show_title(self.palette().color(QPalette.ColorRole.Text))
+
+    def _show_title(self, colour: QColor) -> None:
+        """The title above the plot; an untitled chart (a cell above it names it) gives the plot that row, all but
+        UNTITLED_TOP px that keep its top tick label whole."""
+        if self.title:
+            self.plot_item.setTitle(self.title, color=colour.name(), size="9pt")
+        else:
+            self.plot_item.setTitle(None)
+            self.plot_item.layout.setRowFixedHeight(0, UNTITLED_TOP)
 
     def _make_x_axis(self) -> pg.AxisItem:
         if self._x_mode == "time":
@@ -1069,7 +1079,7 @@ class TimeSeriesChart(QWidget):
             axis = entry["item"]
             axis.setPen(pg.mkPen(foreground))
             axis.setTextPen(pg.mkPen(foreground))
-        self.plot_item.setTitle(self.title, color=foreground.name(), size="9pt")
+        self._show_title(foreground)
         self.legend.setLabelTextColor(foreground)
         legend_bg = QColor(background)
         legend_bg.setAlpha(170)

@@ -169,6 +169,76 @@ def test_a_rank_that_exits_before_the_others_says_so_and_the_sum_counts_the_live
     assert chart.legend_text("rank 3") == "rank 3  exited at 0:42"
 
 
+def test_the_filter_and_pins_choose_the_system_charts_as_they_choose_the_grids(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    """The grid's filter box and pins, in the System view: the filter narrows the system charts (by title, key or
+    what they show; the loss chart stays, the charts filtered out are still fed), a pinned chart comes first,
+    beside the top of the loss chart, and is remembered apart from the grid's pins."""
+    from traindeck.backend.runs import SYSTEM_CHARTS
+
+    samples = demo_samples(seconds=60, end=time.time() - 5)
+    record = add_run(samples[0].t, [(step, samples[0].t + 5 + step) for step in range(40)], state="succeeded")
+    record_samples(record.id, samples).close()
+    page = make_page()
+    page.charts.set_x_mode("time")
+    view = page.charts.system
+    view.filter_box.setText("gpu")  # before the run is read: the charts it hides are read all the same
+    open_system(qtbot, page, record)
+    charts = view.charts
+    qtbot.waitUntil(lambda: charts["gpu_util"].point_count("GPU 0") == len(samples), timeout=WAIT_MS)
+    every = [spec.key for spec in SYSTEM_CHARTS]
+
+    def visible() -> list[str]:
+        return [key for key in every if view.cells[key].isVisible()]
+
+    assert view.shown == visible() == ["gpu_util", "gpu_memory"] and view.bar.count.text() == "2 of 6"
+    for query, keys in [("MEMORY", ["gpu_memory", "rank_rss"]), ("utilization", ["gpu_util", "cpu"]),
+                        ("rank", ["rank_rss"]), ("net", ["network"]), ("gpu_mem", ["gpu_memory"])]:
+        view.filter_box.setText(query)
+        assert view.shown == visible() == keys, query
+    view.filter_box.setText("eval/")
+    assert view.shown == visible() == [] and view.empty.isVisible() and "eval/" in view.empty.text()
+    assert view.loss_cell.isVisible()
+    view.filter_box.setText("")
+    assert view.shown == visible() == every and not view.empty.isVisible()
+    assert charts["cpu"].point_count("host") == len(samples)  # fed while filtered out
+
+    view.cells["rank_rss"].pin.click()
+    assert view.shown == ["rank_rss", *[key for key in every if key != "rank_rss"]]
+    grid = view._grid
+    assert grid.getItemPosition(grid.indexOf(view.cells["rank_rss"]))[:2] == (0, 1)  # beside the loss's top
+    again = make_page()  # the next start: the pin remembered, and the grid's pins its own
+    assert again.charts.system.shown[0] == "rank_rss" and again.charts.system.cells["rank_rss"].pin.isChecked()
+    assert again.charts.grid.pins == []
+    view.cells["rank_rss"].pin.click()  # unpinned from the cell's own button
+    assert view.shown == every
+
+
+def test_the_loss_beside_the_system_charts_takes_the_tabs_smoothing_and_log_scale(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    """As the grid's charts: the loss smoothed and on a log scale as the tab's options say, the system figures drawn
+    as recorded, from 0."""
+    from traindeck.backend.runs import ema
+
+    samples = demo_samples(seconds=60, end=time.time() - 5)
+    steps = [(step, samples[0].t + 5 + step) for step in range(40)]
+    record = add_run(samples[0].t, steps, state="succeeded")
+    record_samples(record.id, samples).close()
+    page = make_page()
+    page.charts.set_smoothing(0.8)
+    page.charts.set_log_y(True)
+    open_system(qtbot, page, record)
+    qtbot.waitUntil(lambda: page.charts.system.loss_chart.point_count("loss") == len(steps), timeout=WAIT_MS)
+    loss = page.charts.system.loss_chart  # (by step: made again once the step clock is read)
+    assert loss.smoothing == 0.8 and loss.log_y
+    assert all(chart.smoothing == 0 and not chart.log_y for chart in page.charts.system.charts.values())
+    page.charts.set_smoothing(0.5)
+    page.charts.set_log_y(False)
+    loss.flush()
+    assert loss.smoothing == 0.5 and not loss.log_y
+    curve = loss._series["loss"].curve
+    drawn = curve.getData()[1]
+    assert drawn == pytest.approx(ema([3.0 - 0.01 * step for step, _ in steps], 0.5))
+
+
 def test_each_absent_series_says_why_instead_of_an_empty_chart(qtbot, make_runs_page) -> None:  # type: ignore[no-untyped-def]
     samples = [dataclasses.replace(s, gpus=(), gpu_error=NO_NVML, run=None)
                for s in demo_samples(seconds=30, end=time.time() - 5)]
@@ -185,7 +255,7 @@ def test_each_absent_series_says_why_instead_of_an_empty_chart(qtbot, make_runs_
     assert page.charts.system_reason("cpu") is None and page.charts.system_reason("disk") is None
     slot = page.charts.system.slots["gpu_util"]
     assert slot.isVisible() and slot.label.isVisible() and not slot.chart.isVisible()
-    assert "GPU utilisation" in slot.label.text()
+    assert page.charts.system.cells["gpu_util"].title.full_text() == "GPU utilisation"  # the cell names it
     # The words take the chart's room: with the tabs given the height, the view fits without scrolling.
     page.toggle_maximised()
     scroll = page.charts.system.findChild(QScrollArea)
@@ -261,12 +331,16 @@ def test_export_in_the_system_view_writes_every_system_series_and_the_whole_view
 
 
 @pytest.mark.parametrize(("width", "columns"), [(690, 2), (1100, 3), (420, 1)])
-def test_a_narrow_view_puts_fewer_charts_in_a_row_and_each_shows_whole(qtbot, width, columns) -> None:  # type: ignore[no-untyped-def]
+def test_a_narrow_view_puts_fewer_charts_in_a_row_and_each_shows_whole(qtbot, tmp_path, width, columns) -> None:  # type: ignore[no-untyped-def]
     """690 px: the System view in a 1280 px window (the demo's and the screenshots'). A chart squeezed below what
     its title needs draws past its right edge, its title and legend cut off."""
+    from PySide6.QtCore import QSettings
+
+    from traindeck.backend.runs import SystemSection
     from traindeck.gui.pages.runs.system_view import SystemView
 
-    view = SystemView(lambda title, unit: TimeSeriesChart(title, unit))
+    settings = QSettings(str(tmp_path / "window.ini"), QSettings.Format.IniFormat)
+    view = SystemView(lambda title, unit: TimeSeriesChart(title, unit), SystemSection(), settings)
     qtbot.addWidget(view)
     view.resize(width, 600)
     view.show()
@@ -277,7 +351,7 @@ def test_a_narrow_view_puts_fewer_charts_in_a_row_and_each_shows_whole(qtbot, wi
         chart.flush()
         assert chart.plot_item.sceneBoundingRect().right() <= chart.plot_widget.width() + 1, chart.title
     cells = view.findChild(QScrollArea).widget()
-    assert all(slot.geometry().right() < cells.width() for slot in view.slots.values())
+    assert all(cell.geometry().right() < cells.width() for cell in view.cells.values())
     renewed = view.charts["cpu"]
     view.renew()  # fresh charts keep the row the width allows
     assert view.charts["cpu"] is not renewed and view.columns == columns

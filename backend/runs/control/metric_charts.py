@@ -15,7 +15,7 @@ import math
 import re
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -72,15 +72,18 @@ def _separated(text: str) -> str:
     return _SEPARATORS.sub(" ", text.lower())
 
 
-def filter_metrics(names: Iterable[str], query: str = "", pins: Iterable[str] = ()) -> list[str]:
-    """The metrics to chart, in order: the pinned ones first (in the order pinned), then the others sorted; only
-    names containing `query` (case-insensitive substring, as W&B's panel search). `/`, `_`, `.` and `-` match one
-    another: TensorBoard's `eval/` finds the `eval_loss` a Trainer prints, and `eval_` its `eval/loss` tag."""
+def filter_metrics(names: Iterable[str], query: str = "", pins: Iterable[str] = (), *, ordered: bool = False,
+                   words: Mapping[str, str] | None = None) -> list[str]:
+    """The metrics to chart, in order: the pinned ones first (in the order pinned), then the others sorted (in the
+    order given where `ordered`); only names containing `query` (case-insensitive substring, as W&B's panel
+    search), or whose `words` (a chart's title, what it shows) do. `/`, `_`, `.` and `-` match one another:
+    TensorBoard's `eval/` finds the `eval_loss` a Trainer prints, and `eval_` its `eval/loss` tag."""
     wanted = _separated(query).strip()
-    known = sorted(set(names))
+    known = list(dict.fromkeys(names)) if ordered else sorted(set(names))
     pinned = [p for p in dict.fromkeys(pins) if p in known]
     rest = [n for n in known if n not in pinned]
-    return [n for n in pinned + rest if wanted in _separated(n)]
+    found = words or {}
+    return [n for n in pinned + rest if wanted in _separated(n) or wanted in _separated(found.get(n, ""))]
 
 
 def page_of(names: Sequence[str], page: int, per_page: int) -> tuple[list[str], int, int]:
@@ -89,6 +92,46 @@ def page_of(names: Sequence[str], page: int, per_page: int) -> tuple[list[str], 
     pages = max(1, math.ceil(len(names) / per_page))
     page = min(max(0, page), pages - 1)
     return list(names[page * per_page:(page + 1) * per_page]), page, pages
+
+
+@dataclass
+class ChartChoice:
+    """Which of a view's charts show, without widgets: the names its filter lets through (filter_metrics: `query`,
+    `pins` first, sorted or in the order given where `ordered`, found also by `words`), `per_page` at a time (0:
+    all on one page). The metrics grid and the System view each hold one."""
+
+    names: list[str] = field(default_factory=list)
+    query: str = ""
+    pins: list[str] = field(default_factory=list)
+    per_page: int = 0
+    ordered: bool = False
+    words: dict[str, str] = field(default_factory=dict)
+    page: int = 0
+    pages: int = 1
+
+    def filtered(self) -> list[str]:
+        """Every name the filter lets through, pinned first: what the pages show in turn."""
+        return filter_metrics(self.names, self.query, self.pins, ordered=self.ordered, words=self.words)
+
+    def shown(self) -> list[str]:
+        """The names on the page shown (`page` kept within the pages there are, `pages` counted)."""
+        names = self.filtered()
+        if not self.per_page:
+            self.page, self.pages = 0, 1
+            return names
+        shown, self.page, self.pages = page_of(names, self.page, self.per_page)
+        return shown
+
+    def set_query(self, query: str) -> None:
+        """Another filter: back to the first page."""
+        self.query, self.page = query, 0
+
+    def set_pinned(self, name: str, pinned: bool) -> bool:
+        """Pin or unpin `name` (pinned ones come first, in the order pinned); whether that changed the pins."""
+        pins = [p for p in self.pins if p != name] + ([name] if pinned else [])
+        changed = pins != self.pins
+        self.pins = pins
+        return changed
 
 
 # ---- x axis ---------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from traindeck.backend.runs.control.metric_charts import MetricTable
+from traindeck.backend.runs.control.metric_charts import ChartChoice, MetricTable
 from traindeck.backend.runs.record.run_store import RunStore
 
 # ---- the run's system series ----------------------------------------------------------------------------------
@@ -26,16 +26,25 @@ class SystemChart:
     key: str
     title: str
     unit: str  # chart_axis's units: "%" or bytes ("B", "B/s"), written as people read them
+    words: str = ""  # what else the view's filter finds it by: its lines, W&B's names for the figure
 
 
 SYSTEM_CHARTS: tuple[SystemChart, ...] = (
-    SystemChart("gpu_util", "GPU utilisation", "%"),
-    SystemChart("gpu_memory", "GPU memory", "B"),
-    SystemChart("cpu", "Host CPU (all cores)", "%"),  # as the Monitor names it: 100 % = every core busy
-    SystemChart("rank_rss", "Ranks' host memory (RSS)", "B"),
-    SystemChart("disk", "Disk I/O", "B/s"),
-    SystemChart("network", "Network", "B/s"),
+    SystemChart("gpu_util", "GPU utilisation", "%", "GPU 0 utilization util system/gpu"),
+    SystemChart("gpu_memory", "GPU memory", "B", "GPU 0 mem allocated"),
+    # As the Monitor names it: 100 % = every core busy.
+    SystemChart("cpu", "Host CPU (all cores)", "%", "host cpu utilization system/cpu"),
+    SystemChart("rank_rss", "Ranks' host memory (RSS)", "B", "all ranks rank 0 process memory mem ram"),
+    SystemChart("disk", "Disk I/O", "B/s", "read written io"),
+    SystemChart("network", "Network", "B/s", "received sent traffic"),
 )
+
+
+def system_choice(pins: Sequence[str] = ()) -> ChartChoice:
+    """The System view's charts to choose from: SYSTEM_CHARTS in their order (pinned ones first), found by key,
+    title and words."""
+    return ChartChoice([spec.key for spec in SYSTEM_CHARTS], pins=list(pins), ordered=True,
+                       words={spec.key: f"{spec.title} {spec.words}" for spec in SYSTEM_CHARTS})
 RANKS_SUM = "all ranks"  # the line of the ranks' RSS summed: the ranks alive at each sample
 # (chart, line, column of read_series) of the host's figures; each GPU's and each rank's lines are added by name.
 _HOST_LINES = (("cpu", "host", "cpu_pct"), ("rank_rss", RANKS_SUM, "ranks_rss"),
@@ -274,6 +283,15 @@ class SystemLines:
             else:
                 notes[line] = None
         return notes
+
+
+@dataclass
+class SystemSection:
+    """What the System view shows of a run, without widgets: which system charts (`choice`: its filter and pins)
+    and what their lines say beyond their figures (`lines`)."""
+
+    choice: ChartChoice = field(default_factory=system_choice)
+    lines: SystemLines = field(default_factory=SystemLines)
 
 
 def system_export_name(chart: str, line: str) -> str:
