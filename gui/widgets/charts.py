@@ -64,6 +64,7 @@ from PySide6.QtWidgets import QMenu, QVBoxLayout, QWidget
 
 from traindeck.backend.runs import X_MODES, XMode, masked_words, positive_only, write_export
 from traindeck.gui.widgets.chart_axis import (
+    ClockAxisItem,
     DurationAxisItem,
     LegendSample,
     UnitAxisItem,
@@ -364,7 +365,7 @@ class TimeSeriesChart(QWidget):
 
     def _make_x_axis(self) -> pg.AxisItem:
         if self._x_mode == "time":
-            axis = pg.DateAxisItem(orientation="bottom")
+            axis = ClockAxisItem()  # labels that fit: two at least on a narrow chart, none cut at its edge
             whole_seconds(axis)  # 12:04:05 over a young run, never "05.500"
             return axis
         if self._x_mode == "relative":

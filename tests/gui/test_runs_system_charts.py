@@ -398,3 +398,74 @@ def test_a_followers_new_data_moves_the_shared_x_range(qtbot) -> None:  # type: 
     leader.flush()
     assert leader.plot_item.getViewBox().viewRange()[0][1] >= 100
     assert follower.plot_item.getViewBox().viewRange()[0][1] >= 100
+
+
+def drawn_labels(chart: TimeSeriesChart) -> list[tuple[str, float, float, float]]:
+    """The bottom axis' labels as drawn, left to right: (text, its tick's x, the text's left and right), in the
+    plot's pixels; after asserting that the axis draws every label it chooses (tickValues, tickStrings)."""
+    from PySide6.QtGui import QImage, QPainter
+
+    chart.flush()
+    chart.grab()  # painted: the axis knows its font
+    axis = chart.plot_item.getAxis("bottom")
+    low, high = axis.range
+    edge = axis.mapRectToScene(axis.rect())
+    chosen = {text: edge.left() + (value - low) / (high - low) * edge.width()
+              for spacing, values in axis.tickValues(low, high, axis.width())
+              for value, text in zip(values, axis.tickStrings(values, 1.0, spacing), strict=True) if text}
+    image = QImage(chart.size(), QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    texts = axis.generateDrawSpecs(painter)[2]
+    painter.end()
+    drawn = sorted((text, chosen.get(text, -1.0), axis.mapRectToScene(rect).left(), axis.mapRectToScene(rect).right())
+                   for rect, _flags, text in texts)
+    assert sorted(chosen) == sorted(text for text, *_ in drawn), (chosen, drawn)
+    return sorted(drawn, key=lambda label: label[1])
+
+
+SPANS = [20, 60, 300, 1800, 7200, 4 * 3600, 86400, 2 * 86400, 3 * 86400, 9 * 86400]
+
+
+@pytest.mark.parametrize("mode", ["time", "relative"])
+@pytest.mark.parametrize("span", SPANS, ids=[f"{s}s" for s in SPANS])
+def test_a_220_px_chart_labels_its_time_axis_twice_at_least_and_cuts_none(qtbot, mode, span) -> None:  # type: ignore[no-untyped-def]
+    """The System view's narrowest charts (SYSTEM_CELL_WIDTH): two readable labels at least on any span, none cut
+    at the axis' ends nor crowding the next, each under its tick."""
+    from traindeck.gui.pages.runs.system_view import SYSTEM_CELL_WIDTH
+
+    chart = TimeSeriesChart("", "B", x_mode=mode)
+    qtbot.addWidget(chart)
+    chart.resize(SYSTEM_CELL_WIDTH, 150)
+    start = float(int(time.time()) - span - 17)
+    x = np.linspace(0.0, span, 400) + (start if mode == "time" else 17.0)
+    chart.set_series("rank 0", x, 2e10 + 1e9 * np.sin(x / 60))
+    chart.show()
+    qtbot.waitExposed(chart)
+    labels = drawn_labels(chart)
+    assert len(labels) >= 2, labels
+    axis = chart.plot_item.getAxis("bottom")
+    edge = axis.mapRectToScene(axis.rect())
+    assert edge.right() <= chart.plot_widget.width()
+    assert all(edge.left() - 0.5 <= left and right <= edge.right() + 0.5 for _, _, left, right in labels), (labels, edge)
+    assert all(left <= tick <= right for _, tick, left, right in labels), labels  # each under its tick
+    assert all(b[2] - a[3] >= 6 for a, b in zip(labels, labels[1:], strict=False)), labels  # readable apart
+    assert len({text for text, *_ in labels}) == len(labels), labels  # no two alike
+
+
+@pytest.mark.parametrize("zone", ["Europe/Berlin", "Asia/Kolkata"])
+def test_clock_ticks_fall_on_the_local_clocks_round_times(monkeypatch, zone) -> None:  # type: ignore[no-untyped-def]
+    """Round local hours and midnights, also where the offset is half an hour and across a change to summer time
+    (Berlin, 29 March 2026)."""
+    from traindeck.gui.widgets.chart_axis import clock_label, clock_ticks
+
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        low = time.mktime((2026, 3, 28, 12, 0, 0, 0, 0, -1))
+        assert [clock_label(v, 21600) for v in clock_ticks(low, low + 86400, 21600)] == [
+            "12:00", "18:00", "29 Mar", "06:00", "12:00"]
+        assert [clock_label(v, 900) for v in clock_ticks(low + 1, low + 3600, 900)] == [
+            "12:15", "12:30", "12:45", "13:00"]
+    finally:
+        monkeypatch.undo()
+        time.tzset()
