@@ -235,6 +235,9 @@ DAY = 86400
 _TIME_STEPS = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 45, 60, 120, 180, 300, 600, 900, 1200, 1800, 2700, 3600, 5400, 7200,
                10800, 14400, 21600, 28800, 43200, 64800, DAY, 2 * DAY, 3 * DAY, 5 * DAY, 7 * DAY, 14 * DAY, 21 * DAY,
                28 * DAY)
+# The roundest of them (1, 2, 5, 10, 15, 30 of a unit; hours that divide a day): what an axis with room labels.
+ROUND_STEPS = frozenset((1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, DAY,
+                         2 * DAY, 7 * DAY, 14 * DAY, 28 * DAY))
 LABEL_GAP = 10.0  # px at least between two labels of a time axis
 TICK_PX = 80.0  # px between labelled ticks where the axis has room for two that far apart (a wide chart)
 
@@ -254,9 +257,10 @@ def fitted_ticks(low: float, high: float, pixels: float, steps: tuple[float, ...
                  ticks_of: Callable[[float], list[float]], label_of: Callable[[float, float], str],
                  width_of: Callable[[str], float]) -> tuple[float | None, list[float]]:
     """(step, labelled ticks) of a time axis showing `low`..`high` over `pixels`: of `steps` (finest first), the
-    finest whose labels are TICK_PX apart and LABEL_GAP clear of one another, two at least; failing that (a narrow
-    chart), the coarsest with two labels closer together (half that gap if need be); failing that (too narrow for
-    two), the finest with one. A label whole inside the axis is centred on its tick, one at an end is moved in to
+    finest of the ROUND_STEPS whose labels are TICK_PX apart and LABEL_GAP clear of one another, two at least
+    (12:05, 12:06, never 12:05:45 where minutes have room); failing that (a narrow chart), the sparsest of `steps`
+    with two labels clear of one another (half that gap if need be); failing that (too narrow for two), the finest
+    with one. A label whole inside the axis is centred on its tick, one at an end is moved in to
     end with the axis (as inside_labels draws it) where that leaves it clear of the next, else left out: none is
     cut. `ticks_of(step)` gives a step's ticks in low..high, `label_of(value, step)` a tick's label, `width_of(text)`
     its width in px."""
@@ -273,13 +277,13 @@ def fitted_ticks(low: float, high: float, pixels: float, steps: tuple[float, ...
     narrowest = width("0:00")  # no label is narrower: steps closer than this are not measured at all
     candidates = [step for step in steps if step * scale >= narrowest + LABEL_GAP / 2]
     lone: tuple[float, list[float]] | None = None
-    for step in [step for step in candidates if step * scale >= TICK_PX]:
+    for step in [step for step in candidates if step * scale >= TICK_PX and step in ROUND_STEPS]:
         values = _labelled(low, scale, pixels, LABEL_GAP, step, ticks_of(step), label_of, width)
         if values is not None and len(values) >= 2:
             return step, values
         if values and lone is None:
             lone = (step, values)
-    closer = [step for step in reversed(candidates) if step * scale < TICK_PX]  # the sparsest first
+    closer = candidates[::-1]  # the sparsest first
     for gap in (LABEL_GAP, LABEL_GAP / 2):
         for step in closer:
             values = _labelled(low, scale, pixels, gap, step, ticks_of(step), label_of, width)
