@@ -315,11 +315,11 @@ def resource_summary(store_path: Path | str, run_id: str) -> ResourceSummary:
 
 def read_process_samples(
     store_path: Path | str, run_id: str, since: float | None = None, limit: int | None = None,
-    max_points: int | None = None,
+    max_points: int | None = None, until: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Per-process details of the run's samples, oldest first (the last `limit` ones when given; with `max_points`,
-    the first sample of each of at most that many equal time buckets, so that a day of samples charts as a few
-    thousand: only those are decoded).
+    """Per-process details of the run's samples from `since` up to `until` (both included where given), oldest
+    first (the last `limit` ones when given; with `max_points`, the first sample of each of at most that many equal
+    time buckets, so that a day of samples charts as a few thousand: only those are decoded).
 
     Each item: {"t", "root_pid", "cores": [per-core CPU %], "processes": [{pid, name, cmdline, role, rank,
     local_rank, cpu_percent, rss_bytes, locked_bytes, read_bytes, write_bytes, gpu_memory_bytes}]}.
@@ -333,29 +333,30 @@ def read_process_samples(
             return []
         sid = series[0]
         lower = -1e300 if since is None else float(since)
+        upper = 1e300 if until is None else float(until)
         first: float | None = None
         last: float | None = None
         count = 0
         if max_points:
             first, last, count = conn.execute(
-                "SELECT MIN(t), MAX(t), COUNT(*) FROM resource_sample_processes WHERE series_id = ? AND t >= ?",
-                (sid, lower)).fetchone()
+                "SELECT MIN(t), MAX(t), COUNT(*) FROM resource_sample_processes WHERE series_id = ? AND t >= ? AND t <= ?",
+                (sid, lower, upper)).fetchone()
         if max_points and count > max_points and first is not None and last is not None and last > first:
             # SQLite gives a MIN() aggregate's row its other columns: each bucket's first sample, whole.
             rows = conn.execute(
-                "SELECT MIN(t), processes FROM resource_sample_processes WHERE series_id = ? AND t >= ? "
+                "SELECT MIN(t), processes FROM resource_sample_processes WHERE series_id = ? AND t >= ? AND t <= ? "
                 "GROUP BY CAST((t - ?) / ? AS INTEGER) ORDER BY 1",
-                (sid, lower, first, (last - first) / int(max_points) * (1 + 1e-9)),
+                (sid, lower, upper, first, (last - first) / int(max_points) * (1 + 1e-9)),
             ).fetchall()
         elif limit is None:
             rows = conn.execute(
-                "SELECT t, processes FROM resource_sample_processes WHERE series_id = ? AND t >= ? ORDER BY t",
-                (sid, lower),
+                "SELECT t, processes FROM resource_sample_processes WHERE series_id = ? AND t >= ? AND t <= ? ORDER BY t",
+                (sid, lower, upper),
             ).fetchall()
         else:
             rows = conn.execute(
-                "SELECT t, processes FROM resource_sample_processes WHERE series_id = ? AND t >= ? ORDER BY t DESC LIMIT ?",
-                (sid, lower, int(limit)),
+                "SELECT t, processes FROM resource_sample_processes WHERE series_id = ? AND t >= ? AND t <= ? ORDER BY t DESC LIMIT ?",
+                (sid, lower, upper, int(limit)),
             ).fetchall()[::-1]
         static = {
             int(r[0]): {"name": r[1], "cmdline": r[2], "role": r[3], "rank": r[4], "local_rank": r[5]}

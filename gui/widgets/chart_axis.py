@@ -1,16 +1,22 @@
 """The charts' axes and words: values written as people read them (12.3 GiB, 850 MiB/s, 45 %), a y axis that
 puts the unit on each tick (byte units in powers of two) and, on a log scale, labels as many ticks as its height
 holds apart (log_ticks: a grid cell 150 px high gets two or three), the legend's sample line, and time axes
-(clock time in whole seconds, time since a start). Used by charts.py and the Monitor's charts."""
+(clock time in whole seconds, time since a start) whose labels fit the chart (fitted_ticks: two at least on a
+220 px chart, none cut at its edge). Used by charts.py and the Monitor's charts."""
 
 from __future__ import annotations
 
 import math
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import pyqtgraph as pg
+from PySide6.QtCore import QRectF
 from PySide6.QtGui import QFontMetricsF, QPen
+
+from traindeck.backend.runs import clock_duration
 
 _BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
@@ -223,46 +229,209 @@ class LegendSample(pg.ItemSample):
         p.drawLine(2, 11, 18, 11)
 
 
-_DURATION_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
-                   172800, 604800)
+DAY = 86400
+# Round steps of time, close to one another (mostly 1.5 times the one before, at most twice): a narrow axis finds
+# one that puts two of its labels (35 to 55 px wide) inside it without crowding them, whatever the span.
+_TIME_STEPS = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 45, 60, 120, 180, 300, 600, 900, 1200, 1800, 2700, 3600, 5400, 7200,
+               10800, 14400, 21600, 28800, 43200, 64800, DAY, 2 * DAY, 3 * DAY, 5 * DAY, 7 * DAY, 14 * DAY, 21 * DAY,
+               28 * DAY)
+# The roundest of them (1, 2, 5, 10, 15, 30 of a unit; hours that divide a day): what an axis with room labels.
+ROUND_STEPS = frozenset((1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, DAY,
+                         2 * DAY, 7 * DAY, 14 * DAY, 28 * DAY))
+LABEL_GAP = 10.0  # px at least between two labels of a time axis
+TICK_PX = 80.0  # px between labelled ticks where the axis has room for two that far apart (a wide chart)
 
 
-def duration_tick(seconds: float) -> str:
-    """Seconds since a start as a tick reads: 0:30, 12:00, 1:05:00, 2 d 03:00."""
-    sign = "-" if seconds < 0 else ""
-    s = int(round(abs(seconds)))
-    days, s = divmod(s, 86400)
-    h, s = divmod(s, 3600)
-    m, s = divmod(s, 60)
-    if days:
-        return f"{sign}{days} d {h:02d}:{m:02d}"
-    return f"{sign}{h}:{m:02d}:{s:02d}" if h else f"{sign}{m}:{s:02d}"
+duration_tick = clock_duration  # a tick of time since the start reads as the backend writes that duration
 
 
 def whole_seconds(axis: pg.DateAxisItem) -> None:
     """Clock-time ticks no finer than whole seconds (12:04:05): pyqtgraph's finest level, which it takes for a few
-    seconds across a wide chart (a young run), writes "05.000", "05.500"."""
+    seconds across a wide chart (a young run), writes "05.000", "05.500". (ClockAxisItem, the charts' own, never
+    labels less than a second; this keeps pyqtgraph's zoom levels of spans beyond its steps alike.)"""
     axis.zoomLevels = OrderedDict((spacing, level) for spacing, level in axis.zoomLevels.items()
                                   if not any("%f" in spec.format for spec in level.tickSpecs))
 
 
+def fitted_ticks(low: float, high: float, pixels: float, steps: tuple[float, ...],
+                 ticks_of: Callable[[float], list[float]], label_of: Callable[[float, float], str],
+                 width_of: Callable[[str], float]) -> tuple[float | None, list[float]]:
+    """(step, labelled ticks) of a time axis showing `low`..`high` over `pixels`: of `steps` (finest first), the
+    finest of the ROUND_STEPS whose labels are TICK_PX apart and LABEL_GAP clear of one another, two at least
+    (12:05, 12:06, never 12:05:45 where minutes have room); failing that (a narrow chart), the sparsest of `steps`
+    with two labels clear of one another (half that gap if need be); failing that (too narrow for two), the finest
+    with one. A label whole inside the axis is centred on its tick, one at an end is moved in to
+    end with the axis (as inside_labels draws it) where that leaves it clear of the next, else left out: none is
+    cut. `ticks_of(step)` gives a step's ticks in low..high, `label_of(value, step)` a tick's label, `width_of(text)`
+    its width in px."""
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low or pixels <= 0:
+        return None, []
+    scale = pixels / (high - low)
+    widths: dict[str, float] = {}
+
+    def width(text: str) -> float:  # each label measured once a call
+        if text not in widths:
+            widths[text] = width_of(text)
+        return widths[text]
+
+    narrowest = width("0:00")  # no label is narrower: steps closer than this are not measured at all
+    candidates = [step for step in steps if step * scale >= narrowest + LABEL_GAP / 2]
+    lone: tuple[float, list[float]] | None = None
+    for step in [step for step in candidates if step * scale >= TICK_PX and step in ROUND_STEPS]:
+        values = _labelled(low, scale, pixels, LABEL_GAP, step, ticks_of(step), label_of, width)
+        if values is not None and len(values) >= 2:
+            return step, values
+        if values and lone is None:
+            lone = (step, values)
+    closer = candidates[::-1]  # the sparsest first
+    for gap in (LABEL_GAP, LABEL_GAP / 2):
+        for step in closer:
+            values = _labelled(low, scale, pixels, gap, step, ticks_of(step), label_of, width)
+            if values is not None and len(values) >= 2:
+                return step, values
+    return lone or (None, [])
+
+
+def _labelled(low: float, scale: float, pixels: float, gap: float, step: float, ticks: list[float],
+              label_of: Callable[[float, float], str], width_of: Callable[[str], float]) -> list[float] | None:
+    """The ticks of one step that get a label (see fitted_ticks); None where the labels centred on their ticks
+    crowd one another."""
+    inner: list[tuple[float, float, float]] = []  # (value, left, right) of the labels centred on their ticks
+    ends: list[tuple[float, float, float]] = []  # those moved in at an end
+    for value in ticks:
+        width = width_of(label_of(value, step))
+        centred = (value - low) * scale - width / 2
+        left = min(max(centred, 1.0), pixels - 1 - width)
+        if width <= pixels - 2:
+            (inner if left == centred else ends).append((value, left, left + width))
+    if any(b[1] - a[2] < gap for a, b in zip(inner, inner[1:], strict=False)):
+        return None
+    placed = list(inner)
+    for end in ends:  # in at an end where it stays clear of its neighbour
+        if all(end[1] - other[2] >= gap or other[1] - end[2] >= gap for other in placed):
+            placed.append(end)
+    return sorted(value for value, _, _ in placed)
+
+
+def inside_labels(axis: pg.AxisItem, draw: Callable[[], Any]) -> Any:
+    """An x axis' draw specs (AxisItem.generateDrawSpecs, called as `draw`) with every label kept, a label that
+    would stick out at an end moved in to end with the axis: pyqtgraph leaves such a label out, which on a narrow
+    chart leaves one label, or none."""
+    hide = axis.style["hideOverlappingLabels"]
+    axis.style["hideOverlappingLabels"] = 1_000_000  # (a margin in px: none left out; moved in below)
+    try:
+        specs = draw()
+    finally:
+        axis.style["hideOverlappingLabels"] = hide
+    if specs is None:
+        return None
+    line, ticks, texts = specs
+    bounds = axis.mapRectFromParent(axis.geometry())
+    moved = []
+    for rect, flags, text in texts:
+        rect = QRectF(rect)
+        if rect.left() < bounds.left():
+            rect.moveLeft(bounds.left())
+        if rect.right() > bounds.right():
+            rect.moveRight(bounds.right())
+        moved.append((rect, flags, text))
+    return line, ticks, moved
+
+
+def label_width(axis: pg.AxisItem) -> Callable[[str], float]:
+    """The width in px of a tick label of `axis`, in its tick font, as pyqtgraph measures it to draw it."""
+    font = axis.style["tickFont"]
+    metrics = QFontMetricsF(font if font is not None else axis.font())
+    return lambda text: max(metrics.horizontalAdvance(text), metrics.boundingRect(text).width()) + 1
+
+
+class ClockAxisItem(pg.DateAxisItem):
+    """An x axis of clock time (UNIX seconds shown in local time) whose labels fit the chart: at round steps of
+    whole seconds, minutes, hours or days (12:04:05, 12:05, 02 Jan at midnight), as many as stay TICK_PX apart, two
+    at least where the axis holds two, and none cut at either end. Spans beyond four weeks are pyqtgraph's
+    (months, years)."""
+
+    def __init__(self, orientation: str = "bottom", **kwargs: Any) -> None:
+        super().__init__(orientation, **kwargs)
+        self._fitted = True  # the ticks were chosen here (else by pyqtgraph's zoom levels, also their labels)
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, list[float]]]:  # noqa: N802
+        step, values = fitted_ticks(minVal, maxVal, size, _TIME_STEPS, lambda step: clock_ticks(minVal, maxVal, step),
+                                    clock_label, label_width(self))
+        if step is None or maxVal - minVal > 2 * _TIME_STEPS[-1]:
+            self._fitted = False
+            return super().tickValues(minVal, maxVal, size)
+        self._fitted = True
+        return [(step, values)]
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
+        if not self._fitted:
+            return super().tickStrings(values, scale, spacing)
+        return [clock_label(value, spacing) for value in values]
+
+    def generateDrawSpecs(self, p: Any) -> Any:  # noqa: N802
+        return inside_labels(self, lambda: super(ClockAxisItem, self).generateDrawSpecs(p))
+
+
+def _utc_offset(t: float) -> float:
+    """Seconds the local clock is ahead of UTC at `t`."""
+    return float(time.localtime(t).tm_gmtoff)
+
+
+def clock_ticks(low: float, high: float, step: float) -> list[float]:
+    """The times in low..high on the local clock's round multiples of `step` seconds (12:05, 12:10; days from local
+    midnight), through a change of summer time too."""
+    offset = _utc_offset(low)
+    ticks: list[float] = []
+    k = math.ceil((low + offset) / step)
+    while True:
+        value = k * step - offset
+        if step >= 3600:
+            value -= _utc_offset(value) - offset  # local round hours and days where the offset changed since low
+        if value > high:
+            return ticks
+        if value >= low:
+            ticks.append(value)
+        k += 1
+
+
+def clock_label(value: float, step: float) -> str:
+    """A clock-time tick's label at `step` seconds apart: 12:04:05 for steps of seconds, 12:05 for steps of
+    minutes and hours, and the date (02 Jan) at midnight or at steps of days."""
+    local = time.localtime(value)
+    if step % 60:
+        return time.strftime("%H:%M:%S", local)
+    if step % DAY and (local.tm_hour, local.tm_min) != (0, 0):
+        return time.strftime("%H:%M", local)
+    return time.strftime("%d %b", local)
+
+
 class DurationAxisItem(pg.AxisItem):
-    """An x axis of seconds since the run's start, ticked at round durations (30 s, 5 min, 1 h)."""
+    """An x axis of seconds since the run's start, ticked at round durations (30 s, 5 min, 1 h) whose labels fit the
+    chart as ClockAxisItem's do."""
 
     def __init__(self, orientation: str = "bottom", **kwargs: Any) -> None:
         super().__init__(orientation, **kwargs)
         self.enableAutoSIPrefix(False)
         self.setLabel("time since start")
 
-    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:  # noqa: N802
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, list[float]]]:  # noqa: N802
         span = abs(maxVal - minVal)
         if span == 0 or not math.isfinite(span):
             return []
-        target = span / max(2.0, size / 60.0)  # about one labelled tick per 60 px
-        major = float(next((step for step in _DURATION_STEPS if step >= target), _DURATION_STEPS[-1]))
-        if target > major:  # weeks and more: whole days in 1, 2, 5 steps
-            major = _nice_step(target / 86400) * 86400
-        return [(major, 0.0)]
+        steps = _TIME_STEPS
+        if span > 2 * steps[-1]:  # months: whole days in 1, 2, 5 steps
+            steps = (*steps, *(factor * 10**n * DAY for n in range(2, 4) for factor in (1, 2, 5)))
+
+        def ticks_of(step: float) -> list[float]:
+            return [k * step for k in range(math.ceil(minVal / step), math.floor(maxVal / step) + 1)]
+
+        step, values = fitted_ticks(minVal, maxVal, size, steps, ticks_of, lambda value, _: duration_tick(value),
+                                    label_width(self))
+        return [(step, values)] if step is not None else []
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
         return [duration_tick(v) for v in values]
+
+    def generateDrawSpecs(self, p: Any) -> Any:  # noqa: N802
+        return inside_labels(self, lambda: super(DurationAxisItem, self).generateDrawSpecs(p))

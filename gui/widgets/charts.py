@@ -26,7 +26,8 @@ Why it is built this way:
   each series with the raw line faint behind it (a curve of a few points drawn marked stays as logged); `log_y` a
   log scale (values <= 0 left out, and the chart says how many); `x_mode` labels x as steps, clock time or time
   since the run's start (the caller gives x in those units). `show_legend_values` writes the legend's figures
-  without a redraw, so a page can show the same read there and elsewhere; `export_png` saves the chart as drawn;
+  without a redraw, so a page can show the same read there and elsewhere; `set_legend_note` adds words to a
+  series' figure or says them in its place (a rank that exited); `export_png` saves the chart as drawn;
   `add_menu_action` fills its right-click menu.
 - Units are formatted on the y axis ("B" and "B/s" in binary steps: GiB, MiB/s) and in the legend, which shows each
   series' latest value. Colours follow the application's light or dark palette, also when it changes.
@@ -63,6 +64,7 @@ from PySide6.QtWidgets import QMenu, QVBoxLayout, QWidget
 
 from traindeck.backend.runs import X_MODES, XMode, masked_words, positive_only, write_export
 from traindeck.gui.widgets.chart_axis import (
+    ClockAxisItem,
     DurationAxisItem,
     LegendSample,
     UnitAxisItem,
@@ -87,6 +89,7 @@ LEGEND_CLEARANCE = 6  # pixels around the legend's box in which a point counts a
 LABEL_WEIGHT = 1_000_000  # a reference line's label under the legend counts as this many covered points
 Y_MARGIN = 0.05  # room above and below the data of a chart fitted to its data, as a fraction of the span
 WAITING = "waiting for data"
+UNTITLED_TOP = 8  # px above the plot of an untitled chart: room for half its top tick label
 
 
 class _ChartView(pg.ViewBox):
@@ -178,6 +181,7 @@ class TimeSeriesChart(QWidget):
         self._setting_range = False
         self._dark = False
         self._legend_values: dict[str, float] = {}  # what a legend says instead of a series' last value (see below)
+        self._legend_notes: dict[str, tuple[str, bool]] = {}  # words after a series' name (see set_legend_note)
         self._drawn: list[tuple[np.ndarray, np.ndarray]] = []  # the points drawn, in view units (legend placement)
         self._drawn_last: dict[str, float] = {}  # each series' newest x handed to its curve by the last redraw
         self._legend_corner = 0  # which of _legend_corners() the legend sits in
@@ -348,11 +352,20 @@ class TimeSeriesChart(QWidget):
 
     def set_title(self, title: str) -> None:
         self.title = title
-        self.plot_item.setTitle(title, color=self.palette().color(QPalette.ColorRole.Text).name(), size="9pt")
+        self._show_title(self.palette().color(QPalette.ColorRole.Text))
+
+    def _show_title(self, colour: QColor) -> None:
+        """The title above the plot; an untitled chart (a cell above it names it) gives the plot that row, all but
+        UNTITLED_TOP px that keep its top tick label whole."""
+        if self.title:
+            self.plot_item.setTitle(self.title, color=colour.name(), size="9pt")
+        else:
+            self.plot_item.setTitle(None)
+            self.plot_item.layout.setRowFixedHeight(0, UNTITLED_TOP)
 
     def _make_x_axis(self) -> pg.AxisItem:
         if self._x_mode == "time":
-            axis = pg.DateAxisItem(orientation="bottom")
+            axis = ClockAxisItem()  # labels that fit: two at least on a narrow chart, none cut at its edge
             whole_seconds(axis)  # 12:04:05 over a young run, never "05.500"
             return axis
         if self._x_mode == "relative":
@@ -381,6 +394,7 @@ class TimeSeriesChart(QWidget):
 
     def remove_series(self, name: str) -> None:
         series = self._series.pop(name, None)
+        self._legend_notes.pop(name, None)
         if series is not None:
             self.plot_item.removeItem(series.curve)
             self.legend.removeItem(series.curve)
@@ -834,6 +848,19 @@ class TimeSeriesChart(QWidget):
             self._legend_values[name] = value
         self._schedule()
 
+    def set_legend_note(self, name: str, note: str | None, *, value: bool = True) -> None:
+        """Words the legend says after `name`'s figure ("3 live"), or in its place (`value` False: "exited at
+        12:04:05", a line whose last point is no figure of now). None: the figure alone."""
+        if note is None:
+            if self._legend_notes.pop(name, None) is None:
+                return
+        elif self._legend_notes.get(name) == (note, value):
+            return
+        else:
+            self._legend_notes[name] = (note, value)
+        self._update_legend()
+        self._place_legend()
+
     def show_legend_values(self, values: Mapping[str, float | None]) -> None:
         """The legend's figures for these series now, without redrawing the curves: a page shows one read in the
         legend and beside the chart alike (None: back to the line's last point at the next redraw)."""
@@ -1006,8 +1033,13 @@ class TimeSeriesChart(QWidget):
         for sample, label in self.legend.items:
             name = sample.item.name()
             value = self._legend_values.get(name, self.last(name) if name in self._series else None)
-            label.setText(f"{name}  {format_value(value, self.unit, self.legend_digits)}" if value is not None
-                          else name)
+            note, with_value = self._legend_notes.get(name, ("", True))
+            words = [name]
+            if value is not None and with_value:
+                words.append(format_value(value, self.unit, self.legend_digits))
+            if note:
+                words.append(note)
+            label.setText("  ".join(words))
 
     # ------------------------------------------------------------------------------------------------- theme
     def _colours(self) -> Sequence[str]:
@@ -1048,7 +1080,7 @@ class TimeSeriesChart(QWidget):
             axis = entry["item"]
             axis.setPen(pg.mkPen(foreground))
             axis.setTextPen(pg.mkPen(foreground))
-        self.plot_item.setTitle(self.title, color=foreground.name(), size="9pt")
+        self._show_title(foreground)
         self.legend.setLabelTextColor(foreground)
         legend_bg = QColor(background)
         legend_bg.setAlpha(170)

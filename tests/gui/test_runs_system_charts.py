@@ -124,6 +124,121 @@ def test_the_system_view_charts_the_runs_recorded_figures_on_each_x_axis_and_liv
     assert "by step" in page.charts.system.note.text()
 
 
+def test_a_rank_that_exits_before_the_others_says_so_and_the_sum_counts_the_live_ones(  # type: ignore[no-untyped-def]
+        qtbot, make_page) -> None:
+    """A live 4-rank run whose rank 3 exits while the view watches: its legend says when (in the x axis' words)
+    instead of a last figure that is no figure of now, and the sum's legend says it counts the ranks left, whose
+    figures add up to it."""
+    from fixtures.monitor_samples import training_sample
+
+    from traindeck.gui.widgets.chart_axis import format_value
+
+    t0 = float(int(time.time())) - 100
+
+    def sample(i: int) -> ResourceSample:
+        whole = training_sample(i, t0=t0, gpus=4, ranks=4)
+        assert whole.run is not None
+        kept = tuple(p for p in whole.run.processes if i < 43 or p.rank != 3)  # rank 3 exits after sample 42
+        return dataclasses.replace(whole, run=dataclasses.replace(whole.run, processes=kept))
+
+    samples = [sample(i) for i in range(60)]
+    record = add_run(t0, [(step, t0 + 2 * step) for step in range(30)])
+    writer = record_samples(record.id, samples[:30])
+    page = make_page()
+    page.charts.set_x_mode("time")
+    open_system(qtbot, page, record)
+    chart = page.charts.system.charts["rank_rss"]
+    qtbot.waitUntil(lambda: chart.point_count("rank 3") == 30, timeout=WAIT_MS)
+    chart.flush()
+    assert chart.legend_text("rank 3") == f"rank 3  {format_value(rank_rss(samples[29], 3), 'B')}"
+
+    record_samples(record.id, samples[30:], writer)  # rank 3 exits while the view is up
+    writer.close()
+    qtbot.waitUntil(lambda: chart.point_count("rank 0") == 60, timeout=WAIT_MS)
+    chart.flush()
+    exited = time.strftime("%H:%M:%S", time.localtime(samples[42].t))
+    assert chart.legend_text("rank 3") == f"rank 3  exited at {exited}"
+    assert chart.data("rank 3")[0][-1] == samples[42].t  # its line ends there
+    live = sum(rank_rss(samples[-1], r) for r in range(3))
+    assert chart.legend_text("all ranks") == f"all ranks  {format_value(live, 'B')}  (3 live)"
+
+    page.charts.set_x_mode("relative")  # read again whole: said in the new axis' words
+    chart = page.charts.system.charts["rank_rss"]
+    qtbot.waitUntil(lambda: chart.point_count("rank 0") == 60, timeout=WAIT_MS)
+    chart.flush()
+    assert chart.legend_text("rank 3") == "rank 3  exited at 0:42"
+
+
+def test_the_filter_and_pins_choose_the_system_charts_as_they_choose_the_grids(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    """The grid's filter box and pins, in the System view: the filter narrows the system charts (by title, key or
+    what they show; the loss chart stays, the charts filtered out are still fed), a pinned chart comes first,
+    beside the top of the loss chart, and is remembered apart from the grid's pins."""
+    from traindeck.backend.runs import SYSTEM_CHARTS
+
+    samples = demo_samples(seconds=60, end=time.time() - 5)
+    record = add_run(samples[0].t, [(step, samples[0].t + 5 + step) for step in range(40)], state="succeeded")
+    record_samples(record.id, samples).close()
+    page = make_page()
+    page.charts.set_x_mode("time")
+    view = page.charts.system
+    view.filter_box.setText("gpu")  # before the run is read: the charts it hides are read all the same
+    open_system(qtbot, page, record)
+    charts = view.charts
+    qtbot.waitUntil(lambda: charts["gpu_util"].point_count("GPU 0") == len(samples), timeout=WAIT_MS)
+    every = [spec.key for spec in SYSTEM_CHARTS]
+
+    def visible() -> list[str]:
+        return [key for key in every if view.cells[key].isVisible()]
+
+    assert view.shown == visible() == ["gpu_util", "gpu_memory"] and view.bar.count.text() == "2 of 6"
+    for query, keys in [("MEMORY", ["gpu_memory", "rank_rss"]), ("utilization", ["gpu_util", "cpu"]),
+                        ("rank", ["rank_rss"]), ("net", ["network"]), ("gpu_mem", ["gpu_memory"])]:
+        view.filter_box.setText(query)
+        assert view.shown == visible() == keys, query
+    view.filter_box.setText("eval/")
+    assert view.shown == visible() == [] and view.empty.isVisible() and "eval/" in view.empty.text()
+    assert view.loss_cell.isVisible()
+    view.filter_box.setText("")
+    assert view.shown == visible() == every and not view.empty.isVisible()
+    assert charts["cpu"].point_count("host") == len(samples)  # fed while filtered out
+
+    view.cells["rank_rss"].pin.click()
+    assert view.shown == ["rank_rss", *[key for key in every if key != "rank_rss"]]
+    grid = view._grid
+    assert grid.getItemPosition(grid.indexOf(view.cells["rank_rss"]))[:2] == (0, 1)  # beside the loss's top
+    again = make_page()  # the next start: the pin remembered, and the grid's pins its own
+    assert again.charts.system.shown[0] == "rank_rss" and again.charts.system.cells["rank_rss"].pin.isChecked()
+    assert again.charts.grid.pins == []
+    view.cells["rank_rss"].pin.click()  # unpinned from the cell's own button
+    assert view.shown == every
+
+
+def test_the_loss_beside_the_system_charts_takes_the_tabs_smoothing_and_log_scale(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    """As the grid's charts: the loss smoothed and on a log scale as the tab's options say, the system figures drawn
+    as recorded, from 0."""
+    from traindeck.backend.runs import ema
+
+    samples = demo_samples(seconds=60, end=time.time() - 5)
+    steps = [(step, samples[0].t + 5 + step) for step in range(40)]
+    record = add_run(samples[0].t, steps, state="succeeded")
+    record_samples(record.id, samples).close()
+    page = make_page()
+    page.charts.set_smoothing(0.8)
+    page.charts.set_log_y(True)
+    open_system(qtbot, page, record)
+    qtbot.waitUntil(lambda: page.charts.system.loss_chart.point_count("loss") == len(steps), timeout=WAIT_MS)
+    loss = page.charts.system.loss_chart  # (by step: made again once the step clock is read)
+    assert loss.smoothing == 0.8 and loss.log_y
+    assert all(chart.smoothing == 0 and not chart.log_y for chart in page.charts.system.charts.values())
+    page.charts.set_smoothing(0.5)
+    page.charts.set_log_y(False)
+    loss.flush()
+    assert loss.smoothing == 0.5 and not loss.log_y
+    curve = loss._series["loss"].curve
+    drawn = curve.getData()[1]
+    assert drawn == pytest.approx(ema([3.0 - 0.01 * step for step, _ in steps], 0.5))
+
+
 def test_each_absent_series_says_why_instead_of_an_empty_chart(qtbot, make_runs_page) -> None:  # type: ignore[no-untyped-def]
     samples = [dataclasses.replace(s, gpus=(), gpu_error=NO_NVML, run=None)
                for s in demo_samples(seconds=30, end=time.time() - 5)]
@@ -140,7 +255,7 @@ def test_each_absent_series_says_why_instead_of_an_empty_chart(qtbot, make_runs_
     assert page.charts.system_reason("cpu") is None and page.charts.system_reason("disk") is None
     slot = page.charts.system.slots["gpu_util"]
     assert slot.isVisible() and slot.label.isVisible() and not slot.chart.isVisible()
-    assert "GPU utilisation" in slot.label.text()
+    assert page.charts.system.cells["gpu_util"].title.full_text() == "GPU utilisation"  # the cell names it
     # The words take the chart's room: with the tabs given the height, the view fits without scrolling.
     page.toggle_maximised()
     scroll = page.charts.system.findChild(QScrollArea)
@@ -216,12 +331,16 @@ def test_export_in_the_system_view_writes_every_system_series_and_the_whole_view
 
 
 @pytest.mark.parametrize(("width", "columns"), [(690, 2), (1100, 3), (420, 1)])
-def test_a_narrow_view_puts_fewer_charts_in_a_row_and_each_shows_whole(qtbot, width, columns) -> None:  # type: ignore[no-untyped-def]
+def test_a_narrow_view_puts_fewer_charts_in_a_row_and_each_shows_whole(qtbot, tmp_path, width, columns) -> None:  # type: ignore[no-untyped-def]
     """690 px: the System view in a 1280 px window (the demo's and the screenshots'). A chart squeezed below what
     its title needs draws past its right edge, its title and legend cut off."""
+    from PySide6.QtCore import QSettings
+
+    from traindeck.backend.runs import SystemSection
     from traindeck.gui.pages.runs.system_view import SystemView
 
-    view = SystemView(lambda title, unit: TimeSeriesChart(title, unit))
+    settings = QSettings(str(tmp_path / "window.ini"), QSettings.Format.IniFormat)
+    view = SystemView(lambda title, unit: TimeSeriesChart(title, unit), SystemSection(), settings)
     qtbot.addWidget(view)
     view.resize(width, 600)
     view.show()
@@ -232,7 +351,7 @@ def test_a_narrow_view_puts_fewer_charts_in_a_row_and_each_shows_whole(qtbot, wi
         chart.flush()
         assert chart.plot_item.sceneBoundingRect().right() <= chart.plot_widget.width() + 1, chart.title
     cells = view.findChild(QScrollArea).widget()
-    assert all(slot.geometry().right() < cells.width() for slot in view.slots.values())
+    assert all(cell.geometry().right() < cells.width() for cell in view.cells.values())
     renewed = view.charts["cpu"]
     view.renew()  # fresh charts keep the row the width allows
     assert view.charts["cpu"] is not renewed and view.columns == columns
@@ -279,3 +398,74 @@ def test_a_followers_new_data_moves_the_shared_x_range(qtbot) -> None:  # type: 
     leader.flush()
     assert leader.plot_item.getViewBox().viewRange()[0][1] >= 100
     assert follower.plot_item.getViewBox().viewRange()[0][1] >= 100
+
+
+def drawn_labels(chart: TimeSeriesChart) -> list[tuple[str, float, float, float]]:
+    """The bottom axis' labels as drawn, left to right: (text, its tick's x, the text's left and right), in the
+    plot's pixels; after asserting that the axis draws every label it chooses (tickValues, tickStrings)."""
+    from PySide6.QtGui import QImage, QPainter
+
+    chart.flush()
+    chart.grab()  # painted: the axis knows its font
+    axis = chart.plot_item.getAxis("bottom")
+    low, high = axis.range
+    edge = axis.mapRectToScene(axis.rect())
+    chosen = {text: edge.left() + (value - low) / (high - low) * edge.width()
+              for spacing, values in axis.tickValues(low, high, axis.width())
+              for value, text in zip(values, axis.tickStrings(values, 1.0, spacing), strict=True) if text}
+    image = QImage(chart.size(), QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    texts = axis.generateDrawSpecs(painter)[2]
+    painter.end()
+    drawn = sorted((text, chosen.get(text, -1.0), axis.mapRectToScene(rect).left(), axis.mapRectToScene(rect).right())
+                   for rect, _flags, text in texts)
+    assert sorted(chosen) == sorted(text for text, *_ in drawn), (chosen, drawn)
+    return sorted(drawn, key=lambda label: label[1])
+
+
+SPANS = [20, 60, 300, 1800, 7200, 4 * 3600, 86400, 2 * 86400, 3 * 86400, 9 * 86400]
+
+
+@pytest.mark.parametrize("mode", ["time", "relative"])
+@pytest.mark.parametrize("span", SPANS, ids=[f"{s}s" for s in SPANS])
+def test_a_220_px_chart_labels_its_time_axis_twice_at_least_and_cuts_none(qtbot, mode, span) -> None:  # type: ignore[no-untyped-def]
+    """The System view's narrowest charts (SYSTEM_CELL_WIDTH): two readable labels at least on any span, none cut
+    at the axis' ends nor crowding the next, each under its tick."""
+    from traindeck.gui.pages.runs.system_view import SYSTEM_CELL_WIDTH
+
+    chart = TimeSeriesChart("", "B", x_mode=mode)
+    qtbot.addWidget(chart)
+    chart.resize(SYSTEM_CELL_WIDTH, 150)
+    start = float(int(time.time()) - span - 17)
+    x = np.linspace(0.0, span, 400) + (start if mode == "time" else 17.0)
+    chart.set_series("rank 0", x, 2e10 + 1e9 * np.sin(x / 60))
+    chart.show()
+    qtbot.waitExposed(chart)
+    labels = drawn_labels(chart)
+    assert len(labels) >= 2, labels
+    axis = chart.plot_item.getAxis("bottom")
+    edge = axis.mapRectToScene(axis.rect())
+    assert edge.right() <= chart.plot_widget.width()
+    assert all(edge.left() - 0.5 <= left and right <= edge.right() + 0.5 for _, _, left, right in labels), (labels, edge)
+    assert all(left <= tick <= right for _, tick, left, right in labels), labels  # each under its tick
+    assert all(b[2] - a[3] >= 6 for a, b in zip(labels, labels[1:], strict=False)), labels  # readable apart
+    assert len({text for text, *_ in labels}) == len(labels), labels  # no two alike
+
+
+@pytest.mark.parametrize("zone", ["Europe/Berlin", "Asia/Kolkata"])
+def test_clock_ticks_fall_on_the_local_clocks_round_times(monkeypatch, zone) -> None:  # type: ignore[no-untyped-def]
+    """Round local hours and midnights, also where the offset is half an hour and across a change to summer time
+    (Berlin, 29 March 2026)."""
+    from traindeck.gui.widgets.chart_axis import clock_label, clock_ticks
+
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        low = time.mktime((2026, 3, 28, 12, 0, 0, 0, 0, -1))
+        assert [clock_label(v, 21600) for v in clock_ticks(low, low + 86400, 21600)] == [
+            "12:00", "18:00", "29 Mar", "06:00", "12:00"]
+        assert [clock_label(v, 900) for v in clock_ticks(low + 1, low + 3600, 900)] == [
+            "12:15", "12:30", "12:45", "13:00"]
+    finally:
+        monkeypatch.undo()
+        time.tzset()

@@ -1,8 +1,8 @@
 """What the Runs page's metric charts compute, without widgets: TensorBoard's smoothing (a debiased exponential
 moving average), the filter and pins of the metrics grid, the x axis by step, wall time or time since the run's
 start (a step clock maps steps to the times they were logged, and sample times back to steps), values a log scale
-cannot show, the figures the legends and "Last metrics" share, the CSV export, and the run's system series (its
-recorded resource samples as the Runs page's System view charts them, with the words for what is absent).
+cannot show, the figures the legends and "Last metrics" share, and the CSV export. The System view's series are in
+system_series.py.
 
 Numpy only (no Qt), so the Runs page, the History page and tests use the same numbers.
 """
@@ -13,6 +13,7 @@ import csv
 import io
 import math
 import re
+import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,15 +72,18 @@ def _separated(text: str) -> str:
     return _SEPARATORS.sub(" ", text.lower())
 
 
-def filter_metrics(names: Iterable[str], query: str = "", pins: Iterable[str] = ()) -> list[str]:
-    """The metrics to chart, in order: the pinned ones first (in the order pinned), then the others sorted; only
-    names containing `query` (case-insensitive substring, as W&B's panel search). `/`, `_`, `.` and `-` match one
-    another: TensorBoard's `eval/` finds the `eval_loss` a Trainer prints, and `eval_` its `eval/loss` tag."""
+def filter_metrics(names: Iterable[str], query: str = "", pins: Iterable[str] = (), *, ordered: bool = False,
+                   words: Mapping[str, str] | None = None) -> list[str]:
+    """The metrics to chart, in order: the pinned ones first (in the order pinned), then the others sorted (in the
+    order given where `ordered`); only names containing `query` (case-insensitive substring, as W&B's panel
+    search), or whose `words` (a chart's title, what it shows) do. `/`, `_`, `.` and `-` match one another:
+    TensorBoard's `eval/` finds the `eval_loss` a Trainer prints, and `eval_` its `eval/loss` tag."""
     wanted = _separated(query).strip()
-    known = sorted(set(names))
+    known = list(dict.fromkeys(names)) if ordered else sorted(set(names))
     pinned = [p for p in dict.fromkeys(pins) if p in known]
     rest = [n for n in known if n not in pinned]
-    return [n for n in pinned + rest if wanted in _separated(n)]
+    found = words or {}
+    return [n for n in pinned + rest if wanted in _separated(n) or wanted in _separated(found.get(n, ""))]
 
 
 def page_of(names: Sequence[str], page: int, per_page: int) -> tuple[list[str], int, int]:
@@ -88,6 +92,46 @@ def page_of(names: Sequence[str], page: int, per_page: int) -> tuple[list[str], 
     pages = max(1, math.ceil(len(names) / per_page))
     page = min(max(0, page), pages - 1)
     return list(names[page * per_page:(page + 1) * per_page]), page, pages
+
+
+@dataclass
+class ChartChoice:
+    """Which of a view's charts show, without widgets: the names its filter lets through (filter_metrics: `query`,
+    `pins` first, sorted or in the order given where `ordered`, found also by `words`), `per_page` at a time (0:
+    all on one page). The metrics grid and the System view each hold one."""
+
+    names: list[str] = field(default_factory=list)
+    query: str = ""
+    pins: list[str] = field(default_factory=list)
+    per_page: int = 0
+    ordered: bool = False
+    words: dict[str, str] = field(default_factory=dict)
+    page: int = 0
+    pages: int = 1
+
+    def filtered(self) -> list[str]:
+        """Every name the filter lets through, pinned first: what the pages show in turn."""
+        return filter_metrics(self.names, self.query, self.pins, ordered=self.ordered, words=self.words)
+
+    def shown(self) -> list[str]:
+        """The names on the page shown (`page` kept within the pages there are, `pages` counted)."""
+        names = self.filtered()
+        if not self.per_page:
+            self.page, self.pages = 0, 1
+            return names
+        shown, self.page, self.pages = page_of(names, self.page, self.per_page)
+        return shown
+
+    def set_query(self, query: str) -> None:
+        """Another filter: back to the first page."""
+        self.query, self.page = query, 0
+
+    def set_pinned(self, name: str, pinned: bool) -> bool:
+        """Pin or unpin `name` (pinned ones come first, in the order pinned); whether that changed the pins."""
+        pins = [p for p in self.pins if p != name] + ([name] if pinned else [])
+        changed = pins != self.pins
+        self.pins = pins
+        return changed
 
 
 # ---- x axis ---------------------------------------------------------------------------------------------------
@@ -207,6 +251,32 @@ def time_x(t: np.ndarray, mode: XMode, *, clock: StepClock | None = None, start:
     return x_values(t, mode, x_is_time=True, start=start)
 
 
+def clock_duration(seconds: float) -> str:
+    """Seconds since a start as a clock reads them: 0:30, 12:00, 1:05:00, 2 d 03:00."""
+    sign = "-" if seconds < 0 else ""
+    s = int(round(abs(seconds)))
+    days, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    if days:
+        return f"{sign}{days} d {h:02d}:{m:02d}"
+    return f"{sign}{h}:{m:02d}:{s:02d}" if h else f"{sign}{m}:{s:02d}"
+
+
+def moment_words(t: float, mode: XMode, *, clock: StepClock | None = None, start: float | None = None,
+                 ended: bool = False) -> str:
+    """A moment (UNIX seconds) in the words of an x axis by `mode`: its clock time ("12:04:05"), the time since
+    `start` ("2:30"), or the step run then ("step 1,234"; its clock time where no step tells, as after the last
+    step of a run that has `ended`: see StepClock.steps)."""
+    if mode == "relative" and start is not None:
+        return clock_duration(t - start)
+    if mode == "step" and clock is not None:
+        step = float(clock.steps(np.array([t]), ended=ended)[0])
+        if math.isfinite(step):
+            return f"step {step:,.0f}"
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
 # ---- log scale ------------------------------------------------------------------------------------------------
 def positive_only(y: np.ndarray) -> tuple[np.ndarray, int]:
     """y for a log scale: values <= 0 become NaN (a gap); with how many were masked."""
@@ -287,134 +357,3 @@ def write_export(path: Path, data: bytes) -> Path:
     """An exported file (a chart's PNG) written in one step."""
     atomic_write_bytes(Path(path), data, mode=0o644)
     return Path(path)
-
-
-# ---- the run's system series ----------------------------------------------------------------------------------
-SYSTEM_POINTS = 2_000  # a first read of a run's samples: at most this many time buckets (peaks kept) a line
-_AFTER = 1e-3  # a later read asks for samples this much after the newest one held (never the same one twice)
-
-
-@dataclass(frozen=True)
-class SystemChart:
-    key: str
-    title: str
-    unit: str  # chart_axis's units: "%" or bytes ("B", "B/s"), written as people read them
-
-
-SYSTEM_CHARTS: tuple[SystemChart, ...] = (
-    SystemChart("gpu_util", "GPU utilisation", "%"),
-    SystemChart("gpu_memory", "GPU memory", "B"),
-    SystemChart("cpu", "Host CPU (all cores)", "%"),  # as the Monitor names it: 100 % = every core busy
-    SystemChart("rank_rss", "Ranks' host memory (RSS)", "B"),
-    SystemChart("disk", "Disk I/O", "B/s"),
-    SystemChart("network", "Network", "B/s"),
-)
-# (chart, line, column of read_series) of the host's figures; each GPU's and each rank's lines are added by name.
-_HOST_LINES = (("cpu", "host", "cpu_pct"), ("rank_rss", "all ranks", "ranks_rss"),
-               ("disk", "read", "disk_read_bps"), ("disk", "written", "disk_write_bps"),
-               ("network", "received", "net_rx_bps"), ("network", "sent", "net_tx_bps"))
-
-
-@dataclass
-class SystemSeries:
-    """A read of a run's recorded resource samples, by chart (SYSTEM_CHARTS' keys)."""
-
-    lines: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)  # line: (t, value)
-    references: dict[str, dict[str, float]] = field(default_factory=dict)  # e.g. each GPU's memory size
-    missing: dict[str, str] = field(default_factory=dict)  # why a chart has nothing to draw, in words
-    last_t: float | None = None  # the newest sample read: the next read asks for what came after it
-    samples: int = 0  # samples read (before a first read's bucketing)
-
-
-def no_gpu_words(reason: str | None) -> str:
-    """Why a run's GPU charts are empty, as the Monitor page says it: no GPU at all, or GPUs NVML cannot read."""
-    reason = reason or "NVML lists none"
-    if reason.startswith("GPU "):
-        return f"NVML can read none of the GPUs. {reason}"
-    return f"No NVIDIA GPU found: {reason.rstrip('.')}."
-
-
-def read_system_series(store: RunStore, run_id: str, after: float | None = None, *, live: bool = False,
-                       max_points: int = SYSTEM_POINTS) -> SystemSeries:
-    """The run's recorded system figures as SYSTEM_CHARTS draw them: each GPU's utilisation and memory (the run's
-    own GPUs where the recording tells them), the host's CPU, each rank's RSS with their sum, disk and network
-    rates. A first read (`after` None) buckets the whole run into at most `max_points` points a line; a later
-    one gives the samples recorded after `after`, whole. A line without a single figure is left out, and a chart
-    left with none says why in `missing` (`live`: the run may still record it)."""
-    from traindeck.backend.monitor.live import rank_lines
-    from traindeck.backend.monitor.store_read import read_process_samples, read_series
-
-    since = None if after is None else after + _AFTER
-    points = max_points if after is None else None
-    recorded = read_series(store.path, run_id, since=since, max_points=points)
-    processes = read_process_samples(store.path, run_id, since=since, max_points=points)
-    info = recorded["info"]
-    out = SystemSeries(samples=int(info.get("samples") or 0))
-    t = recorded["t"]
-    # The newest sample itself, not its bucket's first: the next read starts after every sample this one covered.
-    newest = [float(v) for v in (info.get("last_t"), processes[-1]["t"] if processes else None) if v is not None]
-    out.last_t = max(newest) if newest else None
-
-    def add(chart: str, line: str, x: np.ndarray, y: np.ndarray) -> None:
-        if len(y) and np.isfinite(y).any():
-            out.lines.setdefault(chart, {})[line] = (np.asarray(x, dtype=np.float64), np.asarray(y, np.float64))
-
-    run_gpus = info.get("run_gpus")
-    known = info.get("gpus") or ()
-    own = {int(g["index"]) for g in known if not run_gpus or g.get("uuid") in run_gpus}
-    for index, gpu in sorted(recorded["gpus"].items()):
-        if index in own:
-            add("gpu_util", f"GPU {index}", gpu["t"], gpu["util_pct"])
-            add("gpu_memory", f"GPU {index}", gpu["t"], gpu["mem_used"])
-            total = gpu["mem_total"]
-            if len(total) and np.isfinite(total).any():
-                sizes = out.references.setdefault("gpu_memory", {})
-                sizes["GPU size"] = max(sizes.get("GPU size", 0.0), float(np.nanmax(total)))
-    for name, line in rank_lines(processes).items():
-        add("rank_rss", name, line["t"], line["rss"])
-    for chart, name, column in _HOST_LINES:
-        add(chart, name, t, recorded[column])
-
-    if after is not None and not out.samples and not processes:
-        return out  # nothing new: what is shown stands
-    yet = " yet" if live else ""
-    if not out.samples and after is None:
-        words = ("No resource samples recorded for this run yet: its supervisor records them every second."
-                 if live else "No resource samples were recorded for this run.")
-        out.missing = {chart.key: words for chart in SYSTEM_CHARTS}
-        return out
-    if not known:
-        words = no_gpu_words(info.get("gpu_error"))
-        out.missing["gpu_util"] = out.missing["gpu_memory"] = words
-    else:
-        out.missing["gpu_util"] = f"NVML gave no utilisation of the run's GPUs{yet}."
-        out.missing["gpu_memory"] = f"NVML gave no memory figure of the run's GPUs{yet}."
-    out.missing["cpu"] = f"No host CPU figure recorded{yet}."
-    out.missing["rank_rss"] = f"No rank processes recorded{yet}" + (
-        ": the launcher has not started them." if live else ".")
-    out.missing["disk"] = f"No disk figures recorded{yet}."
-    out.missing["network"] = f"No network figures recorded{yet}."
-    for key in out.lines:
-        out.missing.pop(key, None)
-    return out
-
-
-def system_export_name(chart: str, line: str) -> str:
-    """A system series' name in an export: "system/<chart key>/<line>", e.g. "system/gpu_util/GPU 0"."""
-    return f"system/{chart}/{line}"
-
-
-def read_system_table(store: RunStore, run_id: str, charts: Sequence[str] | None = None) -> MetricTable:
-    """Every recorded sample of the run's system series (those SYSTEM_CHARTS draw, or only the charts keyed in
-    `charts`; whole: not bucketed) as export rows (no step, wall time, value), each series named by
-    system_export_name, in the charts' order."""
-    read = read_system_series(store, run_id, max_points=0)
-    table: MetricTable = {}
-    for chart in SYSTEM_CHARTS:
-        if charts is not None and chart.key not in charts:
-            continue
-        for line, (t, y) in read.lines.get(chart.key, {}).items():
-            known = np.isfinite(y)
-            table[system_export_name(chart.key, line)] = [
-                (None, float(at), float(value)) for at, value in zip(t[known].tolist(), y[known].tolist(), strict=True)]
-    return table

@@ -4,9 +4,9 @@ each poll's news and says when to draw.
 
 Three views of the run: "Overview" (the losses and one chosen metric), "All metrics" (MetricsGrid,
 metrics_grid.py: a small chart per metric, filtered, pinned, a page at a time) and "System" (SystemView,
-system_view.py: the losses beside the run's recorded GPU, CPU, memory, disk and network figures, one zoom for all;
-read from the run store on the page's background reads while the view is shown, only the samples recorded since
-the last read each poll). Options over the views:
+system_view.py: the losses beside the run's recorded GPU, CPU, memory, disk and network figures, one zoom for all,
+filtered and pinned as the grid's; read from the run store on the page's background reads while the view is shown,
+only the samples recorded since the last read each poll). Options over the views:
 smoothing (TensorBoard's EMA), a log scale for y, x by step, wall time or time since the run's start; export of
 the charts as PNG and their data as CSV (buttons, and each chart's right-click menu). Each legend names its line's
 newest point, so it moves when the line is redrawn and the two never disagree; "Last metrics" beside them takes
@@ -55,24 +55,28 @@ from traindeck.backend.runs import (
     LastFigure,
     RunRecord,
     StepClock,
+    SystemSection,
     SystemSeries,
     ViewChange,
     WatchedRun,
     XMode,
     last_figures,
+    moment_words,
     read_metric_table,
     read_step_clock,
     read_system_series,
     read_system_table,
+    system_choice,
     time_x,
     write_export,
     write_metrics_csv,
     x_values,
 )
 from traindeck.backend.runs.control import view as watch
+from traindeck.gui.pages.runs.chart_cells import read_pins
 from traindeck.gui.pages.runs.metrics_grid import MetricsGrid
 from traindeck.gui.pages.runs.source import RunsSource
-from traindeck.gui.pages.runs.system_view import SystemView
+from traindeck.gui.pages.runs.system_view import SYSTEM_PINS, SystemView
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.chart_axis import format_value
 from traindeck.gui.widgets.charts import TimeSeriesChart
@@ -180,7 +184,9 @@ class ChartsPanel(QWidget):
         self._charts_layout.addWidget(other, 1)
         self.grid = MetricsGrid(self._settings, self._make_grid_chart)
         self.grid.shown_changed.connect(self._grid_shown_changed)
-        self.system = SystemView(self._make_system_chart)
+        # Which system charts show (its filter and pins) and which of their lines ended, over the reads.
+        section = SystemSection(choice=system_choice(read_pins(self._settings, SYSTEM_PINS)))
+        self.system = SystemView(self._make_system_chart, section, self._settings)
         self.views = QStackedWidget()
         self.views.addWidget(self.overview)
         self.views.addWidget(self.grid)
@@ -227,7 +233,9 @@ class ChartsPanel(QWidget):
         self.smoothing_slider = self.smoothing_choice.slider
         self.smoothing_slider.setToolTip(self.smoothing_slider.toolTip() + " (Alt+M, then the arrow keys)")
         self.log_box = QCheckBox("Log y")
-        self.log_box.setToolTip("A log scale for y; values <= 0 are left out (each chart says how many) (Alt+L)")
+        self.log_box.setToolTip("A log scale for y of the metric charts (in the System view, its loss chart: the "
+                                "system figures stay linear from 0); values <= 0 are left out (each chart says how "
+                                "many) (Alt+L)")
         self.log_box.setChecked(self.log_y)
         self.log_box.toggled.connect(self.set_log_y)
         self.x_box = QComboBox()
@@ -598,6 +606,7 @@ class ChartsPanel(QWidget):
         self._system_generation += 1
         self._system_last_t = None
         self._system_reading = self._system_again = False
+        self.system.section.lines.clear()
         self.system.renew()
         self.system.set_note("")
         # The new loss chart is handed its series whole on the next draw (its point count is not what was fed).
@@ -654,6 +663,13 @@ class ChartsPanel(QWidget):
                 placed = np.isfinite(x)  # by step: none before the first logged step (nor after an ended run's last)
                 if placed.any():
                     chart.append(line, x[placed], y[placed])
+        kept = self.system.section.lines
+        kept.take(read)
+        moment = functools.partial(moment_words, mode=self.x_mode, clock=self._clock, start=start, ended=ended)
+        for key, chart in self.system.charts.items():
+            for line, note in kept.legend_notes(key, moment).items():
+                words, beside = note if note is not None else (None, True)
+                chart.set_legend_note(line, words, value=beside)
         for key, values in read.references.items():
             chart = self.system.charts.get(key)
             if chart is not None:

@@ -4,8 +4,9 @@ the app's settings), and only one page of GRID_PAGE charts exists at a time: a r
 charts to read and redraw each poll, not 200. The charts of a page share their x range (zoom one, all follow;
 "A" resumes following the newest data on all).
 
-The names, order and pages come from backend/runs/control/metric_charts.py (filter_metrics, page_of); the charts
-are made by the panel that holds the grid (its options: smoothing, log scale, x axis) and fed by it.
+The names, order and pages are a ChartChoice's (backend/runs/control/metric_charts.py), the cells and the filter
+bar those the System view has too (chart_cells.py); the charts are made by the panel that holds the grid (its
+options: smoothing, log scale, x axis) and fed by it.
 """
 
 from __future__ import annotations
@@ -15,65 +16,23 @@ from collections.abc import Callable
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtWidgets import (
     QGridLayout,
-    QHBoxLayout,
     QLabel,
-    QLineEdit,
     QScrollArea,
-    QSizePolicy,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from traindeck.backend.logparse import metric_label, metric_note
-from traindeck.backend.runs import filter_metrics, page_of
+from traindeck.backend.runs import ChartChoice
+from traindeck.gui.pages.runs.chart_cells import CELL_MIN_HEIGHT as CELL_MIN_HEIGHT
+from traindeck.gui.pages.runs.chart_cells import ChartCell, FilterBar, read_pins
 from traindeck.gui.theme import set_muted
 from traindeck.gui.widgets.charts import TimeSeriesChart
-from traindeck.gui.widgets.labels import ElidedLabel
 
 GRID_PAGE = 9  # charts on a page (3 x 3): what is read and redrawn each poll, whatever the run logs
 GRID_COLUMNS = 3
-CELL_MIN_HEIGHT = 150  # px: room for a chart's tick labels and legend; a low pane scrolls rather than squeezing
 PINS_KEY = "runs/charts/pins"
-PINNED, UNPINNED = "★", "☆"
-
-
-def read_pins(settings: QSettings) -> list[str]:
-    value = settings.value(PINS_KEY, [])
-    if isinstance(value, str):  # QSettings gives one string for a one-item list in INI files
-        return [value] if value else []
-    return [str(v) for v in value] if isinstance(value, list) else []
-
-
-class MetricCell(QWidget):
-    """One metric: a pin button and its name above its chart."""
-
-    def __init__(self, name: str, chart: TimeSeriesChart, pinned: bool) -> None:
-        super().__init__()
-        self.name, self.chart = name, chart
-        self.pin = QToolButton()
-        self.pin.setCheckable(True)
-        self.pin.setAutoRaise(True)
-        self.pin.setChecked(pinned)
-        self.pin.setText(PINNED if pinned else UNPINNED)
-        self.pin.setToolTip("Pin: pinned metrics come first in the grid")
-        self.pin.toggled.connect(lambda on: self.pin.setText(PINNED if on else UNPINNED))
-        # DeepSpeed's engine figures say so in the title. A long title is cut at the cell's edge with "…" (the
-        # whole of it in the tooltip) rather than widening the grid.
-        self.title = title = ElidedLabel(metric_label(name), mode=Qt.TextElideMode.ElideRight)
-        title.set_full_text(metric_label(name), metric_note(name) or "")
-        title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        header = QHBoxLayout()
-        header.setContentsMargins(0, 0, 0, 0)
-        header.setSpacing(2)
-        header.addWidget(self.pin)
-        header.addWidget(title, 1)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(0)
-        layout.addLayout(header)
-        layout.addWidget(chart, 1)
-        self.setMinimumHeight(CELL_MIN_HEIGHT)
+PIN_TIP = "Pin: pinned metrics come first in the grid"
 
 
 class MetricsGrid(QWidget):
@@ -84,34 +43,17 @@ class MetricsGrid(QWidget):
     def __init__(self, settings: QSettings, make_chart: Callable[[str], TimeSeriesChart]) -> None:
         super().__init__()
         self._settings, self._make_chart = settings, make_chart
-        self.pins: list[str] = read_pins(settings)
-        self._names: list[str] = []
-        self.page = 0
-        self.pages = 1
+        self.choice = ChartChoice(pins=read_pins(settings, PINS_KEY), per_page=GRID_PAGE)
         self.visible_names: list[str] = []
         self.charts: dict[str, TimeSeriesChart] = {}
-        self._cells: list[MetricCell] = []
+        self._cells: list[ChartCell] = []
 
-        self.filter_box = QLineEdit()
-        self.filter_box.setPlaceholderText("Filter metrics (e.g. eval/ or loss)")
-        self.filter_box.setClearButtonEnabled(True)
-        self.filter_box.textChanged.connect(lambda _text: self._refill(first_page=True))
-        self.previous = QToolButton()
-        self.previous.setText("◀")
-        self.previous.setToolTip("Previous page of charts")
+        self.bar = FilterBar("Filter metrics (e.g. eval/ or loss)", paged=True)
+        self.filter_box, self.previous, self.next = self.bar.filter_box, self.bar.previous, self.bar.next
+        self.page_label = self.bar.count
+        self.filter_box.textChanged.connect(self._filter_changed)
         self.previous.clicked.connect(lambda: self.show_page(self.page - 1))
-        self.next = QToolButton()
-        self.next.setText("▶")
-        self.next.setToolTip("Next page of charts")
         self.next.clicked.connect(lambda: self.show_page(self.page + 1))
-        self.page_label = QLabel()
-        set_muted(self.page_label)
-        bar = QHBoxLayout()
-        bar.setContentsMargins(0, 0, 0, 0)
-        bar.addWidget(self.filter_box, 1)
-        bar.addWidget(self.previous)
-        bar.addWidget(self.page_label)
-        bar.addWidget(self.next)
         cells = QWidget()
         self._grid = QGridLayout(cells)
         self._grid.setContentsMargins(0, 0, 0, 0)
@@ -127,50 +69,58 @@ class MetricsGrid(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
-        layout.addLayout(bar)
+        layout.addWidget(self.bar)
         layout.addWidget(self.empty)
         layout.addWidget(self.scroll_area, 1)
         self._refill()
 
     # ------------------------------------------------------------------------------------------------ names
+    @property
+    def pins(self) -> list[str]:
+        return self.choice.pins
+
+    @property
+    def page(self) -> int:
+        return self.choice.page
+
+    @property
+    def pages(self) -> int:
+        return self.choice.pages
+
     def set_metric_names(self, names: tuple[str, ...] | list[str]) -> None:
         """The run's metric names (grown or another run's): the page is filled again where it changed."""
-        if list(names) != self._names:
-            self._names = list(names)
+        if list(names) != self.choice.names:
+            self.choice.names = list(names)
             self._refill()
 
     def filtered(self) -> list[str]:
         """Every name the filter lets through, pinned first: what the pages show in turn."""
-        return filter_metrics(self._names, self.filter_box.text(), self.pins)
+        return self.choice.filtered()
 
     def show_page(self, page: int) -> None:
-        self.page = page
+        self.choice.page = page
         self._refill()
 
     def set_pinned(self, name: str, pinned: bool) -> None:
         """Pin or unpin `name` (remembered in the settings); pinned metrics come first."""
-        pins = [p for p in self.pins if p != name] + ([name] if pinned else [])
-        if pins == self.pins:
-            return
-        self.pins = pins
-        self._settings.setValue(PINS_KEY, pins)
-        self._refill()
+        if self.choice.set_pinned(name, pinned):
+            self._settings.setValue(PINS_KEY, self.choice.pins)
+            self._refill()
 
     def rebuild(self) -> None:
         """New charts for the same page (the panel's chart options changed in a way a chart cannot follow)."""
         self._refill(force=True)
 
+    def _filter_changed(self, text: str) -> None:
+        self.choice.set_query(text)
+        self._refill()
+
     # ------------------------------------------------------------------------------------------------ layout
-    def _refill(self, first_page: bool = False, force: bool = False) -> None:
-        if first_page:
-            self.page = 0
-        names = self.filtered()
-        shown, self.page, self.pages = page_of(names, self.page, GRID_PAGE)
-        self.previous.setEnabled(self.page > 0)
-        self.next.setEnabled(self.page < self.pages - 1)
-        self.page_label.setText(f"{self.page + 1} / {self.pages}  ({len(names)} of {len(self._names)})")
+    def _refill(self, force: bool = False) -> None:
+        shown = self.choice.shown()
+        self.bar.show_count(len(self.choice.filtered()), len(self.choice.names), self.page, self.pages)
         self.empty.setVisible(not shown)
-        self.empty.setText("no metrics yet" if not self._names else "no metric matches the filter")
+        self.empty.setText("no metrics yet" if not self.choice.names else "no metric matches the filter")
         pinned = set(self.pins)
         states = [(n, n in pinned) for n in shown]
         if not force and states == [(c.name, c.pin.isChecked()) for c in self._cells]:
@@ -187,7 +137,8 @@ class MetricsGrid(QWidget):
                 leader = chart
             else:
                 chart.link_x(leader)  # one zoom for the page
-            cell = MetricCell(name, chart, is_pinned)
+            cell = ChartCell(name, metric_label(name), chart, is_pinned, pin_tip=PIN_TIP,
+                             note=metric_note(name) or "")
             cell.pin.toggled.connect(lambda on, n=name: self.set_pinned(n, on))
             self._grid.addWidget(cell, index // GRID_COLUMNS, index % GRID_COLUMNS)
             self._cells.append(cell)

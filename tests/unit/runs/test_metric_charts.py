@@ -79,6 +79,25 @@ def test_pages_of_the_grid():
     assert page_of([], 3, 9) == ([], 0, 1)
 
 
+def test_a_chart_choice_is_the_grids_and_the_system_views_filter_pins_and_pages():
+    from traindeck.backend.runs import ChartChoice, system_choice
+
+    grid = ChartChoice([f"m{i:03d}" for i in range(20)], per_page=9)
+    grid.page = 2
+    assert grid.shown() == [f"m{i:03d}" for i in range(18, 20)] and grid.pages == 3
+    grid.set_query("m01")  # another filter: the first page
+    assert grid.page == 0 and grid.shown() == [f"m{i:03d}" for i in range(10, 19)]
+    assert grid.set_pinned("m015", True) and not grid.set_pinned("m015", True)
+    assert grid.shown()[0] == "m015"
+    # The System view's: every chart on one page, in SYSTEM_CHARTS' order, found by what it shows too.
+    system = system_choice(pins=["disk"])
+    assert system.shown() == ["disk", "gpu_util", "gpu_memory", "cpu", "rank_rss", "network"]
+    system.set_query("Memory")
+    assert system.shown() == ["gpu_memory", "rank_rss"]
+    system.set_query("utilization")  # W&B's spelling finds the utilisation charts
+    assert system.shown() == ["gpu_util", "cpu"]
+
+
 def test_step_clock_maps_steps_to_times_and_stays_bounded():
     clock = StepClock(max_knots=100)
     clock.add(range(0, 1000), [1000.0 + 2 * s for s in range(1000)])
