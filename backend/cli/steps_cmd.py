@@ -12,7 +12,7 @@ ORDER = 34
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("steps", help="each rank's step phases and memory, and what bounds the run",
-                       description="Each rank's median step: forward, backward, communication, optimizer, NVMe swap "
+                       description="Each rank's typical step (the mean of the middle half of its steps by time): forward, backward, communication, optimizer, NVMe swap "
                                    "and the time outside the engine (data loading, the script's own work), their "
                                    "share of the step, the memory peaks, the slowest rank, and one line naming what "
                                    "bounds the run, with advice. Measured inside every rank by the run's site hook "

@@ -110,7 +110,7 @@ class Steps:
         rank = (anatomy.get("ranks") or {}).get("0") or {}
         phases = ", ".join(f"{p} {rank.get(p + '_ms', 0):.1f}" for p in
                            ("forward", "backward", "communication", "optimizer", "swap", "other"))
-        figures = (f"run {run_id}: {anatomy.get('summary')}; median ms {phases} of {rank.get('step_ms', 0):.1f}; "
+        figures = (f"run {run_id}: {anatomy.get('summary')}; typical-step ms {phases} of {rank.get('step_ms', 0):.1f}; "
                    f"GPU peak allocated {rank.get('peak_gpu_allocated_bytes')}, reserved "
                    f"{rank.get('peak_gpu_reserved_bytes')}; the script's median step {statistics.median(times):.1f} ms")
         self.rows["offload"] = (self.rows["offload"][0], "PASS" if anatomy.get("bound") == "optimizer" else "FAIL",

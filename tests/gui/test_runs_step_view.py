@@ -132,7 +132,7 @@ def test_hovering_a_bar_says_its_phases_and_total(qtbot, make_page) -> None:  # 
     plant(record, steps(0, 12, backward=40.0), steps(1, 12, backward=90.0))
     page = make_page()
     panel = open_step_tab(qtbot, page, record.id)
-    assert panel.hover_at(1.0) == ("rank 1, each phase's median: 127.0 ms\n  backward 90.0 ms\n  communication 20.0 ms\n"
+    assert panel.hover_at(1.0) == ("rank 1, its typical step: 127.0 ms\n  backward 90.0 ms\n  communication 20.0 ms\n"
                                    "  forward 10.0 ms\n  optimizer 5.0 ms\n  other 2.0 ms")
     assert panel.hover_at(0.5) == ""  # between the bars
     panel.rank_box.setCurrentIndex(panel.rank_box.findText("rank 0"))

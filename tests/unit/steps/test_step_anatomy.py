@@ -121,6 +121,21 @@ def test_medians_leave_out_the_first_steps_and_phases_add_up() -> None:
     assert anatomy.summary.startswith("optimizer-bound: the optimizer step takes 60% of each step (60 ms of 100 ms)")
 
 
+def test_a_typical_step_adds_up_where_backward_and_the_wait_in_communication_trade_off() -> None:
+    # As two CPU ranks over gloo measured: a step whose backward runs long waits less in the next all-reduce, and
+    # the other way round. Each step adds up to its time; per-phase medians (25 + 22.5 + 5 ms) would not (57.5).
+    cycle = [(40, 10), (10, 45), (30, 30), (20, 15)]  # (backward, communication): steps of 55, 60, 65 and 40 ms
+    records = [step(0, n, forward=5, backward=cycle[n % 4][0], communication=cycle[n % 4][1]) for n in range(1, 42)]
+    records.append(step(0, 42, forward=5, backward=900, communication=5))  # a checkpoint save: left out
+    rank = analyse(records).ranks[0]
+    assert sum(rank.phases_ms.values()) == pytest.approx(rank.step_ms)
+    assert rank.step_ms == pytest.approx(57.5, abs=0.5)  # the middle half: the steps of 55 and 60 ms
+    anatomy = analyse(records)
+    share, bound_ms = rank.share("compute"), rank.bound_ms("compute")
+    assert f"{share:.0%} of each step ({bound_ms:.0f} ms of {rank.step_ms:.0f} ms)" in anatomy.summary
+    assert round(bound_ms / rank.step_ms, 2) == round(share, 2)
+
+
 def test_the_rank_that_sleeps_in_its_data_is_the_slowest_and_the_run_is_data_bound() -> None:
     # Rank 1 sleeps 80 ms loading its batch; rank 0 waits the same 80 ms in the gradient all-reduce. Both steps
     # last 120 ms: only the time each spends outside communication tells who holds the other up.
