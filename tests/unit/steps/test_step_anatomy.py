@@ -304,6 +304,33 @@ def test_steps_command_and_runs_show_json(tmp_path: Path) -> None:
     assert missing.returncode != 0 and "has no timed step of rank 3" in missing.stderr
 
 
+def test_steps_of_one_rank_keep_the_runs_verdict(tmp_path: Path) -> None:
+    # Rank 0 computes 60 ms a step; rank 1 computes 30 and waits 30 for rank 0 in the all-reduce. What bounds the
+    # run is rank 0's compute, whichever rank's row is asked for: rank 1 alone would read as communication-bound.
+    record = _planted_run(tmp_path)
+    with RunStore() as store:
+        store.add_steps(record.id, [step(0, n, forward=20, backward=40, communication=5, optimizer=5)
+                                    for n in range(1, 11)])
+        store.add_steps(record.id, [step(1, n, forward=10, backward=20, communication=35, optimizer=5)
+                                    for n in range(1, 11)])
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+
+    def steps(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "traindeck", "steps", "anatomy", *args], capture_output=True,
+                              text=True, env=env, timeout=120)
+
+    whole, one = steps(), steps("--rank", "1")
+    assert whole.returncode == 0 and one.returncode == 0, one.stderr
+    verdict = next(x for x in whole.stdout.splitlines() if "-bound:" in x)
+    assert verdict.startswith("compute-bound") and verdict in one.stdout.splitlines()
+    assert "\n   1  " in one.stdout and "\n   0  " not in one.stdout and "\n  0*" not in one.stdout
+    as_json = json.loads(steps("--rank", "1", "--json").stdout)
+    assert list(as_json["ranks"]) == ["1"] and as_json["bound"] == "compute" and as_json["slowest_rank"] == 0
+    missing = steps("--rank", "3", "--json")
+    assert missing.returncode != 0 and "has no timed step of rank 3 (ranks timed: 0, 1)" in missing.stderr
+    assert "never called optimizer.step()" not in missing.stdout + missing.stderr
+
+
 def test_a_run_with_timing_off_says_so_and_files_are_read_when_the_store_has_nothing(tmp_path: Path) -> None:
     off = tmp_path / "off"
     off.mkdir()
