@@ -101,8 +101,8 @@ def _ms_change(a: float | None, b: float | None) -> str:
 
 
 def anatomy_rows(a: StepAnatomy, b: StepAnatomy) -> list[tuple[str, str, str, str]]:
-    """Two runs' step anatomies side by side: the slowest rank of each, its typical phase times, step time and GPU
-    peak, and what bounds each run."""
+    """Two runs' step anatomies side by side: the slowest rank of each, its typical phase times, step time, GPU
+    and host peaks, and what bounds each run."""
     def slowest(anatomy: StepAnatomy) -> RankAnatomy | None:
         return anatomy.ranks.get(anatomy.slowest_rank) if anatomy.slowest_rank is not None else None
 
@@ -121,10 +121,12 @@ def anatomy_rows(a: StepAnatomy, b: StepAnatomy) -> list[tuple[str, str, str, st
         rows.append((f"  {phase}", ms(va), ms(vb), _ms_change(va, vb)))
     rows.append(("Step", ms(sa.step_ms if sa else None), ms(sb.step_ms if sb else None),
                  _ms_change(sa.step_ms if sa else None, sb.step_ms if sb else None)))
-    ga, gb = sa.peak_gpu_allocated if sa else None, sb.peak_gpu_allocated if sb else None
-    peak = _ratio(ga, gb)
-    rows.append(("GPU peak (allocated)", format_bytes(ga), format_bytes(gb),
-                 f"{peak} ({'lower' if (gb or 0) < (ga or 0) else 'higher'})" if peak not in ("", "same") else peak))
+    for title, field in (("GPU peak (allocated)", "peak_gpu_allocated"), ("Host peak (RSS)", "peak_host")):
+        # The host row: offloaded optimizer state and parameters live in host RAM, where the GPU row has nothing.
+        ma, mb = getattr(sa, field) if sa else None, getattr(sb, field) if sb else None
+        peak = _ratio(ma, mb)
+        rows.append((title, format_bytes(ma), format_bytes(mb),
+                     f"{peak} ({'lower' if (mb or 0) < (ma or 0) else 'higher'})" if peak not in ("", "same") else peak))
     rows.append(("Bound by", a.bound or "-", b.bound or "-", "" if a.bound == b.bound else "differs"))
     return rows
 
