@@ -29,7 +29,8 @@ def anatomy_table(anatomy: StepAnatomy, rank: int | None = None) -> str:
     lines = ["  ".join(cell.rjust(widths[i]) for i, cell in enumerate(row)) for row in rows]
     lines.append("a typical step: each phase's mean over the middle half of the steps by time (after the first "
                  "steps), adding up to the step, and its share"
-                 + ("; * the slowest rank, which the others wait for" if anatomy.straggler is not None else ""))
+                 + ("; * the slowest rank, which the others wait for"
+                    if anatomy.straggler is not None and rank in (None, anatomy.straggler) else ""))
     for r, a in sorted(anatomy.ranks.items()):
         if rank is None or r == rank:
             lines.append("memory: " + memory_line(rank_memory_of(a)))

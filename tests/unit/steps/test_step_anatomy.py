@@ -324,6 +324,7 @@ def test_steps_of_one_rank_keep_the_runs_verdict(tmp_path: Path) -> None:
     verdict = next(x for x in whole.stdout.splitlines() if "-bound:" in x)
     assert verdict.startswith("compute-bound") and verdict in one.stdout.splitlines()
     assert "\n   1  " in one.stdout and "\n   0  " not in one.stdout and "\n  0*" not in one.stdout
+    assert "* the slowest rank" in whole.stdout and "* the slowest rank" not in one.stdout  # no starred row shown
     as_json = json.loads(steps("--rank", "1", "--json").stdout)
     assert list(as_json["ranks"]) == ["1"] and as_json["bound"] == "compute" and as_json["slowest_rank"] == 0
     missing = steps("--rank", "3", "--json")
