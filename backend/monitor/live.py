@@ -293,19 +293,36 @@ def rank_lines(samples: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def run_offload(run_id: str, max_points: int = 2000, store_path: Path | str | None = None) -> dict[str, Any]:
-    """The offload view of a run (backend `offload_view`) with its steps from the run's metrics, else (no step
-    numbers in its log) from the steps its ranks timed."""
+    """The offload view of a run (backend `offload_view`) on its steps: those its ranks timed, with the step
+    numbers of its log around them (`with_timed_steps`); the logged ones alone where the ranks timed none."""
     from traindeck.backend.core.paths import run_store_path
 
     path = Path(store_path) if store_path is not None else run_store_path()
     steps = step_times(run_id, path)
     phases = step_phases(run_id, path)
-    if not steps and phases is not None:  # no step numbers in the log: the steps the ranks timed
-        steps = [(float(t), int(step)) for t, step in zip(phases["t"], phases["step"], strict=True)]
+    if phases is not None:
+        steps = with_timed_steps(steps, [(float(t), int(s)) for t, s in zip(phases["t"], phases["step"], strict=True)])
     view = offload_view(path, run_id, steps, max_points=max_points)
     view["step_times"] = steps
     view["step_phases"] = phases
     return view
+
+
+def with_timed_steps(logged: list[tuple[float, int]], timed: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    """The [(t, step)] to line the offload view up on: over the stretch the ranks timed, their steps, each at the
+    moment it ended (a log line is stamped when the supervisor reads it, several steps at a time, so the seconds
+    between two logged steps are 0 or a read interval); the logged ones before and after it. Where the log numbers
+    its steps otherwise than the ranks (a script's own count, a resumed run's), the logged steps alone."""
+    if not timed:
+        return logged
+    first, last = min(s for _, s in timed), max(s for _, s in timed)
+    numbers = {s for _, s in timed}
+    inside = [s for _, s in logged if first <= s <= last]
+    if logged and (not inside or any(s not in numbers for s in inside)):
+        return logged
+    before = [(t, s) for t, s in logged if s < first]
+    after = [(t, s) for t, s in logged if s > last]
+    return before + sorted(timed, key=lambda pair: pair[1]) + after
 
 
 def step_phases(run_id: str, store_path: Path | str, last: int = 3000) -> dict[str, Any] | None:

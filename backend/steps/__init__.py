@@ -5,7 +5,7 @@ Modules:
   the lines the run's site hook writes;
 - `side_channel`: `StepFiles`, the bounded incremental reader of <run dir>/steps/rank<R>.jsonl, and
   `RelayedSteps`, the writer of the lines the node agents send back from ranks on other machines;
-- `anatomy`: `StepAnatomy`, `RankAnatomy` (per-rank medians, peaks), the bounds, the slow-down;
+- `anatomy`: `StepAnatomy`, `RankAnatomy` (per-rank typical steps, peaks), the bounds, the slow-down;
 - `facts`: `RunFacts`, what the run's set-up says (its DeepSpeed config, cores, estimate, FSDP), and `fsdp_of`;
 - `memory`: per-rank GPU memory verdicts (fragmentation, estimate against the measured peak) from the step records
   or from DeepSpeed's MA/CA lines and torch's OOM message;

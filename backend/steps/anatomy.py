@@ -1,7 +1,11 @@
-"""A run's step anatomy: per rank, the median time of each phase of a step and its share; the slowest rank; what
+"""A run's step anatomy: per rank, a typical step's time in each phase and its share; the slowest rank; what
 bounds the run, said in one line with its numbers; where the step time changed mid-run.
 
-Medians are taken over the steps after the first few (the first steps build caches, JIT ops and allocator pools).
+A rank's typical step is the mean over the middle half of its steps by step time, after the first few (the first
+steps build caches, JIT ops and allocator pools): the slowest and fastest quarters (a checkpoint save, a GC pause)
+are left out as a median would, and the phases still add up to the step. Per-phase medians do not: where a rank's
+backward and its wait in communication trade off from step to step, their medians add up to well under the median
+step.
 The slowest rank is the one with the most work of its own per step (step time minus communication): in a
 synchronous run every rank's step lasts as long as the slowest one's, and the others spend the difference waiting
 in a collective, so the step time alone cannot tell them apart.
@@ -39,7 +43,7 @@ STANDS_OUT = 0.25
 
 
 def warmup_steps(count: int) -> int:
-    """How many first steps the medians leave out: 3, fewer for a short run, none for one of 1-2 steps."""
+    """How many first steps the typical step leaves out: 3, fewer for a short run, none for one of 1-2 steps."""
     if count <= 2:
         return 0
     return min(3, count // 4) or 1
@@ -47,7 +51,7 @@ def warmup_steps(count: int) -> int:
 
 @dataclass(frozen=True)
 class RankAnatomy:
-    """One rank's median step: each phase's milliseconds (adding up to about `step_ms`) and its memory peaks."""
+    """One rank's typical step: each phase's milliseconds (adding up to `step_ms`) and its memory peaks."""
 
     rank: int
     steps: int
@@ -148,15 +152,23 @@ def _max(values: Iterable[int | None]) -> int | None:
     return max(present) if present else None
 
 
+def middle_half(records: Sequence[StepRecord]) -> list[StepRecord]:
+    """The steps whose time lies in the middle half (all of them where there are fewer than 4)."""
+    ordered = sorted(records, key=lambda r: r.step_ms)
+    cut = len(ordered) // 4
+    return ordered[cut:len(ordered) - cut]
+
+
 def rank_anatomy(rank: int, records: Sequence[StepRecord]) -> RankAnatomy:
-    """The median step of one rank's records (in step order), after the warm-up steps."""
-    kept = list(records[warmup_steps(len(records)):]) or list(records)
-    phases = {p: statistics.median(r.phase(p) for r in kept) for p in PHASES}
+    """The typical step of one rank's records (in step order): the mean of each phase, and of the step time, over
+    the middle half of the steps after the warm-up ones."""
+    kept = middle_half(list(records[warmup_steps(len(records)):]) or list(records))
+    phases = {p: statistics.fmean(r.phase(p) for r in kept) for p in PHASES}
     last = records[-1]
     gap = (last.gpu_reserved - last.gpu_allocated
            if last.gpu_reserved is not None and last.gpu_allocated is not None else None)
     return RankAnatomy(
-        rank=rank, steps=len(records), phases_ms=phases, step_ms=statistics.median(r.step_ms for r in kept),
+        rank=rank, steps=len(records), phases_ms=phases, step_ms=statistics.fmean(r.step_ms for r in kept),
         peak_gpu_allocated=_max(r.gpu_peak_allocated for r in records),
         peak_gpu_reserved=_max(r.gpu_peak_reserved for r in records), gpu_reserved_minus_allocated=gap,
         peak_host=_max(r.host_rss for r in records), peak_host_pinned=_max(r.host_pinned for r in records))

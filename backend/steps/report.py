@@ -1,4 +1,4 @@
-"""`traindeck steps`: the per-rank table of median phase times and shares, the verdict and the advice, as text."""
+"""`traindeck steps`: the per-rank table of a typical step's phase times and shares, the verdict and the advice, as text."""
 
 from __future__ import annotations
 
@@ -27,8 +27,10 @@ def anatomy_table(anatomy: StepAnatomy, rank: int | None = None) -> str:
         rows.append(cells)
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.rjust(widths[i]) for i, cell in enumerate(row)) for row in rows]
-    lines.append("median of each phase per step (after the first steps) and its share"
-                 + ("; * the slowest rank, which the others wait for" if anatomy.straggler is not None else ""))
+    lines.append("a typical step: each phase's mean over the middle half of the steps by time (after the first "
+                 "steps), adding up to the step, and its share"
+                 + ("; * the slowest rank, which the others wait for"
+                    if anatomy.straggler is not None and rank in (None, anatomy.straggler) else ""))
     for r, a in sorted(anatomy.ranks.items()):
         if rank is None or r == rank:
             lines.append("memory: " + memory_line(rank_memory_of(a)))

@@ -211,7 +211,7 @@ class Steps:
         rank = (anatomy.get("ranks") or {}).get("0") or {}
         phases = ", ".join(f"{p} {rank.get(p + '_ms', 0):.1f}" for p in
                            ("forward", "backward", "communication", "optimizer", "swap", "other"))
-        return anatomy, f"median ms {phases} of {rank.get('step_ms', 0):.1f}"
+        return anatomy, f"typical-step ms {phases} of {rank.get('step_ms', 0):.1f}"
 
     def overhead(self, key: str, name: str, launch: Launch, pairs: int, limit: float,
                  first_on: list[float] | None = None, first_show: Any = None) -> tuple[bool, str, list[Any]]:

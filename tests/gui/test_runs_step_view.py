@@ -132,7 +132,7 @@ def test_hovering_a_bar_says_its_phases_and_total(qtbot, make_page) -> None:  # 
     plant(record, steps(0, 12, backward=40.0), steps(1, 12, backward=90.0))
     page = make_page()
     panel = open_step_tab(qtbot, page, record.id)
-    assert panel.hover_at(1.0) == ("rank 1, each phase's median: 127.0 ms\n  backward 90.0 ms\n  communication 20.0 ms\n"
+    assert panel.hover_at(1.0) == ("rank 1, its typical step: 127.0 ms\n  backward 90.0 ms\n  communication 20.0 ms\n"
                                    "  forward 10.0 ms\n  optimizer 5.0 ms\n  other 2.0 ms")
     assert panel.hover_at(0.5) == ""  # between the bars
     panel.rank_box.setCurrentIndex(panel.rank_box.findText("rank 0"))
@@ -334,3 +334,18 @@ def test_a_multi_node_runs_table_says_each_ranks_machine() -> None:
                for rank in (0, 1) for n in range(1, 12)]
     anatomy = analyse(records, facts=RunFacts(rank_hosts={0: "node-a", 1: "node-b"}))
     assert [row.cells[0] for row in step_module.rank_rows(anatomy)] == ["0 (node-a)", "1 (node-b) (slowest)"]
+
+
+def test_history_sets_the_ranks_host_memory_side_by_side() -> None:
+    """ZeRO-3 with parameter offload holds the parameters in host RAM: on a CPU-only or offloaded run the host peak
+    is the memory figure that moved, where the GPU row has nothing."""
+    from traindeck.backend.steps import analyse
+    from traindeck.gui.pages.history.compare_panel import anatomy_rows
+
+    def run(rss_mib: int) -> list[StepRecord]:
+        return [StepRecord(rank=0, step=n, t=float(n), step_ms=20.0, phases_ms={"backward": 20.0},
+                           host_rss=rss_mib << 20) for n in range(1, 11)]
+
+    rows = {row[0].strip(): row[1:] for row in anatomy_rows(analyse(run(400)), analyse(run(900)))}
+    assert rows["GPU peak (allocated)"] == ("-", "-", "")
+    assert rows["Host peak (RSS)"] == ("400 MiB", "900 MiB", "2.25x (higher)")

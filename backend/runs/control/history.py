@@ -83,7 +83,7 @@ def _positive(value: Any) -> float | None:
 
 
 def step_record_seconds(records: Sequence[StepRecord]) -> tuple[float, str] | None:
-    """(seconds per step, where it comes from) from the run's step-timing records: the slowest rank's median step
+    """(seconds per step, where it comes from) from the run's step-timing records: the slowest rank's typical step
     after the first few (the rule of `runs show`'s step anatomy), or None without records."""
     ranks = [rank_anatomy(rank, steps) for rank, steps in by_rank(records).items() if steps]
     if not ranks:
@@ -93,7 +93,7 @@ def step_record_seconds(records: Sequence[StepRecord]) -> tuple[float, str] | No
         return None
     left = warmup_steps(slowest.steps)
     warm = f", the first {left} left out as warm-up" if left else ""
-    return slowest.step_ms / 1000.0, f"the median of {slowest.steps - left} timed steps{warm}"
+    return slowest.step_ms / 1000.0, f"the middle half of {slowest.steps - left} timed steps{warm}"
 
 
 def seconds_per_step(record: RunRecord, last: dict[str, float],
@@ -102,7 +102,7 @@ def seconds_per_step(record: RunRecord, last: dict[str, float],
                      after_warmup: Callable[[str, int], tuple[int, float] | None] | None = None
                      ) -> tuple[float | None, str]:
     """(seconds per optimizer step, where it comes from), best source first:
-    the step-timing records (median after the warm-up steps); HF Trainer's summary; the metrics logged with step
+    the step-timing records (the typical step after the warm-up steps); HF Trainer's summary; the metrics logged with step
     numbers (time between the first logged step after the warm-up and the last, so start-up and the first steps'
     op loading are left out); the progress bar's rate in steps; the run's duration over the steps it reached.
 

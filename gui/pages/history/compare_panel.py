@@ -1,7 +1,7 @@
 """History's comparison of two to eight runs, as one panel: figures side by side (one column a run), config
 differences, the launch commands argument by argument, the configs' unified diff, the overlay of their curves
 (overlay_panel.py) and, for two runs, "Code and packages" (git commits and dirty state, versions, and which packages
-differ in their pip freeze, and how) and "Step anatomy" (each run's slowest rank's median phase times and its
+differ in their pip freeze, and how) and "Step anatomy" (each run's slowest rank's typical phase times and its
 verdict: ZeRO-2 against ZeRO-3, say). Two runs read as A and B with B's ratio to A; more read as A, B, C ... with
 each one's ratio to A beside its value. The comparisons themselves are backend/runs/control/compare.py
 (compare_runs, compare_many, overlay), compare_provenance and run_step_anatomy; all are read on the thread pool,
@@ -101,8 +101,8 @@ def _ms_change(a: float | None, b: float | None) -> str:
 
 
 def anatomy_rows(a: StepAnatomy, b: StepAnatomy) -> list[tuple[str, str, str, str]]:
-    """Two runs' step anatomies side by side: the slowest rank of each, its median phase times, step time and GPU
-    peak, and what bounds each run."""
+    """Two runs' step anatomies side by side: the slowest rank of each, its typical phase times, step time, GPU
+    and host peaks, and what bounds each run."""
     def slowest(anatomy: StepAnatomy) -> RankAnatomy | None:
         return anatomy.ranks.get(anatomy.slowest_rank) if anatomy.slowest_rank is not None else None
 
@@ -121,10 +121,12 @@ def anatomy_rows(a: StepAnatomy, b: StepAnatomy) -> list[tuple[str, str, str, st
         rows.append((f"  {phase}", ms(va), ms(vb), _ms_change(va, vb)))
     rows.append(("Step", ms(sa.step_ms if sa else None), ms(sb.step_ms if sb else None),
                  _ms_change(sa.step_ms if sa else None, sb.step_ms if sb else None)))
-    ga, gb = sa.peak_gpu_allocated if sa else None, sb.peak_gpu_allocated if sb else None
-    peak = _ratio(ga, gb)
-    rows.append(("GPU peak (allocated)", format_bytes(ga), format_bytes(gb),
-                 f"{peak} ({'lower' if (gb or 0) < (ga or 0) else 'higher'})" if peak not in ("", "same") else peak))
+    for title, field in (("GPU peak (allocated)", "peak_gpu_allocated"), ("Host peak (RSS)", "peak_host")):
+        # The host row: offloaded optimizer state and parameters live in host RAM, where the GPU row has nothing.
+        ma, mb = getattr(sa, field) if sa else None, getattr(sb, field) if sb else None
+        peak = _ratio(ma, mb)
+        rows.append((title, format_bytes(ma), format_bytes(mb),
+                     f"{peak} ({'lower' if (mb or 0) < (ma or 0) else 'higher'})" if peak not in ("", "same") else peak))
     rows.append(("Bound by", a.bound or "-", b.bound or "-", "" if a.bound == b.bound else "differs"))
     return rows
 
@@ -195,8 +197,8 @@ class ComparePanel(QWidget):
         self.diff_view.setPlaceholderText("The configs' unified diff appears here.")
         self._highlighter = DiffHighlighter(self.diff_view)
         self.provenance_table = self._side_by_side(("", "A", "B", "B vs A"))  # as on Figures: "differs", "upgraded"
-        # Step anatomy: the slowest ranks' median phases side by side, each run's verdict below them.
-        self.steps_table = self._side_by_side(("Median per step (slowest rank)", "A", "B", "B vs A"))
+        # Step anatomy: the slowest ranks' typical phases side by side, each run's verdict below them.
+        self.steps_table = self._side_by_side(("Typical step (slowest rank)", "A", "B", "B vs A"))
         self.steps_verdicts = QLabel()
         self.steps_verdicts.setObjectName("stepVerdicts")
         self.steps_verdicts.setWordWrap(True)

@@ -1,6 +1,6 @@
 """The Runs page's Step tab: inside the open run's steps. A stacked bar per step (the chosen rank's latest steps, or
-each rank's median step side by side), one colour per phase (forward, backward, communication, optimizer, swap,
-other); a table of each rank's median phase times, step time and memory peaks with the slowest rank marked; and the
+each rank's typical step side by side), one colour per phase (forward, backward, communication, optimizer, swap,
+other); a table of each rank's typical phase times, step time and memory peaks with the slowest rank marked; and the
 run's verdict, slow-down, notes (why a phase is missing) and advice.
 
 What it shows is backend/runs/control/step_view.py's `read_step_view`, read on the thread pool with the page's own
@@ -50,7 +50,8 @@ TABLE_ROWS = 6  # ranks shown in the table before it scrolls
 COLUMNS = ("Rank", "Steps", *PHASES, "Step", "GPU peak", "Host peak")
 SLOWEST = "slowest"
 OUTLIER = 3.0  # a bar this many times the median bar is left off the y axis' fit (its time is written above it)
-TABLE_TIP = "Median of each phase per step (after the first steps) and its share of the step"
+TABLE_TIP = ("A typical step: each phase's mean over the middle half of the steps by time (after the first "
+             "steps), adding up to the step, and its share of it")
 NAMED_TICKS = 8  # more ranks than this: the ticks say the rank's number only
 
 
@@ -102,7 +103,7 @@ def rank_name(anatomy: StepAnatomy, rank: int) -> str:
 
 
 def step_bars(view: StepView, rank: int | None) -> StepBars:
-    """Rank `rank`'s latest steps, one bar per step; None: each rank's median step, one bar per rank."""
+    """Rank `rank`'s latest steps, one bar per step; None: each rank's typical step, one bar per rank."""
     if rank is None:
         ranks = sorted(view.anatomy.ranks.items())
         many = len(ranks) > NAMED_TICKS
@@ -123,7 +124,7 @@ class RankRow:
 
 
 def rank_rows(anatomy: StepAnatomy) -> list[RankRow]:
-    """Each rank's median phase times (ms and share of the step), step time, GPU peak and host peak."""
+    """Each rank's typical phase times (ms and share of the step), step time, GPU peak and host peak."""
     rows = []
     for rank, a in sorted(anatomy.ranks.items()):
         total = sum(a.phases_ms.values()) or 1.0
@@ -154,7 +155,7 @@ class StepPanel(QWidget):
         self.setObjectName("stepPanel")
 
         self.rank_box = QComboBox()
-        self.rank_box.setToolTip("The bars: one rank's latest steps, or each rank's median step side by side")
+        self.rank_box.setToolTip("The bars: one rank's latest steps, or each rank's typical step side by side")
         self.rank_box.currentIndexChanged.connect(lambda _index: self._draw_bars())
         self.verdict = _label(wrap=True, selectable=True, bold=True)
         self.verdict.setObjectName("stepVerdict")
@@ -340,7 +341,7 @@ class StepPanel(QWidget):
         box.blockSignals(False)
 
     def chosen_rank(self) -> int | None:
-        """The rank whose latest steps the bars show; None: each rank's median step."""
+        """The rank whose latest steps the bars show; None: each rank's typical step."""
         data = self.rank_box.currentData()
         return int(data) if isinstance(data, int) else None
 
@@ -450,9 +451,9 @@ class StepPanel(QWidget):
         index = bars.index_at(x, width)
         if index is None:
             return ""
-        if bars.ticks is not None:  # each rank's median step
+        if bars.ticks is not None:  # each rank's typical step
             ranks = sorted(self.view.anatomy.ranks) if self.view is not None else []
-            label = f"rank {ranks[index]}, each phase's median" if index < len(ranks) else bars.ticks[index]
+            label = f"rank {ranks[index]}, its typical step" if index < len(ranks) else bars.ticks[index]
         else:
             label = f"step {int(bars.x[index])} of rank {rank}"
         return bars.words(index, label)

@@ -157,3 +157,31 @@ def test_only_a_running_run_without_its_supervisor_is_lost(traindeck_home):
                                 state="running", started_at=now - 40))
     states = {c.id: c.state for c in run_choices(alive=lambda record: False)}
     assert states == {"stopped-1": "stopped", "done-1": "succeeded", "orphan-1": "lost"}
+
+
+def test_offload_per_step_seconds_come_from_the_timed_steps_not_the_logs_read_times(traindeck_home):
+    # As a 2-rank ZeRO-3 run logged it: DeepSpeed prints a line per step, read by the supervisor about every 100
+    # ms, so two steps of 70 ms often share a read time (0.00 s/step) and the next is 0.10 s/step. The ranks timed
+    # each step's end.
+    from traindeck.backend.steps import PHASES, StepRecord
+
+    t0 = 1_000.0
+    with RunStore() as store:
+        store.add_run(RunRecord(id="z3", run_dir=str(traindeck_home), created_at=t0))
+        store.add_metrics("z3", [("lr", n, t0 + round(n * 0.07, 1), 1e-3, 0) for n in range(1, 41)])
+        store.add_steps("z3", [StepRecord(rank=r, step=n, t=t0 + n * 0.07, step_ms=70.0,
+                                          phases_ms={p: 70.0 if p == "backward" else 0.0 for p in PHASES})
+                               for r in (0, 1) for n in range(1, 41)])
+        store.add_run(RunRecord(id="resumed", run_dir=str(traindeck_home), created_at=t0))
+        store.add_metrics("resumed", [("loss", 1000 + n, t0 + n, 1.0, 0) for n in range(1, 11)])
+        store.add_steps("resumed", [StepRecord(rank=0, step=n, t=t0 + n - 0.01, step_ms=990.0,
+                                               phases_ms={p: 990.0 if p == "backward" else 0.0 for p in PHASES})
+                                    for n in range(1, 11)])
+    view = run_offload("z3")
+    per_step = [round(f["seconds_per_step"], 3) for f in view["steps"]]
+    assert per_step == [0.07] * 39
+    assert summarize_steps(view["steps"])["seconds_per_step"] == pytest.approx(0.07)
+    assert [s for _, s in view["step_times"]] == list(range(1, 41))
+    # The log counts its steps otherwise than the ranks (a resumed run): its own numbers and times stay.
+    resumed = run_offload("resumed")
+    assert resumed["step_times"] == [(t0 + n, 1000 + n) for n in range(1, 11)]

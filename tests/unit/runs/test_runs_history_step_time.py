@@ -51,7 +51,7 @@ def test_a_candidates_step_time_and_throughput_agree_with_the_trials(store):
     a, b = run_figures(store, fast), run_figures(store, slow)
     assert a.seconds_per_step == pytest.approx(fast_ms / 1000, rel=0.01)
     assert b.seconds_per_step == pytest.approx(slow_ms / 1000, rel=0.01)
-    assert a.seconds_per_step_source == "the median of 4 timed steps, the first 1 left out as warm-up"
+    assert a.seconds_per_step_source == "the middle half of 4 timed steps, the first 1 left out as warm-up"
     batch = 2 * 2  # micro batch 2 x 2 processes (make_run's preset: no train_batch_size)
     assert a.throughput == pytest.approx(batch * 1000 / fast_ms, rel=0.01)
     assert "step rate" in a.throughput_source

@@ -121,6 +121,21 @@ def test_medians_leave_out_the_first_steps_and_phases_add_up() -> None:
     assert anatomy.summary.startswith("optimizer-bound: the optimizer step takes 60% of each step (60 ms of 100 ms)")
 
 
+def test_a_typical_step_adds_up_where_backward_and_the_wait_in_communication_trade_off() -> None:
+    # As two CPU ranks over gloo measured: a step whose backward runs long waits less in the next all-reduce, and
+    # the other way round. Each step adds up to its time; per-phase medians (25 + 22.5 + 5 ms) would not (57.5).
+    cycle = [(40, 10), (10, 45), (30, 30), (20, 15)]  # (backward, communication): steps of 55, 60, 65 and 40 ms
+    records = [step(0, n, forward=5, backward=cycle[n % 4][0], communication=cycle[n % 4][1]) for n in range(1, 42)]
+    records.append(step(0, 42, forward=5, backward=900, communication=5))  # a checkpoint save: left out
+    rank = analyse(records).ranks[0]
+    assert sum(rank.phases_ms.values()) == pytest.approx(rank.step_ms)
+    assert rank.step_ms == pytest.approx(57.5, abs=0.5)  # the middle half: the steps of 55 and 60 ms
+    anatomy = analyse(records)
+    share, bound_ms = rank.share("compute"), rank.bound_ms("compute")
+    assert f"{share:.0%} of each step ({bound_ms:.0f} ms of {rank.step_ms:.0f} ms)" in anatomy.summary
+    assert round(bound_ms / rank.step_ms, 2) == round(share, 2)
+
+
 def test_the_rank_that_sleeps_in_its_data_is_the_slowest_and_the_run_is_data_bound() -> None:
     # Rank 1 sleeps 80 ms loading its batch; rank 0 waits the same 80 ms in the gradient all-reduce. Both steps
     # last 120 ms: only the time each spends outside communication tells who holds the other up.
@@ -287,6 +302,34 @@ def test_steps_command_and_runs_show_json(tmp_path: Path) -> None:
     missing = subprocess.run([sys.executable, "-m", "traindeck", "steps", "anatomy", "--rank", "3"],
                              capture_output=True, text=True, env=env, timeout=120)
     assert missing.returncode != 0 and "has no timed step of rank 3" in missing.stderr
+
+
+def test_steps_of_one_rank_keep_the_runs_verdict(tmp_path: Path) -> None:
+    # Rank 0 computes 60 ms a step; rank 1 computes 30 and waits 30 for rank 0 in the all-reduce. What bounds the
+    # run is rank 0's compute, whichever rank's row is asked for: rank 1 alone would read as communication-bound.
+    record = _planted_run(tmp_path)
+    with RunStore() as store:
+        store.add_steps(record.id, [step(0, n, forward=20, backward=40, communication=5, optimizer=5)
+                                    for n in range(1, 11)])
+        store.add_steps(record.id, [step(1, n, forward=10, backward=20, communication=35, optimizer=5)
+                                    for n in range(1, 11)])
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+
+    def steps(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "traindeck", "steps", "anatomy", *args], capture_output=True,
+                              text=True, env=env, timeout=120)
+
+    whole, one = steps(), steps("--rank", "1")
+    assert whole.returncode == 0 and one.returncode == 0, one.stderr
+    verdict = next(x for x in whole.stdout.splitlines() if "-bound:" in x)
+    assert verdict.startswith("compute-bound") and verdict in one.stdout.splitlines()
+    assert "\n   1  " in one.stdout and "\n   0  " not in one.stdout and "\n  0*" not in one.stdout
+    assert "* the slowest rank" in whole.stdout and "* the slowest rank" not in one.stdout  # no starred row shown
+    as_json = json.loads(steps("--rank", "1", "--json").stdout)
+    assert list(as_json["ranks"]) == ["1"] and as_json["bound"] == "compute" and as_json["slowest_rank"] == 0
+    missing = steps("--rank", "3", "--json")
+    assert missing.returncode != 0 and "has no timed step of rank 3 (ranks timed: 0, 1)" in missing.stderr
+    assert "never called optimizer.step()" not in missing.stdout + missing.stderr
 
 
 def test_a_run_with_timing_off_says_so_and_files_are_read_when_the_store_has_nothing(tmp_path: Path) -> None:
