@@ -1,10 +1,14 @@
 """A run list's filter box (History's table, the Runs page's list): the text typed, remembered per page, read as
 `traindeck.backend.runs.parse_filter` reads it (a substring, or a /regex/), and a note beside it: how many runs are
-shown ("4 of 31 runs"), or why a /regex/ is not one. The list it filters asks `filter` and listens to `changed`."""
+shown ("4 of 31 runs"), or why a /regex/ is not one. The list it filters asks `filter` and listens to `changed`,
+and names itself (`lead_to`) so that Down in the box goes on into it, as in a browser's or an editor's search box."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSettings, Qt, Signal
+from collections.abc import Callable
+
+from PySide6.QtCore import QEvent, QObject, QSettings, Qt, Signal
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QBoxLayout, QLabel, QLineEdit, QSizePolicy, QWidget
 
 from traindeck.backend.runs import RunFilter, count_text, parse_filter
@@ -43,6 +47,24 @@ class RunFilterBox(QWidget):
         self.edit.setText(text)
         self._show_note()
         self.edit.textChanged.connect(self._edited)
+        self._list: QWidget | None = None
+        self._arrive: Callable[[], None] | None = None
+        self.edit.installEventFilter(self)
+
+    def lead_to(self, widget: QWidget, arrive: Callable[[], None] | None = None) -> None:
+        """Down (or Page Down) in the box moves the keyboard into `widget`, the list the box filters; `arrive` then
+        makes a row current where none shown is (the first run the filter shows)."""
+        self._list, self._arrive = widget, arrive
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if (watched is self.edit and self._list is not None and event.type() == QEvent.Type.KeyPress
+                and isinstance(event, QKeyEvent) and event.key() in (Qt.Key.Key_Down, Qt.Key.Key_PageDown)
+                and event.modifiers() == Qt.KeyboardModifier.NoModifier):
+            self._list.setFocus(Qt.FocusReason.OtherFocusReason)
+            if self._arrive is not None:
+                self._arrive()
+            return True
+        return super().eventFilter(watched, event)
 
     def focus(self) -> None:
         """Ctrl+F: into the box, its text selected (typing replaces it)."""

@@ -49,6 +49,10 @@ def test_history_filters_by_substring_or_regex_counts_and_remembers(qtbot, make_
     qtbot.keyClicks(box.edit, "GPT2")  # case ignored
     assert _names(page) == ["gpt2-large", "gpt2-small"]
     assert box.note.isVisible() and box.note.text() == "2 of 4 runs"
+    qtbot.keyClick(box.edit, Qt.Key.Key_Down)  # on into the table, at its first row shown
+    table = page.run_table.table
+    assert table.hasFocus() and table.currentIndex().isValid() and table.currentIndex().row() == 0
+    box.focus()
 
     for text, shown in (("zero3", ["bert-base"]), ("failed", ["llama-7b"]), (runs["gpt2-large"].id, ["gpt2-large"]),
                         ("/^gpt2-(s|l)[a-z]+$/", ["gpt2-large", "gpt2-small"]), ("/-7B$/", ["llama-7b"])):
@@ -108,6 +112,9 @@ def test_runs_list_filters_hides_empty_headings_and_remembers(qtbot, make_runs_p
     assert box.edit.hasFocus()
     qtbot.keyClicks(box.edit, "TRAIN_GPT")  # the script, case ignored
     assert _shown(page) == ["RECENT", "gpt2-large", "gpt2-small"] and box.note.text() == "2 of 3 runs"
+    qtbot.keyClick(box.edit, Qt.Key.Key_Down)  # on into the list, at the first run shown (not its heading)
+    assert page.run_list.hasFocus() and page.run_list.currentItem().text().startswith("gpt2-large")
+    box.focus()
     box.edit.setText("zero3")
     assert _shown(page) == ["RECENT", "llama-7b"] and box.note.text() == "1 of 3 runs"
     box.edit.setText("/^gpt2-l/")

@@ -518,6 +518,7 @@ class RunTable(QWidget):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Fixed)
         self._name_min = self.fontMetrics().horizontalAdvance("llama-7b-offload-run") + 16
         self.table.installEventFilter(self)
+        self.filter_box.lead_to(self.table, self._arrive_from_filter)
         self.table.doubleClicked.connect(self._double_clicked)
         self.table.expanded.connect(lambda index: self._open.add(str(index.data(GROUP_ROLE))))
         self.table.collapsed.connect(lambda index: self._open.discard(str(index.data(GROUP_ROLE))))
@@ -689,6 +690,11 @@ class RunTable(QWidget):
     def _double_clicked(self, index: QModelIndex) -> None:
         if index.data(ID_ROLE):  # a trial's row opens and closes instead
             self.open_requested.emit()
+
+    def _arrive_from_filter(self) -> None:
+        """Down from the filter box: the current row stays; without one, the first row the filter shows."""
+        if not self.table.currentIndex().isValid() and self.proxy.rowCount() > 0:
+            self.table.setCurrentIndex(self.proxy.index(0, 0))
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.table and event.type() == QEvent.Type.Resize:

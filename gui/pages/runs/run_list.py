@@ -60,6 +60,7 @@ class RunList(QListWidget):
         self.currentItemChanged.connect(self._item_chosen)
         self.filter_box = RunFilterBox(source.ctx.settings, FILTER_KEY, note_below=True)
         self.filter_box.changed.connect(lambda _found: self._apply_filter())
+        self.filter_box.lead_to(self, self._arrive_from_filter)
         find = QShortcut(QKeySequence.StandardKey.Find, self, self.filter_box.focus)
         find.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)  # elsewhere on the page: the console's
         self._words: dict[str, tuple[str, ...]] = {}  # per run listed: what the filter searches
@@ -197,6 +198,17 @@ class RunList(QListWidget):
         else:
             detail = f"{record.state} · {watch.duration_text(watch.run_duration(record))} · {started}"
         return f"{record.name or record.id}\n{detail}"
+
+    def _arrive_from_filter(self) -> None:
+        """Down from the filter box: the current run stays where the filter shows it; else the first run shown."""
+        current = self.currentItem()
+        if current is not None and not current.isHidden() and current.data(_RUN_ID):
+            return
+        for i in range(self.count()):
+            item = self.item(i)
+            if not item.isHidden() and item.data(_RUN_ID):
+                self.setCurrentItem(item)
+                return
 
     def _item_chosen(self, current: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
         if current is not None and current.data(_RUN_ID):
