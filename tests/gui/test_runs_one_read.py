@@ -54,6 +54,13 @@ def list_percent(page: RunsPage, name: str) -> int:
     return int(match.group(1))
 
 
+def settled(qtbot, page: RunsPage) -> None:  # type: ignore[no-untyped-def]
+    """Wait until neither the page's poll nor the list's read is on its way (twice: an answer may ask again)."""
+    for _ in range(2):
+        qtbot.waitUntil(lambda: not page.watched.polling and not page.run_list._listing, timeout=10000)
+        qtbot.wait(50)
+
+
 def test_progress_written_between_reads_never_splits_header_and_list(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
     record = recorded_run("one-read", 78)
     page = make_page()
@@ -63,6 +70,7 @@ def test_progress_written_between_reads_never_splits_header_and_list(qtbot, make
     # From here the test says when reads happen: the page's own timers would race it.
     page.poller.stop()
     page.list_timer.stop()
+    settled(qtbot, page)  # a read asked for before the timers stopped could otherwise land after the next write
     assert header_percent(page) == list_percent(page, "one-read") == 78
 
     for current in (85, 86, 93):
