@@ -155,6 +155,28 @@ ACCEPTANCE = (
     "gui/test_dashboard_e2e.py",
     # a real C++ extension compiled under a run (the compiler takes both cores for 20 s, minutes under load)
     "gui/test_runs_op_build.py",
+    # real runs of 20-50 s each beside two other workers on 2 cores (the slowest of `make test`): each is one
+    # flow of a capability whose parts have quicker tests in `make test`
+    "gui/test_launch_page.py::test_ctrl_enter_launches_the_cpu_demo_and_it_succeeds",
+    "gui/test_launch_page.py::test_runs_of_one_preset_launched_from_the_page_one_after_another_are_numbered",
+    "gui/test_launch_page.py::test_the_demo_chosen_under_cpu_demo_runs_under_an_accelerate_preset",
+    "gui/test_runs_stacks_button.py::test_stall_banner_and_stacks_button_name_the_stuck_rank",
+    "gui/test_runs_checkpoints_panel.py::test_checkpoints_live_save_now_stop_and_save_then_resume_and_bundle",
+    "launch/test_runs_cascade_launch.py", "launch/test_step_timing_fsdp.py", "launch/test_runs_companion_stop.py",
+    "launch/test_runs_launchers.py::test_cpu_demo_preset_trains_two_deepspeed_ranks_with_optimizer_offload",
+    "launch/test_runs_checkpoints_resume.py::test_companion_turns_stop_into_save_then_stop",
+    "launch/test_runs_checkpoints_resume.py::test_accelerate_save_state_folders_are_listed_and_resumed_with_a_template",
+    "launch/test_runs_provenance_tensorboard.py::test_a_trainers_printed_values_become_its_exact_tensorboard_values",
+    "launch/test_seed_systems.py::test_fsdp_yaml_without_sync_is_refused_as_unsharded_which_accelerate_confirms",
+    "launch/test_seed_systems.py::test_seed_fsdp_yaml_is_refused_before_launch_with_accelerates_reason",
+    "launch/test_queue.py::test_a_failed_run_does_not_stop_the_next_and_a_killed_keeper_loses_nothing",
+    "launch/test_queue.py::test_a_paused_queue_starts_nothing_and_stop_on_failure_pauses_it",
+    "unit/cli/test_run_default_names.py", "unit/runs/test_runs_stacks.py::test_stacks_of_a_real_hung_two_rank_run_name_the_stuck_function",
+    "unit/launch/test_step_timing_hook.py::test_timing_changes_nothing_the_script_computes_and_is_off_when_asked",
+    "unit/presets/test_presets_atomic.py::test_sigkilled_writer_leaves_the_old_or_the_new_preset",
+    "unit/estimate/test_estimate_params.py::test_counts_equal_the_real_models",
+    "perf/test_bench_smoke.py::test_bench_smoke[bench_run_output]",
+    "perf/test_bench_smoke.py::test_bench_smoke[bench_step_timing]",
 )
 
 
@@ -164,7 +186,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if len(parts) > 1 and parts[0] in TIERS:
             item.add_marker(parts[0])
         where = "/".join(parts)
-        if any(where == name or item.nodeid.split("[")[0].endswith(name) for name in ACCEPTANCE):
+        if any(where == name or item.nodeid.split("[")[0].endswith(name) or item.nodeid.endswith(name)
+               for name in ACCEPTANCE):
             item.add_marker(pytest.mark.acceptance)
         if MACHINE_FIXTURES & set(getattr(item, "fixturenames", ())) \
                 or any(item.get_closest_marker(name) for name in MACHINE_MARKERS):
