@@ -343,8 +343,16 @@ class TimeSeriesChart(QWidget):
 
     @x_window.setter
     def x_window(self, value: float | None) -> None:
-        self._x_window = float(value) if value else None
-        self.follow()
+        """A following chart shows the new window with its next redraw (a window that grows with every sample
+        costs no redraw of its own); one the person zoomed or panned follows again, at once."""
+        window = float(value) if value else None
+        if window == self._x_window and self.following:
+            return
+        self._x_window = window
+        if self.following:
+            self._schedule()
+        else:
+            self.follow()
 
     def set_axis_width(self, pixels: int) -> None:
         """A fixed width for the y axis, so that stacked charts (see link_x) line their plot areas up."""

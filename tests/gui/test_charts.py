@@ -291,3 +291,26 @@ def test_byte_counts_under_one_kib_are_whole_bytes() -> None:
     assert format_value(12.6, "B") == "13 B" and format_value(512.4, "B/s") == "512 B/s"
     assert format_value(1023.7, "B") == "1 KiB"  # rounded up into the next unit, not "1024 B"
     assert format_value(1.5 * 2**10, "B") == "1.5 KiB" and format_value(2.25 * 2**30, "B") == "2.25 GiB"
+
+
+def test_a_growing_window_is_drawn_with_the_next_redraw_not_at_each_change(chart, qtbot):
+    """The Monitor widens its charts' window with every sample until the chosen window is filled: each change must
+    not redraw the chart at once (at 5 samples/s and a dozen charts, that alone fell minutes behind on a busy machine),
+    and the redraw that follows shows the newest window."""
+    chart.append("RSS", np.arange(1000.0), np.ones(1000))
+    chart.flush()
+    view = chart.plot_item.getViewBox()
+    drawn = view.viewRange()[0]
+    for window in (100, 101, 102):
+        chart.append("RSS", 1000.0 + window, 1.0)
+        chart.x_window = window
+        assert view.viewRange()[0] == pytest.approx(drawn)  # not yet: with the next redraw
+    qtbot.waitUntil(lambda: view.viewRange()[0][1] >= 1102, timeout=5000)
+    low, high = view.viewRange()[0]
+    assert 1102 - 102 - 5 <= low <= 1102 - 102 + 5
+    # A chart the person zoomed keeps its view while the window changes only where it follows; a new window asked of
+    # it (the toolbar's) follows the data again, at once.
+    view.setXRange(10, 20, padding=0)
+    view.sigRangeChangedManually.emit([True, False])
+    chart.x_window = 50
+    assert view.viewRange()[0][1] >= 1102
