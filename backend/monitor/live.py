@@ -326,8 +326,11 @@ def with_timed_steps(logged: list[tuple[float, int]], timed: list[tuple[float, i
 
 
 def step_phases(run_id: str, store_path: Path | str, last: int = 3000) -> dict[str, Any] | None:
-    """The slowest rank's step phases on the offload view's time axis: {"rank", "t": [step end times], "step":
-    [step numbers], "<phase>": [ms per step]} for its newest `last` steps, or None when no step was timed (backend/steps)."""
+    """The slowest rank's step phases on the offload view's time axis: {"rank", "straggler", "ranks", "t": [step end
+    times], "step": [step numbers], "<phase>": [ms per step]} for its newest `last` steps, or None when no step was
+    timed (backend/steps). "straggler" is the anatomy's (the rank the others wait for, None where the ranks are
+    evenly matched or there is one), so a view calls "rank" the slowest only where the Step tab marks it so;
+    "ranks" is how many ranks timed steps."""
     import numpy as np
 
     from traindeck.backend.runs.record.run_store import RunStore
@@ -337,9 +340,11 @@ def step_phases(run_id: str, store_path: Path | str, last: int = 3000) -> dict[s
         recent = store.steps(run_id, last=200)
         if not recent:
             return None
-        rank = analyse(recent).slowest_rank
+        anatomy = analyse(recent)
+        rank = anatomy.slowest_rank
         records = store.steps(run_id, rank=rank, last=last)
-    out: dict[str, Any] = {"rank": rank, "t": np.array([r.t for r in records], dtype=float),
+    out: dict[str, Any] = {"rank": rank, "straggler": anatomy.straggler, "ranks": len(anatomy.ranks),
+                           "t": np.array([r.t for r in records], dtype=float),
                            "step": np.array([r.step for r in records], dtype=int)}
     for phase in PHASES:
         out[phase] = np.array([r.phase(phase) for r in records], dtype=float)

@@ -297,6 +297,8 @@ def test_a_run_whose_log_has_no_step_numbers_is_stepped_by_its_timed_steps_in_co
     assert view.table.rowCount() == len(timed) - 1 and "s/step" in view.summary.text()
     phases = view.phases
     assert "swap" not in phases.series_names() and phases.title.endswith("; no time in swap")
+    # Both ranks timed alike: one is drawn, and the title does not call it the slowest (the Step tab marks none).
+    assert phases.title == "Step phases of rank 0 (ranks evenly matched; stacked, ms per step); no time in swap"
     colours = phase_colours(view)
     drawn = ["forward", "backward", "communication", "optimizer", "other"]
     assert phases.series_names() == drawn

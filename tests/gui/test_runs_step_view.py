@@ -297,7 +297,9 @@ def test_history_compares_two_runs_step_anatomies(qtbot) -> None:  # type: ignor
         table = panel.steps_table
         rows = {table.item(r, 0).text().strip(): [table.item(r, c).text() for c in (1, 2, 3)]
                 for r in range(table.rowCount())}
-        assert rows["Slowest rank"][:2] == ["rank 1 (of 2)", "rank 0 (of 2)"]
+        # Rank 1's 5 ms more of backward is a hair: neither run has a rank the others wait for.
+        assert rows["Rank"][:2] == ["rank 1 of 2 (ranks evenly matched)", "rank 0 of 2 (ranks evenly matched)"]
+        assert table.horizontalHeaderItem(0).text() == "Typical step of one rank"
         assert rows["communication"] == ["10.0 ms", "200.0 ms", "+190.0 ms (20.00x)"]
         assert rows["backward"] == ["45.0 ms", "40.0 ms", "-5.0 ms (0.89x)"]
         assert rows["optimizer"] == ["5.0 ms", "5.0 ms", "same"]
@@ -322,7 +324,21 @@ def test_history_says_a_phase_that_all_but_vanished_in_milliseconds() -> None:
     rows = {row[0].strip(): row[1:] for row in anatomy_rows(analyse(run(50.5)), analyse(run(0.2)))}
     assert rows["other"] == ("50.5 ms", "0.2 ms", "-50.3 ms (0.004x)")
     assert rows["Step"] == ("70.5 ms", "20.2 ms", "-50.3 ms (0.29x)")
-    assert rows["Slowest rank"][:2] == ("rank 0 (of 1)", "rank 0 (of 1)")
+    assert rows["Rank"][:2] == ("rank 0 of 1", "rank 0 of 1")
+
+
+def test_history_calls_a_rank_the_slowest_only_where_the_step_tab_marks_it() -> None:
+    """One rule for "slowest" (StepAnatomy.straggler): run A's rank 1 does 40% more work of its own and is the
+    slowest, as the Step tab marks it; run B's ranks differ by a hair, so its rank is shown without the claim."""
+    from traindeck.backend.steps import analyse
+    from traindeck.gui.pages.history.compare_panel import anatomy_rows
+
+    lagging = analyse(steps(0, 10, backward=40.0) + steps(1, 10, backward=63.0))
+    even = analyse(steps(0, 10, backward=41.0) + steps(1, 10, backward=40.0))
+    assert (lagging.straggler, even.straggler, even.slowest_rank) == (1, None, 0)
+    rows = {row[0].strip(): row[1:] for row in anatomy_rows(lagging, even)}
+    assert rows["Rank"][:2] == ("rank 1 of 2, the slowest", "rank 0 of 2 (ranks evenly matched)")
+    assert rows["backward"][:2] == ("63.0 ms", "41.0 ms")
 
 
 def test_a_multi_node_runs_table_says_each_ranks_machine() -> None:
