@@ -248,14 +248,16 @@ def run_health_strip(run_id: str, store_path: Path | str | None = None) -> dict[
 
 def run_history(run_id: str, max_points: int = 3000, store_path: Path | str | None = None) -> dict[str, Any]:
     """What the Monitor page shows of a run from its recording: the charted series (downsampled to
-    `max_points`; host figures included), the processes of its last sample, and each rank's line (`rank_lines`)."""
+    `max_points`; host figures included), the processes of its last sample, each rank's line (`rank_lines`), and
+    the rank lines of that last sample ("alive": a line missing from it is a rank that exited)."""
     from traindeck.backend.core.paths import run_store_path
 
     path = Path(store_path) if store_path is not None else run_store_path()
     series = read_series(path, run_id, max_points=max_points)
     last = read_process_samples(path, run_id, limit=1)
     samples = read_process_samples(path, run_id, max_points=max_points)
-    return {"series": series, "last_processes": last[-1] if last else None, "ranks": rank_lines(samples)}
+    return {"series": series, "last_processes": last[-1] if last else None, "ranks": rank_lines(samples),
+            "alive": list(rank_lines(last))}
 
 
 RANK_FIGURES = (("rss", "rss_bytes"), ("cpu", "cpu_percent"), ("locked", "locked_bytes"),
