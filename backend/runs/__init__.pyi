@@ -70,7 +70,6 @@ from .control.metric_charts import ChartChoice as ChartChoice
 from .control.metric_charts import LastFigure as LastFigure
 from .control.metric_charts import StepClock as StepClock
 from .control.metric_charts import XMode as XMode
-from .control.metric_charts import clock_duration as clock_duration
 from .control.metric_charts import ema as ema
 from .control.metric_charts import filter_metrics as filter_metrics
 from .control.metric_charts import last_figures as last_figures
