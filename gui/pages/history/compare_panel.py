@@ -223,7 +223,7 @@ class ComparePanel(QWidget):
         self.tabs.addTab(self.config_table, "Config differences")
         self.tabs.addTab(self.diff_view, "Unified diff")
         self.tabs.addTab(self.provenance_table, "Code and packages")
-        self.tabs.addTab(steps, "Step anatomy")
+        self.tabs.addTab(steps, "&Step anatomy")  # Alt+S, as the Runs page's Step tab
         self.tabs.addTab(self.command_table, "Command")
         self.tabs.addTab(self.overlay, "Overlay")
         layout.addWidget(self.tabs, 1)
