@@ -1,4 +1,5 @@
 from . import paths as paths
+from .durations import duration_text as duration_text
 from .durations import rough_duration as rough_duration
 from .fileio import atomic_write_text as atomic_write_text
 from .fileio import read_json_file as read_json_file

@@ -248,14 +248,16 @@ def run_health_strip(run_id: str, store_path: Path | str | None = None) -> dict[
 
 def run_history(run_id: str, max_points: int = 3000, store_path: Path | str | None = None) -> dict[str, Any]:
     """What the Monitor page shows of a run from its recording: the charted series (downsampled to
-    `max_points`; host figures included), the processes of its last sample, and each rank's line (`rank_lines`)."""
+    `max_points`; host figures included), the processes of its last sample, each rank's line (`rank_lines`), and
+    the rank lines of that last sample ("alive": a line missing from it is a rank that exited)."""
     from traindeck.backend.core.paths import run_store_path
 
     path = Path(store_path) if store_path is not None else run_store_path()
     series = read_series(path, run_id, max_points=max_points)
     last = read_process_samples(path, run_id, limit=1)
     samples = read_process_samples(path, run_id, max_points=max_points)
-    return {"series": series, "last_processes": last[-1] if last else None, "ranks": rank_lines(samples)}
+    return {"series": series, "last_processes": last[-1] if last else None, "ranks": rank_lines(samples),
+            "alive": list(rank_lines(last))}
 
 
 RANK_FIGURES = (("rss", "rss_bytes"), ("cpu", "cpu_percent"), ("locked", "locked_bytes"),
@@ -326,8 +328,11 @@ def with_timed_steps(logged: list[tuple[float, int]], timed: list[tuple[float, i
 
 
 def step_phases(run_id: str, store_path: Path | str, last: int = 3000) -> dict[str, Any] | None:
-    """The slowest rank's step phases on the offload view's time axis: {"rank", "t": [step end times], "step":
-    [step numbers], "<phase>": [ms per step]} for its newest `last` steps, or None when no step was timed (backend/steps)."""
+    """The slowest rank's step phases on the offload view's time axis: {"rank", "straggler", "ranks", "t": [step end
+    times], "step": [step numbers], "<phase>": [ms per step]} for its newest `last` steps, or None when no step was
+    timed (backend/steps). "straggler" is the anatomy's (the rank the others wait for, None where the ranks are
+    evenly matched or there is one), so a view calls "rank" the slowest only where the Step tab marks it so;
+    "ranks" is how many ranks timed steps."""
     import numpy as np
 
     from traindeck.backend.runs.record.run_store import RunStore
@@ -337,9 +342,11 @@ def step_phases(run_id: str, store_path: Path | str, last: int = 3000) -> dict[s
         recent = store.steps(run_id, last=200)
         if not recent:
             return None
-        rank = analyse(recent).slowest_rank
+        anatomy = analyse(recent)
+        rank = anatomy.slowest_rank
         records = store.steps(run_id, rank=rank, last=last)
-    out: dict[str, Any] = {"rank": rank, "t": np.array([r.t for r in records], dtype=float),
+    out: dict[str, Any] = {"rank": rank, "straggler": anatomy.straggler, "ranks": len(anatomy.ranks),
+                           "t": np.array([r.t for r in records], dtype=float),
                            "step": np.array([r.step for r in records], dtype=int)}
     for phase in PHASES:
         out[phase] = np.array([r.phase(phase) for r in records], dtype=float)

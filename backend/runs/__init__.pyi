@@ -70,7 +70,6 @@ from .control.metric_charts import ChartChoice as ChartChoice
 from .control.metric_charts import LastFigure as LastFigure
 from .control.metric_charts import StepClock as StepClock
 from .control.metric_charts import XMode as XMode
-from .control.metric_charts import clock_duration as clock_duration
 from .control.metric_charts import ema as ema
 from .control.metric_charts import filter_metrics as filter_metrics
 from .control.metric_charts import last_figures as last_figures
@@ -102,11 +101,13 @@ from .control.step_view import STEP_TIMING_ENV as STEP_TIMING_ENV
 from .control.step_view import StepView as StepView
 from .control.step_view import read_step_view as read_step_view
 from .control.step_view import run_step_anatomy as run_step_anatomy
+from .control.system_series import RANKS_SUM as RANKS_SUM
 from .control.system_series import SYSTEM_CHARTS as SYSTEM_CHARTS
 from .control.system_series import SystemChart as SystemChart
 from .control.system_series import SystemLines as SystemLines
 from .control.system_series import SystemSection as SystemSection
 from .control.system_series import SystemSeries as SystemSeries
+from .control.system_series import ended_lines as ended_lines
 from .control.system_series import read_system_series as read_system_series
 from .control.system_series import read_system_table as read_system_table
 from .control.system_series import system_choice as system_choice

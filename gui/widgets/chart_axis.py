@@ -16,7 +16,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QFontMetricsF, QPen
 
-from traindeck.backend.runs import clock_duration
+from traindeck.backend.core import duration_text
 
 _BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
@@ -242,7 +242,10 @@ LABEL_GAP = 10.0  # px at least between two labels of a time axis
 TICK_PX = 80.0  # px between labelled ticks where the axis has room for two that far apart (a wide chart)
 
 
-duration_tick = clock_duration  # a tick of time since the start reads as the backend writes that duration
+def duration_tick(seconds: float) -> str:
+    """A tick (or the readout's x) of time since the start, to the nearest second, as the backend writes a
+    duration ("1:30", "2 d 00:00:00"; "-0:30" left of the start)."""
+    return duration_text(round(seconds))
 
 
 def whole_seconds(axis: pg.DateAxisItem) -> None:

@@ -99,6 +99,17 @@ def _nice_int(raw: float) -> int:
     return int(10 * exponent)
 
 
+def phases_title(phases: dict[str, Any]) -> str:
+    """The phases chart's title, saying whose steps it draws: "rank 1, the slowest" only where that rank is the
+    straggler (the one the Runs page's Step tab marks, which the others wait for); "rank 0" and "ranks evenly
+    matched" where no rank holds the others up; plain "rank 0" in a one-rank run."""
+    rank = phases["rank"]
+    if phases.get("straggler") is not None and phases["straggler"] == rank:
+        return f"Step phases of rank {rank}, the slowest (stacked, ms per step)"
+    even = "ranks evenly matched; " if (phases.get("ranks") or 0) > 1 else ""
+    return f"Step phases of rank {rank} ({even}stacked, ms per step)"
+
+
 class OffloadView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -107,8 +118,9 @@ class OffloadView(QWidget):
         self.nvme = TimeSeriesChart("NVMe I/O (offload folder)", "B/s")
         self.gpu = TimeSeriesChart("GPU utilisation (mean)", "%")
         self.phases = TimeSeriesChart("Step phases (stacked, per step)", "ms")
-        self.phases.setToolTip("Each training step of the slowest rank, timed inside the rank: forward, backward, "
-                               "communication, optimizer, NVMe swap and the rest, stacked (traindeck steps ID)")
+        self.phases.setToolTip("Each training step of one rank (the slowest, where one holds the others up), timed "
+                               "inside the rank: forward, backward, communication, optimizer, NVMe swap and the "
+                               "rest, stacked (traindeck steps ID)")
         self.charts = (self.host, self.pcie, self.nvme, self.gpu, self.phases)
         for chart in self.charts[1:]:
             chart.link_x(self.host)
@@ -265,9 +277,10 @@ class OffloadView(QWidget):
             chart.plot_item.getAxis("bottom").setStyle(showValues=bool(shown) and chart is shown[-1])
 
     def _show_phases(self, phases: dict[str, Any] | None) -> None:
-        """The slowest rank's phases per step, stacked: each line is the sum of its phase and those below it, and
-        the band between a line and the one below is filled in its phase's colour. A phase that took no time in any
-        step (swap without NVMe) is left out, so its line never hides the one it would lie on."""
+        """The slowest rank's phases per step (named as `phases_title` says), stacked: each line is the sum of its
+        phase and those below it, and the band between a line and the one below is filled in its phase's colour. A
+        phase that took no time in any step (swap without NVMe) is left out, so its line never hides the one it
+        would lie on."""
         colours = phase_colours(self)
         if self._phase_theme is not None and colours != self._phase_theme:
             # The theme changed: a chart's series keeps the colour it was made with, so they are made again.
@@ -288,8 +301,7 @@ class OffloadView(QWidget):
             return
         self.phases.show()
         idle = [name for name in STACK_ORDER if name not in drawn]
-        self.phases.set_title(f"Step phases of rank {phases['rank']}, the slowest (stacked, ms per step)"
-                              + (f"; no time in {', '.join(idle)}" if idle else ""))
+        self.phases.set_title(phases_title(phases) + (f"; no time in {', '.join(idle)}" if idle else ""))
         top = np.zeros(len(phases["t"]))
         below: pg.PlotDataItem | None = None
         for name in drawn:

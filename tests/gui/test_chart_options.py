@@ -104,7 +104,20 @@ def test_x_modes_label_the_axis(chart):
     assert isinstance(chart.plot_item.getAxis("bottom"), pg.DateAxisItem) and chart.x_is_time
     with pytest.raises(ValueError):
         chart.x_mode = "epochs"  # type: ignore[assignment]
-    assert duration_tick(90) == "1:30" and duration_tick(3725) == "1:02:05" and duration_tick(2 * 86400) == "2 d 00:00"
+    assert duration_tick(90) == "1:30" and duration_tick(3725) == "1:02:05" and duration_tick(2 * 86400) == "2 d 00:00:00"
+
+
+def test_time_since_start_reads_as_the_runs_duration_does() -> None:
+    """One formatter (backend duration_text): the relative axis' ticks, its readout and "exited at 0:42" write a
+    duration as the run's header and list do, days with their seconds; to the nearest second; signed left of 0."""
+    from traindeck.backend.runs import duration_text, moment_words
+
+    two_days = 2 * 86400 + 3 * 3600 + 4 * 60 + 5
+    assert duration_tick(two_days) == duration_text(two_days) == "2 d 03:04:05"
+    assert moment_words(1_000.0 + two_days, "relative", start=1_000.0) == "2 d 03:04:05"
+    assert duration_tick(41.6) == moment_words(1_041.6, "relative", start=1_000.0) == "0:42"
+    assert duration_tick(-30) == duration_text(-30) == "-0:30"
+    assert duration_text(-0.4) == "0:00" and duration_text(None) == ""
 
 
 def test_legend_values_change_without_a_redraw(chart):

@@ -201,6 +201,74 @@ def test_a_running_runs_ranks_are_sampled_live_with_their_real_memory(page, qtbo
     assert page.bridge.root_pid is None and page.run_panel.rank_rss_chart.series_names() == []
 
 
+def test_a_rank_that_exits_ends_its_lines_and_its_legend_says_when_not_its_last_figure(page, qtbot, traindeck_home):
+    """Rank 1 of a live run is killed (as the OOM killer ends one): its lines stop at its last sample, and its
+    legends say when it exited (the Runs page System view's words and rule) in place of a figure that is no longer
+    of now; the sum's legend says how many ranks it counts."""
+    import os
+    import signal
+
+    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+
+    run_panel = page.run_panel
+    rss, cpu = run_panel.rank_rss_chart, run_panel.rank_cpu_chart
+    with run_tree(ranks=2, mib=16) as tree:
+        with RunStore() as store:
+            store.add_run(RunRecord(id="live-run-3", run_dir=str(traindeck_home), created_at=time.time(),
+                                    name="tree", state="running", started_at=time.time(),
+                                    launcher_pid=tree["launcher"]))
+        _start(page, qtbot)
+        page.tabs.setCurrentWidget(run_panel)
+        page.picker.choose(RunChoice("live-run-3", "tree", "running", tree["launcher"], time.time()))
+        qtbot.waitUntil(lambda: rss.point_count("rank 1") >= 2, timeout=WAIT_MS)
+        rss.flush()
+        assert rss.legend_text("rank 1") == f"rank 1  {format_value(rss.last('rank 1'), 'B', 3)}"
+        os.kill(tree["ranks"][1], signal.SIGKILL)
+        qtbot.waitUntil(lambda: "exited at" in (rss.legend_text("rank 1") or ""), timeout=WAIT_MS)
+        last = float(rss.data("rank 1")[0][-1])
+        qtbot.waitUntil(lambda: rss.point_count("rank 0") >= rss.point_count("rank 1") + 3, timeout=WAIT_MS)
+        assert float(rss.data("rank 1")[0][-1]) == last  # its line ended there; rank 0's goes on
+        exited = time.strftime("%H:%M:%S", time.localtime(last))
+        for chart in (rss, cpu, run_panel.rank_locked_chart):
+            chart.flush()
+            assert chart.legend_text("rank 1") == f"rank 1  exited at {exited}"
+        assert rss.legend_text("all ranks").endswith("  (1 live)")
+        assert rss.legend_text("rank 0") == f"rank 0  {format_value(rss.last('rank 0'), 'B', 3)}"
+    page.picker.choose(None)
+
+
+def test_a_recording_says_when_a_rank_exited_as_the_runs_page_does(page, qtbot, traindeck_home):
+    """A finished run's recording in which rank 3 exited at sample 42 of 60: read back, its lines end there and its
+    legends say so, at the time the Runs page's System view says (the same rule, backend SystemLines)."""
+    import dataclasses
+
+    from fixtures.monitor_samples import training_sample
+
+    from traindeck.backend.runs.record.run_store import RunRecord, RunStore
+
+    t0 = float(int(time.time())) - 200
+
+    def sample(i: int):  # type: ignore[no-untyped-def]
+        whole = training_sample(i, t0=t0, gpus=4, ranks=4)
+        kept = tuple(p for p in whole.run.processes if i < 43 or p.rank != 3)  # rank 3 exits after sample 42
+        return dataclasses.replace(whole, run=dataclasses.replace(whole.run, processes=kept))
+
+    samples = [sample(i) for i in range(60)]
+    with RunStore() as store:
+        store.add_run(RunRecord(id="done-run-3", run_dir=str(traindeck_home), created_at=t0, name="done",
+                                state="succeeded", started_at=t0, ended_at=samples[-1].t))
+    _write_recording("done-run-3", samples)
+    _start(page, qtbot)
+    page.tabs.setCurrentWidget(page.run_panel)
+    page.picker.choose(RunChoice("done-run-3", "done", "succeeded", None, t0))
+    rss = page.run_panel.rank_rss_chart
+    qtbot.waitUntil(lambda: rss.point_count("rank 0") == 60, timeout=WAIT_MS)
+    assert rss.data("rank 3")[0][-1] == samples[42].t
+    rss.flush()
+    assert rss.legend_text("rank 3") == f"rank 3  exited at {time.strftime('%H:%M:%S', time.localtime(samples[42].t))}"
+    assert rss.legend_text("all ranks").endswith("  (3 live)")
+
+
 def test_a_run_picked_before_its_launcher_pid_is_recorded_is_sampled_once_it_is(page, qtbot, traindeck_home):
     """The first second of a launch: the run is listed as running before its supervisor records the launcher's pid.
     Watching it then must turn live when the pid arrives (it stayed unsampled until the run ended)."""
@@ -297,6 +365,8 @@ def test_a_run_whose_log_has_no_step_numbers_is_stepped_by_its_timed_steps_in_co
     assert view.table.rowCount() == len(timed) - 1 and "s/step" in view.summary.text()
     phases = view.phases
     assert "swap" not in phases.series_names() and phases.title.endswith("; no time in swap")
+    # Both ranks timed alike: one is drawn, and the title does not call it the slowest (the Step tab marks none).
+    assert phases.title == "Step phases of rank 0 (ranks evenly matched; stacked, ms per step); no time in swap"
     colours = phase_colours(view)
     drawn = ["forward", "backward", "communication", "optimizer", "other"]
     assert phases.series_names() == drawn
@@ -356,9 +426,10 @@ def test_a_page_opened_on_the_offload_tab_reads_the_run_chosen(qtbot, traindeck_
         ctx.tasks.wait(10000)
 
 
-def test_a_recording_that_outlived_its_ranks_names_their_last_figures_in_the_legends(page, qtbot, traindeck_home):
+def test_a_recording_that_outlived_its_ranks_says_when_they_ended_in_the_legends(page, qtbot, traindeck_home):
     """A lost run's recording ends with samples taken after its ranks had gone (host figures only): the run's totals
-    end in a gap there, yet their legends say their last figures as the ranks' own lines do."""
+    end in a gap there, and their legends say when they ended, as the ranks' own lines say when they exited (the
+    Runs page System view's words), not a blank for the gap."""
     import dataclasses
 
     from traindeck.backend.monitor.demo import demo_samples
@@ -379,10 +450,11 @@ def test_a_recording_that_outlived_its_ranks_names_their_last_figures_in_the_leg
     assert np.isnan(rss.data("all ranks")[1][-1])  # the gap after the ranks
     rss.flush()
     cpu.flush()
-    last = ran[-1].run
-    assert rss.legend_text("all ranks") == f"all ranks  {format_value(last.ranks_rss_bytes, 'B', 3)}"
-    assert rss.legend_text("largest rank") == f"largest rank  {format_value(last.max_rank_rss_bytes, 'B', 3)}"
-    assert cpu.legend_text("all ranks") == f"all ranks  {format_value(last.ranks_cpu_percent, '%', 3)}"
+    gone = time.strftime("%H:%M:%S", time.localtime(ran[-1].t))
+    assert rss.legend_text("all ranks") == f"all ranks  ended at {gone}"
+    assert rss.legend_text("largest rank") == f"largest rank  ended at {gone}"
+    assert cpu.legend_text("all ranks") == f"all ranks  ended at {gone}"
+    assert rss.legend_text("rank 0") == cpu.legend_text("rank 0") == f"rank 0  exited at {gone}"
 
 
 def test_estimate_is_drawn_as_reference_lines_and_removed(page):

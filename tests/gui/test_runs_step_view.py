@@ -163,6 +163,30 @@ def test_the_legend_wraps_instead_of_being_cut_in_a_narrow_plot(qtbot, make_page
     assert [label.text for _sample, label in panel.legend.items] == list(PHASES)
 
 
+def test_alt_b_takes_the_focus_to_the_bars_of_box_and_the_arrows_choose_the_rank(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
+    """The Step tab's "Bars of" box has a key as its neighbours do (Alt+S the tab, Alt+M the charts' smoothing):
+    Alt+B from anywhere on the page opens the tab with the focus in the box; Down then shows rank 0's steps."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication
+
+    record = add_run("keys")
+    plant(record, steps(0, 12, backward=40.0), steps(1, 12, backward=90.0))
+    page = make_page()
+    open_step_tab(qtbot, page, record.id)
+    page.lower_tabs.setCurrentWidget(page.charts)
+    page.run_list.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is page.run_list, timeout=5000)
+    QTest.keyClick(QApplication.focusWidget(), Qt.Key.Key_B, Qt.KeyboardModifier.AltModifier)
+    panel = page.step_panel
+    assert page.lower_tabs.currentWidget() is panel
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is panel.rank_box, timeout=5000)
+    assert panel.chosen_rank() is None
+    QTest.keyClick(panel.rank_box, Qt.Key.Key_Down)
+    assert panel.chosen_rank() == 0
+    assert "Alt+B" in panel.rank_box.toolTip()
+
+
 def test_the_rank_box_shows_one_ranks_latest_steps(qtbot, make_page) -> None:  # type: ignore[no-untyped-def]
     record = add_run("two ranks")
     many = RECENT_STEPS + 15
@@ -293,11 +317,13 @@ def test_history_compares_two_runs_step_anatomies(qtbot) -> None:  # type: ignor
         qtbot.waitUntil(lambda: panel.step_anatomies is not None, timeout=10000)
         a, b = panel.step_anatomies
         assert (a.bound, b.bound) == ("compute", "communication")
-        assert panel.tabs.tabText(4) == "Step anatomy"
+        assert panel.tabs.tabText(4) == "&Step anatomy"  # Alt+S, as the Runs page's Step tab
         table = panel.steps_table
         rows = {table.item(r, 0).text().strip(): [table.item(r, c).text() for c in (1, 2, 3)]
                 for r in range(table.rowCount())}
-        assert rows["Slowest rank"][:2] == ["rank 1 (of 2)", "rank 0 (of 2)"]
+        # Rank 1's 5 ms more of backward is a hair: neither run has a rank the others wait for.
+        assert rows["Rank"][:2] == ["rank 1 of 2 (ranks evenly matched)", "rank 0 of 2 (ranks evenly matched)"]
+        assert table.horizontalHeaderItem(0).text() == "Typical step of one rank"
         assert rows["communication"] == ["10.0 ms", "200.0 ms", "+190.0 ms (20.00x)"]
         assert rows["backward"] == ["45.0 ms", "40.0 ms", "-5.0 ms (0.89x)"]
         assert rows["optimizer"] == ["5.0 ms", "5.0 ms", "same"]
@@ -305,6 +331,38 @@ def test_history_compares_two_runs_step_anatomies(qtbot) -> None:  # type: ignor
         assert rows["Bound by"] == ["compute", "communication", "differs"]
         verdicts = panel.steps_verdicts.text()
         assert f"<b>A</b>: {html.escape(a.summary)}<br><b>B</b>: {html.escape(b.summary)}" == verdicts
+    finally:
+        page.shutdown()
+        page.ctx.tasks.wait(10000)
+
+
+def test_alt_s_opens_historys_step_anatomy_tab(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """History's comparison: Alt+S (its underlined S) opens the Step anatomy tab from anywhere on the page, as Alt+S
+    opens the Runs page's Step tab; F1's list says so."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication
+
+    from traindeck.gui.main_window import SHORTCUTS
+    from traindeck.gui.pages.history import HistoryPage
+
+    a, b = add_run("a", state="succeeded"), add_run("b", state="succeeded")
+    plant(a, steps(0, 10, backward=40.0))
+    plant(b, steps(0, 10, backward=50.0))
+    page = HistoryPage(AppContext())
+    qtbot.addWidget(page)
+    try:
+        page.show()
+        qtbot.waitExposed(page)
+        panel = page.compare_panel
+        panel.compare(a.id, b.id)
+        qtbot.waitUntil(lambda: panel.step_anatomies is not None, timeout=10000)
+        assert panel.tabs.currentIndex() != 4
+        page.run_table.table.setFocus()
+        qtbot.waitUntil(lambda: QApplication.focusWidget() is page.run_table.table, timeout=5000)
+        QTest.keyClick(QApplication.focusWidget(), Qt.Key.Key_S, Qt.KeyboardModifier.AltModifier)
+        assert panel.tabs.currentIndex() == 4 and panel.tabs.currentWidget().isVisible()
+        assert ("Alt+S", "History: the comparison's Step anatomy tab") in SHORTCUTS
     finally:
         page.shutdown()
         page.ctx.tasks.wait(10000)
@@ -322,7 +380,21 @@ def test_history_says_a_phase_that_all_but_vanished_in_milliseconds() -> None:
     rows = {row[0].strip(): row[1:] for row in anatomy_rows(analyse(run(50.5)), analyse(run(0.2)))}
     assert rows["other"] == ("50.5 ms", "0.2 ms", "-50.3 ms (0.004x)")
     assert rows["Step"] == ("70.5 ms", "20.2 ms", "-50.3 ms (0.29x)")
-    assert rows["Slowest rank"][:2] == ("rank 0 (of 1)", "rank 0 (of 1)")
+    assert rows["Rank"][:2] == ("rank 0 of 1", "rank 0 of 1")
+
+
+def test_history_calls_a_rank_the_slowest_only_where_the_step_tab_marks_it() -> None:
+    """One rule for "slowest" (StepAnatomy.straggler): run A's rank 1 does 40% more work of its own and is the
+    slowest, as the Step tab marks it; run B's ranks differ by a hair, so its rank is shown without the claim."""
+    from traindeck.backend.steps import analyse
+    from traindeck.gui.pages.history.compare_panel import anatomy_rows
+
+    lagging = analyse(steps(0, 10, backward=40.0) + steps(1, 10, backward=63.0))
+    even = analyse(steps(0, 10, backward=41.0) + steps(1, 10, backward=40.0))
+    assert (lagging.straggler, even.straggler, even.slowest_rank) == (1, None, 0)
+    rows = {row[0].strip(): row[1:] for row in anatomy_rows(lagging, even)}
+    assert rows["Rank"][:2] == ("rank 1 of 2, the slowest", "rank 0 of 2 (ranks evenly matched)")
+    assert rows["backward"][:2] == ("63.0 ms", "41.0 ms")
 
 
 def test_a_multi_node_runs_table_says_each_ranks_machine() -> None:

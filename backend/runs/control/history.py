@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from traindeck.backend.core import duration_text
 from traindeck.backend.core.paths import run_store_path
-from traindeck.backend.runs.control.view import duration_text
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
 from traindeck.backend.runs.record.sweep_mark import SweepMark, read_sweep_mark
 from traindeck.backend.runs.record.throughput import Throughput, run_throughput

@@ -21,6 +21,7 @@ from typing import Literal
 
 import numpy as np
 
+from traindeck.backend.core import duration_text
 from traindeck.backend.core.fileio import atomic_write_bytes
 from traindeck.backend.runs.record.run_store import RunStore
 from traindeck.backend.runs.record.series import BoundedSeries
@@ -251,25 +252,13 @@ def time_x(t: np.ndarray, mode: XMode, *, clock: StepClock | None = None, start:
     return x_values(t, mode, x_is_time=True, start=start)
 
 
-def clock_duration(seconds: float) -> str:
-    """Seconds since a start as a clock reads them: 0:30, 12:00, 1:05:00, 2 d 03:00."""
-    sign = "-" if seconds < 0 else ""
-    s = int(round(abs(seconds)))
-    days, s = divmod(s, 86400)
-    h, s = divmod(s, 3600)
-    m, s = divmod(s, 60)
-    if days:
-        return f"{sign}{days} d {h:02d}:{m:02d}"
-    return f"{sign}{h}:{m:02d}:{s:02d}" if h else f"{sign}{m}:{s:02d}"
-
-
 def moment_words(t: float, mode: XMode, *, clock: StepClock | None = None, start: float | None = None,
                  ended: bool = False) -> str:
     """A moment (UNIX seconds) in the words of an x axis by `mode`: its clock time ("12:04:05"), the time since
     `start` ("2:30"), or the step run then ("step 1,234"; its clock time where no step tells, as after the last
     step of a run that has `ended`: see StepClock.steps)."""
     if mode == "relative" and start is not None:
-        return clock_duration(t - start)
+        return duration_text(round(t - start))
     if mode == "step" and clock is not None:
         step = float(clock.steps(np.array([t]), ended=ended)[0])
         if math.isfinite(step):

@@ -7,7 +7,7 @@ Numpy only (no Qt), so the page and tests use the same figures.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,6 +152,16 @@ def read_system_series(store: RunStore, run_id: str, after: float | None = None,
     return out
 
 
+def ended_lines(last_seen: Mapping[str, float], alive: Collection[str]) -> dict[str, float]:
+    """The rank lines the recording (or a live view) went on without, each with the time of its last sample: every
+    line of `last_seen` (a rank's line: the time of its newest point) absent from the newest sample (`alive`: the
+    lines in it), and the ranks' sum (RANKS_SUM) with the last of them once no rank is left."""
+    ended = {name: t for name, t in last_seen.items() if name not in alive and name != RANKS_SUM}
+    if ended and not alive:
+        ended[RANKS_SUM] = max(ended.values())
+    return ended
+
+
 def _broken(t: np.ndarray, y: np.ndarray, taken: np.ndarray, away: float | None) -> tuple[np.ndarray, np.ndarray]:
     """A rank's line (t, y) with a NaN at the first of the samples (`taken`: every sample's time, in order) that it
     is absent from between two of its points, so it is not drawn across the time it was away; and one at `away`
@@ -177,6 +187,7 @@ class _RankExits:
         from traindeck.backend.monitor.store_read import read_process_samples
 
         self.ended: dict[str, float] = {}
+        last_seen: dict[str, float] = {}  # the ranks gone from the newest sample: each one's last sample
         self.last_points: dict[str, tuple[float, float]] = {}  # line: its last sample where the read skipped it
         self._after = after
         self._before: set[str] | None = None  # the ranks in the sample the previous read ended with (None: unread)
@@ -198,17 +209,17 @@ class _RankExits:
                 last = float(seen["t"])
                 self.last_points[name] = (last, float(rank_lines([seen])[name]["rss"][0]))
                 last_sample[name] = seen
-            self.ended[name] = last
+            last_seen[name] = last
         before: list[dict[str, Any]] = []
         if after is not None:  # ranks in the sample the previous read ended with, with no point in this one
             before = read_process_samples(store.path, run_id, since=after - _AFTER, until=after + _AFTER)[-1:]
             self._before = set(rank_lines(before)) if before else None
             for name in self._before or ():
                 if name not in alive and name not in ranks:
-                    self.ended[name] = float(before[0]["t"])
-        if self.ended and not alive:  # no rank left: the sum ends with the last of them
-            gone = max(self.ended.values())
-            self.ended[RANKS_SUM] = gone
+                    last_seen[name] = float(before[0]["t"])
+        self.ended = ended_lines(last_seen, alive)
+        if RANKS_SUM in self.ended:  # no rank left: the sum's line is drawn on to the last of them
+            gone = self.ended[RANKS_SUM]
             final = next((one for name, one in last_sample.items() if self.ended[name] == gone), None)
             if final is not None:
                 self.last_points[RANKS_SUM] = (gone, sum(float(line["rss"][0]) if np.isfinite(line["rss"][0])
@@ -244,10 +255,26 @@ class SystemLines:
     def __init__(self) -> None:
         self.ended: dict[str, dict[str, float]] = {}  # chart: {line: the time of its last sample}
         self._known: dict[str, list[str]] = {}  # chart: every line read, in the order first read
+        self._seen: dict[str, dict[str, float]] = {}  # chart: {rank line: its newest point} (take_ranks)
 
     def clear(self) -> None:
         """Another run, or the same read again whole (another x axis)."""
-        self.ended, self._known = {}, {}
+        self.ended, self._known, self._seen = {}, {}, {}
+
+    def take_ranks(self, chart: str, seen: Mapping[str, float], alive: Collection[str]) -> None:
+        """Rank lines of `chart` as a live view has them, with no read of the recording's ends: the newest point of
+        each line in hand (`seen`: a live sample's ranks, or a recording's lines) and the lines of the newest
+        sample (`alive`). A rank line taken before and absent from that sample ended at its newest point
+        (`ended_lines`, the rule `read_system_series` keeps); one in it is live, back where it had ended."""
+        known = self._known.setdefault(chart, [])
+        newest = self._seen.setdefault(chart, {})
+        for line, t in seen.items():
+            if line not in known:
+                known.append(line)
+            newest[line] = max(t, newest.get(line, t))
+        if RANKS_SUM not in known:
+            known.append(RANKS_SUM)
+        self.ended[chart] = ended_lines(newest, alive)
 
     def take(self, read: SystemSeries) -> None:
         """A read's lines and ends, after those taken before."""

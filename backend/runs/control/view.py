@@ -1,8 +1,8 @@
 """What a run view shows, read in one go (a client calls this off its UI thread), and the view's stop actions.
 
 `read_view` gathers one run's record, its new events, its last metrics and new chart points; `runs_for_list` the
-runs to offer (running first). The texts (progress, rate, ETA, duration, stall) are worded here so the dashboard
-and any other client say the same thing.
+runs to offer (running first). The texts (progress, rate, ETA, duration, stall) are worded here (a duration by
+core's `duration_text`, as every clock-style duration is) so the dashboard and any other client say the same thing.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from traindeck.backend.core import duration_text
 from traindeck.backend.runs.control.lifecycle import stop_run
 from traindeck.backend.runs.record.run_store import RunEvent, RunRecord, RunStore
 from traindeck.backend.runs.record.series import BoundedSeries, load_series
@@ -193,19 +194,6 @@ def progress_text(progress: Mapping[str, Any] | None, *, stalled: bool = False) 
 
 def _number(value: float) -> str:
     return f"{value:,.0f}" if value == int(value) else f"{value:,.2f}"
-
-
-def duration_text(seconds: float | None) -> str:
-    """0:07, 12:34, 1:02:03, 3 d 04:05:06."""
-    if seconds is None:
-        return ""
-    s = int(max(0.0, seconds))
-    days, s = divmod(s, 86400)
-    h, s = divmod(s, 3600)
-    m, s = divmod(s, 60)
-    if days:
-        return f"{days} d {h:02d}:{m:02d}:{s:02d}"
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
 def run_duration(record: RunRecord, now: float | None = None) -> float | None:

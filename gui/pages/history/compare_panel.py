@@ -1,13 +1,14 @@
 """History's comparison of two to eight runs, as one panel: figures side by side (one column a run), config
 differences, the launch commands argument by argument, the configs' unified diff, the overlay of their curves
 (overlay_panel.py) and, for two runs, "Code and packages" (git commits and dirty state, versions, and which packages
-differ in their pip freeze, and how) and "Step anatomy" (each run's slowest rank's typical phase times and its
-verdict: ZeRO-2 against ZeRO-3, say). Two runs read as A and B with B's ratio to A; more read as A, B, C ... with
-each one's ratio to A beside its value. The comparisons themselves are backend/runs/control/compare.py
-(compare_runs, compare_many, overlay), compare_provenance and run_step_anatomy; all are read on the thread pool,
-from the run store the page names. While a compared run is live (and once more when it ends) each of the page's
-reads of the history (`runs_read`) brings its figures up to date from the rows read, with nothing read again, and
-the overlay reads its newer points; a comparison of finished runs is read once."""
+differ in their pip freeze, and how) and "Step anatomy" (each run's slowest rank's typical phase times, called the
+slowest only where it holds the others up, and the run's verdict: ZeRO-2 against ZeRO-3, say). Two runs read as A
+and B with B's ratio to A; more read as A, B, C ... with each one's ratio to A beside its value. The comparisons
+themselves are backend/runs/control/compare.py (compare_runs, compare_many, overlay), compare_provenance and
+run_step_anatomy; all are read on the thread pool, from the run store the page names. While a compared run is live
+(and once more when it ends) each of the page's reads of the history (`runs_read`) brings its figures up to date
+from the rows read, with nothing read again, and the overlay reads its newer points; a comparison of finished runs
+is read once."""
 
 from __future__ import annotations
 
@@ -101,20 +102,25 @@ def _ms_change(a: float | None, b: float | None) -> str:
 
 
 def anatomy_rows(a: StepAnatomy, b: StepAnatomy) -> list[tuple[str, str, str, str]]:
-    """Two runs' step anatomies side by side: the slowest rank of each, its typical phase times, step time, GPU
-    and host peaks, and what bounds each run."""
+    """Two runs' step anatomies side by side: one rank of each (its slowest, called so only where it holds the
+    others up), its typical phase times, step time, GPU and host peaks, and what bounds each run."""
     def slowest(anatomy: StepAnatomy) -> RankAnatomy | None:
         return anatomy.ranks.get(anatomy.slowest_rank) if anatomy.slowest_rank is not None else None
 
     sa, sb = slowest(a), slowest(b)
 
     def rank(anatomy: StepAnatomy, r: RankAnatomy | None) -> str:
-        return "-" if r is None else f"rank {r.rank} (of {len(anatomy.ranks)})"
+        # The slowest only where it holds the others up (the straggler the Runs page's Step tab marks).
+        if r is None:
+            return "-"
+        if r.rank == anatomy.straggler:
+            return f"rank {r.rank} of {len(anatomy.ranks)}, the slowest"
+        return f"rank {r.rank} of {len(anatomy.ranks)}" + (" (ranks evenly matched)" if len(anatomy.ranks) > 1 else "")
 
     def ms(value: float | None) -> str:
         return "-" if value is None else f"{value:.1f} ms"
 
-    rows = [("Slowest rank", rank(a, sa), rank(b, sb), "")]
+    rows = [("Rank", rank(a, sa), rank(b, sb), "")]
     for phase in PHASES:
         va = sa.phases_ms.get(phase, 0.0) if sa else None
         vb = sb.phases_ms.get(phase, 0.0) if sb else None
@@ -197,8 +203,8 @@ class ComparePanel(QWidget):
         self.diff_view.setPlaceholderText("The configs' unified diff appears here.")
         self._highlighter = DiffHighlighter(self.diff_view)
         self.provenance_table = self._side_by_side(("", "A", "B", "B vs A"))  # as on Figures: "differs", "upgraded"
-        # Step anatomy: the slowest ranks' typical phases side by side, each run's verdict below them.
-        self.steps_table = self._side_by_side(("Typical step (slowest rank)", "A", "B", "B vs A"))
+        # Step anatomy: each run's slowest rank's typical phases side by side, each run's verdict below them.
+        self.steps_table = self._side_by_side(("Typical step of one rank", "A", "B", "B vs A"))
         self.steps_verdicts = QLabel()
         self.steps_verdicts.setObjectName("stepVerdicts")
         self.steps_verdicts.setWordWrap(True)
@@ -217,7 +223,7 @@ class ComparePanel(QWidget):
         self.tabs.addTab(self.config_table, "Config differences")
         self.tabs.addTab(self.diff_view, "Unified diff")
         self.tabs.addTab(self.provenance_table, "Code and packages")
-        self.tabs.addTab(steps, "Step anatomy")
+        self.tabs.addTab(steps, "&Step anatomy")  # Alt+S, as the Runs page's Step tab
         self.tabs.addTab(self.command_table, "Command")
         self.tabs.addTab(self.overlay, "Overlay")
         layout.addWidget(self.tabs, 1)

@@ -14,6 +14,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QHeaderView, QLabel, QStackedWidget, QWidget
 
 from traindeck.backend.monitor import RunChoice, RunSnapshot, run_history
+from traindeck.backend.runs import RANKS_SUM, SystemLines, moment_words
 from traindeck.gui.context import AppContext
 from traindeck.gui.pages.monitor.gpus_panel import GpuChartSlot
 from traindeck.gui.pages.monitor.shared import (
@@ -73,6 +74,7 @@ def process_cells(p: Any) -> list[str]:
 
 RANK_CHARTS = (("rank_rss_chart", "rss"), ("rank_cpu_chart", "cpu"), ("rank_gpu_chart", "gpu"),
                ("rank_locked_chart", "locked"))  # (chart, `rank_lines` figure) of each rank's line
+RANK_LINES = "ranks"  # the key of every rank chart's lines in `RunPanel.lines`: the charts share their ranks
 
 
 class RunPanel(QStackedWidget):
@@ -87,6 +89,9 @@ class RunPanel(QStackedWidget):
         self._demo = False  # demo data: samples of a run that is not live are shown, nothing is read
         self._request = 0  # ignores a recording read for a run no longer watched
         self._gpus = False  # the sampler reads GPUs: only then do the ranks get GPU memory lines
+        # Which ranks exited (and when), by the Runs page System view's rule: a gone rank's last figure is no
+        # figure of now, so its legend says when it exited instead.
+        self.lines = SystemLines()
         self.run_title = QLabel()
         self.rank_rss_chart = new_chart("Ranks' host memory (RSS)", "B")
         self.rank_cpu_chart = new_chart("Ranks' CPU (100 % = one core)", "%")
@@ -120,6 +125,7 @@ class RunPanel(QStackedWidget):
         finished one is read back whole. With `demo`, nothing is read and every run's samples are taken."""
         self._run, self._demo = choice, demo
         self._request += 1  # a read still under way was for the run watched before
+        self.lines.clear()
         for chart in self.charts:
             clear_series(chart)
         self.rank_gpu_slot.update_shown()
@@ -193,8 +199,10 @@ class RunPanel(QStackedWidget):
             return
         t = run.t
         ranked = any(p.role == "rank" for p in run.processes)
+        alive = []
         for process in run.ranks:
             name = f"rank {process.rank}" if ranked and process.rank is not None else f"PID {process.pid}"
+            alive.append(name)
             self.rank_rss_chart.append(name, t, process.rss_bytes)
             self.rank_cpu_chart.append(name, t, process.cpu_percent)
             if self._gpus:  # no GPU: no empty series whose names promise figures
@@ -204,6 +212,8 @@ class RunPanel(QStackedWidget):
             for chart_name, name, _column, live in RUN_TOTAL_LINES:
                 if chart_name != "rank_gpu_chart" or self._gpus:
                     getattr(self, chart_name).append(name, t, getattr(run, live))
+        self.lines.take_ranks(RANK_LINES, dict.fromkeys(alive, t), alive)
+        self._note_exits()
         if tables:
             self._fill_process_table([process_cells(p) for p in run.processes])
 
@@ -235,6 +245,10 @@ class RunPanel(QStackedWidget):
                     chart.set_series(name, *with_recording(line["t"], values, *chart.data(name)))
                 else:
                     chart.set_series(name, line["t"], values)
+        ranks = result.get("ranks") or {}
+        self.lines.take_ranks(RANK_LINES, {name: float(line["t"][-1]) for name, line in ranks.items()},
+                              result.get("alive") or ())
+        self._note_exits()
         if self._run.live and len(t):
             self.recorded.emit(series)
         last = result.get("last_processes")
@@ -242,6 +256,18 @@ class RunPanel(QStackedWidget):
             self._fill_process_table([process_cells(p) for p in last["processes"]])
         self.run_title.setText(self._title(nothing_recorded=not len(t)))
         self.rank_gpu_slot.update_shown()  # a recording may hold GPU memory from where it ran
+
+    def _note_exits(self) -> None:
+        """Each rank line's legend: when its rank exited, in place of a last figure that is no figure of now; the
+        sum's how many ranks it counts while some have exited; the totals' end once no rank is left."""
+        notes = self.lines.legend_notes(RANK_LINES, lambda at: moment_words(at, "time"))
+        ended = notes.get(RANKS_SUM)
+        notes["largest rank"] = ended if ended is not None and not ended[1] else None  # no "(3 live)" beside it
+        for chart in self.charts:
+            for line, note in notes.items():
+                if line in chart.series_names():
+                    words, beside = note if note is not None else (None, True)
+                    chart.set_legend_note(line, words, value=beside)
 
     def _fill_process_table(self, rows: list[list[str]]) -> None:
         if self.process_table.rowCount() != len(rows):

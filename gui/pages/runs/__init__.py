@@ -67,7 +67,8 @@ CHARTS_SHARE = 0.55  # the tabs' share of the height once the run has metrics (u
 MAXIMISE_KEY = "Ctrl+Shift+M"
 # The page's keys: the window's (they work right after Ctrl+3, wherever the focus is); Qt ignores a hidden page's,
 # so other pages may use the same keys. F1 lists them (main_window.SHORTCUTS).
-KEYS = ("Alt+C", "Alt+K", "Alt+S", "Alt+O", "Alt+A", "Alt+Y", "Alt+M", "Alt+L", "Alt+X", "Alt+End", MAXIMISE_KEY)
+KEYS = ("Alt+C", "Alt+K", "Alt+S", "Alt+B", "Alt+O", "Alt+A", "Alt+Y", "Alt+M", "Alt+L", "Alt+X", "Alt+End",
+        MAXIMISE_KEY)
 
 
 def _true(value: object) -> bool:
@@ -206,8 +207,9 @@ class RunsPage(Page):
         self.setAcceptDrops(True)  # a log file dropped here is diagnosed
 
     def _add_keys(self) -> None:
-        """KEYS: the tabs, the charts' views and options, and the tabs' share of the height."""
-        tabs, charts = self.lower_tabs, self.charts
+        """KEYS: the tabs, the Step tab's "Bars of" box, the charts' views and options, and the tabs' share of the
+        height."""
+        tabs, charts, step = self.lower_tabs, self.charts, self.step_panel
 
         def show_tab(panel: QWidget) -> Callable[[], None]:
             def show() -> None:
@@ -221,10 +223,16 @@ class RunsPage(Page):
                 action()
             return act
 
+        def bars_of() -> None:
+            """The Step tab, with the focus in its "Bars of" box (whose rank: the arrow keys then choose)."""
+            tabs.setCurrentWidget(step)
+            step.rank_box.setFocus(Qt.FocusReason.ShortcutFocusReason)
+
         actions: dict[str, Callable[[], object]] = {
             "Alt+C": show_tab(charts),
             "Alt+K": show_tab(self.leftovers),
-            "Alt+S": show_tab(self.step_panel),
+            "Alt+S": show_tab(step),
+            "Alt+B": bars_of,
             "Alt+O": in_charts(charts.overview_button.click),
             "Alt+A": in_charts(charts.grid_button.click),
             "Alt+Y": in_charts(charts.system_button.click),
@@ -243,7 +251,7 @@ class RunsPage(Page):
         tabs.setTabToolTip(0, "The run's metrics as charts (Alt+C; Alt+O overview, Alt+A all metrics, Alt+Y system; "
                               f"{MAXIMISE_KEY}: the tabs fill the height and back)")
         tabs.setTabToolTip(tabs.checkpoints_tab, "The run's checkpoints (Alt+K)")
-        tabs.setTabToolTip(tabs.step_tab, f"{tabs.tabToolTip(tabs.step_tab)} (Alt+S)")
+        tabs.setTabToolTip(tabs.step_tab, f"{tabs.tabToolTip(tabs.step_tab)} (Alt+S; Alt+B: its Bars of box)")
 
     # ------------------------------------------------------------------------------------------ the divider
     def _split_moved(self) -> None:

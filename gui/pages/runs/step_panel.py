@@ -155,7 +155,8 @@ class StepPanel(QWidget):
         self.setObjectName("stepPanel")
 
         self.rank_box = QComboBox()
-        self.rank_box.setToolTip("The bars: one rank's latest steps, or each rank's typical step side by side")
+        self.rank_box.setToolTip("The bars: one rank's latest steps, or each rank's typical step side by side "
+                                 "(Alt+B, then the arrow keys)")
         self.rank_box.currentIndexChanged.connect(lambda _index: self._draw_bars())
         self.verdict = _label(wrap=True, selectable=True, bold=True)
         self.verdict.setObjectName("stepVerdict")

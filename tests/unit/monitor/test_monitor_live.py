@@ -185,3 +185,27 @@ def test_offload_per_step_seconds_come_from_the_timed_steps_not_the_logs_read_ti
     # The log counts its steps otherwise than the ranks (a resumed run): its own numbers and times stay.
     resumed = run_offload("resumed")
     assert resumed["step_times"] == [(t0 + n, 1000 + n) for n in range(1, 11)]
+
+
+def test_step_phases_carry_the_anatomys_straggler_none_where_the_ranks_are_evenly_matched(traindeck_home):
+    """The Offload tab calls its rank the slowest by the Step tab's rule (`StepAnatomy.straggler`): a rank whose
+    own work is a hair above the other's is shown, but it is no straggler; one 50% above is."""
+    from traindeck.backend.monitor.live import step_phases
+    from traindeck.backend.steps import PHASES, StepRecord
+
+    def records(optimizer_ms_of_rank_1: float) -> list[StepRecord]:
+        return [StepRecord(rank=r, step=n, t=1_000.0 + n, step_ms=100.0,
+                           phases_ms={**{p: 0.0 for p in PHASES}, "backward": 50.0,
+                                      "optimizer": optimizer_ms_of_rank_1 if r == 1 else 20.0,
+                                      "communication": 30.0 if r == 0 else 50.0 - optimizer_ms_of_rank_1})
+                for r in (0, 1) for n in range(1, 21)]
+
+    with RunStore() as store:
+        for run_id, optimizer in (("even", 21.0), ("lagging", 45.0), ("alone", 20.0)):
+            store.add_run(RunRecord(id=run_id, run_dir=str(traindeck_home), created_at=1_000.0))
+            rows = records(optimizer)
+            store.add_steps(run_id, [r for r in rows if run_id != "alone" or r.rank == 0])
+    even, lagging, alone = (step_phases(run_id, run_store_path()) for run_id in ("even", "lagging", "alone"))
+    assert even is not None and (even["rank"], even["straggler"], even["ranks"]) == (1, None, 2)
+    assert lagging is not None and (lagging["rank"], lagging["straggler"], lagging["ranks"]) == (1, 1, 2)
+    assert alone is not None and (alone["rank"], alone["straggler"], alone["ranks"]) == (0, None, 1)

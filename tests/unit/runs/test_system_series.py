@@ -133,3 +133,21 @@ def test_the_legends_say_which_ranks_exited_and_forget_it_when_one_is_back(tmp_p
         lines.take(read)
         assert set(lines.legend_notes("rank_rss", moment).values()) == {None}
     writer.close()
+
+
+def test_a_live_views_rank_lines_end_by_the_same_rule_and_a_rank_that_is_back_is_live() -> None:
+    """SystemLines.take_ranks (the Monitor's live samples): a rank missing from the newest sample exited at its
+    newest point, as read_system_series says of a recording; back in a later sample, it is live again; with no rank
+    left, the sum ends with the last of them."""
+    from traindeck.backend.runs import SystemLines
+
+    lines = SystemLines()
+    lines.take_ranks("ranks", {"rank 0": 1.0, "rank 1": 1.0}, ["rank 0", "rank 1"])
+    lines.take_ranks("ranks", {"rank 0": 2.0}, ["rank 0"])
+    assert lines.ended == {"ranks": {"rank 1": 1.0}}
+    notes = lines.legend_notes("ranks", "t={:.0f}".format)
+    assert notes == {"rank 0": None, "rank 1": ("exited at t=1", False), "all ranks": ("(1 live)", True)}
+    lines.take_ranks("ranks", {"rank 0": 3.0, "rank 1": 3.0}, ["rank 0", "rank 1"])
+    assert lines.ended == {"ranks": {}}
+    lines.take_ranks("ranks", {}, [])
+    assert lines.ended == {"ranks": {"rank 0": 3.0, "rank 1": 3.0, "all ranks": 3.0}}
