@@ -70,10 +70,10 @@ def main() -> int:
         few = directory / "mostly_strict_7mb.json"
         few.write_text(big_pasted_json(pasted_mb, slips=False), encoding="utf-8")
         for name, path in files.items():
-            for command, args in (("config check", ["config", "check", str(path)]),
+            for command, argv in (("config check", ["config", "check", str(path)]),
                                   ("config fix", ["config", "fix", str(path), "-o", str(directory / "out")]),
                                   ("presets import", ["presets", "import", str(path), "--name", "bench"])):
-                wall, cpu, rss, code, err = run(args, home)
+                wall, cpu, rss, code, err = run(argv, home)
                 lines = err.strip().splitlines()
                 verdict = "one line" if len(lines) == 1 and "Traceback" not in err else f"{len(lines)} lines"
                 if command == "config check":  # the summary line on stderr; the finding is the one stdout line
@@ -81,9 +81,9 @@ def main() -> int:
                 rows.append((name, command, wall, cpu, rss, code, verdict))
         for label, path in (("pasted JSON, 262k slips", big), ("pasted JSON, 3 slips", few)):
             size = path.stat().st_size / 2**20
-            for command, args in ((f"config fix ({size:.1f} MB)", ["config", "fix", str(path), "-o", str(path) + ".o"]),
+            for command, argv in ((f"config fix ({size:.1f} MB)", ["config", "fix", str(path), "-o", str(path) + ".o"]),
                                   (f"config check ({size:.1f} MB)", ["config", "check", str(path)])):
-                wall, cpu, rss, code, err = run(args, home)
+                wall, cpu, rss, code, err = run(argv, home)
                 rows.append((label, command, wall, cpu, rss, code, f"exit {code}"))
 
     print(f"{'case':<26} {'command':<24} {'wall s':>7} {'cpu s':>6} {'RSS MB':>7} {'exit':>4}  stderr")
