@@ -79,7 +79,8 @@ def test_three_queued_runs_start_in_order_one_at_a_time_and_all_succeed():
 
 def test_a_failed_run_does_not_stop_the_next_and_a_killed_keeper_loses_nothing():
     cli("queue", "--max-running", "1")
-    first = add("--name", "fails", JOB.name, "--steps", "6", "--step-time", "0.25", "--exit", "3")
+    # Long enough (10 s) to be still running when its keeper is killed, however busy the machine.
+    first = add("--name", "fails", JOB.name, "--steps", "40", "--step-time", "0.25", "--exit", "3")
     second = add("--name", "second", JOB.name, "--steps", "2")
     third = add("--name", "third", JOB.name, "--steps", "2")
     wait_until(lambda: runs([first])[0].state == "running", 60)
@@ -89,6 +90,7 @@ def test_a_failed_run_does_not_stop_the_next_and_a_killed_keeper_loses_nothing()
     wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 10)
     # Nothing lost: the two waiting runs are still queued, in order, and nothing started them meanwhile.
     time.sleep(2.0)
+    assert runs([first])[0].state == "running", "the first run ended before the test could kill its keeper"
     assert [r.state for r in runs([second, third])] == ["queued", "queued"]
     rows = json.loads(cli("queue", "list", "--json").stdout)["runs"]  # looking at the queue restarts the keeper
     assert [(r["id"], r["position"]) for r in rows if r["state"] == "queued"] == [(second, 1), (third, 2)]
