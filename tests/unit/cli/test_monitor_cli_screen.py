@@ -14,6 +14,7 @@ import subprocess
 import sys
 import termios
 import time
+from collections.abc import Callable
 
 import psutil
 
@@ -29,10 +30,11 @@ from traindeck.backend.cli.monitor_cmd import (
 ROWS, COLUMNS = 24, 90
 
 
-def _read(fd: int, seconds: float) -> bytes:
+def _read(fd: int, seconds: float, *, until: Callable[[bytes], bool] | None = None) -> bytes:
+    """What the terminal shows within `seconds`, or until `until(what was shown)` holds."""
     out = b""
     end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    while time.monotonic() < end and not (until is not None and until(out)):
         ready, _, _ = select.select([fd], [], [], 0.1)
         if ready:
             try:
@@ -113,7 +115,8 @@ def test_on_a_terminal_the_live_runs_processes_are_redrawn_in_each_frame_within_
                                 stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=env, close_fds=True)
         os.close(slave)
         try:
-            output = _read(master, 4.0)
+            # At least 4 frames (a busy machine takes seconds to start the command), then Ctrl+C.
+            output = _read(master, 30.0, until=lambda shown: shown.count(HOME.encode()) >= 4)
             proc.send_signal(signal.SIGINT)
             output += _read(master, 3.0)
             assert proc.wait(10) == 0, proc.stderr.read() if proc.stderr else ""
