@@ -584,9 +584,12 @@ class RunStore:
 def _refill(path: Path, folders: list[Path], why: str) -> store_rebuild.Refilled:
     """A new store at `path` holding the runs of `folders` (store_rebuild.Refill): each run's record, its events from
     its folder's events file, its living supervisor, its metrics and progress from its output.log (newest run first,
-    while REBUILD_LOGS_BUDGET_S lasts), and a 'rebuilt' event saying `why`."""
+    while REBUILD_LOGS_BUDGET_S lasts) made exact again from its TensorBoard event files where they are left, and a
+    'rebuilt' event saying `why`."""
+    from traindeck.backend.runs.record.tensorboard import record_again  # (it imports this module)
+
     supervisors = store_rebuild.living_supervisors()
-    clipped = events = metrics = no_events = unread = 0
+    clipped = events = metrics = no_events = unread = exact = with_events = cut = 0
     recorded: list[RunRecord] = []
     with RunStore(path, check=False) as store:
         for folder in folders:
@@ -616,11 +619,16 @@ def _refill(path: Path, folders: list[Path], why: str) -> store_rebuild.Refilled
             log = Path(record.run_dir) / OUTPUT
             end = record.ended_at or (log.stat().st_mtime if log.exists() else record.created_at)
             rows, progress, partly = store_rebuild.log_metrics(log, record.started_at or record.created_at, end)
-            store.add_metrics(record.id, rows)
+            again = record_again(store, record.id, rows, argv=record.argv, cwd=record.cwd,
+                                 since=record.created_at - 1.0, until=end, deadline=reading_until)
             if progress is not None:
                 store.update_run(record.id, progress=progress)
             clipped, metrics = clipped + partly, metrics + len(rows)
-    return store_rebuild.Refilled(len(recorded), clipped, events, metrics, no_events, unread)
+            if again is not None:
+                exact, with_events, cut = exact + again.exact, with_events + 1, cut + again.cut
+                metrics += again.rows
+    return store_rebuild.Refilled(len(recorded), clipped, events, metrics, no_events, unread, exact, with_events,
+                                  cut)
 
 
 def _no_room(path: Path, exc: sqlite3.OperationalError) -> bool:
