@@ -38,7 +38,7 @@ from traindeck.backend.core.paths import disk_full, ensure_private_dir, run_stor
 from traindeck.backend.runs.record import store_rebuild
 from traindeck.backend.runs.record.folder_record import FINAL_STATES, append_event, read_events, record_fields
 from traindeck.backend.runs.record.layout import OUTPUT
-from traindeck.backend.steps import PHASES, StepRecord
+from traindeck.backend.steps import PHASES, StepFiles, StepRecord
 
 SCHEMA_VERSION = 1
 REVISIONS_KEPT_S = 600.0  # a run's revision log is pruned to this much: a live view polls far more often
@@ -584,12 +584,12 @@ class RunStore:
 def _refill(path: Path, folders: list[Path], why: str) -> store_rebuild.Refilled:
     """A new store at `path` holding the runs of `folders` (store_rebuild.Refill): each run's record, its events from
     its folder's events file, its living supervisor, its metrics and progress from its output.log (newest run first,
-    while REBUILD_LOGS_BUDGET_S lasts) made exact again from its TensorBoard event files where they are left, and a
-    'rebuilt' event saying `why`."""
+    while REBUILD_LOGS_BUDGET_S lasts) made exact again from its TensorBoard event files where they are left, its
+    step timings from its ranks' step files, and a 'rebuilt' event saying `why`."""
     from traindeck.backend.runs.record.tensorboard import record_again  # (it imports this module)
 
     supervisors = store_rebuild.living_supervisors()
-    clipped = events = metrics = no_events = unread = exact = with_events = cut = 0
+    clipped = events = metrics = no_events = unread = exact = with_events = cut = timed = 0
     recorded: list[RunRecord] = []
     with RunStore(path, check=False) as store:
         for folder in folders:
@@ -625,10 +625,26 @@ def _refill(path: Path, folders: list[Path], why: str) -> store_rebuild.Refilled
                 store.update_run(record.id, progress=progress)
             clipped, metrics = clipped + partly, metrics + len(rows)
             if again is not None:
-                exact, with_events, cut = exact + again.exact, with_events + 1, cut + again.cut
-                metrics += again.rows
+                exact, with_events, metrics = exact + again.exact, with_events + 1, metrics + again.rows
+            steps, whole = _steps_again(store, record, reading_until)
+            timed, cut = timed + steps, cut + (not whole or (again is not None and again.cut))
     return store_rebuild.Refilled(len(recorded), clipped, events, metrics, no_events, unread, exact, with_events,
-                                  cut)
+                                  cut, timed)
+
+
+def _steps_again(store: RunStore, record: RunRecord, deadline: float) -> tuple[int, bool]:
+    """The run's step timings from its ranks' step files (steps/rank<R>.jsonl, read as its supervisor read them),
+    until `deadline` (time.monotonic): how many, and whether the files were read whole."""
+    files = StepFiles(record.run_dir)
+    added = 0
+    while True:
+        if time.monotonic() >= deadline:
+            return added, False
+        steps, reports = files.read_new()
+        if not steps and not reports:
+            return added, True
+        store.add_steps(record.id, steps)
+        added += len(steps)
 
 
 def _no_room(path: Path, exc: sqlite3.OperationalError) -> bool:
