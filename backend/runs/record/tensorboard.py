@@ -18,7 +18,8 @@ to seconds later on a busy machine.
 printed values came back rounded from output.log: the event files the run wrote (those created by its end) make
 them exact again, within the rebuild's time for reading.
 
-Imports TensorBoard (protobuf, numpy): used only in the sidecar process, never in the dashboard or the supervisor.
+Imports TensorBoard (protobuf, numpy) only where an event file is there to read: in the sidecar process, and in
+whichever process rebuilds a corrupt run store (once); never in the dashboard's or the supervisor's own work.
 """
 
 from __future__ import annotations
