@@ -10,8 +10,9 @@ Text that comes from a run (events, the diagnosis, the state's detail) is masked
 an exception message or a log line quoted there never puts a token in the store, whoever writes it.
 
 A metric row's value changes after it is written in one case only: a printed value whose TensorBoard twin holds it
-exactly (tensorboard.TensorBoardRecorder) is revised to that value, and the revision is logged (`run_metric_revisions`,
-kept for REVISIONS_KEPT_S) so that a live view, which reads only rows newer than its mark, revises what it holds.
+exactly (tensorboard.TensorBoardRecorder) is revised to that value, and the revision is logged
+(`run_metric_revisions`, kept for tensorboard.REVISIONS_KEPT_S) so that a live view, which reads only rows newer
+than its mark, revises what it holds.
 
 Each event is also appended, masked, to its run's folder (folder_record's events.jsonl) before it is stored, so a
 store rebuilt from the folders (store_rebuild) gets the run's events back, even those a failing store lost.
@@ -41,7 +42,6 @@ from traindeck.backend.runs.record.layout import OUTPUT
 from traindeck.backend.steps import PHASES, StepFiles, StepRecord
 
 SCHEMA_VERSION = 1
-REVISIONS_KEPT_S = 600.0  # a run's revision log is pruned to this much: a live view polls far more often
 STATES = frozenset({"running"}) | FINAL_STATES
 
 # {(run id, kind, masked text): time} of events appended to their run folder whose store write then failed.
@@ -586,7 +586,8 @@ def _refill(path: Path, folders: list[Path], why: str) -> store_rebuild.Refilled
     its folder's events file, its living supervisor, its metrics and progress from its output.log (newest run first,
     while REBUILD_LOGS_BUDGET_S lasts) made exact again from its TensorBoard event files where they are left, its
     step timings from its ranks' step files, and a 'rebuilt' event saying `why`."""
-    from traindeck.backend.runs.record.tensorboard import record_again  # (it imports this module)
+    # Imported here: every other opener of a store is spared it (tens of ms: exact_values, checkpoints).
+    from traindeck.backend.runs.record.tensorboard import record_again
 
     supervisors = store_rebuild.living_supervisors()
     clipped = events = metrics = no_events = unread = exact = with_events = cut = timed = 0

@@ -30,16 +30,19 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traindeck.backend.runs.record.checkpoints import walk_folders
 from traindeck.backend.runs.record.exact_values import ExactValues, Revision, ScalarRow, twin_names
-from traindeck.backend.runs.record.run_store import REVISIONS_KEPT_S, RunStore
+
+if TYPE_CHECKING:  # the run store's rebuild calls record_again: this module never imports the store back
+    from traindeck.backend.runs.record.run_store import RunStore
 
 EVENT_PREFIX = "events.out.tfevents."
 SCALARS_PLUGIN = "scalars"
 HOLD_S = 10.0  # a new tag waits this long for a printed series that stands for it
 PRUNE_EVERY_S = 60.0  # how often the recorder shortens its run's revision log
+REVISIONS_KEPT_S = 600.0  # a run's revision log is pruned to this much: a live view polls far more often
 
 MetricRow = tuple[str, int | None, float, float, int | None]  # as RunStore.add_metrics takes them
 PrintedRow = tuple[int, str, int | None, float, float]  # as RunStore.metric_rows_after gives them
