@@ -10,8 +10,9 @@ Text that comes from a run (events, the diagnosis, the state's detail) is masked
 an exception message or a log line quoted there never puts a token in the store, whoever writes it.
 
 A metric row's value changes after it is written in one case only: a printed value whose TensorBoard twin holds it
-exactly (tensorboard.TensorBoardRecorder) is revised to that value, and the revision is logged (`run_metric_revisions`,
-kept for REVISIONS_KEPT_S) so that a live view, which reads only rows newer than its mark, revises what it holds.
+exactly (tensorboard.TensorBoardRecorder) is revised to that value, and the revision is logged
+(`run_metric_revisions`, kept for tensorboard.REVISIONS_KEPT_S) so that a live view, which reads only rows newer
+than its mark, revises what it holds.
 
 Each event is also appended, masked, to its run's folder (folder_record's events.jsonl) before it is stored, so a
 store rebuilt from the folders (store_rebuild) gets the run's events back, even those a failing store lost.
@@ -38,10 +39,9 @@ from traindeck.backend.core.paths import disk_full, ensure_private_dir, run_stor
 from traindeck.backend.runs.record import store_rebuild
 from traindeck.backend.runs.record.folder_record import FINAL_STATES, append_event, read_events, record_fields
 from traindeck.backend.runs.record.layout import OUTPUT
-from traindeck.backend.steps import PHASES, StepRecord
+from traindeck.backend.steps import PHASES, StepFiles, StepRecord
 
 SCHEMA_VERSION = 1
-REVISIONS_KEPT_S = 600.0  # a run's revision log is pruned to this much: a live view polls far more often
 STATES = frozenset({"running"}) | FINAL_STATES
 
 # {(run id, kind, masked text): time} of events appended to their run folder whose store write then failed.
@@ -584,9 +584,13 @@ class RunStore:
 def _refill(path: Path, folders: list[Path], why: str) -> store_rebuild.Refilled:
     """A new store at `path` holding the runs of `folders` (store_rebuild.Refill): each run's record, its events from
     its folder's events file, its living supervisor, its metrics and progress from its output.log (newest run first,
-    while REBUILD_LOGS_BUDGET_S lasts), and a 'rebuilt' event saying `why`."""
+    while REBUILD_LOGS_BUDGET_S lasts) made exact again from its TensorBoard event files where they are left, its
+    step timings from its ranks' step files, and a 'rebuilt' event saying `why`."""
+    # Imported here: every other opener of a store is spared it (tens of ms: exact_values, checkpoints).
+    from traindeck.backend.runs.record.tensorboard import record_again
+
     supervisors = store_rebuild.living_supervisors()
-    clipped = events = metrics = no_events = unread = 0
+    clipped = events = metrics = no_events = unread = exact = with_events = cut = timed = 0
     recorded: list[RunRecord] = []
     with RunStore(path, check=False) as store:
         for folder in folders:
@@ -616,11 +620,32 @@ def _refill(path: Path, folders: list[Path], why: str) -> store_rebuild.Refilled
             log = Path(record.run_dir) / OUTPUT
             end = record.ended_at or (log.stat().st_mtime if log.exists() else record.created_at)
             rows, progress, partly = store_rebuild.log_metrics(log, record.started_at or record.created_at, end)
-            store.add_metrics(record.id, rows)
+            again = record_again(store, record.id, rows, argv=record.argv, cwd=record.cwd,
+                                 since=record.created_at - 1.0, until=end, deadline=reading_until)
             if progress is not None:
                 store.update_run(record.id, progress=progress)
             clipped, metrics = clipped + partly, metrics + len(rows)
-    return store_rebuild.Refilled(len(recorded), clipped, events, metrics, no_events, unread)
+            if again is not None:
+                exact, with_events, metrics = exact + again.exact, with_events + 1, metrics + again.rows
+            steps, whole = _steps_again(store, record, reading_until)
+            timed, cut = timed + steps, cut + (not whole or (again is not None and again.cut))
+    return store_rebuild.Refilled(len(recorded), clipped, events, metrics, no_events, unread, exact, with_events,
+                                  cut, timed)
+
+
+def _steps_again(store: RunStore, record: RunRecord, deadline: float) -> tuple[int, bool]:
+    """The run's step timings from its ranks' step files (steps/rank<R>.jsonl, read as its supervisor read them),
+    until `deadline` (time.monotonic): how many, and whether the files were read whole."""
+    files = StepFiles(record.run_dir)
+    added = 0
+    while True:
+        if time.monotonic() >= deadline:
+            return added, False
+        steps, reports = files.read_new()
+        if not steps and not reports:
+            return added, True
+        store.add_steps(record.id, steps)
+        added += len(steps)
 
 
 def _no_room(path: Path, exc: sqlite3.OperationalError) -> bool:

@@ -7,13 +7,16 @@ processes opening a corrupt store at once rebuild it once: the second finds it r
 
 The rebuild writes a new store at a temporary name (one run per folder of `<store's folder>/runs`, from
 folder_record; its events from the folder's events.jsonl; its metrics parsed from the last REBUILD_LOG_BYTES of
-its output.log with the supervisor's own parsers, newest run first, within REBUILD_LOGS_BUDGET_S for all logs; a
-'rebuilt' event), then keeps the bad file under
-`<store>.corrupt-<time>` (`.emptied-<time>` for an empty one; its -wal and -shm beside it, renamed alike) and
+its output.log with the supervisor's own parsers, then made exact again from the TensorBoard event files the run
+wrote where they are still on disk (tensorboard.record_again: the sidecar's reader and pairing); its step timings
+from the ranks' step files, steps/rank<R>.jsonl, read as the supervisor reads them (StepFiles); newest run first,
+within REBUILD_LOGS_BUDGET_S for all logs, event files and step files; a 'rebuilt' event), then keeps the bad file
+under `<store>.corrupt-<time>` (`.emptied-<time>` for an empty one; its -wal and -shm beside it, renamed alike) and
 renames the new store into place. Readers never see a half-built store. What the folders do not hold (the queue,
-resource samples, step timings) starts afresh; the moved-aside file still holds what was readable of it. The user
-is told in one line per rebuilt store, with how many runs, events and metric points came back: on stderr, and to
-whoever listens (on_store_rebuilt).
+resource samples) starts afresh, and a printed value whose event file is gone stays as printed (rounded); the
+moved-aside file still holds what was readable of it. The user is told in one line per rebuilt store, with how
+many runs, events, metric points and step timings came back and how many series were made exact: on stderr, and
+to whoever listens (on_store_rebuilt).
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ class Refilled(NamedTuple):
     metrics: int  # metric points parsed from the output logs
     no_events: int = 0  # runs whose folder has no events file (kept by an older traindeck)
     unread: int = 0  # runs whose output.log was not read: REBUILD_LOGS_BUDGET_S was spent on newer runs' logs
+    exact: int = 0  # printed series made exact again from the TensorBoard event files still there
+    with_events: int = 0  # runs whose TensorBoard event files were read (tensorboard.record_again)
+    cut: int = 0  # runs whose event files or step files were read in part: REBUILD_LOGS_BUDGET_S ran out meanwhile
+    steps: int = 0  # step timings (one rank's step each) taken back from the ranks' step files
 
 
 # Fills a new store at the given path from these run folders, saying why the store is rebuilt in each run's event.
@@ -48,8 +55,9 @@ class Refilled(NamedTuple):
 Refill = Callable[[Path, list[Path], str], Refilled]
 
 REBUILD_LOG_BYTES = 16 << 20  # of each output.log, its newest part: 5 to 25 s of parsing (a line of metrics each)
-# What parsing every output.log of one rebuild may take together: the logs are read newest run first, and those of
-# older runs left once it is spent keep their metrics only in their output.log (and the moved-aside store).
+# What parsing every output.log and reading every TensorBoard event file and step file of one rebuild may take
+# together: the runs are read newest first, and those of older runs left once it is spent keep their metrics and
+# step timings only in their folders (and the moved-aside store).
 REBUILD_LOGS_BUDGET_S = 60.0
 _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 _SUPERVISOR_MARKS = ("traindeck.backend.runs.supervisor.process", "_supervise")
@@ -189,17 +197,25 @@ def _rebuild(path: Path, folders: list[Path], kind: str, why: str, refill: Refil
     _move_aside(path, aside)
     os.replace(temp, path)
     took = time.monotonic() - started
+    timings = f", {_count(done.steps, 'step timing')}" if done.steps else ""
     line = (f"the run store {path} {why}: moved aside to {aside}; rebuilt {_count(done.runs, 'run')} from their "
-            f"folders ({_count(done.events, 'event')}, {_count(done.metrics, 'metric point')}) in {took:.1f} s")
+            f"folders ({_count(done.events, 'event')}, {_count(done.metrics, 'metric point')}{timings}) in "
+            f"{took:.1f} s")
     if done.clipped:
         line += (f" (metrics of {_count(done.clipped, 'run')} from the last {REBUILD_LOG_BYTES >> 20} MiB of "
                  "output.log only)")
     if done.unread:
-        line += (f" (metrics of {_count(done.unread, 'older run')} not read from output.log: the "
+        line += (f" (metrics and step timings of {_count(done.unread, 'older run')} not read from their folders: the "
                  f"{REBUILD_LOGS_BUDGET_S:g} s for reading logs went to newer runs)")
+    if done.with_events:
+        line += f" ({done.exact} series made exact from the TensorBoard event files of {_count(done.with_events, 'run')})"
+    if done.cut:
+        line += (f" (the event files or step files of {_count(done.cut, 'run')} read in part: the "
+                 f"{REBUILD_LOGS_BUDGET_S:g} s for reading logs ran out)")
     if done.no_events:
         line += f" (events of {_count(done.no_events, 'run')} only in the store moved aside)"
-    line += "; the queue, resource samples and step timings start afresh"
+    line += ("; the queue and resource samples start afresh, and metric values stay as printed where no "
+             "TensorBoard event file is left")
     _say(line)
     return line
 

@@ -14,39 +14,51 @@ writes and flushes the event file before it prints the same values, and the prin
 to seconds later on a busy machine.
 
 `TensorBoardRecorder` is one run's reading as the sidecar does it: new values as series, revisions of printed ones.
+`record_again` is the same reading once more for a run store rebuilt from the run folders (store_rebuild), whose
+printed values came back rounded from output.log: the event files the run wrote (those created by its end) make
+them exact again, within the rebuild's time for reading.
 
-Imports TensorBoard (protobuf, numpy): used only in the sidecar process, never in the dashboard or the supervisor.
+Imports TensorBoard (protobuf, numpy) only where an event file is there to read: in the sidecar process, and in
+whichever process rebuilds a corrupt run store (once); never in the dashboard's or the supervisor's own work.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traindeck.backend.runs.record.checkpoints import walk_folders
 from traindeck.backend.runs.record.exact_values import ExactValues, Revision, ScalarRow, twin_names
-from traindeck.backend.runs.record.run_store import REVISIONS_KEPT_S, RunStore
+
+if TYPE_CHECKING:  # the run store's rebuild calls record_again: this module never imports the store back
+    from traindeck.backend.runs.record.run_store import RunStore
 
 EVENT_PREFIX = "events.out.tfevents."
 SCALARS_PLUGIN = "scalars"
 HOLD_S = 10.0  # a new tag waits this long for a printed series that stands for it
 PRUNE_EVERY_S = 60.0  # how often the recorder shortens its run's revision log
+REVISIONS_KEPT_S = 600.0  # a run's revision log is pruned to this much: a live view polls far more often
 
 MetricRow = tuple[str, int | None, float, float, int | None]  # as RunStore.add_metrics takes them
 PrintedRow = tuple[int, str, int | None, float, float]  # as RunStore.metric_rows_after gives them
 
 
-def event_files(roots: Iterable[Path], since: float = 0.0) -> list[Path]:
-    """Event files under the roots modified at or after `since` (the run's start), oldest first."""
+def event_files(roots: Iterable[Path], since: float = 0.0, until: float | None = None) -> list[Path]:
+    """Event files under the roots modified at or after `since` (the run's start), oldest first; with `until`
+    (the run's end), only those created by then (the time their writer puts in their name), not a later run's."""
     found: dict[str, tuple[float, Path]] = {}
     for root in roots:
         for folder, _dirs, files in walk_folders(root, max_depth=5):
             for name in files:
                 if not name.startswith(EVENT_PREFIX):
+                    continue
+                created = created_at(name)
+                if until is not None and created is not None and created > until:
                     continue
                 path = folder / name
                 try:
@@ -56,6 +68,13 @@ def event_files(roots: Iterable[Path], since: float = 0.0) -> list[Path]:
                 if mtime >= since:
                     found[str(path)] = (mtime, path)
     return [path for _mtime, path in sorted(found.values())]
+
+
+def created_at(name: str) -> float | None:
+    """When an event file was created, from its name (`events.out.tfevents.<seconds>.<host>.<pid>...`, as
+    TensorBoard's, torch's and TensorFlow's writers name them), or None for another name."""
+    stamp = name[len(EVENT_PREFIX):].split(".", 1)[0]
+    return float(stamp) if name.startswith(EVENT_PREFIX) and stamp.isdigit() else None
 
 
 def available() -> bool:
@@ -121,6 +140,9 @@ class TensorBoardReader:
     hold_s: float = HOLD_S
     clock: Callable[[], float] = time.monotonic
     exact: ExactValues = field(default_factory=ExactValues)  # the tags a parsed series has, against its values
+    until: float | None = None  # event files created after this (wall time) are another run's (event_files)
+    deadline: float | None = None  # (time.monotonic) no event is read past it; `cut` then says so
+    cut: bool = False  # the deadline came before every event file was read whole
     parsed: set[str] = field(default_factory=set)  # names of the parsed (printed) series seen
     _files: list[Path] = field(default_factory=list)
     _scanned_at: float | None = None
@@ -140,7 +162,7 @@ class TensorBoardReader:
         self.exact.add_printed(printed)
         now = self.clock()
         if final or self._scanned_at is None or now - self._scanned_at >= self.rescan_s:
-            self._files = event_files(self.roots, self.since)
+            self._files = event_files(self.roots, self.since, self.until)
             self._scanned_at = now
         read = TensorBoardRead()
         twins: dict[str, list[ScalarRow]] = {}
@@ -152,7 +174,7 @@ class TensorBoardReader:
                 # The legacy loader yields events as written (simple_value kept); the migrating one costs 4x here.
                 self.loaders[key] = event_file_loader.LegacyEventFileLoader(key)
             try:
-                events = list(self.loaders[key].Load())
+                events = list(self._load(self.loaders[key]))
             except Exception:  # noqa: BLE001 - a file being written or truncated: read again next time
                 continue
             for tag, step, wall_time, value, single in scalars(events, self.scalar_tags):
@@ -185,6 +207,17 @@ class TensorBoardReader:
         self.rows_read += len(read.rows)
         return read
 
+    def _load(self, loader: Any) -> Iterator[Any]:
+        """The loader's new events, up to the deadline (checked every 1,000: reading one takes about 60 us)."""
+        if self.deadline is None:
+            yield from loader.Load()
+            return
+        for count, event in enumerate(loader.Load()):
+            if count % 1000 == 0 and time.monotonic() >= self.deadline:
+                self.cut = True
+                return
+            yield event
+
     @staticmethod
     def _parsed_alias(tag: str, parsed_names: set[str]) -> bool:
         return not parsed_names.isdisjoint(twin_names(tag))
@@ -200,9 +233,10 @@ class TensorBoardRecorder:
     logged for live views, the log kept REVISIONS_KEPT_S)."""
 
     def __init__(self, store: RunStore, run_id: str, reader: TensorBoardReader,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, after: int | None = None) -> None:
         self.store, self.run_id, self.reader, self.clock = store, run_id, reader, clock
-        self.mark = store.metrics_mark()  # the printed rows after it come with each poll
+        # The printed rows after it come with each poll: from now on, or from `after` (a metrics_mark).
+        self.mark = store.metrics_mark() if after is None else after
         self.parsed = set(store.last_metrics(run_id))  # printed before the recorder started (names only)
         self.written = 0  # rows written as series of their own
         self.revised = 0  # printed values revised
@@ -235,6 +269,45 @@ class TensorBoardRecorder:
         if old:
             self.store.prune_revisions(self.run_id, old[-1])
             self._revision_marks = self._revision_marks[len(old):]
+
+
+@dataclass(frozen=True)
+class RecordedAgain:
+    """What record_again made of a run's event files."""
+
+    exact: int  # printed series with values made exact
+    rows: int  # values of tags nothing prints, as series of their own
+    cut: bool  # the deadline came before every event file was read whole
+
+
+AGAIN_CHUNK = 2048  # printed rows handed to the recorder a poll at a time, as a live run's come
+
+
+def record_again(store: RunStore, run_id: str, printed: list[MetricRow], *, argv: list[str], cwd: str,
+                 since: float, until: float, deadline: float) -> RecordedAgain | None:
+    """Add the printed rows of a run recorded again (a rebuilt run store's: store_rebuild) and read the event files
+    it wrote, as its recorder read them while it ran: the printed values they hold exactly are revised to those
+    values, tags nothing prints become series of their own. Files looked for as the sidecar does (default_roots),
+    modified since `since` and created by `until`; nothing is read past `deadline` (time.monotonic). None, with
+    the rows added as they are, when tensorboard is not installed or no such file is left."""
+    roots = default_roots(argv, cwd) if os.path.isabs(cwd) else []
+    if not roots or not available() or not event_files(roots, since, until):
+        store.add_metrics(run_id, printed)
+        return None
+    # A rebuilt row's time is where its line is in the log, not when it was read: a value printed without a
+    # step is paired by order alone (the script writes the event, then prints), not within SLACK_S of its time.
+    reader = TensorBoardReader(roots, since=since, until=until, deadline=deadline,
+                               exact=ExactValues(slack_s=math.inf))
+    first = store.metrics_mark()
+    recorder = TensorBoardRecorder(store, run_id, reader, after=first)
+    revised: set[int] = set()
+    for start in range(0, max(1, len(printed)), AGAIN_CHUNK):
+        store.add_metrics(run_id, printed[start:start + AGAIN_CHUNK])
+        read = recorder.poll(final=start + AGAIN_CHUNK >= len(printed))
+        revised.update(row for row, _old, _new in read.revisions)
+    store.prune_revisions(run_id, store.revisions_mark())  # nobody has read these rows as printed
+    exact = {name for row, name, *_ in store.metric_rows_after(run_id, first) if row in revised} if revised else ()
+    return RecordedAgain(len(exact), recorder.written, reader.cut)
 
 
 def wait_for_files(roots: list[Path], since: float, timeout_s: float) -> list[Path]:

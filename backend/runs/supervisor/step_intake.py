@@ -2,7 +2,8 @@
 
 The ranks write those files themselves (the run's site hook); the supervisor is the store's one writer, so it
 reads them here and adds the rows. What each rank's timing attached to (or could not) becomes one event per
-rank, which the Step view and `traindeck steps` show. The files stay in the run directory after the run.
+rank, which the Step view and `traindeck steps` show. The files stay in the run directory after the run: a run
+store rebuilt from the run folders (store_rebuild) takes the steps back from them.
 """
 
 from __future__ import annotations
