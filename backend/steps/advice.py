@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from traindeck.backend.steps.anatomy import BOUND_WORDS, RankAnatomy, lagging
+from traindeck.backend.steps.anatomy import BOUND_WORDS, SECOND_WORDS, RankAnatomy, lagging
 from traindeck.backend.steps.facts import RunFacts
 from traindeck.backend.steps.memory import memory_advice
 
@@ -60,13 +60,17 @@ def _rank(rank: int, facts: RunFacts | None) -> str:
 
 
 def describe_bound(bound: str, slowest: RankAnatomy, ranks: Mapping[int, RankAnatomy], where: str,
-                   facts: RunFacts | None) -> str:
-    """'optimizer-bound: the optimizer step takes 61% of each step on both ranks (120 ms of 196 ms); ...'."""
+                   facts: RunFacts | None, second: str | None = None) -> str:
+    """'optimizer-bound: the optimizer step takes 61% of each step on both ranks (120 ms of 196 ms); ...', with
+    '; communication close behind (100 ms, 51%)' where `second` (the slowest rank's) is close to the bound."""
     share = slowest.share(bound)
     said = (f"{bound}-bound: {BOUND_WORDS[bound]} {share:.0%} of each step{where} "
             f"({slowest.bound_ms(bound):.0f} ms of {slowest.step_ms:.0f} ms")
     said += f" on {_rank(slowest.rank, facts)})" if len(ranks) > 1 and f"rank {slowest.rank}" not in where \
         and not where.startswith((" on both", " on all")) else ")"
+    if second is not None:
+        said += (f"; {SECOND_WORDS[second]} close behind ({slowest.bound_ms(second):.0f} ms, "
+                 f"{slowest.share(second):.0%})")
     zero = _zero(facts)
     if bound == "optimizer" and _offload_device(zero, "offload_optimizer") == "cpu":
         said += "; the optimizer runs on the CPU (offload_optimizer: cpu)"
