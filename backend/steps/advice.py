@@ -2,8 +2,9 @@
 
 Each rule names the setting it is about and the document it comes from, so the advice can be checked:
 - DeepSpeed's configuration reference (deepspeed.ai/docs/config-json): `offload_optimizer.pin_memory`,
-  `overlap_comm`, `stage3_prefetch_bucket_size`, `stage3_max_live_parameters`, `reduce_bucket_size`,
-  `allgather_bucket_size`, the aio block for NVMe;
+  `overlap_comm`, `stage3_prefetch_bucket_size`, `stage3_max_live_parameters`, `reduce_bucket_size`, the aio block
+  for NVMe; DeepSpeed's own code where the reference leaves a default or a cost unsaid (runtime/zero/config.py,
+  stage_1_and_2.py, autotuning/constants.py: each rule quotes its place);
 - DeepSpeed's ZeRO-Offload tutorial: CPU Adam's speed scales with the host cores each rank gets;
 - DeepSpeed PR #6557: "Invalidate trace cache" means ZeRO-3's prefetch schedule was thrown away that step;
 - PyTorch's FSDP docs: fully_shard's `reshard_after_forward`, FSDP1's `SHARD_GRAD_OP`, one all-gather and one
@@ -14,17 +15,22 @@ Each rule names the setting it is about and the document it comes from, so the a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
-from traindeck.backend.steps.anatomy import BOUND_WORDS, RankAnatomy, lagging
+from traindeck.backend.core import format_bytes
+from traindeck.backend.steps.anatomy import BOUND_WORDS, SECOND_WORDS, RankAnatomy, lagging
 from traindeck.backend.steps.facts import RunFacts
 from traindeck.backend.steps.memory import memory_advice
 
 
+def config_of(facts: RunFacts | None) -> Mapping[str, Any]:
+    return facts.ds_config if facts is not None and isinstance(facts.ds_config, Mapping) else {}
+
+
 def _zero(facts: RunFacts | None) -> Mapping[str, Any]:
-    config = facts.ds_config if facts is not None and isinstance(facts.ds_config, Mapping) else {}
-    zero = config.get("zero_optimization")
+    zero = config_of(facts).get("zero_optimization")
     return zero if isinstance(zero, Mapping) else {}
 
 
@@ -60,13 +66,17 @@ def _rank(rank: int, facts: RunFacts | None) -> str:
 
 
 def describe_bound(bound: str, slowest: RankAnatomy, ranks: Mapping[int, RankAnatomy], where: str,
-                   facts: RunFacts | None) -> str:
-    """'optimizer-bound: the optimizer step takes 61% of each step on both ranks (120 ms of 196 ms); ...'."""
+                   facts: RunFacts | None, second: str | None = None) -> str:
+    """'optimizer-bound: the optimizer step takes 61% of each step on both ranks (120 ms of 196 ms); ...', with
+    '; communication close behind (100 ms, 51%)' where `second` (the slowest rank's) is close to the bound."""
     share = slowest.share(bound)
     said = (f"{bound}-bound: {BOUND_WORDS[bound]} {share:.0%} of each step{where} "
             f"({slowest.bound_ms(bound):.0f} ms of {slowest.step_ms:.0f} ms")
     said += f" on {_rank(slowest.rank, facts)})" if len(ranks) > 1 and f"rank {slowest.rank}" not in where \
         and not where.startswith((" on both", " on all")) else ")"
+    if second is not None:
+        said += (f"; {SECOND_WORDS[second]} close behind ({slowest.bound_ms(second):.0f} ms, "
+                 f"{slowest.share(second):.0%})")
     zero = _zero(facts)
     if bound == "optimizer" and _offload_device(zero, "offload_optimizer") == "cpu":
         said += "; the optimizer runs on the CPU (offload_optimizer: cpu)"
@@ -86,6 +96,108 @@ def describe_bound(bound: str, slowest: RankAnatomy, ranks: Mapping[int, RankAna
                  f"step, {slowest.own_work_ms / fastest.own_work_ms:.1f}x {_rank(fastest.rank, facts)}'s "
                  f"{fastest.own_work_ms:.0f} ms, so rank {fastest.rank} waits for it in communication")
     return said
+
+
+# ---- overlap_comm and the reduction buckets of ZeRO ---------------------------------------------------------------
+# Communication is a large share of the step from a fifth of the slowest rank's step (the rank whose step the others
+# wait for, so its communication is transfer rather than waiting). Hidden behind backward, a fifth of the step is a
+# 1.25x speed-up at most: the least that is worth a restart and the GPU memory overlap_comm's second bucket costs;
+# under it the gain is of the size of what the batch size or the bucket sizes move. DeepSpeed gives no threshold of
+# its own: its autotuner simply tries overlap_comm both ways for ZeRO-2 (autotuning/constants.py,
+# DEFAULT_TUNING_SPACE_ZERO_2 "overlap_comm": [True, False]).
+COMMUNICATION_LARGE = 0.2
+
+# The smallest reduce_bucket_size DeepSpeed's autotuner tries for ZeRO stages 1 and 2 (autotuning/constants.py,
+# DEFAULT_TUNING_SPACE_ZERO_1/_2: "reduce_bucket_size": [5e7, 5e8, 1e9]); the config reference's default is 5e8. A
+# bucket under it splits a step's gradients into more reductions than any setting DeepSpeed itself would choose,
+# each a collective with its own launch and latency.
+ZERO12_SMALL_BUCKET = 5e7
+# ZeRO-3 buckets are small by design: its autotuner sets reduce_bucket_size to hidden_size**2 (autotuner.py's ZeRO-3
+# template: 1.7e7 for a 4096-wide model), as the Hugging Face integration fills "auto". Only a bucket under 1e6
+# elements (a 1000-wide layer's weight) is called small there.
+ZERO3_SMALL_BUCKET = 1e6
+# allgather_bucket_size is left out: ZeRO-1/2 gather the updated parameters with one all_gather_into_tensor per
+# parameter group wherever torch has it (torch >= 1.13; runtime/utils.py all_gather_dp_groups returns before its
+# bucketed loop), and ZeRO-3 never reads it, so its size makes no collective smaller.
+
+
+def overlap_comm(zero: Mapping[str, Any], stage: float | None) -> bool | None:
+    """overlap_comm as DeepSpeed reads it: the config's boolean, else its default, which depends on the stage
+    (runtime/zero/config.py: `overlap_comm: Optional[bool] = None`, and the validator `overlap_comm_valid` makes
+    None `stage == 3`: on for ZeRO-3, off for stages 0-2); None where the config holds something else ("auto")."""
+    value = zero.get("overlap_comm")
+    if isinstance(value, bool):
+        return value
+    return stage == 3 if value is None else None
+
+
+def _elements(value: float) -> str:
+    """5e8 as '5e8', 12845056 as '12,845,056'."""
+    mantissa, exponent = f"{value:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}" if float(f"{mantissa}e{exponent}") == value else f"{value:,.0f}"
+
+
+def _bucket_bytes(config: Mapping[str, Any], elements: float) -> str:
+    """A reduction bucket's bytes where the precision is known (2 bytes an element with fp16 or bf16 on, 4 with
+    neither), else its elements alone."""
+    enabled = [block.get("enabled") for key in ("fp16", "bf16", "bfloat16")
+               if isinstance(block := config.get(key), Mapping)]
+    if any(e is True for e in enabled):
+        return f"{_elements(elements)} elements: {format_bytes(int(2 * elements), digits=2)} in fp16/bf16"
+    if all(e is False for e in enabled):
+        return f"{_elements(elements)} elements: {format_bytes(int(4 * elements), digits=2)} in fp32"
+    return f"{_elements(elements)} elements"
+
+
+def _overlap_advice(config: Mapping[str, Any], zero: Mapping[str, Any], stage: float | None,
+                    ranks: Mapping[int, RankAnatomy], slowest: RankAnatomy, facts: RunFacts | None) -> list[str]:
+    """ZeRO-1/2 with overlap_comm off and communication a large share of the step, on a GPU: "overlap_comm": true.
+
+    The config reference says overlap_comm "attempts to overlap the reduction of the gradients with backward
+    computation" (default false, as runtime/zero/config.py makes it for stages 1 and 2). With it, stage_1_and_2.py
+    reduces each full gradient bucket on a stream of its own (`reduction_stream`) while backward goes on, and keeps
+    a second bucket so that backward fills one while the other is reduced (`setup_buckets`: "Use double buffers to
+    avoid data access conflict when overlap_comm is enabled"): the memory the config reference says the bucket size
+    limits ("Limits the memory required") is then taken twice. At most backward's length can be hidden. DeepSpeed's
+    CPU accelerator has no streams (cpu_accelerator.py: `Stream` and `current_stream` are None), so on the CPU it
+    overlaps nothing: the rule needs GPU figures in the ranks' steps."""
+    if stage not in (1, 2) or overlap_comm(zero, stage) is not False:
+        return []
+    if not any(a.peak_gpu_allocated is not None for a in ranks.values()):
+        return []
+    share, communication = slowest.share("communication"), slowest.phases_ms.get("communication", 0.0)
+    hidden = min(communication, slowest.phases_ms.get("backward", 0.0))
+    if share < COMMUNICATION_LARGE or hidden <= 0:
+        return []
+    bucket = _number(zero.get("reduce_bucket_size"))
+    size = _bucket_bytes(config, bucket if bucket is not None and bucket > 0 else 5e8) \
+        if zero.get("contiguous_gradients", True) is not False else None
+    said = ("off (DeepSpeed's default for ZeRO stages 1 and 2)" if "overlap_comm" not in zero
+            else "false in zero_optimization")
+    return [f"overlap_comm is {said} and communication takes {share:.0%} of each step on "
+            f"{_rank(slowest.rank, facts)} ({communication:.0f} ms of {slowest.step_ms:.0f} ms): \"overlap_comm\": true "
+            f"reduces the gradient buckets while backward runs, hiding up to {hidden:.0f} ms a step; it costs GPU "
+            f"memory" + (f": a second reduction bucket of reduce_bucket_size ({size})" if size else "")
+            + " (DeepSpeed's config reference; stage_1_and_2.py double-buffers the bucket)"]
+
+
+def _bucket_advice(zero: Mapping[str, Any], stage: float | None, slowest: RankAnatomy,
+                   facts: RunFacts | None) -> list[str]:
+    """A reduce_bucket_size small enough to split the step's gradients into many reductions, where communication
+    is a large share of the step."""
+    value = _number(zero.get("reduce_bucket_size"))
+    if stage not in (1, 2, 3) or value is None or value <= 0 or slowest.share("communication") < COMMUNICATION_LARGE:
+        return []
+    small = ZERO12_SMALL_BUCKET if stage in (1, 2) else ZERO3_SMALL_BUCKET
+    params = facts.model_params if facts is not None else None
+    if value >= small or (params is not None and params <= value):  # one bucket holds every gradient
+        return []
+    count = (f": about {math.ceil(params / value)} reductions a step for the model's {_elements(params)} "
+             f"parameters" if params is not None else "")
+    why = ("the smallest DeepSpeed's autotuner tries for ZeRO stages 1 and 2 is 5e7" if stage in (1, 2)
+           else "ZeRO-3's own autotuner sets hidden_size squared")
+    return [f"reduce_bucket_size is {_elements(value)} elements{count}, each a collective with its own latency "
+            f"({why}; the default is 5e8): larger buckets issue fewer, for the memory of the bucket"]
 
 
 def _fsdp_advice(kind: str) -> list[str]:
@@ -120,8 +232,8 @@ def advise(bound: str, ranks: Mapping[int, RankAnatomy], slowest: RankAnatomy, f
                        "the offloaded optimizer faster (DeepSpeed's config reference)")
         out.append("with the optimizer offloaded, a larger batch per step (or gradient accumulation) spreads the "
                    "same CPU Adam time over more samples")
-    overlap = zero.get("overlap_comm")
-    if overlap is True and (ranks and max(a.share("communication") for a in ranks.values()) >= 0.05):
+    if overlap_comm(zero, stage) is True and stage in (1, 2, 3) and \
+            (ranks and max(a.share("communication") for a in ranks.values()) >= 0.05):
         out.append("overlap_comm is on: communication overlaps backward, so the communication figure is an upper "
                    "bound of what it costs the step")
     if stage == 3:
@@ -130,11 +242,8 @@ def advise(bound: str, ranks: Mapping[int, RankAnatomy], slowest: RankAnatomy, f
             if key in zero and _number(zero.get(key)) == 0:
                 out.append(f"{key} is 0: ZeRO-3 fetches each parameter only when it is needed, so every "
                            f"all-gather waits in the critical path (DeepSpeed's default is {default})")
-    for key in ("reduce_bucket_size", "allgather_bucket_size"):
-        value = _number(zero.get(key))
-        if value is not None and 0 < value < 1e6 and bound == "communication":
-            out.append(f"{key} is {value:.0f} elements: many small collectives, each with its own latency "
-                       f"(DeepSpeed's default is 5e8)")
+    out.extend(_overlap_advice(config_of(facts), zero, stage, ranks, slowest, facts))
+    out.extend(_bucket_advice(zero, stage, slowest, facts))
     if bound == "communication" and facts is not None and facts.fsdp:
         out.extend(_fsdp_advice(facts.fsdp))
     steps = max((a.steps for a in ranks.values()), default=0)

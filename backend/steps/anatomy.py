@@ -35,6 +35,21 @@ BOUND_WORDS = {
     "swap": "NVMe swapping takes",
     "data": "time outside the engine (data loading, the script's own work) takes",
 }
+# ... and a close second's words: "; communication close behind (26 ms, 44%)".
+SECOND_WORDS = {
+    "compute": "forward and backward",
+    "communication": "communication",
+    "optimizer": "the optimizer step",
+    "swap": "NVMe swapping",
+    "data": "time outside the engine",
+}
+
+# The slowest rank's second-largest bound is said beside the first where it takes this much of the first's time
+# or more. Within a fifth of each other the two trade places with a change to either: shortening the first by more
+# than the gap makes the second what bounds the step, so both are what to look at (a compute-bound step of 28 ms
+# with 26 ms of communication gains at most 2 ms from faster compute alone). And a typical step's phases move by a
+# few percent between runs on a loaded machine, so a lead under a fifth is not a verdict on its own.
+CLOSE_SECOND = 0.8
 
 
 # The slowest rank is named as the one the others wait for only where its own work is this much more than the
@@ -70,6 +85,14 @@ class RankAnatomy:
 
     def bound_ms(self, bound: str) -> float:
         return sum(self.phases_ms.get(p, 0.0) for p in BOUNDS[bound])
+
+    def runner_up(self, bound: str) -> str | None:
+        """The bound second to `bound` on this rank where it takes CLOSE_SECOND of `bound`'s time or more, else
+        None (ties go in BOUNDS' order, as the bound itself is chosen)."""
+        first = self.bound_ms(bound)
+        second = max((b for b in BOUNDS if b != bound), key=self.bound_ms)
+        ms = self.bound_ms(second)
+        return second if first > 0 and ms > 0 and ms >= CLOSE_SECOND * first else None
 
     def share(self, bound: str) -> float:
         total = sum(self.phases_ms.values())
@@ -113,6 +136,7 @@ class StepAnatomy:
     slowdown: Slowdown | None = None
     notes: tuple[str, ...] = field(default=())  # why a phase may be missing (hooks that could not attach)
     hosts: Mapping[int, str] = field(default_factory=dict)  # a multi-node run's machine of each rank
+    close_second: str | None = None  # the slowest rank's second bound where it is close to `bound` (CLOSE_SECOND)
 
     def rank_label(self, rank: int) -> str:
         """'3', or '3 (node-b)' in a multi-node run."""
@@ -127,7 +151,8 @@ class StepAnatomy:
 
     def to_json(self) -> dict[str, Any]:
         return {"ranks": {str(r): a.to_json() for r, a in sorted(self.ranks.items())}, "bound": self.bound,
-                "slowest_rank": self.slowest_rank, "straggler": self.straggler, "summary": self.summary,
+                "close_second": self.close_second, "slowest_rank": self.slowest_rank, "straggler": self.straggler,
+                "summary": self.summary,
                 "advice": list(self.advice),
                 "slowdown": self.slowdown.text() if self.slowdown else None, "notes": list(self.notes),
                 **({"hosts": {str(r): h for r, h in sorted(self.hosts.items())}} if self.hosts else {})}

@@ -1,5 +1,6 @@
 """What a run's set-up says, for the step anatomy's advice: its DeepSpeed config, cores and ranks on the host,
-ZeRO-3's trace-cache invalidations, the pre-launch estimate, whether its model is FSDP-sharded. Filled by the
+ZeRO-3's trace-cache invalidations, the pre-launch estimate (the GPU peak and the model's parameters), whether
+its model is FSDP-sharded. Filled by the
 caller (backend/runs/control/step_view.py reads them from the run directory and its events); every field may be
 unknown."""
 
@@ -20,6 +21,7 @@ class RunFacts:
     trace_cache_invalidations: int | None = None
     estimate_gpu_bytes: int | None = None  # the pre-launch estimate of one GPU's peak
     estimate_host_bytes: int | None = None  # ... and of the host's (offload)
+    model_params: int | None = None  # the model's parameters, where the pre-launch estimate knew them
     gpu_health: tuple[str, ...] = ()  # what slowed the run's GPUs during its steps: "GPU 0 was throttled (...)"
     rank_hosts: Mapping[int, str] | None = None  # a multi-node run's machine of each rank (its nodes.json)
     fsdp: str | None = None  # "FSDP2 (fully_shard)" or "FSDP1" where the ranks' hooks saw an FSDP-sharded model

@@ -29,7 +29,8 @@ def analyse(records: Iterable[StepRecord], *, notes: Sequence[str] = (), facts: 
     bound = max(BOUNDS, key=lambda b: slowest.bound_ms(b))
     # The ranks where the same bound is also the largest share: "on both ranks" or "on rank 1".
     alike = [r for r, a in ranks.items() if max(BOUNDS, key=lambda b: a.bound_ms(b)) == bound]
-    summary = describe_bound(bound, slowest, ranks, ranks_word(alike, len(ranks)), facts)
+    second = slowest.runner_up(bound)
+    summary = describe_bound(bound, slowest, ranks, ranks_word(alike, len(ranks)), facts, second)
     slowdown = find_slowdown(grouped[slowest.rank])
     advice = advise(bound, ranks, slowest, facts)
     if facts is not None and facts.gpu_health:
@@ -38,5 +39,5 @@ def analyse(records: Iterable[StepRecord], *, notes: Sequence[str] = (), facts: 
         advice = [f"{'; '.join(facts.gpu_health)}: check the GPU's cooling, power limit and slot (nvidia-smi -q "
                   "-d PERFORMANCE,PCIE) before changing the setup.", *advice]
     return StepAnatomy(ranks=ranks, bound=bound, slowest_rank=slowest.rank, summary=summary, advice=tuple(advice),
-                       slowdown=slowdown, notes=tuple(notes),
+                       slowdown=slowdown, notes=tuple(notes), close_second=second,
                        hosts=dict(facts.rank_hosts) if facts is not None and facts.rank_hosts else {})

@@ -21,8 +21,9 @@ from traindeck.backend.runs import STEP_TIMING_ENV, run_step_anatomy
 from traindeck.backend.runs.control.step_view import RECENT_STEPS
 from traindeck.backend.runs.record.layout import create_run_dir
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore
-from traindeck.backend.steps import PHASES, StepRecord
+from traindeck.backend.steps import PHASES, StepRecord, analyse
 from traindeck.gui.context import AppContext
+from traindeck.gui.pages.history.compare_panel import anatomy_rows
 from traindeck.gui.pages.runs import RunsPage
 from traindeck.gui.pages.runs import step_panel as step_module
 
@@ -329,6 +330,9 @@ def test_history_compares_two_runs_step_anatomies(qtbot) -> None:  # type: ignor
         assert rows["optimizer"] == ["5.0 ms", "5.0 ms", "same"]
         assert rows["swap"] == ["0.0 ms", "0.0 ms", "same"]
         assert rows["Bound by"] == ["compute", "communication", "differs"]
+        # A close second is said in the row too: 55 ms of compute against 60 of communication.
+        close = anatomy_rows(a, analyse(steps(0, 10, backward=45.0, communication=60.0)))
+        assert close[-1] == ("Bound by", "compute", "communication (compute close behind)", "differs")
         verdicts = panel.steps_verdicts.text()
         assert f"<b>A</b>: {html.escape(a.summary)}<br><b>B</b>: {html.escape(b.summary)}" == verdicts
     finally:

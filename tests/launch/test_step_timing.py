@@ -252,6 +252,26 @@ def test_a_rank_slow_in_its_data_loading_is_named_the_slowest_with_data(tmp_path
     assert any("data loading" in line for line in anatomy.advice), anatomy.advice
 
 
+def test_zero2_with_small_buckets_and_overlap_off_is_advised_from_its_own_config(tmp_path: Path) -> None:
+    # ZeRO-2 with overlap_comm false and 1e4-element reduction buckets, given to the script as --deepspeed_config: a
+    # wide layer at batch 4 on 2 CPU ranks over gloo spends much of its step reducing gradients. The advice comes
+    # from the config the run really used: the small buckets are said; overlap_comm is not, since DeepSpeed's CPU
+    # accelerator has no streams for it to overlap on.
+    config = _config(tmp_path, {"stage": 2, "overlap_comm": False, "reduce_bucket_size": 10000}, batch=4)
+    run = succeeded_clean(launch(LOOP, "--deepspeed_config", config, "--steps", str(STEPS), "--hidden", "1024",
+                                 "--layers", "1", "--batch-size", "4", "--times", str(tmp_path / "times{rank}.json"),
+                                 launcher="deepspeed", nproc=2, env=CPU, name="zero2-small-buckets"))
+    steps = steps_by_rank(run)
+    _assert_every_step(steps, 2, STEPS, ("forward", "backward", "communication", "optimizer"))
+    anatomy = json.loads(traindeck_cli("steps", run.id, "--json"))
+    _show(run)
+    slowest = anatomy["ranks"][str(anatomy["slowest_rank"])]
+    assert slowest["communication_ms"] >= 0.2 * slowest["step_ms"], slowest
+    assert any(a.startswith("reduce_bucket_size is 1e4 elements, each a collective with its own latency")
+               for a in anatomy["advice"]), anatomy["advice"]
+    assert not any("overlap_comm" in a for a in anatomy["advice"]), anatomy["advice"]
+
+
 def test_hf_trainer_run_gets_forward_backward_and_optimizer(tmp_path: Path) -> None:
     run = succeeded_clean(launch(TRAINER, "--output_dir", str(tmp_path / "out"), "--max_steps", str(STEPS), "--batch_size",
                                  "64", "--times", str(tmp_path / "times{rank}.json"), launcher="python", name="hf-trainer"))

@@ -15,9 +15,11 @@ their public entry points:
 - FSDP (torch's `fully_shard`, FSDP1, accelerate's FSDP plugin): its all-gathers and reduce-scatters go through
   torch.distributed's public entry points (`all_gather_single`/`reduce_scatter_single` in torch 2.13,
   `all_gather_into_tensor`/`reduce_scatter_tensor` before) and are timed there; the hooks line says when the
-  outermost model is FSDP-sharded, and if those entry points were not found. On CUDA, FSDP2 runs them on its own
-  streams and the compute stream waits for their events (`Stream.wait_event` in its unshard wait, post-backward
-  and end of backward): those waits are communication too (`_attach_fsdp2`).
+  outermost model is FSDP-sharded, and if those entry points were not found.
+- On CUDA, FSDP2, FSDP1 and ZeRO-3 run their collectives on streams of their own and make the compute stream wait
+  for them before a unit's forward or backward and at the end of backward (`Stream.wait_event`, and `wait_stream`,
+  which torch implements with it): within the library functions that hold those waits, a wait of the compute stream
+  is communication too (`_STREAM_WAITS`, `_attach_stream_waits`).
 
 Time is charged to the innermost phase running (a collective inside backward is communication, not backward), and
 what runs outside every phase is "other" (data loading, the script's own work), so a step's phases add up to its
@@ -80,8 +82,8 @@ class _CudaClock:
     (`with torch.cuda.stream(all_gather_stream)`), and those streams run ahead of and beside the compute stream: a
     mark recorded on them would charge a transfer that overlaps the compute to communication, and the compute it
     overlapped to nothing. On the compute stream, overlapped communication costs the step nothing and what the
-    compute stream waits for is charged where it waits (FSDP2's waits on its collectives' events are communication:
-    `_attach_fsdp2`)."""
+    compute stream waits for is charged where it waits (FSDP2's, FSDP1's and ZeRO-3's waits for their collectives'
+    streams are communication: `_attach_stream_waits`)."""
 
     def __init__(self, cuda):
         self.cuda = cuda
@@ -161,8 +163,8 @@ class _Timing:
         self.pinned_at = float("-inf")
         self.pinned = {}
         self.wrapped = set()  # the torch.distributed entry points timed as communication ("Work.wait" too)
-        self.fsdp2_waits = False  # FSDP2's waits on its collectives' events are timed (`_attach_fsdp2`)
-        self.in_fsdp2 = 0  # inside FSDP2's unshard wait, post-backward or finalize: a compute stream's wait is theirs
+        self.stream_waits = set()  # the libraries whose compute-stream waits are timed ("FSDP2", "FSDP1", "ZeRO-3")
+        self.in_waits = 0  # inside a library function of `_STREAM_WAITS`: a compute stream's wait there is its own
 
     # -- the clock --------------------------------------------------------------------------------------------
     def enter(self, phase):
@@ -606,66 +608,110 @@ def _note_fsdp(roots):
         else:
             _TIMING.note(missing=f"{kind} model: its collectives (torch.distributed's all-gather, reduce-scatter or "
                                  f"Work.wait not found in this torch): they count in forward and backward")
-        if kind.startswith("FSDP2") and not _TIMING.fsdp2_waits:
-            _TIMING.note(missing="FSDP2 model: its CUDA streams' waits (FSDPParamGroup's wait_for_unshard, "
-                                 "post_backward, finalize_backward or torch.cuda.Stream.wait_event not found in this "
-                                 "torch): on CUDA they count in forward and backward")
+        label = kind.split()[0]
+        if label not in _TIMING.stream_waits:
+            _TIMING.note(missing=_waits_missing(label))
 
 
-# ---- FSDP2 on CUDA ---------------------------------------------------------------------------------------------
-_FSDP2_WAITS = ("wait_for_unshard", "post_backward", "finalize_backward")
+# ---- the compute stream's waits for a library's collectives, on CUDA --------------------------------------------
+# Where each library makes the compute stream wait for the streams its collectives run on: the module, the class
+# holding the functions (None: the module's own functions, looked up as globals when torch calls them), the functions
+# the waits are in, and what the hooks line calls them. Read from torch 2.13's and DeepSpeed 0.19's code:
+# - FSDP2 (`fully_shard`): `FSDPParamGroup.wait_for_unshard` waits on the all-gather's event before a unit's forward
+#   or backward, `post_backward` on earlier reduce-scatters' events, `finalize_backward` on the last ones
+#   (`self.device_handle.current_stream().wait_event(event)`).
+# - FSDP1 (`FullyShardedDataParallel`, torch/distributed/fsdp/_runtime_utils.py): `_pre_forward_unshard` and
+#   `_pre_backward_hook` make the current stream wait for the unshard stream's all-gather (`wait_event` on
+#   `_unshard_event`, or `wait_stream(state._unshard_stream)`), `_post_backward_final_callback` for the
+#   post-backward (reduce-scatter) and all-reduce streams (`current_stream.wait_stream(...)`). `_unshard` and
+#   `_wait_for_computation_stream` only make FSDP's own streams wait for the compute stream: a wait that costs the
+#   compute stream nothing.
+# - ZeRO-3 (deepspeed/runtime/zero/partitioned_param_coordinator.py): `fetch_sub_module` waits on each parameter's
+#   all-gather handle inside the all-gather stream's context, then makes the compute stream wait for that stream
+#   (`get_accelerator().current_stream().wait_stream(self.__allgather_stream)`; DeepSpeed's CUDA accelerator returns
+#   torch.cuda's streams).
+# The functions also issue the collectives and FSDP's copies into and out of its flat buffers: those stay as they
+# are (the collectives are communication already, the copies are forward and backward).
+_STREAM_WAITS = {
+    "FSDP2": ("torch.distributed.fsdp._fully_shard._fsdp_param_group", "FSDPParamGroup",
+              ("wait_for_unshard", "post_backward", "finalize_backward")),
+    "FSDP1": ("torch.distributed.fsdp._runtime_utils", None,
+              ("_pre_forward_unshard", "_pre_backward_hook", "_post_backward_final_callback")),
+    "ZeRO-3": ("deepspeed.runtime.zero.partitioned_param_coordinator", "PartitionedParameterCoordinator",
+               ("fetch_sub_module",)),
+}
+_STREAM_WAITS_OLD_FSDP2 = "torch.distributed._composable.fsdp._fsdp_param_group"  # FSDP2 in torch 2.4, 2.5
 
 
-def _attach_fsdp2(module):
-    """FSDP2 (`fully_shard`) queues its all-gathers and reduce-scatters on its own CUDA streams, where they overlap
-    the compute, and the compute stream waits for them where it needs their results: `wait_event` on the
-    all-gather's event in `FSDPParamGroup.wait_for_unshard` (before a unit's forward or backward), on earlier
-    reduce-scatters' events in `post_backward`, on the last ones in `finalize_backward`. Those waits are the
-    collectives' exposed time: within those three methods, a wait of the compute stream (the one the device's clock
-    marks) is communication; FSDP's copies into and out of its flat buffers stay in forward and backward. A wait of
-    one of FSDP's own streams costs the compute stream nothing and is left alone; so is every wait elsewhere."""
+def _waits_missing(label):
+    """The hooks line's word when `label`'s waits could not be found."""
+    module, holder, names = _STREAM_WAITS[label]
+    found = f"{holder or module}'s {', '.join(names)} or torch.cuda.Stream.wait_event not found"
+    if label == "ZeRO-3":
+        return (f"ZeRO-3: the compute stream's waits for its parameter all-gathers ({found} in this DeepSpeed): on "
+                f"CUDA they count in forward and backward")
+    return f"{label} model: its CUDA streams' waits ({found} in this torch): on CUDA they count in forward and backward"
+
+
+def _attach_stream_waits(label, module):
+    """Times the compute stream's waits inside `label`'s functions of `_STREAM_WAITS` as communication: those
+    waits are the collectives' exposed time, the part the compute could not overlap. A wait of one of the library's
+    own streams costs the compute stream nothing and is left alone; so is every wait elsewhere."""
+    _module, holder, names = _STREAM_WAITS[label]
+    owner = getattr(module, holder, None) if holder else module
+    if owner is None or not all(callable(getattr(owner, name, None)) for name in names) or not _time_stream_waits():
+        if label == "ZeRO-3":  # FSDP's are said where the model turns out to be FSDP-sharded (`_note_fsdp`)
+            _TIMING.note(missing=_waits_missing(label))
+        return
+    for name in names:
+        function = getattr(owner, name)
+        if not getattr(function, "_traindeck_phase", None):
+            setattr(owner, name, _within_waits(function))
+    _TIMING.stream_waits.add(label)
+
+
+def _time_stream_waits():
+    """Wraps torch.cuda.Stream.wait_event (once): inside a function of `_STREAM_WAITS`, a wait of the compute stream
+    (the one the device's clock marks) is communication. torch.cuda.Stream.wait_stream is
+    `self.wait_event(stream.record_event())`, so its waits are timed here too. Whether the waits are timed."""
     timing = _TIMING
-    group = getattr(module, "FSDPParamGroup", None)
     torch = sys.modules.get("torch")
     stream = getattr(getattr(torch, "cuda", None), "Stream", None)
-    if group is None or not isinstance(stream, type) or not callable(getattr(stream, "wait_event", None)) or \
-            not all(callable(getattr(group, name, None)) for name in _FSDP2_WAITS):
-        return  # _note_fsdp says so if the model turns out to be FSDP2
-    for name in _FSDP2_WAITS:
-        method = getattr(group, name)
-        if not getattr(method, "_traindeck_phase", None):
-            setattr(group, name, _within_fsdp2(method))
+    if not isinstance(stream, type) or not callable(getattr(stream, "wait_event", None)):
+        return False
     wait_event = getattr(stream, "wait_event")  # noqa: B009 - a class mypy knows only as a type
-    if not getattr(wait_event, "_traindeck_phase", None):
+    if getattr(wait_event, "_traindeck_phase", None):
+        return True
 
-        def timed_wait_event(self, event):
-            device = timing.device
-            if not timing.in_fsdp2 or device is None or device.stream is None or self != device.stream:
-                return wait_event(self, event)
-            timing.enter("communication")
-            try:
-                return wait_event(self, event)
-            finally:
-                timing.leave("communication")
+    def timed_wait_event(self, event):
+        device = timing.device
+        if not timing.in_waits or device is None or device.stream is None or self != device.stream:
+            return wait_event(self, event)
+        timing.enter("communication")
+        try:
+            return wait_event(self, event)
+        finally:
+            timing.leave("communication")
 
-        setattr(timed_wait_event, "__wrapped__", wait_event)  # noqa: B010
-        setattr(timed_wait_event, "_traindeck_phase", "communication")  # noqa: B010
-        timed_wait_event.__name__ = "wait_event"
-        timed_wait_event.__doc__ = wait_event.__doc__
-        setattr(stream, "wait_event", timed_wait_event)  # noqa: B010
-    timing.fsdp2_waits = True
+    setattr(timed_wait_event, "__wrapped__", wait_event)  # noqa: B010
+    setattr(timed_wait_event, "_traindeck_phase", "communication")  # noqa: B010
+    timed_wait_event.__name__ = "wait_event"
+    timed_wait_event.__doc__ = wait_event.__doc__
+    setattr(stream, "wait_event", timed_wait_event)  # noqa: B010
+    return True
 
 
-def _within_fsdp2(function):
-    """`function` (an FSDPParamGroup method) with the compute stream's waits inside it timed as communication."""
+def _within_waits(function):
+    """`function` (a library function of `_STREAM_WAITS`) with the compute stream's waits inside it timed as
+    communication."""
 
     def within(*args, **kwargs):
         timing = _TIMING
-        timing.in_fsdp2 += 1
+        timing.in_waits += 1
         try:
             return function(*args, **kwargs)
         finally:
-            timing.in_fsdp2 -= 1
+            timing.in_waits -= 1
 
     setattr(within, "__wrapped__", function)  # noqa: B010
     for name in ("__name__", "__qualname__", "__doc__", "__module__"):
@@ -751,11 +797,12 @@ def _attach_swapper(module):
 # ---- waiting for imports -------------------------------------------------------------------------------------
 _ATTACH = {
     "torch": _attach_torch,
-    "torch.distributed.fsdp._fully_shard._fsdp_param_group": _attach_fsdp2,  # torch >= 2.6
-    "torch.distributed._composable.fsdp._fsdp_param_group": _attach_fsdp2,  # torch 2.4, 2.5
     "deepspeed.comm.comm": _attach_deepspeed_comm,
     "deepspeed.runtime.engine": _attach_deepspeed_engine,
 }
+for _label, (_name, _holder, _names) in _STREAM_WAITS.items():
+    _ATTACH[_name] = (lambda label: lambda module: _attach_stream_waits(label, module))(_label)
+_ATTACH[_STREAM_WAITS_OLD_FSDP2] = _ATTACH[_STREAM_WAITS["FSDP2"][0]]
 for _name in _SWAP_METHODS:
     _ATTACH[_name] = _attach_swapper
 

@@ -108,6 +108,7 @@ def run_facts(record: RunRecord, records: list[StepRecord], store_path: Path | N
     command = _command(run_dir)
     estimate = read_json_file(run_dir.path / "estimate.json")
     estimate_gpu = estimate.get("gpu_total_bytes_per_device") if isinstance(estimate, dict) else None
+    params = estimate.get("params") if isinstance(estimate, dict) else None
     local_ranks = [p for p in record.processes if isinstance(p, dict) and p.get("role") == "rank"]
     ranks = len(local_ranks) or len({r.rank for r in records}) or None
     nodes = read_nodes(run_dir.path)
@@ -119,6 +120,8 @@ def run_facts(record: RunRecord, records: list[StepRecord], store_path: Path | N
     return RunFacts(ds_config=deepspeed_config(run_dir, command), cpu_cores=_cores(), ranks_on_host=ranks,
                     trace_cache_invalidations=invalidations or None,
                     estimate_gpu_bytes=int(estimate_gpu) if isinstance(estimate_gpu, (int, float)) else None,
+                    model_params=int(params) if isinstance(params, (int, float)) and not isinstance(params, bool)
+                    and params > 0 else None,
                     gpu_health=tuple(gpu_health_during_steps(store_path, record.id, records))
                     if store_path is not None else (), rank_hosts=rank_hosts or None)
 

@@ -133,7 +133,11 @@ def anatomy_rows(a: StepAnatomy, b: StepAnatomy) -> list[tuple[str, str, str, st
         peak = _ratio(ma, mb)
         rows.append((title, format_bytes(ma), format_bytes(mb),
                      f"{peak} ({'lower' if (mb or 0) < (ma or 0) else 'higher'})" if peak not in ("", "same") else peak))
-    rows.append(("Bound by", a.bound or "-", b.bound or "-", "" if a.bound == b.bound else "differs"))
+    def bound(anatomy: StepAnatomy) -> str:
+        second = f" ({anatomy.close_second} close behind)" if anatomy.close_second else ""
+        return (anatomy.bound or "-") + second
+
+    rows.append(("Bound by", bound(a), bound(b), "" if a.bound == b.bound else "differs"))
     return rows
 
 

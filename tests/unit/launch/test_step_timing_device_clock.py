@@ -65,15 +65,26 @@ class FakeEvent:
 
 
 class FakeStream:
-    """torch.cuda.Stream: its own clock (`now_ms`); `wait_event` makes it wait for an event recorded elsewhere."""
+    """torch.cuda.Stream: its own clock (`now_ms`); `wait_event` makes it wait for an event recorded elsewhere, and
+    `wait_stream` for all another stream was given, as torch's does it (`self.wait_event(stream.record_event())`)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, cuda: FakeCuda | None = None) -> None:
         self.name = name
+        self.cuda = cuda
         self.now_ms = 0.0
         self.recorded = 0
 
     def wait_event(self, event: FakeEvent) -> None:
         self.now_ms = max(self.now_ms, event.at)
+
+    def record_event(self) -> FakeEvent:
+        assert self.cuda is not None
+        event = self.cuda.Event(enable_timing=True)
+        event.record(self)
+        return event
+
+    def wait_stream(self, stream: FakeStream) -> None:
+        self.wait_event(stream.record_event())
 
 
 class FakeCuda:
@@ -83,7 +94,7 @@ class FakeCuda:
     Stream = FakeStream
 
     def __init__(self) -> None:
-        self.default = FakeStream("default")
+        self.default = FakeStream("default", self)
         self.current = self.default
         self.recorded = 0
         self.passed = 0
@@ -445,7 +456,7 @@ def fsdp2_step(rank: Rank, group: FSDPParamGroup, all_gather: FakeStream, reduce
 
 def _fsdp2_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Rank, FakeStream, FakeStream]:
     rank = _rank(tmp_path, monkeypatch)
-    monkeypatch.setattr(FakeStream, "wait_event", FakeStream.wait_event)  # what _attach_fsdp2 patches, restored
+    monkeypatch.setattr(FakeStream, "wait_event", FakeStream.wait_event)  # what the hook patches, restored
     group_class = FSDPParamGroup
     for name in ("wait_for_unshard", "post_backward", "finalize_backward"):
         monkeypatch.setattr(group_class, name, getattr(group_class, name))
@@ -479,14 +490,195 @@ def test_collectives_on_fsdp2s_own_streams_are_marked_on_the_compute_stream(tmp_
 def test_fsdp2s_waits_on_its_collectives_are_communication_on_cuda(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     rank, all_gather, reduce_scatter = _fsdp2_rank(tmp_path, monkeypatch)
-    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=rank.cuda))  # the torch _attach_fsdp2 looks up
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=rank.cuda))  # the torch the hook looks up
     rank.hook._ATTACH["torch.distributed.fsdp._fully_shard._fsdp_param_group"](
         SimpleNamespace(FSDPParamGroup=FSDPParamGroup))
-    assert rank.timing.fsdp2_waits
+    assert rank.timing.stream_waits == {"FSDP2"}
     group = FSDPParamGroup(rank.cuda, all_gather)
     got = _run_fsdp2(rank, group, all_gather, reduce_scatter)
     # The exposed 20 ms of unit 0's all-gather and 15 ms of the reduce-scatter; the script's own wait stays "other".
     phases = {"forward_ms": 60.0, "backward_ms": 50.0, "communication_ms": 35.0, "optimizer_ms": 10.0, "swap_ms": 0.0}
     assert got == [{"step_ms": sum(phases.values()) + other, **phases, "other_ms": other} for other in (7.5, 8.5, 8.5)]
     assert (all_gather.recorded, reduce_scatter.recorded) == (6, 3)
+    assert rank.cuda.syncs == 0 and rank.cuda.event_syncs == 0
+
+
+# ---- ZeRO-3 and FSDP1: the same stream pattern, waited for with wait_stream ------------------------------------
+def side_collective(rank: Rank, stream: FakeStream, ms: float) -> None:
+    """A collective issued inside `stream`'s context (a torch.distributed or deepspeed.comm entry point, wrapped as
+    communication): `ms` on that stream, from where the compute stream is now."""
+    cuda, t = rank.cuda, rank.timing
+    stream.now_ms = max(stream.now_ms, cuda.now_ms)
+    with cuda.stream(stream):
+        t.enter("communication")
+        stream.now_ms += ms
+        t.leave("communication")
+
+
+class PartitionedParameterCoordinator:
+    """ZeRO-3's parameter coordinator where the hook meets it: `fetch_sub_module` waits on the module's all-gather
+    handle inside the all-gather stream's context (Work.wait, wrapped as communication), then makes the compute stream
+    wait for that stream, as DeepSpeed 0.19's does (`get_accelerator().current_stream().wait_stream(
+    self.__allgather_stream)`)."""
+
+    def __init__(self, rank: Rank, all_gather: FakeStream) -> None:
+        self.rank, self.all_gather = rank, all_gather
+
+    def fetch_sub_module(self, gather_ms: float) -> None:
+        cuda, t = self.rank.cuda, self.rank.timing
+        if gather_ms:  # not prefetched: its all-gather is issued now
+            side_collective(self.rank, self.all_gather, gather_ms)
+        with cuda.stream(self.all_gather):
+            t.enter("communication")  # the handle's Work.wait
+            t.leave("communication")
+        cuda.current_stream().wait_stream(self.all_gather)
+
+
+def zero3_step(rank: Rank, coordinator: PartitionedParameterCoordinator, all_gather: FakeStream) -> None:
+    """One ZeRO-3 step of two modules, as the FSDP2 step: module 0's all-gather exposed (20 ms), module 1's
+    prefetched under module 0's forward, and in backward a prefetched all-gather of 55 ms of which the compute (40 ms)
+    hides all but 15 ms."""
+    cuda, t = rank.cuda, rank.timing
+    rank._at(t.enter, "forward", 1.0)
+    coordinator.fetch_sub_module(20.0)  # exposed: 20 ms
+    side_collective(rank, all_gather, 20.0)  # module 1's prefetch, on the all-gather stream after module 0's
+    cuda.now_ms += 30.0  # module 0's forward
+    coordinator.fetch_sub_module(0.0)  # prefetched and done: no wait
+    cuda.now_ms += 30.0  # module 1's forward
+    rank._at(t.leave, "forward", 0.0)
+    rank._at(t.enter, "backward", 0.5)
+    side_collective(rank, all_gather, 55.0)  # module 0's gather for backward, prefetched as module 1's backward runs
+    cuda.now_ms += 40.0
+    coordinator.fetch_sub_module(0.0)  # exposed: 15 ms
+    cuda.now_ms += 10.0
+    rank._at(t.leave, "backward", 0.0)
+    rank._at(t.enter, "optimizer", 0.0)
+    rank._at(t.leave, "optimizer", 10.0)
+    cuda.now_ms += 2.0
+    rank.host.now += 0.001
+    t.step_ended()
+    rank.ends.append(cuda.recorded)
+
+
+class FSDP1State:
+    """An FSDP1 unit's state: its unshard stream (all-gathers) and post-backward stream (reduce-scatters)."""
+
+    def __init__(self, cuda: FakeCuda) -> None:
+        self._unshard_stream = FakeStream("unshard", cuda)
+        self._post_backward_stream = FakeStream("post-backward", cuda)
+        self._unshard_event: FakeEvent | None = None
+
+
+def fsdp1_runtime(cuda: FakeCuda) -> ModuleType:
+    """torch/distributed/fsdp/_runtime_utils.py where the hook meets it: module functions that make the current stream
+    wait for FSDP1's streams, as torch 2.13's do."""
+    runtime = ModuleType("torch.distributed.fsdp._runtime_utils")
+
+    def _pre_forward_unshard(state: FSDP1State, handle: object) -> None:
+        if state._unshard_event is not None:
+            cuda.current_stream().wait_event(state._unshard_event)
+            state._unshard_event = None
+        else:
+            cuda.current_stream().wait_stream(state._unshard_stream)
+
+    def _pre_backward_hook(state: FSDP1State, module: object, handle: object, grad: object) -> object:
+        cuda.current_stream().wait_stream(state._unshard_stream)
+        return grad
+
+    def _post_backward_final_callback(state: FSDP1State, module: object) -> None:
+        cuda.current_stream().wait_stream(state._post_backward_stream)
+
+    for function in (_pre_forward_unshard, _pre_backward_hook, _post_backward_final_callback):
+        setattr(runtime, function.__name__, function)
+    return runtime
+
+
+def fsdp1_step(rank: Rank, runtime: ModuleType, state: FSDP1State) -> None:
+    """One FSDP1 step, the same pattern: unit 0's all-gather exposed (20 ms; the compute stream waits on its event),
+    unit 1's overlapped, the backward's unshard already done, the reduce-scatter's last 15 ms exposed at the end of
+    backward. torch calls the functions as its module's globals (or partials of them made after import)."""
+    cuda, t = rank.cuda, rank.timing
+    rank._at(t.enter, "forward", 1.0)
+    side_collective(rank, state._unshard_stream, 20.0)
+    state._unshard_event = state._unshard_stream.record_event()
+    runtime._pre_forward_unshard(state, None)  # exposed: 20 ms
+    side_collective(rank, state._unshard_stream, 20.0)  # unit 1's, prefetched
+    cuda.now_ms += 30.0
+    runtime._pre_forward_unshard(state, None)  # overlapped: no wait
+    cuda.now_ms += 30.0
+    rank._at(t.leave, "forward", 0.0)
+    rank._at(t.enter, "backward", 0.5)
+    runtime._pre_backward_hook(state, None, None, None)  # the unshard stream is long done: no wait
+    cuda.now_ms += 40.0
+    side_collective(rank, state._post_backward_stream, 25.0)
+    cuda.now_ms += 10.0
+    runtime._post_backward_final_callback(state, None)  # exposed: 15 ms
+    rank._at(t.leave, "backward", 0.0)
+    rank._at(t.enter, "optimizer", 0.0)
+    rank._at(t.leave, "optimizer", 10.0)
+    cuda.now_ms += 2.0
+    rank.host.now += 0.001
+    t.step_ended()
+    rank.ends.append(cuda.recorded)
+
+
+def _run(rank: Rank, step: Any) -> list[dict]:
+    for k in range(1, 4):
+        step()
+        rank.passes(k)
+    rank.timing.close()
+    lines = rank.written()
+    assert [line["step"] for line in lines] == [1, 2, 3]
+    return [figures(line) for line in lines]
+
+
+def _library_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attach: bool) -> Rank:
+    rank = _rank(tmp_path, monkeypatch)
+    monkeypatch.setattr(FakeStream, "wait_event", FakeStream.wait_event)  # what the hook patches, restored
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=rank.cuda))  # the torch the hook looks up
+    if not attach:
+        return rank
+    coordinator = PartitionedParameterCoordinator
+    monkeypatch.setattr(coordinator, "fetch_sub_module", coordinator.fetch_sub_module)  # restored after the test
+    rank.hook._ATTACH["deepspeed.runtime.zero.partitioned_param_coordinator"](
+        SimpleNamespace(PartitionedParameterCoordinator=coordinator))
+    return rank
+
+
+def _phases(forward: float, backward: float, communication: float) -> list[dict[str, float]]:
+    phases = {"forward_ms": forward, "backward_ms": backward, "communication_ms": communication, "optimizer_ms": 10.0,
+              "swap_ms": 0.0}
+    # "other": 0.5 ms between forward and backward, 2 ms after the optimizer, and from the second step on the 1 ms
+    # before forward (the first step starts at its forward)
+    return [{"step_ms": sum(phases.values()) + other, **phases, "other_ms": other} for other in (2.5, 3.5, 3.5)]
+
+
+@pytest.mark.parametrize("attach", [False, True])
+def test_zero3s_waits_for_its_parameter_all_gathers_are_communication_on_cuda(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attach: bool) -> None:
+    rank = _library_rank(tmp_path, monkeypatch, attach)
+    all_gather = FakeStream("all-gather", rank.cuda)
+    coordinator = PartitionedParameterCoordinator(rank, all_gather)
+    got = _run(rank, lambda: zero3_step(rank, coordinator, all_gather))
+    if attach:  # the exposed 20 ms of module 0's all-gather and 15 ms of the backward's: FSDP2's 60/50/35
+        assert rank.timing.stream_waits == {"ZeRO-3"}
+        assert got == _phases(60.0, 50.0, 35.0)
+    else:  # the waits count in the phase that runs them
+        assert got == _phases(80.0, 65.0, 0.0)
+    assert rank.cuda.syncs == 0 and rank.cuda.event_syncs == 0
+
+
+@pytest.mark.parametrize("attach", [False, True])
+def test_fsdp1s_waits_on_its_streams_are_communication_on_cuda(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               attach: bool) -> None:
+    rank = _library_rank(tmp_path, monkeypatch, False)
+    runtime = fsdp1_runtime(rank.cuda)
+    if attach:  # as the import hook does, once the module has run
+        rank.hook._ATTACH["torch.distributed.fsdp._runtime_utils"](runtime)
+        assert rank.timing.stream_waits == {"FSDP1"}
+    state = FSDP1State(rank.cuda)
+    got = _run(rank, lambda: fsdp1_step(rank, runtime, state))
+    assert got == (_phases(60.0, 50.0, 35.0) if attach else _phases(80.0, 65.0, 0.0))
+    # FSDP's own streams' waits (wait_stream records an event on the stream waited for) cost the compute stream
+    # nothing, and nothing here waits for the device.
     assert rank.cuda.syncs == 0 and rank.cuda.event_syncs == 0

@@ -180,6 +180,44 @@ def test_ranks_evenly_slow_in_their_data_are_all_advised_not_one() -> None:
     assert not any(a.startswith("rank ") for a in anatomy.advice)
 
 
+def test_a_close_second_bound_is_said_with_its_numbers() -> None:
+    # Forward 10 + backward 18.5 ms against 26 ms of communication in a 59 ms step: compute bounds the run, but
+    # communication is 91% of it, so the verdict names both.
+    records = [step(0, n, forward=10, backward=18.5, communication=26, optimizer=3, other=1.5) for n in range(1, 11)]
+    anatomy = analyse(records)
+    assert anatomy.bound == "compute" and anatomy.close_second == "communication"
+    assert anatomy.summary == ("compute-bound: forward and backward take 48% of each step (28 ms of 59 ms); "
+                               "communication close behind (26 ms, 44%)")
+    data = anatomy.to_json()
+    assert (data["bound"], data["close_second"]) == ("compute", "communication")
+    assert anatomy_table(anatomy).splitlines()[-1] == anatomy.summary  # the CLI's verdict line
+    # 21 ms of communication is 84% of 25 ms of compute: said; 19 ms (76%) is not.
+    near = analyse([step(0, n, forward=10, backward=15, communication=21, optimizer=2) for n in range(1, 11)])
+    assert near.summary.endswith("(25 ms of 48 ms); communication close behind (21 ms, 44%)"), near.summary
+    far = analyse([step(0, n, forward=10, backward=15, communication=19, optimizer=2) for n in range(1, 11)])
+    assert far.bound == "compute" and far.close_second is None and "close behind" not in far.summary
+    assert far.to_json()["close_second"] is None
+    # Any bound can be the second: the optimizer behind communication, said in its own words.
+    optimizer = analyse([step(0, n, forward=2, backward=3, communication=40, optimizer=35) for n in range(1, 11)])
+    assert optimizer.bound == "communication" and optimizer.close_second == "optimizer"
+    assert "; the optimizer step close behind (35 ms, 44%)" in optimizer.summary
+
+
+def test_a_close_second_is_the_slowest_ranks_and_comes_before_the_rest_of_the_verdict() -> None:
+    # Rank 1 loads its data for 60 ms with 55 ms of compute; rank 0 waits for it in communication. The second is
+    # rank 1's compute, said right after the bound's numbers, before the slowest rank is named.
+    records = []
+    for n in range(1, 11):
+        records.append(step(0, n, forward=20, backward=35, communication=70, optimizer=5, other=5))
+        records.append(step(1, n, forward=20, backward=35, communication=10, optimizer=5, other=65))
+    anatomy = analyse(records, facts=RunFacts(cpu_cores=2, ranks_on_host=2))
+    assert anatomy.bound == "data" and anatomy.slowest_rank == 1 and anatomy.close_second == "compute"
+    assert anatomy.summary.startswith(
+        "data-bound: time outside the engine (data loading, the script's own work) takes 48% of each step on "
+        "rank 1 (65 ms of 135 ms); forward and backward close behind (55 ms, 41%); rank 1 is the slowest"), \
+        anatomy.summary
+
+
 def test_a_slowdown_mid_run_is_dated_and_blamed_on_its_phase() -> None:
     records = [step(0, n, forward=10, backward=20, optimizer=20) for n in range(1, 41)]
     records += [step(0, n, forward=10, backward=20, optimizer=20, swap=60) for n in range(41, 81)]
