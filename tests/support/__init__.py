@@ -5,8 +5,18 @@ pyproject's pytest `pythonpath`, so tests import `support.runhelp` and `fixtures
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent.parent
 REPO = TESTS.parent
 FIXTURES = TESTS / "fixtures"
+
+
+def real_corpus() -> Path | None:
+    """The corpus of real configs fetched from public repositories: TRAINDECK_CORPUS, else ../shared/corpus; None
+    where neither holds its manifest (the tests that need it skip and say so)."""
+    for candidate in (os.environ.get("TRAINDECK_CORPUS"), REPO.parent / "shared" / "corpus"):
+        if candidate and (Path(candidate) / "manifest.tsv").is_file():
+            return Path(candidate)
+    return None

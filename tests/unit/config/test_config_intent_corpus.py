@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from pathlib import Path
 
 import pytest
-from support import REPO
+from support import REPO, real_corpus
 
 from traindeck.backend.config.auto_fill import auto_paths, dotted
 from traindeck.backend.config.validate import check_files
@@ -20,14 +19,7 @@ from traindeck.backend.config.validate import check_files
 REPO = REPO
 
 
-def _corpus() -> Path | None:
-    for candidate in (os.environ.get("TRAINDECK_CORPUS"), REPO.parent / "shared" / "corpus"):
-        if candidate and (Path(candidate) / "manifest.tsv").is_file():
-            return Path(candidate)
-    return None
-
-
-CORPUS = _corpus()
+CORPUS = real_corpus()
 pytestmark = pytest.mark.skipif(CORPUS is None, reason="no corpus of real configs (set TRAINDECK_CORPUS)")
 
 

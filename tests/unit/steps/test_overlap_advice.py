@@ -5,13 +5,12 @@ corpus of configs fetched from public repositories: TRAINDECK_CORPUS, else ../sh
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import REPO
+from support import real_corpus
 
 from traindeck.backend.runs.control.step_view import run_facts
 from traindeck.backend.runs.record.run_store import RunRecord
@@ -20,14 +19,7 @@ from traindeck.backend.steps import PHASES, RunFacts, StepRecord, analyse
 GIB = 1 << 30
 
 
-def _corpus() -> Path | None:
-    for candidate in (os.environ.get("TRAINDECK_CORPUS"), REPO.parent / "shared" / "corpus"):
-        if candidate and (Path(candidate) / "manifest.tsv").is_file():
-            return Path(candidate)
-    return None
-
-
-CORPUS = _corpus()
+CORPUS = real_corpus()
 pytestmark = pytest.mark.skipif(CORPUS is None, reason="no corpus of real configs (set TRAINDECK_CORPUS)")
 
 # Real configs, as their repositories hold them.
