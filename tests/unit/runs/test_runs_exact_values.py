@@ -4,11 +4,11 @@ view's series become TensorBoard's for the steps it has; a same-named tag holdin
 
 from __future__ import annotations
 
-import struct
 import time
 from pathlib import Path
 
 import pytest
+from support.trainer_values import LOSSES, LRS, f32
 
 pytest.importorskip("tensorboard")
 pytest.importorskip("torch")
@@ -29,15 +29,6 @@ from traindeck.backend.runs.record.run_store import RunRecord, RunStore  # noqa:
 from traindeck.backend.runs.record.tensorboard import TensorBoardReader, TensorBoardRecorder  # noqa: E402
 
 RUN = "r1"
-# Losses as a Trainer logs them: full precision, two neighbours that print alike (3.23) but differ exactly.
-LOSSES = [3.2518253326416016, 3.225397825241089, 3.2338528633117676, 3.2384281158447266, 3.2304599285125732,
-          3.2304627895355225]
-LRS = [5e-05, 4.1666666666666665e-05, 3.3333333333333335e-05, 2.5e-05, 1.6666666666666667e-05,
-       8.333333333333334e-06]
-
-
-def f32(value: float) -> float:
-    return float(struct.unpack("f", struct.pack("f", value))[0])
 
 
 class Printed:

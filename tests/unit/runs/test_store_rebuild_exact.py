@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from support.trainer_values import LOSSES, LRS, f32
 
 pytest.importorskip("tensorboard")
 pytest.importorskip("torch")
@@ -24,16 +24,6 @@ from traindeck.backend.runs.record.folder_record import write_end, write_identit
 from traindeck.backend.runs.record.layout import create_run_dir  # noqa: E402
 from traindeck.backend.runs.record.run_store import RunRecord, RunStore  # noqa: E402
 from traindeck.backend.runs.record.tensorboard import EVENT_PREFIX  # noqa: E402
-
-# Losses as a Trainer logs them: full precision, two neighbours that print alike (3.23) but differ exactly.
-LOSSES = [3.2518253326416016, 3.225397825241089, 3.2338528633117676, 3.2384281158447266, 3.2304599285125732,
-          3.2304627895355225]
-LRS = [5e-05, 4.1666666666666665e-05, 3.3333333333333335e-05, 2.5e-05, 1.6666666666666667e-05,
-       8.333333333333334e-06]
-
-
-def f32(value: float) -> float:
-    return float(struct.unpack("f", struct.pack("f", value))[0])
 
 
 def run_folder(name: str, cwd: Path, created_at: float, log: str) -> RunRecord:
