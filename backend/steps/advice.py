@@ -227,7 +227,10 @@ def advise(bound: str, ranks: Mapping[int, RankAnatomy], slowest: RankAnatomy, f
                        f"gets (DeepSpeed's ZeRO-Offload tutorial); fewer ranks per host or more cores shorten "
                        f"the optimizer step")
         block = zero.get("offload_optimizer")
-        if isinstance(block, Mapping) and block.get("pin_memory") is not True:
+        # Only where the config turns it off: an absent key's default changed between DeepSpeed versions (0.19's
+        # DeepSpeedZeroOffloadOptimizerConfig.pin_memory defaults to True, earlier ones to False), and the run's
+        # version is not known here.
+        if isinstance(block, Mapping) and block.get("pin_memory") is False:
             out.append("offload_optimizer.pin_memory is off: pinned host buffers make the GPU<->CPU copies of "
                        "the offloaded optimizer faster (DeepSpeed's config reference)")
         out.append("with the optimizer offloaded, a larger batch per step (or gradient accumulation) spreads the "
