@@ -136,6 +136,69 @@ def _together(a, b) -> bool:  # type: ignore[no-untyped-def]
     return wa is wb or wa.isAncestorOf(wb) or wb.isAncestorOf(wa)
 
 
+def test_no_alt_letter_means_two_things_on_one_page(qtbot, make_window, no_prompt) -> None:  # type: ignore[no-untyped-def]
+    """An Alt letter two visible things share (two buttons' "&R", a tab's "&H" and the Help menu's) only moves the
+    focus between them: neither is pressed. On each page, with the window's menus, every Alt letter - a button's,
+    a buddied label's, a group box's, a tab's or an Alt+letter shortcut's - belongs to one thing, except things
+    on different pages of one stack (tabs, stacked panels), which are never shown together."""
+    import re
+
+    from PySide6.QtGui import QShortcut
+    from PySide6.QtWidgets import QAbstractButton, QGroupBox, QMenuBar, QStackedWidget, QTabBar, QWidget
+
+    def letter(text: str) -> str | None:
+        found = re.search(r"&([^&])", text.replace("&&", ""))
+        return found.group(1).lower() if found else None
+
+    def keyed(root):  # type: ignore[no-untyped-def]
+        out = []
+        for w in root.findChildren(QWidget):
+            if isinstance(w, QAbstractButton):
+                out.append((w.text(), w))
+            elif isinstance(w, QLabel) and w.buddy() is not None:
+                out.append((w.text(), w))
+            elif isinstance(w, QGroupBox):
+                out.append((w.title(), w))
+            elif isinstance(w, QTabBar):
+                out.extend((w.tabText(i), w) for i in range(w.count()))
+            elif isinstance(w, QMenuBar):
+                out.extend((a.text(), w) for a in w.actions())
+        for s in root.findChildren(QShortcut):
+            key = s.key().toString()
+            if re.fullmatch(r"Alt\+[A-Z0-9]", key):
+                out.append((f"&{key[-1]} ({key} shortcut)", s.parent()))
+        return [(letter(text), text, w) for text, w in out if letter(text)]
+
+    def apart(a, b) -> bool:  # type: ignore[no-untyped-def]
+        """a and b lie on different pages of one QStackedWidget (a QTabWidget's included)."""
+        above = [a]
+        while above[-1].parentWidget() is not None:
+            above.append(above[-1].parentWidget())
+        child, common = b, b.parentWidget()
+        while common is not None and common not in above:
+            child, common = common, common.parentWidget()
+        if common is None or common is a or common is b:
+            return False
+        return isinstance(common, QStackedWidget) and above[above.index(common) - 1] is not child
+
+    window = make_window()
+    _show(qtbot, window)
+    for page_type in window.page_types:
+        window.show_page(page_type.key)
+    every = keyed(window)
+    pages = list(window.pages.values())
+    shared = [k for k in every if not any(page.isAncestorOf(k[2]) for page in pages)]
+    clashes = []
+    for key, page in window.pages.items():
+        mine = [k for k in every if page.isAncestorOf(k[2])] + shared
+        for i, (a_letter, a_text, a) in enumerate(mine):
+            for b_letter, b_text, b in mine[i + 1:]:
+                if a_letter == b_letter and not apart(a, b):
+                    clashes.append((key, a_letter, a_text, b_text))
+    assert not clashes, clashes
+    assert {k[0] for k in shared} >= {"f", "v", "h"}, shared  # the menus are seen: the check reaches the window's
+
+
 # Two starts in one process on a desktop-sized offscreen screen (the default offscreen screen, 800x800, is smaller
 # than some pages' minimum width, and Qt clamps a restored geometry to the screen). dpr 2: a high-DPI screen
 # (the window keeps its logical size and is drawn at twice the pixels).

@@ -32,7 +32,7 @@ class LeftoversPanel(QWidget):
         self._store_path = store_path  # the page's run store (the demo switches it)
         self.busy = ""
         self.lineage = LineageIndex()
-        self.rerun_button = QPushButton("Re&run")
+        self.rerun_button = QPushButton("Rer&un")
         self.rerun_button.setToolTip("Start the selected run again: same script, arguments, configs, launcher")
         self.rerun_button.clicked.connect(lambda: self.rerun_selected())
         self.bundle_button = QPushButton("&Bundle…")

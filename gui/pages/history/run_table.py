@@ -534,7 +534,7 @@ class RunTable(QWidget):
                                    "each sweep's best run is marked (★)")
         self.metric_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.metric_box.currentTextChanged.connect(self._metric_chosen)
-        label = QLabel("&Best by:")
+        label = QLabel("Bes&t by:")
         label.setBuddy(self.metric_box)
         self.filter_box.changed.connect(self._filter_changed)
         chooser = QHBoxLayout()

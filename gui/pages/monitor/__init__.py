@@ -77,7 +77,7 @@ class MonitorPage(Page):
         self.nodes_view = MonitorNodes(ctx.tasks, self.bridge.interval_s)
         self.tabs = QTabWidget()
         self.tabs.addTab(self.gpu_panel, "&GPUs")
-        self.tabs.addTab(self.host_panel, "&Host")
+        self.tabs.addTab(self.host_panel, "Ho&st")
         self.tabs.addTab(self.run_panel, "&Run")
         self.tabs.addTab(self.offload, "&Offload")
         self.tabs.addTab(self.processes, "&Processes")
@@ -196,7 +196,7 @@ class MonitorPage(Page):
             self.ctx.settings.setValue(TAB_KEY, TAB_NAMES[index])
 
     def _tab_changed(self, index: int) -> None:
-        if not self._switching:  # a click, a mnemonic (Alt+H), Ctrl+Tab: the person's choice, remembered
+        if not self._switching:  # a click, a mnemonic (Alt+S for Host), Ctrl+Tab: the person's choice, remembered
             self._tab_chosen_by_person(index)
         self.offload.set_current(self.tabs.currentWidget() is self.offload)
         self.nodes_view.refresh()

@@ -87,7 +87,7 @@ class QueuePage(Page):
                 ("start", "&Start now", "Start the selected run now, ahead of the order"),
                 ("up", "Move &up", "Start the selected run earlier"),
                 ("down", "Move &down", "Start the selected run later"),
-                ("hold", "&Hold", "Keep the selected run from starting; press again to release it"),
+                ("hold", "Ho&ld", "Keep the selected run from starting; press again to release it"),
                 ("remove", "&Remove", "Take the selected run out of the queue (it never ran)")):
             button = QPushButton(text)
             button.setToolTip(tip)
@@ -219,7 +219,7 @@ class QueuePage(Page):
         queued = row is not None and row["state"] == "queued"
         for action in ("start", "up", "down", "hold", "remove"):
             self.buttons[action].setEnabled(queued)
-        self.buttons["hold"].setText("Re&lease" if row is not None and row["held"] else "&Hold")
+        self.buttons["hold"].setText("Re&lease" if row is not None and row["held"] else "Ho&ld")
 
     def _open(self) -> None:
         row = self._selected_row()
