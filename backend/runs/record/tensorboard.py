@@ -49,8 +49,10 @@ PrintedRow = tuple[int, str, int | None, float, float]  # as RunStore.metric_row
 
 
 def event_files(roots: Iterable[Path], since: float = 0.0, until: float | None = None) -> list[Path]:
-    """Event files under the roots modified at or after `since` (the run's start), oldest first; with `until`
-    (the run's end), only those created by then (the time their writer puts in their name), not a later run's."""
+    """Event files under the roots created and modified at or after `since` (the run's start), oldest first; with
+    `until` (the run's end), only those created by then. A file's creation is the time its writer puts in its name
+    (whole seconds, hence the second's slack): a file created before the run started is another run's, even while
+    that run, still going, writes to the same folder; one created after `until` is a later run's."""
     found: dict[str, tuple[float, Path]] = {}
     for root in roots:
         for folder, _dirs, files in walk_folders(root, max_depth=5):
@@ -58,7 +60,7 @@ def event_files(roots: Iterable[Path], since: float = 0.0, until: float | None =
                 if not name.startswith(EVENT_PREFIX):
                     continue
                 created = created_at(name)
-                if until is not None and created is not None and created > until:
+                if created is not None and (created < since - 1.0 or (until is not None and created > until)):
                     continue
                 path = folder / name
                 try:

@@ -89,3 +89,23 @@ def test_a_tag_whose_printed_twin_already_exists_is_left_out_at_once(tmp_path: P
     assert reader.poll({"eval_loss"}).rows == []
     assert reader.tags["eval/loss"] is None
     writer.close()
+
+
+def test_an_earlier_runs_file_still_written_in_the_same_folder_is_not_read(tmp_path: Path) -> None:
+    # An earlier run, still going, logs to the folder this run logs to: its file is modified after this run's start
+    # but was created (the stamp its writer puts in its name) before it.
+    started = time.time()
+    earlier = EventFileWriter(str(tmp_path / "other"))
+    write(earlier, 7, **{"train/loss": 9.0})
+    earlier.close()
+    old = Path(earlier.get_logdir()).glob("events.out.tfevents.*").__next__()
+    stamp, rest = old.name.removeprefix("events.out.tfevents.").split(".", 1)
+    moved = tmp_path / f"events.out.tfevents.{int(stamp) - 600}.{rest}"
+    old.rename(moved)
+    assert moved.stat().st_mtime >= started - 1.0  # modified since the run started (the reader's since): only its name tells it apart
+    mine = EventFileWriter(str(tmp_path))
+    write(mine, 1, **{"train/loss": 0.5})
+    mine.close()
+    reader = TensorBoardReader([tmp_path], since=started - 1.0, clock=Clock(), hold_s=10.0)
+    rows = reader.poll(set(), final=True).rows
+    assert [(n, s, v) for n, s, _t, v, _r in rows] == [("train/loss", 1, pytest.approx(0.5))]
