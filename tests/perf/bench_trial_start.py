@@ -30,12 +30,17 @@ from typing import Any
 
 SCRATCH = Path(tempfile.mkdtemp(prefix="traindeck-bench-trial-"))
 os.environ["TRAINDECK_HOME"] = str(SCRATCH / "home")
-os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "traindeck" / "torch_extensions"))
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from launch.test_trials import SCRIPT  # noqa: E402  (the tiny DeepSpeed loop the trial tests run)
+
+from traindeck.backend.launch.environ import torch_extensions_dir  # noqa: E402
+
+# The ops `make setup` built for this interpreter (as every run uses). Not the shared root above those folders:
+# every interpreter's runs there rebuild each other's ops (fused_adam: minutes per candidate).
+os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(torch_extensions_dir(sys.executable)))
 
 from traindeck.backend.presets import load_preset  # noqa: E402
 from traindeck.backend.trials import TrialFolder, TrialOptions, plan_trial, run_trial, time_line  # noqa: E402
